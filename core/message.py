@@ -1,0 +1,155 @@
+"""Protocol-neutral message model: property names, system flags, property encoding.
+
+Names follow RocketMQ (MessageConst / MessageSysFlag) so that RocketMQ users recognise them
+and remoting clients can be served without translation. This module must never import a
+protocol.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# --- property names (RocketMQ MessageConst) ---------------------------------------------
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
+PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+PROPERTY_PRODUCER_GROUP = "PGROUP"
+PROPERTY_MIN_OFFSET = "MIN_OFFSET"
+PROPERTY_MAX_OFFSET = "MAX_OFFSET"
+PROPERTY_BUYER_ID = "BUYER_ID"
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+PROPERTY_TRANSFER_FLAG = "TRANSFER_FLAG"
+PROPERTY_CORRECTION_FLAG = "CORRECTION_FLAG"
+PROPERTY_MQ2_FLAG = "MQ2_FLAG"
+PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+PROPERTY_MSG_REGION = "MSG_REGION"
+PROPERTY_TRACE_SWITCH = "TRACE_ON"
+PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+PROPERTY_CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
+PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+PROPERTY_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+PROPERTY_INSTANCE_ID = "INSTANCE_ID"
+PROPERTY_CLUSTER = "CLUSTER"
+PROPERTY_INNER_NUM = "INNER_NUM"
+PROPERTY_INNER_BASE = "INNER_BASE"
+# Beyond RocketMQ 4's fixed levels: deliver at an absolute time (ms since epoch), as 5.x does.
+PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+
+KEY_SEPARATOR = " "
+
+# --- system flags (RocketMQ MessageSysFlag) ---------------------------------------------
+COMPRESSED_FLAG = 0x1
+MULTI_TAGS_FLAG = 0x1 << 1
+TRANSACTION_NOT_TYPE = 0
+TRANSACTION_PREPARED_TYPE = 0x1 << 2
+TRANSACTION_COMMIT_TYPE = 0x2 << 2
+TRANSACTION_ROLLBACK_TYPE = 0x3 << 2
+BORNHOST_V6_FLAG = 0x1 << 4
+STOREHOSTADDRESS_V6_FLAG = 0x1 << 5
+NEED_UNWRAP_FLAG = 0x1 << 6
+INNER_BATCH_FLAG = 0x1 << 7
+
+
+def transaction_type(sys_flag: int) -> int:
+    return sys_flag & TRANSACTION_ROLLBACK_TYPE
+
+
+def reset_transaction_type(sys_flag: int, tx_type: int) -> int:
+    return (sys_flag & ~TRANSACTION_ROLLBACK_TYPE) | tx_type
+
+
+# --- properties: name \x01 value \x02 ----------------------------------------------------
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+
+def encode_properties(properties: dict[str, str] | None) -> bytes:
+    """Encode as RocketMQ's messageProperties2String does (UTF-8, trailing \\x02)."""
+    if not properties:
+        return b""
+    return "".join(
+        f"{k}\x01{v}\x02" for k, v in properties.items() if v is not None
+    ).encode("utf-8", "surrogateescape")
+
+
+def decode_properties(data: bytes | memoryview | str) -> dict[str, str]:
+    """Decode name \\x01 value \\x02 pairs; tolerates a missing trailing separator."""
+    if not data:
+        return {}
+    text = data if isinstance(data, str) else bytes(data).decode("utf-8", "surrogateescape")
+    props: dict[str, str] = {}
+    for item in text.split("\x02"):
+        if not item:
+            continue
+        name, sep, value = item.partition("\x01")
+        if sep:
+            props[name] = value
+    return props
+
+
+@dataclass(slots=True)
+class Message:
+    """A message as a producer hands it to the broker (RocketMQ's MessageExtBrokerInner)."""
+
+    topic: str
+    body: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    flag: int = 0
+    queue_id: int = -1  # -1: the broker picks a queue
+    sys_flag: int = 0
+    born_timestamp: int = 0  # ms; 0: the broker stamps it
+    born_host: tuple[str, int] = ("127.0.0.1", 0)
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        raw = self.properties.get(PROPERTY_KEYS)
+        return [k for k in raw.split(KEY_SEPARATOR) if k] if raw else []
+
+
+@dataclass(slots=True)
+class MessageExt:
+    """A stored message as read back (RocketMQ's MessageExt)."""
+
+    topic: str
+    body: bytes
+    properties: dict[str, str]
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    store_size: int
+    body_crc: int
+    flag: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: tuple[str, int]
+    store_timestamp: int
+    store_host: tuple[str, int]
+    reconsume_times: int
+    prepared_transaction_offset: int
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        raw = self.properties.get(PROPERTY_KEYS)
+        return [k for k in raw.split(KEY_SEPARATOR) if k] if raw else []
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
