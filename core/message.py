@@ -75,9 +75,11 @@ def encode_properties(properties: dict[str, str] | None) -> bytes:
     """Encode as RocketMQ's messageProperties2String does (UTF-8, trailing \\x02)."""
     if not properties:
         return b""
-    return "".join(
-        f"{k}\x01{v}\x02" for k, v in properties.items() if v is not None
-    ).encode("utf-8", "surrogateescape")
+    text = ""
+    for k, v in properties.items():  # a plain loop is the fastest form for a few items
+        if v is not None:
+            text += k + "\x01" + v + "\x02"
+    return text.encode("utf-8", "surrogateescape")
 
 
 def decode_properties(data: bytes | memoryview | str) -> dict[str, str]:

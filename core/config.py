@@ -1,0 +1,183 @@
+"""The broker's typed configuration: one object, built once at start-up, passed down.
+
+Keys use RocketMQ's names (``listenPort``, ``flushDiskType``, ``fileReservedTime`` ...) so a
+RocketMQ operator recognises them; attributes are their snake_case spelling. Values are
+validated here, so a bad file fails at start-up with a message naming the key, never later.
+This module reads no files: ``rocketport.config_file`` turns YAML or ``broker.properties``
+into the mapping that :func:`BrokerConfig.from_mapping` checks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .errors import ConfigError
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+
+def _key(key: str, *, choices: tuple[str, ...] = (), minimum: int | None = None) -> dict:
+    """Field metadata: the RocketMQ key name and the value's constraints."""
+    return {"key": key, "choices": choices, "minimum": minimum}
+
+
+@dataclass(slots=True)
+class ProtocolConfig:
+    """One wire front-end: whether it listens, and where."""
+
+    enabled: bool
+    port: int
+    host: str = "127.0.0.1"
+
+
+@dataclass(slots=True)
+class BrokerConfig:
+    # identity and network
+    broker_cluster_name: str = field(default="DefaultCluster", metadata=_key("brokerClusterName"))
+    broker_name: str = field(default="broker-a", metadata=_key("brokerName"))
+    broker_id: int = field(default=0, metadata=_key("brokerId", minimum=0))
+    broker_ip1: str = field(default="127.0.0.1", metadata=_key("brokerIP1"))
+    listen_port: int = field(default=10911, metadata=_key("listenPort", minimum=0))
+    bind_address: str = field(default="127.0.0.1", metadata=_key("bindAddress"))
+    namesrv_addr: str = field(default="", metadata=_key("namesrvAddr"))
+    broker_role: str = field(default="ASYNC_MASTER", metadata=_key(
+        "brokerRole", choices=("ASYNC_MASTER", "SYNC_MASTER")))
+    # store
+    store_path_root_dir: str = field(default="store", metadata=_key("storePathRootDir"))
+    store_path_commit_log: str = field(default="", metadata=_key("storePathCommitLog"))
+    mapped_file_size_commit_log: int = field(default=1 << 30, metadata=_key(
+        "mappedFileSizeCommitLog", minimum=64 * 1024))
+    mapped_file_size_consume_queue: int = field(default=300_000 * 20, metadata=_key(
+        "mappedFileSizeConsumeQueue", minimum=20 * 16))
+    flush_disk_type: str = field(default="ASYNC_FLUSH", metadata=_key(
+        "flushDiskType", choices=("ASYNC_FLUSH", "SYNC_FLUSH")))
+    flush_interval_commit_log: int = field(default=500, metadata=_key("flushIntervalCommitLog", minimum=1))
+    flush_interval_consume_queue: int = field(default=1000, metadata=_key("flushIntervalConsumeQueue", minimum=1))
+    sync_flush_timeout: int = field(default=5000, metadata=_key("syncFlushTimeout", minimum=1))
+    check_crc_on_recover: bool = field(default=True, metadata=_key("checkCRCOnRecover"))
+    recover_check_window: int = field(default=64 << 20, metadata=_key("recoverCheckWindow", minimum=0))
+    max_message_size: int = field(default=4 << 20, metadata=_key("maxMessageSize", minimum=1024))
+    message_index_enable: bool = field(default=True, metadata=_key("messageIndexEnable"))
+    max_hash_slot_num: int = field(default=5_000_000, metadata=_key("maxHashSlotNum", minimum=16))
+    max_index_num: int = field(default=20_000_000, metadata=_key("maxIndexNum", minimum=16))
+    # retention
+    file_reserved_time: int = field(default=72, metadata=_key("fileReservedTime", minimum=0))
+    delete_when: str = field(default="04", metadata=_key("deleteWhen"))
+    disk_max_used_space_ratio: int = field(default=75, metadata=_key("diskMaxUsedSpaceRatio", minimum=1))
+    clean_resource_interval: int = field(default=10_000, metadata=_key("cleanResourceInterval", minimum=10))
+    # topics, groups, offsets
+    auto_create_topic_enable: bool = field(default=True, metadata=_key("autoCreateTopicEnable"))
+    default_topic_queue_nums: int = field(default=8, metadata=_key("defaultTopicQueueNums", minimum=1))
+    auto_create_subscription_group: bool = field(default=True, metadata=_key("autoCreateSubscriptionGroup"))
+    flush_consumer_offset_interval: int = field(default=5000, metadata=_key("flushConsumerOffsetInterval", minimum=10))
+    message_delay_level: str = field(default=DEFAULT_DELAY_LEVELS, metadata=_key("messageDelayLevel"))
+    # front-ends
+    namesrv: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 9876))
+    kafka: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 9092))
+    stomp: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(False, 61613))
+
+    @property
+    def commit_log_dir(self) -> str:
+        import os
+        return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
+
+    @property
+    def sync_flush(self) -> bool:
+        return self.flush_disk_type == "SYNC_FLUSH"
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> "BrokerConfig":
+        """Build from RocketMQ-named keys; every unknown key or bad value is reported at once."""
+        by_key = {key_of(f): f for f in dataclasses.fields(cls)}
+        kwargs: dict[str, Any] = {}
+        problems: list[str] = []
+        for key, raw in values.items():
+            f = by_key.get(key)
+            if f is None:
+                hint = difflib.get_close_matches(key, by_key, n=1)
+                problems.append(f"unknown key {key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
+                continue
+            try:
+                kwargs[f.name] = _coerce(f, raw)
+            except (TypeError, ValueError) as exc:
+                problems.append(f"{key}: {exc}")
+        if problems:
+            raise ConfigError("invalid configuration: " + "; ".join(problems))
+        return cls(**kwargs)
+
+    def with_overrides(self, **changes: Any) -> "BrokerConfig":
+        return dataclasses.replace(self, **changes)
+
+
+_PROTOCOL_FIELDS = {"namesrv", "kafka", "stomp"}
+
+
+def key_of(f: dataclasses.Field) -> str:
+    return f.metadata.get("key") or f.name
+
+
+def describe_keys() -> list[tuple[str, str, str]]:
+    """(key, default, type) rows for docs and ``rocketport config``."""
+    rows = []
+    for f in dataclasses.fields(BrokerConfig):
+        if f.name in _PROTOCOL_FIELDS:
+            continue
+        rows.append((key_of(f), repr(f.default), f.type if isinstance(f.type, str) else f.type.__name__))
+    return rows
+
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+def _coerce(f: dataclasses.Field, raw: Any) -> Any:
+    if f.name in _PROTOCOL_FIELDS:
+        return _coerce_protocol(f, raw)
+    kind = f.type if isinstance(f.type, str) else f.type.__name__
+    if kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+        raise ValueError(f"expected true or false, got {raw!r}")
+    if kind == "int":
+        if isinstance(raw, bool):
+            raise ValueError(f"expected an integer, got {raw!r}")
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            raise ValueError(f"expected an integer, got {raw!r}") from None
+        minimum = f.metadata.get("minimum")
+        if minimum is not None and value < minimum:
+            raise ValueError(f"must be >= {minimum}, got {value}")
+        return value
+    value = "" if raw is None else str(raw).strip()
+    choices = f.metadata.get("choices")
+    if choices and value not in choices:
+        raise ValueError(f"must be one of {', '.join(choices)}, got {value!r}")
+    if f.name == "delete_when" and not re.fullmatch(r"\d{1,2}(;\d{1,2})*", value):
+        raise ValueError(f"expected hours like '04' or '04;16', got {value!r}")
+    return value
+
+
+def _coerce_protocol(f: dataclasses.Field, raw: Any) -> ProtocolConfig:
+    default: ProtocolConfig = f.default_factory()  # type: ignore[misc]
+    if not isinstance(raw, Mapping):
+        raise ValueError("expected a section with enabled/port/host")
+    unknown = set(raw) - {"enabled", "port", "host"}
+    if unknown:
+        raise ValueError(f"unknown keys {sorted(unknown)}")
+    enabled = raw.get("enabled", default.enabled)
+    if not isinstance(enabled, bool):
+        enabled = str(enabled).lower() in _TRUE
+    port = raw.get("port", default.port)
+    if isinstance(port, bool) or not str(port).isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"port must be 0..65535, got {port!r}")
+    return ProtocolConfig(bool(enabled), int(port), str(raw.get("host", default.host)))

@@ -1,0 +1,43 @@
+"""Metadata files (topics, groups, offsets): JSON written atomically, with a .bak.
+
+A write goes to a temp file, is fsynced, the current file becomes ``.bak`` and the temp
+file takes its name. A load falls back to ``.bak`` when the file is missing or unreadable,
+so a crash mid-write never loses the configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+from ..store.checkpoint import write_atomically
+
+log = logging.getLogger(__name__)
+
+
+class JsonFile:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def load(self) -> Any | None:
+        for candidate in (self.path, self.path + ".bak"):
+            try:
+                with open(candidate, "rb") as f:
+                    return json.loads(f.read())
+            except FileNotFoundError:
+                continue
+            except (ValueError, UnicodeDecodeError) as exc:
+                log.error("%s is unreadable (%s); trying the backup", candidate, exc)
+        return None
+
+    def save(self, data: Any) -> None:
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        encoded = json.dumps(data, indent=1, sort_keys=True).encode()
+        if os.path.exists(self.path):
+            try:
+                os.replace(self.path, self.path + ".bak")
+            except OSError:
+                pass
+        write_atomically(self.path, encoded)

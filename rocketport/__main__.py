@@ -1,0 +1,5 @@
+import sys
+
+from rocketport.cli import main
+
+sys.exit(main())

@@ -1,0 +1,107 @@
+"""The `rocketport` command: run the broker and inspect stores."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from rich.console import Console
+
+from rocketport.core.errors import ConfigError
+
+log = logging.getLogger("rocketport")
+
+
+def _parse_overrides(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+async def _run_broker(config) -> None:
+    from rocketport.server import BrokerServer
+
+    server = BrokerServer(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await server.start()
+    try:
+        await stop.wait()
+    finally:
+        log.info("stopping")
+        await server.stop()
+
+
+def _cmd_broker(args: argparse.Namespace) -> int:
+    from rocketport.config_file import load_config
+
+    config = load_config(args.config, _parse_overrides(args.set))
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(_run_broker(config))
+    else:
+        uvloop.run(_run_broker(config))
+    return 0
+
+
+def _cmd_store(args: argparse.Namespace) -> int:
+    from rocketport import store_tools
+
+    console = Console()
+    if args.store_cmd == "verify":
+        report = store_tools.verify(args.path, console)
+        store_tools.print_verify(report, console)
+        return 1 if report.problems else 0
+    store_tools.dump(args.path, console, topic=args.topic, queue=args.queue,
+                     offset=args.offset, limit=args.limit)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rocketport", description="Rocketport message broker")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    broker = sub.add_parser("broker", help="run the broker")
+    broker.add_argument("-c", "--config", help="broker.yaml or broker.properties")
+    broker.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a configuration key (RocketMQ name)")
+    broker.set_defaults(func=_cmd_broker)
+
+    store = sub.add_parser("store", help="inspect a store directory")
+    store_sub = store.add_subparsers(dest="store_cmd", required=True)
+    verify = store_sub.add_parser("verify", help="CRC-check records, check consume queues")
+    verify.add_argument("path")
+    dump = store_sub.add_parser("dump", help="print messages as a table")
+    dump.add_argument("path")
+    dump.add_argument("--topic")
+    dump.add_argument("--queue", type=int)
+    dump.add_argument("--offset", type=int, default=0, help="first queue offset (with --topic)")
+    dump.add_argument("--limit", type=int, default=50)
+    store.set_defaults(func=_cmd_store)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        print(f"rocketport: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
