@@ -1,0 +1,251 @@
+"""Binary message layouts inside remoting bodies, and message ids.
+
+- Batch send body (SEND_BATCH_MESSAGE, or a send with batch=true): repeated
+  totalSize i32, magic i32, bodyCRC i32, flag i32, body length i32 + body,
+  properties length i16 + properties.
+- Pull response body: concatenated MessageExt records (the CommitLog record layout);
+  decoded here for clients only. The broker sends CommitLog slices untouched, so this
+  module must never grow a MessageExt encoder (the store owns that layout).
+- Offset message id: uppercase hex of store IP + port (i32) + commit-log offset (i64).
+- Client unique id (UNIQ_KEY), in the layout of RocketMQ's MessageClientIDSetter.
+Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import itertools
+import os
+import struct
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from rocketport.core.message import (
+    BORNHOST_V6_FLAG,
+    STOREHOSTADDRESS_V6_FLAG,
+    MessageExt,
+    decode_properties,
+    encode_properties,
+)
+
+MESSAGE_MAGIC_CODE = 0xDAA320A7 - (1 << 32)  # as the signed i32 on the wire
+
+
+class MessageFormatError(ValueError):
+    """A batch body, pull body or message id that does not follow its layout."""
+
+
+# --- batch bodies --------------------------------------------------------------------------
+
+_BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLength
+_I16 = struct.Struct(">h")
+
+
+@dataclass(slots=True)
+class BatchMessage:
+    """One message of a batch send: what the client controls (topic comes from the header)."""
+
+    body: bytes | memoryview
+    properties: dict[str, str]
+    flag: int = 0
+
+
+def encode_batch(messages: Iterable[BatchMessage]) -> bytes:
+    """The body a client sends for a batch (magic and CRC zero, as clients write them)."""
+    out = bytearray()
+    for message in messages:
+        properties = encode_properties(message.properties)
+        if len(properties) > 0x7FFF:
+            raise MessageFormatError("properties exceed 32767 bytes")
+        body = message.body
+        size = _BATCH_HEAD.size + len(body) + 2 + len(properties)
+        out += _BATCH_HEAD.pack(size, 0, 0, message.flag, len(body))
+        out += body
+        out += _I16.pack(len(properties))
+        out += properties
+    return bytes(out)
+
+
+def decode_batch(data: bytes | memoryview) -> list[BatchMessage]:
+    """Split a batch body; bodies are memoryviews into `data` (no copy)."""
+    view = memoryview(data)
+    end = len(view)
+    pos = 0
+    messages = []
+    while pos < end:
+        if end - pos < _BATCH_HEAD.size + 2:
+            raise MessageFormatError(f"batch entry at {pos} is truncated")
+        size, _magic, _crc, flag, body_length = _BATCH_HEAD.unpack_from(view, pos)
+        body_start = pos + _BATCH_HEAD.size
+        if body_length < 0 or size < _BATCH_HEAD.size + 2 + body_length or pos + size > end:
+            raise MessageFormatError(f"batch entry at {pos} has inconsistent lengths")
+        properties_at = body_start + body_length
+        properties_length = _I16.unpack_from(view, properties_at)[0]
+        if properties_length < 0 or size != _BATCH_HEAD.size + body_length + 2 + properties_length:
+            raise MessageFormatError(f"batch entry at {pos} has inconsistent lengths")
+        properties = decode_properties(view[properties_at + 2 : properties_at + 2 + properties_length])
+        messages.append(BatchMessage(view[body_start:properties_at], properties, flag))
+        pos += size
+    return messages
+
+
+# --- pull bodies (client side) -------------------------------------------------------------
+
+_EXT_HEAD = struct.Struct(">iiiiiqqiq")  # size, magic, crc, queueId, flag, qOff, phyOff, sysFlag, bornTs
+_EXT_MID = struct.Struct(">iq")  # reconsumeTimes, preparedTransactionOffset
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_U8 = struct.Struct(">B")
+
+
+def _host(view: memoryview, pos: int, v6: bool) -> tuple[tuple[str, int], int]:
+    width = 16 if v6 else 4
+    packed = bytes(view[pos : pos + width])
+    if len(packed) != width:
+        raise MessageFormatError(f"host address at {pos} is truncated")
+    address = str(ipaddress.ip_address(packed))
+    return (address, _I32.unpack_from(view, pos + width)[0]), pos + width + 4
+
+
+def decode_message_ext_records(data: bytes | memoryview) -> list[MessageExt]:
+    """Decode the concatenated MessageExt records of a pull response body."""
+    view = memoryview(data)
+    end = len(view)
+    pos = 0
+    messages = []
+    try:
+        while pos < end:
+            (size, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
+             born_ts) = _EXT_HEAD.unpack_from(view, pos)
+            if magic != MESSAGE_MAGIC_CODE:
+                raise MessageFormatError(f"record at {pos} has magic {magic & 0xFFFFFFFF:#x}")
+            if size < _EXT_HEAD.size or pos + size > end:
+                raise MessageFormatError(f"record at {pos} has size {size}")
+            at = pos + _EXT_HEAD.size
+            born_host, at = _host(view, at, bool(sys_flag & BORNHOST_V6_FLAG))
+            store_ts = _I64.unpack_from(view, at)[0]
+            store_host, at = _host(view, at + 8, bool(sys_flag & STOREHOSTADDRESS_V6_FLAG))
+            reconsume_times, prepared_offset = _EXT_MID.unpack_from(view, at)
+            at += _EXT_MID.size
+            body_length = _I32.unpack_from(view, at)[0]
+            at += 4
+            if body_length < 0:
+                raise MessageFormatError(f"record at {pos} has body length {body_length}")
+            body = bytes(view[at : at + body_length])
+            at += body_length
+            topic_length = _U8.unpack_from(view, at)[0]
+            topic = str(view[at + 1 : at + 1 + topic_length], "utf-8")
+            at += 1 + topic_length
+            properties_length = _I16.unpack_from(view, at)[0]
+            at += 2
+            properties = decode_properties(view[at : at + properties_length])
+            at += max(properties_length, 0)
+            if at != pos + size:
+                raise MessageFormatError(f"record at {pos} declares {size} bytes, holds {at - pos}")
+            messages.append(
+                MessageExt(
+                    topic=topic, body=body, properties=properties, queue_id=queue_id,
+                    queue_offset=queue_offset, commit_log_offset=physical_offset,
+                    store_size=size, body_crc=crc, flag=flag, sys_flag=sys_flag,
+                    born_timestamp=born_ts, born_host=born_host, store_timestamp=store_ts,
+                    store_host=store_host, reconsume_times=reconsume_times,
+                    prepared_transaction_offset=prepared_offset,
+                )
+            )
+            pos += size
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise MessageFormatError(f"record at {pos} is truncated or garbled: {exc}") from None
+    return messages
+
+
+# --- offset message id ---------------------------------------------------------------------
+
+
+def encode_offset_msg_id(ip: str, port: int, offset: int) -> str:
+    """Offset message id: 32 hex digits for IPv4, 56 for IPv6 (RocketMQ's createMessageId)."""
+    packed = ipaddress.ip_address(ip).packed
+    return (packed + struct.pack(">iq", port, offset)).hex().upper()
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
+    """(store ip, port, commit-log offset) from an offset message id; MessageFormatError if not one."""
+    if len(msg_id) not in (32, 56):
+        raise MessageFormatError(f"offset message id has {len(msg_id)} characters, not 32 or 56")
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError:
+        raise MessageFormatError("offset message id is not hexadecimal") from None
+    ip_width = len(raw) - 12
+    port, offset = struct.unpack_from(">iq", raw, ip_width)
+    return str(ipaddress.ip_address(raw[:ip_width])), port, offset
+
+
+# --- client unique id (UNIQ_KEY) -----------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class UniqueIdParts:
+    ip: str
+    pid: int
+    seed: int  # the Java client puts its class loader's hash code here
+    millis_in_month: int  # milliseconds since the start of the month (local time)
+    counter: int
+
+
+def _month_start_ms(now_ms: int) -> tuple[int, int]:
+    """[start, next start) of the local calendar month containing `now_ms`, in ms."""
+    now = datetime.datetime.fromtimestamp(now_ms / 1000).astimezone()
+    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    following = (start + datetime.timedelta(days=32)).replace(day=1)
+    return int(start.timestamp() * 1000), int(following.timestamp() * 1000)
+
+
+class MessageClientIdGenerator:
+    """Unique ids laid out as MessageClientIDSetter.createUniqID makes them.
+
+    16 bytes as 32 uppercase hex digits (28 / 56 for an IPv6 host): ip, pid (u16),
+    seed (i32), milliseconds since the start of the month (i32), counter (u16). Brokers
+    treat the id as opaque; using the same layout keeps tools that decode it working.
+    """
+
+    def __init__(
+        self,
+        ip: str = "127.0.0.1",
+        pid: int | None = None,
+        seed: int | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        pid = os.getpid() if pid is None else pid
+        seed = id(self) if seed is None else seed
+        self._prefix = (
+            ipaddress.ip_address(ip).packed + struct.pack(">H", pid & 0xFFFF)
+            + struct.pack(">I", seed & 0xFFFFFFFF)
+        ).hex().upper()
+        self._clock = clock
+        self._counter = itertools.count()
+        self._month_start, self._next_month_start = _month_start_ms(int(clock() * 1000))
+
+    def next_id(self) -> str:
+        now = int(self._clock() * 1000)
+        if now >= self._next_month_start:
+            self._month_start, self._next_month_start = _month_start_ms(now)
+        elapsed = now - self._month_start
+        if -1_000_000 < elapsed < 0:  # clock stepped back (NTP): as Java does, clamp
+            elapsed = 0
+        tail = struct.pack(">IH", elapsed & 0xFFFFFFFF, next(self._counter) & 0xFFFF)
+        return self._prefix + tail.hex().upper()
+
+
+def decode_unique_id(unique_id: str) -> UniqueIdParts:
+    """Split a MessageClientIDSetter-style id; MessageFormatError for any other format."""
+    if len(unique_id) not in (32, 56):
+        raise MessageFormatError(f"unique id has {len(unique_id)} characters, not 32 or 56")
+    try:
+        raw = bytes.fromhex(unique_id)
+    except ValueError:
+        raise MessageFormatError("unique id is not hexadecimal") from None
+    ip_width = len(raw) - 12
+    pid, seed, millis, counter = struct.unpack_from(">HIIH", raw, ip_width)
+    return UniqueIdParts(str(ipaddress.ip_address(raw[:ip_width])), pid, seed, millis, counter)
