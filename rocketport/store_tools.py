@@ -210,7 +210,7 @@ def print_verify(report: VerifyReport, console: Console) -> None:
     if report.problems:
         console.print(f"[red]{len(report.problems)} problem(s):[/red]")
         for p in report.problems[:50]:
-            console.print(f"  - {p}")
+            console.print(f"  - {p}", soft_wrap=True, markup=False)
     else:
         console.print("[green]store is consistent[/green]")
 

@@ -1,0 +1,167 @@
+"""CommitLog: the one append-only log every message of every topic is written to.
+
+Appends happen on the event loop as memcpy into the mapped segment; a record that does not
+fit ends its segment with a BLANK record and goes to the next one. Reads hand out
+memoryview slices of the mapping (no copies). Recovery walks records from a known-good
+offset, checks each, and truncates the torn or garbled tail. This module never decides
+visibility or queue offsets: the message store does.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterator
+
+from ..errors import MessageTooLarge
+from .mapped_file import MappedFile
+from .mapped_file_queue import MappedFileQueue
+from .record import (
+    BLANK,
+    BLANK_MAGIC_CODE,
+    END_FILE_MIN_BLANK_LENGTH,
+    FIXED_SIZE,
+    MESSAGE_MAGIC_CODE,
+    SIZE_MAGIC,
+    BadRecord,
+    RecordInfo,
+    parse_record_info,
+)
+
+
+class CommitLog:
+    def __init__(self, directory: str, file_size: int, store_ip: bytes, store_port: int) -> None:
+        self.queue = MappedFileQueue(directory, file_size)
+        self.file_size = file_size
+        self.store_ip = store_ip
+        self.store_port = store_port
+
+    # -- writing -----------------------------------------------------------------------
+    def reserve(self, size: int) -> MappedFile:
+        """The segment that has room for ``size`` bytes, padding the current one if not."""
+        if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            raise MessageTooLarge(size, self.file_size - END_FILE_MIN_BLANK_LENGTH)
+        files = self.queue.files
+        if files:
+            mf = files[-1]
+            if mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH <= self.file_size:
+                return mf
+        mf = self.queue.last_for_write()
+        if mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            BLANK.pack_into(mf.view, mf.wrote_position, mf.remaining, BLANK_MAGIC_CODE)
+            mf.wrote_position = self.file_size
+            mf = self.queue.create_file(mf.end_offset)
+        return mf
+
+    def append(self, size: int, encode: Callable[[int], bytes | bytearray]) -> int:
+        """Reserve ``size`` bytes and write ``encode(physical_offset)`` there.
+
+        ``encode`` may return several contiguous records (a batch) as long as their total
+        length is ``size``. Returns the physical offset written at.
+        """
+        mf = self.reserve(size)
+        phys = mf.file_from_offset + mf.wrote_position
+        data = encode(phys)
+        mf.write(data)
+        return phys
+
+    # -- reading -----------------------------------------------------------------------
+    def slice(self, phys: int, size: int) -> memoryview | None:
+        """Bytes [phys, phys+size) if they are written and inside one segment."""
+        mf = self.queue.find(phys)
+        if mf is None:
+            return None
+        pos = phys - mf.file_from_offset
+        if pos < 0 or pos + size > mf.wrote_position:
+            return None
+        return mf.view[pos:pos + size]
+
+    def record_at(self, phys: int) -> memoryview | None:
+        """The whole record starting at ``phys`` (None if there is none)."""
+        mf = self.queue.find(phys)
+        if mf is None:
+            return None
+        pos = phys - mf.file_from_offset
+        if pos + 8 > mf.wrote_position:
+            return None
+        size, magic = SIZE_MAGIC.unpack_from(mf.view, pos)
+        if magic != MESSAGE_MAGIC_CODE or size < FIXED_SIZE or pos + size > mf.wrote_position:
+            return None
+        return mf.view[pos:pos + size]
+
+    @property
+    def min_offset(self) -> int:
+        return self.queue.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        return self.queue.max_offset
+
+    # -- recovery ----------------------------------------------------------------------
+    def scan(self, start: int, check_crc: bool) -> "LogScan":
+        """Records from ``start`` while they are valid; see LogScan."""
+        return LogScan(self, start, check_crc)
+
+    def truncate(self, valid_end: int) -> None:
+        """Make ``valid_end`` the write position and zero whatever lies beyond it."""
+        self.queue.set_write_offset(valid_end)
+        last = self.queue.last
+        if last is not None and last.wrote_position < last.file_size:
+            last.zero_from(last.wrote_position)
+
+    def close(self) -> None:
+        self.queue.close()
+
+
+class LogScan:
+    """Iterates (physical offset, record) from a record boundary while records are valid.
+
+    After iteration, ``end`` is the offset just past the last valid record (the write
+    position recovery keeps) and ``error`` says why the walk stopped, if not at clean data end.
+    """
+
+    def __init__(self, commitlog: CommitLog, start: int, check_crc: bool) -> None:
+        self.commitlog = commitlog
+        self.start = start
+        self.check_crc = check_crc
+        self.end = start
+        self.error: str | None = None
+
+    def __iter__(self) -> Iterator[tuple[int, RecordInfo]]:
+        files = self.commitlog.queue.files
+        mf = self.commitlog.queue.find(self.start)
+        if mf is None:
+            return
+        idx = files.index(mf)
+        pos = self.start - mf.file_from_offset
+        check_crc = self.check_crc
+        while True:
+            view, size, base = mf.view, mf.file_size, mf.file_from_offset
+            while pos + 8 <= size:
+                total, magic = SIZE_MAGIC.unpack_from(view, pos)
+                if magic == BLANK_MAGIC_CODE and total == size - pos:
+                    break
+                if total == 0 and magic == 0:
+                    return
+                try:
+                    info = parse_record_info(view, pos, size, check_crc)
+                except BadRecord as exc:
+                    self.error = f"offset {base + pos}: {exc}"
+                    return
+                if info.physical_offset != base + pos:
+                    self.error = f"offset {base + pos}: stale record (says {info.physical_offset})"
+                    return
+                yield base + pos, info
+                pos += info.total_size
+                self.end = base + pos
+            # segment finished (blank or exact fit): continue in the next one
+            idx += 1
+            if idx >= len(files):
+                self.end = mf.end_offset
+                return
+            self.end = mf.end_offset
+            mf = files[idx]
+            pos = 0
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000

@@ -1,0 +1,196 @@
+"""ConsumeQueue: the per topic/queue index of 20-byte entries pointing into the CommitLog.
+
+    commitLogOffset i64 | size i32 | tagsCode i64
+
+The logical (queue) offset of a message is the index of its entry. Entries of one inner
+batch all point at the batch's CommitLog record; the record's queueOffset is the batch's
+first logical offset, so an entry's position inside the batch is its offset minus that.
+minOffset rises when old segments are deleted; maxOffset is the next offset to write.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+from .mapped_file_queue import MappedFileQueue
+
+CQ_ENTRY = struct.Struct(">qiq")
+CQ_ENTRY_SIZE = CQ_ENTRY.size  # 20
+
+
+class ConsumeQueue:
+    def __init__(self, root_dir: str, topic: str, queue_id: int, file_size: int) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size - file_size % CQ_ENTRY_SIZE
+        self.entries_per_file = self.file_size // CQ_ENTRY_SIZE
+        self.directory = os.path.join(root_dir, topic, str(queue_id))
+        self.queue = MappedFileQueue(self.directory, self.file_size)
+        self.min_logic_offset = 0  # in entries
+        self.max_physical_end = 0  # commit-log offset just past the last indexed record
+
+    # -- load / recover --------------------------------------------------------------------
+    def load(self) -> None:
+        """Map segments and find the last written entry (a zero entry ends the data)."""
+        self.queue.load()
+        files = self.queue.files
+        if not files:
+            return
+        for f in files:
+            f.wrote_position = f.flushed_position = 0
+        # every segment before the last is full; find the end inside the last non-empty one
+        for i, f in enumerate(files):
+            end = self._written_end(f)
+            f.wrote_position = f.flushed_position = end
+            if end < f.file_size:
+                for later in files[i + 1:]:
+                    later.destroy()
+                del files[i + 1:]
+                break
+        self.min_logic_offset = files[0].file_from_offset // CQ_ENTRY_SIZE
+        last = self.last_entry()
+        if last is not None:
+            self.max_physical_end = last[0] + abs(last[1])
+
+    def _written_end(self, f) -> int:
+        """Binary search for the first all-zero entry (entries are written in order)."""
+        view = f.view
+        lo, hi = 0, self.entries_per_file
+        while lo < hi:
+            mid = (lo + hi) // 2
+            off, size, _ = CQ_ENTRY.unpack_from(view, mid * CQ_ENTRY_SIZE)
+            if size != 0:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo * CQ_ENTRY_SIZE
+
+    # -- offsets -------------------------------------------------------------------------
+    @property
+    def max_offset(self) -> int:
+        return self.queue.max_offset // CQ_ENTRY_SIZE
+
+    @property
+    def min_offset(self) -> int:
+        return max(self.min_logic_offset, self.queue.min_offset // CQ_ENTRY_SIZE)
+
+    # -- write -----------------------------------------------------------------------------
+    def put(self, queue_offset: int, entries: bytes, physical_end: int) -> None:
+        """Write pre-packed entries starting at ``queue_offset``; ``physical_end`` is the
+        commit-log offset just past their record(s).
+
+        Writing at an offset below the max (re-dispatch during recovery) overwrites with
+        identical bytes; callers dispatch in order, so there are no gaps.
+        """
+        pos = queue_offset * CQ_ENTRY_SIZE
+        files = self.queue.files
+        if files:  # the common case: append inside the last segment
+            mf = files[-1]
+            w = mf.wrote_position
+            n = len(entries)
+            if mf.file_from_offset + w == pos and w + n <= mf.file_size:
+                mf.view[w:w + n] = entries
+                mf.wrote_position = w + n
+                if physical_end > self.max_physical_end:
+                    self.max_physical_end = physical_end
+                return
+        if not self.queue.files:
+            self.queue.create_file(pos - pos % self.file_size)
+            self.min_logic_offset = self.queue.min_offset // CQ_ENTRY_SIZE
+        view = memoryview(entries)
+        done = 0
+        total = len(entries)
+        while done < total:
+            mf = self.queue.find(pos)
+            if mf is None:
+                mf = self.queue.create_file(self.queue.last.end_offset)
+            rel = pos - mf.file_from_offset
+            n = min(total - done, mf.file_size - rel)
+            mf.write_at(rel, view[done:done + n])
+            if rel + n > mf.wrote_position:
+                mf.wrote_position = rel + n
+            done += n
+            pos += n
+        if physical_end > self.max_physical_end:
+            self.max_physical_end = physical_end
+
+    # -- read ----------------------------------------------------------------------------
+    def entries(self, offset: int, max_count: int) -> memoryview:
+        """Up to ``max_count`` entries from ``offset``, from one segment (may be fewer)."""
+        pos = offset * CQ_ENTRY_SIZE
+        mf = self.queue.find(pos)
+        if mf is None:
+            return memoryview(b"")
+        rel = pos - mf.file_from_offset
+        end = min(mf.wrote_position, rel + max_count * CQ_ENTRY_SIZE)
+        if end <= rel:
+            return memoryview(b"")
+        return mf.view[rel:end]
+
+    def entry(self, offset: int) -> tuple[int, int, int] | None:
+        data = self.entries(offset, 1)
+        return CQ_ENTRY.unpack_from(data) if len(data) == CQ_ENTRY_SIZE else None
+
+    def last_entry(self) -> tuple[int, int, int] | None:
+        return self.entry(self.max_offset - 1) if self.max_offset > self.min_offset else None
+
+    # -- truncation and retention --------------------------------------------------------------
+    def truncate_to_physical(self, phys_end: int) -> None:
+        """Drop entries whose record does not end at or before ``phys_end`` (a torn log tail)."""
+        lo, hi = self.min_offset, self.max_offset
+        while lo < hi:  # first entry that points past phys_end
+            mid = (lo + hi) // 2
+            off, size, _ = self.entry(mid)
+            if off + abs(size) <= phys_end:
+                lo = mid + 1
+            else:
+                hi = mid
+        self.truncate_to_offset(lo)
+
+    def truncate_to_offset(self, offset: int) -> None:
+        if offset >= self.max_offset:
+            return
+        pos = offset * CQ_ENTRY_SIZE
+        self.queue.set_write_offset(pos)
+        last = self.queue.last
+        if last is not None:
+            last.zero_from(last.wrote_position)
+        entry = self.last_entry()
+        self.max_physical_end = entry[0] + abs(entry[1]) if entry else 0
+
+    def correct_min_offset(self, commit_log_min: int) -> None:
+        """Raise minOffset to the first entry whose record still exists."""
+        lo, hi = self.min_offset, self.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            off, _, _ = self.entry(mid)
+            if off < commit_log_min:
+                lo = mid + 1
+            else:
+                hi = mid
+        self.min_logic_offset = lo
+
+    def delete_expired(self, commit_log_min: int) -> int:
+        """Delete whole segments whose every entry points before ``commit_log_min``."""
+        files = self.queue.files
+        n = 0
+        for f in files[:-1]:
+            last_off, _, _ = CQ_ENTRY.unpack_from(f.view, f.file_size - CQ_ENTRY_SIZE)
+            if last_off >= commit_log_min:
+                break
+            n += 1
+        if n:
+            self.queue.delete_first(n)
+        self.correct_min_offset(commit_log_min)
+        return n
+
+    def destroy(self) -> None:
+        self.queue.destroy()
+        try:
+            os.rmdir(os.path.dirname(self.directory))
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.queue.close()

@@ -1,0 +1,63 @@
+"""What a read returns: zero-copy slices of the CommitLog plus the queue's offsets."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from ..message import MessageExt
+from .record import decode_record
+
+
+class GetStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(slots=True)
+class Segment:
+    """Either ``count`` contiguous CommitLog records (``batch_base`` is None), or one inner
+    batch record of which logical offsets [first_offset, first_offset + count) are wanted
+    (``batch_base`` is the batch's first logical offset)."""
+
+    view: memoryview
+    first_offset: int
+    count: int
+    batch_base: int | None = None
+
+    @property
+    def is_inner_batch(self) -> bool:
+        return self.batch_base is not None
+
+
+@dataclass(slots=True)
+class GetResult:
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    segments: list[Segment] = field(default_factory=list)
+    message_count: int = 0
+    total_bytes: int = 0
+
+    def buffers(self) -> list[memoryview]:
+        return [s.view for s in self.segments]
+
+    def messages(self) -> Iterator[MessageExt]:
+        """Decode plain records (copies); inner batches are decoded by core.batch readers."""
+        for seg in self.segments:
+            if seg.is_inner_batch:
+                continue
+            view, pos = seg.view, 0
+            for _ in range(seg.count):
+                msg = decode_record(view, pos)
+                pos += msg.store_size
+                yield msg

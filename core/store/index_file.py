@@ -1,0 +1,116 @@
+"""IndexFile: find messages by key or unique id within a time range (RocketMQ's layout).
+
+    header (40 B): beginTimestamp i64 | endTimestamp i64 | beginPhyOffset i64 |
+                   endPhyOffset i64 | hashSlotCount i32 | indexCount i32
+    slots:   hashSlotNum x i32   (position of the newest entry of the slot's chain; 0 = empty)
+    entries: indexNum x (keyHash i32 | phyOffset i64 | timeDiff i32 (s) | prevIndex i32)
+
+One difference from RocketMQ: keyHash is CRC32 of the UTF-8 key (RocketMQ uses Java's
+String.hashCode); it is only a prefilter, lookups always verify the message itself.
+Files are named by the creation time (yyyyMMddHHmmssSSS). Index entries are hints: a lookup
+returns candidate commit-log offsets that the caller checks against the real message.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import zlib
+
+from .mapped_file import MappedFile
+
+INDEX_HEADER = struct.Struct(">qqqqii")
+INDEX_HEADER_SIZE = INDEX_HEADER.size  # 40
+SLOT = struct.Struct(">i")
+INDEX_ENTRY = struct.Struct(">iqii")
+INDEX_ENTRY_SIZE = INDEX_ENTRY.size  # 20
+
+
+def key_hash(key: str) -> int:
+    return zlib.crc32(key.encode("utf-8", "surrogateescape")) & 0x7FFFFFFF
+
+
+def index_file_size(slot_num: int, index_num: int) -> int:
+    return INDEX_HEADER_SIZE + slot_num * SLOT.size + index_num * INDEX_ENTRY_SIZE
+
+
+class IndexFile:
+    def __init__(self, path: str, slot_num: int, index_num: int, *, create: bool) -> None:
+        self.path = path
+        self.slot_num = slot_num
+        self.index_num = index_num
+        size = index_file_size(slot_num, index_num)
+        # sparse: slots and entries fill as keys arrive
+        self.file = MappedFile(path, size, create=create, preallocate=False)
+        self.view = self.file.view
+        (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
+         self.hash_slot_count, self.index_count) = INDEX_HEADER.unpack_from(self.view, 0)
+        if self.index_count == 0:
+            self.index_count = 1  # position 0 means "empty slot"
+        self._entries_base = INDEX_HEADER_SIZE + slot_num * SLOT.size
+
+    @property
+    def is_full(self) -> bool:
+        return self.index_count >= self.index_num
+
+    def put(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        if self.is_full:
+            return False
+        h = key_hash(key)
+        slot_pos = INDEX_HEADER_SIZE + (h % self.slot_num) * SLOT.size
+        (prev,) = SLOT.unpack_from(self.view, slot_pos)
+        if prev <= 0 or prev >= self.index_count:
+            prev = 0
+        if self.begin_timestamp == 0:
+            self.begin_timestamp = store_timestamp
+            self.begin_phy_offset = phy_offset
+        time_diff = max(0, (store_timestamp - self.begin_timestamp) // 1000)
+        pos = self._entries_base + self.index_count * INDEX_ENTRY_SIZE
+        INDEX_ENTRY.pack_into(self.view, pos, h, phy_offset, time_diff, prev)
+        SLOT.pack_into(self.view, slot_pos, self.index_count)
+        if prev == 0:
+            self.hash_slot_count += 1
+        self.index_count += 1
+        self.end_timestamp = store_timestamp
+        self.end_phy_offset = phy_offset
+        self._write_header()
+        return True
+
+    def _write_header(self) -> None:
+        INDEX_HEADER.pack_into(self.view, 0, self.begin_timestamp, self.end_timestamp,
+                               self.begin_phy_offset, self.end_phy_offset,
+                               self.hash_slot_count, self.index_count)
+
+    def overlaps(self, begin: int, end: int) -> bool:
+        return self.begin_timestamp <= end and self.end_timestamp >= begin
+
+    def lookup(self, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        """Candidate commit-log offsets, newest first, stored within [begin, end] ms."""
+        h = key_hash(key)
+        (pos,) = SLOT.unpack_from(self.view, INDEX_HEADER_SIZE + (h % self.slot_num) * SLOT.size)
+        found: list[int] = []
+        seen = 0
+        while 0 < pos < self.index_count and len(found) < max_num and seen < self.index_num:
+            seen += 1
+            eh, phy, diff, prev = INDEX_ENTRY.unpack_from(self.view, self._entries_base + pos * INDEX_ENTRY_SIZE)
+            ts = self.begin_timestamp + diff * 1000
+            if eh == h and begin - 999 <= ts <= end:
+                found.append(phy)
+            if prev <= 0 or prev >= pos:
+                break
+            pos = prev
+        return found
+
+    def sync(self) -> None:
+        self.file.sync()
+
+    def destroy(self) -> None:
+        self.file.destroy()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def index_file_name(now_ms: int | None = None) -> str:
+    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(ms / 1000)) + f"{ms % 1000:03d}"

@@ -1,0 +1,149 @@
+"""IndexService: builds IndexFiles from the CommitLog behind the dispatcher.
+
+It walks the log from its own watermark (``built_offset``) in bounded chunks, yielding to
+the event loop between chunks, so indexing never delays a put; under a burst it lags and
+catches up. Keys indexed per message: ``topic#KEYS`` (each key) and ``topic#UNIQ_KEY``.
+Lookups first index whatever the dispatcher has made visible, so a key is findable as soon
+as its message can be consumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import TYPE_CHECKING
+
+from ..message import INNER_BATCH_FLAG, KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+from .index_file import IndexFile, index_file_name
+
+if TYPE_CHECKING:
+    from .message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+CHUNK_RECORDS = 2000
+IDLE_POLL_S = 0.2
+
+
+class IndexService:
+    def __init__(self, directory: str, slot_num: int, index_num: int, *, enabled: bool) -> None:
+        self.directory = directory
+        self.slot_num = slot_num
+        self.index_num = index_num
+        self.enabled = enabled
+        self.files: list[IndexFile] = []
+        self.built_offset = 0
+        self._dirty: set[IndexFile] = set()
+        self._stopping = False
+        self._wakeup: asyncio.Event | None = None
+
+    def load(self) -> None:
+        if not os.path.isdir(self.directory):
+            return
+        for name in sorted(os.listdir(self.directory)):
+            if name.isdigit():
+                try:
+                    self.files.append(IndexFile(os.path.join(self.directory, name), self.slot_num,
+                                                self.index_num, create=False))
+                except ValueError as exc:
+                    log.error("ignoring index file %s: %s", name, exc)
+
+    def recover(self, from_offset: int, log_end: int) -> None:
+        self.built_offset = min(from_offset, log_end)
+
+    # -- building --------------------------------------------------------------------------
+    def _current(self, now_ms: int) -> IndexFile:
+        if not self.files or self.files[-1].is_full:
+            os.makedirs(self.directory, exist_ok=True)
+            name = index_file_name(now_ms)
+            while any(os.path.basename(f.path) == name for f in self.files):
+                name = str(int(name) + 1)
+            self.files.append(IndexFile(os.path.join(self.directory, name), self.slot_num,
+                                        self.index_num, create=True))
+        return self.files[-1]
+
+    def _put(self, key: str, phys: int, store_ts: int) -> None:
+        f = self._current(store_ts)
+        if not f.put(key, phys, store_ts):
+            f = self._current(store_ts)
+            f.put(key, phys, store_ts)
+        self._dirty.add(f)
+
+    def build(self, store: "MessageStore", max_records: int) -> int:
+        """Index up to ``max_records`` records below the store's dispatched offset."""
+        limit = store.dispatched_offset
+        if not self.enabled:
+            self.built_offset = limit
+            return 0
+        if self.built_offset >= limit:
+            return 0
+        n = 0
+        scan = store.commitlog.scan(max(self.built_offset, store.commitlog.min_offset), False)
+        for phys, info in scan:
+            if phys >= limit or n >= max_records:
+                self.built_offset = phys
+                return n
+            n += 1
+            if info.sys_flag & INNER_BATCH_FLAG:
+                continue  # records inside a batch are indexed by the batch reader's keys
+            topic = info.topic
+            props = info.properties
+            keys = props.get(PROPERTY_KEYS)
+            if keys:
+                for k in keys.split(KEY_SEPARATOR):
+                    if k:
+                        self._put(f"{topic}#{k}", phys, info.store_timestamp)
+            uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            if uniq:
+                self._put(f"{topic}#{uniq}", phys, info.store_timestamp)
+        self.built_offset = min(scan.end, limit)
+        return n
+
+    async def run(self, store: "MessageStore") -> None:
+        self._wakeup = asyncio.Event()
+        while not self._stopping:
+            try:
+                done = self.build(store, CHUNK_RECORDS)
+            except Exception:
+                log.exception("index build failed at %d", self.built_offset)
+                done = 0
+            if done:
+                await asyncio.sleep(0)
+            else:
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), IDLE_POLL_S)
+                except asyncio.TimeoutError:
+                    pass
+
+    def stop(self) -> None:
+        self._stopping = True
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    # -- lookups ---------------------------------------------------------------------------
+    def lookup(self, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        found: list[int] = []
+        for f in reversed(self.files):
+            if f.overlaps(begin, end):
+                found.extend(f.lookup(key, max_num - len(found), begin, end))
+                if len(found) >= max_num:
+                    break
+        return found
+
+    def dirty_files(self) -> list[IndexFile]:
+        dirty, self._dirty = list(self._dirty), set()
+        return dirty
+
+    def delete_before(self, min_offset: int) -> None:
+        keep = []
+        for f in self.files:
+            if f is not self.files[-1] and f.end_phy_offset < min_offset:
+                f.destroy()
+            else:
+                keep.append(f)
+        self.files = keep
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()

@@ -1,0 +1,108 @@
+"""MappedFileQueue: the ordered segments of one logical log, addressed by logical offset."""
+
+from __future__ import annotations
+
+import os
+
+from .mapped_file import MappedFile, segment_name
+
+
+class MappedFileQueue:
+    def __init__(self, directory: str, file_size: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.files: list[MappedFile] = []
+
+    def load(self) -> None:
+        """Map every existing segment; positions are set later by recovery."""
+        if not os.path.isdir(self.directory):
+            return
+        names = sorted(n for n in os.listdir(self.directory) if len(n) == 20 and n.isdigit())
+        for name in names:
+            self.files.append(MappedFile(os.path.join(self.directory, name), self.file_size,
+                                         create=False))
+        for prev, nxt in zip(self.files, self.files[1:]):
+            if prev.end_offset != nxt.file_from_offset:
+                raise ValueError(f"{self.directory}: segments are not contiguous at "
+                                 f"{segment_name(prev.end_offset)}")
+        for f in self.files:
+            f.wrote_position = f.flushed_position = f.file_size
+
+    @property
+    def last(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    def create_file(self, start_offset: int) -> MappedFile:
+        os.makedirs(self.directory, exist_ok=True)
+        mf = MappedFile(os.path.join(self.directory, segment_name(start_offset)), self.file_size,
+                        create=True)
+        self.files.append(mf)
+        return mf
+
+    def last_for_write(self, start_offset: int = 0) -> MappedFile:
+        """The segment to append to, creating the first or the next one when needed."""
+        last = self.last
+        if last is None:
+            start = start_offset - start_offset % self.file_size
+            return self.create_file(start)
+        if last.wrote_position >= self.file_size:
+            return self.create_file(last.end_offset)
+        return last
+
+    def find(self, offset: int) -> MappedFile | None:
+        files = self.files
+        if not files:
+            return None
+        first = files[0].file_from_offset
+        idx = (offset - first) // self.file_size
+        if 0 <= idx < len(files):
+            return files[idx]
+        return None
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].file_from_offset if self.files else 0
+
+    @property
+    def max_offset(self) -> int:
+        last = self.last
+        return last.file_from_offset + last.wrote_position if last else 0
+
+    @property
+    def flushed_offset(self) -> int:
+        for f in reversed(self.files):
+            if f.flushed_position:
+                return f.file_from_offset + f.flushed_position
+        return self.min_offset
+
+    def set_write_offset(self, offset: int) -> None:
+        """Truncate logically at ``offset``: later segments are deleted, positions reset."""
+        keep: list[MappedFile] = []
+        for f in self.files:
+            if f.file_from_offset < offset or (not keep and f.file_from_offset == offset):
+                pos = min(offset - f.file_from_offset, f.file_size)
+                f.wrote_position = pos
+                f.flushed_position = min(f.flushed_position, pos)
+                keep.append(f)
+            else:
+                f.destroy()
+        self.files = keep
+
+    def delete_first(self, count: int) -> list[MappedFile]:
+        gone, self.files = self.files[:count], self.files[count:]
+        for f in gone:
+            f.destroy()
+        return gone
+
+    def destroy(self) -> None:
+        for f in self.files:
+            f.destroy()
+        self.files = []
+        try:
+            os.rmdir(self.directory)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()

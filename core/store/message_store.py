@@ -1,0 +1,766 @@
+"""DefaultMessageStore: the CommitLog, its ConsumeQueues and index, behind one API.
+
+Puts append to the CommitLog on the event loop (memcpy into the mapping), assign queue
+offsets, and dispatch ConsumeQueue entries; a message becomes visible when dispatched —
+at once under ASYNC_FLUSH, after the covering fdatasync under SYNC_FLUSH, so a consumer is
+never served a message that a crash could take back. Reads return memoryview slices.
+Recovery, flushing, checkpoints, index building and retention run as owned tasks.
+This module knows nothing of protocols, groups or filters beyond the tags-code prefilter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import time
+from zlib import crc32
+from collections import deque
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable, Iterable, Protocol
+
+from ..config import BrokerConfig
+from ..errors import InvalidMessage, MessageTooLarge, StoreUnavailable
+from ..message import (
+    INNER_BATCH_FLAG,
+    PROPERTY_INNER_NUM,
+    PROPERTY_TAGS,
+    Message,
+    MessageExt,
+    decode_properties,
+    encode_properties,
+)
+from ..tags import tags_code
+from .checkpoint import Checkpoint, CheckpointFile
+from .commitlog import CommitLog, now_ms
+from .consume_queue import CQ_ENTRY, CQ_ENTRY_SIZE, ConsumeQueue
+from .flush import FlushService
+from .get_result import GetResult, GetStatus, Segment
+from .index_service import IndexService
+from .record import (
+    HEADER,
+    HEADER_SIZE,
+    MAX_PROPERTIES_LENGTH,
+    MAX_TOPIC_LENGTH,
+    I32,
+    MESSAGE_MAGIC_CODE,
+    POS_BODY_LENGTH,
+    POS_QUEUE_OFFSET,
+    POS_STORE_TIMESTAMP,
+    PROPS_LEN,
+    QUEUE_OFFSET,
+    RecordInfo,
+    decode_record,
+    ip_bytes,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_SCAN_PER_GET = 16_000  # entries examined per get when a filter skips messages
+
+
+class TagsFilter(Protocol):
+    """The part of a subscription filter the store can apply (see core.filter)."""
+
+    def match_tags_code(self, tags_code: int) -> bool: ...
+    def match(self, tags: str | None, properties: dict[str, str]) -> bool: ...
+
+
+@dataclass(slots=True)
+class PutResult:
+    queue_id: int
+    queue_offset: int  # first logical offset written
+    commit_log_offset: int
+    wrote_bytes: int
+    store_timestamp: int
+    count: int = 1
+    store_host: bytes = b""
+    record_offsets: tuple[int, ...] = ()  # per-message commit-log offsets of a record batch
+
+    @property
+    def msg_id(self) -> str:
+        return offset_msg_id(self.store_host, self.commit_log_offset)
+
+    @property
+    def msg_ids(self) -> list[str]:
+        offsets = self.record_offsets or (self.commit_log_offset,)
+        return [offset_msg_id(self.store_host, o) for o in offsets]
+
+
+def offset_msg_id(store_host: bytes, commit_log_offset: int) -> str:
+    """RocketMQ's offsetMsgId: hex of store IP (4) + port (4) + commit-log offset (8)."""
+    return (store_host + commit_log_offset.to_bytes(8, "big")).hex().upper()
+
+
+@dataclass(slots=True)
+class _Dispatch:
+    topic: str
+    queue_id: int
+    queue_offset: int
+    entries: bytes
+    end: int  # commit-log offset just past the record(s)
+
+
+@lru_cache(maxsize=4096)
+def _host_bytes(host: str) -> bytes:
+    return ip_bytes(host)
+
+
+@lru_cache(maxsize=4096)
+def _topic_head(topic: str) -> bytes:
+    """topicLength (1 byte) + topic, as it follows the body in a record."""
+    data = topic.encode()
+    if not data or len(data) > MAX_TOPIC_LENGTH:
+        raise InvalidMessage(f"topic must be 1..{MAX_TOPIC_LENGTH} bytes")
+    return bytes((len(data),)) + data
+
+
+class MessageStore:
+    def __init__(self, config: BrokerConfig,
+                 tags_code_of: Callable[[str, dict[str, str]], int] | None = None) -> None:
+        self.config = config
+        self.root = config.store_path_root_dir
+        self.cq_root = os.path.join(self.root, "consumequeue")
+        self.store_host = _host_bytes(config.broker_ip1) + config.listen_port.to_bytes(4, "big")
+        self._store_ip, self._store_port = self.store_host[:4], config.listen_port
+        self.commitlog = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log,
+                                   self.store_host[:4], config.listen_port)
+        self.checkpoint_file = CheckpointFile(self.root)
+        self.index = IndexService(os.path.join(self.root, "index"), config.max_hash_slot_num,
+                                  config.max_index_num, enabled=config.message_index_enable)
+        self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._next_queue_offset: dict[tuple[str, int], int] = {}
+        self._pending: deque[_Dispatch] = deque()
+        self._sync = config.sync_flush
+        self.dispatched_offset = 0
+        self._verify_from = 0
+        self._last_checkpoint_dispatched = 0
+        self._tags_code_of = tags_code_of or _default_tags_code
+        self.dispatch_listeners: list[Callable[[str, int, int], None]] = []
+        self.flush_service: FlushService | None = None
+        self._running = False
+        self.recovered_from_crash = False
+        self.recovery_report: dict = {}
+        self.stats = {"put_messages": 0, "put_bytes": 0, "get_messages": 0, "get_bytes": 0}
+
+    # ================================================================ lifecycle
+    def open(self) -> None:
+        """Load and recover (blocking; called before the loop serves anyone)."""
+        os.makedirs(self.root, exist_ok=True)
+        self.commitlog.queue.load()
+        self._load_consume_queues()
+        self.index.load()
+        self.recovered_from_crash = self.checkpoint_file.crashed_last_time()
+        self._recover(self.checkpoint_file.load())
+        self.checkpoint_file.mark_running()
+
+    async def start(self) -> None:
+        """Start the owned background services; returns once they run."""
+        self._running = True
+        self._stop_event = asyncio.Event()
+        self.flush_service = FlushService(
+            self.commitlog, sync=self._sync, interval_ms=self.config.flush_interval_commit_log,
+            on_flushed=self._on_flushed)
+        self._services = asyncio.TaskGroup()
+        await self._services.__aenter__()
+        self._services.create_task(self.flush_service.run(), name="flush-commitlog")
+        self._services.create_task(self._run_every(self.config.flush_interval_consume_queue,
+                                                   self.flush_queues_and_checkpoint),
+                                   name="flush-consumequeue")
+        self._services.create_task(self._run_every(self.config.clean_resource_interval,
+                                                   self._clean_expired), name="clean-files")
+        self._services.create_task(self.index.run(self), name="index-builder")
+
+    async def stop(self) -> None:
+        """Stop services, flush everything, write the clean-shutdown checkpoint."""
+        if not self._running:
+            return
+        self._running = False
+        self.index.stop()
+        self.flush_service.stop()
+        self._stop_event.set()
+        await self._services.__aexit__(None, None, None)
+        await self.flush_queues_and_checkpoint()
+        self.checkpoint_file.mark_clean_shutdown()
+        self.close()
+
+    def close(self) -> None:
+        self.commitlog.close()
+        for cq in self.consume_queues.values():
+            cq.close()
+        self.index.close()
+
+    async def _run_every(self, interval_ms: int, fn) -> None:
+        stop = self._stop_event
+        while self._running:
+            try:
+                await asyncio.wait_for(stop.wait(), interval_ms / 1000)
+            except asyncio.TimeoutError:
+                pass
+            if not self._running:
+                return
+            try:
+                await fn()
+            except Exception:  # a background service logs and goes on; it never kills the broker
+                log.exception("store service %s failed", getattr(fn, "__name__", fn))
+
+    # ================================================================ recovery
+    def _load_consume_queues(self) -> None:
+        if not os.path.isdir(self.cq_root):
+            return
+        for topic in os.listdir(self.cq_root):
+            tdir = os.path.join(self.cq_root, topic)
+            if not os.path.isdir(tdir):
+                continue
+            for qid in os.listdir(tdir):
+                if qid.lstrip("-").isdigit():
+                    cq = ConsumeQueue(self.cq_root, topic, int(qid),
+                                      self.config.mapped_file_size_consume_queue)
+                    cq.load()
+                    self.consume_queues[(topic, int(qid))] = cq
+
+    def _recover(self, cp: Checkpoint | None) -> None:
+        """Re-dispatch from the checkpoint, CRC-check the tail, truncate what is torn."""
+        cl = self.commitlog
+        start = cl.min_offset
+        reason = "no checkpoint"
+        if cp is not None:
+            damaged = [k for k, max_off in cp.queues.items()
+                       if k not in self.consume_queues or self.consume_queues[k].max_offset < max_off]
+            damaged += [k for k, cq in self.consume_queues.items() if not self._cq_tail_ok(cq)]
+            if damaged:
+                reason = f"rebuilding damaged consume queues {sorted(set(damaged))[:5]}"
+                for k in set(damaged):
+                    if k in self.consume_queues:
+                        self.consume_queues.pop(k).destroy()
+            elif cl.min_offset <= cp.dispatched_offset <= cl.max_offset:
+                start = cp.dispatched_offset
+                reason = "checkpoint"
+        verify_from = start if cp is None else max(cl.min_offset, min(start, cp.verify_from))
+        check_crc = self.config.check_crc_on_recover
+        dispatched = 0
+        scan = cl.scan(verify_from, check_crc)
+        for phys, info in scan:  # before ``start`` only verified; re-dispatch is idempotent
+            if phys >= start:
+                self._dispatch(self._dispatch_from_record(phys, info), notify=False)
+                dispatched += 1
+        valid_end = scan.end
+        if scan.error:
+            log.warning("commit log: truncating the tail at %d: %s", valid_end, scan.error)
+        cl.truncate(valid_end)
+        for cq in self.consume_queues.values():
+            if cq.max_physical_end > valid_end:
+                cq.truncate_to_physical(valid_end)
+            cq.correct_min_offset(cl.min_offset)
+        self._next_queue_offset = {k: cq.max_offset for k, cq in self.consume_queues.items()}
+        self.dispatched_offset = valid_end
+        self._verify_from = verify_from
+        self._last_checkpoint_dispatched = valid_end
+        for mf in cl.queue.files:
+            mf.flushed_position = mf.wrote_position
+        self.index.recover(cp.index_offset if cp else cl.min_offset, valid_end)
+        self.recovery_report = {"reason": reason, "start": start, "verify_from": verify_from,
+                                "end": valid_end, "redispatched": dispatched,
+                                "truncated": scan.error}
+        log.info("store recovered: %s", self.recovery_report)
+
+    def _cq_tail_ok(self, cq: ConsumeQueue) -> bool:
+        """The last entry must point at a record of this queue with this queue offset."""
+        entry = cq.last_entry()
+        if entry is None:
+            return True
+        phys, size, _ = entry
+        if phys < self.commitlog.min_offset:
+            return True  # its record was deleted by retention: nothing left to check
+        rec = self.commitlog.record_at(phys)
+        if rec is None:
+            return phys >= self.commitlog.max_offset  # beyond the log: truncated later
+        try:
+            msg = decode_record(rec)
+        except ValueError:
+            return False
+        if msg.topic != cq.topic or msg.queue_id != cq.queue_id or len(rec) != abs(size):
+            return False
+        count = int(msg.properties.get(PROPERTY_INNER_NUM, 1)) if size < 0 else 1
+        return msg.queue_offset <= cq.max_offset - 1 < msg.queue_offset + count
+
+    def _dispatch_from_record(self, phys: int, info: RecordInfo) -> _Dispatch:
+        if info.sys_flag & INNER_BATCH_FLAG:
+            count = int(info.properties.get(PROPERTY_INNER_NUM, "1"))
+            code = self._tags_code_of(info.topic, info.properties)
+            entries = CQ_ENTRY.pack(phys, -info.total_size, code) * count
+        else:
+            entries = CQ_ENTRY.pack(phys, info.total_size,
+                                    self._tags_code_of(info.topic, info.properties))
+        return _Dispatch(info.topic, info.queue_id, info.queue_offset, entries,
+                         phys + info.total_size)
+
+    # ================================================================ dispatch
+    def _consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        key = (topic, queue_id)
+        cq = self.consume_queues.get(key)
+        if cq is None:
+            cq = ConsumeQueue(self.cq_root, topic, queue_id,
+                              self.config.mapped_file_size_consume_queue)
+            self.consume_queues[key] = cq
+        return cq
+
+    def _dispatch(self, d: _Dispatch, notify: bool = True) -> None:
+        cq = self.consume_queues.get((d.topic, d.queue_id)) or self._consume_queue(d.topic, d.queue_id)
+        cq.put(d.queue_offset, d.entries, d.end)
+        self.dispatched_offset = d.end
+        if notify:
+            max_offset = d.queue_offset + len(d.entries) // CQ_ENTRY_SIZE
+            for listener in self.dispatch_listeners:
+                listener(d.topic, d.queue_id, max_offset)
+
+    def _on_flushed(self, flushed: int) -> None:
+        pending = self._pending
+        while pending and pending[0].end <= flushed:
+            self._dispatch(pending.popleft())
+
+    # ================================================================ put
+    def _append(self, size: int, data_at: Callable[[int], bytes]) -> int:
+        """Write ``data_at(physical_offset)`` (``size`` bytes) at the log's end."""
+        mf = self.commitlog.reserve(size)
+        pos = mf.wrote_position
+        phys = mf.file_from_offset + pos
+        mf.view[pos:pos + size] = data_at(phys)
+        mf.wrote_position = pos + size
+        return phys
+
+    def _finish_put(self, topic: str, queue_id: int, queue_offset: int, entries: bytes,
+                    count: int, end: int, size: int):
+        self._next_queue_offset[(topic, queue_id)] = queue_offset + count
+        stats = self.stats
+        stats["put_messages"] += count
+        stats["put_bytes"] += size
+        d = _Dispatch(topic, queue_id, queue_offset, entries, end)
+        if self._sync:
+            self._pending.append(d)
+            return self.flush_service.wait_flushed(end)
+        self._dispatch(d)
+        return None
+
+    def _properties_tail(self, topic: str, properties: dict[str, str]) -> bytes:
+        """topicLength + topic + propertiesLength + properties: the bytes after the body."""
+        props = encode_properties(properties) if properties else b""
+        if len(props) > MAX_PROPERTIES_LENGTH:
+            raise InvalidMessage(f"properties longer than {MAX_PROPERTIES_LENGTH} bytes")
+        return _topic_head(topic) + PROPS_LEN.pack(len(props)) + props
+
+    async def put_message(self, msg: Message) -> PutResult:
+        # The hot path: kept flat on purpose (each call and object costs ~0.3 µs here).
+        if not self._running:
+            raise StoreUnavailable("the store is not running")
+        topic, queue_id, body, properties = msg.topic, msg.queue_id, msg.body, msg.properties
+        body_len = len(body)
+        if body_len > self.config.max_message_size:
+            raise MessageTooLarge(body_len, self.config.max_message_size)
+        tail = self._properties_tail(topic, properties)
+        size = HEADER_SIZE + body_len + len(tail)
+        key = (topic, queue_id)
+        queue_offset = self._next_queue_offset.get(key, 0)
+        now = time.time_ns() // 1_000_000
+        born_host = msg.born_host
+        mf = self.commitlog.reserve(size)
+        pos = mf.wrote_position
+        phys = mf.file_from_offset + pos
+        mf.view[pos:pos + size] = HEADER.pack(
+            size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, msg.flag,
+            queue_offset, phys, msg.sys_flag, msg.born_timestamp or now,
+            _host_bytes(born_host[0]), born_host[1], now, self._store_ip, self._store_port,
+            msg.reconsume_times, msg.prepared_transaction_offset, body_len) + body + tail
+        mf.wrote_position = pos + size
+        self._next_queue_offset[key] = queue_offset + 1
+        stats = self.stats
+        stats["put_messages"] += 1
+        stats["put_bytes"] += size
+        entry = CQ_ENTRY.pack(phys, size, self._tags_code_of(topic, properties))
+        end = phys + size
+        if self._sync:
+            self._pending.append(_Dispatch(topic, queue_id, queue_offset, entry, end))
+            await self.flush_service.wait_flushed(end)
+        else:
+            cq = self.consume_queues.get(key) or self._consume_queue(topic, queue_id)
+            cq.put(queue_offset, entry, end)
+            self.dispatched_offset = end
+            for listener in self.dispatch_listeners:
+                listener(topic, queue_id, queue_offset + 1)
+        return PutResult(queue_id, queue_offset, phys, size, now, 1, self.store_host)
+
+    async def put_messages(self, msgs: list[Message]) -> PutResult:
+        """Store several messages of one topic and queue as contiguous records (one append)."""
+        if not self._running:
+            raise StoreUnavailable("the store is not running")
+        if not msgs:
+            raise InvalidMessage("empty batch")
+        topic, queue_id = msgs[0].topic, msgs[0].queue_id
+        limit = self.config.max_message_size
+        prepared = []
+        total = 0
+        tags_code_of = self._tags_code_of
+        for m in msgs:
+            if m.topic != topic or m.queue_id != queue_id:
+                raise InvalidMessage("a batch must hold one topic and one queue")
+            tail = self._properties_tail(topic, m.properties)
+            size = HEADER_SIZE + len(m.body) + len(tail)
+            prepared.append((m, tail, size, tags_code_of(topic, m.properties)))
+            total += size
+        if total > limit:
+            raise MessageTooLarge(total, limit)
+        first = self._next_queue_offset.get((topic, queue_id), 0)
+        now = time.time_ns() // 1_000_000
+        store_ip, store_port = self._store_ip, self._store_port
+        offsets: list[int] = []
+        entries: list[bytes] = []
+
+        def data_at(phys: int) -> bytes:
+            parts = []
+            qo = first
+            for m, tail, size, code in prepared:
+                body = m.body
+                parts.append(HEADER.pack(
+                    size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, m.flag, qo,
+                    phys, m.sys_flag, m.born_timestamp or now, _host_bytes(m.born_host[0]),
+                    m.born_host[1], now, store_ip, store_port, m.reconsume_times,
+                    m.prepared_transaction_offset, len(body)))
+                parts.append(body)
+                parts.append(tail)
+                offsets.append(phys)
+                entries.append(CQ_ENTRY.pack(phys, size, code))
+                phys += size
+                qo += 1
+            return b"".join(parts)
+
+        phys = self._append(total, data_at)
+        waiter = self._finish_put(topic, queue_id, first, b"".join(entries), len(msgs),
+                                  phys + total, total)
+        if waiter is not None:
+            await waiter
+        return PutResult(queue_id, first, phys, total, now, len(msgs), self.store_host,
+                         tuple(offsets))
+
+    async def put_inner_batch(self, topic: str, queue_id: int, batch: bytes | memoryview,
+                              count: int, *, tags_codes: int | list[int] = 0,
+                              properties: dict[str, str] | None = None,
+                              born_timestamp: int = 0, born_host: tuple[str, int] = ("127.0.0.1", 0),
+                              flag: int = 0, sys_flag: int = 0) -> PutResult:
+        """Store a record batch (v2 layout) whole: one CommitLog record, ``count`` offsets.
+
+        The batch's first 8 bytes (its baseOffset) are rewritten to the first logical offset
+        it receives, so reads can serve the stored bytes unchanged.
+        """
+        if not self._running:
+            raise StoreUnavailable("the store is not running")
+        body_len = len(batch)
+        if count <= 0 or body_len < 8:
+            raise InvalidMessage("an inner batch needs at least one record")
+        if body_len > self.config.max_message_size:
+            raise MessageTooLarge(body_len, self.config.max_message_size)
+        if not isinstance(tags_codes, int) and len(tags_codes) != count:
+            raise InvalidMessage("one tags code per record is needed")
+        props_map = dict(properties) if properties else {}
+        props_map[PROPERTY_INNER_NUM] = str(count)
+        tail = self._properties_tail(topic, props_map)
+        size = HEADER_SIZE + body_len + len(tail)
+        first = self._next_queue_offset.get((topic, queue_id), 0)
+        now = time.time_ns() // 1_000_000
+        base = QUEUE_OFFSET.pack(first)
+        rest = batch[8:]
+        crc = crc32(rest, crc32(base)) & 0x7FFFFFFF
+
+        def data_at(phys: int) -> bytes:
+            return HEADER.pack(
+                size, MESSAGE_MAGIC_CODE, crc, queue_id, flag, first, phys,
+                sys_flag | INNER_BATCH_FLAG, born_timestamp or now, _host_bytes(born_host[0]),
+                born_host[1], now, self._store_ip, self._store_port, 0, 0, body_len
+            ) + base + rest + tail
+
+        phys = self._append(size, data_at)
+        if isinstance(tags_codes, int):
+            entries = CQ_ENTRY.pack(phys, -size, tags_codes) * count
+        else:
+            entries = b"".join([CQ_ENTRY.pack(phys, -size, c) for c in tags_codes])
+        waiter = self._finish_put(topic, queue_id, first, entries, count, phys + size, size)
+        if waiter is not None:
+            await waiter
+        return PutResult(queue_id, first, phys, size, now, count, self.store_host)
+
+    # ================================================================ get
+    def get_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.consume_queues.get((topic, queue_id))
+
+    def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int, *,
+                     max_bytes: int | None = None,
+                     message_filter: TagsFilter | None = None,
+                     exact: bool = True) -> GetResult:
+        """Messages from ``offset`` as CommitLog slices, filtered by tags code (and exactly,
+        when ``exact`` and the filter asks for it), at most ``max_count`` of them."""
+        cq = self.consume_queues.get((topic, queue_id))
+        if cq is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        min_off, max_off = cq.min_offset, cq.max_offset
+        if max_off == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, min_off, max_off)
+        if offset < min_off:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, min_off, min_off, max_off)
+        if offset == max_off:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, min_off, max_off)
+        if offset > max_off:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, max_off if min_off else 0,
+                             min_off, max_off)
+        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_off, max_off)
+        self._collect(cq, offset, max_count, max_bytes, message_filter, exact, result)
+        if result.message_count:
+            result.status = GetStatus.FOUND
+            self.stats["get_messages"] += result.message_count
+            self.stats["get_bytes"] += result.total_bytes
+        elif result.next_begin_offset == offset:
+            result.status = GetStatus.OFFSET_FOUND_NULL
+        return result
+
+    def _collect(self, cq: ConsumeQueue, offset: int, max_count: int, max_bytes: int | None,
+                 flt: TagsFilter | None, exact: bool, result: GetResult) -> None:
+        cl = self.commitlog
+        cl_min = cl.min_offset
+        segments = result.segments
+        count = 0
+        total = 0
+        scanned = 0
+        byte_limit = max_bytes if max_bytes is not None else 1 << 62
+        need_exact = exact and flt is not None and getattr(flt, "needs_exact_check", True)
+        run_start = run_end = -1
+        run_first = run_count = 0
+        batch_phys = -1
+        batch_seg = Segment(memoryview(b""), -1, 0)
+        next_offset = offset
+        max_off = result.max_offset
+        while count < max_count and next_offset < max_off and scanned < MAX_SCAN_PER_GET:
+            chunk = cq.entries(next_offset, min(max_count - count + 64, MAX_SCAN_PER_GET - scanned))
+            if not chunk:
+                break
+            stop = False
+            for phys, size, code in CQ_ENTRY.iter_unpack(chunk):
+                qo = next_offset
+                scanned += 1
+                if phys < cl_min:
+                    next_offset += 1
+                    continue
+                if flt is not None and not (flt.match_tags_code(code) and
+                                            (not need_exact or self._exact_match(flt, phys, size, qo))):
+                    next_offset += 1
+                    continue
+                if size > 0:
+                    if phys == run_end:
+                        run_end += size
+                        run_count += 1
+                    else:
+                        if run_count:
+                            segments.append(Segment(cl.slice(run_start, run_end - run_start), run_first, run_count))
+                        if total and total + size > byte_limit:
+                            stop = True
+                            break
+                        run_start, run_end, run_first, run_count = phys, phys + size, qo, 1
+                    total += size
+                else:  # an entry of an inner batch (negative size)
+                    if run_count:
+                        segments.append(Segment(cl.slice(run_start, run_end - run_start), run_first, run_count))
+                        run_count = 0
+                        run_end = -1
+                    if phys == batch_phys and batch_seg.first_offset + batch_seg.count == qo:
+                        batch_seg.count += 1
+                    else:
+                        if total and total - size > byte_limit:
+                            stop = True
+                            break
+                        view = cl.slice(phys, -size)
+                        if view is None:
+                            next_offset += 1
+                            continue
+                        (base,) = QUEUE_OFFSET.unpack_from(view, POS_QUEUE_OFFSET)
+                        batch_seg = Segment(view, qo, 1, base)
+                        segments.append(batch_seg)
+                        batch_phys = phys
+                        total -= size
+                        if flt is None:  # take the rest of the batch at once
+                            take = min(base + _inner_count(view) - qo, max_count - count)
+                            batch_seg.count = take
+                            count += take
+                            next_offset += take
+                            if count >= max_count or total >= byte_limit:
+                                stop = True
+                            break  # re-read entries from after the batch
+                count += 1
+                next_offset += 1
+                if count >= max_count or total >= byte_limit:
+                    stop = True
+                    break
+            if stop:
+                break
+        if run_count:
+            segments.append(Segment(cl.slice(run_start, run_end - run_start), run_first, run_count))
+        # slices are None only if the log was truncated under us: drop them
+        if any(s.view is None for s in segments):
+            segments[:] = [s for s in segments if s.view is not None]
+            count = sum(s.count for s in segments)
+        result.message_count = count
+        result.total_bytes = total
+        result.next_begin_offset = next_offset
+
+    def _exact_match(self, flt: TagsFilter, phys: int, size: int, queue_offset: int) -> bool:
+        rec = self.commitlog.slice(phys, abs(size))
+        if rec is None:
+            return False
+        if size < 0:
+            return True  # inner batch records are checked per record by the batch reader
+        msg = decode_record(rec)
+        return flt.match(msg.properties.get(PROPERTY_TAGS), msg.properties)
+
+    # ================================================================ lookups
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.get((topic, queue_id))
+        return cq.min_offset if cq else 0
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        """Visible max offset (next offset a consumer will see)."""
+        cq = self.consume_queues.get((topic, queue_id))
+        return cq.max_offset if cq else 0
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return sorted(q for (t, q) in self.consume_queues if t == topic)
+
+    def store_timestamp_at(self, topic: str, queue_id: int, offset: int) -> int | None:
+        cq = self.consume_queues.get((topic, queue_id))
+        entry = cq.entry(offset) if cq else None
+        if entry is None or entry[0] < self.commitlog.min_offset:
+            return None
+        view = self.commitlog.slice(entry[0], abs(entry[1]))
+        return QUEUE_OFFSET.unpack_from(view, POS_STORE_TIMESTAMP)[0] if view is not None else None
+
+    def offset_by_timestamp(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """The first offset whose message was stored at or after ``timestamp`` (ms);
+        max offset if none was."""
+        cq = self.consume_queues.get((topic, queue_id))
+        if cq is None:
+            return 0
+        lo, hi = cq.min_offset, cq.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            ts = self.store_timestamp_at(topic, queue_id, mid)
+            if ts is None or ts < timestamp:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def message_at(self, commit_log_offset: int) -> MessageExt | None:
+        rec = self.commitlog.record_at(commit_log_offset)
+        return decode_record(rec) if rec is not None else None
+
+    def query_by_key(self, topic: str, key: str, max_num: int = 32, begin: int = 0,
+                     end: int | None = None) -> list[MessageExt]:
+        end = end if end is not None else now_ms() + 1000
+        while self.index.build(self, 100_000):
+            pass  # index what is visible, so a key is findable as soon as it is consumable
+        found = []
+        for phys in self.index.lookup(f"{topic}#{key}", max_num * 4, begin, end):
+            msg = self.message_at(phys)
+            if msg is not None and msg.topic == topic and (key in msg.keys or msg.uniq_key == key):
+                found.append(msg)
+                if len(found) >= max_num:
+                    break
+        return found
+
+    # ================================================================ admin
+    def delete_topic(self, topic: str) -> None:
+        for key in [k for k in self.consume_queues if k[0] == topic]:
+            self.consume_queues.pop(key).destroy()
+            self._next_queue_offset.pop(key, None)
+        shutil.rmtree(os.path.join(self.cq_root, topic), ignore_errors=True)
+
+    def truncate_queue_min(self, topic: str, queue_id: int, offset: int) -> int:
+        """Raise a queue's min offset (Kafka DeleteRecords); returns the new min."""
+        cq = self.consume_queues.get((topic, queue_id))
+        if cq is None:
+            return 0
+        cq.min_logic_offset = max(cq.min_logic_offset, min(offset, cq.max_offset))
+        return cq.min_offset
+
+    # ================================================================ flush / checkpoint
+    async def flush_queues_and_checkpoint(self) -> None:
+        flushed = self.flush_service.flushed_offset if self.flush_service else self.commitlog.max_offset
+        dispatched = min(self.dispatched_offset, flushed)
+        index_offset = min(self.index.built_offset, flushed)
+        queues = {k: cq.max_offset for k, cq in self.consume_queues.items()}
+        dirty = [mf for cq in self.consume_queues.values() for mf in cq.queue.files
+                 if mf.flushed_position < mf.wrote_position]
+        positions = [mf.wrote_position for mf in dirty]
+        index_files = self.index.dirty_files()
+        if dispatched - self._verify_from > self.config.recover_check_window:
+            self._verify_from = self._last_checkpoint_dispatched
+        cp = Checkpoint(flushed, dispatched, index_offset, self._verify_from, now_ms(), queues)
+
+        def work() -> None:
+            for mf in dirty:
+                mf.sync()
+            for f in index_files:
+                f.sync()
+            self.checkpoint_file.save(cp)
+
+        await asyncio.to_thread(work)
+        for mf, pos in zip(dirty, positions):
+            mf.flushed_position = max(mf.flushed_position, pos)
+        self._last_checkpoint_dispatched = dispatched
+
+    # ================================================================ retention
+    async def _clean_expired(self) -> None:
+        self.delete_expired_files(force=False)
+
+    def disk_usage_ratio(self) -> float:
+        usage = shutil.disk_usage(self.root)
+        return usage.used / usage.total if usage.total else 0.0
+
+    def delete_expired_files(self, *, force: bool, now: float | None = None) -> int:
+        """RocketMQ's CleanCommitLogService: delete CommitLog segments older than
+        fileReservedTime at deleteWhen hours (or at once when the disk is above
+        diskMaxUsedSpaceRatio), then the ConsumeQueue and index files they orphan."""
+        now = time.time() if now is None else now
+        hours = {int(h) for h in self.config.delete_when.split(";")}
+        disk_full = self.disk_usage_ratio() * 100 > self.config.disk_max_used_space_ratio
+        if not (force or disk_full or time.localtime(now).tm_hour in hours):
+            return 0
+        reserved_s = self.config.file_reserved_time * 3600
+        files = self.commitlog.queue.files
+        n = 0
+        for mf in files[:-1]:
+            if n >= 10:
+                break
+            age = now - os.path.getmtime(mf.path)
+            if age >= reserved_s or (disk_full and n == 0):
+                n += 1
+            else:
+                break
+        if n:
+            gone = self.commitlog.queue.delete_first(n)
+            log.info("deleted %d expired commit log segments up to %d", n, gone[-1].end_offset)
+            cl_min = self.commitlog.min_offset
+            for cq in self.consume_queues.values():
+                cq.delete_expired(cl_min)
+            self.index.delete_before(cl_min)
+        return n
+
+
+def _inner_count(record: memoryview) -> int:
+    """INNER_NUM of an inner-batch record (its properties are the record's last bytes)."""
+    (body_len,) = I32.unpack_from(record, POS_BODY_LENGTH)
+    p = HEADER_SIZE + body_len
+    p += 1 + record[p]
+    props = decode_properties(record[p + 2:])
+    return int(props.get(PROPERTY_INNER_NUM, 1))
+
+
+def _default_tags_code(topic: str, properties: dict[str, str]) -> int:
+    return tags_code(properties.get(PROPERTY_TAGS))

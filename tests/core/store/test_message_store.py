@@ -1,0 +1,171 @@
+import asyncio
+import os
+
+import pytest
+
+from rocketport.core.errors import InvalidMessage, MessageTooLarge
+from rocketport.core.message import Message
+from rocketport.core.store.get_result import GetStatus
+from rocketport.core.store.record import decode_record
+
+from .helpers import drain, open_store, run
+
+
+def test_put_get_and_offsets(small_config):
+    async def main():
+        async with open_store(small_config) as store:
+            for i in range(10):
+                r = await store.put_message(Message("T", f"m{i}".encode(), {"TAGS": "a"}, queue_id=1))
+                assert r.queue_offset == i
+            assert store.max_offset("T", 1) == 10 and store.min_offset("T", 1) == 0
+            res = store.get_messages("T", 1, 3, 4)
+            assert res.status is GetStatus.FOUND and res.message_count == 4
+            assert [m.body for m in res.messages()] == [b"m3", b"m4", b"m5", b"m6"]
+            assert res.next_begin_offset == 7
+            # contiguous records of one queue come back as one slice
+            assert len(res.segments) == 1
+            assert store.get_messages("T", 1, 10, 4).status is GetStatus.OFFSET_OVERFLOW_ONE
+            assert store.get_messages("T", 1, 99, 4).status is GetStatus.OFFSET_OVERFLOW_BADLY
+            assert store.get_messages("T", 2, 0, 4).status is GetStatus.NO_MATCHED_LOGIC_QUEUE
+    run(main())
+
+
+def test_segments_roll_over_with_blank_records(small_config):
+    body = b"x" * 3000
+    async def main():
+        async with open_store(small_config) as store:
+            for i in range(60):  # ~186 KB over 64 KiB segments
+                await store.put_message(Message("T", body + bytes([i]), queue_id=0))
+            assert len(store.commitlog.queue.files) >= 3
+            got = drain(store, "T", 0)
+            assert [o for o, _ in got] == list(range(60))
+            assert all(b == body + bytes([i]) for i, (_, b) in enumerate(got))
+    run(main())
+
+
+def test_record_batch_is_contiguous_and_per_message(small_config):
+    async def main():
+        async with open_store(small_config) as store:
+            msgs = [Message("B", f"b{i}".encode(), {"KEYS": f"k{i}"}, queue_id=0) for i in range(20)]
+            r = await store.put_messages(msgs)
+            assert r.count == 20 and r.queue_offset == 0 and len(r.msg_ids) == 20
+            res = store.get_messages("B", 0, 5, 100)
+            assert [m.queue_offset for m in res.messages()] == list(range(5, 20))
+            assert len(res.segments) == 1
+            # each message is addressable by its own commit-log offset
+            m7 = store.message_at(r.record_offsets[7])
+            assert m7.body == b"b7" and m7.queue_offset == 7
+    run(main())
+
+
+def test_inner_batch_indexes_n_offsets(small_config):
+    async def main():
+        async with open_store(small_config) as store:
+            await store.put_message(Message("K", b"single", queue_id=0))
+            batch = bytes(8) + b"payload-of-5-records"
+            r = await store.put_inner_batch("K", 0, batch, 5)
+            assert r.queue_offset == 1 and r.count == 5
+            await store.put_message(Message("K", b"after", queue_id=0))
+            assert store.max_offset("K", 0) == 7
+            res = store.get_messages("K", 0, 3, 100)
+            kinds = [(s.is_inner_batch, s.first_offset, s.count) for s in res.segments]
+            assert kinds == [(True, 3, 3), (False, 6, 1)]
+            batch_seg = res.segments[0]
+            stored = decode_record(batch_seg.view)
+            assert batch_seg.batch_base == 1
+            # the base offset inside the stored batch was rewritten to the first queue offset
+            assert int.from_bytes(stored.body[:8], "big") == 1
+            assert stored.body[8:] == b"payload-of-5-records"
+    run(main())
+
+
+def test_max_message_size_and_bad_input(small_config):
+    cfg = small_config.with_overrides(max_message_size=2048)
+    async def main():
+        async with open_store(cfg) as store:
+            with pytest.raises(MessageTooLarge):
+                await store.put_message(Message("T", b"x" * 2049, queue_id=0))
+            with pytest.raises(InvalidMessage):
+                await store.put_message(Message("T", b"x", {"P": "v" * 40000}, queue_id=0))
+            with pytest.raises(InvalidMessage):
+                await store.put_messages([Message("A", b"1", queue_id=0), Message("B", b"2", queue_id=0)])
+            # nothing was written by the rejected puts
+            assert store.max_offset("T", 0) == 0 and store.commitlog.max_offset == 0
+    run(main())
+
+
+def test_offset_by_timestamp(small_config):
+    async def main():
+        async with open_store(small_config) as store:
+            stamps = []
+            for i in range(5):
+                r = await store.put_message(Message("T", b"x", queue_id=0))
+                stamps.append(r.store_timestamp)
+                await asyncio.sleep(0.005)
+            assert store.offset_by_timestamp("T", 0, 0) == 0
+            assert store.offset_by_timestamp("T", 0, stamps[3]) <= 3
+            assert store.offset_by_timestamp("T", 0, stamps[-1] + 10_000) == 5
+    run(main())
+
+
+def test_query_by_key_and_unique_id(small_config):
+    async def main():
+        async with open_store(small_config) as store:
+            for i in range(30):
+                await store.put_message(Message("T", f"v{i}".encode(),
+                                                {"KEYS": f"order-{i % 10} extra", "UNIQ_KEY": f"U{i}"},
+                                                queue_id=i % 2))
+            found = store.query_by_key("T", "order-3")
+            assert sorted(m.body for m in found) == [b"v13", b"v23", b"v3"]
+            assert [m.body for m in store.query_by_key("T", "U17")] == [b"v17"]
+            assert store.query_by_key("T", "missing") == []
+            assert store.query_by_key("Other", "order-3") == []
+    run(main())
+
+
+def test_data_survives_clean_restart(small_config):
+    async def main():
+        async with open_store(small_config) as store:
+            for i in range(50):
+                await store.put_message(Message("T", f"{i}".encode(), queue_id=i % 3))
+        async with open_store(small_config) as store:
+            assert store.recovery_report["reason"] == "checkpoint"
+            assert sum(store.max_offset("T", q) for q in range(3)) == 50
+            r = await store.put_message(Message("T", b"new", queue_id=0))
+            assert r.queue_offset == 17
+    run(main())
+
+
+def test_sync_flush_acknowledges_after_fdatasync(small_config):
+    cfg = small_config.with_overrides(flush_disk_type="SYNC_FLUSH")
+    async def main():
+        async with open_store(cfg) as store:
+            results = await asyncio.gather(*(store.put_message(Message("S", f"{i}".encode(), queue_id=0))
+                                             for i in range(64)))
+            assert sorted(r.queue_offset for r in results) == list(range(64))
+            assert store.flush_service.flushed_offset >= max(r.commit_log_offset for r in results)
+            # group commit: far fewer syncs than puts
+            assert store.flush_service.sync_count < 64
+            assert store.max_offset("S", 0) == 64
+    run(main())
+
+
+def test_retention_deletes_old_segments_and_min_offset_follows(small_config):
+    async def main():
+        async with open_store(small_config) as store:
+            for i in range(100):
+                await store.put_message(Message("T", bytes([i]) * 2000, queue_id=0))
+            files = list(store.commitlog.queue.files)
+            assert len(files) >= 3
+            old = os.path.getmtime(files[0].path) - 100 * 3600
+            for f in files[:-1]:
+                os.utime(f.path, (old, old))
+            deleted = store.delete_expired_files(force=True)
+            assert deleted == len(files) - 1
+            assert store.commitlog.min_offset == files[-1].file_from_offset
+            min_off = store.min_offset("T", 0)
+            assert min_off > 0
+            res = store.get_messages("T", 0, 0, 10)
+            assert res.status is GetStatus.OFFSET_TOO_SMALL and res.next_begin_offset == min_off
+            assert drain(store, "T", 0, min_off)[0][0] == min_off
+    run(main())

@@ -1,0 +1,45 @@
+import pytest
+
+from rocketport.config_file import load_config, parse_properties
+from rocketport.core.config import BrokerConfig
+from rocketport.core.errors import ConfigError
+
+
+def test_default_yaml_loads(tmp_path):
+    cfg = load_config("conf/broker.yaml")
+    assert cfg.flush_disk_type == "ASYNC_FLUSH" and cfg.listen_port == 10911
+    assert cfg.kafka.port == 9092 and cfg.message_delay_level.startswith("1s 5s")
+
+
+def test_properties_file(tmp_path):
+    path = tmp_path / "broker.properties"
+    path.write_text("# comment\nbrokerName = b1\nflushDiskType:SYNC_FLUSH\nlistenPort 10922\n"
+                    "storePathRootDir=/tmp/x\\\n/y\nkafka.port=19092\n")
+    cfg = load_config(str(path))
+    assert cfg.broker_name == "b1" and cfg.sync_flush and cfg.listen_port == 10922
+    assert cfg.store_path_root_dir == "/tmp/x/y" and cfg.kafka.port == 19092
+
+
+def test_unknown_keys_and_bad_values_reported_together():
+    with pytest.raises(ConfigError) as err:
+        BrokerConfig.from_mapping({"flushDiskTyp": "SYNC_FLUSH", "listenPort": "abc",
+                                   "flushDiskType": "SOMETIMES", "deleteWhen": "noon",
+                                   "autoCreateTopicEnable": "maybe"})
+    text = str(err.value)
+    for part in ("unknown key 'flushDiskTyp'", "did you mean 'flushDiskType'", "listenPort",
+                 "SOMETIMES", "deleteWhen", "autoCreateTopicEnable"):
+        assert part in text
+
+
+def test_bad_yaml_is_a_config_error(tmp_path):
+    path = tmp_path / "b.yaml"
+    path.write_text("listenPort: [1, 2\n")
+    with pytest.raises(ConfigError):
+        load_config(str(path))
+    path.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError):
+        load_config(str(path))
+
+
+def test_parse_properties_separators():
+    assert parse_properties("a=1\nb: 2\nc 3\n! x\nd\n") == {"a": "1", "b": "2", "c": "3", "d": ""}

@@ -1,0 +1,28 @@
+import json
+
+from rocketport.core.metadata.json_file import JsonFile
+from rocketport.core.metadata.offsets import ConsumerOffsetManager
+
+
+def test_json_file_falls_back_to_backup(tmp_path):
+    f = JsonFile(str(tmp_path / "x.json"))
+    f.save({"v": 1})
+    f.save({"v": 2})
+    assert f.load() == {"v": 2}
+    (tmp_path / "x.json").write_text("{broken")
+    assert f.load() == {"v": 1}
+    (tmp_path / "x.json").unlink()
+    assert f.load() == {"v": 1}
+
+
+def test_consumer_offsets_layout(tmp_path):
+    m = ConsumerOffsetManager(str(tmp_path))
+    m.commit("g", "T", 0, 5)
+    m.commit("g", "T", 1, 7)
+    m.persist()
+    data = json.loads((tmp_path / "consumerOffset.json").read_text())
+    assert data == {"offsetTable": {"T@g": {"0": 5, "1": 7}}}
+    m2 = ConsumerOffsetManager(str(tmp_path))
+    m2.load()
+    assert m2.query("g", "T", 1) == 7 and m2.query("g", "T", 2) == -1
+    assert m2.groups_of("T") == {"g"} and m2.topics_of("g") == {"T"}
