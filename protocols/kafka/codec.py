@@ -1,0 +1,627 @@
+"""One encoder/decoder engine for every Kafka API and version declared in ``schema/``.
+
+Each (API, version, direction) is compiled once into a plan of reader and writer closures,
+so decoding and encoding cost O(fields): a ``records`` field is returned as a memoryview
+slice of the frame and written as the caller's buffers, never copied or parsed here (record
+batches belong to ``rocketport.core.batch``). Messages are plain dicts keyed by the snake_case
+field names of the schema; fields a version lacks decode to their defaults and are ignored
+on encode, so handlers read and write one shape for every version.
+
+Encoders return a list of buffers: small parts joined, large blobs (records) passed through,
+ready for ``writelines`` without copying. Emitted tagged-field sections stay empty unless a
+caller sets a tagged field to a non-default value (old librdkafka misreads non-empty ones).
+
+This module is sans-IO: it must never import asyncio or sockets, nor keep state between
+calls beyond its compiled plans.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Final
+
+from .schema import APIS, Api, ApiKey, Field
+from .schema._dsl import MISSING
+
+__all__ = [
+    "PASS_THROUGH",
+    "Buffer",
+    "DecodeError",
+    "RequestHeader",
+    "UnsupportedApi",
+    "decode_request",
+    "decode_request_header",
+    "decode_response",
+    "decode_response_header",
+    "encode_request",
+    "encode_request_header",
+    "encode_response",
+    "encode_response_header",
+    "is_supported",
+    "request_header_version",
+    "response_header_version",
+    "supported_versions",
+]
+
+Buffer = bytes | bytearray | memoryview
+Message = dict[str, Any]
+_Reader = Callable[[memoryview, int], tuple[Any, int]]
+_Writer = Callable[[list, Any], None]
+
+# Parts at least this long are passed through to the caller instead of being joined.
+PASS_THROUGH: Final = 16 * 1024
+_ZERO_UUID: Final = bytes(16)
+_INT_TYPES: Final = {
+    "int8": struct.Struct(">b"),
+    "int16": struct.Struct(">h"),
+    "uint16": struct.Struct(">H"),
+    "int32": struct.Struct(">i"),
+    "int64": struct.Struct(">q"),
+    "float64": struct.Struct(">d"),
+}
+_I16: Final = _INT_TYPES["int16"]
+_I32: Final = _INT_TYPES["int32"]
+_HEADER_FIXED: Final = struct.Struct(">hhi")  # api key, api version, correlation id
+
+
+class DecodeError(ValueError):
+    """Bytes that do not form the declared message: truncated, bad lengths, bad UTF-8."""
+
+
+class UnsupportedApi(KeyError):
+    """An API key or version this broker does not serve."""
+
+
+# --- versions --------------------------------------------------------------------------------
+
+
+def _parse_range(spec: str) -> tuple[int, int]:
+    if spec == "none":
+        return (1, 0)  # empty
+    if spec.endswith("+"):
+        return (int(spec[:-1]), 1 << 15)
+    low, _, high = spec.partition("-")
+    return (int(low), int(high) if high else int(low))
+
+
+def _in(spec: str, version: int) -> bool:
+    low, high = _parse_range(spec)
+    return low <= version <= high
+
+
+def supported_versions() -> dict[int, tuple[int, int]]:
+    """{api key: (min, max)} of every API the codec can read and write."""
+    return {key: api.versions for key, api in APIS.items()}
+
+
+def is_supported(api_key: int, api_version: int) -> bool:
+    api = APIS.get(api_key)
+    return api is not None and api.versions[0] <= api_version <= api.versions[1]
+
+
+def _api(api_key: int, api_version: int) -> Api:
+    api = APIS.get(api_key)
+    if api is None or not api.versions[0] <= api_version <= api.versions[1]:
+        raise UnsupportedApi(f"api key {api_key} version {api_version} is not served")
+    return api
+
+
+def _is_flexible(api: Api, api_version: int) -> bool:
+    return api.flexible is not None and api_version >= api.flexible
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """2 for flexible versions, else 1; a version above the served range still parses (ApiVersions)."""
+    api = APIS.get(api_key)
+    if api is not None and api.flexible is not None and api_version >= api.flexible:
+        return 2
+    return 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    """1 for flexible versions, else 0; ApiVersions always answers with header v0 (clients
+    parse its header before they know the version)."""
+    if api_key == ApiKey.API_VERSIONS:
+        return 0
+    return 1 if _is_flexible(_api(api_key, api_version), api_version) else 0
+
+
+# --- primitive readers -----------------------------------------------------------------------
+
+
+def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    result = b & 0x7F
+    shift = 7
+    while True:
+        pos += 1
+        b = buf[pos]
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos + 1
+        shift += 7
+        if shift > 28:
+            raise DecodeError("unsigned varint longer than 5 bytes")
+
+
+def _uvarint(value: int) -> bytes:
+    if value < 0x80:
+        return _SMALL_UVARINTS[value]
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_SMALL_UVARINTS: Final = tuple(bytes((i,)) for i in range(0x80))
+
+
+def _fixed_reader(st: struct.Struct) -> _Reader:
+    unpack = st.unpack_from
+    size = st.size
+
+    def read(buf: memoryview, pos: int) -> tuple[Any, int]:
+        return unpack(buf, pos)[0], pos + size
+
+    return read
+
+
+def _read_bool(buf: memoryview, pos: int) -> tuple[bool, int]:
+    return buf[pos] != 0, pos + 1
+
+
+def _read_uuid(buf: memoryview, pos: int) -> tuple[bytes, int]:
+    end = pos + 16
+    if end > len(buf):
+        raise DecodeError("truncated uuid")
+    return bytes(buf[pos:end]), end
+
+
+def _length_reader(compact: bool) -> _Reader:
+    """Reads a length prefix as Kafka stores it: -1 (or compact 0) means null."""
+    if compact:
+
+        def read(buf: memoryview, pos: int) -> tuple[int, int]:
+            n, pos = _read_uvarint(buf, pos)
+            return n - 1, pos
+
+        return read
+
+    def read_classic(buf: memoryview, pos: int) -> tuple[int, int]:
+        return _I32.unpack_from(buf, pos)[0], pos + 4
+
+    return read_classic
+
+
+def _blob_reader(kind: str, compact: bool, nullable: bool) -> _Reader:
+    """string (-> str), bytes (-> bytes) or records (-> memoryview into the frame)."""
+    if compact or kind != "string":
+        read_len = _length_reader(compact)
+    else:
+
+        def read_len(buf: memoryview, pos: int) -> tuple[int, int]:
+            return _I16.unpack_from(buf, pos)[0], pos + 2
+
+    def read(buf: memoryview, pos: int) -> tuple[Any, int]:
+        n, pos = read_len(buf, pos)
+        if n < 0:
+            if n == -1 and nullable:
+                return None, pos
+            raise DecodeError(f"invalid {kind} length {n}")
+        end = pos + n
+        if end > len(buf):
+            raise DecodeError(f"{kind} of {n} bytes overruns the message")
+        if kind == "string":
+            return str(buf[pos:end], "utf-8"), end
+        if kind == "bytes":
+            return bytes(buf[pos:end]), end
+        return buf[pos:end], end
+
+    return read
+
+
+def _array_reader(item: _Reader, compact: bool, nullable: bool) -> _Reader:
+    read_len = _length_reader(compact)
+
+    def read(buf: memoryview, pos: int) -> tuple[Any, int]:
+        n, pos = read_len(buf, pos)
+        if n < 0:
+            if n == -1 and nullable:
+                return None, pos
+            raise DecodeError(f"invalid array length {n}")
+        if n > len(buf) - pos:  # every item takes at least one byte: bounds hostile counts
+            raise DecodeError(f"array of {n} items overruns the message")
+        out = []
+        append = out.append
+        for _ in range(n):
+            value, pos = item(buf, pos)
+            append(value)
+        return out, pos
+
+    return read
+
+
+# --- primitive writers -----------------------------------------------------------------------
+
+
+def _fixed_writer(st: struct.Struct) -> _Writer:
+    pack = st.pack
+
+    def write(out: list, value: Any) -> None:
+        out.append(pack(value))
+
+    return write
+
+
+def _write_bool(out: list, value: Any) -> None:
+    out.append(b"\x01" if value else b"\x00")
+
+
+def _write_uuid(out: list, value: Any) -> None:
+    if len(value) != 16:
+        raise ValueError("a uuid field takes 16 raw bytes")
+    out.append(bytes(value))
+
+
+def _length_writer(compact: bool) -> Callable[[int], bytes]:
+    if compact:
+        return lambda n: _uvarint(n + 1)
+    return _I32.pack
+
+
+def _blob_writer(kind: str, compact: bool, nullable: bool, name: str) -> _Writer:
+    length = _length_writer(compact) if compact or kind != "string" else _I16.pack
+
+    def write(out: list, value: Any) -> None:
+        if value is None:
+            if not nullable:
+                raise ValueError(f"{name} is not nullable in this version")
+            out.append(length(-1))
+        elif kind == "string":
+            data = value.encode("utf-8")
+            out.append(length(len(data)))
+            out.append(data)
+        elif kind == "records" and isinstance(value, (list, tuple)):
+            out.append(length(sum(len(part) for part in value)))
+            out.extend(value)
+        else:
+            out.append(length(len(value)))
+            out.append(value)
+
+    return write
+
+
+def _array_writer(item: _Writer, compact: bool, nullable: bool, name: str) -> _Writer:
+    length = _length_writer(compact)
+
+    def write(out: list, value: Any) -> None:
+        if value is None:
+            if not nullable:
+                raise ValueError(f"{name} is not nullable in this version")
+            out.append(length(-1))
+            return
+        out.append(length(len(value)))
+        for element in value:
+            item(out, element)
+
+    return write
+
+
+# --- structs ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _StructPlan:
+    """A struct at one version: what to read/write in order, tagged fields, defaults."""
+
+    fields: tuple[tuple[str, _Reader, _Writer, Any], ...]
+    tagged: dict[int, tuple[str, _Reader, Any]]
+    tagged_out: tuple[tuple[int, str, _Writer, Any], ...]
+    absent: tuple[tuple[str, Any], ...]  # fields of other versions: defaults on decode
+    flexible: bool
+
+    def read(self, buf: memoryview, pos: int) -> tuple[Message, int]:
+        out: Message = {}
+        for name, read, _, _ in self.fields:
+            out[name], pos = read(buf, pos)
+        if self.flexible:
+            pos = self._read_tagged(buf, pos, out)
+        for name, default in self.absent:
+            out[name] = _fresh(default)
+        return out, pos
+
+    def _read_tagged(self, buf: memoryview, pos: int, out: Message) -> int:
+        known = self.tagged
+        for name, _, default in known.values():
+            out[name] = _fresh(default)
+        count, pos = _read_uvarint(buf, pos)
+        for _ in range(count):
+            tag, pos = _read_uvarint(buf, pos)
+            size, pos = _read_uvarint(buf, pos)
+            end = pos + size
+            if end > len(buf):
+                raise DecodeError(f"tagged field {tag} overruns the message")
+            entry = known.get(tag)
+            if entry is not None:  # unknown tags are skipped, as the spec requires
+                name, read, _ = entry
+                out[name], used = read(buf[:end], pos)
+                if used != end:
+                    raise DecodeError(f"tagged field {tag} declares {size} bytes, holds {used - pos}")
+            pos = end
+        return pos
+
+    def write(self, out: list, message: Message) -> None:
+        get = message.get
+        for name, _, write, default in self.fields:
+            value = get(name, MISSING)
+            write(out, _fresh(default) if value is MISSING else value)
+        if self.flexible:
+            if not self.tagged_out:
+                out.append(b"\x00")
+                return
+            sections = []
+            for tag, name, write, default in self.tagged_out:
+                value = get(name, MISSING)
+                if value is MISSING or value == default:
+                    continue
+                body: list = []
+                write(body, value)
+                data = b"".join(body)
+                sections.append(_uvarint(tag) + _uvarint(len(data)) + data)
+            out.append(_uvarint(len(sections)))
+            out.extend(sections)
+
+
+class _DefaultStruct:
+    """Default of a struct-typed field: a fresh dict of its fields' defaults each time."""
+
+    __slots__ = ("plan",)
+
+    def __init__(self, plan: _StructPlan) -> None:
+        self.plan = plan
+
+    def make(self) -> Message:
+        message: Message = {}
+        for name, _, _, default in self.plan.fields:
+            message[name] = _fresh(default)
+        for _, name, _, default in self.plan.tagged_out:
+            message[name] = _fresh(default)
+        for name, default in self.plan.absent:
+            message[name] = _fresh(default)
+        return message
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, dict) and other == self.make()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _EmptyList:
+    """Default of an array field; a marker so every decode gets its own list."""
+
+    def __eq__(self, other: object) -> bool:
+        return other == []
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_EMPTY_LIST: Final = _EmptyList()
+
+
+def _fresh(default: Any) -> Any:
+    if default is _EMPTY_LIST:
+        return []
+    if type(default) is _DefaultStruct:
+        return default.make()
+    return default
+
+
+def _type_default(field: Field, version: int, flexible: bool) -> Any:
+    if field.default is not MISSING:
+        return field.default
+    kind = field.type
+    if kind.startswith("["):
+        return _EMPTY_LIST
+    if kind == "struct":
+        return _DefaultStruct(_compile_struct(field.fields, version, flexible))
+    if kind == "bool":
+        return False
+    if kind == "float64":
+        return 0.0
+    if kind in _INT_TYPES:
+        return 0
+    if kind == "string":
+        return ""
+    if kind == "bytes":
+        return b""
+    if kind == "records":
+        return None
+    if kind == "uuid":
+        return _ZERO_UUID
+    raise ValueError(f"unknown field type {kind}")
+
+
+def _codec_for(kind: str, field: Field, version: int, flexible: bool) -> tuple[_Reader, _Writer]:
+    nullable = _in(field.nullable, version)
+    if kind in _INT_TYPES:
+        st = _INT_TYPES[kind]
+        return _fixed_reader(st), _fixed_writer(st)
+    if kind == "bool":
+        return _read_bool, _write_bool
+    if kind == "uuid":
+        return _read_uuid, _write_uuid
+    if kind in ("string", "bytes", "records"):
+        return (
+            _blob_reader(kind, flexible, nullable),
+            _blob_writer(kind, flexible, nullable, field.name),
+        )
+    if kind == "struct":
+        plan = _compile_struct(field.fields, version, flexible)
+        return plan.read, plan.write
+    if kind.startswith("[]"):
+        if kind == "[]":
+            plan = _compile_struct(field.fields, version, flexible)
+            item_read, item_write = plan.read, plan.write
+        else:
+            item_read, item_write = _codec_for(kind[2:], Field(field.name, kind[2:], field.versions), version, flexible)
+        return (
+            _array_reader(item_read, flexible, nullable),
+            _array_writer(item_write, flexible, nullable, field.name),
+        )
+    raise ValueError(f"unknown field type {kind}")
+
+
+def _compile_struct(fields: tuple[Field, ...], version: int, flexible: bool) -> _StructPlan:
+    regular = []
+    tagged: dict[int, tuple[str, _Reader, Any]] = {}
+    tagged_out = []
+    absent = []
+    for field in fields:
+        default = _type_default(field, version, flexible)
+        present = _in(field.versions, version)
+        if present and field.tag is not None and not flexible:
+            present = False  # tagged fields exist only in flexible versions
+        if not present:
+            absent.append((field.name, default))
+            continue
+        read, write = _codec_for(field.type, field, version, flexible)
+        if field.tag is None:
+            regular.append((field.name, read, write, default))
+        else:
+            tagged[field.tag] = (field.name, read, default)
+            tagged_out.append((field.tag, field.name, write, default))
+    tagged_out.sort(key=lambda entry: entry[0])
+    return _StructPlan(tuple(regular), tagged, tuple(tagged_out), tuple(absent), flexible)
+
+
+@cache
+def _plan(api_key: int, api_version: int, response: bool) -> _StructPlan:
+    api = _api(api_key, api_version)
+    return _compile_struct(api.response if response else api.request, api_version, _is_flexible(api, api_version))
+
+
+# --- public entry points ---------------------------------------------------------------------
+
+
+def _decode(plan: _StructPlan, buf: Buffer) -> Message:
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    try:
+        message, _ = plan.read(view, 0)
+    except DecodeError:
+        raise
+    except (struct.error, IndexError, ValueError) as exc:  # truncation, bad UTF-8
+        raise DecodeError(str(exc)) from None
+    return message
+
+
+def _coalesce(parts: list) -> list[Buffer]:
+    """Join runs of small parts; pass large ones (record blobs) through untouched."""
+    out: list[Buffer] = []
+    run: list = []
+    for part in parts:
+        if len(part) >= PASS_THROUGH:
+            if run:
+                out.append(b"".join(run))
+                run = []
+            out.append(part)
+        else:
+            run.append(part)
+    if run:
+        out.append(b"".join(run))
+    return out
+
+
+def decode_request(api_key: int, api_version: int, body: Buffer) -> Message:
+    """Decode a request body (the bytes after the request header)."""
+    return _decode(_plan(api_key, api_version, False), body)
+
+
+def decode_response(api_key: int, api_version: int, body: Buffer) -> Message:
+    """Decode a response body (the bytes after the response header)."""
+    return _decode(_plan(api_key, api_version, True), body)
+
+
+def encode_request(api_key: int, api_version: int, message: Message) -> list[Buffer]:
+    """Encode a request body; missing fields take their defaults."""
+    parts: list = []
+    _plan(api_key, api_version, False).write(parts, message)
+    return _coalesce(parts)
+
+
+def encode_response(api_key: int, api_version: int, message: Message) -> list[Buffer]:
+    """Encode a response body; missing fields take their defaults."""
+    parts: list = []
+    _plan(api_key, api_version, True).write(parts, message)
+    return _coalesce(parts)
+
+
+# --- headers ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def decode_request_header(frame: Buffer) -> tuple[RequestHeader, int]:
+    """Parse the header at the start of a request frame; returns it and the body position.
+
+    Raises :class:`DecodeError` for a header that does not parse. The header version
+    follows the API's flexible versions even beyond the served range (ApiVersions rule).
+    """
+    view = frame if isinstance(frame, memoryview) else memoryview(frame)
+    if len(view) < _HEADER_FIXED.size:
+        raise DecodeError(f"request header needs 8 bytes, frame holds {len(view)}")
+    api_key, api_version, correlation_id = _HEADER_FIXED.unpack_from(view, 0)
+    pos = _HEADER_FIXED.size
+    try:
+        client_id, pos = _CLIENT_ID(view, pos)
+        if request_header_version(api_key, api_version) >= 2:
+            pos = _SKIP_TAGS.read(view, pos)[1]
+    except DecodeError:
+        raise
+    except (struct.error, IndexError, ValueError) as exc:
+        raise DecodeError(f"bad request header: {exc}") from None
+    return RequestHeader(api_key, api_version, correlation_id, client_id), pos
+
+
+def encode_request_header(api_key: int, api_version: int, correlation_id: int, client_id: str | None) -> bytes:
+    parts: list = [_HEADER_FIXED.pack(api_key, api_version, correlation_id)]
+    _CLIENT_ID_WRITE(parts, client_id)
+    if request_header_version(api_key, api_version) >= 2:
+        parts.append(b"\x00")
+    return b"".join(parts)
+
+
+def encode_response_header(api_key: int, api_version: int, correlation_id: int) -> bytes:
+    header = _I32.pack(correlation_id)
+    return header + b"\x00" if response_header_version(api_key, api_version) >= 1 else header
+
+
+def decode_response_header(api_key: int, api_version: int, frame: Buffer) -> tuple[int, int]:
+    """(correlation id, body position) of a response frame."""
+    view = frame if isinstance(frame, memoryview) else memoryview(frame)
+    try:
+        (correlation_id,) = _I32.unpack_from(view, 0)
+        pos = 4
+        if response_header_version(api_key, api_version) >= 1:
+            pos = _SKIP_TAGS.read(view, pos)[1]
+    except (struct.error, IndexError) as exc:
+        raise DecodeError(f"bad response header: {exc}") from None
+    return correlation_id, pos
+
+
+# The client id is a nullable int16-length string even in header v2 (never compact).
+_CLIENT_ID: Final = _blob_reader("string", False, True)
+_CLIENT_ID_WRITE: Final = _blob_writer("string", False, True, "client_id")
+_SKIP_TAGS: Final = _StructPlan((), {}, (), (), True)  # a tagged section with no known tags

@@ -1,0 +1,84 @@
+"""The Kafka APIs this broker serves, as data: one module per API, collected in ``APIS``.
+
+Facts (field names, types, versions, nullability, tags, defaults) are transcribed from
+Kafka 3.9's message specs. Nothing here reads or writes bytes; ``codec.py`` does.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Final
+
+from ._dsl import Api, Field
+from .api_versions import API_VERSIONS
+from .create_partitions import CREATE_PARTITIONS
+from .create_topics import CREATE_TOPICS
+from .delete_records import DELETE_RECORDS
+from .delete_topics import DELETE_TOPICS
+from .describe_configs import DESCRIBE_CONFIGS
+from .describe_groups import DESCRIBE_GROUPS
+from .fetch import FETCH
+from .find_coordinator import FIND_COORDINATOR
+from .heartbeat import HEARTBEAT
+from .init_producer_id import INIT_PRODUCER_ID
+from .join_group import JOIN_GROUP
+from .leave_group import LEAVE_GROUP
+from .list_groups import LIST_GROUPS
+from .list_offsets import LIST_OFFSETS
+from .metadata import METADATA
+from .offset_commit import OFFSET_COMMIT
+from .offset_fetch import OFFSET_FETCH
+from .produce import PRODUCE
+from .sync_group import SYNC_GROUP
+
+__all__ = ["APIS", "Api", "ApiKey", "Field"]
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
+
+
+APIS: Final[dict[int, Api]] = {
+    api.key: api
+    for api in (
+        PRODUCE,
+        FETCH,
+        LIST_OFFSETS,
+        METADATA,
+        OFFSET_COMMIT,
+        OFFSET_FETCH,
+        FIND_COORDINATOR,
+        JOIN_GROUP,
+        HEARTBEAT,
+        LEAVE_GROUP,
+        SYNC_GROUP,
+        DESCRIBE_GROUPS,
+        LIST_GROUPS,
+        API_VERSIONS,
+        CREATE_TOPICS,
+        DELETE_TOPICS,
+        DELETE_RECORDS,
+        INIT_PRODUCER_ID,
+        DESCRIBE_CONFIGS,
+        CREATE_PARTITIONS,
+    )
+}

@@ -1,0 +1,47 @@
+"""CreateTopics (key 19): creates topics."""
+
+from ._dsl import Api, F
+
+CREATE_TOPICS = Api(
+    key=19,
+    name="CreateTopics",
+    versions=(0, 7),
+    flexible=5,
+    request=(
+        F("topics", "[]", "0+",
+            F("name", "string", "0+"),
+            F("num_partitions", "int32", "0+"),
+            F("replication_factor", "int16", "0+"),
+            F("assignments", "[]", "0+",
+                F("partition_index", "int32", "0+"),
+                F("broker_ids", "[]int32", "0+"),
+            ),
+            F("configs", "[]", "0+",
+                F("name", "string", "0+"),
+                F("value", "string", "0+", nullable="0+"),
+            ),
+        ),
+        F("timeout_ms", "int32", "0+", default=60000),
+        F("validate_only", "bool", "1+", default=False),
+    ),
+    response=(
+        F("throttle_time_ms", "int32", "2+"),
+        F("topics", "[]", "0+",
+            F("name", "string", "0+"),
+            F("topic_id", "uuid", "7+"),
+            F("error_code", "int16", "0+"),
+            F("error_message", "string", "1+", nullable="0+"),
+            F("topic_config_error_code", "int16", "5+", tag=0),
+            F("num_partitions", "int32", "5+", default=-1),
+            F("replication_factor", "int16", "5+", default=-1),
+            F("configs", "[]", "5+",
+                F("name", "string", "5+"),
+                F("value", "string", "5+", nullable="5+"),
+                F("read_only", "bool", "5+"),
+                F("config_source", "int8", "5+", default=-1),
+                F("is_sensitive", "bool", "5+"),
+                nullable="5+",
+            ),
+        ),
+    ),
+)
