@@ -173,7 +173,7 @@ class _Emitter:
         if isinstance(node, Equal):
             return self._equal(node)
         if isinstance(node, IsNull):
-            return f"({self.value(node.operand)} is None)"
+            return self._is_null(node.operand)
         if isinstance(node, StringTest):
             return self._string_test(node)
         if isinstance(node, In):
@@ -188,6 +188,13 @@ class _Emitter:
     def _evaluated_then(self, node: Node, result: str) -> str:
         """`result`, after evaluating node if that could raise (Java evaluates it)."""
         return result if _pure(node) else f"(({self.value(node)}), {result})[1]"
+
+    def _is_null(self, operand: Node) -> str:
+        if _pure(operand) and not _nullable(operand):  # a non-null constant
+            return "False"
+        if _pure(operand) and kind_of(operand) == NULL:  # minus of a non-number
+            return "True"
+        return f"({self.value(operand)} is None)"
 
     def _negate(self, node: Negate) -> str:
         if kind_of(node) in NUMERIC:
