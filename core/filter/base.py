@@ -1,0 +1,40 @@
+"""The contract every subscription filter meets, and the error a bad filter raises.
+
+Front-ends and the store only ever talk to `MessageFilter`; which grammar produced it is
+the compiler's business. This module must never import a protocol or do I/O.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+
+
+class FilterError(ValueError):
+    """An expression or expression type that cannot be compiled.
+
+    `position` is the 0-based character index in the expression where the problem was
+    found (0 for an unknown expression type), so a front-end can point at it.
+    """
+
+    def __init__(self, reason: str, position: int) -> None:
+        super().__init__(f"{reason} at position {position}")
+        self.reason = reason
+        self.position = position
+
+
+class MessageFilter(ABC):
+    """A compiled subscription: a cheap tagsCode prefilter plus the exact check."""
+
+    __slots__ = ()
+
+    expression_type: str
+    expression: str
+
+    @abstractmethod
+    def match_tags_code(self, tags_code: int) -> bool:
+        """Whether a ConsumeQueue entry with this tagsCode may match (no false negatives)."""
+
+    @abstractmethod
+    def match(self, tags: str | None, properties: Mapping[str, str]) -> bool:
+        """Whether the message with these tags and properties matches exactly."""

@@ -1,0 +1,58 @@
+"""SQL92 subscriptions: RocketMQ's property filter, parsed once, evaluated per message.
+
+Semantics (RocketMQ 4.x/5.x `filter` module, itself derived from ActiveMQ selectors):
+- Properties are strings; a missing property is null. The message's tags are the `TAGS`
+  property. Identifiers are case-sensitive; keywords are not.
+- Integer literals are Java Integer when they fit 32 bits, else Long (an `L` suffix is
+  allowed); decimal/exponent literals are Double and must be >= Double.MIN_VALUE, so
+  `0.0` is rejected (as RocketMQ does); negative numbers are unary minus.
+- Comparing a property with a number converts the property with the number's type:
+  Integer.valueOf, Long.valueOf or Double.valueOf (so `a > 5` fails for a = '5.5', while
+  `a > 5.0` works). `>` `>=` `<` `<=` between two properties parse both as doubles.
+  `= TRUE/FALSE` against a property tests "true" case-insensitively.
+- A failed conversion (and a Boolean constant compared with a string) throws in RocketMQ;
+  the broker then treats the whole message as not matched. Here too: evaluation aborts.
+- Null: comparisons and IN with a null operand are unknown; `=` is true if both sides are
+  null, unknown if only the left is, false if only the right is (and `<>` is NOT of that);
+  IS [NOT] NULL is never unknown; CONTAINS/STARTSWITH/ENDSWITH (and NOT variants) are
+  false for null, non-strings and an empty search string. AND/OR/NOT are three-valued
+  with left-to-right short-circuit. A message matches only if the result is true.
+- A bare property as a condition is unknown if missing and false otherwise.
+Never I/O, never a protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from rocketport.core.filter.base import FilterError, MessageFilter
+from rocketport.core.filter.java import EvaluationAborted
+from rocketport.core.filter.sql_codegen import Evaluator, compile_evaluator
+from rocketport.core.filter.sql_parser import parse
+
+
+@dataclass(frozen=True, slots=True)
+class SqlFilter(MessageFilter):
+    """A compiled SQL92 subscription; `match` runs the generated evaluator."""
+
+    expression_type: ClassVar[str] = "SQL92"
+
+    expression: str
+    _evaluate: Evaluator = field(repr=False, compare=False)
+
+    @classmethod
+    def compile(cls, expression: str | None) -> SqlFilter:
+        if expression is None:
+            raise FilterError("an SQL92 filter needs an expression", 0)
+        return cls(expression, compile_evaluator(parse(expression)))
+
+    def match_tags_code(self, tags_code: int) -> bool:
+        return True  # tags are only known exactly from the properties
+
+    def match(self, tags: str | None, properties: Mapping[str, str]) -> bool:
+        try:
+            return self._evaluate(properties, tags) is True
+        except EvaluationAborted:
+            return False

@@ -1,0 +1,55 @@
+"""Tag subscriptions: RocketMQ's `*` / `A || B` grammar, hash-code prefilter, exact check."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocketport.core.filter import TagFilter, compile_filter, parse_tag_expression, tag_filter_codes
+from rocketport.core.tags import tags_code
+
+
+@pytest.mark.parametrize("expression", [None, "", "*"])
+def test_subscribe_all(expression):
+    f = compile_filter("TAG", expression)
+    assert isinstance(f, TagFilter) and f.subscribe_all
+    assert f.expression == "*" and f.tags == frozenset() and f.codes == frozenset()
+    assert f.match_tags_code(tags_code("anything")) and f.match_tags_code(0)
+    assert f.match(None, {}) and f.match("TagX", {})
+    assert tag_filter_codes(expression) is None
+
+
+def test_tags_are_split_trimmed_and_empty_parts_dropped():
+    f = compile_filter("TAG", " TagA ||TagB|| ||")
+    assert f.tags == frozenset({"TagA", "TagB"})
+    assert f.codes == frozenset({tags_code("TagA"), tags_code("TagB")})
+    assert f.match("TagA", {}) and f.match("TagB", {})
+    assert not f.match("TagC", {}) and not f.match(None, {}) and not f.match(" TagA", {})
+    assert f.match_tags_code(tags_code("TagB"))
+    assert not f.match_tags_code(tags_code("TagC"))
+    assert tag_filter_codes("TagA || TagB") == f.codes
+
+
+def test_tags_code_compares_as_java_int():
+    f = compile_filter("TAG", "TagA")
+    code = tags_code("TagA")
+    assert f.match_tags_code(code + (1 << 32))  # RocketMQ compares tagsCode.intValue()
+
+
+def test_only_separators_matches_nothing():
+    f = compile_filter("TAG", "||")
+    assert not f.subscribe_all and f.tags == frozenset()
+    assert not f.match("TagA", {}) and not f.match_tags_code(tags_code("TagA"))
+
+
+def test_star_is_only_special_alone():
+    assert parse_tag_expression(" * ") == frozenset({"*"})
+    assert parse_tag_expression("*||TagA") == frozenset({"*", "TagA"})
+    assert not compile_filter("TAG", " * ").match("TagA", {})
+
+
+def test_exact_check_resolves_hash_collisions():
+    # "Aa" and "BB" share Java's String.hashCode, so the prefilter lets both through.
+    assert tags_code("Aa") == tags_code("BB")
+    f = compile_filter("TAG", "Aa")
+    assert f.match_tags_code(tags_code("BB"))
+    assert f.match("Aa", {}) and not f.match("BB", {})
