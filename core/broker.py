@@ -233,8 +233,8 @@ class Broker:
         s = self.store
         return BrokerStats(
             topics=len(self.topics.table), queues=len(s.consume_queues),
-            put_messages=s.stats["put_messages"], put_bytes=s.stats["put_bytes"],
-            get_messages=s.stats["get_messages"], get_bytes=s.stats["get_bytes"],
+            put_messages=s.put_count, put_bytes=s.put_bytes,
+            get_messages=s.get_count, get_bytes=s.get_bytes,
             commit_log_min_offset=s.commitlog.min_offset,
             commit_log_max_offset=s.commitlog.max_offset,
             dispatched_offset=s.dispatched_offset, index_built_offset=s.index.built_offset,

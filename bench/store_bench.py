@@ -1,0 +1,205 @@
+"""Store throughput against this machine's ceilings, measured in the same run.
+
+Prints one JSON object per measurement. Usage:
+    python bench/store_bench.py [--quick] [--dir /path/on/the/disk/to/measure]
+Cases: puts of 100 B and 1 KiB messages (single, batches of 100 and 1000 stored as inner
+batches, and 100-message record batches), ASYNC_FLUSH and SYNC_FLUSH (64 concurrent
+putters), and sequential reads through the zero-copy path; ceilings: sequential write with
+fdatasync and memcpy into a mapped file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import mmap
+import os
+import shutil
+import tempfile
+import time
+
+from rocketport.core.batch import build_batch
+from rocketport.core.batch.record_batch import Record
+from rocketport.core.config import BrokerConfig
+from rocketport.core.message import Message
+from rocketport.core.store.message_store import MessageStore
+
+FLOORS = {
+    "put_single_100B_async": 100_000,
+    "put_batch100_100B_async": 1_000_000,
+    "put_batch1000_100B_async": 1_000_000,
+    "put_single_100B_sync_64putters": 30_000,
+    "read_records_100B": 2_000_000,
+    "read_inner_batches_100B": 2_000_000,
+}
+
+
+def emit(case: str, value: float, unit: str, **extra) -> None:
+    row = {"bench": "store", "case": case, "value": round(value, 1), "unit": unit}
+    if case in FLOORS:
+        row["floor"] = FLOORS[case]
+    row.update(extra)
+    print(json.dumps(row), flush=True)
+
+
+def ceiling_fdatasync_write(directory: str, total: int) -> float:
+    path = os.path.join(directory, "ceiling.bin")
+    chunk = b"\x5a" * (1 << 20)
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    t = time.perf_counter()
+    for _ in range(total // len(chunk)):
+        os.write(fd, chunk)
+    os.fdatasync(fd)
+    dt = time.perf_counter() - t
+    os.close(fd)
+    os.unlink(path)
+    return total / dt / 1e6
+
+
+def ceiling_mmap_memcpy(directory: str, total: int) -> float:
+    path = os.path.join(directory, "ceiling.map")
+    fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o644)
+    os.ftruncate(fd, total)
+    mm = mmap.mmap(fd, total)
+    os.close(fd)
+    view = memoryview(mm)
+    chunk = b"\x5a" * (100 * 1024)
+    t = time.perf_counter()
+    for pos in range(0, total - len(chunk) + 1, len(chunk)):
+        view[pos:pos + len(chunk)] = chunk
+    dt = time.perf_counter() - t
+    view.release()
+    mm.close()
+    os.unlink(path)
+    return total / dt / 1e6
+
+
+def _config(root: str, sync: bool) -> BrokerConfig:
+    return BrokerConfig(store_path_root_dir=root, flush_disk_type="SYNC_FLUSH" if sync else "ASYNC_FLUSH",
+                        mapped_file_size_commit_log=256 << 20, message_index_enable=False)
+
+
+async def _with_store(root: str, sync: bool, fn):
+    store = MessageStore(_config(root, sync))
+    store.open()
+    await store.start()
+    try:
+        return await fn(store)
+    finally:
+        await store.stop()
+
+
+async def bench_single(store: MessageStore, size: int, n: int) -> float:
+    body = b"x" * size
+    props = {"TAGS": "TagA"}
+    t = time.perf_counter()
+    for i in range(n):
+        await store.put_message(Message("Single", body, props, queue_id=i & 7))
+    return n / (time.perf_counter() - t)
+
+
+async def bench_inner_batch(store: MessageStore, size: int, per_batch: int, n: int) -> float:
+    now = int(time.time() * 1000)
+    batch = build_batch([Record(i, 0, None, b"x" * size, []) for i in range(per_batch)],
+                        base_timestamp=now)
+    rounds = max(1, n // per_batch)
+    t = time.perf_counter()
+    for i in range(rounds):
+        await store.put_inner_batch("Batch", i & 7, batch, per_batch)
+    return rounds * per_batch / (time.perf_counter() - t)
+
+
+async def bench_record_batch(store: MessageStore, size: int, per_batch: int, n: int) -> float:
+    msgs = [Message("Records", b"x" * size, {"TAGS": "TagA"}, queue_id=0) for _ in range(per_batch)]
+    rounds = max(1, n // per_batch)
+    t = time.perf_counter()
+    for _ in range(rounds):
+        await store.put_messages(msgs)
+    return rounds * per_batch / (time.perf_counter() - t)
+
+
+async def bench_sync_putters(store: MessageStore, size: int, putters: int, n: int) -> tuple[float, int]:
+    body = b"x" * size
+    per = n // putters
+
+    async def putter(k: int) -> None:
+        for _ in range(per):
+            await store.put_message(Message("Sync", body, queue_id=k & 7))
+
+    syncs = store.flush_service.sync_count
+    t = time.perf_counter()
+    await asyncio.gather(*(putter(k) for k in range(putters)))
+    return per * putters / (time.perf_counter() - t), store.flush_service.sync_count - syncs
+
+
+def bench_reads(store: MessageStore, topic: str, queues: int, max_count: int) -> tuple[float, int]:
+    t = time.perf_counter()
+    n = 0
+    for q in range(queues):
+        offset = 0
+        while True:
+            res = store.get_messages(topic, q, offset, max_count)
+            if not res.message_count:
+                break
+            n += res.message_count
+            offset = res.next_begin_offset
+    return n / (time.perf_counter() - t), n
+
+
+async def run(directory: str, quick: bool) -> None:
+    scale = 0.2 if quick else 1.0
+    emit("ceiling_seq_write_fdatasync", ceiling_fdatasync_write(directory, int((512 << 20) * scale)), "MB/s")
+    emit("ceiling_memcpy_into_mmap", ceiling_mmap_memcpy(directory, int((512 << 20) * scale)), "MB/s")
+    for size, label in ((100, "100B"), (1024, "1KiB")):
+        root = tempfile.mkdtemp(dir=directory)
+        n_single = int(200_000 * scale)
+        n_batch = int(2_000_000 * scale)
+
+        async def async_cases(store: MessageStore) -> None:
+            rate = await bench_single(store, size, n_single)
+            emit(f"put_single_{label}_async", rate, "msg/s", mb_s=round(rate * (size + 110) / 1e6, 1))
+            for per in (100, 1000):
+                rate = await bench_inner_batch(store, size, per, n_batch)
+                emit(f"put_batch{per}_{label}_async", rate, "msg/s", mb_s=round(rate * size / 1e6, 1))
+            rate = await bench_record_batch(store, size, 100, n_single)
+            emit(f"put_recordbatch100_{label}_async", rate, "msg/s",
+                 note="100 messages as contiguous CommitLog records (remoting batch path)")
+            rate, n = bench_reads(store, "Single", 8, 1000)
+            emit(f"read_records_{label}", rate, "msg/s", messages=n, note="zero-copy slices")
+            rate, n = bench_reads(store, "Batch", 8, 1000)
+            emit(f"read_inner_batches_{label}", rate, "msg/s", messages=n)
+
+        await _with_store(root, False, async_cases)
+        shutil.rmtree(root, ignore_errors=True)
+
+        root = tempfile.mkdtemp(dir=directory)
+
+        async def sync_cases(store: MessageStore) -> None:
+            rate, syncs = await bench_sync_putters(store, size, 64, int(60_000 * scale))
+            emit(f"put_single_{label}_sync_64putters", rate, "msg/s", fdatasyncs=syncs)
+            rate = await bench_inner_batch(store, size, 100, int(500_000 * scale))
+            emit(f"put_batch100_{label}_sync", rate, "msg/s")
+
+        await _with_store(root, True, sync_cases)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a fifth of the work")
+    parser.add_argument("--dir", default=None, help="directory on the disk to measure (default: a temp dir)")
+    args = parser.parse_args()
+    directory = args.dir or tempfile.mkdtemp(prefix="rp-bench-")
+    try:
+        import uvloop
+        uvloop.run(run(directory, args.quick))
+    except ImportError:
+        asyncio.run(run(directory, args.quick))
+    finally:
+        if args.dir is None:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
