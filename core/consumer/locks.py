@@ -21,9 +21,13 @@ from rocketport.core.consumer._clock import Clock, monotonic_ms
 DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS = 60_000
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, frozen=True, order=True)
 class MessageQueueKey:
-    """One message queue as a client names it (RocketMQ's MessageQueue)."""
+    """One message queue as a client names it (RocketMQ's MessageQueue).
+
+    Ordered by topic, broker name, queue id, as MessageQueue.compareTo, so ``sorted``
+    gives the order rebalancing clients agree on.
+    """
 
     topic: str
     broker_name: str
