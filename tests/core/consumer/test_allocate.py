@@ -76,8 +76,10 @@ def test_empty_inputs_are_rejected(strategy, mqs, ids, cid, message):
 
 
 def test_works_on_sorted_message_queue_keys():
-    mqs = sorted(MessageQueueKey(t, b, q) for t in ("T",) for b in ("b2", "b1") for q in (1, 0))
-    assert [(mq.broker_name, mq.queue_id) for mq in mqs] == [("b1", 0), ("b1", 1), ("b2", 0), ("b2", 1)]
+    mqs = sorted(MessageQueueKey("T", b, q) for b in ("b2", "b1") for q in (1, 0))
+    assert [(mq.broker_name, mq.queue_id) for mq in mqs] == [
+        ("b1", 0), ("b1", 1), ("b2", 0), ("b2", 1)
+    ]
     assert allocate_averagely(mqs, ["c0", "c1"], "c1") == mqs[2:]
     assert allocate_averagely_by_circle(mqs, ["c0", "c1"], "c1") == [mqs[1], mqs[3]]
 
