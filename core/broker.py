@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass
 
 from .config import BrokerConfig
+from .consumer.long_polling import PullWaiters
 from .errors import InvalidMessage, MessageNotFound, QueueNotFound, TopicNotFound
 from .message import Message, MessageExt
 from .metadata.groups import SubscriptionGroupConfig, SubscriptionGroupManager
@@ -50,6 +51,7 @@ class Broker:
         self.groups = SubscriptionGroupManager(config_dir)
         self.offsets = ConsumerOffsetManager(config_dir)
         self._queue_rr: dict[str, itertools.count] = {}
+        self.pull_waiters = PullWaiters()
         self._tasks: asyncio.TaskGroup | None = None
         self._stop = asyncio.Event()
         self.running = False
@@ -62,6 +64,7 @@ class Broker:
         self.groups.load()
         self.offsets.load()
         await asyncio.to_thread(self.store.open)
+        self.store.dispatch_listeners.append(self.pull_waiters.notify)
         await self.store.start()
         self._tasks = asyncio.TaskGroup()
         await self._tasks.__aenter__()
@@ -74,6 +77,7 @@ class Broker:
             return
         self.running = False
         self._stop.set()
+        self.pull_waiters.close()  # held pulls return now instead of at their timeout
         await self._tasks.__aexit__(None, None, None)
         await asyncio.to_thread(self.offsets.persist)
         await self.store.stop()
@@ -176,6 +180,14 @@ class Broker:
                      message_filter: TagsFilter | None = None) -> GetResult:
         return self.store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
                                        message_filter=message_filter)
+
+    async def wait_for_message(self, topic: str, queue_id: int, offset: int,
+                               timeout_s: float) -> bool:
+        """Long polling: True once the queue holds a message at ``offset`` or beyond,
+        False when ``timeout_s`` passes first. Woken by the dispatcher; no polling."""
+        if self.store.max_offset(topic, queue_id) > offset:
+            return True
+        return await self.pull_waiters.wait(topic, queue_id, offset, timeout_s)
 
     # ================================================================ offsets
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
