@@ -479,17 +479,21 @@ class MessageStore:
         first = self._next_queue_offset.get((topic, queue_id), 0)
         now = time.time_ns() // 1_000_000
         base = QUEUE_OFFSET.pack(first)
-        rest = batch[8:]
+        rest = memoryview(batch)[8:]
         crc = crc32(rest, crc32(base)) & 0x7FFFFFFF
-
-        def data_at(phys: int) -> bytes:
-            return HEADER.pack(
-                size, MESSAGE_MAGIC_CODE, crc, queue_id, flag, first, phys,
-                sys_flag | INNER_BATCH_FLAG, born_timestamp or now, _host_bytes(born_host[0]),
-                born_host[1], now, self._store_ip, self._store_port, 0, 0, body_len
-            ) + base + rest + tail
-
-        phys = self._append(size, data_at)
+        # written in parts straight into the mapping: the batch is copied exactly once
+        mf = self.commitlog.reserve(size)
+        pos = mf.wrote_position
+        phys = mf.file_from_offset + pos
+        view = mf.view
+        body_at = pos + HEADER_SIZE
+        view[pos:body_at + 8] = HEADER.pack(
+            size, MESSAGE_MAGIC_CODE, crc, queue_id, flag, first, phys,
+            sys_flag | INNER_BATCH_FLAG, born_timestamp or now, _host_bytes(born_host[0]),
+            born_host[1], now, self._store_ip, self._store_port, 0, 0, body_len) + base
+        view[body_at + 8:body_at + body_len] = rest
+        view[body_at + body_len:pos + size] = tail
+        mf.wrote_position = pos + size
         if isinstance(tags_codes, int):
             entries = CQ_ENTRY.pack(phys, -size, tags_codes) * count
         else:
