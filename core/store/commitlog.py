@@ -29,11 +29,9 @@ from .record import (
 
 
 class CommitLog:
-    def __init__(self, directory: str, file_size: int, store_ip: bytes, store_port: int) -> None:
+    def __init__(self, directory: str, file_size: int) -> None:
         self.queue = MappedFileQueue(directory, file_size)
         self.file_size = file_size
-        self.store_ip = store_ip
-        self.store_port = store_port
 
     # -- writing -----------------------------------------------------------------------
     def reserve(self, size: int) -> MappedFile:
@@ -60,8 +58,7 @@ class CommitLog:
         """
         mf = self.reserve(size)
         phys = mf.file_from_offset + mf.wrote_position
-        data = encode(phys)
-        mf.write(data)
+        mf.write(encode(phys))
         return phys
 
     # -- reading -----------------------------------------------------------------------

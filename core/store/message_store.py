@@ -15,11 +15,11 @@ import logging
 import os
 import shutil
 import time
-from zlib import crc32
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Protocol
+from zlib import crc32
 
 from ..config import BrokerConfig
 from ..errors import InvalidMessage, MessageTooLarge, StoreUnavailable
@@ -125,8 +125,7 @@ class MessageStore:
         self.cq_root = os.path.join(self.root, "consumequeue")
         self.store_host = _host_bytes(config.broker_ip1) + config.listen_port.to_bytes(4, "big")
         self._store_ip, self._store_port = self.store_host[:4], config.listen_port
-        self.commitlog = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log,
-                                   self.store_host[:4], config.listen_port)
+        self.commitlog = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log)
         self.checkpoint_file = CheckpointFile(self.root)
         self.index = IndexService(os.path.join(self.root, "index"), config.max_hash_slot_num,
                                   config.max_index_num, enabled=config.message_index_enable)
@@ -322,15 +321,6 @@ class MessageStore:
             self._dispatch(pending.popleft())
 
     # ================================================================ put
-    def _append(self, size: int, data_at: Callable[[int], bytes]) -> int:
-        """Write ``data_at(physical_offset)`` (``size`` bytes) at the log's end."""
-        mf = self.commitlog.reserve(size)
-        pos = mf.wrote_position
-        phys = mf.file_from_offset + pos
-        mf.view[pos:pos + size] = data_at(phys)
-        mf.wrote_position = pos + size
-        return phys
-
     def _finish_put(self, topic: str, queue_id: int, queue_offset: int, entries: bytes,
                     count: int, end: int, size: int):
         self._next_queue_offset[(topic, queue_id)] = queue_offset + count
@@ -445,7 +435,7 @@ class MessageStore:
                 qo += 1
             return b"".join(parts)
 
-        phys = self._append(total, data_at)
+        phys = self.commitlog.append(total, data_at)
         waiter = self._finish_put(topic, queue_id, first, b"".join(entries), len(msgs),
                                   phys + total, total)
         if waiter is not None:
