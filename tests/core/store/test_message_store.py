@@ -169,3 +169,21 @@ def test_retention_deletes_old_segments_and_min_offset_follows(small_config):
             assert res.status is GetStatus.OFFSET_TOO_SMALL and res.next_begin_offset == min_off
             assert drain(store, "T", 0, min_off)[0][0] == min_off
     run(main())
+
+
+def test_retention_waits_for_delete_when_hour(small_config):
+    import time as _time
+    cfg = small_config.with_overrides(delete_when="04", disk_max_used_space_ratio=100)
+    async def main():
+        async with open_store(cfg) as store:
+            for i in range(100):
+                await store.put_message(Message("T", bytes([i]) * 2000, queue_id=0))
+            files = list(store.commitlog.queue.files)
+            old = _time.time() - 100 * 3600
+            for f in files[:-1]:
+                os.utime(f.path, (old, old))
+            today = _time.localtime()
+            base = _time.mktime((today.tm_year, today.tm_mon, today.tm_mday, 0, 0, 0, 0, 0, -1))
+            assert store.delete_expired_files(force=False, now=base + 10 * 3600) == 0
+            assert store.delete_expired_files(force=False, now=base + 4 * 3600 + 60) == len(files) - 1
+    run(main())
