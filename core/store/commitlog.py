@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Iterator
 
-from ..errors import MessageTooLarge
+from ..errors import MessageTooLarge, StoreUnavailable
 from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
 from .record import (
@@ -43,11 +43,15 @@ class CommitLog:
             mf = files[-1]
             if mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH <= self.file_size:
                 return mf
-        mf = self.queue.last_for_write()
-        if mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            BLANK.pack_into(mf.view, mf.wrote_position, mf.remaining, BLANK_MAGIC_CODE)
-            mf.wrote_position = self.file_size
-            mf = self.queue.create_file(mf.end_offset)
+        try:
+            mf = self.queue.last_for_write()
+            if mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+                next_file = self.queue.create_file(mf.end_offset)
+                BLANK.pack_into(mf.view, mf.wrote_position, mf.remaining, BLANK_MAGIC_CODE)
+                mf.wrote_position = self.file_size
+                mf = next_file
+        except OSError as exc:  # e.g. ENOSPC from posix_fallocate: refuse the put, stay up
+            raise StoreUnavailable(f"cannot create a commit log segment: {exc.strerror}") from exc
         return mf
 
     def append(self, size: int, encode: Callable[[int], bytes | bytearray]) -> int:

@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Callable, Protocol
 from zlib import crc32
 
+from ..batch.messages import batch_messages
 from ..config import BrokerConfig
 from ..errors import InvalidMessage, MessageTooLarge, StoreUnavailable
 from ..message import (
@@ -669,14 +670,27 @@ class MessageStore:
         end = end if end is not None else now_ms() + 1000
         while self.index.build(self, 100_000):
             pass  # index what is visible, so a key is findable as soon as it is consumable
-        found = []
-        for phys in self.index.lookup(f"{topic}#{key}", max_num * 4, begin, end):
-            msg = self.message_at(phys)
-            if msg is not None and msg.topic == topic and (key in msg.keys or msg.uniq_key == key):
-                found.append(msg)
-                if len(found) >= max_num:
-                    break
-        return found
+        found: list[MessageExt] = []
+        for phys in dict.fromkeys(self.index.lookup(f"{topic}#{key}", max_num * 4, begin, end)):
+            for msg in self._messages_at(phys):
+                if msg.topic == topic and (key in msg.keys or msg.uniq_key == key):
+                    found.append(msg)
+            if len(found) >= max_num:
+                break
+        return found[:max_num]
+
+    def _messages_at(self, phys: int) -> list[MessageExt]:
+        """The message at ``phys``, or every message of the inner batch stored there."""
+        rec = self.commitlog.record_at(phys)
+        if rec is None:
+            return []
+        msg = decode_record(rec)
+        if not msg.sys_flag & INNER_BATCH_FLAG:
+            return [msg]
+        try:
+            return list(batch_messages(rec))
+        except ValueError:
+            return []
 
     # ================================================================ admin
     def delete_topic(self, topic: str) -> None:

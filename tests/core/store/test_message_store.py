@@ -187,3 +187,53 @@ def test_retention_waits_for_delete_when_hour(small_config):
             assert store.delete_expired_files(force=False, now=base + 10 * 3600) == 0
             assert store.delete_expired_files(force=False, now=base + 4 * 3600 + 60) == len(files) - 1
     run(main())
+
+
+def test_inner_batch_records_are_indexed_by_key(small_config):
+    from rocketport.core.batch import build_batch
+    from rocketport.core.batch.record_batch import Record
+    from rocketport.core.batch.messages import batch_messages
+
+    async def main():
+        async with open_store(small_config) as store:
+            batch = build_batch([Record(0, 0, b"user-1", b"v0", [("tag", b"red")]),
+                                 Record(1, 5, None, b"v1", [("bin", b"\xff\x00")]),
+                                 Record(2, 9, b"user-2", b"v2", [])],
+                                base_timestamp=1_000, compression=3)
+            await store.put_message(Message("K", b"first", queue_id=0))
+            r = await store.put_inner_batch("K", 0, batch, 3)
+            found = store.query_by_key("K", "user-2")
+            assert [(m.body, m.queue_offset) for m in found] == [(b"v2", 3)]
+            res = store.get_messages("K", 0, 2, 10)
+            msgs = list(batch_messages(res.segments[0].view, first_offset=2))
+            assert [m.queue_offset for m in msgs] == [2, 3]
+            assert msgs[0].properties["bin"].encode("utf-8", "surrogateescape") == b"\xff\x00"
+            assert msgs[0].born_timestamp == 1_005 and msgs[0].commit_log_offset == r.commit_log_offset
+            first = next(batch_messages(res.segments[0].view))
+            assert first.tags == "red" and first.keys == ["user-1"]
+    run(main())
+
+
+def test_full_disk_refuses_the_put_and_keeps_the_store(small_config, monkeypatch):
+    import errno
+
+    from rocketport.core.errors import StoreUnavailable
+
+    async def main():
+        async with open_store(small_config) as store:
+            await store.put_message(Message("T", b"a" * 100, queue_id=0))
+            real = os.posix_fallocate
+
+            def no_space(fd, offset, length):
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+            monkeypatch.setattr(os, "posix_fallocate", no_space)
+            with pytest.raises(StoreUnavailable, match="No space left"):
+                for _ in range(100):  # until the segment is full
+                    await store.put_message(Message("T", b"b" * 3000, queue_id=0))
+            monkeypatch.setattr(os, "posix_fallocate", real)
+            written = store.max_offset("T", 0)
+            r = await store.put_message(Message("T", b"c" * 3000, queue_id=0))
+            assert r.queue_offset == written
+            assert [b[:1] for _, b in drain(store, "T", 0)][-1] == b"c"
+    run(main())
