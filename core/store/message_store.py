@@ -559,15 +559,15 @@ class MessageStore:
                     next_offset += 1
                     continue
                 if size > 0:
+                    if total and total + size > byte_limit:  # the first message always fits
+                        stop = True
+                        break
                     if phys == run_end:
                         run_end += size
                         run_count += 1
                     else:
                         if run_count:
                             segments.append(Segment(cl.slice(run_start, run_end - run_start), run_first, run_count))
-                        if total and total + size > byte_limit:
-                            stop = True
-                            break
                         run_start, run_end, run_first, run_count = phys, phys + size, qo, 1
                     total += size
                 else:  # an entry of an inner batch (negative size)

@@ -237,3 +237,15 @@ def test_full_disk_refuses_the_put_and_keeps_the_store(small_config, monkeypatch
             assert r.queue_offset == written
             assert [b[:1] for _, b in drain(store, "T", 0)][-1] == b"c"
     run(main())
+
+
+def test_max_bytes_limits_a_get_but_first_message_always_fits(small_config):
+    async def main():
+        async with open_store(small_config) as store:
+            r = await store.put_messages([Message("M", b"x" * 500, queue_id=0) for _ in range(10)])
+            size = r.wrote_bytes // 10
+            res = store.get_messages("M", 0, 0, 100, max_bytes=size * 3 + 10)
+            assert res.message_count == 3 and res.next_begin_offset == 3
+            res = store.get_messages("M", 0, 0, 100, max_bytes=1)
+            assert res.message_count == 1
+    run(main())
