@@ -6,13 +6,14 @@ covered its end offset. A sync starts as soon as a put waits and none is in flig
 that arrive while it runs append on the loop meanwhile (fdatasync releases the GIL) and are
 all covered by the next one. So appends overlap the disk round trip, and 64 concurrent
 putters share a few syncs instead of paying 64.
-fdatasync always runs in a worker thread; the loop only resolves futures.
+fdatasync always runs in a worker thread (the loop's default executor, so a host loop such
+as trio-asyncio's works too); overlapping syncs are harmless: each only raises the durable
+offset to what it covered. The loop only resolves futures.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 from collections import deque
 from typing import Callable
@@ -35,7 +36,6 @@ class FlushService:
         self._waiters: deque[tuple[int, asyncio.Future]] = deque()
         self._in_flight: asyncio.Future | None = None
         self._stopping = asyncio.Event()
-        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="flush-commitlog")
 
     # -- group commit ----------------------------------------------------------------------
     def wait_flushed(self, end_offset: int) -> asyncio.Future:
@@ -54,7 +54,7 @@ class FlushService:
         target = self.commitlog.max_offset
         dirty = self._dirty()
         self._in_flight = done = asyncio.get_running_loop().run_in_executor(
-            self._executor, _sync_files, [mf for mf, _ in dirty])
+            None, _sync_files, [mf for mf, _ in dirty])
         done.add_done_callback(lambda f: self._sync_done(f, target, dirty))
 
     def _sync_done(self, result: asyncio.Future, target: int,
@@ -94,8 +94,7 @@ class FlushService:
         target = self.commitlog.max_offset
         dirty = self._dirty()
         if dirty:
-            await asyncio.get_running_loop().run_in_executor(
-                self._executor, _sync_files, [mf for mf, _ in dirty])
+            await asyncio.to_thread(_sync_files, [mf for mf, _ in dirty])
         self._mark_flushed(target, dirty)
         return self.flushed_offset
 
@@ -114,7 +113,6 @@ class FlushService:
             if self._in_flight is not None:
                 await asyncio.wait([self._in_flight])
             await self.flush()
-            self._executor.shutdown(wait=False)
 
     def stop(self) -> None:
         self._stopping.set()
