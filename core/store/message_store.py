@@ -548,6 +548,9 @@ class MessageStore:
         codes = getattr(flt, "prefilter_codes", ()) if flt is not None else None
         call_prefilter = codes == ()
         need_exact = exact and flt is not None and getattr(flt, "needs_exact_check", True)
+        # a TAG filter looks at the tags alone: find them without decoding every property
+        exact_match = (self._exact_tags_match if getattr(flt, "expression_type", None) == "TAG"
+                       else self._exact_match)
         run_start = run_end = -1
         run_first = run_count = 0
         batch_phys = -1
@@ -574,7 +577,7 @@ class MessageStore:
                 if phys < cl_min:
                     continue
                 if flt is not None and not ((not call_prefilter or flt.match_tags_code(code)) and
-                                            (not need_exact or self._exact_match(flt, phys, size, qo))):
+                                            (not need_exact or exact_match(flt, phys, size))):
                     continue
                 if size > 0:
                     if phys == run_end:
@@ -635,7 +638,13 @@ class MessageStore:
         result.message_count = count
         result.total_bytes = total
         result.next_begin_offset = next_offset
-    def _exact_match(self, flt: TagsFilter, phys: int, size: int, queue_offset: int) -> bool:
+    def _exact_tags_match(self, flt: TagsFilter, phys: int, size: int) -> bool:
+        if size < 0:
+            return True  # inner batch records are checked per record by the batch reader
+        rec = self.commitlog.slice(phys, size)
+        return rec is not None and flt.match(_record_tags(rec), _NO_PROPERTIES)
+
+    def _exact_match(self, flt: TagsFilter, phys: int, size: int) -> bool:
         if size < 0:
             return True  # inner batch records are checked per record by the batch reader
         rec = self.commitlog.slice(phys, size)
@@ -776,6 +785,27 @@ class MessageStore:
                 cq.delete_expired(cl_min)
             self.index.delete_before(cl_min)
         return n
+
+
+_NO_PROPERTIES: dict[str, str] = {}
+_TAGS_KEY = PROPERTY_TAGS.encode() + b"\x01"
+
+
+def _record_tags(record: memoryview) -> str | None:
+    """The TAGS property of a record, found in its property bytes without decoding them."""
+    (body_len,) = I32.unpack_from(record, POS_BODY_LENGTH)
+    p = HEADER_SIZE + body_len
+    p += 1 + record[p]
+    (props_len,) = PROPS_LEN.unpack_from(record, p)
+    props = bytes(record[p + 2:p + 2 + props_len])
+    i = props.find(_TAGS_KEY)
+    while i > 0 and props[i - 1] != 2:  # a name starts the properties or follows \x02
+        i = props.find(_TAGS_KEY, i + 1)
+    if i < 0:
+        return None
+    start = i + len(_TAGS_KEY)
+    end = props.find(b"\x02", start)
+    return props[start:end if end >= 0 else len(props)].decode("utf-8", "surrogateescape")
 
 
 def _record_properties(record: memoryview) -> dict[str, str]:

@@ -150,3 +150,17 @@ def test_stop_releases_held_pulls(sem_config):
         assert all(r.message_count == 0 for r in results)
         assert time.monotonic() - started < 1.0
     run(main())
+
+
+def test_exact_tag_check_reads_the_tags_property_only(sem_config):
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            for props in ({"XTAGS": "A", "TAGS": "B"}, {"XTAGS": "A"}, {"TAGS": "A", "k": "TAGS\x01"},
+                          {"KEYS": "k", "TAGS": "A"}):
+                await broker.put_message(Message("T", b"x", props, queue_id=0))
+            r = await broker.pull("g", "T", 0, 0, 32, message_filter=compile_filter("TAG", "A"))
+            assert [m.queue_offset for m in r.messages()] == [2, 3]
+            r = await broker.pull("g", "T", 0, 0, 32, message_filter=compile_filter("TAG", "B"))
+            assert [m.queue_offset for m in r.messages()] == [0]
+    run(main())
