@@ -30,7 +30,6 @@ from rocketport.core.broker import Broker
 from rocketport.core.config import BrokerConfig
 from rocketport.core.filter import compile_filter
 from rocketport.core.message import Message
-from rocketport.core.schedule import SCHEDULE_TOPIC
 
 FLOORS = {"tag_10pct": 1_000_000, "sql_10pct": 300_000, "delay_put": 20_000,
           "delay_deliver": 20_000, "retry_send_back": 20_000, "retry_deliver": 20_000}

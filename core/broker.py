@@ -29,7 +29,7 @@ from .errors import (
     TopicNotFound,
     TransactionMismatch,
 )
-from .message import PROPERTY_PRODUCER_GROUP, PROPERTY_TAGS, Message, MessageExt
+from .message import INNER_BATCH_FLAG, PROPERTY_PRODUCER_GROUP, PROPERTY_TAGS, Message, MessageExt
 from .message_id import decode_offset_msg_id
 from .metadata.groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from .metadata.offsets import ConsumerOffsetManager
@@ -393,7 +393,7 @@ class Broker:
         if cfg is None:
             raise GroupNotFound(group)
         msg = self.message_by_offset(commit_log_offset)
-        if msg.sys_flag & 0x80:
+        if msg.sys_flag & INNER_BATCH_FLAG:
             raise InvalidMessage("a record batch is sent back per record by its front-end")
         max_times = max_reconsume_times if max_reconsume_times is not None else cfg.retry_max_times
         back = build_send_back(
@@ -410,9 +410,6 @@ class Broker:
                 queues = max(1, cfg.retry_queue_nums)
                 self.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
         return await self.put_message(back.message)
-
-    def retry_topic_of(self, group: str) -> str:
-        return RETRY_GROUP_TOPIC_PREFIX + group
 
     # ================================================================ transactions
     def set_transaction_checker(self, checker: TransactionChecker | None) -> None:
