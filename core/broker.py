@@ -446,9 +446,12 @@ class Broker:
                 await asyncio.wait_for(self._stop.wait(), interval)
             except asyncio.TimeoutError:
                 pass
-            self.consumer_manager.scan_expired()
-            self.producer_manager.scan_expired()
-            self.lock_manager.purge_expired()
+            try:
+                self.consumer_manager.scan_expired()
+                self.producer_manager.scan_expired()
+                self.lock_manager.purge_expired()
+            except Exception:  # a listener's bug must not take the broker's tasks down
+                log.exception("client scan failed")
 
     def lock_batch(self, group: str, mqs: list[MessageQueueKey], client_id: str) -> set[MessageQueueKey]:
         """LOCK_BATCH_MQ: the queues now held by ``client_id`` (renewed or newly granted)."""
