@@ -5,34 +5,24 @@ record, but its exact check cannot decode a batch; whoever decodes the batch for
 calls :func:`matching_records` so that a tag or SQL92 subscription sees the same answer
 for a Kafka-produced record as for a RocketMQ message.
 
-Record -> message mapping used by the filters:
-- each header with a value becomes a property of the same name, its bytes decoded as
-  UTF-8 (undecodable bytes kept via ``surrogateescape``, so they compare unequal to any
-  SQL literal instead of failing); a header with a null value is a missing property, and
-  when a name repeats the last value wins (as a property map can hold one);
-- the tags are the value of the tag header (``TAGS`` unless the front-end configures
-  another name, as the Kafka front-end does); no tag header means no tags;
-- the record key and value are not properties: a filter never sees them.
+Records are seen as messages through the one mapping of core.batch.messages (headers as
+properties, the key as KEYS, the tag header as TAGS), the same view the index, key lookups
+and every front-end use.
 Pure computation: never I/O, never a protocol.
 """
 
 from __future__ import annotations
 
 from .batch import Record, iter_records
+from .batch.messages import DEFAULT_TAG_HEADER, record_properties
 from .filter import MessageFilter
 from .message import PROPERTY_TAGS
 from .store.get_result import Segment
 from .store.record import HEADER_SIZE, I32, POS_BODY_LENGTH
 
 
-def record_properties(record: Record) -> dict[str, str]:
-    """A record's headers as message properties (see the module docstring)."""
-    return {name: value.decode("utf-8", "surrogateescape")
-            for name, value in record.headers if value is not None}
-
-
 def matching_records(segment: Segment, message_filter: MessageFilter | None, *,
-                     tag_header: str = PROPERTY_TAGS) -> list[tuple[int, Record]]:
+                     tag_header: str = DEFAULT_TAG_HEADER) -> list[tuple[int, Record]]:
     """(logical offset, record) of the wanted records of an inner-batch segment that match.
 
     Only offsets ``[first_offset, first_offset + count)`` are considered; the batch's
@@ -53,8 +43,8 @@ def matching_records(segment: Segment, message_filter: MessageFilter | None, *,
         if offset >= end:
             break
         if message_filter is not None:
-            props = record_properties(record)
-            if not message_filter.match(props.get(tag_header), props):
+            props = record_properties(record.key, record.headers, tag_header)
+            if not message_filter.match(props.get(PROPERTY_TAGS), props):
                 continue
         out.append((offset, record))
     return out

@@ -5,9 +5,11 @@ see a record of a stored batch the same way:
 
 - body = the record value (empty for a null value);
 - properties = the record headers, values decoded as UTF-8 with ``surrogateescape`` (so
-  binary values survive a round trip byte-exact), plus ``KEYS`` = the record key (same
-  decoding) when there is one, and ``TAGS`` = the value of the tag header (``tag`` unless
-  configured otherwise) when the record has one and no explicit ``TAGS`` header;
+  binary values survive a round trip byte-exact and compare unequal to any SQL literal);
+  a header with a null value is a missing property, and when a name repeats the last value
+  wins (a property map holds one); plus ``KEYS`` = the record key (same decoding) when there
+  is one, and ``TAGS`` = the value of the tag header (``tag`` unless configured otherwise)
+  when the record has one and no explicit ``TAGS`` header;
 - born timestamp = the batch's base timestamp + the record's timestamp delta;
 - queue offset = the batch's base offset + the record's offset delta;
 - commit-log offset, store timestamp, hosts, queue id and topic: those of the batch record.
@@ -28,9 +30,8 @@ DEFAULT_TAG_HEADER = "tag"
 
 def record_properties(key: bytes | None, headers: list[tuple[str, bytes | None]],
                       tag_header: str = DEFAULT_TAG_HEADER) -> dict[str, str]:
-    props: dict[str, str] = {}
-    for name, value in headers:
-        props[name] = "" if value is None else value.decode("utf-8", "surrogateescape")
+    props = {name: value.decode("utf-8", "surrogateescape")
+             for name, value in headers if value is not None}
     if key is not None:
         props[PROPERTY_KEYS] = key.decode("utf-8", "surrogateescape")
     if PROPERTY_TAGS not in props and tag_header in props:

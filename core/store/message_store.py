@@ -827,9 +827,5 @@ def _record_properties(record: memoryview) -> dict[str, str]:
 
 
 def _inner_count(record: memoryview) -> int:
-    """INNER_NUM of an inner-batch record (its properties are the record's last bytes)."""
-    (body_len,) = I32.unpack_from(record, POS_BODY_LENGTH)
-    p = HEADER_SIZE + body_len
-    p += 1 + record[p]
-    props = decode_properties(record[p + 2:])
-    return int(props.get(PROPERTY_INNER_NUM, 1))
+    """INNER_NUM of an inner-batch record."""
+    return int(_record_properties(record).get(PROPERTY_INNER_NUM, 1))

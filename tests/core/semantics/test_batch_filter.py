@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from rocketport.core.batch import Record, build_batch
-from rocketport.core.batch_filter import matching_records, record_properties
+from rocketport.core.batch.messages import record_properties
+from rocketport.core.batch_filter import matching_records
 from rocketport.core.broker import Broker
 from rocketport.core.filter import compile_filter
 from rocketport.core.tags import tags_code
@@ -20,8 +21,9 @@ def _records() -> list[Record]:
 
 
 def test_headers_map_to_properties():
-    props = record_properties(Record(0, 0, b"k", b"v", [("a", b"1"), ("b", None), ("a", b"\xff")]))
-    assert props == {"a": "\udcff"}
+    props = record_properties(b"k", [("a", b"1"), ("b", None), ("a", b"\xff"), ("tag", b"red")])
+    assert props == {"a": "\udcff", "tag": "red", "KEYS": "k", "TAGS": "red"}
+    assert record_properties(None, [("TAGS", b"x"), ("tag", b"y")]) == {"TAGS": "x", "tag": "y"}
 
 
 def test_pull_then_per_record_tag_and_sql(sem_config):
