@@ -27,6 +27,7 @@ from ..errors import InvalidMessage, MessageTooLarge, StoreUnavailable
 from ..message import (
     INNER_BATCH_FLAG,
     PROPERTY_INNER_NUM,
+    PROPERTY_KEYS,
     PROPERTY_TAGS,
     Message,
     MessageExt,
@@ -59,7 +60,8 @@ from .record import (
 
 log = logging.getLogger(__name__)
 
-MAX_SCAN_PER_GET = 16_000  # entries examined per get when a filter skips messages
+MAX_SCAN_PER_GET = 16_000
+QUERY_CATCH_UP = 50_000  # messages a key lookup indexes first, at most  # entries examined per get when a filter skips messages
 PREFILTER_CHUNK = 2_048  # ConsumeQueue entries read at once when a filter may skip many
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1  # tagsCodes are compared as Java ints
 
@@ -693,12 +695,12 @@ class MessageStore:
     def query_by_key(self, topic: str, key: str, max_num: int = 32, begin: int = 0,
                      end: int | None = None) -> list[MessageExt]:
         end = end if end is not None else now_ms() + 1000
-        while self.index.build(self, 100_000):
-            pass  # index what is visible, so a key is findable as soon as it is consumable
+        self.index.build(self, QUERY_CATCH_UP)  # bounded: a lookup never stalls the loop long
         found: list[MessageExt] = []
         for phys in dict.fromkeys(self.index.lookup(f"{topic}#{key}", max_num * 4, begin, end)):
             for msg in self._messages_at(phys):
-                if msg.topic == topic and (key in msg.keys or msg.uniq_key == key):
+                if msg.topic == topic and (key in msg.keys or msg.uniq_key == key
+                                           or msg.properties.get(PROPERTY_KEYS) == key):
                     found.append(msg)
             if len(found) >= max_num:
                 break
