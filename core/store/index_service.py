@@ -14,7 +14,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from ..message import INNER_BATCH_FLAG, KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+from ..message import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from .index_file import IndexFile, index_file_name
 
 if TYPE_CHECKING:
@@ -85,8 +85,8 @@ class IndexService:
                 self.built_offset = phys
                 return n
             n += 1
-            if info.sys_flag & INNER_BATCH_FLAG:
-                continue  # records inside a batch are indexed by the batch reader's keys
+            # An inner batch is indexed like a message: its KEYS lists its records' keys
+            # (the front-end that stored it put them there), so a key finds the batch.
             topic = info.topic
             props = info.properties
             keys = props.get(PROPERTY_KEYS)

@@ -60,7 +60,9 @@ def start_broker(store_dir: str, **overrides: Any) -> LiveBroker:
         **overrides,
     )
     server = BrokerServer(config)
-    loop = asyncio.new_event_loop()
+    # A plain selector loop, whatever event-loop policy another test module installed
+    # (trio-asyncio's, for one).
+    loop = asyncio.SelectorEventLoop()
     thread = threading.Thread(target=loop.run_forever, name="broker-loop", daemon=True)
     thread.start()
     live = LiveBroker(server, loop, thread)

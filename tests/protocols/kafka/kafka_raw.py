@@ -36,9 +36,13 @@ class RawClient:
         self.sock.close()
 
     def send(self, api_key: int, version: int, body: dict[str, Any]) -> int:
+        return self.send_raw(api_key, version,
+                             b"".join(bytes(p) for p in codec.encode_request(api_key, version, body)))
+
+    def send_raw(self, api_key: int, version: int, body: bytes) -> int:
+        """A request with a hand-made body (for versions the codec does not serve)."""
         self.correlation += 1
-        header = codec.encode_request_header(api_key, version, self.correlation, "raw-test")
-        payload = header + b"".join(bytes(p) for p in codec.encode_request(api_key, version, body))
+        payload = codec.encode_request_header(api_key, version, self.correlation, "raw-test") + body
         self.sock.sendall(struct.pack(">i", len(payload)) + payload)
         return self.correlation
 
