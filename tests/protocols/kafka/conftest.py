@@ -51,7 +51,16 @@ class LiveBroker:
         self.thread.join(10)
 
 
-def start_broker(store_dir: str, **overrides: Any) -> LiveBroker:
+def new_loop(kind: str) -> asyncio.AbstractEventLoop:
+    """uvloop (what ``rocketport broker`` runs on) or a plain selector loop; never the loop of
+    whatever event-loop policy another test module installed (trio-asyncio's, for one)."""
+    if kind == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        return uvloop.new_event_loop()
+    return asyncio.SelectorEventLoop()
+
+
+def start_broker(store_dir: str, loop_kind: str = "uvloop", **overrides: Any) -> LiveBroker:
     config = BrokerConfig(
         store_path_root_dir=store_dir,
         mapped_file_size_commit_log=64 << 20,
@@ -60,9 +69,7 @@ def start_broker(store_dir: str, **overrides: Any) -> LiveBroker:
         **overrides,
     )
     server = BrokerServer(config)
-    # A plain selector loop, whatever event-loop policy another test module installed
-    # (trio-asyncio's, for one).
-    loop = asyncio.SelectorEventLoop()
+    loop = new_loop(loop_kind)
     thread = threading.Thread(target=loop.run_forever, name="broker-loop", daemon=True)
     thread.start()
     live = LiveBroker(server, loop, thread)
@@ -73,6 +80,16 @@ def start_broker(store_dir: str, **overrides: Any) -> LiveBroker:
 @pytest.fixture
 def live_broker(tmp_path) -> Iterator[LiveBroker]:
     live = start_broker(str(tmp_path / "store"))
+    try:
+        yield live
+    finally:
+        live.stop()
+
+
+@pytest.fixture(params=["uvloop", "asyncio"])
+def any_loop_broker(request, tmp_path) -> Iterator[LiveBroker]:
+    """The session's transport handling differs between loops: session tests run on both."""
+    live = start_broker(str(tmp_path / "store"), request.param)
     try:
         yield live
     finally:

@@ -41,20 +41,20 @@ def closed_by_peer(sock: socket.socket) -> bool:
     struct.pack(">ihhi", 12, 3, 9, 1) + b"\xff\xff\xff\xff",  # Metadata v9 with a garbled body
     struct.pack(">ihhi", 8, 999, 0, 1),  # an API this broker does not serve
 ])
-def test_bad_input_closes_only_that_connection(live_broker, garbage):
-    other = RawClient(live_broker.port)
-    sock = socket.create_connection(("127.0.0.1", live_broker.port), timeout=5)
+def test_bad_input_closes_only_that_connection(any_loop_broker, garbage):
+    other = RawClient(any_loop_broker.port)
+    sock = socket.create_connection(("127.0.0.1", any_loop_broker.port), timeout=5)
     sock.sendall(garbage)
     assert closed_by_peer(sock)
     sock.close()
     r = other.request(ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False})
-    assert r["brokers"][0]["port"] == live_broker.port
+    assert r["brokers"][0]["port"] == any_loop_broker.port
     other.sock.close()
-    assert_serving(live_broker)
+    assert_serving(any_loop_broker)
 
 
-def test_api_versions_v0_header_and_unsupported_version(live_broker):
-    with RawClient(live_broker.port) as client:
+def test_api_versions_v0_header_and_unsupported_version(any_loop_broker):
+    with RawClient(any_loop_broker.port) as client:
         r = client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
         versions = {a["api_key"]: (a["min_version"], a["max_version"]) for a in r["api_keys"]}
         assert versions[ApiKey.PRODUCE] == (0, 11) and versions[ApiKey.FETCH] == (0, 12)
@@ -67,9 +67,9 @@ def test_api_versions_v0_header_and_unsupported_version(live_broker):
         assert any(a["api_key"] == ApiKey.API_VERSIONS for a in body["api_keys"])
 
 
-def test_pipelined_requests_answered_in_order_and_acks0_silent(live_broker):
-    create_topic(live_broker, "pipe")
-    with RawClient(live_broker.port) as client:
+def test_pipelined_requests_answered_in_order_and_acks0_silent(any_loop_broker):
+    create_topic(any_loop_broker, "pipe")
+    with RawClient(any_loop_broker.port) as client:
         # A long-polling fetch first: the produces behind it are stored while it waits,
         # which wakes it; then every answer comes back in request order.
         fetch = {"max_wait_ms": 5000, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
@@ -93,27 +93,27 @@ def test_pipelined_requests_answered_in_order_and_acks0_silent(live_broker):
         assert offsets == [1, 2, 3, 4, 5]  # the acks=0 batch took offset 0, unanswered
 
 
-def test_fetch_long_poll_times_out_empty(live_broker):
-    create_topic(live_broker, "idle")
-    with RawClient(live_broker.port) as client:
+def test_fetch_long_poll_times_out_empty(any_loop_broker):
+    create_topic(any_loop_broker, "idle")
+    with RawClient(any_loop_broker.port) as client:
         started = time.monotonic()
         p = client.fetch("idle", 0, 0, max_wait_ms=300)
         assert time.monotonic() - started >= 0.25
         assert p["error_code"] == 0 and len(p["records"]) == 0 and p["high_watermark"] == 0
 
 
-def test_corrupt_batch_stores_nothing(live_broker):
-    create_topic(live_broker, "crc")
+def test_corrupt_batch_stores_nothing(any_loop_broker):
+    create_topic(any_loop_broker, "crc")
     good = encode_batch([b"ok"])
     bad = bytearray(good)
     bad[-1] ^= 0xFF
-    with RawClient(live_broker.port) as client:
+    with RawClient(any_loop_broker.port) as client:
         assert client.produce("crc", 0, bytes(bad))[0] == ErrorCode.CORRUPT_MESSAGE
         assert client.produce("crc", 0, good + bytes(bad))[0] == ErrorCode.CORRUPT_MESSAGE
         assert client.produce("crc", 0, good[:-3])[0] == ErrorCode.CORRUPT_MESSAGE
         assert client.produce("nope", 0, good)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert client.produce("crc", 7, good)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    assert live_broker.run(live_broker.server.broker.max_offset, "crc", 0) == 0
+    assert any_loop_broker.run(any_loop_broker.server.broker.max_offset, "crc", 0) == 0
 
 
 def test_message_too_large(tmp_path):
@@ -129,9 +129,9 @@ def test_message_too_large(tmp_path):
         live.stop()
 
 
-def test_fetch_partition_max_bytes_and_out_of_range(live_broker):
-    create_topic(live_broker, "fmb")
-    with RawClient(live_broker.port) as client:
+def test_fetch_partition_max_bytes_and_out_of_range(any_loop_broker):
+    create_topic(any_loop_broker, "fmb")
+    with RawClient(any_loop_broker.port) as client:
         for i in range(10):
             assert client.produce("fmb", 0, encode_batch([b"r%d" % i * 50])) == (0, i)
         small = client.fetch("fmb", 0, 0, max_bytes=10)  # smaller than one batch: one whole batch
@@ -149,9 +149,9 @@ def test_fetch_partition_max_bytes_and_out_of_range(live_broker):
         assert client.fetch("fmb", 0, 4)["log_start_offset"] == 4
 
 
-def test_list_offsets(live_broker):
-    create_topic(live_broker, "lo")
-    with RawClient(live_broker.port) as client:
+def test_list_offsets(any_loop_broker):
+    create_topic(any_loop_broker, "lo")
+    with RawClient(any_loop_broker.port) as client:
         before = int(time.time() * 1000) - 1
         for i in range(3):
             client.produce("lo", 0, encode_batch([b"a", b"b"]))

@@ -1,0 +1,237 @@
+"""Kafka front-end throughput: raw pipelined protocol clients, and confluent-kafka beside them.
+
+Run: python bench/kafka_bench.py [--messages N] [--skip-confluent]. Starts a broker
+subprocess (`python -m rocketport broker`, uvloop, temp store, ASYNC_FLUSH) so client and
+broker use separate processes, then prints one JSON object per line:
+{"bench": "kafka", "case": ..., "value": ..., "unit": ..., "floor": ...}.
+
+The raw producer sends pre-encoded Produce requests (one batch of 1,000 records each, no
+compression, acks=1) with many in flight and counts acknowledged records; the raw fetcher
+pipelines Fetch requests over 4 partitions and counts records from the batch headers
+without materialising them. Both tell the broker's limits apart from a client library's:
+the confluent-kafka figures (linger.ms=5, batch.size=1 MiB, consume(10000)) include
+librdkafka's and Python's per-message costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from rocketport.core.batch import HEADER_SIZE, Record, build_batch
+from rocketport.core.batch.record_batch import HEADER
+from rocketport.protocols.kafka import codec
+
+PARTITIONS = 4
+RECORDS_PER_BATCH = 1000
+IN_FLIGHT = 32
+PRODUCE_V = 9
+FETCH_V = 12
+FETCH_BYTES = 8 << 20
+_SIZE = struct.Struct(">i")
+
+
+def emit(case: str, value: float, unit: str, floor: float | None = None, **extra: Any) -> None:
+    print(json.dumps({"bench": "kafka", "case": case, "value": round(value, 1), "unit": unit,
+                      "floor": floor, **extra}), flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_broker(store: str, port: int, log: Any) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rocketport", "broker", "--set", f"storePathRootDir={store}",
+         "--set", f"kafka.port={port}", "--set", "autoCreateTopicEnable=true",
+         "--set", f"defaultTopicQueueNums={PARTITIONS}", "--set", "mappedFileSizeCommitLog=268435456"],
+        stdout=subprocess.DEVNULL, stderr=log)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("the broker did not start")
+
+
+def frame(api_key: int, version: int, correlation: int, body: dict[str, Any]) -> bytes:
+    payload = codec.encode_request_header(api_key, version, correlation, "bench") + b"".join(
+        bytes(p) for p in codec.encode_request(api_key, version, body))
+    return _SIZE.pack(len(payload)) + payload
+
+
+async def read_frame(reader: asyncio.StreamReader) -> bytes:
+    (size,) = _SIZE.unpack(await reader.readexactly(4))
+    return await reader.readexactly(size)
+
+
+# --------------------------------------------------------------------------- raw producer
+async def raw_produce(port: int, topic: str, size: int, messages: int) -> float:
+    """Seconds to have ``messages`` records acknowledged (acks=1), IN_FLIGHT requests deep."""
+    batch = build_batch([Record(i, 0, None, bytes(size)) for i in range(RECORDS_PER_BATCH)],
+                        base_timestamp=int(time.time() * 1000))
+    frames = [frame(0, PRODUCE_V, p, {"transactional_id": None, "acks": 1, "timeout_ms": 30000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": p, "records": batch}]}]}) for p in range(PARTITIONS)]
+    requests = messages // RECORDS_PER_BATCH
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    window = asyncio.Semaphore(IN_FLIGHT)
+
+    async def send_all() -> None:
+        for i in range(requests):
+            await window.acquire()
+            writer.write(frames[i % PARTITIONS])
+            await writer.drain()
+
+    started = time.perf_counter()
+    sender = asyncio.create_task(send_all())
+    for _ in range(requests):
+        data = await read_frame(reader)
+        _, pos = codec.decode_response_header(0, PRODUCE_V, data)
+        body = codec.decode_response(0, PRODUCE_V, memoryview(data)[pos:])
+        code = body["responses"][0]["partition_responses"][0]["error_code"]
+        if code:
+            raise RuntimeError(f"produce failed with error {code}")
+        window.release()
+    elapsed = time.perf_counter() - started
+    await sender
+    writer.close()
+    return elapsed
+
+
+# --------------------------------------------------------------------------- raw fetcher
+def count_records(blob: memoryview, fetch_offset: int) -> tuple[int, int]:
+    """(records at or after fetch_offset, next offset) from batch headers only."""
+    pos, end, count, next_offset = 0, len(blob), 0, fetch_offset
+    while end - pos >= HEADER_SIZE:
+        fields = HEADER.unpack_from(blob, pos)
+        base, length, last_delta = fields[0], fields[1], fields[6]
+        if pos + 12 + length > end:
+            break  # a partial batch at the end of the response
+        last = base + last_delta
+        if last >= fetch_offset:
+            count += last - max(base, fetch_offset) + 1
+            next_offset = last + 1
+        pos += 12 + length
+    return count, next_offset
+
+
+async def raw_fetch(port: int, topic: str, messages: int) -> float:
+    """Seconds to read ``messages`` records from offset 0 of every partition, pipelined."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    offsets = [0] * PARTITIONS
+    total = 0
+
+    def request(p: int) -> bytes:
+        return frame(1, FETCH_V, p, {"max_wait_ms": 500, "min_bytes": 1, "max_bytes": FETCH_BYTES,
+                                     "isolation_level": 0, "topics": [{"topic": topic, "partitions": [
+                                         {"partition": p, "fetch_offset": offsets[p],
+                                          "partition_max_bytes": FETCH_BYTES}]}]})
+
+    started = time.perf_counter()
+    for p in range(PARTITIONS):
+        writer.write(request(p))
+    while total < messages:
+        data = await read_frame(reader)
+        correlation, pos = codec.decode_response_header(1, FETCH_V, data)
+        body = codec.decode_response(1, FETCH_V, memoryview(data)[pos:])
+        part = body["responses"][0]["partitions"][0]
+        n, offsets[correlation] = count_records(part["records"] or memoryview(b""), offsets[correlation])
+        total += n
+        writer.write(request(correlation))
+    elapsed = time.perf_counter() - started
+    writer.close()
+    return elapsed
+
+
+# --------------------------------------------------------------------------- confluent-kafka
+def confluent_produce(port: int, topic: str, size: int, messages: int, acks: str) -> float:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "linger.ms": 5, "batch.size": 1 << 20,
+                  "acks": acks, "queue.buffering.max.messages": 1_000_000,
+                  "queue.buffering.max.kbytes": 1 << 20})
+    value = bytes(size)
+    started = time.perf_counter()
+    for i in range(messages):
+        while True:
+            try:
+                p.produce(topic, value, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                p.poll(0.001)
+    p.flush(120)
+    return time.perf_counter() - started
+
+
+def confluent_consume(port: int, topic: str, messages: int) -> float:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "bench",
+                  "enable.auto.commit": False, "fetch.max.bytes": 64 << 20,
+                  "max.partition.fetch.bytes": FETCH_BYTES})
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    count = 0
+    started = time.perf_counter()
+    deadline = time.monotonic() + 120
+    while count < messages and time.monotonic() < deadline:
+        count += sum(1 for m in c.consume(10000, 1.0) if not m.error())
+    elapsed = time.perf_counter() - started
+    c.close()
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=1_000_000, help="records per 100 B case")
+    parser.add_argument("--skip-confluent", action="store_true")
+    parser.add_argument("--broker-log", help="file for the broker's log (default: discarded)")
+    args = parser.parse_args()
+    try:
+        import uvloop
+        run = uvloop.run
+    except ImportError:
+        run = asyncio.run
+    with tempfile.TemporaryDirectory(prefix="kafka-bench-") as store:
+        port = free_port()
+        log = open(args.broker_log, "ab") if args.broker_log else subprocess.DEVNULL
+        broker = start_broker(os.path.join(store, "store"), port, log)
+        try:
+            for size, n in ((100, args.messages), (1024, args.messages // 4)):
+                label = "100B" if size == 100 else "1KiB"
+                topic = f"raw-{label}"
+                t = run(raw_produce(port, topic, size, n))
+                emit(f"produce_{label}_raw", n / t, "msg/s", 1_000_000 if size == 100 else None)
+                emit(f"produce_{label}_raw_mb", n * size / t / 1e6, "MB/s")
+                t = run(raw_fetch(port, topic, n))
+                emit(f"fetch_{label}_raw", n / t, "msg/s", 2_000_000 if size == 100 else None)
+                emit(f"fetch_{label}_raw_mb", n * size / t / 1e6, "MB/s")
+            if not args.skip_confluent:
+                for size, n, acks in ((100, args.messages // 2, "1"), (1024, args.messages // 8, "all")):
+                    label = "100B" if size == 100 else "1KiB"
+                    topic = f"cf-{label}"
+                    t = confluent_produce(port, topic, size, n, acks)
+                    emit(f"produce_{label}_confluent_acks{acks}", n / t, "msg/s", client_ceiling=870_000)
+                    emit(f"produce_{label}_confluent_acks{acks}_mb", n * size / t / 1e6, "MB/s")
+                    t = confluent_consume(port, topic, n)
+                    emit(f"consume_{label}_confluent", n / t, "msg/s")
+        finally:
+            broker.terminate()
+            broker.wait(30)
+
+
+if __name__ == "__main__":
+    main()
