@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from rocketport.core.batch import CorruptBatch, decompress, iter_records, parse_header, split_batches, verify_crc
+from rocketport.core.batch import CompressionError, CorruptBatch, decompress, iter_records, parse_header, split_batches, verify_crc
 from rocketport.core.batch.record_batch import ATTR_COMPRESSION_MASK, HEADER_SIZE
 from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError, MessageTooLarge
@@ -30,6 +30,7 @@ from .producer_state import NO_PRODUCER_ID, ProducerStateManager, SequenceCheck
 log = logging.getLogger(__name__)
 
 _MAGIC_POS: Final = 16
+_MIN_RECORD_SIZE: Final = 7  # length, attributes, 2 deltas, key/value lengths, header count
 _MAX_KEYS_CHARS: Final = 16 * 1024  # KEYS must fit the record's 32 KiB properties
 
 
@@ -87,7 +88,7 @@ class ProduceHandler:
             return ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, -1
         try:
             prepared = [self._prepare(records[pos:pos + size]) for pos, size in split_batches(records)]
-        except (CorruptBatch, BrokerError) as exc:
+        except (CorruptBatch, CompressionError, BrokerError) as exc:
             log.debug("produce to %s-%d refused: %s", topic, partition, exc)
             return error_code_for(exc), -1
         first_offset = -1
@@ -115,6 +116,9 @@ class ProduceHandler:
         payload: bytes | memoryview = view[HEADER_SIZE:]
         if header.attributes & ATTR_COMPRESSION_MASK:
             payload = decompress(header.attributes & ATTR_COMPRESSION_MASK, payload)
+        if count > len(payload) // _MIN_RECORD_SIZE:
+            # a count the payload cannot hold would make the store index phantom offsets
+            raise CorruptBatch(f"{count} records cannot fit in {len(payload)} bytes")
         has_tag = self._tag_search(payload) is not None
         if has_tag or _first_record_has_key(payload):
             tags_codes, properties = self._per_record(view, has_tag)

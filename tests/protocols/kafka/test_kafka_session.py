@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import struct
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import LiveBroker
 from kafka_raw import FETCH_V, PRODUCE_V, RawClient, encode_batch
 from rocketport.core.batch import iter_records
 from rocketport.protocols.kafka.errors import ErrorCode
-from rocketport.protocols.kafka.schema import ApiKey
+from rocketport.protocols.kafka.schema import APIS, ApiKey
 
 
 def create_topic(live: LiveBroker, name: str, partitions: int = 1) -> None:
@@ -159,3 +162,29 @@ def test_list_offsets(any_loop_broker):
             {"partition_index": 0, "timestamp": ts} for ts in (-2, -1, before, before + 3_600_000)]}]}
         parts = client.request(ApiKey.LIST_OFFSETS, 7, body)["topics"][0]["partitions"]
         assert [p["offset"] for p in parts] == [0, 6, 0, -1]
+
+
+_SERVED = [(key, v) for key, api in APIS.items() for v in range(api.versions[0], api.versions[1] + 1)]
+
+
+def _exchange(port: int, data: bytes) -> None:
+    """Send ``data``, half-close, and read until the broker closes (bounded by the timeout)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        while sock.recv(65536):
+            pass
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.one_of(
+    st.binary(max_size=300),
+    st.tuples(st.sampled_from(_SERVED), st.binary(max_size=200)).map(
+        lambda t: (lambda payload: struct.pack(">i", len(payload)) + payload)(
+            struct.pack(">hhi", t[0][0], t[0][1], 7) + b"\x00\x01x" + t[1])),
+))
+def test_fuzzed_input_never_stops_the_broker(live_broker, caplog, data):
+    _exchange(live_broker.port, data)
+    assert_serving(live_broker)
+    # bad input is the client's fault: it may be logged as a warning, never as a broker error
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR and r.name.startswith("rocketport")]
