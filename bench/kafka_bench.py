@@ -211,6 +211,46 @@ def confluent_consume(port: int, topic: str, messages: int) -> float:
     return count / elapsed
 
 
+def confluent_latency(port: int, topic: str, rate: int, seconds: float) -> list[float]:
+    """Produce→consume latencies (ms) at ``rate`` msg/s: each value carries its send time."""
+    import threading
+
+    from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "bench-latency",
+                  "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    c.assign([TopicPartition(topic, p, OFFSET_END) for p in range(PARTITIONS)])
+    total = int(rate * seconds)
+    latencies: list[float] = []
+
+    def consume() -> None:
+        deadline = time.monotonic() + seconds + 30
+        while len(latencies) < total and time.monotonic() < deadline:
+            # poll, not consume(n, timeout): consume waits for n messages or the timeout
+            m = c.poll(0.1)
+            if m is not None and not m.error():
+                latencies.append((time.perf_counter_ns() - int(m.value()[:20])) / 1e6)
+
+    reader = threading.Thread(target=consume)
+    reader.start()
+    time.sleep(1.0)  # let the consumer's start-up (metadata, offsets, first fetch) finish
+    p = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "linger.ms": 0, "acks": "1"})
+    tick = 0.001
+    per_tick = max(1, int(rate * tick))
+    started = time.perf_counter()
+    for i in range(0, total, per_tick):
+        delay = started + i / rate - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)  # sleeping, not spinning: the consumer thread needs the GIL
+        for j in range(per_tick):
+            p.produce(topic, b"%020d" % time.perf_counter_ns() + bytes(80), partition=(i + j) % PARTITIONS)
+        p.poll(0)
+    p.flush(30)
+    reader.join()
+    c.close()
+    return sorted(latencies)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1_000_000, help="records per 100 B case")
@@ -246,6 +286,12 @@ def main() -> None:
                     emit(f"produce_{label}_confluent_acks{acks}", n / t, "msg/s", client_ceiling=870_000)
                     emit(f"produce_{label}_confluent_acks{acks}_mb", n * size / t / 1e6, "MB/s")
                     emit(f"consume_{label}_confluent", confluent_consume(port, topic, n), "msg/s")
+                topic = "latency"
+                run(create_topic(port, topic))
+                lat = confluent_latency(port, topic, 10_000, 5.0)
+                if lat:
+                    emit("latency_p50_10k_confluent", lat[len(lat) // 2], "ms")
+                    emit("latency_p99_10k_confluent", lat[int(len(lat) * 0.99)], "ms", 5.0)
         finally:
             broker.terminate()
             broker.wait(30)
