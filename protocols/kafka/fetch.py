@@ -21,9 +21,19 @@ from typing import Any, Final
 
 from rocketport.core.batch import Record, build_batch
 from rocketport.core.broker import Broker
-from rocketport.core.message import PROPERTY_INNER_NUM, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_WAIT_STORE_MSG_OK
+from rocketport.core.message import (
+    PROPERTY_INNER_NUM,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_WAIT_STORE_MSG_OK,
+)
 from rocketport.core.store.get_result import GetStatus, Segment
-from rocketport.core.store.record import HEADER_SIZE, I32, POS_BODY_LENGTH, decode_record
+from rocketport.core.store.record import (
+    HEADER_SIZE,
+    I32,
+    POS_BODY_LENGTH,
+    decode_record,
+)
 
 from .errors import ErrorCode
 
@@ -92,9 +102,9 @@ class FetchHandler:
         min_bytes = body["min_bytes"]
         max_wait_ms = body["max_wait_ms"]
         response, total, waits = self._read(body)
-        if total < max(min_bytes, 1) and max_wait_ms > 0 and waits:
-            if await self._wait(waits, max_wait_ms / 1000):
-                response, total, _ = self._read(body)
+        if total < max(min_bytes, 1) and max_wait_ms > 0 and waits \
+                and await self._wait(waits, max_wait_ms / 1000):
+            response, total, _ = self._read(body)
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": response}
 
     async def _wait(self, waits: list[tuple[str, int, int]], timeout_s: float) -> bool:

@@ -16,7 +16,15 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from rocketport.core.batch import CompressionError, CorruptBatch, decompress, iter_records, parse_header, split_batches, verify_crc
+from rocketport.core.batch import (
+    CompressionError,
+    CorruptBatch,
+    decompress,
+    iter_records,
+    parse_header,
+    split_batches,
+    verify_crc,
+)
 from rocketport.core.batch.record_batch import ATTR_COMPRESSION_MASK, HEADER_SIZE
 from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError, MessageTooLarge

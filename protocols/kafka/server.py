@@ -68,7 +68,7 @@ class KafkaServer:
         while not self._stop.is_set():
             try:
                 await asyncio.wait_for(self._stop.wait(), _PERSIST_INTERVAL_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             if producers.dirty:
                 try:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-
 from rocketport.core.config import BrokerConfig, ProtocolConfig
+
 from rocketport.server import BrokerServer
 
 

@@ -29,7 +29,7 @@ class RawClient:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.correlation = 0
 
-    def __enter__(self) -> "RawClient":
+    def __enter__(self) -> RawClient:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -6,7 +6,6 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-
 from conftest import LiveBroker
 
 TIMEOUT_S = 30

@@ -5,10 +5,16 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
-from rocketport.protocols.kafka.coordinator import GroupCoordinator, GroupError, GroupState
+from rocketport.protocols.kafka.coordinator import (
+    GroupCoordinator,
+    GroupError,
+    GroupState,
+)
 from rocketport.protocols.kafka.errors import ErrorCode
-from rocketport.protocols.kafka.producer_state import ProducerStateManager, SequenceCheck
+from rocketport.protocols.kafka.producer_state import (
+    ProducerStateManager,
+    SequenceCheck,
+)
 
 PROTOCOLS = [("range", b"sub-a"), ("roundrobin", b"sub-b")]
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import time
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-
 from conftest import LiveBroker
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from rocketport.core.batch import iter_records
 from rocketport.core.filter import compile_filter
 from rocketport.core.message import Message

@@ -8,10 +8,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from conftest import LiveBroker, start_broker
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewPartitions, NewTopic
-
-from conftest import LiveBroker, start_broker
 
 TIMEOUT_S = 20
 

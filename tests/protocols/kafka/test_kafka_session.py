@@ -8,10 +8,9 @@ import struct
 import time
 
 import pytest
+from conftest import LiveBroker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from conftest import LiveBroker
 from kafka_raw import FETCH_V, PRODUCE_V, RawClient, encode_batch
 from rocketport.core.batch import iter_records
 from rocketport.protocols.kafka.errors import ErrorCode
@@ -167,6 +166,12 @@ def test_list_offsets(any_loop_broker):
 _SERVED = [(key, v) for key, api in APIS.items() for v in range(api.versions[0], api.versions[1] + 1)]
 
 
+def _frame(api_key: int, api_version: int, body: bytes) -> bytes:
+    """A well-framed request with client id "x" and an arbitrary body."""
+    payload = struct.pack(">hhi", api_key, api_version, 7) + b"\x00\x01x" + body
+    return struct.pack(">i", len(payload)) + payload
+
+
 def _exchange(port: int, data: bytes) -> None:
     """Send ``data``, half-close, and read until the broker closes (bounded by the timeout)."""
     with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
@@ -179,9 +184,7 @@ def _exchange(port: int, data: bytes) -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.one_of(
     st.binary(max_size=300),
-    st.tuples(st.sampled_from(_SERVED), st.binary(max_size=200)).map(
-        lambda t: (lambda payload: struct.pack(">i", len(payload)) + payload)(
-            struct.pack(">hhi", t[0][0], t[0][1], 7) + b"\x00\x01x" + t[1])),
+    st.builds(lambda api, body: _frame(api[0], api[1], body), st.sampled_from(_SERVED), st.binary(max_size=200)),
 ))
 def test_fuzzed_input_never_stops_the_broker(live_broker, caplog, data):
     _exchange(live_broker.port, data)
