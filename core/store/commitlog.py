@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Iterator
 
-from ..errors import MessageTooLarge
+from ..errors import MessageTooLarge, StoreUnavailable
 from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
 from .record import (
@@ -29,11 +29,9 @@ from .record import (
 
 
 class CommitLog:
-    def __init__(self, directory: str, file_size: int, store_ip: bytes, store_port: int) -> None:
+    def __init__(self, directory: str, file_size: int) -> None:
         self.queue = MappedFileQueue(directory, file_size)
         self.file_size = file_size
-        self.store_ip = store_ip
-        self.store_port = store_port
 
     # -- writing -----------------------------------------------------------------------
     def reserve(self, size: int) -> MappedFile:
@@ -45,11 +43,15 @@ class CommitLog:
             mf = files[-1]
             if mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH <= self.file_size:
                 return mf
-        mf = self.queue.last_for_write()
-        if mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            BLANK.pack_into(mf.view, mf.wrote_position, mf.remaining, BLANK_MAGIC_CODE)
-            mf.wrote_position = self.file_size
-            mf = self.queue.create_file(mf.end_offset)
+        try:
+            mf = self.queue.last_for_write()
+            if mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+                next_file = self.queue.create_file(mf.end_offset)
+                BLANK.pack_into(mf.view, mf.wrote_position, mf.remaining, BLANK_MAGIC_CODE)
+                mf.wrote_position = self.file_size
+                mf = next_file
+        except OSError as exc:  # e.g. ENOSPC from posix_fallocate: refuse the put, stay up
+            raise StoreUnavailable(f"cannot create a commit log segment: {exc.strerror}") from exc
         return mf
 
     def append(self, size: int, encode: Callable[[int], bytes | bytearray]) -> int:
@@ -60,8 +62,7 @@ class CommitLog:
         """
         mf = self.reserve(size)
         phys = mf.file_from_offset + mf.wrote_position
-        data = encode(phys)
-        mf.write(data)
+        mf.write(encode(phys))
         return phys
 
     # -- reading -----------------------------------------------------------------------

@@ -2,9 +2,13 @@
 
 ASYNC_FLUSH: every flushIntervalCommitLog ms, fdatasync whatever was written.
 SYNC_FLUSH (group commit): a put waits on a future that resolves once an fdatasync has
-covered its end offset; one fdatasync covers every put that arrived before it started, so
-64 concurrent putters share one disk round trip instead of paying 64.
-fdatasync always runs in a worker thread; the loop only resolves futures.
+covered its end offset. A sync starts as soon as a put waits and none is in flight; puts
+that arrive while it runs append on the loop meanwhile (fdatasync releases the GIL) and are
+all covered by the next one. So appends overlap the disk round trip, and 64 concurrent
+putters share a few syncs instead of paying 64.
+fdatasync always runs in a worker thread (the loop's default executor, so a host loop such
+as trio-asyncio's works too); overlapping syncs are harmless: each only raises the durable
+offset to what it covered. The loop only resolves futures.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections import deque
 from typing import Callable
 
 from .commitlog import CommitLog
+from .mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
 
@@ -27,71 +32,55 @@ class FlushService:
         self.interval = interval_ms / 1000
         self.on_flushed = on_flushed
         self.flushed_offset = commitlog.max_offset
-        self._waiters: deque[tuple[int, asyncio.Future]] = deque()
-        self._wakeup = asyncio.Event()
-        self._stopping = False
         self.sync_count = 0
+        self._waiters: deque[tuple[int, asyncio.Future]] = deque()
+        self._in_flight: asyncio.Future | None = None
+        self._stopping = asyncio.Event()
 
+    # -- group commit ----------------------------------------------------------------------
     def wait_flushed(self, end_offset: int) -> asyncio.Future:
         """A future resolved when the log is durable up to ``end_offset`` (SYNC_FLUSH)."""
         fut = asyncio.get_running_loop().create_future()
         self._waiters.append((end_offset, fut))
-        self._wakeup.set()
+        if self._in_flight is None:
+            self._start_sync()
         return fut
 
-    async def flush(self) -> int:
-        """fdatasync everything written so far; returns the durable offset."""
+    def _dirty(self) -> list[tuple[MappedFile, int]]:
+        return [(mf, mf.wrote_position) for mf in self.commitlog.queue.files
+                if mf.flushed_position < mf.wrote_position]
+
+    def _start_sync(self) -> None:
         target = self.commitlog.max_offset
-        dirty = [(mf, mf.wrote_position) for mf in self.commitlog.queue.files
-                 if mf.flushed_position < mf.wrote_position]
+        dirty = self._dirty()
+        self._in_flight = done = asyncio.get_running_loop().run_in_executor(
+            None, _sync_files, [mf for mf, _ in dirty])
+        done.add_done_callback(lambda f: self._sync_done(f, target, dirty))
+
+    def _sync_done(self, result: asyncio.Future, target: int,
+                   dirty: list[tuple[MappedFile, int]]) -> None:
+        self._in_flight = None
+        exc = result.exception()
+        if exc is not None:
+            log.error("commit log fdatasync failed: %s", exc)
+            while self._waiters:
+                _, fut = self._waiters.popleft()
+                if not fut.done():
+                    fut.set_exception(exc)
+            return
+        self._mark_flushed(target, dirty)
+        if self._waiters:
+            self._start_sync()
+
+    def _mark_flushed(self, target: int, dirty: list[tuple[MappedFile, int]]) -> None:
         if dirty:
-            await asyncio.to_thread(_sync_files, [mf for mf, _ in dirty])
             self.sync_count += 1
-            for mf, pos in dirty:
-                if pos > mf.flushed_position:
-                    mf.flushed_position = pos
+        for mf, pos in dirty:
+            if pos > mf.flushed_position:
+                mf.flushed_position = pos
         if target > self.flushed_offset:
             self.flushed_offset = target
         self.on_flushed(self.flushed_offset)
-        return self.flushed_offset
-
-    async def run(self) -> None:
-        try:
-            if self.sync:
-                await self._run_group_commit()
-            else:
-                await self._run_periodic()
-        finally:
-            await self.flush()
-            self._release_waiters()
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._wakeup.set()
-
-    async def _run_periodic(self) -> None:
-        while not self._stopping:
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), self.interval)
-            except asyncio.TimeoutError:
-                pass
-            self._wakeup.clear()
-            await self.flush()
-
-    async def _run_group_commit(self) -> None:
-        while not self._stopping:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            while self._waiters:
-                try:
-                    await self.flush()
-                except OSError as exc:
-                    log.error("commit log fdatasync failed: %s", exc)
-                    self._fail_waiters(exc)
-                    break
-                self._release_waiters()
-
-    def _release_waiters(self) -> None:
         flushed = self.flushed_offset
         waiters = self._waiters
         while waiters and waiters[0][0] <= flushed:
@@ -99,13 +88,36 @@ class FlushService:
             if not fut.done():
                 fut.set_result(flushed)
 
-    def _fail_waiters(self, exc: BaseException) -> None:
-        while self._waiters:
-            _, fut = self._waiters.popleft()
-            if not fut.done():
-                fut.set_exception(exc)
+    # -- periodic flush and shutdown ---------------------------------------------------------
+    async def flush(self) -> int:
+        """fdatasync everything written so far; returns the durable offset."""
+        target = self.commitlog.max_offset
+        dirty = self._dirty()
+        if dirty:
+            await asyncio.to_thread(_sync_files, [mf for mf, _ in dirty])
+        self._mark_flushed(target, dirty)
+        return self.flushed_offset
+
+    async def run(self) -> None:
+        """ASYNC_FLUSH: flush every interval. Both modes: flush once more when stopped."""
+        try:
+            while not self._stopping.is_set():
+                try:
+                    await asyncio.wait_for(self._stopping.wait(),
+                                           None if self.sync else self.interval)
+                except asyncio.TimeoutError:
+                    pass
+                if not self.sync:
+                    await self.flush()
+        finally:
+            if self._in_flight is not None:
+                await asyncio.wait([self._in_flight])
+            await self.flush()
+
+    def stop(self) -> None:
+        self._stopping.set()
 
 
-def _sync_files(files) -> None:
+def _sync_files(files: list[MappedFile]) -> None:
     for mf in files:
         mf.sync()

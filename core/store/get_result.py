@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Iterator
 
+from ..batch.messages import batch_messages
 from ..message import MessageExt
 from .record import decode_record
 
@@ -52,9 +54,11 @@ class GetResult:
         return [s.view for s in self.segments]
 
     def messages(self) -> Iterator[MessageExt]:
-        """Decode plain records (copies); inner batches are decoded by core.batch readers."""
+        """Decode every message (copies): plain records, and the wanted records of inner
+        batches through the one records-to-messages mapping (core.batch.messages)."""
         for seg in self.segments:
             if seg.is_inner_batch:
+                yield from islice(batch_messages(seg.view, first_offset=seg.first_offset), seg.count)
                 continue
             view, pos = seg.view, 0
             for _ in range(seg.count):

@@ -2,7 +2,8 @@
 
 It walks the log from its own watermark (``built_offset``) in bounded chunks, yielding to
 the event loop between chunks, so indexing never delays a put; under a burst it lags and
-catches up. Keys indexed per message: ``topic#KEYS`` (each key) and ``topic#UNIQ_KEY``.
+catches up. Keys indexed per message: ``topic#KEYS`` (each key) and ``topic#UNIQ_KEY``; the records of
+an inner batch are indexed through core.batch.messages (a Kafka key is their KEYS).
 Lookups first index whatever the dispatcher has made visible, so a key is findable as soon
 as its message can be consumed.
 """
@@ -14,7 +15,8 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from ..message import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+from ..message import INNER_BATCH_FLAG, KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+from ..batch.messages import batch_messages
 from .index_file import IndexFile, index_file_name
 
 if TYPE_CHECKING:
@@ -85,20 +87,27 @@ class IndexService:
                 self.built_offset = phys
                 return n
             n += 1
-            # An inner batch is indexed like a message: its KEYS lists its records' keys
-            # (the front-end that stored it put them there), so a key finds the batch.
-            topic = info.topic
-            props = info.properties
-            keys = props.get(PROPERTY_KEYS)
-            if keys:
-                for k in keys.split(KEY_SEPARATOR):
-                    if k:
-                        self._put(f"{topic}#{k}", phys, info.store_timestamp)
-            uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-            if uniq:
-                self._put(f"{topic}#{uniq}", phys, info.store_timestamp)
+            if info.sys_flag & INNER_BATCH_FLAG:
+                view = store.commitlog.slice(phys, info.total_size)
+                try:
+                    for msg in batch_messages(view):
+                        self._index_message(info.topic, msg.properties, phys, info.store_timestamp)
+                except ValueError as exc:  # CorruptBatch, CompressionError
+                    log.error("cannot index batch at %d: %s", phys, exc)
+                continue
+            self._index_message(info.topic, info.properties, phys, info.store_timestamp)
         self.built_offset = min(scan.end, limit)
         return n
+
+    def _index_message(self, topic: str, props: dict[str, str], phys: int, store_ts: int) -> None:
+        keys = props.get(PROPERTY_KEYS)
+        if keys:
+            for k in keys.split(KEY_SEPARATOR):
+                if k:
+                    self._put(f"{topic}#{k}", phys, store_ts)
+        uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if uniq:
+            self._put(f"{topic}#{uniq}", phys, store_ts)
 
     async def run(self, store: "MessageStore") -> None:
         self._wakeup = asyncio.Event()

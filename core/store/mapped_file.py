@@ -9,6 +9,7 @@ mapped page is first written.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 
@@ -26,21 +27,11 @@ class MappedFile:
         self.file_size = file_size
         name = os.path.basename(path)
         self.file_from_offset = int(name) if name.isdigit() else 0
-        flags = os.O_RDWR | (os.O_CREAT if create else 0)
-        fd = os.open(path, flags, 0o644)
+        fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
         try:
             actual = os.fstat(fd).st_size
-            if create and actual == 0 and not preallocate:
-                os.ftruncate(fd, file_size)
-            elif create and actual == 0:
-                try:
-                    os.posix_fallocate(fd, 0, file_size)
-                except OSError as exc:
-                    if exc.errno not in (95, 22):  # not supported by the file system
-                        os.close(fd)
-                        os.unlink(path)
-                        raise
-                    os.ftruncate(fd, file_size)
+            if create and actual == 0:
+                self._reserve(fd, path, file_size, preallocate)
             elif actual != file_size:
                 raise ValueError(f"{path}: size {actual} != configured segment size {file_size}")
             self.mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
@@ -49,6 +40,18 @@ class MappedFile:
         self.view = memoryview(self.mm)
         self.wrote_position = 0
         self.flushed_position = 0
+
+    @staticmethod
+    def _reserve(fd: int, path: str, file_size: int, preallocate: bool) -> None:
+        if preallocate:
+            try:
+                os.posix_fallocate(fd, 0, file_size)
+                return
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # e.g. ENOSPC
+                    os.unlink(path)
+                    raise
+        os.ftruncate(fd, file_size)  # sparse (or a file system without fallocate)
 
     @property
     def end_offset(self) -> int:

@@ -15,12 +15,13 @@ import logging
 import os
 import shutil
 import time
-from zlib import crc32
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Protocol
+from zlib import crc32
 
+from ..batch.messages import batch_messages
 from ..config import BrokerConfig
 from ..errors import InvalidMessage, MessageTooLarge, StoreUnavailable
 from ..message import (
@@ -125,8 +126,7 @@ class MessageStore:
         self.cq_root = os.path.join(self.root, "consumequeue")
         self.store_host = _host_bytes(config.broker_ip1) + config.listen_port.to_bytes(4, "big")
         self._store_ip, self._store_port = self.store_host[:4], config.listen_port
-        self.commitlog = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log,
-                                   self.store_host[:4], config.listen_port)
+        self.commitlog = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log)
         self.checkpoint_file = CheckpointFile(self.root)
         self.index = IndexService(os.path.join(self.root, "index"), config.max_hash_slot_num,
                                   config.max_index_num, enabled=config.message_index_enable)
@@ -322,15 +322,6 @@ class MessageStore:
             self._dispatch(pending.popleft())
 
     # ================================================================ put
-    def _append(self, size: int, data_at: Callable[[int], bytes]) -> int:
-        """Write ``data_at(physical_offset)`` (``size`` bytes) at the log's end."""
-        mf = self.commitlog.reserve(size)
-        pos = mf.wrote_position
-        phys = mf.file_from_offset + pos
-        mf.view[pos:pos + size] = data_at(phys)
-        mf.wrote_position = pos + size
-        return phys
-
     def _finish_put(self, topic: str, queue_id: int, queue_offset: int, entries: bytes,
                     count: int, end: int, size: int):
         self._next_queue_offset[(topic, queue_id)] = queue_offset + count
@@ -445,7 +436,7 @@ class MessageStore:
                 qo += 1
             return b"".join(parts)
 
-        phys = self._append(total, data_at)
+        phys = self.commitlog.append(total, data_at)
         waiter = self._finish_put(topic, queue_id, first, b"".join(entries), len(msgs),
                                   phys + total, total)
         if waiter is not None:
@@ -568,15 +559,15 @@ class MessageStore:
                     next_offset += 1
                     continue
                 if size > 0:
+                    if total and total + size > byte_limit:  # the first message always fits
+                        stop = True
+                        break
                     if phys == run_end:
                         run_end += size
                         run_count += 1
                     else:
                         if run_count:
                             segments.append(Segment(cl.slice(run_start, run_end - run_start), run_first, run_count))
-                        if total and total + size > byte_limit:
-                            stop = True
-                            break
                         run_start, run_end, run_first, run_count = phys, phys + size, qo, 1
                     total += size
                 else:  # an entry of an inner batch (negative size)
@@ -679,14 +670,27 @@ class MessageStore:
         end = end if end is not None else now_ms() + 1000
         while self.index.build(self, 100_000):
             pass  # index what is visible, so a key is findable as soon as it is consumable
-        found = []
-        for phys in self.index.lookup(f"{topic}#{key}", max_num * 4, begin, end):
-            msg = self.message_at(phys)
-            if msg is not None and msg.topic == topic and (key in msg.keys or msg.uniq_key == key):
-                found.append(msg)
-                if len(found) >= max_num:
-                    break
-        return found
+        found: list[MessageExt] = []
+        for phys in dict.fromkeys(self.index.lookup(f"{topic}#{key}", max_num * 4, begin, end)):
+            for msg in self._messages_at(phys):
+                if msg.topic == topic and (key in msg.keys or msg.uniq_key == key):
+                    found.append(msg)
+            if len(found) >= max_num:
+                break
+        return found[:max_num]
+
+    def _messages_at(self, phys: int) -> list[MessageExt]:
+        """The message at ``phys``, or every message of the inner batch stored there."""
+        rec = self.commitlog.record_at(phys)
+        if rec is None:
+            return []
+        msg = decode_record(rec)
+        if not msg.sys_flag & INNER_BATCH_FLAG:
+            return [msg]
+        try:
+            return list(batch_messages(rec))
+        except ValueError:
+            return []
 
     # ================================================================ admin
     def delete_topic(self, topic: str) -> None:

@@ -1,16 +1,26 @@
-"""The broker runs on asyncio but can be hosted inside a Trio program via trio-asyncio."""
+"""The broker runs on asyncio but can be hosted inside a Trio program via trio-asyncio.
 
-import trio
-import trio_asyncio
+Run in a child interpreter: importing trio_asyncio installs its event-loop policy for the
+whole process, which would change the loop every other test runs on.
+"""
 
-from rocketport.core.broker import Broker
-from rocketport.core.message import Message
+import subprocess
+import sys
+import textwrap
 
+PROGRAM = textwrap.dedent('''
+    import sys
+    import trio
+    import trio_asyncio
 
-def test_broker_inside_trio(small_config):
-    async def trio_main():
+    from rocketport.core.broker import Broker
+    from rocketport.core.config import BrokerConfig
+    from rocketport.core.message import Message
+
+    async def trio_main(root):
         async with trio_asyncio.open_loop():
-            broker = Broker(small_config)
+            broker = Broker(BrokerConfig(store_path_root_dir=root, flush_disk_type="SYNC_FLUSH",
+                                         mapped_file_size_commit_log=64 * 1024))
             await trio_asyncio.aio_as_trio(broker.start)()
             try:
                 async with trio.open_nursery() as nursery:
@@ -18,8 +28,16 @@ def test_broker_inside_trio(small_config):
                         nursery.start_soon(trio_asyncio.aio_as_trio(broker.put_message),
                                            Message("Trio", f"m{i}".encode(), queue_id=0))
                 res = broker.get_messages("Trio", 0, 0, 10)
-                assert sorted(m.body for m in res.messages()) == [f"m{i}".encode() for i in range(5)]
+                print(sorted(m.body.decode() for m in res.messages()))
             finally:
                 await trio_asyncio.aio_as_trio(broker.stop)()
 
-    trio.run(trio_main)
+    trio.run(trio_main, sys.argv[1])
+''')
+
+
+def test_broker_inside_trio(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", PROGRAM, str(tmp_path / "store")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "['m0', 'm1', 'm2', 'm3', 'm4']"

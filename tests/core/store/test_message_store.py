@@ -169,3 +169,83 @@ def test_retention_deletes_old_segments_and_min_offset_follows(small_config):
             assert res.status is GetStatus.OFFSET_TOO_SMALL and res.next_begin_offset == min_off
             assert drain(store, "T", 0, min_off)[0][0] == min_off
     run(main())
+
+
+def test_retention_waits_for_delete_when_hour(small_config):
+    import time as _time
+    cfg = small_config.with_overrides(delete_when="04", disk_max_used_space_ratio=100)
+    async def main():
+        async with open_store(cfg) as store:
+            for i in range(100):
+                await store.put_message(Message("T", bytes([i]) * 2000, queue_id=0))
+            files = list(store.commitlog.queue.files)
+            old = _time.time() - 100 * 3600
+            for f in files[:-1]:
+                os.utime(f.path, (old, old))
+            today = _time.localtime()
+            base = _time.mktime((today.tm_year, today.tm_mon, today.tm_mday, 0, 0, 0, 0, 0, -1))
+            assert store.delete_expired_files(force=False, now=base + 10 * 3600) == 0
+            assert store.delete_expired_files(force=False, now=base + 4 * 3600 + 60) == len(files) - 1
+    run(main())
+
+
+def test_inner_batch_records_are_indexed_by_key(small_config):
+    from rocketport.core.batch import build_batch
+    from rocketport.core.batch.record_batch import Record
+    from rocketport.core.batch.messages import batch_messages
+
+    async def main():
+        async with open_store(small_config) as store:
+            batch = build_batch([Record(0, 0, b"user-1", b"v0", [("tag", b"red")]),
+                                 Record(1, 5, None, b"v1", [("bin", b"\xff\x00")]),
+                                 Record(2, 9, b"user-2", b"v2", [])],
+                                base_timestamp=1_000, compression=3)
+            await store.put_message(Message("K", b"first", queue_id=0))
+            r = await store.put_inner_batch("K", 0, batch, 3)
+            found = store.query_by_key("K", "user-2")
+            assert [(m.body, m.queue_offset) for m in found] == [(b"v2", 3)]
+            res = store.get_messages("K", 0, 2, 10)
+            msgs = list(batch_messages(res.segments[0].view, first_offset=2))
+            assert [m.queue_offset for m in msgs] == [2, 3]
+            assert msgs[0].properties["bin"].encode("utf-8", "surrogateescape") == b"\xff\x00"
+            assert msgs[0].born_timestamp == 1_005 and msgs[0].commit_log_offset == r.commit_log_offset
+            first = next(batch_messages(res.segments[0].view))
+            assert first.tags == "red" and first.keys == ["user-1"]
+    run(main())
+
+
+def test_full_disk_refuses_the_put_and_keeps_the_store(small_config, monkeypatch):
+    import errno
+
+    from rocketport.core.errors import StoreUnavailable
+
+    async def main():
+        async with open_store(small_config) as store:
+            await store.put_message(Message("T", b"a" * 100, queue_id=0))
+            real = os.posix_fallocate
+
+            def no_space(fd, offset, length):
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+            monkeypatch.setattr(os, "posix_fallocate", no_space)
+            with pytest.raises(StoreUnavailable, match="No space left"):
+                for _ in range(100):  # until the segment is full
+                    await store.put_message(Message("T", b"b" * 3000, queue_id=0))
+            monkeypatch.setattr(os, "posix_fallocate", real)
+            written = store.max_offset("T", 0)
+            r = await store.put_message(Message("T", b"c" * 3000, queue_id=0))
+            assert r.queue_offset == written
+            assert [b[:1] for _, b in drain(store, "T", 0)][-1] == b"c"
+    run(main())
+
+
+def test_max_bytes_limits_a_get_but_first_message_always_fits(small_config):
+    async def main():
+        async with open_store(small_config) as store:
+            r = await store.put_messages([Message("M", b"x" * 500, queue_id=0) for _ in range(10)])
+            size = r.wrote_bytes // 10
+            res = store.get_messages("M", 0, 0, 100, max_bytes=size * 3 + 10)
+            assert res.message_count == 3 and res.next_begin_offset == 3
+            res = store.get_messages("M", 0, 0, 100, max_bytes=1)
+            assert res.message_count == 1
+    run(main())

@@ -5,7 +5,6 @@ import shutil
 
 from rocketport.core.message import Message
 from rocketport.core.store.checkpoint import Checkpoint
-from rocketport.core.store.record import decode_record
 
 from .helpers import crash, drain, open_store, run
 from rocketport.core.store.message_store import MessageStore

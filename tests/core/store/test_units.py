@@ -1,0 +1,67 @@
+"""Unit tests of the store's building blocks (through their public methods)."""
+
+import os
+import time
+
+from rocketport.core.store import formats
+from rocketport.core.store.consume_queue import CQ_ENTRY, ConsumeQueue
+from rocketport.core.store.index_file import IndexFile
+from rocketport.core.store.mapped_file_queue import MappedFileQueue
+
+
+def test_mapped_file_queue_write_offset_truncates_and_deletes(tmp_path):
+    q = MappedFileQueue(str(tmp_path / "log"), 4096)
+    for _ in range(3):
+        mf = q.last_for_write()
+        mf.write(b"\x01" * 4096)
+    assert [f.file_from_offset for f in q.files] == [0, 4096, 8192] and q.max_offset == 12288
+    q.set_write_offset(5000)
+    assert [f.file_from_offset for f in q.files] == [0, 4096] and q.max_offset == 5000
+    assert not os.path.exists(tmp_path / "log" / "00000000000000008192")
+    q.close()
+    again = MappedFileQueue(str(tmp_path / "log"), 4096)
+    again.load()
+    assert [f.file_from_offset for f in again.files] == [0, 4096]
+    again.close()
+
+
+def test_consume_queue_spans_segments_and_reloads(tmp_path):
+    cq = ConsumeQueue(str(tmp_path), "T", 0, 20 * 8)
+    entries = b"".join(CQ_ENTRY.pack(1000 + i * 50, 50, i) for i in range(20))
+    cq.put(0, entries[:200], 1500)
+    cq.put(10, entries[200:], 2000)
+    assert cq.max_offset == 20 and len(cq.queue.files) == 3
+    assert cq.entry(13) == (1650, 50, 13)
+    # entries() never crosses a segment
+    assert len(cq.entries(6, 10)) == 2 * 20
+    # independent decoder agrees with the struct path
+    parsed = formats.ConsumeQueueEntry.parse(bytes(cq.entries(13, 1)))
+    assert (parsed.commit_log_offset, parsed.size, parsed.tags_code) == (1650, 50, 13)
+    cq.close()
+    again = ConsumeQueue(str(tmp_path), "T", 0, 20 * 8)
+    again.load()
+    assert again.max_offset == 20 and again.max_physical_end == 2000
+    again.truncate_to_physical(1400)  # entries whose record ends after 1400 go
+    assert again.max_offset == 8
+    again.correct_min_offset(1200)
+    assert again.min_offset == 4
+    again.close()
+
+
+def test_index_file_lookup_chain_time_range_and_full(tmp_path):
+    path = str(tmp_path / "20260101000000000")
+    idx = IndexFile(path, 8, 10, create=True)
+    now = int(time.time() * 1000)
+    for i in range(9):
+        assert idx.put(f"T#k{i % 3}", 100 * i, now + i * 1000)
+    assert idx.is_full
+    assert not idx.put("T#k0", 999, now)
+    assert idx.lookup("T#k1", 10, now, now + 60_000) == [700, 400, 100]
+    assert idx.lookup("T#k1", 2, now, now + 60_000) == [700, 400]
+    assert idx.lookup("T#k1", 10, now + 5000, now + 60_000) == [700]
+    header = formats.IndexHeader.parse(bytes(idx.view[:40]))
+    assert header.index_count == 10 and header.end_phy_offset == 800
+    idx.close()
+    reopened = IndexFile(path, 8, 10, create=False)
+    assert reopened.lookup("T#k2", 10, 0, now + 60_000) == [800, 500, 200]
+    reopened.close()
