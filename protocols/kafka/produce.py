@@ -3,8 +3,9 @@
 A batch is checked (magic 2, CRC32C, record count) and stored as one CommitLog entry
 covering its records' offsets; the store rewrites its baseOffset, which the CRC does not
 cover, so the batch is never recompressed. Records are decoded only when the configured tag
-header's name occurs in the (decompressed) payload, to give each record its tags code and
-the batch its TAGS, or when the first record has a key, to fill KEYS for key lookups.
+header's name occurs in the (decompressed) payload, to give each record its tags code for
+the ConsumeQueue's tag prefilter (keys need nothing here: the store's index reads them from
+the stored batch, see core/batch/messages.py).
 
 Never answers acks=0 (the session drops the response) and never touches sockets.
 """
@@ -28,7 +29,7 @@ from rocketport.core.batch import (
 from rocketport.core.batch.record_batch import ATTR_COMPRESSION_MASK, HEADER_SIZE
 from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError, MessageTooLarge
-from rocketport.core.message import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_TAGS
+from rocketport.core.message import PROPERTY_TAGS
 from rocketport.core.tags import tags_code
 
 from .error_map import error_code_for
@@ -39,7 +40,6 @@ log = logging.getLogger(__name__)
 
 _MAGIC_POS: Final = 16
 _MIN_RECORD_SIZE: Final = 7  # length, attributes, 2 deltas, key/value lengths, header count
-_MAX_KEYS_CHARS: Final = 16 * 1024  # KEYS must fit the record's 32 KiB properties
 
 
 @dataclass(slots=True)
@@ -109,7 +109,7 @@ class ProduceHandler:
         return ErrorCode.NONE, first_offset
 
     def _prepare(self, view: memoryview) -> _Prepared:
-        """Check one batch and work out its tags and keys; raises CorruptBatch."""
+        """Check one batch and work out its records' tags; raises CorruptBatch or MessageTooLarge."""
         header = parse_header(view)
         if not verify_crc(view):
             raise CorruptBatch("CRC32C mismatch")
@@ -127,40 +127,28 @@ class ProduceHandler:
         if count > len(payload) // _MIN_RECORD_SIZE:
             # a count the payload cannot hold would make the store index phantom offsets
             raise CorruptBatch(f"{count} records cannot fit in {len(payload)} bytes")
-        has_tag = self._tag_search(payload) is not None
-        if has_tag or _first_record_has_key(payload):
-            tags_codes, properties = self._per_record(view, has_tag)
+        if self._tag_search(payload) is not None:
+            tags_codes, properties = self._tags(view)
         return _Prepared(view, count, header.producer_id, header.producer_epoch, header.base_sequence,
                          header.base_timestamp, tags_codes, properties)
 
-    def _per_record(self, view: memoryview, has_tag: bool) -> tuple[int | list[int], dict[str, str] | None]:
-        """Per-record tags codes, and TAGS / KEYS properties of the stored batch."""
+    def _tags(self, view: memoryview) -> tuple[list[int], dict[str, str] | None]:
+        """Per-record tags codes, and the batch's TAGS when all its records share one tag
+        (so exact filter checks and a crash recovery's re-dispatch see it too)."""
         codes: list[int] = []
         tags: set[str] = set()
-        keys: list[str] = []
-        keys_len = 0
         name = self.tag_header
         for record in iter_records(view):
             tag = None
-            if has_tag:
-                for hkey, hval in record.headers:
-                    if hkey == name and hval is not None:
-                        tag = hval.decode("utf-8", "replace")
-                        break
+            for hkey, hval in record.headers:
+                if hkey == name and hval is not None:
+                    tag = hval.decode("utf-8", "surrogateescape")
+                    break
             codes.append(tags_code(tag))
-            if tag:
-                tags.add(tag)
-            if record.key is not None and keys_len < _MAX_KEYS_CHARS:
-                key = record.key.decode("utf-8", "replace")
-                if key and KEY_SEPARATOR not in key:
-                    keys.append(key)
-                    keys_len += len(key) + 1
-        properties: dict[str, str] = {}
-        if len(tags) == 1:  # one tag for the whole batch: exact filters and recovery see it
-            properties[PROPERTY_TAGS] = next(iter(tags))
-        if keys:
-            properties[PROPERTY_KEYS] = KEY_SEPARATOR.join(keys)
-        return (codes if has_tag else 0), (properties or None)
+            tags.add(tag or "")
+        if len(tags) == 1 and "" not in tags:
+            return codes, {PROPERTY_TAGS: tags.pop()}
+        return codes, None
 
     async def _store(self, topic: str, partition: int, batch: _Prepared,
                      client_host: tuple[str, int]) -> tuple[ErrorCode, int]:
@@ -190,18 +178,3 @@ class ProduceHandler:
             self.producers.stored(pid, topic, partition, batch.base_sequence, result.queue_offset)
         return ErrorCode.NONE, result.queue_offset
 
-
-def _first_record_has_key(payload: bytes | memoryview) -> bool:
-    """Whether the first record's key is non-null: producers key all records or none, so
-    this decides cheaply whether decoding the batch for KEYS is worth it."""
-    end = len(payload)
-    pos = _skip_varint(payload, 0, end) + 1  # record length, attributes byte
-    pos = _skip_varint(payload, pos, end)  # timestamp delta
-    pos = _skip_varint(payload, pos, end)  # offset delta
-    return pos < end and payload[pos] != 0x01  # zigzag -1 (a null key) is 0x01
-
-
-def _skip_varint(data: bytes | memoryview, pos: int, end: int) -> int:
-    while pos < end and data[pos] & 0x80:
-        pos += 1
-    return pos + 1
