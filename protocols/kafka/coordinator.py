@@ -165,8 +165,10 @@ class GroupCoordinator:
         member.rebalance_timeout_ms = rebalance_timeout_ms
         if group.state is GroupState.PREPARING_REBALANCE:
             return await self._await_join(group, member)
-        if not changed and member_id != group.leader_id and group.state is not GroupState.EMPTY:
-            # A follower repeating an unchanged join learns the current generation again.
+        if not changed and (group.state is GroupState.COMPLETING_REBALANCE or
+                            (group.state is GroupState.STABLE and member_id != group.leader_id)):
+            # A repeated, unchanged join (a retry) learns the current generation again; only
+            # the leader of a stable group rejoins to make the group rebalance (Kafka's rule).
             self._touch(group, member)
             return self._join_result(group, member)
         self._prepare_rebalance(group)
@@ -212,6 +214,9 @@ class GroupCoordinator:
             # a duplicate join replaces the earlier one, which must rejoin
             member.join_waiter.set_exception(GroupError(ErrorCode.REBALANCE_IN_PROGRESS))
         waiter = member.join_waiter = asyncio.get_running_loop().create_future()
+        if member.session_timer:  # while it waits the rebalance timeout bounds it, not the session
+            member.session_timer.cancel()
+            member.session_timer = None
         self._maybe_complete_join(group)
         return await waiter
 

@@ -65,6 +65,8 @@ def test_second_member_triggers_prompt_rebalance():
         b = await b_task
         assert a2.generation_id == b.generation_id == 2
         assert a2.leader == a.member_id and len(a2.members) == 2 and b.members == []
+        again = await join(coord, a.member_id)  # a retried join while completing: no new rebalance
+        assert again.generation_id == 2 and len(again.members) == 2
         b_sync = asyncio.create_task(coord.sync("g", 2, b.member_id, None, {}))
         await asyncio.sleep(0)
         await coord.sync("g", 2, a.member_id, None, {a.member_id: b"p0", b.member_id: b"p1"})
