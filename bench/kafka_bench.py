@@ -1,22 +1,25 @@
 """Kafka front-end throughput: raw pipelined protocol clients, and confluent-kafka beside them.
 
-Run: python bench/kafka_bench.py [--messages N] [--skip-confluent]. Starts a broker
-subprocess (`python -m rocketport broker`, uvloop, temp store, ASYNC_FLUSH) so client and
-broker use separate processes, then prints one JSON object per line:
-{"bench": "kafka", "case": ..., "value": ..., "unit": ..., "floor": ...}.
+Run: python bench/kafka_bench.py [--messages N] [--skip-confluent] [--tansu BINARY].
+Starts a broker subprocess (`python -m rocketport broker`, uvloop, temp store, ASYNC_FLUSH)
+so client and broker use separate processes, then prints one JSON object per line:
+{"bench": "kafka", "case": ..., "value": ..., "unit": ..., "floor": ..., "broker": ...},
+with the broker's CPU microseconds per message beside throughput rows. With --tansu, every
+case runs again against the peer (tansu's memory storage: not durable).
 
 The raw producer sends pre-encoded Produce requests (one batch of 1,000 records each, no
 compression, acks=1) with many in flight and counts acknowledged records; the raw fetcher
 pipelines Fetch requests over 4 partitions and counts records from the batch headers
 without materialising them. Both tell the broker's limits apart from a client library's:
-the confluent-kafka figures (linger.ms=5, batch.size=1 MiB, consume(10000)) include
-librdkafka's and Python's per-message costs.
+the confluent-kafka figures (linger.ms=5, batch.size=1 MiB, consume(10000); latency: one
+message per poll at 10,000 msg/s) include librdkafka's and Python's per-message costs.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -77,11 +80,16 @@ def start_broker(store: str, port: int, log: Any) -> subprocess.Popen:
          "--set", f"kafka.port={port}", "--set", "autoCreateTopicEnable=true",
          "--set", f"defaultTopicQueueNums={PARTITIONS}", "--set", "mappedFileSizeCommitLog=268435456"],
         stdout=subprocess.DEVNULL, stderr=log)
+    wait_for_port(port, proc)
+    return proc
+
+
+def wait_for_port(port: int, proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc
+            return
         except OSError:
             time.sleep(0.1)
     proc.kill()
@@ -270,57 +278,82 @@ def confluent_latency(port: int, topic: str, rate: int, seconds: float) -> list[
     return sorted(latencies)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=1_000_000, help="records per 100 B case")
-    parser.add_argument("--skip-confluent", action="store_true")
-    parser.add_argument("--broker-log", help="file for the broker's log (default: discarded)")
-    args = parser.parse_args()
+def run_cases(port: int, pid: int, broker: str, args: argparse.Namespace) -> None:
+    """Every case against the broker listening on ``port``; rows carry the broker's name."""
     try:
         import uvloop
         run = uvloop.run
     except ImportError:
         run = asyncio.run
-    with tempfile.TemporaryDirectory(prefix="kafka-bench-") as store:
-        port = free_port()
-        log = open(args.broker_log, "ab") if args.broker_log else subprocess.DEVNULL
-        broker = start_broker(os.path.join(store, "store"), port, log)
-        try:
-            cpu = BrokerCpu(broker.pid)
-            for size, n in ((100, args.messages), (1024, args.messages // 4)):
-                label = "100B" if size == 100 else "1KiB"
-                topic = f"raw-{label}"
-                run(create_topic(port, topic))
-                cpu.us_per_msg(1)
-                t = run(raw_produce(port, topic, size, n))
-                emit(f"produce_{label}_raw", n / t, "msg/s", 1_000_000 if size == 100 else None,
-                     broker_cpu_us_per_msg=cpu.us_per_msg(n))
-                emit(f"produce_{label}_raw_mb", n * size / t / 1e6, "MB/s")
-                t = run(raw_fetch(port, topic, n))
-                emit(f"fetch_{label}_raw", n / t, "msg/s", 2_000_000 if size == 100 else None,
-                     broker_cpu_us_per_msg=cpu.us_per_msg(n))
-                emit(f"fetch_{label}_raw_mb", n * size / t / 1e6, "MB/s")
-            if not args.skip_confluent:
-                for size, n, acks in ((100, args.messages // 2, "1"), (1024, args.messages // 4, "all")):
-                    label = "100B" if size == 100 else "1KiB"
-                    topic = f"cf-{label}"
-                    run(create_topic(port, topic))
-                    cpu.us_per_msg(1)
-                    t = confluent_produce(port, topic, size, n, acks)
-                    emit(f"produce_{label}_confluent_acks{acks}", n / t, "msg/s", client_ceiling=870_000,
-                         broker_cpu_us_per_msg=cpu.us_per_msg(n))
-                    emit(f"produce_{label}_confluent_acks{acks}_mb", n * size / t / 1e6, "MB/s")
-                    emit(f"consume_{label}_confluent", confluent_consume(port, topic, n), "msg/s",
-                         broker_cpu_us_per_msg=cpu.us_per_msg(n))
-                topic = "latency"
-                run(create_topic(port, topic))
-                lat = confluent_latency(port, topic, 10_000, 5.0)
-                if lat:
-                    emit("latency_p50_10k_confluent", lat[len(lat) // 2], "ms")
-                    emit("latency_p99_10k_confluent", lat[int(len(lat) * 0.99)], "ms", 5.0)
-        finally:
-            broker.terminate()
-            broker.wait(30)
+    ours = broker == "rocketport"
+
+    def out(case: str, value: float, unit: str, floor: float | None = None, **extra: Any) -> None:
+        emit(case, value, unit, floor if ours else None, broker=broker, **extra)
+
+    cpu = BrokerCpu(pid)
+    for size, n in ((100, args.messages), (1024, args.messages // 4)):
+        label = "100B" if size == 100 else "1KiB"
+        topic = f"raw-{label}"
+        run(create_topic(port, topic))
+        cpu.us_per_msg(1)
+        t = run(raw_produce(port, topic, size, n))
+        out(f"produce_{label}_raw", n / t, "msg/s", 1_000_000 if size == 100 else None,
+            broker_cpu_us_per_msg=cpu.us_per_msg(n))
+        out(f"produce_{label}_raw_mb", n * size / t / 1e6, "MB/s")
+        t = run(raw_fetch(port, topic, n))
+        out(f"fetch_{label}_raw", n / t, "msg/s", 2_000_000 if size == 100 else None,
+            broker_cpu_us_per_msg=cpu.us_per_msg(n))
+        out(f"fetch_{label}_raw_mb", n * size / t / 1e6, "MB/s")
+    if args.skip_confluent:
+        return
+    for size, n, acks in ((100, args.messages // 2, "1"), (1024, args.messages // 4, "all")):
+        label = "100B" if size == 100 else "1KiB"
+        topic = f"cf-{label}"
+        run(create_topic(port, topic))
+        cpu.us_per_msg(1)
+        t = confluent_produce(port, topic, size, n, acks)
+        out(f"produce_{label}_confluent_acks{acks}", n / t, "msg/s", client_ceiling=870_000,
+            broker_cpu_us_per_msg=cpu.us_per_msg(n))
+        out(f"produce_{label}_confluent_acks{acks}_mb", n * size / t / 1e6, "MB/s")
+        out(f"consume_{label}_confluent", confluent_consume(port, topic, n), "msg/s",
+            broker_cpu_us_per_msg=cpu.us_per_msg(n))
+    run(create_topic(port, "latency"))
+    lat = confluent_latency(port, "latency", 10_000, 5.0)
+    if lat:
+        out("latency_p50_10k_confluent", lat[len(lat) // 2], "ms")
+        out("latency_p99_10k_confluent", lat[int(len(lat) * 0.99)], "ms", 5.0)
+
+
+def start_tansu(binary: str, port: int, log: Any) -> subprocess.Popen:
+    """The peer: tansu (memory storage, not durable) on ``port``."""
+    url = f"tcp://127.0.0.1:{port}"
+    proc = subprocess.Popen([binary, "broker", "--listener-url", url, "--advertised-listener-url", url],
+                            stdout=log, stderr=log)
+    wait_for_port(port, proc)
+    return proc
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=1_000_000, help="records per 100 B case")
+    parser.add_argument("--skip-confluent", action="store_true")
+    parser.add_argument("--broker-log", help="file for the brokers' logs (default: discarded)")
+    parser.add_argument("--tansu", metavar="BINARY", help="also run every case against tansu")
+    args = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        log = stack.enter_context(open(args.broker_log, "ab")) if args.broker_log else subprocess.DEVNULL
+        store = stack.enter_context(tempfile.TemporaryDirectory(prefix="kafka-bench-"))
+        brokers = [("rocketport", lambda port: start_broker(os.path.join(store, "store"), port, log))]
+        if args.tansu:
+            brokers.append(("tansu", lambda port: start_tansu(args.tansu, port, log)))
+        for name, start in brokers:
+            port = free_port()
+            proc = start(port)
+            try:
+                run_cases(port, proc.pid, name, args)
+            finally:
+                proc.terminate()
+                proc.wait(30)
 
 
 if __name__ == "__main__":
