@@ -74,11 +74,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_broker(store: str, port: int, log: Any) -> subprocess.Popen:
+def start_broker(store: str, port: int, log: Any, settings: list[str]) -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, "-m", "rocketport", "broker", "--set", f"storePathRootDir={store}",
          "--set", f"kafka.port={port}", "--set", "autoCreateTopicEnable=true",
-         "--set", f"defaultTopicQueueNums={PARTITIONS}", "--set", "mappedFileSizeCommitLog=268435456"],
+         "--set", f"defaultTopicQueueNums={PARTITIONS}", "--set", "mappedFileSizeCommitLog=268435456",
+         *(arg for setting in settings for arg in ("--set", setting))],
         stdout=subprocess.DEVNULL, stderr=log)
     wait_for_port(port, proc)
     return proc
@@ -339,11 +340,13 @@ def main() -> None:
     parser.add_argument("--skip-confluent", action="store_true")
     parser.add_argument("--broker-log", help="file for the brokers' logs (default: discarded)")
     parser.add_argument("--tansu", metavar="BINARY", help="also run every case against tansu")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker setting for Rocketport (e.g. messageIndexEnable=false)")
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         log = stack.enter_context(open(args.broker_log, "ab")) if args.broker_log else subprocess.DEVNULL
         store = stack.enter_context(tempfile.TemporaryDirectory(prefix="kafka-bench-"))
-        brokers = [("rocketport", lambda port: start_broker(os.path.join(store, "store"), port, log))]
+        brokers = [("rocketport", lambda port: start_broker(os.path.join(store, "store"), port, log, args.set))]
         if args.tansu:
             brokers.append(("tansu", lambda port: start_tansu(args.tansu, port, log)))
         for name, start in brokers:
