@@ -4,9 +4,10 @@ Kafka clients match responses to requests by order, so responses leave in reques
 even though requests run concurrently (a Fetch waiting for data must not hold back the
 Produce pipelined behind it from being stored, only from being answered). Produce with
 acks=0 is processed in its turn but never answered. Backpressure: at most
-``max_in_flight`` requests per connection, and reading pauses while the transport's write
-buffer is above its high-water mark, so a slow reader cannot make the broker buffer
-without bound.
+``max_in_flight`` running requests per connection (later ones wait decoded, and reading
+pauses), and reading also pauses while the transport's write buffer is above its high-water
+mark, so neither a pipelining client nor a slow reader can make the broker buffer without
+bound.
 
 A malformed frame, an unsupported API (other than ApiVersions, which answers
 UNSUPPORTED_VERSION) or a handler bug closes this connection only; it is logged and the
@@ -23,7 +24,7 @@ from typing import Any, Final
 
 from .connection import KafkaServerConnection
 from .errors import ErrorCode
-from .events import BadRequest, RequestReceived, UnsupportedVersion
+from .events import BadRequest, Event, RequestReceived, UnsupportedVersion
 from .handlers import KafkaHandlers, RequestContext, api_versions_body
 from .schema import ApiKey
 
@@ -51,7 +52,9 @@ class KafkaSession(asyncio.Protocol):
         self.conn = KafkaServerConnection(max_frame_size) if max_frame_size else KafkaServerConnection()
         self.transport: asyncio.Transport | None = None
         self.peer: tuple[str, int] = ("0.0.0.0", 0)
-        self._queue: deque[_Pending] = deque()
+        self._queue: deque[_Pending] = deque()  # running or answered-but-unsent, in order
+        self._backlog: deque[Event] = deque()  # received, not yet started (max_in_flight)
+        self._pumping = False
         self._write_paused = False
         self._read_paused = False
         self._closing = False
@@ -70,6 +73,7 @@ class KafkaSession(asyncio.Protocol):
         for pending in self._queue:
             pending.result.cancel()
         self._queue.clear()
+        self._backlog.clear()
         self.transport = None
 
     def pause_writing(self) -> None:
@@ -83,23 +87,36 @@ class KafkaSession(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
-        for event in self.conn.receive_data(data):
-            if type(event) is RequestReceived:
-                self._dispatch(event)
-            elif type(event) is UnsupportedVersion:
-                if event.api_key == ApiKey.API_VERSIONS:
-                    self._answer_now(event.correlation_id, ApiKey.API_VERSIONS, 0,
-                                     api_versions_body(ErrorCode.UNSUPPORTED_VERSION))
+        self._backlog.extend(self.conn.receive_data(data))
+        self._pump()
+
+    def _pump(self) -> None:
+        """Start the received requests, in order, while fewer than max_in_flight are running.
+
+        Requests past the bound wait here, decoded, and reading pauses until they start, so
+        one connection holds at most max_in_flight running requests plus one read's worth.
+        """
+        backlog = self._backlog
+        self._pumping = True
+        try:
+            while backlog and len(self._queue) < self.max_in_flight and not self._closing:
+                event = backlog.popleft()
+                if type(event) is RequestReceived:
+                    self._dispatch(event)
+                elif type(event) is UnsupportedVersion:
+                    if event.api_key == ApiKey.API_VERSIONS:
+                        self._answer_now(event.correlation_id, ApiKey.API_VERSIONS, 0,
+                                         api_versions_body(ErrorCode.UNSUPPORTED_VERSION))
+                    else:
+                        log.info("client %s:%d sent unsupported api %d v%d; closing", *self.peer,
+                                 event.api_key, event.api_version)
+                        self.close()
                 else:
-                    log.info("client %s:%d sent unsupported api %d v%d; closing", *self.peer,
-                             event.api_key, event.api_version)
+                    assert isinstance(event, BadRequest)
+                    log.warning("bad request from %s:%d (%s); closing", *self.peer, event.reason)
                     self.close()
-                    return
-            else:
-                assert isinstance(event, BadRequest)
-                log.warning("bad request from %s:%d (%s); closing", *self.peer, event.reason)
-                self.close()
-                return
+        finally:
+            self._pumping = False
         self._update_reading()
 
     # ------------------------------------------------------------------ requests
@@ -139,13 +156,14 @@ class KafkaSession(asyncio.Protocol):
                               pending.api_key, pending.api_version, *self.peer)
                 self.close()
                 return
-        self._update_reading()
+        if not self._pumping:
+            self._pump()
 
     def _update_reading(self) -> None:
         transport = self.transport
         if transport is None or self._closing:
             return
-        should_pause = self._write_paused or len(self._queue) >= self.max_in_flight
+        should_pause = self._write_paused or bool(self._backlog) or len(self._queue) >= self.max_in_flight
         if should_pause and not self._read_paused:
             transport.pause_reading()
             self._read_paused = True
@@ -161,5 +179,6 @@ class KafkaSession(asyncio.Protocol):
         for pending in self._queue:
             pending.result.cancel()
         self._queue.clear()
+        self._backlog.clear()
         if self.transport is not None:
             self.transport.close()

@@ -191,3 +191,27 @@ def test_fuzzed_input_never_stops_the_broker(live_broker, caplog, data):
     assert_serving(live_broker)
     # bad input is the client's fault: it may be logged as a warning, never as a broker error
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR and r.name.startswith("rocketport")]
+
+
+def test_in_flight_requests_are_bounded(any_loop_broker):
+    """Past max_in_flight pipelined requests the session stops reading; it resumes as they finish."""
+    from rocketport.protocols.kafka.session import DEFAULT_MAX_IN_FLIGHT
+
+    create_topic(any_loop_broker, "held")
+    fetch = {"max_wait_ms": 1500, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+             "topics": [{"topic": "held", "partitions": [
+                 {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]}
+    wanted = DEFAULT_MAX_IN_FLIGHT + 40
+    with RawClient(any_loop_broker.port) as client:
+        sent = [client.send(ApiKey.FETCH, FETCH_V, fetch) for _ in range(wanted)]
+        deadline = time.monotonic() + 5
+        held = []
+        while time.monotonic() < deadline:
+            held = any_loop_broker.run(
+                lambda: [(len(s._queue), s._read_paused) for s in any_loop_broker.server.kafka.sessions])
+            if held and held[0][0] == DEFAULT_MAX_IN_FLIGHT:
+                break
+            time.sleep(0.05)
+        assert held == [(DEFAULT_MAX_IN_FLIGHT, True)]
+        received = [client.receive(ApiKey.FETCH, FETCH_V)[0] for _ in range(wanted)]
+        assert received == sent
