@@ -331,8 +331,22 @@ class Broker:
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         return self.offsets.query(group, topic, queue_id)
 
+    def group_offsets(self, group: str) -> dict[str, dict[int, int]]:
+        """Every committed offset of ``group``: {topic: {queue id: offset}}."""
+        return {t: self.offsets.offsets_of(group, t) for t in self.offsets.topics_of(group)}
+
     def min_offset(self, topic: str, queue_id: int) -> int:
         return self.store.min_offset(topic, queue_id)
+
+    def delete_records(self, topic: str, queue_id: int, offset: int) -> int:
+        """Raise a queue's min offset to ``offset`` (Kafka DeleteRecords); returns the new min.
+
+        Only the logical start moves: the CommitLog keeps the bytes until retention removes
+        their segment, as RocketMQ's store never deletes from the middle of its log.
+        """
+        if self.topics.get(topic) is None:
+            raise TopicNotFound(topic)
+        return self.store.truncate_queue_min(topic, queue_id, offset)
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         return self.store.max_offset(topic, queue_id)

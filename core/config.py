@@ -87,6 +87,8 @@ class BrokerConfig:
     namesrv: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 9876))
     kafka: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 9092))
     stomp: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(False, 61613))
+    # the Kafka record header whose value becomes a message's TAGS
+    kafka_tag_header: str = field(default="tag", metadata=_key("kafkaTagHeader"))
 
     @property
     def commit_log_dir(self) -> str:

@@ -1,0 +1,41 @@
+"""The one place where the core's typed errors become Kafka error codes.
+
+Handlers catch a core exception and ask :func:`error_code_for` which code answers it, so a
+rule such as "an unknown queue is UNKNOWN_TOPIC_OR_PARTITION" is written once. This module
+decides nothing else: it never logs, retries or builds responses.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from rocketport.core.batch import CompressionError, CorruptBatch
+from rocketport.core.errors import (
+    InvalidMessage,
+    InvalidTopicName,
+    MessageTooLarge,
+    QueueNotFound,
+    StoreUnavailable,
+    TopicNotFound,
+)
+
+from .errors import ErrorCode
+
+_CODES: Final[tuple[tuple[type[BaseException], ErrorCode], ...]] = (
+    (TopicNotFound, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (QueueNotFound, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (InvalidTopicName, ErrorCode.INVALID_TOPIC_EXCEPTION),
+    (MessageTooLarge, ErrorCode.MESSAGE_TOO_LARGE),
+    (CorruptBatch, ErrorCode.CORRUPT_MESSAGE),
+    (CompressionError, ErrorCode.CORRUPT_MESSAGE),
+    (InvalidMessage, ErrorCode.INVALID_REQUEST),
+    (StoreUnavailable, ErrorCode.KAFKA_STORAGE_ERROR),
+)
+
+
+def error_code_for(exc: BaseException) -> ErrorCode:
+    """The Kafka code for a core error; UNKNOWN_SERVER_ERROR for anything unforeseen."""
+    for kind, code in _CODES:
+        if isinstance(exc, kind):
+            return code
+    return ErrorCode.UNKNOWN_SERVER_ERROR

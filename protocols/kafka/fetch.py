@@ -1,0 +1,180 @@
+"""Fetch: stored record batches back to consumers, with max-wait / min-bytes long polling.
+
+Kafka-produced batches are served as the exact bytes stored (the CommitLog record's body,
+a memoryview into the mapped file: no copy, no re-encode), whole: a consumer skips the
+records before its fetch offset itself, as with Kafka. Messages that entered through
+another protocol are plain CommitLog records; each contiguous run of them is encoded once
+as a record batch (see docs/protocol-kafka.md for the mapping) and kept in a small LRU
+cache, since consumers of one group and retried fetches ask for the same runs again.
+
+When less than ``min_bytes`` is available the request waits on the facade's
+``wait_for_message`` for any requested partition, up to ``max_wait_ms``; it never polls on
+a timer. Isolation levels 0 and 1 read the same data: the store has no open transactions.
+This module never touches sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from typing import Any, Final
+
+from rocketport.core.batch import Record, build_batch
+from rocketport.core.broker import Broker
+from rocketport.core.message import (
+    PROPERTY_INNER_NUM,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_WAIT_STORE_MSG_OK,
+)
+from rocketport.core.store.get_result import GetStatus, Segment
+from rocketport.core.store.record import (
+    HEADER_SIZE,
+    I32,
+    POS_BODY_LENGTH,
+    decode_record,
+)
+
+from .errors import ErrorCode
+
+_MAX_COUNT: Final = 1 << 20  # the byte limits bound a fetch; this only satisfies the API
+_CACHE_ENTRIES: Final = 4096
+_CACHE_BYTES: Final = 64 << 20
+# properties that describe storage, not the message: never shown to Kafka consumers
+_HIDDEN: Final = frozenset({PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_INNER_NUM, PROPERTY_WAIT_STORE_MSG_OK})
+_OUT_OF_RANGE: Final = frozenset({GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY})
+
+
+class PlainRecordEncoder:
+    """Record batches for runs of plain (non-Kafka) messages, encoded once and cached."""
+
+    def __init__(self, tag_header: str) -> None:
+        self.tag_header = tag_header
+        self._cache: OrderedDict[tuple[str, int, int, int], bytes] = OrderedDict()
+        self._bytes = 0
+
+    def encode(self, topic: str, queue_id: int, seg: Segment) -> bytes:
+        key = (topic, queue_id, seg.first_offset, seg.count)
+        batch = self._cache.get(key)
+        if batch is not None:
+            self._cache.move_to_end(key)
+            return batch
+        batch = self._build(seg)
+        self._cache[key] = batch
+        self._bytes += len(batch)
+        while len(self._cache) > _CACHE_ENTRIES or self._bytes > _CACHE_BYTES:
+            _, old = self._cache.popitem(last=False)
+            self._bytes -= len(old)
+        return batch
+
+    def forget_topic(self, topic: str) -> None:
+        for key in [k for k in self._cache if k[0] == topic]:
+            self._bytes -= len(self._cache.pop(key))
+
+    def _build(self, seg: Segment) -> bytes:
+        view, pos = seg.view, 0
+        records: list[Record] = []
+        base_ts = 0
+        for i in range(seg.count):
+            msg = decode_record(view, pos)
+            pos += msg.store_size
+            if i == 0:
+                base_ts = msg.born_timestamp
+            props = msg.properties
+            keys = props.get(PROPERTY_KEYS)
+            headers = [(name, value.encode("utf-8", "surrogateescape"))
+                       for name, value in props.items() if name not in _HIDDEN]
+            tags = props.get(PROPERTY_TAGS)
+            if tags is not None:
+                headers.append((self.tag_header, tags.encode("utf-8", "surrogateescape")))
+            records.append(Record(i, msg.born_timestamp - base_ts,
+                                  keys.encode("utf-8", "surrogateescape") if keys else None,
+                                  msg.body, headers))
+        return build_batch(records, base_offset=seg.first_offset, base_timestamp=base_ts)
+
+
+class FetchHandler:
+    def __init__(self, broker: Broker, encoder: PlainRecordEncoder) -> None:
+        self.broker = broker
+        self.encoder = encoder
+
+    async def handle(self, body: dict[str, Any]) -> dict[str, Any]:
+        min_bytes = body["min_bytes"]
+        max_wait_ms = body["max_wait_ms"]
+        response, total, waits = self._read(body)
+        if total < max(min_bytes, 1) and max_wait_ms > 0 and waits \
+                and await self._wait(waits, max_wait_ms / 1000):
+            response, total, _ = self._read(body)
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": response}
+
+    async def _wait(self, waits: list[tuple[str, int, int]], timeout_s: float) -> bool:
+        """Until a message appears in any of the partitions, or the timeout."""
+        broker = self.broker
+        if len(waits) == 1:
+            topic, partition, offset = waits[0]
+            return await broker.wait_for_message(topic, partition, offset, timeout_s)
+        tasks = [asyncio.ensure_future(broker.wait_for_message(t, p, o, timeout_s)) for t, p, o in waits]
+        try:
+            for next_done in asyncio.as_completed(tasks):
+                if await next_done:
+                    return True
+            return False
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    def _read(self, body: dict[str, Any]) -> tuple[list[dict[str, Any]], int, list[tuple[str, int, int]]]:
+        """One pass over the requested partitions: (responses, record bytes, where to wait)."""
+        broker = self.broker
+        budget = body["max_bytes"]
+        total = 0
+        waits: list[tuple[str, int, int]] = []
+        responses = []
+        for topic_req in body["topics"]:
+            topic = topic_req["topic"]
+            cfg = broker.get_topic(topic)
+            partitions = []
+            for p in topic_req["partitions"]:
+                index = p["partition"]
+                out: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.NONE,
+                                       "high_watermark": -1, "last_stable_offset": -1,
+                                       "log_start_offset": -1, "aborted_transactions": None,
+                                       "records": b""}
+                partitions.append(out)
+                if cfg is None or not 0 <= index < cfg.read_queue_nums:
+                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                offset = p["fetch_offset"]
+                room = min(p["partition_max_bytes"], budget - total)
+                # a full response still reports every partition's offsets
+                result = broker.get_messages(topic, index, offset, _MAX_COUNT, max_bytes=room) \
+                    if room > 0 else None
+                low, high = broker.min_offset(topic, index), broker.max_offset(topic, index)
+                out["high_watermark"] = out["last_stable_offset"] = high
+                out["log_start_offset"] = low
+                if result is None:
+                    continue
+                if result.status in _OUT_OF_RANGE or (result.status is GetStatus.NO_MATCHED_LOGIC_QUEUE and offset != 0) \
+                        or (result.status is GetStatus.NO_MESSAGE_IN_QUEUE and offset not in (low, high)):
+                    out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                    continue
+                if not result.segments:
+                    waits.append((topic, index, offset))
+                    continue
+                parts = self._batches(topic, index, result.segments)
+                size = sum(len(b) for b in parts)
+                out["records"] = parts
+                total += size
+            responses.append({"topic": topic, "partitions": partitions})
+        return responses, total, waits
+
+    def _batches(self, topic: str, queue_id: int, segments: list[Segment]) -> list[bytes | memoryview]:
+        parts: list[bytes | memoryview] = []
+        for seg in segments:
+            view = seg.view
+            if seg.is_inner_batch:
+                (body_len,) = I32.unpack_from(view, POS_BODY_LENGTH)
+                parts.append(view[HEADER_SIZE:HEADER_SIZE + body_len])
+            else:
+                parts.append(self.encoder.encode(topic, queue_id, seg))
+        return parts

@@ -1,0 +1,439 @@
+"""Request handlers: one coroutine per Kafka API, from a decoded request to a response dict.
+
+Each handler translates between Kafka's vocabulary and the Broker facade (partition =
+queue id, offset = ConsumeQueue offset, consumer-group offsets in the shared offset store);
+Produce and Fetch live in their own modules, the group protocol in ``coordinator``.
+Handlers return the response body as a dict for the codec, or None when Kafka wants no
+response (Produce with acks=0). They never touch sockets and never raise for client input:
+bad input becomes an error code in the response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from rocketport.core.broker import Broker
+from rocketport.core.errors import BrokerError
+from rocketport.core.metadata.topics import validate_topic
+
+from .coordinator import GroupCoordinator, GroupError, GroupState
+from .error_map import error_code_for
+from .errors import ErrorCode
+from .fetch import FetchHandler, PlainRecordEncoder
+from .produce import ProduceHandler
+from .producer_state import ProducerStateManager
+from .schema import APIS, ApiKey
+
+log = logging.getLogger(__name__)
+
+NODE_ID: Final = 0  # this broker is the whole cluster: leader of every partition
+_LATEST: Final = -1
+_EARLIEST: Final = -2
+_MAX_TIMESTAMP: Final = -3
+_RESOURCE_TOPIC: Final = 2
+_RESOURCE_BROKER: Final = 4
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    api_version: int
+    client_id: str | None
+    client_host: tuple[str, int]
+
+
+Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+
+def api_versions_body(error_code: ErrorCode = ErrorCode.NONE) -> dict[str, Any]:
+    """Every served API from version 0 (old librdkafka checks single versions, not ranges)."""
+    return {"error_code": error_code, "throttle_time_ms": 0,
+            "api_keys": [{"api_key": key, "min_version": 0, "max_version": api.versions[1]}
+                         for key, api in sorted(APIS.items())]}
+
+
+class KafkaHandlers:
+    """The Kafka front-end's request handling, shared by every connection."""
+
+    def __init__(self, broker: Broker, advertised: tuple[str, int]) -> None:
+        self.broker = broker
+        self.advertised = advertised
+        config = broker.config
+        self.cluster_id = f"rocketport-{config.broker_cluster_name}"
+        self.coordinator = GroupCoordinator()
+        self.producers = ProducerStateManager(config.store_path_root_dir)
+        self.encoder = PlainRecordEncoder(config.kafka_tag_header)
+        self.produce = ProduceHandler(broker, self.producers, config.kafka_tag_header)
+        self.fetch = FetchHandler(broker, self.encoder)
+        self.table: dict[int, Handler] = {
+            ApiKey.PRODUCE: self._produce,
+            ApiKey.FETCH: self._fetch,
+            ApiKey.LIST_OFFSETS: self._list_offsets,
+            ApiKey.METADATA: self._metadata,
+            ApiKey.OFFSET_COMMIT: self._offset_commit,
+            ApiKey.OFFSET_FETCH: self._offset_fetch,
+            ApiKey.FIND_COORDINATOR: self._find_coordinator,
+            ApiKey.JOIN_GROUP: self._join_group,
+            ApiKey.HEARTBEAT: self._heartbeat,
+            ApiKey.LEAVE_GROUP: self._leave_group,
+            ApiKey.SYNC_GROUP: self._sync_group,
+            ApiKey.DESCRIBE_GROUPS: self._describe_groups,
+            ApiKey.LIST_GROUPS: self._list_groups,
+            ApiKey.API_VERSIONS: self._api_versions,
+            ApiKey.CREATE_TOPICS: self._create_topics,
+            ApiKey.DELETE_TOPICS: self._delete_topics,
+            ApiKey.DELETE_RECORDS: self._delete_records,
+            ApiKey.INIT_PRODUCER_ID: self._init_producer_id,
+            ApiKey.DESCRIBE_CONFIGS: self._describe_configs,
+            ApiKey.CREATE_PARTITIONS: self._create_partitions,
+        }
+
+    def close(self) -> None:
+        self.coordinator.close()
+
+    # ------------------------------------------------------------------ helpers
+    def _partitions(self, topic: str) -> int | None:
+        cfg = self.broker.get_topic(topic)
+        return None if cfg is None else min(cfg.read_queue_nums, cfg.write_queue_nums)
+
+    def _has_partition(self, topic: str, partition: int) -> bool:
+        n = self._partitions(topic)
+        return n is not None and 0 <= partition < n
+
+    def _broker_node(self) -> dict[str, Any]:
+        host, port = self.advertised
+        return {"node_id": NODE_ID, "host": host, "port": port, "rack": None}
+
+    # ------------------------------------------------------------------ ApiVersions / Metadata
+    async def _api_versions(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        return api_versions_body()
+
+    async def _metadata(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        requested = body["topics"]
+        if requested is None or (ctx.api_version == 0 and not requested):
+            names = self.broker.topic_names()
+            auto_create = False
+        else:
+            names = [t["name"] for t in requested]
+            auto_create = body["allow_auto_topic_creation"] and self.broker.config.auto_create_topic_enable
+        topics = []
+        for name in names:
+            topics.append(self._topic_metadata(name, auto_create))
+        return {"throttle_time_ms": 0, "brokers": [self._broker_node()], "cluster_id": self.cluster_id,
+                "controller_id": NODE_ID, "topics": topics}
+
+    def _topic_metadata(self, name: str | None, auto_create: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {"error_code": ErrorCode.NONE, "name": name, "topic_id": bytes(16),
+                               "is_internal": False, "partitions": []}
+        if name is None:  # v10+ asks by topic id, which this broker does not assign
+            out["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+            return out
+        n = self._partitions(name)
+        if n is None and auto_create:
+            try:
+                self.broker.topic_for_write(name)
+                n = self._partitions(name)
+            except BrokerError as exc:
+                out["error_code"] = error_code_for(exc)
+                return out
+        if n is None:
+            out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return out
+        out["partitions"] = [{"error_code": ErrorCode.NONE, "partition_index": i, "leader_id": NODE_ID,
+                              "leader_epoch": 0, "replica_nodes": [NODE_ID], "isr_nodes": [NODE_ID],
+                              "offline_replicas": []} for i in range(n)]
+        return out
+
+    # ------------------------------------------------------------------ Produce / Fetch / ListOffsets
+    async def _produce(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any] | None:
+        response = await self.produce.handle(body, ctx.client_host)
+        return None if body["acks"] == 0 else response
+
+    async def _fetch(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.fetch.handle(body)
+
+    async def _list_offsets(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        broker = self.broker
+        topics = []
+        for t in body["topics"]:
+            partitions = []
+            for p in t["partitions"]:
+                index, ts = p["partition_index"], p["timestamp"]
+                out: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.NONE,
+                                       "old_style_offsets": [], "timestamp": -1, "offset": -1,
+                                       "leader_epoch": 0}
+                partitions.append(out)
+                if not self._has_partition(t["name"], index):
+                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                high = broker.max_offset(t["name"], index)
+                if ts == _EARLIEST:
+                    offset = broker.min_offset(t["name"], index)
+                elif ts in (_LATEST, _MAX_TIMESTAMP):
+                    offset = high
+                else:
+                    offset = broker.offset_by_timestamp(t["name"], index, ts)
+                    if offset >= high:  # nothing stored at or after ts: Kafka answers -1
+                        offset = -1
+                    else:
+                        out["timestamp"] = ts
+                out["offset"] = offset
+                out["old_style_offsets"] = [offset] if offset >= 0 else []
+            topics.append({"name": t["name"], "partitions": partitions})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    # ------------------------------------------------------------------ groups
+    async def _find_coordinator(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        host, port = self.advertised
+        keys = body["coordinator_keys"] if ctx.api_version >= 4 else [body["key"]]
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+                "node_id": NODE_ID, "host": host, "port": port,
+                "coordinators": [{"key": k, "node_id": NODE_ID, "host": host, "port": port,
+                                  "error_code": ErrorCode.NONE, "error_message": None} for k in keys]}
+
+    async def _join_group(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            result = await self.coordinator.join(
+                body["group_id"], body["member_id"], body["group_instance_id"], ctx.client_id or "",
+                ctx.client_host[0], body["session_timeout_ms"], body["rebalance_timeout_ms"],
+                body["protocol_type"], [(p["name"], p["metadata"]) for p in body["protocols"]],
+                require_known_member_id=ctx.api_version >= 4)
+        except GroupError as exc:
+            return {"throttle_time_ms": 0, "error_code": exc.code, "generation_id": -1,
+                    "protocol_type": None, "protocol_name": None if ctx.api_version >= 7 else "",
+                    "leader": "", "member_id": exc.member_id, "members": []}
+        return {"throttle_time_ms": 0, "error_code": result.error_code, "generation_id": result.generation_id,
+                "protocol_type": result.protocol_type, "protocol_name": result.protocol_name or "",
+                "leader": result.leader, "member_id": result.member_id, "members": result.members}
+
+    async def _sync_group(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        assignments = {a["member_id"]: a["assignment"] for a in body["assignments"]}
+        try:
+            ptype, pname, assignment = await self.coordinator.sync(
+                body["group_id"], body["generation_id"], body["member_id"], body["group_instance_id"],
+                assignments)
+        except GroupError as exc:
+            return {"throttle_time_ms": 0, "error_code": exc.code, "protocol_type": None,
+                    "protocol_name": None, "assignment": b""}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "protocol_type": ptype,
+                "protocol_name": pname, "assignment": assignment}
+
+    async def _heartbeat(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        code = self.coordinator.heartbeat(body["group_id"], body["generation_id"], body["member_id"],
+                                          body["group_instance_id"])
+        return {"throttle_time_ms": 0, "error_code": code}
+
+    async def _leave_group(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        group_id = body["group_id"]
+        if ctx.api_version < 3:
+            code = self.coordinator.leave(group_id, body["member_id"], None)
+            return {"throttle_time_ms": 0, "error_code": code, "members": []}
+        members = [{"member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
+                    "error_code": self.coordinator.leave(group_id, m["member_id"], m["group_instance_id"])}
+                   for m in body["members"]]
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "members": members}
+
+    async def _describe_groups(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        groups = []
+        for group_id in body["groups"]:
+            group = self.coordinator.groups.get(group_id)
+            if group is None:
+                groups.append({"error_code": ErrorCode.NONE, "group_id": group_id, "group_state": "Dead",
+                               "protocol_type": "", "protocol_data": "", "members": []})
+                continue
+            stable = group.state is GroupState.STABLE
+            groups.append({
+                "error_code": ErrorCode.NONE, "group_id": group_id, "group_state": group.state.value,
+                "protocol_type": group.protocol_type or "", "protocol_data": group.protocol_name or "",
+                "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                             "client_id": m.client_id, "client_host": m.client_host,
+                             "member_metadata": m.metadata_for(group.protocol_name or "") if stable else b"",
+                             "member_assignment": m.assignment if stable else b""}
+                            for m in group.members.values()],
+            })
+        return {"throttle_time_ms": 0, "groups": groups}
+
+    async def _list_groups(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        states = {s.lower() for s in body["states_filter"]}
+        groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
+                   "group_state": g.state.value, "group_type": "classic"}
+                  for g in self.coordinator.groups.values()
+                  if not states or g.state.value.lower() in states]
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}
+
+    # ------------------------------------------------------------------ offsets
+    async def _offset_commit(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        group_id = body["group_id"]
+        code = self.coordinator.validate_commit(group_id, body["generation_id_or_member_epoch"],
+                                                body["member_id"], body["group_instance_id"])
+        topics = []
+        for t in body["topics"]:
+            partitions = []
+            for p in t["partitions"]:
+                pcode = code
+                if pcode == ErrorCode.NONE:
+                    if not self._has_partition(t["name"], p["partition_index"]):
+                        pcode = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    else:
+                        self.broker.commit_offset(group_id, t["name"], p["partition_index"], p["committed_offset"])
+                partitions.append({"partition_index": p["partition_index"], "error_code": pcode})
+            topics.append({"name": t["name"], "partitions": partitions})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    def _committed(self, group_id: str, topics: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+        if topics is None:
+            wanted = [(name, sorted(offsets)) for name, offsets in self.broker.group_offsets(group_id).items()]
+        else:
+            wanted = [(t["name"], t["partition_indexes"]) for t in topics]
+        return [{"name": name, "partitions": [
+            {"partition_index": i, "committed_offset": self.broker.query_offset(group_id, name, i),
+             "committed_leader_epoch": -1, "metadata": "", "error_code": ErrorCode.NONE}
+            for i in indexes]} for name, indexes in wanted]
+
+    async def _offset_fetch(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        if ctx.api_version >= 8:
+            groups = [{"group_id": g["group_id"], "topics": self._committed(g["group_id"], g["topics"]),
+                       "error_code": ErrorCode.NONE} for g in body["groups"]]
+            return {"throttle_time_ms": 0, "groups": groups}
+        return {"throttle_time_ms": 0, "topics": self._committed(body["group_id"], body["topics"]),
+                "error_code": ErrorCode.NONE}
+
+    # ------------------------------------------------------------------ admin
+    async def _create_topics(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        n_default = self.broker.config.default_topic_queue_nums
+        results = []
+        for t in body["topics"]:
+            name, n = t["name"], t["num_partitions"]
+            if n == -1:
+                n = len(t["assignments"]) or n_default
+            out: dict[str, Any] = {"name": name, "topic_id": bytes(16), "error_code": ErrorCode.NONE,
+                                   "error_message": None, "num_partitions": n, "replication_factor": 1,
+                                   "configs": []}
+            results.append(out)
+            code, message = self._check_new_topic(name, n, t["replication_factor"])
+            if code == ErrorCode.NONE and not body["validate_only"]:
+                try:
+                    self.broker.create_topic(name, read_queue_nums=n, write_queue_nums=n)
+                except BrokerError as exc:
+                    code, message = error_code_for(exc), str(exc)
+            if code != ErrorCode.NONE:
+                out.update(error_code=code, error_message=message, num_partitions=-1, replication_factor=-1)
+        return {"throttle_time_ms": 0, "topics": results}
+
+    def _check_new_topic(self, name: str, partitions: int, replication: int) -> tuple[ErrorCode, str | None]:
+        try:
+            validate_topic(name)
+        except BrokerError as exc:
+            return error_code_for(exc), str(exc)
+        if self.broker.get_topic(name) is not None:
+            return ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
+        if not 1 <= partitions <= 1024:
+            return ErrorCode.INVALID_PARTITIONS, "partitions must be between 1 and 1024"
+        if replication not in (-1, 1):
+            return ErrorCode.INVALID_REPLICATION_FACTOR, "this broker keeps one replica"
+        return ErrorCode.NONE, None
+
+    async def _delete_topics(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        if ctx.api_version >= 6:
+            names = [t["name"] for t in body["topics"]]
+        else:
+            names = body["topic_names"]
+        responses = []
+        for name in names:
+            out: dict[str, Any] = {"name": name, "topic_id": bytes(16), "error_code": ErrorCode.NONE,
+                                   "error_message": None}
+            responses.append(out)
+            if name is None:
+                out["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+            try:
+                self.broker.delete_topic(name)
+            except BrokerError as exc:
+                out["error_code"] = error_code_for(exc)
+                continue
+            self.producers.forget_topic(name)
+            self.encoder.forget_topic(name)
+        return {"throttle_time_ms": 0, "responses": responses}
+
+    async def _create_partitions(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        results = []
+        for t in body["topics"]:
+            name, count = t["name"], t["count"]
+            out: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
+            results.append(out)
+            current = self._partitions(name)
+            if current is None:
+                out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif count <= current or count > 1024:
+                out.update(error_code=ErrorCode.INVALID_PARTITIONS,
+                           error_message=f"topic has {current} partitions; asked for {count}")
+            elif not body["validate_only"]:
+                self.broker.create_topic(name, read_queue_nums=count, write_queue_nums=count)
+        return {"throttle_time_ms": 0, "results": results}
+
+    async def _describe_configs(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        config = self.broker.config
+        results = []
+        for r in body["resources"]:
+            out: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None,
+                                   "resource_type": r["resource_type"], "resource_name": r["resource_name"],
+                                   "configs": []}
+            results.append(out)
+            if r["resource_type"] == _RESOURCE_TOPIC:
+                if self.broker.get_topic(r["resource_name"]) is None:
+                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                values = {"cleanup.policy": "delete", "compression.type": "producer",
+                          "retention.ms": str(config.file_reserved_time * 3_600_000),
+                          "max.message.bytes": str(config.max_message_size)}
+            elif r["resource_type"] == _RESOURCE_BROKER:
+                values = {"broker.id": str(NODE_ID), "message.max.bytes": str(config.max_message_size),
+                          "auto.create.topics.enable": str(config.auto_create_topic_enable).lower(),
+                          "num.partitions": str(config.default_topic_queue_nums)}
+            else:
+                out.update(error_code=ErrorCode.INVALID_REQUEST, error_message="unsupported resource type")
+                continue
+            keys = r["configuration_keys"]
+            out["configs"] = [{"name": k, "value": v, "read_only": True, "is_default": True,
+                               "config_source": 5, "is_sensitive": False, "synonyms": [],
+                               "config_type": 0, "documentation": None}
+                              for k, v in values.items() if keys is None or k in keys]
+        return {"throttle_time_ms": 0, "results": results}
+
+    async def _delete_records(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        broker = self.broker
+        topics = []
+        for t in body["topics"]:
+            partitions = []
+            for p in t["partitions"]:
+                index = p["partition_index"]
+                out: dict[str, Any] = {"partition_index": index, "low_watermark": -1, "error_code": ErrorCode.NONE}
+                partitions.append(out)
+                if not self._has_partition(t["name"], index):
+                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                high = broker.max_offset(t["name"], index)
+                offset = high if p["offset"] == -1 else p["offset"]
+                if not 0 <= offset <= high:
+                    out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                    continue
+                out["low_watermark"] = broker.delete_records(t["name"], index, offset)
+            topics.append({"name": t["name"], "partitions": partitions})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    async def _init_producer_id(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        if body["transactional_id"] is not None:
+            # Transactions (EndTxn, AddPartitionsToTxn, markers) are not served.
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    "producer_id": -1, "producer_epoch": -1}
+        pid, epoch = body["producer_id"], body["producer_epoch"]
+        if pid >= 0 and 0 <= epoch < 32767:
+            epoch += 1  # KIP-360: an existing producer bumps its epoch and restarts sequences
+        else:
+            pid, epoch = self.producers.allocate_producer_id(), 0
+            # saved before answering: a producer id is never handed out twice, even after a crash
+            await asyncio.to_thread(self.producers.file.save, self.producers.snapshot())
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": pid, "producer_epoch": epoch}

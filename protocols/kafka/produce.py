@@ -1,0 +1,180 @@
+"""Produce: verify each record batch, apply idempotence, store it whole through the facade.
+
+A batch is checked (magic 2, CRC32C, record count) and stored as one CommitLog entry
+covering its records' offsets; the store rewrites its baseOffset, which the CRC does not
+cover, so the batch is never recompressed. Records are decoded only when the configured tag
+header's name occurs in the (decompressed) payload, to give each record its tags code for
+the ConsumeQueue's tag prefilter (keys need nothing here: the store's index reads them from
+the stored batch, see core/batch/messages.py).
+
+Never answers acks=0 (the session drops the response) and never touches sockets.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+from rocketport.core.batch import (
+    CompressionError,
+    CorruptBatch,
+    decompress,
+    iter_records,
+    parse_header,
+    split_batches,
+    verify_crc,
+)
+from rocketport.core.batch.record_batch import ATTR_COMPRESSION_MASK, HEADER_SIZE
+from rocketport.core.broker import Broker
+from rocketport.core.errors import BrokerError, MessageTooLarge
+from rocketport.core.message import PROPERTY_TAGS
+from rocketport.core.tags import tags_code
+
+from .error_map import error_code_for
+from .errors import ErrorCode
+from .producer_state import NO_PRODUCER_ID, ProducerStateManager, SequenceCheck
+
+log = logging.getLogger(__name__)
+
+_MAGIC_POS: Final = 16
+_MIN_RECORD_SIZE: Final = 7  # length, attributes, 2 deltas, key/value lengths, header count
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """One verified batch of a partition, ready to store."""
+
+    view: memoryview
+    count: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    born_timestamp: int
+    tags_codes: int | list[int]
+    properties: dict[str, str] | None
+
+
+class ProduceHandler:
+    def __init__(self, broker: Broker, producers: ProducerStateManager, tag_header: str) -> None:
+        self.broker = broker
+        self.producers = producers
+        self.tag_header = tag_header
+        # re searches a memoryview in place, where ``in`` would need a copy to bytes
+        self._tag_search = re.compile(re.escape(tag_header.encode("utf-8"))).search
+
+    async def handle(self, body: dict[str, Any], client_host: tuple[str, int]) -> dict[str, Any]:
+        acks = body["acks"]
+        responses = []
+        for topic_data in body["topic_data"]:
+            topic = topic_data["name"]
+            partitions = []
+            for p in topic_data["partition_data"]:
+                code, base_offset = ErrorCode.INVALID_REQUIRED_ACKS, -1
+                if acks in (0, 1, -1):
+                    code, base_offset = await self._produce_partition(topic, p["index"], p["records"], client_host)
+                partitions.append({
+                    "index": p["index"], "error_code": code, "base_offset": base_offset,
+                    "log_start_offset": self._log_start(topic, p["index"], code),
+                    "record_errors": [],
+                })
+            responses.append({"name": topic, "partition_responses": partitions})
+        return {"responses": responses}
+
+    def _log_start(self, topic: str, partition: int, code: ErrorCode) -> int:
+        return -1 if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else self.broker.min_offset(topic, partition)
+
+    async def _produce_partition(self, topic: str, partition: int, records: memoryview | None,
+                                 client_host: tuple[str, int]) -> tuple[ErrorCode, int]:
+        cfg = self.broker.get_topic(topic)
+        if cfg is None or not 0 <= partition < min(cfg.read_queue_nums, cfg.write_queue_nums):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+        if not records:
+            return ErrorCode.CORRUPT_MESSAGE, -1
+        if len(records) > _MAGIC_POS and records[_MAGIC_POS] != 2:
+            return ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, -1
+        try:
+            prepared = [self._prepare(records[pos:pos + size]) for pos, size in split_batches(records)]
+        except (CorruptBatch, CompressionError, BrokerError) as exc:
+            log.debug("produce to %s-%d refused: %s", topic, partition, exc)
+            return error_code_for(exc), -1
+        first_offset = -1
+        for batch in prepared:
+            code, offset = await self._store(topic, partition, batch, client_host)
+            if code != ErrorCode.NONE:
+                return code, first_offset
+            if first_offset < 0:
+                first_offset = offset
+        return ErrorCode.NONE, first_offset
+
+    def _prepare(self, view: memoryview) -> _Prepared:
+        """Check one batch and work out its records' tags; raises CorruptBatch or MessageTooLarge."""
+        header = parse_header(view)
+        if not verify_crc(view):
+            raise CorruptBatch("CRC32C mismatch")
+        count = header.records_count
+        if count < 1 or header.last_offset_delta != count - 1:
+            raise CorruptBatch(f"{count} records but last offset delta {header.last_offset_delta}")
+        limit = self.broker.config.max_message_size
+        if len(view) > limit:
+            raise MessageTooLarge(len(view), limit)
+        tags_codes: int | list[int] = 0
+        properties: dict[str, str] | None = None
+        payload: bytes | memoryview = view[HEADER_SIZE:]
+        if header.attributes & ATTR_COMPRESSION_MASK:
+            payload = decompress(header.attributes & ATTR_COMPRESSION_MASK, payload)
+        if count > len(payload) // _MIN_RECORD_SIZE:
+            # a count the payload cannot hold would make the store index phantom offsets
+            raise CorruptBatch(f"{count} records cannot fit in {len(payload)} bytes")
+        if self._tag_search(payload) is not None:
+            tags_codes, properties = self._tags(view)
+        return _Prepared(view, count, header.producer_id, header.producer_epoch, header.base_sequence,
+                         header.base_timestamp, tags_codes, properties)
+
+    def _tags(self, view: memoryview) -> tuple[list[int], dict[str, str] | None]:
+        """Per-record tags codes, and the batch's TAGS when all its records share one tag
+        (so exact filter checks and a crash recovery's re-dispatch see it too)."""
+        codes: list[int] = []
+        tags: set[str] = set()
+        name = self.tag_header
+        for record in iter_records(view):
+            tag = None
+            for hkey, hval in record.headers:
+                if hkey == name and hval is not None:
+                    tag = hval.decode("utf-8", "surrogateescape")
+                    break
+            codes.append(tags_code(tag))
+            tags.add(tag or "")
+        if len(tags) == 1 and "" not in tags:
+            return codes, {PROPERTY_TAGS: tags.pop()}
+        return codes, None
+
+    async def _store(self, topic: str, partition: int, batch: _Prepared,
+                     client_host: tuple[str, int]) -> tuple[ErrorCode, int]:
+        pid = batch.producer_id
+        idempotent = pid != NO_PRODUCER_ID and pid >= 0
+        if idempotent:
+            verdict, offset = self.producers.check(pid, batch.producer_epoch, topic, partition,
+                                                   batch.base_sequence, batch.count)
+            if verdict is SequenceCheck.DUPLICATE:
+                if offset >= 0:
+                    return ErrorCode.NONE, offset
+                return ErrorCode.DUPLICATE_SEQUENCE_NUMBER, -1
+            if verdict is SequenceCheck.OUT_OF_ORDER:
+                return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
+            if verdict is SequenceCheck.FENCED:
+                return ErrorCode.INVALID_PRODUCER_EPOCH, -1
+        try:
+            result = await self.broker.put_record_batch(
+                topic, partition, batch.view, batch.count, tags_codes=batch.tags_codes,
+                properties=batch.properties, born_timestamp=batch.born_timestamp, born_host=client_host)
+        except BrokerError as exc:
+            if idempotent:
+                self.producers.failed(pid, topic, partition, batch.base_sequence)
+            log.debug("produce to %s-%d failed: %s", topic, partition, exc)
+            return error_code_for(exc), -1
+        if idempotent:
+            self.producers.stored(pid, topic, partition, batch.base_sequence, result.queue_offset)
+        return ErrorCode.NONE, result.queue_offset
+

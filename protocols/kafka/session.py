@@ -1,0 +1,184 @@
+"""One Kafka client connection: socket bytes to codec events, events to handlers, responses back.
+
+Kafka clients match responses to requests by order, so responses leave in request order
+even though requests run concurrently (a Fetch waiting for data must not hold back the
+Produce pipelined behind it from being stored, only from being answered). Produce with
+acks=0 is processed in its turn but never answered. Backpressure: at most
+``max_in_flight`` running requests per connection (later ones wait decoded, and reading
+pauses), and reading also pauses while the transport's write buffer is above its high-water
+mark, so neither a pipelining client nor a slow reader can make the broker buffer without
+bound.
+
+A malformed frame, an unsupported API (other than ApiVersions, which answers
+UNSUPPORTED_VERSION) or a handler bug closes this connection only; it is logged and the
+broker goes on. This is the only Kafka module that touches asyncio transports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .connection import KafkaServerConnection
+from .errors import ErrorCode
+from .events import BadRequest, Event, RequestReceived, UnsupportedVersion
+from .handlers import KafkaHandlers, RequestContext, api_versions_body
+from .schema import ApiKey
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_IN_FLIGHT: Final = 128
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A request awaiting its turn to be answered."""
+
+    result: asyncio.Future  # a handler task, or a ready future for answers known at once
+    correlation_id: int
+    api_key: int
+    api_version: int
+
+
+class KafkaSession(asyncio.Protocol):
+    def __init__(self, handlers: KafkaHandlers, sessions: set[KafkaSession], *,
+                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, max_frame_size: int | None = None) -> None:
+        self.handlers = handlers
+        self.sessions = sessions
+        self.max_in_flight = max_in_flight
+        self.conn = KafkaServerConnection(max_frame_size) if max_frame_size else KafkaServerConnection()
+        self.transport: asyncio.Transport | None = None
+        self.peer: tuple[str, int] = ("0.0.0.0", 0)
+        self._queue: deque[_Pending] = deque()  # running or answered-but-unsent, in order
+        self._backlog: deque[Event] = deque()  # received, not yet started (max_in_flight)
+        self._pumping = False
+        self._write_paused = False
+        self._read_paused = False
+        self._closing = False
+
+    # ------------------------------------------------------------------ transport callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is no asyncio.Transport
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer = (str(peer[0]), int(peer[1]))
+        self.sessions.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.sessions.discard(self)
+        self._closing = True
+        for pending in self._queue:
+            pending.result.cancel()
+        self._queue.clear()
+        self._backlog.clear()
+        self.transport = None
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        self._backlog.extend(self.conn.receive_data(data))
+        self._pump()
+
+    def _pump(self) -> None:
+        """Start the received requests, in order, while fewer than max_in_flight are running.
+
+        Requests past the bound wait here, decoded, and reading pauses until they start, so
+        one connection holds at most max_in_flight running requests plus one read's worth.
+        """
+        backlog = self._backlog
+        self._pumping = True
+        try:
+            while backlog and len(self._queue) < self.max_in_flight and not self._closing:
+                event = backlog.popleft()
+                if type(event) is RequestReceived:
+                    self._dispatch(event)
+                elif type(event) is UnsupportedVersion:
+                    if event.api_key == ApiKey.API_VERSIONS:
+                        self._answer_now(event.correlation_id, ApiKey.API_VERSIONS, 0,
+                                         api_versions_body(ErrorCode.UNSUPPORTED_VERSION))
+                    else:
+                        log.info("client %s:%d sent unsupported api %d v%d; closing", *self.peer,
+                                 event.api_key, event.api_version)
+                        self.close()
+                else:
+                    assert isinstance(event, BadRequest)
+                    log.warning("bad request from %s:%d (%s); closing", *self.peer, event.reason)
+                    self.close()
+        finally:
+            self._pumping = False
+        self._update_reading()
+
+    # ------------------------------------------------------------------ requests
+    def _dispatch(self, event: RequestReceived) -> None:
+        handler = self.handlers.table[event.api_key]
+        ctx = RequestContext(event.api_version, event.client_id, self.peer)
+        task = asyncio.ensure_future(handler(ctx, event.body))
+        self._queue.append(_Pending(task, event.correlation_id, event.api_key, event.api_version))
+        task.add_done_callback(self._on_done)
+
+    def _answer_now(self, correlation_id: int, api_key: int, api_version: int, body: dict[str, Any]) -> None:
+        ready = asyncio.get_running_loop().create_future()
+        ready.set_result(body)
+        self._queue.append(_Pending(ready, correlation_id, api_key, api_version))
+        self._flush_ready()
+
+    def _on_done(self, _: asyncio.Future) -> None:
+        if not self._closing:
+            self._flush_ready()
+
+    def _flush_ready(self) -> None:
+        """Write the responses at the head of the queue that are ready, in request order."""
+        queue = self._queue
+        transport = self.transport
+        while queue and queue[0].result.done() and transport is not None:
+            pending = queue.popleft()
+            try:
+                body = pending.result.result()
+                if body is None:  # acks=0 produce: Kafka clients expect no response
+                    continue
+                transport.writelines(self.conn.send_response(
+                    pending.correlation_id, pending.api_key, pending.api_version, body))
+            except asyncio.CancelledError:
+                return
+            except Exception:
+                log.exception("api %d v%d from %s:%d failed; closing the connection",
+                              pending.api_key, pending.api_version, *self.peer)
+                self.close()
+                return
+        if not self._pumping:
+            self._pump()
+
+    def _update_reading(self) -> None:
+        transport = self.transport
+        if transport is None or self._closing:
+            return
+        should_pause = self._write_paused or bool(self._backlog) or len(self._queue) >= self.max_in_flight
+        if should_pause and not self._read_paused:
+            transport.pause_reading()
+            self._read_paused = True
+        elif not should_pause and self._read_paused:
+            transport.resume_reading()
+            self._read_paused = False
+
+    def close(self) -> None:
+        """Drop this connection (only this one): pending requests are abandoned."""
+        if self._closing:
+            return
+        self._closing = True
+        for pending in self._queue:
+            pending.result.cancel()
+        self._queue.clear()
+        self._backlog.clear()
+        if self.transport is not None:
+            self.transport.close()

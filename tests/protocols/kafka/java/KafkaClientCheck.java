@@ -1,0 +1,70 @@
+// Drives the Java client (kafka-clients, as Spark, Flink and Connect embed it) against the
+// broker: an idempotent producer with the given compression, then a group consumer that
+// reads everything back, checks keys, values and headers, and commits. Prints "OK <n>".
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.Properties;
+
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public class KafkaClientCheck {
+    public static void main(String[] args) throws Exception {
+        String bootstrap = args[0], topic = args[1], group = args[2], compression = args[4];
+        int count = Integer.parseInt(args[3]);
+
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("compression.type", compression);
+        p.put("acks", "all");
+        p.put("enable.idempotence", "true");
+        p.put("linger.ms", "5");
+        p.put("key.serializer", ByteArraySerializer.class.getName());
+        p.put("value.serializer", ByteArraySerializer.class.getName());
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            for (int i = 0; i < count; i++) {
+                ProducerRecord<byte[], byte[]> r = new ProducerRecord<>(topic, bytes("key-" + i), bytes("value-" + i));
+                r.headers().add("tag", bytes("TagJ"));
+                producer.send(r);
+            }
+            producer.flush();
+        }
+
+        Properties c = new Properties();
+        c.put("bootstrap.servers", bootstrap);
+        c.put("group.id", group);
+        c.put("auto.offset.reset", "earliest");
+        c.put("enable.auto.commit", "false");
+        c.put("session.timeout.ms", "6000");
+        c.put("max.poll.interval.ms", "7000");
+        c.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        c.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        int seen = 0;
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(c)) {
+            consumer.subscribe(List.of(topic));
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (seen < count && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(500))) {
+                    String key = new String(r.key(), StandardCharsets.UTF_8);
+                    String value = new String(r.value(), StandardCharsets.UTF_8);
+                    String tag = new String(r.headers().lastHeader("tag").value(), StandardCharsets.UTF_8);
+                    if (!value.equals("value-" + key.substring(4)) || !tag.equals("TagJ")) {
+                        throw new IllegalStateException("bad record " + key + " " + value + " " + tag);
+                    }
+                    seen++;
+                }
+            }
+            consumer.commitSync();
+        }
+        System.out.println("OK " + seen);
+    }
+
+    private static byte[] bytes(String s) {
+        return s.getBytes(StandardCharsets.UTF_8);
+    }
+}

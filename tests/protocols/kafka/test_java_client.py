@@ -1,0 +1,46 @@
+"""The Java client (kafka-clients, the one Spark, Flink and Kafka Connect embed) against a live broker.
+
+A small Java program (java/KafkaClientCheck.java) is compiled with the system `javac` in the
+test run. The jars come from a directory named by KAFKA_JAVA_LIB holding kafka-clients,
+lz4-java, snappy-java, zstd-jni and slf4j-api jars; one way to get them:
+`pip download --no-deps shigawire-apache-flink-libraries` and unzip `pyflink/lib/{kafka-clients,
+lz4-java,snappy-java,zstd-jni,slf4j-api}.jar`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+LIB = os.environ.get("KAFKA_JAVA_LIB", "")
+SOURCE = Path(__file__).parent / "java" / "KafkaClientCheck.java"
+
+pytestmark = pytest.mark.skipif(
+    not (LIB and Path(LIB, "kafka-clients.jar").exists() and shutil.which("javac")),
+    reason="set KAFKA_JAVA_LIB to a directory with kafka-clients.jar (and a JDK with javac)")
+
+
+@pytest.fixture(scope="module")
+def classes(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("java")
+    subprocess.run(["javac", "-d", str(out), "-cp", f"{LIB}/*", str(SOURCE)], check=True, timeout=120)
+    return out
+
+
+@pytest.mark.parametrize("compression", ["none", "snappy", "lz4", "zstd", "gzip"])
+def test_java_idempotent_produce_and_group_consume(live_broker, classes, compression):
+    topic = f"java-{compression}"
+    live_broker.run(lambda: live_broker.server.broker.create_topic(topic, read_queue_nums=2, write_queue_nums=2))
+    result = subprocess.run(
+        ["java", "-cp", f"{classes}:{LIB}/*", "KafkaClientCheck", live_broker.bootstrap, topic,
+         f"java-group-{compression}", "500", compression],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("OK 500")
+    broker = live_broker.server.broker
+    assert sum(live_broker.run(broker.max_offset, topic, q) for q in range(2)) == 500
+    assert sum(live_broker.run(broker.query_offset, f"java-group-{compression}", topic, q) for q in range(2)) == 500

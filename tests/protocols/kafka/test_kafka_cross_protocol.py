@@ -1,0 +1,87 @@
+"""One store for every protocol: messages cross between the Kafka front-end and the facade."""
+
+from __future__ import annotations
+
+import time
+
+from conftest import LiveBroker
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from rocketport.core.batch import iter_records
+from rocketport.core.filter import compile_filter
+from rocketport.core.message import Message
+from rocketport.core.store.record import HEADER_SIZE, I32, POS_BODY_LENGTH
+
+TIMEOUT_S = 20
+
+
+def create_topic(live: LiveBroker, name: str, partitions: int = 1) -> None:
+    live.run(lambda: live.server.broker.create_topic(name, read_queue_nums=partitions,
+                                                     write_queue_nums=partitions))
+
+
+def test_facade_message_consumed_by_kafka_client(live_broker):
+    create_topic(live_broker, "x-in")
+    broker = live_broker.server.broker
+    born = 1_700_000_000_000
+    for i in range(3):
+        msg = Message("x-in", b"payload-%d" % i, {"KEYS": "order-%d" % i, "TAGS": "TagA", "color": "red"},
+                      queue_id=0, born_timestamp=born + i)
+        live_broker.call(broker.put_message(msg))
+    c = KafkaConsumer(bootstrap_servers=live_broker.bootstrap, auto_offset_reset="earliest",
+                      enable_auto_commit=False)
+    c.assign([TopicPartition("x-in", 0)])
+    got: list = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(got) < 3 and time.monotonic() < deadline:
+        for records in c.poll(timeout_ms=500).values():
+            got.extend(records)
+    c.close()
+    assert [r.offset for r in got] == [0, 1, 2]
+    assert [r.value for r in got] == [b"payload-0", b"payload-1", b"payload-2"]
+    assert [r.key for r in got] == [b"order-0", b"order-1", b"order-2"]
+    assert [r.timestamp for r in got] == [born, born + 1, born + 2]
+    headers = dict(got[0].headers)
+    assert headers["color"] == b"red"
+    assert headers["tag"] == b"TagA"
+    assert "KEYS" not in headers and "TAGS" not in headers
+
+
+def test_kafka_message_read_through_facade(live_broker):
+    create_topic(live_broker, "x-out")
+    p = KafkaProducer(bootstrap_servers=live_broker.bootstrap, linger_ms=20, compression_type="lz4")
+    p.send("x-out", key=b"k-a", value=b"\x00binary\xff", headers=[("tag", b"TagA"), ("bin", b"\x01\x02")],
+           partition=0)
+    p.send("x-out", key=b"k-b", value=b"second", headers=[("tag", b"TagB")], partition=0)
+    p.flush(TIMEOUT_S)
+    p.close(TIMEOUT_S)
+    broker = live_broker.server.broker
+
+    result = live_broker.run(lambda: broker.get_messages("x-out", 0, 0, 32))
+    assert result.message_count == 2
+    seg = result.segments[0]
+    assert seg.is_inner_batch
+    (body_len,) = I32.unpack_from(seg.view, POS_BODY_LENGTH)
+    records = list(iter_records(bytes(seg.view[HEADER_SIZE:HEADER_SIZE + body_len])))
+    assert [(r.key, r.value) for r in records] == [(b"k-a", b"\x00binary\xff"), (b"k-b", b"second")]
+    assert records[0].headers == [("tag", b"TagA"), ("bin", b"\x01\x02")]
+
+    # the tag header became each record's tags code: a TagB subscription skips offset 0
+    tag_b = compile_filter("TAG", "TagB")
+    filtered = live_broker.run(lambda: broker.get_messages("x-out", 0, 0, 32, message_filter=tag_b))
+    assert filtered.message_count == 1
+    assert filtered.segments[0].first_offset == 1
+
+    # the key is the record's KEYS: a key look-up finds that record, with its offset
+    found = live_broker.run(lambda: broker.query_by_key("x-out", "k-b"))
+    assert [(m.body, m.queue_offset, m.tags) for m in found] == [(b"second", 1, "TagB")]
+
+
+def test_kafka_group_offsets_are_the_shared_offsets(live_broker):
+    create_topic(live_broker, "x-off")
+    broker = live_broker.server.broker
+    live_broker.run(broker.commit_offset, "shared-group", "x-off", 0, 7)
+    c = KafkaConsumer(bootstrap_servers=live_broker.bootstrap, group_id="shared-group",
+                      enable_auto_commit=False)
+    tp = TopicPartition("x-off", 0)
+    assert c.committed(tp) == 7
+    c.close()
