@@ -1,10 +1,8 @@
 """The Java client (kafka-clients, the one Spark, Flink and Kafka Connect embed) against a live broker.
 
 A small Java program (java/KafkaClientCheck.java) is compiled with the system `javac` in the
-test run. The jars come from a directory named by KAFKA_JAVA_LIB holding kafka-clients,
-lz4-java, snappy-java, zstd-jni and slf4j-api jars; one way to get them:
-`pip download --no-deps shigawire-apache-flink-libraries` and unzip `pyflink/lib/{kafka-clients,
-lz4-java,snappy-java,zstd-jni,slf4j-api}.jar`.
+test run. The jars (kafka-clients, lz4-java, snappy-java, zstd-jni, slf4j-api) are put in
+.cache/kafka-java by scripts/install-test-deps; KAFKA_JAVA_LIB names another directory.
 """
 
 from __future__ import annotations
@@ -16,16 +14,13 @@ from pathlib import Path
 
 import pytest
 
-LIB = os.environ.get("KAFKA_JAVA_LIB", "")
+LIB = os.environ.get("KAFKA_JAVA_LIB") or str(Path(__file__).parents[3] / ".cache" / "kafka-java")
 SOURCE = Path(__file__).parent / "java" / "KafkaClientCheck.java"
-
-pytestmark = pytest.mark.skipif(
-    not (LIB and Path(LIB, "kafka-clients.jar").exists() and shutil.which("javac")),
-    reason="set KAFKA_JAVA_LIB to a directory with kafka-clients.jar (and a JDK with javac)")
-
 
 @pytest.fixture(scope="module")
 def classes(tmp_path_factory) -> Path:
+    assert Path(LIB, "kafka-clients.jar").exists(), f"no kafka-clients.jar in {LIB}: run scripts/install-test-deps"
+    assert shutil.which("javac"), "a JDK with javac is needed"
     out = tmp_path_factory.mktemp("java")
     subprocess.run(["javac", "-d", str(out), "-cp", f"{LIB}/*", str(SOURCE)], check=True, timeout=120)
     return out

@@ -1,6 +1,6 @@
 """kcat (Debian's, bundling librdkafka 2.0.2, which checks single API versions) against a live broker.
 
-Needs the `kcat` Debian package (`apt-get install kcat`).
+Needs the `kcat` Debian package, installed by scripts/install-test-deps.
 """
 
 from __future__ import annotations
@@ -11,10 +11,8 @@ import subprocess
 
 import pytest
 
-pytestmark = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat (Debian package) is not installed")
-
-
 def kcat(live, *args: str, data: bytes | None = None) -> bytes:
+    assert shutil.which("kcat"), "kcat is not installed: run scripts/install-test-deps"
     result = subprocess.run(["kcat", "-b", live.bootstrap, *args], input=data, capture_output=True,
                             timeout=60, check=True)
     return result.stdout
