@@ -1,7 +1,7 @@
 """IndexService: builds IndexFiles from the CommitLog behind the dispatcher.
 
 It walks the log from its own watermark (``built_offset``) in bounded chunks and sleeps
-three times as long as each chunk took, so indexing takes at most a quarter of the loop
+nine times as long as each chunk took, so indexing takes at most a tenth of the loop
 and never holds up puts; under a burst it lags and catches up when the load drops. Keys indexed per message: ``topic#KEYS`` (each key) and ``topic#UNIQ_KEY``; the records of
 an inner batch are indexed through core.batch.messages (a Kafka key is their KEYS).
 Lookups first index up to QUERY_CATCH_UP more messages, so a key is findable as soon as its
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 CHUNK_RECORDS = 2000  # messages per slice of work (records of batches count one each)
 IDLE_POLL_S = 0.2
-BACKOFF = 3  # sleep 3x the time a slice took: indexing takes <= 25% of a core under load
+BACKOFF = 9  # sleep 9x the time a slice took: indexing takes <= 10% of a core under load
 
 
 class IndexService:
