@@ -131,6 +131,12 @@ def test_consume_disabled_and_unknown_group_are_refused(sem_config):
             broker.update_group(SubscriptionGroupConfig("off", consume_enable=False))
             with pytest.raises(ConsumeDisabled):
                 await broker.pull("off", "T", 0, 0, 1)
+            broker.update_group(SubscriptionGroupConfig("bc", consume_broadcast_enable=False))
+            await broker.pull("bc", "T", 0, 0, 1)  # clustering (or unknown) is allowed
+            broker.consumer_manager.register("bc", "c1", object(), "PULL", "BROADCASTING",
+                                             "CONSUME_FROM_LAST_OFFSET", {})
+            with pytest.raises(ConsumeDisabled):
+                await broker.pull("bc", "T", 0, 0, 1)
         cfg = sem_config.with_overrides(auto_create_subscription_group=False)
         async with Broker(cfg) as broker:
             with pytest.raises(GroupNotFound):
