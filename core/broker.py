@@ -196,6 +196,7 @@ class Broker:
             raise TopicNotFound(topic)
         self.store.delete_topic(topic)
         self.offsets.remove_topic(topic)
+        self.pull_waiters.notify_all(topic)  # held pulls on it answer now, not at their timeout
 
     def get_topic(self, topic: str) -> TopicConfig | None:
         return self.topics.get(topic)

@@ -170,3 +170,15 @@ def test_exact_tag_check_reads_the_tags_property_only(sem_config):
             r = await broker.pull("g", "T", 0, 0, 32, message_filter=compile_filter("TAG", "B"))
             assert [m.queue_offset for m in r.messages()] == [0]
     run(main())
+
+
+def test_deleting_a_topic_releases_its_held_pulls(sem_config):
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            held = asyncio.create_task(broker.pull("g", "T", 0, 0, 1, hold_s=30))
+            await asyncio.sleep(0.02)
+            broker.delete_topic("T")
+            r = await asyncio.wait_for(held, 1)
+            assert r.message_count == 0
+    run(main())
