@@ -196,6 +196,7 @@ class Broker:
             raise TopicNotFound(topic)
         self.store.delete_topic(topic)
         self.offsets.remove_topic(topic)
+        self.pull_waiters.notify_all(topic)  # held pulls on it answer now, not at their timeout
 
     def get_topic(self, topic: str) -> TopicConfig | None:
         return self.topics.get(topic)
@@ -298,12 +299,18 @@ class Broker:
         see ``core.batch_filter``). When nothing matches, the pull holds until a message
         is dispatched to the queue or ``hold_s`` passes, re-checking after every wake;
         filtered-out messages advance ``next_begin_offset`` so they are never re-read.
+        Refused with ConsumeDisabled when the group's consumeEnable is off, or when it
+        consumes in BROADCASTING mode and its consumeBroadcastEnable is off.
         """
         cfg = self.get_group(group)
         if cfg is None:
             raise GroupNotFound(group)
         if not cfg.consume_enable:
             raise ConsumeDisabled(group)
+        if not cfg.consume_broadcast_enable:  # RocketMQ refuses broadcasting consumers then
+            info = self.consumer_manager.group_info(group)
+            if info is not None and info.message_model == "BROADCASTING":
+                raise ConsumeDisabled(group)
         store = self.store
         loop = asyncio.get_running_loop()
         deadline = loop.time() + hold_s

@@ -262,20 +262,32 @@ class ScheduleMessageService:
                     pass
 
     async def _deliver_all(self, physical_offsets: list[int]) -> None:
-        """Put the restored messages together (one group commit under SYNC_FLUSH); a message
-        that cannot be delivered (its topic was deleted...) is logged and dropped, as
-        RocketMQ does, so one bad message never blocks its level."""
-        puts = []
+        """Put the restored messages; a message that cannot be delivered (its topic was
+        deleted...) is logged and dropped, as RocketMQ does, so one bad message never
+        blocks its level. Under SYNC_FLUSH the puts run together so one group commit covers
+        them; under ASYNC_FLUSH a put never waits, so they run in turn without a task each."""
+        messages = []
         for phys in physical_offsets:
             stored = self.store.message_at(phys)
             if stored is None:
                 log.error("scheduled message at %d is gone from the commit log", phys)
                 continue
             try:
-                puts.append(self._deliver(unwrap_scheduled(stored)))
-            except (BrokerError, ValueError) as exc:  # unwrapping a garbled message
+                messages.append(unwrap_scheduled(stored))
+            except (BrokerError, ValueError) as exc:  # a garbled message
                 log.error("cannot deliver scheduled message at %d: %s", phys, exc)
-        for result in await asyncio.gather(*puts, return_exceptions=True):
+        results: list[object]
+        if self.store.config.sync_flush:
+            results = await asyncio.gather(*(self._deliver(m) for m in messages),
+                                           return_exceptions=True)
+        else:
+            results = []
+            for msg in messages:
+                try:
+                    results.append(await self._deliver(msg))
+                except BrokerError as exc:
+                    results.append(exc)
+        for result in results:
             if isinstance(result, BaseException):
                 if isinstance(result, StoreUnavailable) or not isinstance(result, BrokerError):
                     raise result
