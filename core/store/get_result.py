@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Iterator
 
-from ..batch.messages import batch_messages
+from ..batch.messages import DEFAULT_TAG_HEADER, batch_messages
 from ..message import MessageExt
 from .record import decode_record
 
@@ -53,12 +53,12 @@ class GetResult:
     def buffers(self) -> list[memoryview]:
         return [s.view for s in self.segments]
 
-    def messages(self) -> Iterator[MessageExt]:
+    def messages(self, tag_header: str = DEFAULT_TAG_HEADER) -> Iterator[MessageExt]:
         """Decode every message (copies): plain records, and the wanted records of inner
         batches through the one records-to-messages mapping (core.batch.messages)."""
         for seg in self.segments:
             if seg.is_inner_batch:
-                yield from islice(batch_messages(seg.view, first_offset=seg.first_offset), seg.count)
+                yield from islice(batch_messages(seg.view, tag_header, seg.first_offset), seg.count)
                 continue
             view, pos = seg.view, 0
             for _ in range(seg.count):

@@ -715,7 +715,7 @@ class MessageStore:
         if not msg.sys_flag & INNER_BATCH_FLAG:
             return [msg]
         try:
-            return list(batch_messages(rec))
+            return list(batch_messages(rec, self.config.kafka_tag_header))
         except ValueError:
             return []
 
