@@ -7,10 +7,12 @@ Cases:
   scanned per second (tagsCode prefilter, exact tag check on the matches);
 - sql_10pct: the same with a SQL92 filter (``n < 10`` over n = 0..99), in messages
   evaluated per second (every entry needs its properties read);
-- delay_put / delay_deliver: puts with DELAY 1 into SCHEDULE_TOPIC_XXXX, then the schedule
-  service moving them to the real topic once due;
-- retry_send_back / retry_deliver: send-backs of consumed messages, then their delivery
-  to %RETRY%{group}.
+- delay_put / delay_deliver: puts all due at one instant (TIMER_DELIVER_MS, 3 s ahead) into
+  SCHEDULE_TOPIC_XXXX, then the schedule service moving them to the real topic: delivered
+  messages per second from the due instant to the last delivery;
+- retry_send_back / retry_deliver: send-backs of consumed messages (delay level 3 = 3 s),
+  then their delivery to %RETRY%{group}, from the first delivery to the last. Messages fall
+  due as fast as they were sent back, so this is min(delivery capacity, send-back rate).
 ``--profile`` prints a cProfile summary (to stderr) for every case that misses its floor.
 """
 
@@ -80,15 +82,17 @@ async def _wait_for(broker: Broker, topic: str, n: int, timeout_s: float) -> flo
 async def _delay(broker: Broker, n: int) -> dict[str, float]:
     broker.create_topic("D", read_queue_nums=1, write_queue_nums=1)
     body = b"x" * 100
+    due_ms = int(time.time() * 1000) + 3000
+    props = {"TIMER_DELIVER_MS": str(due_ms)}
     t = time.perf_counter()
     for _ in range(n):
-        await broker.put_message(Message("D", body, {"DELAY": "1"}, queue_id=0))
+        await broker.put_message(Message("D", body, dict(props), queue_id=0))
     put_rate = n / (time.perf_counter() - t)
-    # deliveries start when the first becomes due (1 s after it was put)
-    await _wait_for(broker, "D", 1, 30)
-    first = time.perf_counter()
+    if time.time() * 1000 >= due_ms:
+        raise RuntimeError("the puts took longer than the delay: lower the message count")
+    due = time.perf_counter() + (due_ms / 1000 - time.time())
     done = await _wait_for(broker, "D", n, 60)
-    return {"delay_put": put_rate, "delay_deliver": (n - 1) / max(done - first, 1e-9)}
+    return {"delay_put": put_rate, "delay_deliver": n / (done - due)}
 
 
 async def _retry(broker: Broker, n: int) -> dict[str, float]:
@@ -97,7 +101,7 @@ async def _retry(broker: Broker, n: int) -> dict[str, float]:
                for _ in range(n)]
     t = time.perf_counter()
     for offset in offsets:
-        await broker.send_back("G", offset, delay_level=1)
+        await broker.send_back("G", offset, delay_level=3)
     rate = n / (time.perf_counter() - t)
     await _wait_for(broker, "%RETRY%G", 1, 30)
     first = time.perf_counter()

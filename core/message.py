@@ -83,18 +83,16 @@ def encode_properties(properties: dict[str, str] | None) -> bytes:
 
 
 def decode_properties(data: bytes | memoryview | str) -> dict[str, str]:
-    """Decode name \\x01 value \\x02 pairs; tolerates a missing trailing separator."""
+    """Decode name \x01 value \x02 pairs; tolerates a missing trailing separator.
+
+    Split once on both separators and pair up: the fastest form measured here (the SQL92
+    filter decodes the properties of every message it evaluates).
+    """
     if not data:
         return {}
-    text = data if isinstance(data, str) else bytes(data).decode("utf-8", "surrogateescape")
-    props: dict[str, str] = {}
-    for item in text.split("\x02"):
-        if not item:
-            continue
-        name, sep, value = item.partition("\x01")
-        if sep:
-            props[name] = value
-    return props
+    text = data if isinstance(data, str) else str(data, "utf-8", "surrogateescape")
+    parts = text.replace("\x02", "\x01").split("\x01")
+    return dict(zip(parts[0:-1:2], parts[1::2]))
 
 
 @dataclass(slots=True)
