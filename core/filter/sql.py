@@ -30,6 +30,7 @@ from typing import ClassVar
 from rocketport.core.filter.base import FilterError, MessageFilter
 from rocketport.core.filter.java import EvaluationAborted
 from rocketport.core.filter.sql_codegen import Evaluator, compile_evaluator
+from rocketport.core.filter.sql_ast import Property, children
 from rocketport.core.filter.sql_parser import parse
 
 
@@ -41,12 +42,15 @@ class SqlFilter(MessageFilter):
 
     expression: str
     _evaluate: Evaluator = field(repr=False, compare=False)
+    # the property names the expression reads: a reader may decode only these
+    properties_read: frozenset[str] = field(default=frozenset(), compare=False)
 
     @classmethod
     def compile(cls, expression: str | None) -> SqlFilter:
         if expression is None:
             raise FilterError("an SQL92 filter needs an expression", 0)
-        return cls(expression, compile_evaluator(parse(expression)))
+        tree = parse(expression)
+        return cls(expression, compile_evaluator(tree), _property_names(tree))
 
     def match_tags_code(self, tags_code: int) -> bool:
         return True  # tags are only known exactly from the properties
@@ -56,3 +60,15 @@ class SqlFilter(MessageFilter):
             return self._evaluate(properties, tags) is True
         except EvaluationAborted:
             return False
+
+
+def _property_names(node) -> frozenset[str]:
+    names: set[str] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Property):
+            names.add(n.name)
+        else:
+            stack.extend(children(n))
+    return frozenset(names)
