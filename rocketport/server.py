@@ -11,6 +11,7 @@ import os
 
 from rocketport.core.broker import Broker
 from rocketport.core.config import BrokerConfig
+from rocketport.protocols.remoting.frontend import RemotingFrontEnd
 
 log = logging.getLogger("rocketport.server")
 
@@ -19,6 +20,7 @@ class BrokerServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.broker = Broker(config)
+        self.remoting = RemotingFrontEnd(self.broker)
 
     async def start(self) -> None:
         await self.broker.start()
@@ -27,8 +29,10 @@ class BrokerServer:
                  os.path.abspath(self.config.store_path_root_dir),
                  "crash" if self.broker.store.recovered_from_crash else "clean",
                  report.get("end", 0), len(self.broker.topics.table))
+        await self.remoting.start()
         log.info("broker %s ready (pid %d)", self.config.broker_name, os.getpid())
 
     async def stop(self) -> None:
+        await self.remoting.stop()
         await self.broker.stop()
         log.info("store closed cleanly")
