@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from .codes import ResponseCode
-from .command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand, make_response
+from .command import FLAG_ONEWAY, FLAG_RESPONSE, Buffer, RemotingCommand, make_response
 from .connection import RemotingConnection
 from .events import CommandReceived
 from .errors import code_for
@@ -56,6 +56,7 @@ class RemotingSession(asyncio.Protocol):
         self._read_paused = False
         self._write_paused = False
         self._opaque = itertools.count(1)
+        self._out: list[Buffer] = []
         self._closed = asyncio.get_running_loop().create_future()
         self.peer: tuple[str, int] = ("0.0.0.0", 0)
 
@@ -114,9 +115,11 @@ class RemotingSession(asyncio.Protocol):
             raise
         except Exception as exc:
             code, remark = code_for(exc)
-            if code == ResponseCode.SYSTEM_ERROR:
+            if isinstance(exc, ValueError):  # a malformed request: the client hears why
+                log.debug("request %d from %s:%d refused: %s", request.code, *self.peer, remark)
+            elif code == ResponseCode.SYSTEM_ERROR:
                 log.warning("request %d from %s:%d failed: %s", request.code, *self.peer, remark,
-                            exc_info=not isinstance(exc, ValueError))
+                            exc_info=exc)
             response = make_response(request, code, remark)
         if response is not None and not request.flag & FLAG_ONEWAY:
             self._write(response)
@@ -139,8 +142,21 @@ class RemotingSession(asyncio.Protocol):
             transport.resume_reading()
 
     def _write(self, command: RemotingCommand) -> None:
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.writelines(encode_command(command))
+        """Queue a frame; frames queued in one loop iteration go out in one write.
+
+        Pipelining clients get many responses per iteration, so coalescing saves a
+        syscall per response; the queue is bounded by the in-flight limit.
+        """
+        if self._transport is None or self._transport.is_closing():
+            return
+        if not self._out:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._out.extend(encode_command(command))
+
+    def _flush(self) -> None:
+        out, self._out = self._out, []
+        if out and self._transport is not None and not self._transport.is_closing():
+            self._transport.writelines(out)
 
     # ------------------------------------------------------------------ public
     @property
@@ -158,8 +174,9 @@ class RemotingSession(asyncio.Protocol):
         self._write(request)
 
     def close(self) -> None:
-        """Close after buffered responses are written; running requests are cancelled."""
+        """Close after queued responses are written; running requests are cancelled."""
         if self._transport is not None:
+            self._flush()
             self._transport.close()
 
     async def wait_closed(self) -> None:
