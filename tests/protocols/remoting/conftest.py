@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -79,9 +80,16 @@ def stop_live_broker(live: LiveBroker, thread: threading.Thread) -> None:
     live.loop.close()
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 @pytest.fixture
 def remoting_config(small_config: BrokerConfig) -> BrokerConfig:
-    return dataclasses.replace(small_config, listen_port=0, mapped_file_size_commit_log=4 << 20,
+    # A real port, not 0: offset message ids embed the configured listen port.
+    return dataclasses.replace(small_config, listen_port=free_port(), mapped_file_size_commit_log=4 << 20,
                                namesrv=ProtocolConfig(True, 0), kafka=ProtocolConfig(False, 0))
 
 
