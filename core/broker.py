@@ -15,16 +15,71 @@ import os
 from dataclasses import dataclass
 
 from .config import BrokerConfig
+from .consumer.allocate import allocate_averagely, allocate_averagely_by_circle
+from .consumer.delay_levels import parse_delay_levels
+from .consumer.groups import ConsumerManager, ProducerManager
+from .consumer.locks import MessageQueueKey, RebalanceLockManager
 from .consumer.long_polling import PullWaiters
-from .errors import InvalidMessage, MessageNotFound, QueueNotFound, TopicNotFound
-from .message import Message, MessageExt
+from .errors import (
+    ConsumeDisabled,
+    GroupNotFound,
+    InvalidMessage,
+    MessageNotFound,
+    QueueNotFound,
+    TopicNotFound,
+    TransactionMismatch,
+)
+from .message import PROPERTY_PRODUCER_GROUP, PROPERTY_TAGS, Message, MessageExt
+from .message_id import decode_offset_msg_id
 from .metadata.groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from .metadata.offsets import ConsumerOffsetManager
 from .metadata.topics import PERM_RW, PERM_WRITE, TopicConfig, TopicConfigManager, validate_topic
-from .store.get_result import GetResult
-from .store.message_store import MessageStore, PutResult, TagsFilter
+from .retry import DEFAULT_MAX_RECONSUME_TIMES, DLQ_QUEUE_NUMS, RETRY_GROUP_TOPIC_PREFIX, build_send_back
+from .schedule import (
+    SCHEDULE_TOPIC,
+    DelayLevels,
+    DelayOffsets,
+    ScheduleMessageService,
+    needs_schedule,
+    now_ms,
+    schedule_due_ms,
+    wrap_for_schedule,
+)
+from .store.get_result import GetResult, GetStatus
+from .store.message_store import MessageStore, PutResult, TagsFilter, offset_msg_id
+from .tags import tags_code
+from .transaction import (
+    TransactionChecker,
+    TransactionCheckService,
+    committed_message,
+    is_half,
+    is_prepared,
+    wrap_half,
+)
 
 log = logging.getLogger(__name__)
+
+# Statuses after which a held pull waits for the queue to grow; the others (offset too
+# small, offset far beyond the end) are answered at once so the client can correct itself.
+_WAITABLE = frozenset({GetStatus.NO_MATCHED_MESSAGE, GetStatus.OFFSET_FOUND_NULL,
+                       GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.NO_MESSAGE_IN_QUEUE,
+                       GetStatus.NO_MATCHED_LOGIC_QUEUE})
+
+# consumeFromWhere as RocketMQ clients name it -> what a first start does
+_CONSUME_FROM = {
+    "LAST": "LAST", "CONSUME_FROM_LAST_OFFSET": "LAST", "CONSUME_FROM_MAX_OFFSET": "LAST",
+    "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST": "LAST",
+    "FIRST": "FIRST", "CONSUME_FROM_FIRST_OFFSET": "FIRST", "CONSUME_FROM_MIN_OFFSET": "FIRST",
+    "TIMESTAMP": "TIMESTAMP", "CONSUME_FROM_TIMESTAMP": "TIMESTAMP",
+}
+_ALLOCATORS = {"AVG": allocate_averagely, "AVG_BY_CIRCLE": allocate_averagely_by_circle}
+
+
+def _tags_code_of(topic: str, properties: dict[str, str]) -> int:
+    """ConsumeQueue tagsCode: the due time for scheduled messages, else the tag hash."""
+    if topic == SCHEDULE_TOPIC:
+        return schedule_due_ms(properties)
+    return tags_code(properties.get(PROPERTY_TAGS)) if properties else 0
 
 
 @dataclass(slots=True)
@@ -46,7 +101,7 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         config_dir = os.path.join(config.store_path_root_dir, "config")
-        self.store = MessageStore(config)
+        self.store = MessageStore(config, tags_code_of=_tags_code_of)
         self.topics = TopicConfigManager(config_dir)
         self.groups = SubscriptionGroupManager(config_dir)
         self.offsets = ConsumerOffsetManager(config_dir)
@@ -55,6 +110,18 @@ class Broker:
         self._tasks: asyncio.TaskGroup | None = None
         self._stop = asyncio.Event()
         self.running = False
+        # ---- messaging semantics (schedule, transactions, clients)
+        self.delay_levels = DelayLevels(parse_delay_levels(config.message_delay_level))
+        self.delay_offsets = DelayOffsets(config_dir)
+        self.schedule = ScheduleMessageService(
+            self.store, self.delay_levels, self.delay_offsets, self.put_message,
+            self.pull_waiters.wait, config.flush_delay_offset_interval)
+        self.transactions = TransactionCheckService(
+            self.store, self.offsets, put=self._put_system, timeout_ms=config.transaction_time_out,
+            check_max=config.transaction_check_max, interval_ms=config.transaction_check_interval)
+        self.consumer_manager = ConsumerManager(config.channel_expired_timeout)
+        self.producer_manager = ProducerManager(config.channel_expired_timeout)
+        self.lock_manager = RebalanceLockManager(config.rebalance_lock_max_live_time)
 
     # ================================================================ lifecycle
     async def start(self) -> None:
@@ -63,12 +130,17 @@ class Broker:
         self.topics.load()
         self.groups.load()
         self.offsets.load()
+        self.delay_offsets.load()
         await asyncio.to_thread(self.store.open)
         self.store.dispatch_listeners.append(self.pull_waiters.notify)
         await self.store.start()
+        self.transactions.load()
         self._tasks = asyncio.TaskGroup()
         await self._tasks.__aenter__()
         self._tasks.create_task(self._persist_offsets_loop(), name="persist-offsets")
+        await self.schedule.run(self._tasks)
+        self._tasks.create_task(self.transactions.run(), name="transaction-check")
+        self._tasks.create_task(self._scan_clients_loop(), name="scan-clients")
         self.running = True
 
     async def stop(self) -> None:
@@ -77,8 +149,11 @@ class Broker:
             return
         self.running = False
         self._stop.set()
+        self.schedule.stop()
+        self.transactions.stop()
         self.pull_waiters.close()  # held pulls return now instead of at their timeout
         await self._tasks.__aexit__(None, None, None)
+        await self.schedule.persist()
         await asyncio.to_thread(self.offsets.persist)
         await self.store.stop()
 
@@ -156,13 +231,36 @@ class Broker:
 
     # ================================================================ put
     async def put_message(self, msg: Message) -> PutResult:
+        """Store one message. A prepared transactional message becomes a half message; a
+        message with DELAY / TIMER_DELIVER_MS / TIMER_DELAY_SEC is parked in the schedule
+        topic. Either way the result names the real queue and the stored (half or
+        scheduled) record, whose commit-log offset END_TRANSACTION refers to."""
         msg.queue_id = self._writable(msg.topic, msg.queue_id)
+        props = msg.properties
+        if not (props or msg.sys_flag):
+            return await self.store.put_message(msg)
+        real_queue = msg.queue_id
+        if is_prepared(msg):
+            wrap_half(msg)  # RocketMQ ignores a delay on the prepare; the commit honours it
+        elif not (props and needs_schedule(props) and wrap_for_schedule(msg, self.delay_levels, now_ms())):
+            return await self.store.put_message(msg)
+        result = await self.store.put_message(msg)
+        result.queue_id = real_queue
+        return result
+
+    async def _put_system(self, msg: Message) -> PutResult:
+        """A put into a system topic (op records, half copies): no routing, no topic config
+        (system topics live in the store only, as clients never route to them)."""
         return await self.store.put_message(msg)
 
     async def put_messages(self, msgs: list[Message]) -> PutResult:
-        """One topic, one queue, stored as contiguous records in one append."""
+        """One topic, one queue, stored as contiguous records in one append. As in
+        RocketMQ, a batch may carry neither a delay nor a transaction."""
         if not msgs:
             raise InvalidMessage("empty batch")
+        for m in msgs:
+            if (m.properties and needs_schedule(m.properties)) or is_prepared(m):
+                raise InvalidMessage("delayed or transactional messages cannot be batched")
         queue_id = self._writable(msgs[0].topic, msgs[0].queue_id)
         for m in msgs:
             m.queue_id = queue_id
@@ -188,6 +286,43 @@ class Broker:
         if self.store.max_offset(topic, queue_id) > offset:
             return True
         return await self.pull_waiters.wait(topic, queue_id, offset, timeout_s)
+
+    async def pull(self, group: str, topic: str, queue_id: int, offset: int, max_count: int, *,
+                   message_filter: TagsFilter | None = None, hold_s: float = 0.0,
+                   max_bytes: int | None = None) -> GetResult:
+        """A consumer group's filtered get with long polling.
+
+        Filtering happens here, never in a client: the tagsCode prefilter runs on the
+        ConsumeQueue and the exact tag / SQL92 check on each candidate, so the segments
+        hold only matches (inner-batch records are filtered per record by their reader,
+        see ``core.batch_filter``). When nothing matches, the pull holds until a message
+        is dispatched to the queue or ``hold_s`` passes, re-checking after every wake;
+        filtered-out messages advance ``next_begin_offset`` so they are never re-read.
+        """
+        cfg = self.get_group(group)
+        if cfg is None:
+            raise GroupNotFound(group)
+        if not cfg.consume_enable:
+            raise ConsumeDisabled(group)
+        store = self.store
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + hold_s
+        while True:
+            result = store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
+                                        message_filter=message_filter)
+            if result.message_count or result.status not in _WAITABLE:
+                return result
+            scanned_to = max(offset, result.next_begin_offset)
+            if scanned_to < result.max_offset:
+                if scanned_to == offset:
+                    return result  # nothing readable here (deleted under us): let the client move
+                offset = scanned_to  # the scan limit stopped us: go on after letting others run
+                await asyncio.sleep(0)
+                continue
+            offset = scanned_to
+            remaining = deadline - loop.time()
+            if remaining <= 0 or not await self.pull_waiters.wait(topic, queue_id, offset, remaining):
+                return result
 
     # ================================================================ offsets
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
@@ -232,13 +367,7 @@ class Broker:
 
     def view_message(self, msg_id: str) -> MessageExt:
         """By offsetMsgId (hex host + commit-log offset) as clients send it."""
-        try:
-            raw = bytes.fromhex(msg_id)
-        except ValueError:
-            raise MessageNotFound(f"{msg_id!r} is not an offset message id") from None
-        if len(raw) != 16:
-            raise MessageNotFound(f"{msg_id!r} is not an offset message id")
-        return self.message_by_offset(int.from_bytes(raw[8:], "big"))
+        return self.message_by_offset(decode_offset_msg_id(msg_id).commit_log_offset)
 
     # ================================================================ stats
     def stats(self) -> BrokerStats:
@@ -251,3 +380,143 @@ class Broker:
             commit_log_max_offset=s.commitlog.max_offset,
             dispatched_offset=s.dispatched_offset, index_built_offset=s.index.built_offset,
             disk_usage_ratio=s.disk_usage_ratio())
+
+    # ================================================================ retry and dead letters
+    async def send_back(self, group: str, commit_log_offset: int, *, delay_level: int = 0,
+                        max_reconsume_times: int | None = None,
+                        origin_msg_id: str | None = None) -> PutResult:
+        """RocketMQ's CONSUMER_SEND_MSG_BACK: the message at ``commit_log_offset`` goes to
+        ``%RETRY%{group}`` after delay level ``3 + reconsumeTimes`` (or ``delay_level``),
+        or to ``%DLQ%{group}`` once reconsumed ``max_reconsume_times`` times (default: the
+        group's retryMaxTimes) or when ``delay_level`` is negative."""
+        cfg = self.get_group(group)
+        if cfg is None:
+            raise GroupNotFound(group)
+        msg = self.message_by_offset(commit_log_offset)
+        if msg.sys_flag & 0x80:
+            raise InvalidMessage("a record batch is sent back per record by its front-end")
+        max_times = max_reconsume_times if max_reconsume_times is not None else cfg.retry_max_times
+        back = build_send_back(
+            msg, group, delay_level=delay_level,
+            max_reconsume_times=max_times if max_times >= 0 else DEFAULT_MAX_RECONSUME_TIMES,
+            origin_msg_id=origin_msg_id,
+            offset_msg_id=offset_msg_id(self.store.store_host, msg.commit_log_offset))
+        topic = back.message.topic
+        if self.topics.get(topic) is None:
+            if back.dead_letter:  # written only, as RocketMQ 4: nobody consumes it by accident
+                self.create_topic(topic, read_queue_nums=DLQ_QUEUE_NUMS,
+                                  write_queue_nums=DLQ_QUEUE_NUMS, perm=PERM_WRITE)
+            else:
+                queues = max(1, cfg.retry_queue_nums)
+                self.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+        return await self.put_message(back.message)
+
+    def retry_topic_of(self, group: str) -> str:
+        return RETRY_GROUP_TOPIC_PREFIX + group
+
+    # ================================================================ transactions
+    def set_transaction_checker(self, checker: TransactionChecker | None) -> None:
+        """Who answers check-backs: ``checker(producer_group, half) -> bool`` must ask a
+        producer of the group (without blocking) and return whether one was asked."""
+        self.transactions.checker = checker
+
+    async def end_transaction(self, producer_group: str, commit_log_offset: int,
+                              commit: bool | None, *, from_check: bool = False) -> PutResult | None:
+        """END_TRANSACTION for the half message at ``commit_log_offset``: True commits
+        (the real message is put and returned), False rolls back, None (unknown) leaves it
+        to the check-back. ``from_check`` only tells the log who answered."""
+        half = self.store.message_at(commit_log_offset)
+        if half is None or not is_half(half):
+            raise MessageNotFound(f"no half message at commit-log offset {commit_log_offset}")
+        owner = half.properties.get(PROPERTY_PRODUCER_GROUP)
+        if owner and producer_group and owner != producer_group:
+            raise TransactionMismatch(
+                f"half message {commit_log_offset} belongs to producer group {owner!r}, "
+                f"not {producer_group!r}")
+        if commit is None:
+            log.debug("transaction %d unknown (from check: %s)", commit_log_offset, from_check)
+            return None
+        result = await self.put_message(committed_message(half)) if commit else None
+        await self.transactions.resolve(half)
+        return result
+
+    # ================================================================ clients, locks, consume-from
+    async def _scan_clients_loop(self) -> None:
+        """Drop silent consumers and producers and purge lapsed queue locks."""
+        interval = self.config.client_scan_interval / 1000
+        while not self._stop.is_set():
+            try:
+                await asyncio.wait_for(self._stop.wait(), interval)
+            except asyncio.TimeoutError:
+                pass
+            self.consumer_manager.scan_expired()
+            self.producer_manager.scan_expired()
+            self.lock_manager.purge_expired()
+
+    def lock_batch(self, group: str, mqs: list[MessageQueueKey], client_id: str) -> set[MessageQueueKey]:
+        """LOCK_BATCH_MQ: the queues now held by ``client_id`` (renewed or newly granted)."""
+        return self.lock_manager.try_lock_batch(group, mqs, client_id)
+
+    def unlock_batch(self, group: str, mqs: list[MessageQueueKey], client_id: str) -> None:
+        self.lock_manager.unlock_batch(group, mqs, client_id)
+
+    def start_offset(self, group: str, topic: str, queue_id: int, consume_from_where: str,
+                     timestamp_ms: int | None = None) -> int:
+        """Where a group starts on a queue: its committed offset if it has one, else per
+        consumeFromWhere (RocketMQ names or LAST / FIRST / TIMESTAMP).
+
+        LAST starts at 0 while the queue still holds its first message (as the real broker
+        answers QUERY_CONSUMER_OFFSET), else at the max offset; retry topics always start
+        at their beginning. FIRST starts at the min offset; TIMESTAMP at the first message
+        stored at or after ``timestamp_ms`` (required).
+        """
+        committed = self.offsets.query(group, topic, queue_id)
+        if committed >= 0:
+            return committed
+        where = _CONSUME_FROM.get(str(consume_from_where).upper())
+        if where is None:
+            raise InvalidMessage(f"unknown consumeFromWhere {consume_from_where!r}")
+        min_off = self.store.min_offset(topic, queue_id)
+        if where == "FIRST" or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return min_off
+        if where == "LAST":
+            return 0 if min_off == 0 else self.store.max_offset(topic, queue_id)
+        if timestamp_ms is None:
+            raise InvalidMessage("CONSUME_FROM_TIMESTAMP needs a timestamp")
+        return self.store.offset_by_timestamp(topic, queue_id, timestamp_ms)
+
+    def reset_offsets_by_timestamp(self, group: str, topic: str, timestamp_ms: int) -> dict[int, int]:
+        """mqadmin resetOffsetByTime: commit, for every queue of ``topic``, the first offset
+        stored at or after ``timestamp_ms``; returns the new offsets."""
+        cfg = self.topics.get(topic)
+        if cfg is None:
+            raise TopicNotFound(topic)
+        result = {}
+        for queue_id in range(cfg.read_queue_nums):
+            offset = self.store.offset_by_timestamp(topic, queue_id, timestamp_ms)
+            self.offsets.commit(group, topic, queue_id, offset)
+            result[queue_id] = offset
+        return result
+
+    def allocate_queues(self, group: str, topic: str, client_id: str,
+                        strategy: str = "AVG") -> list[int]:
+        """The queue ids of ``topic`` that ``client_id`` takes in ``group`` (clustering),
+        computed exactly as RocketMQ clients do, for front-ends that rebalance server-side."""
+        cfg = self.topics.get(topic)
+        if cfg is None:
+            raise TopicNotFound(topic)
+        allocate = _ALLOCATORS.get(strategy)
+        if allocate is None:
+            raise InvalidMessage(f"unknown allocation strategy {strategy!r}")
+        clients = self.consumer_manager.client_ids(group)
+        if client_id not in clients:
+            return []
+        return allocate(list(range(cfg.read_queue_nums)), clients, client_id)
+
+    # ================================================================ message ids
+    def message_by_unique_key(self, topic: str, uniq_key: str) -> MessageExt:
+        """By the client's unique id (UNIQ_KEY), through the index."""
+        for msg in self.query_by_key(topic, uniq_key, max_num=8):
+            if msg.uniq_key == uniq_key:
+                return msg
+        raise MessageNotFound(f"no message {uniq_key!r} in topic {topic!r}")

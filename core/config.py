@@ -75,6 +75,15 @@ class BrokerConfig:
     auto_create_subscription_group: bool = field(default=True, metadata=_key("autoCreateSubscriptionGroup"))
     flush_consumer_offset_interval: int = field(default=5000, metadata=_key("flushConsumerOffsetInterval", minimum=10))
     message_delay_level: str = field(default=DEFAULT_DELAY_LEVELS, metadata=_key("messageDelayLevel"))
+    flush_delay_offset_interval: int = field(default=10_000, metadata=_key("flushDelayOffsetInterval", minimum=10))
+    # transactions (RocketMQ's BrokerConfig names and defaults)
+    transaction_time_out: int = field(default=6_000, metadata=_key("transactionTimeOut", minimum=1))
+    transaction_check_max: int = field(default=15, metadata=_key("transactionCheckMax", minimum=1))
+    transaction_check_interval: int = field(default=60_000, metadata=_key("transactionCheckInterval", minimum=10))
+    # clients, locks
+    rebalance_lock_max_live_time: int = field(default=60_000, metadata=_key("rebalanceLockMaxLiveTime", minimum=1))
+    channel_expired_timeout: int = field(default=120_000, metadata=_key("channelExpiredTimeout", minimum=1))
+    client_scan_interval: int = field(default=10_000, metadata=_key("clientScanInterval", minimum=10))
     # front-ends
     namesrv: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 9876))
     kafka: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 9092))
@@ -162,6 +171,12 @@ def _coerce(f: dataclasses.Field, raw: Any) -> Any:
     choices = f.metadata.get("choices")
     if choices and value not in choices:
         raise ValueError(f"must be one of {', '.join(choices)}, got {value!r}")
+    if f.name == "message_delay_level":
+        from .consumer.delay_levels import DelayLevelError, parse_delay_levels
+        try:
+            parse_delay_levels(value)
+        except DelayLevelError as exc:
+            raise ValueError(str(exc)) from None
     if f.name == "delete_when" and not re.fullmatch(r"\d{1,2}(;\d{1,2})*", value):
         raise ValueError(f"expected hours like '04' or '04;16', got {value!r}")
     return value

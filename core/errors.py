@@ -51,3 +51,23 @@ class StoreUnavailable(BrokerError):
 
 class MessageNotFound(BrokerError):
     """No message at the given id / commit-log offset."""
+
+
+class ConsumeDisabled(BrokerError):
+    """The subscription group's consumeEnable is false: pulls are refused."""
+
+    def __init__(self, group: str) -> None:
+        super().__init__(f"consumer group {group!r} is not allowed to consume")
+        self.group = group
+
+
+class TransactionMismatch(BrokerError):
+    """END_TRANSACTION names a message that is not the producer group's half message."""
+
+
+class GroupNotFound(BrokerError):
+    """The subscription group does not exist and autoCreateSubscriptionGroup is off."""
+
+    def __init__(self, group: str) -> None:
+        super().__init__(f"subscription group {group!r} does not exist")
+        self.group = group

@@ -1,0 +1,124 @@
+"""Delay levels and delivery times through the facade (levels "1s 2s 3s" here)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+
+from rocketport.core.broker import Broker
+from rocketport.core.message import Message
+from rocketport.core.schedule import SCHEDULE_TOPIC
+
+from .conftest import run
+
+
+def ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+async def _take(broker: Broker, topic: str, queue_id: int, want: int, timeout_s: float):
+    """Long-poll the real queue until ``want`` messages arrived; returns them with arrival ms."""
+    got = []
+    offset = 0
+    deadline = time.monotonic() + timeout_s
+    while len(got) < want:
+        left = deadline - time.monotonic()
+        assert left > 0, f"only {len(got)} of {want} delivered"
+        r = await broker.pull("g", topic, queue_id, offset, 64, hold_s=left)
+        now = ms()
+        got += [(m, now) for m in r.messages()]
+        offset = r.next_begin_offset
+    return got
+
+
+def test_delay_level_delivers_on_time_with_properties_restored(sem_config):
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=2, write_queue_nums=2)
+            sent = ms()
+            r = await broker.put_message(Message(
+                "T", b"later", {"TAGS": "A", "KEYS": "k1", "DELAY": "1", "UNIQ_KEY": "U1"}, queue_id=1))
+            assert r.queue_id == 1  # the real queue, as RocketMQ answers the producer
+            assert broker.max_offset("T", 1) == 0  # parked, invisible
+            assert broker.max_offset(SCHEDULE_TOPIC, 0) == 1
+            [(m, arrived)] = await _take(broker, "T", 1, 1, 3)
+            assert arrived - sent >= 1000 and m.store_timestamp - sent >= 1000
+            assert m.body == b"later" and m.tags == "A" and m.keys == ["k1"]
+            assert m.uniq_key == "U1"
+            for gone in ("DELAY", "REAL_TOPIC", "REAL_QID", "TIMER_OUT_MS"):
+                assert gone not in m.properties
+            assert broker.message_by_unique_key("T", "U1").body == b"later"
+    run(main())
+
+
+def test_levels_order_and_clamp_to_max(sem_config):
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            sent = ms()
+            for level in (3, 1, 2, 99):
+                await broker.put_message(Message("T", str(level).encode(), {"DELAY": str(level)}, queue_id=0))
+            await broker.put_message(Message("T", b"now", {"DELAY": "0"}, queue_id=0))
+            got = await _take(broker, "T", 0, 5, 6)
+            bodies = [m.body for m, _ in got]
+            assert bodies[0] == b"now"
+            assert set(bodies[1:3]) == {b"1", b"2"} and bodies[1] == b"1"
+            assert set(bodies[3:]) == {b"3", b"99"}
+            expected = {b"now": 0, b"1": 1000, b"2": 2000, b"3": 3000, b"99": 3000}
+            for m, _ in got:
+                assert m.store_timestamp - sent >= expected[m.body]
+    run(main())
+
+
+def test_delivery_time_properties(sem_config):
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            sent = ms()
+            await broker.put_message(Message("T", b"abs", {"TIMER_DELIVER_MS": str(sent + 2500)}, queue_id=0))
+            await broker.put_message(Message("T", b"rel", {"TIMER_DELAY_SEC": "0.4"}, queue_id=0))
+            await broker.put_message(Message("T", b"past", {"TIMER_DELIVER_MS": str(sent - 10)}, queue_id=0))
+            got = await _take(broker, "T", 0, 3, 6)
+            by_body = {m.body: m for m, _ in got}
+            assert [m.body for m, _ in got][0] == b"past"
+            assert by_body[b"rel"].store_timestamp >= sent + 400
+            abs_msg = by_body[b"abs"]
+            assert abs_msg.store_timestamp >= sent + 2500  # never early
+            assert abs_msg.store_timestamp < sent + 2500 + 1500  # late by less than a level hop
+            assert "TIMER_DELIVER_MS" not in abs_msg.properties
+    run(main())
+
+
+def test_pending_delays_survive_a_clean_restart(sem_config):
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            await broker.put_message(Message("T", b"first", {"DELAY": "1"}, queue_id=0))
+            sent = ms()
+            await broker.put_message(Message("T", b"second", {"DELAY": "2"}, queue_id=0))
+            await _take(broker, "T", 0, 1, 3)
+        path = os.path.join(sem_config.store_path_root_dir, "config", "delayOffset.json")
+        with open(path) as f:
+            assert json.load(f)["offsetTable"] == {"1": 1}
+        async with Broker(sem_config) as broker:
+            got = await _take(broker, "T", 0, 2, 4)
+            assert [m.body for m, _ in got] == [b"first", b"second"]
+            assert got[1][0].store_timestamp >= sent + 2000
+            await asyncio.sleep(0.3)
+            assert broker.max_offset("T", 0) == 2  # delivered once each
+    run(main())
+
+
+def test_batches_cannot_be_delayed(sem_config):
+    import pytest
+    from rocketport.core.errors import InvalidMessage
+
+    async def main():
+        async with Broker(sem_config) as broker:
+            with pytest.raises(InvalidMessage):
+                await broker.put_messages([Message("T", b"x", {"DELAY": "1"}, queue_id=0)])
+            with pytest.raises(InvalidMessage):
+                await broker.put_message(Message("T", b"x", {"DELAY": "soon"}, queue_id=0))
+    run(main())

@@ -1,0 +1,132 @@
+"""Clients, queue locks, consume-from, offset reset, allocation and message ids."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from rocketport.core.broker import Broker
+from rocketport.core.consumer.groups import SubscriptionData
+from rocketport.core.consumer.locks import MessageQueueKey
+from rocketport.core.errors import InvalidMessage, MessageNotFound, TopicNotFound
+from rocketport.core.message import Message
+from rocketport.core.message_id import decode_offset_msg_id, encode_offset_msg_id
+
+from .conftest import run
+
+
+def test_locks_are_exclusive_per_group_and_expire(sem_config):
+    cfg = sem_config.with_overrides(rebalance_lock_max_live_time=100, client_scan_interval=20)
+
+    async def main():
+        async with Broker(cfg) as broker:
+            mqs = [MessageQueueKey("T", "broker-a", q) for q in range(4)]
+            assert broker.lock_batch("g", mqs[:3], "c1") == set(mqs[:3])
+            assert broker.lock_batch("g", mqs, "c2") == {mqs[3]}
+            assert broker.lock_batch("other", mqs, "c2") == set(mqs)
+            broker.unlock_batch("g", mqs[:1], "c1")
+            assert broker.lock_batch("g", mqs[:1], "c2") == {mqs[0]}
+            await asyncio.sleep(0.3)  # c1 stopped renewing: its locks lapse and are purged
+            assert broker.lock_batch("g", mqs, "c2") == set(mqs)
+            assert len(broker.lock_manager) == 4  # the "other" group's lapsed locks were purged
+    run(main())
+
+
+def test_silent_clients_are_dropped_by_the_owned_scan(sem_config):
+    cfg = sem_config.with_overrides(channel_expired_timeout=100, client_scan_interval=20)
+
+    async def main():
+        async with Broker(cfg) as broker:
+            changes = []
+            broker.consumer_manager.add_listener(lambda g, ids: changes.append((g, ids)))
+            broker.consumer_manager.register("g", "c1", object(), "PUSH", "CLUSTERING",
+                                             "CONSUME_FROM_LAST_OFFSET",
+                                             {"T": SubscriptionData.from_expression("T", "*")})
+            broker.producer_manager.register("P", "p1", object())
+            assert broker.consumer_manager.client_ids("g") == ["c1"]
+            await asyncio.sleep(0.3)
+            assert broker.consumer_manager.client_ids("g") == []
+            assert broker.producer_manager.client_ids("P") == []
+            assert changes[-1] == ("g", [])
+    run(main())
+
+
+def test_allocation_follows_rocketmq(sem_config):
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=8, write_queue_nums=8)
+            for cid in ("c1", "c2", "c3"):
+                broker.consumer_manager.register("g", cid, object(), "PULL", "CLUSTERING",
+                                                 "CONSUME_FROM_LAST_OFFSET", {})
+            assert broker.allocate_queues("g", "T", "c1") == [0, 1, 2]
+            assert broker.allocate_queues("g", "T", "c3") == [6, 7]
+            assert broker.allocate_queues("g", "T", "c2", "AVG_BY_CIRCLE") == [1, 4, 7]
+            assert broker.allocate_queues("g", "T", "stranger") == []
+            with pytest.raises(TopicNotFound):
+                broker.allocate_queues("g", "Nope", "c1")
+    run(main())
+
+
+def test_start_offset_for_a_first_start(sem_config):
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            for i in range(3):
+                await broker.put_message(Message("T", b"old", queue_id=0))
+            await asyncio.sleep(0.02)
+            middle = time.time_ns() // 1_000_000
+            await asyncio.sleep(0.02)
+            for i in range(2):
+                await broker.put_message(Message("T", b"new", queue_id=0))
+            # the queue still holds its first message: LAST starts at 0, as the real broker
+            assert broker.start_offset("g", "T", 0, "CONSUME_FROM_LAST_OFFSET") == 0
+            assert broker.start_offset("g", "T", 0, "FIRST") == 0
+            assert broker.start_offset("g", "T", 0, "CONSUME_FROM_TIMESTAMP", middle) == 3
+            assert broker.start_offset("g", "T", 0, "TIMESTAMP", middle + 60_000) == 5
+            broker.store.truncate_queue_min("T", 0, 2)  # first message gone
+            assert broker.start_offset("g", "T", 0, "LAST") == 5
+            assert broker.start_offset("g", "T", 0, "FIRST") == 2
+            assert broker.start_offset("g", "%RETRY%g", 0, "LAST") == 0
+            broker.commit_offset("g", "T", 0, 4)
+            assert broker.start_offset("g", "T", 0, "LAST") == 4  # a committed offset wins
+            with pytest.raises(InvalidMessage):
+                broker.start_offset("h", "T", 0, "TIMESTAMP")
+            with pytest.raises(InvalidMessage):
+                broker.start_offset("h", "T", 0, "SOMETIME")
+    run(main())
+
+
+def test_reset_offsets_by_timestamp(sem_config):
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=2, write_queue_nums=2)
+            for q in range(2):
+                await broker.put_message(Message("T", b"a", queue_id=q))
+            await asyncio.sleep(0.02)
+            middle = time.time_ns() // 1_000_000
+            await asyncio.sleep(0.02)
+            await broker.put_message(Message("T", b"b", queue_id=1))
+            broker.commit_offset("g", "T", 0, 1)
+            assert broker.reset_offsets_by_timestamp("g", "T", middle) == {0: 1, 1: 1}
+            assert broker.reset_offsets_by_timestamp("g", "T", 0) == {0: 0, 1: 0}
+            assert broker.query_offset("g", "T", 1) == 0
+    run(main())
+
+
+def test_message_ids(sem_config):
+    async def main():
+        async with Broker(sem_config) as broker:
+            r = await broker.put_message(Message("T", b"x", {"UNIQ_KEY": "AC11000100002A9F0000000000000001"}, queue_id=0))
+            decoded = decode_offset_msg_id(r.msg_id)
+            assert decoded.commit_log_offset == r.commit_log_offset
+            assert decoded.port == sem_config.listen_port and decoded.host == sem_config.broker_ip1
+            assert encode_offset_msg_id(decoded.host, decoded.port, r.commit_log_offset) == r.msg_id
+            assert broker.view_message(r.msg_id).body == b"x"
+            assert broker.message_by_unique_key("T", "AC11000100002A9F0000000000000001").body == b"x"
+            with pytest.raises(MessageNotFound):
+                broker.message_by_unique_key("T", "missing")
+            with pytest.raises(MessageNotFound):
+                decode_offset_msg_id("XYZ")
+    run(main())

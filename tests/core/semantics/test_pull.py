@@ -1,0 +1,152 @@
+"""Filtered pull with long polling through the Broker facade."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from rocketport.core.broker import Broker
+from rocketport.core.errors import ConsumeDisabled, GroupNotFound
+from rocketport.core.filter import compile_filter
+from rocketport.core.message import Message
+from rocketport.core.metadata.groups import SubscriptionGroupConfig
+from rocketport.core.store.get_result import GetStatus
+
+from .conftest import run
+
+
+async def _fill(broker: Broker, topic: str, n: int, tag_of, props_of=lambda i: {}) -> None:
+    for i in range(n):
+        props = {"TAGS": tag_of(i), **props_of(i)}
+        await broker.put_message(Message(topic, str(i).encode(), props, queue_id=0))
+
+
+def test_tag_filter_returns_only_matches(sem_config):
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            await _fill(broker, "T", 100, lambda i: "A" if i % 10 == 0 else "B")
+            flt = compile_filter("TAG", "A || C")
+            r = await broker.pull("g", "T", 0, 0, 32, message_filter=flt)
+            assert r.status is GetStatus.FOUND
+            msgs = list(r.messages())
+            assert [m.body for m in msgs] == [str(i).encode() for i in range(0, 100, 10)]
+            assert all(m.tags == "A" for m in msgs)
+            assert r.next_begin_offset == 100
+    run(main())
+
+
+def test_sql_filter_returns_only_matches(sem_config):
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            await _fill(broker, "T", 50, lambda i: "X", lambda i: {"n": str(i)} if i % 2 else {})
+            flt = compile_filter("SQL92", "n BETWEEN 10 AND 20")
+            r = await broker.pull("g", "T", 0, 0, 32, message_filter=flt)
+            assert [m.body for m in r.messages()] == [str(i).encode() for i in (11, 13, 15, 17, 19)]
+            # a missing property is false, never an error
+            r = await broker.pull("g", "T", 0, 0, 32, message_filter=compile_filter("SQL92", "n IS NULL"))
+            assert [int(m.body) for m in r.messages()] == list(range(0, 50, 2))[:32]
+    run(main())
+
+
+def test_no_match_advances_next_offset_and_holds_until_hold_ends(sem_config):
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            await _fill(broker, "T", 20, lambda i: "B")
+            started = time.monotonic()
+            r = await broker.pull("g", "T", 0, 0, 32, message_filter=compile_filter("TAG", "A"),
+                                  hold_s=0.2)
+            assert 0.18 <= time.monotonic() - started < 1.0
+            assert r.message_count == 0 and not r.segments
+            assert r.next_begin_offset == 20
+    run(main())
+
+
+def test_held_pull_wakes_on_matching_put_and_ignores_others(sem_config):
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=2, write_queue_nums=2)
+            flt = compile_filter("TAG", "A")
+            held = asyncio.create_task(broker.pull("g", "T", 0, 0, 32, message_filter=flt, hold_s=5))
+            await asyncio.sleep(0.05)
+            await broker.put_message(Message("T", b"b", {"TAGS": "B"}, queue_id=0))
+            await broker.put_message(Message("T", b"a-other-queue", {"TAGS": "A"}, queue_id=1))
+            await asyncio.sleep(0.05)
+            assert not held.done()  # a non-matching put woke it; it re-checked and held again
+            put_at = time.monotonic()
+            await broker.put_message(Message("T", b"a", {"TAGS": "A"}, queue_id=0))
+            r = await asyncio.wait_for(held, 1)
+            assert time.monotonic() - put_at < 0.05
+            assert [m.body for m in r.messages()] == [b"a"]
+            assert r.next_begin_offset == 2
+    run(main())
+
+
+def test_pull_on_missing_queue_holds_then_returns(sem_config):
+    async def main():
+        async with Broker(sem_config) as broker:
+            r = await broker.pull("g", "Nope", 0, 0, 32, hold_s=0.05)
+            assert r.status is GetStatus.NO_MATCHED_LOGIC_QUEUE and r.message_count == 0
+            held = asyncio.create_task(broker.pull("g", "New", 0, 0, 32, hold_s=5))
+            await asyncio.sleep(0.02)
+            await broker.put_message(Message("New", b"x", queue_id=0))
+            r = await asyncio.wait_for(held, 1)
+            assert [m.body for m in r.messages()] == [b"x"]
+    run(main())
+
+
+def test_offset_errors_answer_at_once(sem_config):
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            await _fill(broker, "T", 3, lambda i: "A")
+            started = time.monotonic()
+            r = await broker.pull("g", "T", 0, 99, 32, hold_s=5)
+            assert r.status is GetStatus.OFFSET_OVERFLOW_BADLY
+            assert time.monotonic() - started < 0.5
+    run(main())
+
+
+def test_scan_limit_does_not_end_a_pull_early(sem_config, monkeypatch):
+    import rocketport.core.store.message_store as ms
+    monkeypatch.setattr(ms, "MAX_SCAN_PER_GET", 100)
+
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            await _fill(broker, "T", 1000, lambda i: "A" if i == 950 else "B")
+            r = await broker.pull("g", "T", 0, 0, 32, message_filter=compile_filter("TAG", "A"),
+                                  hold_s=1)
+            assert [m.body for m in r.messages()] == [b"950"]
+    run(main())
+
+
+def test_consume_disabled_and_unknown_group_are_refused(sem_config):
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.update_group(SubscriptionGroupConfig("off", consume_enable=False))
+            with pytest.raises(ConsumeDisabled):
+                await broker.pull("off", "T", 0, 0, 1)
+        cfg = sem_config.with_overrides(auto_create_subscription_group=False)
+        async with Broker(cfg) as broker:
+            with pytest.raises(GroupNotFound):
+                await broker.pull("nobody", "T", 0, 0, 1)
+    run(main())
+
+
+def test_stop_releases_held_pulls(sem_config):
+    async def main():
+        broker = Broker(sem_config)
+        await broker.start()
+        held = [asyncio.create_task(broker.pull("g", "T", q, 0, 1, hold_s=30)) for q in range(4)]
+        await asyncio.sleep(0.02)
+        started = time.monotonic()
+        await broker.stop()
+        results = await asyncio.wait_for(asyncio.gather(*held), 1)
+        assert all(r.message_count == 0 for r in results)
+        assert time.monotonic() - started < 1.0
+    run(main())
