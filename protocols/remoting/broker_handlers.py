@@ -11,7 +11,7 @@ pushed to a group's connections. This module must never touch sockets or the sto
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -19,22 +19,27 @@ from collections.abc import Awaitable, Callable
 import orjson
 
 from rocketport.core.broker import Broker
-from rocketport.core.consumer.groups import ConsumerManager, ProducerManager
 from rocketport.core.consumer.groups import SubscriptionData as CoreSubscription
-from rocketport.core.consumer.locks import MessageQueueKey, RebalanceLockManager
+from rocketport.core.consumer.locks import MessageQueueKey
 from rocketport.core.errors import TopicNotFound
 from rocketport.core.filter import EXPRESSION_TYPE_SQL92, MessageFilter, compile_filter
 from rocketport.core.message import (
     PROPERTY_MSG_REGION,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
     PROPERTY_TRACE_SWITCH,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
     Message,
+    MessageExt,
     decode_properties,
 )
+from rocketport.core.store.message_store import offset_msg_id
 from rocketport.core.metadata.groups import SubscriptionGroupConfig
 from rocketport.core.metadata.topics import PERM_READ
 from rocketport.core.store.get_result import GetResult, GetStatus
+from rocketport.core.store.record import ip_bytes
 
 from . import bodies, headers
 from .codes import RequestCode, ResponseCode
@@ -50,14 +55,11 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[RemotingSession, RemotingCommand], Awaitable[RemotingCommand | None]]
 
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 MAX_PULL_HOLD_S = 30.0  # never hold a pull longer than this, whatever the client asks
 MAX_PULL_MSG_NUMS = 1024
 SUSPEND_FLAG = 0x2
 SUBSCRIPTION_FLAG = 0x4
 COMMIT_OFFSET_FLAG = 0x1
-HOUSEKEEPING_INTERVAL_S = 10.0
 
 # GetStatus -> pull response code, as RocketMQ's PullMessageProcessor maps them.
 _PULL_CODES: dict[GetStatus, ResponseCode] = {
@@ -71,10 +73,6 @@ _PULL_CODES: dict[GetStatus, ResponseCode] = {
 }
 
 
-def retry_topic(group: str) -> str:
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
 def _pull_code(result: GetResult, offset: int) -> ResponseCode:
     code = _PULL_CODES.get(result.status)
     if code is not None:
@@ -86,17 +84,14 @@ def _pull_code(result: GetResult, offset: int) -> ResponseCode:
 class BrokerHandlers:
     """The broker side of the remoting protocol, shared by every session of a listener."""
 
-    def __init__(self, broker: Broker, *, consumers: ConsumerManager | None = None,
-                 producers: ProducerManager | None = None,
-                 locks: RebalanceLockManager | None = None) -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.config = broker.config
-        self.consumers = consumers or ConsumerManager()
-        self.producers = producers or ProducerManager()
-        self.locks = locks or RebalanceLockManager()
+        self.consumers = broker.consumer_manager
+        self.producers = broker.producer_manager
         self.consumers.add_listener(self._consumer_ids_changed)
+        broker.set_transaction_checker(self._check_transaction)
         self.broker_addr = f"{self.config.broker_ip1}:{self.config.listen_port}"
-        self._housekeeping: asyncio.Task[None] | None = None
         self._routes: dict[int, Handler] = {
             RequestCode.SEND_MESSAGE: self.send_message,
             RequestCode.SEND_MESSAGE_V2: self.send_message,
@@ -111,6 +106,8 @@ class BrokerHandlers:
             RequestCode.HEART_BEAT: self.heart_beat,
             RequestCode.UNREGISTER_CLIENT: self.unregister_client,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list_by_group,
+            RequestCode.CONSUMER_SEND_MSG_BACK: self.consumer_send_msg_back,
+            RequestCode.END_TRANSACTION: self.end_transaction,
             RequestCode.LOCK_BATCH_MQ: self.lock_batch_mq,
             RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch_mq,
             RequestCode.QUERY_MESSAGE: self.query_message,
@@ -125,25 +122,6 @@ class BrokerHandlers:
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connection_list,
         }
-
-    # ------------------------------------------------------------------ lifecycle
-    async def start(self) -> None:
-        self._housekeeping = asyncio.create_task(self._housekeep(), name="remoting-housekeeping")
-
-    async def stop(self) -> None:
-        if self._housekeeping is not None:
-            self._housekeeping.cancel()
-            await asyncio.gather(self._housekeeping, return_exceptions=True)
-            self._housekeeping = None
-
-    async def _housekeep(self) -> None:
-        """Expire silent clients (closing their channels) and stale queue locks."""
-        while True:
-            await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
-            for _, _, channel in self.consumers.scan_expired() + self.producers.scan_expired():
-                if isinstance(channel, RemotingSession):
-                    channel.close()
-            self.locks.purge_expired()
 
     # ------------------------------------------------------------------ dispatch
     async def handle(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand | None:
@@ -170,9 +148,6 @@ class BrokerHandlers:
     # ------------------------------------------------------------------ send
     async def send_message(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
         h = decode_send_message_header(request.code, request.ext_fields)
-        if h.sys_flag & TRANSACTION_PREPARED_TYPE:
-            raise RemotingError(ResponseCode.NO_PERMISSION,
-                                "transactional messages are not supported by this broker yet")
         born_host = session.peer
         if request.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
             msgs = [Message(h.topic, bytes(m.body), m.properties, m.flag, h.queue_id, h.sys_flag,
@@ -219,17 +194,13 @@ class BrokerHandlers:
         message_filter = self._filter_for(h)
         if h.sys_flag & COMMIT_OFFSET_FLAG and h.commit_offset >= 0:
             self.broker.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
-        max_count = max(1, min(h.max_msg_nums, MAX_PULL_MSG_NUMS))
-        result = self.broker.get_messages(h.topic, h.queue_id, h.queue_offset, max_count,
-                                          message_filter=message_filter)
-        code = _pull_code(result, h.queue_offset)
-        if code == ResponseCode.PULL_NOT_FOUND and h.sys_flag & SUSPEND_FLAG:
+        hold = 0.0
+        if h.sys_flag & SUSPEND_FLAG:
             hold = min(max(h.suspend_timeout_millis, 0) / 1000, MAX_PULL_HOLD_S)
-            if hold > 0 and await self.broker.wait_for_message(
-                    h.topic, h.queue_id, result.next_begin_offset, hold):
-                result = self.broker.get_messages(h.topic, h.queue_id, h.queue_offset, max_count,
-                                                  message_filter=message_filter)
-                code = _pull_code(result, h.queue_offset)
+        result = await self.broker.pull(h.consumer_group, h.topic, h.queue_id, h.queue_offset,
+                                        max(1, min(h.max_msg_nums, MAX_PULL_MSG_NUMS)),
+                                        message_filter=message_filter, hold_s=hold)
+        code = _pull_code(result, h.queue_offset)
         return make_response(
             request, code, None,
             {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
@@ -284,10 +255,10 @@ class BrokerHandlers:
             self.producers.register(producer.group_name, data.client_id, session)
         for consumer in data.consumer_data_set:
             group_cfg = self.broker.get_group(consumer.group_name)
-            if group_cfg is not None and not self.broker.get_topic(retry_topic(consumer.group_name)):
-                self.broker.create_topic(retry_topic(consumer.group_name),
-                                         read_queue_nums=group_cfg.retry_queue_nums,
-                                         write_queue_nums=group_cfg.retry_queue_nums)
+            retry = self.broker.retry_topic_of(consumer.group_name)
+            if group_cfg is not None and self.broker.get_topic(retry) is None:
+                queues = max(1, group_cfg.retry_queue_nums)
+                self.broker.create_topic(retry, read_queue_nums=queues, write_queue_nums=queues)
             subscriptions = {
                 s.topic: CoreSubscription.from_expression(
                     s.topic, s.sub_string,
@@ -320,18 +291,56 @@ class BrokerHandlers:
     async def lock_batch_mq(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
         body = bodies.decode_body(bodies.LockBatchRequestBody, request.body)
         wanted = [MessageQueueKey(mq.topic, mq.broker_name, mq.queue_id) for mq in body.mq_set]
-        locked = self.locks.try_lock_batch(body.consumer_group, wanted, body.client_id)
+        locked = self.broker.lock_batch(body.consumer_group, wanted, body.client_id)
         return make_response(request, ResponseCode.SUCCESS, body=bodies.encode_body(
             bodies.LockBatchResponseBody([bodies.MessageQueue(mq.topic, mq.broker_name, mq.queue_id)
                                           for mq in sorted(locked)])))
 
     async def unlock_batch_mq(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
         body = bodies.decode_body(bodies.LockBatchRequestBody, request.body)
-        self.locks.unlock_batch(
+        self.broker.unlock_batch(
             body.consumer_group,
             [MessageQueueKey(mq.topic, mq.broker_name, mq.queue_id) for mq in body.mq_set],
             body.client_id)
         return make_response(request, ResponseCode.SUCCESS)
+
+    # ------------------------------------------------------------------ retry and transactions
+    async def consumer_send_msg_back(self, session: RemotingSession,
+                                     request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(headers.ConsumerSendMsgBackRequestHeader, request.ext_fields)
+        await self.broker.send_back(h.group, h.offset, delay_level=h.delay_level,
+                                    max_reconsume_times=h.max_reconsume_times,
+                                    origin_msg_id=h.origin_msg_id)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def end_transaction(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(headers.EndTransactionRequestHeader, request.ext_fields)
+        state = h.commit_or_rollback
+        commit = True if state == TRANSACTION_COMMIT_TYPE else False if state == TRANSACTION_ROLLBACK_TYPE else None
+        await self.broker.end_transaction(h.producer_group, h.commit_log_offset, commit,
+                                          from_check=h.from_transaction_check)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    def _check_transaction(self, producer_group: str, half: MessageExt) -> bool:
+        """The facade's checker: push CHECK_TRANSACTION_STATE (39) to one producer of the
+        group, with the half message as the producer first saw it (real topic and queue)."""
+        channel = self.producers.pick_channel(producer_group)
+        if not isinstance(channel, RemotingSession) or not channel.is_open:
+            return False
+        props = half.properties
+        shown = dataclasses.replace(
+            half, topic=props.get(PROPERTY_REAL_TOPIC, half.topic),
+            queue_id=int(props.get(PROPERTY_REAL_QUEUE_ID, half.queue_id)))
+        offset_id = offset_msg_id(ip_bytes(half.store_host[0]) + half.store_host[1].to_bytes(4, "big"),
+                                  half.commit_log_offset)
+        uniq = half.uniq_key or offset_id
+        channel.push_oneway(RemotingCommand(
+            code=RequestCode.CHECK_TRANSACTION_STATE,
+            ext_fields={"tranStateTableOffset": str(half.queue_offset),
+                        "commitLogOffset": str(half.commit_log_offset), "msgId": uniq,
+                        "transactionId": uniq, "offsetMsgId": offset_id},
+            body=message_ext_record(shown)))
+        return True
 
     # ------------------------------------------------------------------ lookups
     async def query_message(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from rocketport.core.errors import (
     BrokerError,
+    ConsumeDisabled,
+    GroupNotFound,
+    TransactionMismatch,
     InvalidMessage,
     InvalidTopicName,
     MessageNotFound,
@@ -44,6 +47,9 @@ _CODES: tuple[tuple[type[BaseException], ResponseCode], ...] = (
     (MessageTooLarge, ResponseCode.MESSAGE_ILLEGAL),
     (InvalidMessage, ResponseCode.MESSAGE_ILLEGAL),
     (MessageNotFound, ResponseCode.SYSTEM_ERROR),
+    (GroupNotFound, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST),
+    (ConsumeDisabled, ResponseCode.NO_PERMISSION),
+    (TransactionMismatch, ResponseCode.TRANSACTION_STATE_GROUP_WRONG),
     (StoreUnavailable, ResponseCode.SERVICE_NOT_AVAILABLE),
     (FilterError, ResponseCode.SUBSCRIPTION_PARSE_FAILED),
     (HeaderError, ResponseCode.SYSTEM_ERROR),

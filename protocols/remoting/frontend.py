@@ -38,7 +38,6 @@ class RemotingFrontEnd:
         return f"{self.broker.config.broker_ip1}:{self.listener.port}"
 
     async def start(self) -> None:
-        await self.handlers.start()
         await self.listener.start()
         self.handlers.broker_addr = self.broker_addr()
         if self.namesrv_listener is not None:
@@ -52,4 +51,3 @@ class RemotingFrontEnd:
         if self.namesrv_listener is not None:
             await self.namesrv_listener.stop()
         await self.listener.stop()
-        await self.handlers.stop()
