@@ -3,7 +3,8 @@
 Used where Rocketport itself is the client: a broker registering with name servers, the
 `rocketport admin` tool, and the front-end's own tests and benchmark. Many requests may be
 in flight at once (each awaits its own future); the reader task is owned by the client and
-ends with it. Broker-initiated requests (pushes) are ignored. It is deliberately not a
+ends with it. Broker-initiated requests (pushes such as 39 and 40) go to `on_request`
+when one is given, else are ignored. It is deliberately not a
 producer/consumer API (that lives in `rocketport.client`); it must never retry or reconnect
 on its own.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 
 from .codes import RequestCode
 from .command import FLAG_ONEWAY, RemotingCommand
@@ -25,7 +27,9 @@ class RemotingClientError(Exception):
 
 
 class RemotingClient:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 on_request: Callable[[RemotingCommand], None] | None = None) -> None:
+        self.on_request = on_request
         self._reader = reader
         self._writer = writer
         self._conn = RemotingConnection()
@@ -34,11 +38,12 @@ class RemotingClient:
         self._task = asyncio.create_task(self._read_loop(), name="remoting-client-reader")
 
     @classmethod
-    async def connect(cls, addr: str, timeout_s: float = 5.0) -> RemotingClient:
+    async def connect(cls, addr: str, timeout_s: float = 5.0,
+                      on_request: Callable[[RemotingCommand], None] | None = None) -> RemotingClient:
         """Connect to ``host:port``."""
         host, _, port = addr.rpartition(":")
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout_s)
-        return cls(reader, writer)
+        return cls(reader, writer, on_request)
 
     async def _read_loop(self) -> None:
         error: BaseException = RemotingClientError("connection closed")
@@ -49,9 +54,14 @@ class RemotingClient:
                         if event.fatal:
                             raise RemotingClientError(f"bad frame from server: {event.reason}")
                         continue
-                    future = self._pending.pop(event.command.opaque, None)
-                    if event.command.is_response and future is not None and not future.done():
-                        future.set_result(event.command)
+                    command = event.command
+                    if not command.is_response:
+                        if self.on_request is not None:
+                            self.on_request(command)
+                        continue
+                    future = self._pending.pop(command.opaque, None)
+                    if future is not None and not future.done():
+                        future.set_result(command)
         except (OSError, RemotingClientError) as exc:
             error = exc if isinstance(exc, RemotingClientError) else RemotingClientError(str(exc))
         finally:

@@ -89,7 +89,9 @@ def free_port() -> int:
 @pytest.fixture
 def remoting_config(small_config: BrokerConfig) -> BrokerConfig:
     # A real port, not 0: offset message ids embed the configured listen port.
-    return dataclasses.replace(small_config, listen_port=free_port(), mapped_file_size_commit_log=4 << 20,
+    # Fast delay levels so retries and dead letters happen within a test's patience.
+    return dataclasses.replace(small_config, listen_port=free_port(),
+                               message_delay_level=" ".join(["1s"] * 18), mapped_file_size_commit_log=4 << 20,
                                namesrv=ProtocolConfig(True, 0), kafka=ProtocolConfig(False, 0))
 
 

@@ -78,3 +78,18 @@ def test_sql92_subscription(live_broker, ali_ons):
     got = node(ali_ons, "consume", ns, "JsSql", "JsSqlGroup", "3", "seq IN ('2', '5', '7')",
                "0", "60", "sql")
     assert {m["body"] for m in got} == {"s-2", "s-5", "s-7"}
+
+
+def test_retries_beyond_the_limit_land_in_the_dlq(live_broker, ali_ons):
+    broker = live_broker.server.broker
+    live_broker.call(broker.create_topic, "JsDlq")
+    ns = live_broker.namesrv
+    node(ali_ons, "produce", ns, "JsDlq", "2", "TagA", "d-")
+    # always fails; the script's consumer allows 2 reconsumes, so the third failure sends
+    # the message to %DLQ%JsDlqGroup through CONSUMER_SEND_MSG_BACK
+    got = node(ali_ons, "consume", ns, "JsDlq", "JsDlqGroup", "2", "*", "99", "20", expect=1)
+    assert {(m["body"], m["reconsumeTimes"]) for m in got} >= {(f"d-{i}", t) for i in range(2) for t in range(3)}
+    dlq = "%DLQ%JsDlqGroup"
+    assert live_broker.call(lambda: broker.max_offset(dlq, 0)) == 2
+    bodies = live_broker.call(lambda: [m.body for m in broker.get_messages(dlq, 0, 0, 10).messages()])
+    assert sorted(bodies) == [b"d-0", b"d-1"]
