@@ -1,7 +1,7 @@
 """Drive the PyPI `rocketmq` 0.4.4 client (C++ RocketMQ client 1.x) for the interop tests.
 
 Run as a subprocess (the client is a C library: a crash must not take the caller down):
-    python client.py produce NAMESRV TOPIC N [--mode sync|oneway|batch|orderly] [--tag T]
+    python client.py produce NAMESRV TOPIC N [--mode sync|async|oneway|batch|orderly] [--tag T]
         [--key-prefix K] [--prop name=value ...]
     python client.py push NAMESRV TOPIC GROUP N [--expr EXPR] [--orderly]
         [--timeout S]
@@ -41,8 +41,27 @@ def produce(args: argparse.Namespace) -> int:
             for item in args.prop:
                 name, _, value = item.partition("=")
                 msg.set_property(name, value.replace("{i}", str(i)))
-            msg.set_body(f"{args.body_prefix}{i}")
+            body = f"{args.body_prefix}{i}"
+            msg.set_body(body + "." * max(0, args.body_size - len(body)))
             messages.append(msg)
+        if args.mode == "async":
+            acked = threading.Semaphore(0)
+            failures: list[str] = []
+
+            def on_success(result) -> None:
+                _out({"status": int(result.status), "msg_id": result.msg_id, "offset": result.offset})
+                acked.release()
+
+            def on_error(exc) -> None:
+                failures.append(str(exc))
+                acked.release()
+
+            for msg in messages:
+                producer.send_async(msg, on_success, on_error)
+            for _ in messages:
+                if not acked.acquire(timeout=30):
+                    return 1
+            return 1 if failures else 0
         if args.mode == "batch":
             result = producer.send_batch(messages)
             _out({"status": int(result.status), "msg_id": result.msg_id, "offset": result.offset})
@@ -73,7 +92,7 @@ def push(args: argparse.Namespace) -> int:
         nonlocal received
         with lock:
             received += 1
-            _out({"topic": msg.topic, "body": msg.body.decode(), "tags": (msg.tags or b"").decode(),
+            _out({"topic": msg.topic, "body": msg.body.decode().rstrip("."), "tags": (msg.tags or b"").decode(),
                   "keys": (msg.keys or b"").decode(), "queue_id": msg.queue_id,
                   "queue_offset": msg.queue_offset, "reconsume_times": msg.reconsume_times})
             if received >= args.n:
@@ -111,7 +130,8 @@ def main() -> int:
     p.add_argument("namesrv")
     p.add_argument("topic")
     p.add_argument("n", type=int)
-    p.add_argument("--mode", choices=("sync", "oneway", "batch", "orderly"), default="sync")
+    p.add_argument("--mode", choices=("sync", "async", "oneway", "batch", "orderly"), default="sync")
+    p.add_argument("--body-size", type=int, default=0, help="pad bodies to this many bytes")
     p.add_argument("--tag", default="")
     p.add_argument("--key-prefix", default="key-")
     p.add_argument("--body-prefix", default="body-")

@@ -69,3 +69,20 @@ def test_orderly_send_and_orderly_consumer_keep_queue_order(live_broker, tmp_pat
     for bodies in by_queue.values():
         assert bodies == sorted(bodies), "messages of one queue interleaved"
     assert sorted(sum(by_queue.values(), [])) == list(range(30))
+
+
+def test_async_send_with_compressed_bodies_round_trips(live_broker, tmp_path):
+    ns = live_broker.namesrv
+    # bodies over 4 KiB are zlib-compressed by the client (sysFlag bit 0) and must reach the
+    # consumer through the broker untouched
+    sent = run_client(tmp_path, "produce", ns, "AsyncTopic", "10", "--mode", "async",
+                      "--body-size", "6000", "--body-prefix", "z-")
+    assert [r["status"] for r in sent] == [0] * 10
+    got = run_client(tmp_path, "push", ns, "AsyncTopic", "AsyncGroup", "10", "--timeout", "60")
+    assert {m["body"] for m in got} == {f"z-{i}" for i in range(10)}
+    broker = live_broker.server.broker
+
+    def stored_flags() -> set[int]:
+        return {m.sys_flag & 1 for q in range(8)
+                for m in broker.get_messages("AsyncTopic", q, 0, 32).messages()}
+    assert live_broker.call(stored_flags) == {1}  # stored compressed, as sent
