@@ -57,7 +57,10 @@ class RemotingSession(asyncio.Protocol):
         self._write_paused = False
         self._opaque = itertools.count(1)
         self._out: list[Buffer] = []
-        self._closed = asyncio.get_running_loop().create_future()
+        # Kept rather than looked up in callbacks: hosted under trio-asyncio, protocol
+        # callbacks may run where asyncio.get_running_loop() cannot see the loop.
+        self._loop = asyncio.get_running_loop()
+        self._closed = self._loop.create_future()
         self.peer: tuple[str, int] = ("0.0.0.0", 0)
 
     # ------------------------------------------------------------------ asyncio callbacks
@@ -119,7 +122,7 @@ class RemotingSession(asyncio.Protocol):
             pending = coro.send(None)
         except StopIteration:
             return
-        task = asyncio.ensure_future(_Resume(coro, pending))
+        task = asyncio.ensure_future(_Resume(coro, pending), loop=self._loop)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
 
@@ -165,7 +168,7 @@ class RemotingSession(asyncio.Protocol):
         if self._transport is None or self._transport.is_closing():
             return
         if not self._out:
-            asyncio.get_running_loop().call_soon(self._flush)
+            self._loop.call_soon(self._flush)
         self._out.extend(encode_command(command))
 
     def _flush(self) -> None:

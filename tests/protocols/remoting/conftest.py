@@ -43,14 +43,22 @@ class LiveBroker:
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout)
 
 
+def new_loop() -> asyncio.AbstractEventLoop:
+    """A plain asyncio loop, whatever policy another test (trio-asyncio) installed."""
+    return asyncio.SelectorEventLoop()
+
+
+def run_async(coro) -> object:
+    with asyncio.Runner(loop_factory=new_loop) as runner:
+        return runner.run(coro)
+
+
 def start_live_broker(config: BrokerConfig) -> tuple[LiveBroker, threading.Thread]:
-    loop = asyncio.new_event_loop()
+    loop = new_loop()
     started = threading.Event()
     holder: dict[str, object] = {}
 
     def run() -> None:
-        asyncio.set_event_loop(loop)
-
         async def boot() -> None:
             server = BrokerServer(config)
             await server.start()

@@ -12,7 +12,7 @@ from rocketport.protocols.remoting.namesrv import NameServerHandlers, RouteRegis
 from rocketport.protocols.remoting.session import RemotingListener
 from rocketport.server import BrokerServer
 
-from .conftest import free_port
+from .conftest import free_port, run_async
 
 
 def test_registry_merges_brokers_and_expires_silent_ones():
@@ -60,4 +60,4 @@ def test_broker_registers_with_standalone_name_server(remoting_config):
         await namesrv.stop()
         await handlers.stop()
 
-    asyncio.run(asyncio.wait_for(main(), 60))
+    run_async(asyncio.wait_for(main(), 60))

@@ -18,7 +18,7 @@ from rocketport.protocols.remoting.events import CommandReceived
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
 from rocketport.server import BrokerServer
 
-from .conftest import start_live_broker, stop_live_broker
+from .conftest import run_async, start_live_broker, stop_live_broker
 
 
 def send_request(topic: str, body: bytes, queue_id: int = 0) -> RemotingCommand:
@@ -41,7 +41,7 @@ def run_with_server(config: BrokerConfig, scenario) -> None:
             await asyncio.wait_for(scenario(server), 30)
         finally:
             await server.stop()
-    asyncio.run(main())
+    run_async(main())
 
 
 def test_long_poll_is_answered_after_a_later_send_on_the_same_connection(remoting_config):

@@ -16,6 +16,8 @@ from rocketport.protocols.remoting.headers import SendMessageRequestHeader, enco
 from rocketport.protocols.remoting.messages import decode_message_ext_records, decode_offset_msg_id
 from rocketport.server import BrokerServer
 
+from .conftest import run_async
+
 
 def prepared(topic: str, body: bytes, uniq: str) -> RemotingCommand:
     props = encode_properties({"TRAN_MSG": "true", "PGROUP": "TxPG", "UNIQ_KEY": uniq}).decode()
@@ -74,4 +76,4 @@ def test_commit_rollback_and_check_back(remoting_config):
         finally:
             await server.stop()
 
-    asyncio.run(asyncio.wait_for(main(), 60))
+    run_async(asyncio.wait_for(main(), 60))
