@@ -310,6 +310,111 @@ async def consume_message(args: argparse.Namespace, console: Console) -> None:
     console.print(_message_table(messages, f"{len(messages)} message(s) of {args.topic}"))
 
 
+async def consumer_connection(args: argparse.Namespace, console: Console) -> None:
+    for addr in await _target_brokers(args):
+        resp = await _invoke(addr, request(RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                                           {"consumerGroup": args.group}),
+                             (ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE))
+        if resp.code != ResponseCode.SUCCESS:
+            console.print(f"{addr}: group {args.group} not online")
+            continue
+        info = orjson.loads(bytes(resp.body))
+        table = Table(title=f"{args.group} on {addr} ({info.get('messageModel')}, "
+                            f"{info.get('consumeFromWhere')})")
+        for col in ("client id", "address", "language"):
+            table.add_column(col)
+        for c in info.get("connectionSet", []):
+            table.add_row(c.get("clientId", ""), c.get("clientAddr", ""), str(c.get("language", "")))
+        console.print(table)
+        subs = Table(title="subscriptions")
+        for col in ("topic", "expression", "type"):
+            subs.add_column(col)
+        for topic, sub in sorted(info.get("subscriptionTable", {}).items()):
+            subs.add_row(topic, sub.get("subString", ""), sub.get("expressionType", ""))
+        console.print(subs)
+
+
+async def producer_connection(args: argparse.Namespace, console: Console) -> None:
+    table = Table(title=f"producers of {args.group}")
+    table.add_column("broker")
+    table.add_column("client id")
+    for addr in await _target_brokers(args):
+        resp = await _invoke(addr, request(RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                                           {"producerGroup": args.group}))
+        for c in orjson.loads(bytes(resp.body)).get("connectionSet", []):
+            table.add_row(addr, c.get("clientId", ""))
+    console.print(table)
+
+
+def _timestamp(text: str) -> int:
+    """mqadmin accepts ms since the epoch or yyyy-MM-dd#HH:mm:ss:SSS; "now" is allowed too."""
+    if text == "now":
+        return int(time.time() * 1000)
+    if text.isdigit():
+        return int(text)
+    return int(datetime.datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f").timestamp() * 1000)
+
+
+async def reset_offset_by_time(args: argparse.Namespace, console: Console) -> None:
+    table = Table(title=f"{args.group} reset on {args.topic}")
+    for col in ("broker", "queue", "new offset"):
+        table.add_column(col)
+    route = await _route(args, args.topic)
+    for data in route.broker_datas:
+        addr = data.broker_addrs.get(0)
+        if not addr:
+            continue
+        resp = await _invoke(addr, request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {
+            "topic": args.topic, "group": args.group, "timestamp": str(_timestamp(args.timestamp)),
+            "isForce": "true"}))
+        for entry in orjson.loads(bytes(resp.body)).get("offsetTable", []):
+            table.add_row(entry["brokerName"], str(entry["queueId"]), str(entry["offset"]))
+    console.print(table)
+
+
+async def clone_group_offset(args: argparse.Namespace, console: Console) -> None:
+    route = await _route(args, args.topic)
+    for q in route.queue_datas:
+        addr = _master(route, q.broker_name)
+        for qid in range(q.read_queue_nums):
+            f = {"topic": args.topic, "queueId": str(qid)}
+            resp = await _invoke(addr, request(RequestCode.QUERY_CONSUMER_OFFSET,
+                                               {**f, "consumerGroup": args.src_group}),
+                                 (ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+            if resp.code == ResponseCode.SUCCESS:
+                await _invoke(addr, request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+                    **f, "consumerGroup": args.dest_group, "commitOffset": resp.ext_fields["offset"]}))
+    console.print(f"clone group offset success. srcGroup[{args.src_group}], "
+                  f"destGroup[{args.dest_group}], topic[{args.topic}]")
+
+
+async def print_msg(args: argparse.Namespace, console: Console) -> None:
+    route = await _route(args, args.topic)
+    messages: list[MessageExt] = []
+    for q in route.queue_datas:
+        addr = _master(route, q.broker_name)
+        for qid in range(q.read_queue_nums):
+            f = {"topic": args.topic, "queueId": str(qid)}
+            if args.begin:
+                start = int((await _invoke(addr, request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {
+                    **f, "timestamp": str(_timestamp(args.begin))}))).ext_fields["offset"])
+            else:
+                start = int((await _invoke(addr, request(RequestCode.GET_MIN_OFFSET, f))).ext_fields["offset"])
+            end_ms = _timestamp(args.end) if args.end else None
+            while len(messages) < args.limit:
+                resp = await _pull(addr, args.topic, qid, start, min(32, args.limit - len(messages)),
+                                   "TOOLS_CONSUMER")
+                if resp.code != ResponseCode.SUCCESS:
+                    break
+                batch = [m for m in decode_message_ext_records(resp.body)
+                         if end_ms is None or m.store_timestamp <= end_ms]
+                messages += batch
+                start = int(resp.ext_fields["nextBeginOffset"])
+                if not batch:
+                    break
+    console.print(_message_table(messages, f"{len(messages)} message(s) of {args.topic}"))
+
+
 # ------------------------------------------------------------------ parser
 Verb = Callable[[argparse.Namespace, Console], Awaitable[None]]
 
@@ -376,6 +481,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-t", "--topic", required=True)
     p.add_argument("-g", "--group", default="TOOLS_CONSUMER")
     p.add_argument("-c", "--count", type=int, default=16)
+    p = verb("printMsg", print_msg, "print messages stored in a time range")
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-b", "--begin", help="begin timestamp (ms or yyyy-MM-dd#HH:mm:ss:SSS)")
+    p.add_argument("-e", "--end", help="end timestamp")
+    p.add_argument("-l", "--limit", type=int, default=256)
+    p = verb("resetOffsetByTime", reset_offset_by_time, "commit a group's offsets at a time")
+    p.add_argument("-g", "--group", required=True)
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-s", "--timestamp", required=True, help="ms, yyyy-MM-dd#HH:mm:ss:SSS or now")
+    p = verb("cloneGroupOffset", clone_group_offset, "copy a group's offsets to another group")
+    p.add_argument("-s", "--src-group", required=True)
+    p.add_argument("-d", "--dest-group", required=True)
+    p.add_argument("-t", "--topic", required=True)
+    p = verb("consumerConnection", consumer_connection, "a group's online consumers")
+    p.add_argument("-g", "--group", required=True)
+    target(p)
+    p = verb("producerConnection", producer_connection, "a group's online producers")
+    p.add_argument("-g", "--group", required=True)
+    p.add_argument("-t", "--topic")
+    target(p)
 
 
 def run(args: argparse.Namespace, console: Console | None = None) -> int:

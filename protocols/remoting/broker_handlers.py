@@ -119,6 +119,7 @@ class BrokerHandlers:
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_groups,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connection_list,
         }
@@ -425,6 +426,15 @@ class BrokerHandlers:
         }
         return make_response(request, ResponseCode.SUCCESS,
                              body=bodies.encode_body(bodies.KVTable(table)))
+
+    async def reset_offset(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        """mqadmin resetOffsetByTime: commits the offsets; online consumers are not told
+        (RESET_CONSUMER_CLIENT_OFFSET is not pushed), so stop them first."""
+        h = decode_header(headers.ResetOffsetRequestHeader, request.ext_fields)
+        offsets = self.broker.reset_offsets_by_timestamp(h.group, h.topic, h.timestamp)
+        return make_response(request, ResponseCode.SUCCESS, body=orjson.dumps(
+            {"offsetTable": [{"topic": h.topic, "brokerName": self.config.broker_name,
+                              "queueId": q, "offset": o} for q, o in sorted(offsets.items())]}))
 
     async def get_consumer_connection_list(self, session: RemotingSession,
                                            request: RemotingCommand) -> RemotingCommand:

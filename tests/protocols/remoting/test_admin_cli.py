@@ -38,6 +38,15 @@ def test_admin_verbs_round_trip(live_broker):
     assert "msgPutTotalTodayNow" in admin(live_broker, "brokerStatus")
     assert "success" in admin(live_broker, "updateSubGroup", "-g", "AdminGroup")
     assert "Diff Total: 1" in admin(live_broker, "consumerProgress", "-g", "AdminGroup", "-t", "AdminTopic")
+    assert "hello admin" in admin(live_broker, "printMsg", "-t", "AdminTopic")
+    assert re.search(r"│\s*1\s*│\s*1\s*│", admin(live_broker, "resetOffsetByTime", "-g", "AdminGroup",
+                                                  "-t", "AdminTopic", "-s", "now"))
+    assert "Diff Total: 0" in admin(live_broker, "consumerProgress", "-g", "AdminGroup", "-t", "AdminTopic")
+    assert "success" in admin(live_broker, "cloneGroupOffset", "-s", "AdminGroup", "-d", "AdminCopy",
+                              "-t", "AdminTopic")
+    assert "Diff Total: 0" in admin(live_broker, "consumerProgress", "-g", "AdminCopy", "-t", "AdminTopic")
+    assert "not online" in admin(live_broker, "consumerConnection", "-g", "AdminGroup")
+    assert "client id" in admin(live_broker, "producerConnection", "-g", "TOOLS_PRODUCER")
     assert "success" in admin(live_broker, "deleteSubGroup", "-g", "AdminGroup")
     assert "success" in admin(live_broker, "deleteTopic", "-t", "AdminTopic")
     assert "AdminTopic" not in admin(live_broker, "topicList").split()
