@@ -4,22 +4,25 @@ A pull body is the CommitLog's own bytes: plain segments go out as the store's m
 slices, untouched. Two cases need records built here, with the store's record encoder
 (the store owns the layout; this module never re-implements it):
 - inner-batch segments, where one CommitLog record holds a Kafka record batch: each wanted
-  record becomes a MessageExt (key -> KEYS, headers -> properties, queue offset = batch
-  base + delta, commit-log offset = the batch record's, so an offset id finds the batch);
+  record that matches the subscription becomes a MessageExt (key -> KEYS, headers ->
+  properties as `core.batch_filter` maps them, queue offset = batch base + delta,
+  commit-log offset = the batch record's, so an offset id finds the batch);
 - messages the facade returns decoded (query by key, view by id).
 Nothing here does I/O or reads the store directly.
 """
 
 from __future__ import annotations
 
-from rocketport.core.batch.record_batch import iter_records, parse_header
+from rocketport.core.batch.record_batch import parse_header
+from rocketport.core.batch_filter import matching_records, record_properties
+from rocketport.core.filter import MessageFilter
 from rocketport.core.message import (
     INNER_BATCH_FLAG,
     PROPERTY_KEYS,
     MessageExt,
     encode_properties,
 )
-from rocketport.core.store.get_result import GetResult
+from rocketport.core.store.get_result import GetResult, Segment
 from rocketport.core.store.record import decode_record, encode_record, ip_bytes
 
 from .command import Buffer
@@ -39,9 +42,14 @@ def message_ext_record(msg: MessageExt) -> bytes:
     )
 
 
-def _expand_inner_batch(view: memoryview, first: int, count: int, base: int) -> bytes:
-    """Records [first, first + count) of the inner batch stored in record `view`."""
-    outer = decode_record(view)
+def _expand_inner_batch(segment: Segment, message_filter: MessageFilter | None) -> bytes:
+    """The wanted records of an inner-batch segment that match, as MessageExt records.
+
+    Filtering happens here because the store's exact check cannot look inside a batch;
+    `core.batch_filter` decides matches and maps headers to properties, so a filter sees
+    the same message a consumer receives.
+    """
+    outer = decode_record(segment.view)
     header = parse_header(outer.body)
     topic = outer.topic.encode()
     born_ip, born_port = ip_bytes(outer.born_host[0]), outer.born_host[1]
@@ -49,17 +57,8 @@ def _expand_inner_batch(view: memoryview, first: int, count: int, base: int) -> 
     common = {k: v for k, v in outer.properties.items() if not k.startswith("INNER_")}
     sys_flag = outer.sys_flag & ~INNER_BATCH_FLAG
     out: list[bytes] = []
-    end = first + count
-    for record in iter_records(outer.body):
-        offset = base + record.offset_delta
-        if offset < first:
-            continue
-        if offset >= end:
-            break
-        properties = dict(common)
-        for name, value in record.headers:
-            if value is not None:
-                properties[name] = value.decode("utf-8", "surrogateescape")
+    for offset, record in matching_records(segment, message_filter):
+        properties = {**common, **record_properties(record)}
         if record.key is not None:
             properties[PROPERTY_KEYS] = record.key.decode("utf-8", "surrogateescape")
         out.append(encode_record(
@@ -73,12 +72,12 @@ def _expand_inner_batch(view: memoryview, first: int, count: int, base: int) -> 
     return b"".join(out)
 
 
-def pull_body(result: GetResult) -> list[Buffer]:
+def pull_body(result: GetResult, message_filter: MessageFilter | None = None) -> list[Buffer]:
     """The PULL_MESSAGE body for `result`: CommitLog slices, inner batches expanded."""
     body: list[Buffer] = []
     for seg in result.segments:
         if seg.batch_base is None:
             body.append(seg.view)
         else:
-            body.append(_expand_inner_batch(seg.view, seg.first_offset, seg.count, seg.batch_base))
+            body.append(_expand_inner_batch(seg, message_filter))
     return body
