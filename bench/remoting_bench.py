@@ -5,8 +5,9 @@ generator processes each open a few connections and keep a fixed window of reque
 flight on every one, matching responses by opaque. Prints one JSON object per case:
     python bench/remoting_bench.py [--quick] [--dir DIR]
 Cases: single sends of 100 B and 1 KiB (64 in flight per connection; p50/p99 latency),
-batch sends (100 messages per request), and pulls of a pre-filled queue (32 and 256
-messages per request, as push consumers and tuned pull consumers ask).
+batch sends (100 messages per request), and pulls of the queues the batch cases filled
+(32 and 256 messages per request, as push consumers and tuned pull consumers ask).
+Latency is per request, measured by the generator from write to response.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ FLOORS = {
     "send_batch100_1KiB": 200_000,
     "pull_32_100B": 500_000,
     "pull_256_100B": 500_000,
+    "pull_32_1KiB": 500_000,
 }
 
 
@@ -184,9 +186,20 @@ def _generator_main(port: int, case: Case, out: mp.connection.Connection) -> Non
     out.send(_run_loop(_drive(port, case)))
 
 
-def run_case(port: int, case: Case, processes: int) -> dict:
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of process ``pid`` (Linux /proc), None elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_case(port: int, case: Case, processes: int, broker_pid: int) -> dict:
     ctx = mp.get_context("spawn")
     pipes, procs = [], []
+    cpu_before = _cpu_seconds(broker_pid)
     for _ in range(processes):
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_generator_main, args=(port, case, child))
@@ -194,6 +207,7 @@ def run_case(port: int, case: Case, processes: int) -> dict:
         pipes.append(parent)
         procs.append(proc)
     results = [p.recv() for p in pipes]
+    cpu_after = _cpu_seconds(broker_pid)
     for proc in procs:
         proc.join(30)
     messages = sum(r["messages"] for r in results)
@@ -206,6 +220,10 @@ def run_case(port: int, case: Case, processes: int) -> dict:
     if lat:
         row["latency_p50_ms"] = round(lat[len(lat) // 2] * 1000, 3)
         row["latency_p99_ms"] = round(lat[int(len(lat) * 0.99)] * 1000, 3)
+    if cpu_before is not None and cpu_after is not None and messages:
+        # The broker's own cost, so a loaded or small machine still shows its capacity.
+        row["broker_cpu_s"] = round(cpu_after - cpu_before, 2)
+        row["broker_cpu_us_per_msg"] = round((cpu_after - cpu_before) / messages * 1e6, 2)
     if case.name in FLOORS:
         row["floor"] = FLOORS[case.name]
         row["meets_floor"] = row["value"] >= FLOORS[case.name]
@@ -216,7 +234,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short runs (CI smoke)")
     parser.add_argument("--dir", help="store directory parent (default: a temp dir)")
-    parser.add_argument("--processes", type=int, default=2, help="load generator processes")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="load generator processes (each competes with the broker for CPUs)")
     args = parser.parse_args()
     seconds = 1.0 if args.quick else 5.0
     store_dir = tempfile.mkdtemp(prefix="remoting-bench-", dir=args.dir)
@@ -233,9 +252,10 @@ def main() -> None:
             Case("send_batch100_1KiB", "batch", 1024, 100, 8, 2, seconds, "BenchBatch1K"),
             Case("pull_32_100B", "pull", 100, 32, 16, 2, seconds, "BenchBatch100"),
             Case("pull_256_100B", "pull", 100, 256, 8, 2, seconds, "BenchBatch100"),
+            Case("pull_32_1KiB", "pull", 1024, 32, 16, 2, seconds, "BenchBatch1K"),
         ]
         for case in cases:
-            print(json.dumps(run_case(port, case, args.processes)), flush=True)
+            print(json.dumps(run_case(port, case, args.processes, broker.pid)), flush=True)
     finally:
         parent.send("stop")
         broker.join(60)
