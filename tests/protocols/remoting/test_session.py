@@ -11,7 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketport.core.config import BrokerConfig
-from rocketport.protocols.remoting import RemotingCommand, RemotingConnection, encode_command
+from rocketport.protocols.remoting import (
+    RemotingCommand,
+    RemotingConnection,
+    SerializeType,
+    encode_command,
+)
 from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.events import CommandReceived
@@ -183,5 +188,25 @@ def test_fuzzed_frames_never_take_the_broker_down(remoting_config):
         fuzz()
         assert _healthy(addr)
         assert live.call(lambda: live.server.broker.running)
+    finally:
+        stop_live_broker(live, thread)
+
+
+def test_binary_serialized_request_is_answered_in_kind(remoting_config):
+    live, thread = start_live_broker(remoting_config)
+    try:
+        host, port = live.addr.split(":")
+        probe = request(RequestCode.GET_MIN_OFFSET, {"topic": "Any", "queueId": "0"})
+        probe.serialize_type = SerializeType.ROCKETMQ
+        probe.opaque = 99
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            sock.sendall(_frame(probe))
+            data = b""
+            while len(data) < 8 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+                data += sock.recv(65536)
+        assert data[4] == SerializeType.ROCKETMQ  # the type byte of the reply
+        [event] = RemotingConnection().receive_data(data)
+        assert (event.command.opaque, event.command.code) == (99, ResponseCode.SUCCESS)
+        assert event.command.ext_fields["offset"] == "0"
     finally:
         stop_live_broker(live, thread)
