@@ -167,9 +167,15 @@ class RemotingSession(asyncio.Protocol):
         """
         if self._transport is None or self._transport.is_closing():
             return
+        try:
+            frame = encode_command(command)
+        except ValueError as exc:  # unrepresentable (e.g. a header over 16 MiB): say so
+            log.warning("cannot encode response %d to %s:%d: %s", command.opaque, *self.peer, exc)
+            frame = encode_command(RemotingCommand(code=ResponseCode.SYSTEM_ERROR, opaque=command.opaque,
+                                                   flag=command.flag, remark="response too large"))
         if not self._out:
             self._loop.call_soon(self._flush)
-        self._out.extend(encode_command(command))
+        self._out.extend(frame)
 
     def _flush(self) -> None:
         out, self._out = self._out, []
