@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import signal
+import subprocess
+import sys
 
-from rocketport.protocols.remoting import bodies
+from rocketport.protocols.remoting import RemotingCommand, bodies
 from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.namesrv import NameServerHandlers, RouteRegistry
@@ -61,3 +64,25 @@ def test_broker_registers_with_standalone_name_server(remoting_config):
         await handlers.stop()
 
     run_async(asyncio.wait_for(main(), 60))
+
+
+def test_rocketport_namesrv_command_serves_and_stops_on_sigterm():
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "rocketport", "namesrv", "--host", "127.0.0.1",
+                             "-p", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        async def ask() -> RemotingCommand:
+            for _ in range(100):
+                try:
+                    async with await RemotingClient.connect(f"127.0.0.1:{port}") as client:
+                        return await client.invoke(request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+                except OSError:
+                    await asyncio.sleep(0.1)
+            raise AssertionError("name server did not come up")
+
+        resp = run_async(ask())
+        assert resp.code == ResponseCode.SUCCESS
+        assert bodies.decode_body(bodies.TopicList, resp.body).topic_list == []
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
