@@ -137,6 +137,8 @@ def test_bad_frames_close_only_their_connection(remoting_config):
         broken = b'{"code":34,"opaque":42,"flag":0, oops'
         events = _roundtrip(addr, struct.pack(">ii", 4 + len(broken), len(broken)) + broken)
         assert [(e.command.opaque, e.command.code) for e in events] == [(42, ResponseCode.SYSTEM_ERROR)]
+        # oversize: fatal, before any of the announced bytes is buffered
+        assert _roundtrip(addr, struct.pack(">ii", 0x7FFFFFFF, 2) + b"{}") == []
         # unknown serialize type: fatal
         assert _roundtrip(addr, struct.pack(">iI", 6, (7 << 24) | 2) + b"{}") == []
         assert _healthy(addr)
