@@ -225,20 +225,26 @@ def _decode_send_v2_fast(ext: Mapping[str, object]) -> SendMessageRequestHeader 
     range) so that the generic decoder handles it and names the offending key.
     """
     try:
-        ints = (int(ext["d"]), int(ext["e"]), int(ext["f"]), int(ext["g"]), int(ext["h"]),  # type: ignore[arg-type]
-                int(ext.get("j") or 0))  # type: ignore[arg-type]
+        group, topic, default_topic = ext["a"], ext["b"], ext["c"]
+        queue_nums, queue_id, sys_flag = int(ext["d"]), int(ext["e"]), int(ext["f"])  # type: ignore[arg-type]
+        born, flag = int(ext["g"]), int(ext["h"])  # type: ignore[arg-type]
+        reconsume = ext.get("j")
+        reconsume_times = int(reconsume) if reconsume else 0  # type: ignore[arg-type]
         max_reconsume = ext.get("l")
-        header = SendMessageRequestHeader(
-            ext["a"], ext["b"], ext["c"], ints[0], ints[1], ints[2], ints[3], ints[4],  # type: ignore[arg-type]
-            ext.get("i"), ints[5], _flag(ext.get("k")), _flag(ext.get("m")),  # type: ignore[arg-type]
-            int(max_reconsume) if max_reconsume else None, ext.get("n"))  # type: ignore[arg-type]
+        max_reconsume_times = int(max_reconsume) if max_reconsume else None  # type: ignore[arg-type]
+        unit_mode, batch = _flag(ext.get("k")), _flag(ext.get("m"))
     except (KeyError, ValueError, TypeError, AttributeError):
         return None
-    if (type(header.producer_group) is not str or type(header.topic) is not str
-            or type(header.default_topic) is not str
-            or not all(_INT64_MIN <= v <= _INT64_MAX for v in ints)):
+    if type(group) is not str or type(topic) is not str or type(default_topic) is not str:
         return None
-    return header
+    low = min(queue_nums, queue_id, sys_flag, born, flag, reconsume_times)
+    high = max(queue_nums, queue_id, sys_flag, born, flag, reconsume_times)
+    if low < _INT64_MIN or high > _INT64_MAX or (
+            max_reconsume_times is not None and not _INT64_MIN <= max_reconsume_times <= _INT64_MAX):
+        return None
+    return SendMessageRequestHeader(group, topic, default_topic, queue_nums, queue_id, sys_flag,
+                                    born, flag, ext.get("i"), reconsume_times,  # type: ignore[arg-type]
+                                    unit_mode, batch, max_reconsume_times, ext.get("n"))  # type: ignore[arg-type]
 
 
 def decode_send_message_header(code: int, ext_fields: Mapping[str, object]) -> SendMessageRequestHeader:
