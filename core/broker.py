@@ -29,7 +29,7 @@ from .errors import (
     TopicNotFound,
     TransactionMismatch,
 )
-from .message import PROPERTY_PRODUCER_GROUP, PROPERTY_TAGS, Message, MessageExt
+from .message import INNER_BATCH_FLAG, PROPERTY_PRODUCER_GROUP, PROPERTY_TAGS, Message, MessageExt
 from .message_id import decode_offset_msg_id
 from .metadata.groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from .metadata.offsets import ConsumerOffsetManager
@@ -196,6 +196,7 @@ class Broker:
             raise TopicNotFound(topic)
         self.store.delete_topic(topic)
         self.offsets.remove_topic(topic)
+        self.pull_waiters.notify_all(topic)  # held pulls on it answer now, not at their timeout
 
     def get_topic(self, topic: str) -> TopicConfig | None:
         return self.topics.get(topic)
@@ -298,12 +299,18 @@ class Broker:
         see ``core.batch_filter``). When nothing matches, the pull holds until a message
         is dispatched to the queue or ``hold_s`` passes, re-checking after every wake;
         filtered-out messages advance ``next_begin_offset`` so they are never re-read.
+        Refused with ConsumeDisabled when the group's consumeEnable is off, or when it
+        consumes in BROADCASTING mode and its consumeBroadcastEnable is off.
         """
         cfg = self.get_group(group)
         if cfg is None:
             raise GroupNotFound(group)
         if not cfg.consume_enable:
             raise ConsumeDisabled(group)
+        if not cfg.consume_broadcast_enable:  # RocketMQ refuses broadcasting consumers then
+            info = self.consumer_manager.group_info(group)
+            if info is not None and info.message_model == "BROADCASTING":
+                raise ConsumeDisabled(group)
         store = self.store
         loop = asyncio.get_running_loop()
         deadline = loop.time() + hold_s
@@ -393,7 +400,7 @@ class Broker:
         if cfg is None:
             raise GroupNotFound(group)
         msg = self.message_by_offset(commit_log_offset)
-        if msg.sys_flag & 0x80:
+        if msg.sys_flag & INNER_BATCH_FLAG:
             raise InvalidMessage("a record batch is sent back per record by its front-end")
         max_times = max_reconsume_times if max_reconsume_times is not None else cfg.retry_max_times
         back = build_send_back(
@@ -410,9 +417,6 @@ class Broker:
                 queues = max(1, cfg.retry_queue_nums)
                 self.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
         return await self.put_message(back.message)
-
-    def retry_topic_of(self, group: str) -> str:
-        return RETRY_GROUP_TOPIC_PREFIX + group
 
     # ================================================================ transactions
     def set_transaction_checker(self, checker: TransactionChecker | None) -> None:
@@ -449,9 +453,12 @@ class Broker:
                 await asyncio.wait_for(self._stop.wait(), interval)
             except asyncio.TimeoutError:
                 pass
-            self.consumer_manager.scan_expired()
-            self.producer_manager.scan_expired()
-            self.lock_manager.purge_expired()
+            try:
+                self.consumer_manager.scan_expired()
+                self.producer_manager.scan_expired()
+                self.lock_manager.purge_expired()
+            except Exception:  # a listener's bug must not take the broker's tasks down
+                log.exception("client scan failed")
 
     def lock_batch(self, group: str, mqs: list[MessageQueueKey], client_id: str) -> set[MessageQueueKey]:
         """LOCK_BATCH_MQ: the queues now held by ``client_id`` (renewed or newly granted)."""

@@ -39,7 +39,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from .errors import BrokerError, InvalidMessage
+from .errors import BrokerError, InvalidMessage, StoreUnavailable
 from .message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
@@ -59,6 +59,7 @@ SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 # RocketMQ 5 stores a timer message's computed due time under this name.
 PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"
 DELIVER_BATCH = 256  # due entries delivered per round; the puts of a round run together
+RETRY_AFTER_S = 1.0  # back-off after a failed round (the round is delivered again)
 
 _WRAPPING = (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_DELAY_TIME_LEVEL,
              PROPERTY_TIMER_OUT_MS)
@@ -243,8 +244,17 @@ class ScheduleMessageService:
                     break
                 due.append(phys)
             if due:
-                await self._deliver_all(due)
-                self.offsets.table[level] = offset + len(due)
+                try:
+                    await self._deliver_all(due)
+                except StoreUnavailable as exc:  # keep the offset: redeliver once it recovers
+                    log.error("delay level %d: store unavailable (%s); retrying in %.0f s",
+                              level, exc, RETRY_AFTER_S)
+                    wait_ms = int(RETRY_AFTER_S * 1000)
+                except Exception:  # a bug must not take the broker's task group down
+                    log.exception("delay level %d: delivery failed; retrying", level)
+                    wait_ms = int(RETRY_AFTER_S * 1000)
+                else:
+                    self.offsets.table[level] = offset + len(due)
             if wait_ms:
                 try:
                     await asyncio.wait_for(stop.wait(), wait_ms / 1000)
@@ -252,22 +262,34 @@ class ScheduleMessageService:
                     pass
 
     async def _deliver_all(self, physical_offsets: list[int]) -> None:
-        """Put the restored messages together (one group commit under SYNC_FLUSH); a message
-        that cannot be delivered (its topic was deleted...) is logged and dropped, as
-        RocketMQ does, so one bad message never blocks its level."""
-        puts = []
+        """Put the restored messages; a message that cannot be delivered (its topic was
+        deleted...) is logged and dropped, as RocketMQ does, so one bad message never
+        blocks its level. Under SYNC_FLUSH the puts run together so one group commit covers
+        them; under ASYNC_FLUSH a put never waits, so they run in turn without a task each."""
+        messages = []
         for phys in physical_offsets:
             stored = self.store.message_at(phys)
             if stored is None:
                 log.error("scheduled message at %d is gone from the commit log", phys)
                 continue
             try:
-                puts.append(self._deliver(unwrap_scheduled(stored)))
-            except BrokerError as exc:
+                messages.append(unwrap_scheduled(stored))
+            except (BrokerError, ValueError) as exc:  # a garbled message
                 log.error("cannot deliver scheduled message at %d: %s", phys, exc)
-        for result in await asyncio.gather(*puts, return_exceptions=True):
+        results: list[object]
+        if self.store.config.sync_flush:
+            results = await asyncio.gather(*(self._deliver(m) for m in messages),
+                                           return_exceptions=True)
+        else:
+            results = []
+            for msg in messages:
+                try:
+                    results.append(await self._deliver(msg))
+                except BrokerError as exc:
+                    results.append(exc)
+        for result in results:
             if isinstance(result, BaseException):
-                if not isinstance(result, BrokerError):
+                if isinstance(result, StoreUnavailable) or not isinstance(result, BrokerError):
                     raise result
                 log.error("cannot deliver a scheduled message: %s", result)
             else:

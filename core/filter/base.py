@@ -38,3 +38,16 @@ class MessageFilter(ABC):
     @abstractmethod
     def match(self, tags: str | None, properties: Mapping[str, str]) -> bool:
         """Whether the message with these tags and properties matches exactly."""
+
+    @property
+    def prefilter_codes(self) -> frozenset[int] | None:
+        """Hint for the store's scan loop: the exact set of (Java int) tagsCodes for which
+        `match_tags_code` is True, or None when it is True for every code. Lets the store
+        test a whole ConsumeQueue chunk with set look-ups instead of a call per entry."""
+        return None
+
+    @property
+    def needs_exact_check(self) -> bool:
+        """False when `match` is True for every message that passed the prefilter, so the
+        store need not read the CommitLog to decide."""
+        return True

@@ -65,3 +65,11 @@ class TagFilter(MessageFilter):
 
     def match(self, tags: str | None, properties: Mapping[str, str]) -> bool:
         return self.subscribe_all or tags in self.tags
+
+    @property
+    def prefilter_codes(self) -> frozenset[int] | None:
+        return None if self.subscribe_all else self.codes
+
+    @property
+    def needs_exact_check(self) -> bool:
+        return not self.subscribe_all  # a tag hash can collide: check the tag itself

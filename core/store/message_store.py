@@ -59,6 +59,8 @@ from .record import (
 log = logging.getLogger(__name__)
 
 MAX_SCAN_PER_GET = 16_000  # entries examined per get when a filter skips messages
+PREFILTER_CHUNK = 2_048  # ConsumeQueue entries read at once when a filter may skip many
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1  # tagsCodes are compared as Java ints
 
 
 class TagsFilter(Protocol):
@@ -541,7 +543,14 @@ class MessageStore:
         total = 0
         scanned = 0
         byte_limit = max_bytes if max_bytes is not None else 1 << 62
+        # A filter that passes every code needs no per-entry call; one whose passing codes
+        # form a set is applied to a whole chunk at once (the tag-filter hot path).
+        codes = getattr(flt, "prefilter_codes", ()) if flt is not None else None
+        call_prefilter = codes == ()
         need_exact = exact and flt is not None and getattr(flt, "needs_exact_check", True)
+        # a TAG filter looks at the tags alone: find them without decoding every property
+        exact_match = (self._exact_tags_match if getattr(flt, "expression_type", None) == "TAG"
+                       else self._exact_match)
         run_start = run_end = -1
         run_first = run_count = 0
         batch_phys = -1
@@ -549,19 +558,26 @@ class MessageStore:
         next_offset = offset
         max_off = result.max_offset
         while count < max_count and next_offset < max_off and scanned < MAX_SCAN_PER_GET:
-            chunk = cq.entries(next_offset, min(max_count - count + 64, MAX_SCAN_PER_GET - scanned))
+            want = (max_count - count + 64) if flt is None else PREFILTER_CHUNK
+            chunk = cq.entries(next_offset, min(want, MAX_SCAN_PER_GET - scanned))
             if not chunk:
                 break
+            base = next_offset
+            chunk_end = base + len(chunk) // CQ_ENTRY_SIZE
+            entries = enumerate(CQ_ENTRY.iter_unpack(chunk))
+            if codes:
+                entries = ((i, e) for i, e in entries  # lazy: a full get stops reading
+                           if e[2] in codes or not _INT_MIN <= e[2] <= _INT_MAX and flt.match_tags_code(e[2]))
+            elif codes is not None and not call_prefilter:  # an empty set: nothing can match
+                entries = ()
             stop = False
-            for phys, size, code in CQ_ENTRY.iter_unpack(chunk):
-                qo = next_offset
-                scanned += 1
+            resume = -1  # where to go on when the loop leaves a chunk early
+            for i, (phys, size, code) in entries:
+                qo = base + i
                 if phys < cl_min:
-                    next_offset += 1
                     continue
-                if flt is not None and not (flt.match_tags_code(code) and
-                                            (not need_exact or self._exact_match(flt, phys, size, qo))):
-                    next_offset += 1
+                if flt is not None and not ((not call_prefilter or flt.match_tags_code(code)) and
+                                            (not need_exact or exact_match(flt, phys, size))):
                     continue
                 if size > 0:
                     if phys == run_end:
@@ -572,6 +588,7 @@ class MessageStore:
                             segments.append(Segment(cl.slice(run_start, run_end - run_start), run_first, run_count))
                         if total and total + size > byte_limit:
                             stop = True
+                            resume = qo
                             break
                         run_start, run_end, run_first, run_count = phys, phys + size, qo, 1
                     total += size
@@ -585,29 +602,31 @@ class MessageStore:
                     else:
                         if total and total - size > byte_limit:
                             stop = True
+                            resume = qo
                             break
                         view = cl.slice(phys, -size)
                         if view is None:
-                            next_offset += 1
                             continue
-                        (base,) = QUEUE_OFFSET.unpack_from(view, POS_QUEUE_OFFSET)
-                        batch_seg = Segment(view, qo, 1, base)
+                        (batch_base,) = QUEUE_OFFSET.unpack_from(view, POS_QUEUE_OFFSET)
+                        batch_seg = Segment(view, qo, 1, batch_base)
                         segments.append(batch_seg)
                         batch_phys = phys
                         total -= size
                         if flt is None:  # take the rest of the batch at once
-                            take = min(base + _inner_count(view) - qo, max_count - count)
+                            take = min(batch_base + _inner_count(view) - qo, max_count - count)
                             batch_seg.count = take
                             count += take
-                            next_offset += take
+                            resume = qo + take
                             if count >= max_count or total >= byte_limit:
                                 stop = True
                             break  # re-read entries from after the batch
                 count += 1
-                next_offset += 1
                 if count >= max_count or total >= byte_limit:
                     stop = True
+                    resume = qo + 1
                     break
+            next_offset = chunk_end if resume < 0 else resume
+            scanned += next_offset - base
             if stop:
                 break
         if run_count:
@@ -619,15 +638,20 @@ class MessageStore:
         result.message_count = count
         result.total_bytes = total
         result.next_begin_offset = next_offset
-
-    def _exact_match(self, flt: TagsFilter, phys: int, size: int, queue_offset: int) -> bool:
-        rec = self.commitlog.slice(phys, abs(size))
-        if rec is None:
-            return False
+    def _exact_tags_match(self, flt: TagsFilter, phys: int, size: int) -> bool:
         if size < 0:
             return True  # inner batch records are checked per record by the batch reader
-        msg = decode_record(rec)
-        return flt.match(msg.properties.get(PROPERTY_TAGS), msg.properties)
+        rec = self.commitlog.slice(phys, size)
+        return rec is not None and flt.match(_record_tags(rec), _NO_PROPERTIES)
+
+    def _exact_match(self, flt: TagsFilter, phys: int, size: int) -> bool:
+        if size < 0:
+            return True  # inner batch records are checked per record by the batch reader
+        rec = self.commitlog.slice(phys, size)
+        if rec is None:
+            return False
+        props = _record_properties(rec)
+        return flt.match(props.get(PROPERTY_TAGS), props)
 
     # ================================================================ lookups
     def min_offset(self, topic: str, queue_id: int) -> int:
@@ -761,6 +785,36 @@ class MessageStore:
                 cq.delete_expired(cl_min)
             self.index.delete_before(cl_min)
         return n
+
+
+_NO_PROPERTIES: dict[str, str] = {}
+_TAGS_KEY = PROPERTY_TAGS.encode() + b"\x01"
+
+
+def _record_tags(record: memoryview) -> str | None:
+    """The TAGS property of a record, found in its property bytes without decoding them."""
+    (body_len,) = I32.unpack_from(record, POS_BODY_LENGTH)
+    p = HEADER_SIZE + body_len
+    p += 1 + record[p]
+    (props_len,) = PROPS_LEN.unpack_from(record, p)
+    props = bytes(record[p + 2:p + 2 + props_len])
+    i = props.find(_TAGS_KEY)
+    while i > 0 and props[i - 1] != 2:  # a name starts the properties or follows \x02
+        i = props.find(_TAGS_KEY, i + 1)
+    if i < 0:
+        return None
+    start = i + len(_TAGS_KEY)
+    end = props.find(b"\x02", start)
+    return props[start:end if end >= 0 else len(props)].decode("utf-8", "surrogateescape")
+
+
+def _record_properties(record: memoryview) -> dict[str, str]:
+    """Only the properties of a record: what a filter reads, without copying the body."""
+    (body_len,) = I32.unpack_from(record, POS_BODY_LENGTH)
+    p = HEADER_SIZE + body_len
+    p += 1 + record[p]
+    (props_len,) = PROPS_LEN.unpack_from(record, p)
+    return decode_properties(record[p + 2:p + 2 + props_len]) if props_len > 0 else {}
 
 
 def _inner_count(record: memoryview) -> int:

@@ -122,3 +122,37 @@ def test_batches_cannot_be_delayed(sem_config):
             with pytest.raises(InvalidMessage):
                 await broker.put_message(Message("T", b"x", {"DELAY": "soon"}, queue_id=0))
     run(main())
+
+
+def test_a_failed_delivery_round_is_retried_not_skipped(sem_config):
+    from rocketport.core.errors import StoreUnavailable
+
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            real_deliver = broker.schedule._deliver
+            failures = []
+
+            async def flaky(msg):
+                if not failures:
+                    failures.append(msg.body)
+                    raise StoreUnavailable("disk full")
+                return await real_deliver(msg)
+
+            broker.schedule._deliver = flaky
+            await broker.put_message(Message("T", b"kept", {"DELAY": "1"}, queue_id=0))
+            got = await _take(broker, "T", 0, 1, 4)
+            assert failures == [b"kept"] and [m.body for m, _ in got] == [b"kept"]
+            await asyncio.sleep(0.05)  # the level records its offset after the put returns
+            assert broker.delay_offsets.table[1] == 1
+    run(main())
+
+
+def test_bad_delay_level_configuration_is_refused():
+    import pytest
+    from rocketport.core.config import BrokerConfig
+    from rocketport.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="messageDelayLevel"):
+        BrokerConfig.from_mapping({"messageDelayLevel": "1s 5x"})
+    assert BrokerConfig.from_mapping({"transactionCheckMax": "3"}).transaction_check_max == 3

@@ -131,6 +131,12 @@ def test_consume_disabled_and_unknown_group_are_refused(sem_config):
             broker.update_group(SubscriptionGroupConfig("off", consume_enable=False))
             with pytest.raises(ConsumeDisabled):
                 await broker.pull("off", "T", 0, 0, 1)
+            broker.update_group(SubscriptionGroupConfig("bc", consume_broadcast_enable=False))
+            await broker.pull("bc", "T", 0, 0, 1)  # clustering (or unknown) is allowed
+            broker.consumer_manager.register("bc", "c1", object(), "PULL", "BROADCASTING",
+                                             "CONSUME_FROM_LAST_OFFSET", {})
+            with pytest.raises(ConsumeDisabled):
+                await broker.pull("bc", "T", 0, 0, 1)
         cfg = sem_config.with_overrides(auto_create_subscription_group=False)
         async with Broker(cfg) as broker:
             with pytest.raises(GroupNotFound):
@@ -149,4 +155,30 @@ def test_stop_releases_held_pulls(sem_config):
         results = await asyncio.wait_for(asyncio.gather(*held), 1)
         assert all(r.message_count == 0 for r in results)
         assert time.monotonic() - started < 1.0
+    run(main())
+
+
+def test_exact_tag_check_reads_the_tags_property_only(sem_config):
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            for props in ({"XTAGS": "A", "TAGS": "B"}, {"XTAGS": "A"}, {"TAGS": "A", "k": "TAGS\x01"},
+                          {"KEYS": "k", "TAGS": "A"}):
+                await broker.put_message(Message("T", b"x", props, queue_id=0))
+            r = await broker.pull("g", "T", 0, 0, 32, message_filter=compile_filter("TAG", "A"))
+            assert [m.queue_offset for m in r.messages()] == [2, 3]
+            r = await broker.pull("g", "T", 0, 0, 32, message_filter=compile_filter("TAG", "B"))
+            assert [m.queue_offset for m in r.messages()] == [0]
+    run(main())
+
+
+def test_deleting_a_topic_releases_its_held_pulls(sem_config):
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            held = asyncio.create_task(broker.pull("g", "T", 0, 0, 1, hold_s=30))
+            await asyncio.sleep(0.02)
+            broker.delete_topic("T")
+            r = await asyncio.wait_for(held, 1)
+            assert r.message_count == 0
     run(main())
