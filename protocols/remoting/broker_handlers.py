@@ -38,6 +38,7 @@ from rocketport.core.message import (
 from rocketport.core.store.message_store import offset_msg_id
 from rocketport.core.metadata.groups import SubscriptionGroupConfig
 from rocketport.core.metadata.topics import PERM_READ
+from rocketport.core.retry import retry_topic
 from rocketport.core.store.get_result import GetResult, GetStatus
 from rocketport.core.store.record import ip_bytes
 
@@ -256,7 +257,7 @@ class BrokerHandlers:
             self.producers.register(producer.group_name, data.client_id, session)
         for consumer in data.consumer_data_set:
             group_cfg = self.broker.get_group(consumer.group_name)
-            retry = self.broker.retry_topic_of(consumer.group_name)
+            retry = retry_topic(consumer.group_name)
             if group_cfg is not None and self.broker.get_topic(retry) is None:
                 queues = max(1, group_cfg.retry_queue_nums)
                 self.broker.create_topic(retry, read_queue_nums=queues, write_queue_nums=queues)
