@@ -67,6 +67,36 @@ def _cmd_store(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _run_namesrv(host: str, port: int) -> None:
+    from rocketport.protocols.remoting.namesrv import NameServerHandlers, RouteRegistry
+    from rocketport.protocols.remoting.session import RemotingListener
+
+    handlers = NameServerHandlers(RouteRegistry())
+    listener = RemotingListener(handlers, host, port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await handlers.start()
+    await listener.start()
+    try:
+        await stop.wait()
+    finally:
+        await listener.stop()
+        await handlers.stop()
+
+
+def _cmd_namesrv(args: argparse.Namespace) -> int:
+    asyncio.run(_run_namesrv(args.host, args.port))
+    return 0
+
+
+def _cmd_admin(args: argparse.Namespace) -> int:
+    from rocketport import admin
+
+    return admin.run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rocketport", description="Rocketport message broker")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -89,6 +119,15 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_argument("--offset", type=int, default=0, help="first queue offset (with --topic)")
     dump.add_argument("--limit", type=int, default=50)
     store.set_defaults(func=_cmd_store)
+
+    namesrv = sub.add_parser("namesrv", help="run a standalone name server brokers register with")
+    namesrv.add_argument("--host", default="0.0.0.0")
+    namesrv.add_argument("-p", "--port", type=int, default=9876)
+    namesrv.set_defaults(func=_cmd_namesrv)
+
+    from rocketport import admin
+    admin.add_parser(sub)
+    sub.choices["admin"].set_defaults(func=_cmd_admin)
     return parser
 
 

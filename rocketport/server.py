@@ -12,6 +12,7 @@ import os
 from rocketport.core.broker import Broker
 from rocketport.core.config import BrokerConfig
 from rocketport.protocols.kafka.server import KafkaServer
+from rocketport.protocols.remoting.frontend import RemotingFrontEnd
 
 log = logging.getLogger("rocketport.server")
 
@@ -20,6 +21,7 @@ class BrokerServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.broker = Broker(config)
+        self.remoting = RemotingFrontEnd(self.broker)
         self.kafka: KafkaServer | None = None
 
     async def start(self) -> None:
@@ -29,6 +31,7 @@ class BrokerServer:
                  os.path.abspath(self.config.store_path_root_dir),
                  "crash" if self.broker.store.recovered_from_crash else "clean",
                  report.get("end", 0), len(self.broker.topics.table))
+        await self.remoting.start()
         if self.config.kafka.enabled:
             self.kafka = KafkaServer(self.broker)
             await self.kafka.start()
@@ -38,5 +41,6 @@ class BrokerServer:
         if self.kafka is not None:
             await self.kafka.stop()
             self.kafka = None
+        await self.remoting.stop()
         await self.broker.stop()
         log.info("store closed cleanly")

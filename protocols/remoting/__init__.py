@@ -1,7 +1,10 @@
 """RocketMQ 4.x remoting protocol: sans-IO codec (frames, codes, headers, bodies).
 
-Everything here turns bytes into typed values and back; nothing here may import asyncio,
-open sockets or call into the broker. Sessions that do live beside this package.
+The codec modules (frame, connection, command, codes, headers, bodies, messages,
+records, errors) turn bytes into typed values and back; they never import asyncio, open
+sockets or call into the broker. The I/O side lives beside them, in its own modules:
+`session` (connections and listeners), `broker_handlers` and `namesrv` (requests to
+Broker-facade calls), `client` (Rocketport as a client) and `frontend` (assembly).
 """
 
 from .codes import LanguageCode, RequestCode, ResponseCode, SerializeType

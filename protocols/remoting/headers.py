@@ -207,9 +207,54 @@ _SEND_MESSAGE_V1_KEYS = {long: short for short, long in SEND_MESSAGE_V2_KEYS.ite
 _V2_CODES = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_REPLY_MESSAGE_V2})
 
 
+def _flag(value: object) -> bool:
+    if value is None:
+        return False
+    text = value.strip().lower()  # type: ignore[union-attr]
+    if text in _TRUE:
+        return True
+    if text in _FALSE or not text:
+        return False
+    raise ValueError(text)
+
+
+def _decode_send_v2_fast(ext: Mapping[str, object]) -> SendMessageRequestHeader | None:
+    """The hot path of every send: well-formed V2 string fields, no generic engine.
+
+    Returns None for anything unusual (missing keys, non-strings, odd values, out of
+    range) so that the generic decoder handles it and names the offending key.
+    """
+    try:
+        group, topic, default_topic = ext["a"], ext["b"], ext["c"]
+        queue_nums, queue_id, sys_flag = int(ext["d"]), int(ext["e"]), int(ext["f"])  # type: ignore[arg-type]
+        born, flag = int(ext["g"]), int(ext["h"])  # type: ignore[arg-type]
+        reconsume = ext.get("j")
+        reconsume_times = int(reconsume) if reconsume else 0  # type: ignore[arg-type]
+        max_reconsume = ext.get("l")
+        max_reconsume_times = int(max_reconsume) if max_reconsume else None  # type: ignore[arg-type]
+        unit_mode, batch = _flag(ext.get("k")), _flag(ext.get("m"))
+    except (KeyError, ValueError, TypeError, AttributeError):
+        return None
+    if type(group) is not str or type(topic) is not str or type(default_topic) is not str:
+        return None
+    low = min(queue_nums, queue_id, sys_flag, born, flag, reconsume_times)
+    high = max(queue_nums, queue_id, sys_flag, born, flag, reconsume_times)
+    if low < _INT64_MIN or high > _INT64_MAX or (
+            max_reconsume_times is not None and not _INT64_MIN <= max_reconsume_times <= _INT64_MAX):
+        return None
+    return SendMessageRequestHeader(group, topic, default_topic, queue_nums, queue_id, sys_flag,
+                                    born, flag, ext.get("i"), reconsume_times,  # type: ignore[arg-type]
+                                    unit_mode, batch, max_reconsume_times, ext.get("n"))  # type: ignore[arg-type]
+
+
 def decode_send_message_header(code: int, ext_fields: Mapping[str, object]) -> SendMessageRequestHeader:
     """Decode either send header form into one dataclass, choosing the form by `code`."""
-    if code in _V2_CODES:
+    # Java clients send SEND_BATCH_MESSAGE with the V2 short keys; C++ with long ones.
+    if code in _V2_CODES or (code == RequestCode.SEND_BATCH_MESSAGE and "b" in ext_fields
+                             and "topic" not in ext_fields):
+        fast = _decode_send_v2_fast(ext_fields)
+        if fast is not None:
+            return fast
         long_keys = SEND_MESSAGE_V2_KEYS
         ext_fields = {long_keys[k]: v for k, v in ext_fields.items() if k in long_keys}
         try:

@@ -1,0 +1,268 @@
+"""Remoting front-end throughput and latency with Rocketport's own pipelined load generator.
+
+The broker runs in its own process (uvloop, ASYNC_FLUSH, a temporary store); load
+generator processes each open a few connections and keep a fixed window of requests in
+flight on every one, matching responses by opaque. Prints one JSON object per case:
+    python bench/remoting_bench.py [--quick] [--dir DIR]
+Cases: single sends of 100 B and 1 KiB (64 in flight per connection; p50/p99 latency),
+batch sends (100 messages per request), and pulls of the queues the batch cases filled
+(32 and 256 messages per request, as push consumers and tuned pull consumers ask).
+Latency is per request, measured by the generator from write to response.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+
+from rocketport.core.config import BrokerConfig, ProtocolConfig
+from rocketport.protocols.remoting import RemotingCommand, RemotingConnection, encode_command
+from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
+from rocketport.protocols.remoting.events import CommandReceived
+from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
+from rocketport.protocols.remoting.messages import BatchMessage, encode_batch
+
+FLOORS = {
+    "send_single_100B": 50_000,
+    "send_single_1KiB": 50_000,
+    "send_batch100_100B": 200_000,
+    "send_batch100_1KiB": 200_000,
+    "pull_32_100B": 500_000,
+    "pull_256_100B": 500_000,
+    "pull_32_1KiB": 500_000,
+}
+
+
+def _run_loop(coro):
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+# ------------------------------------------------------------------ broker process
+def _broker_main(store_dir: str, ready: mp.connection.Connection) -> None:
+    from rocketport.server import BrokerServer
+
+    async def serve() -> None:
+        config = BrokerConfig(store_path_root_dir=store_dir, listen_port=0,
+                              namesrv=ProtocolConfig(False, 0), kafka=ProtocolConfig(False, 0))
+        server = BrokerServer(config)
+        await server.start()
+        ready.send(server.remoting.listener.port)
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        loop.add_reader(ready.fileno(), stop.set)  # parent closes or writes: stop
+        await stop.wait()
+        await server.stop()
+
+    _run_loop(serve())
+
+
+# ------------------------------------------------------------------ load generator
+@dataclass(slots=True)
+class Case:
+    name: str
+    kind: str  # "send" | "batch" | "pull"
+    size: int
+    per_request: int  # messages per request (batch size; pull max)
+    window: int  # requests in flight per connection
+    connections: int
+    seconds: float
+    topic: str
+
+
+def _send_frame(topic: str, body: bytes, queue_id: int, opaque: int, batch: bool) -> list:
+    header = SendMessageRequestHeader("bench", topic, "TBW102", 8, queue_id, 0,
+                                      int(time.time() * 1000), 0, "TAGS\x01bench\x02", batch=batch)
+    cmd = RemotingCommand(code=RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2,
+                          opaque=opaque, ext_fields=encode_send_message_header_v2(header), body=body)
+    return encode_command(cmd)
+
+
+def _pull_frame(topic: str, queue_id: int, offset: int, max_nums: int, opaque: int) -> list:
+    return encode_command(RemotingCommand(code=RequestCode.PULL_MESSAGE, opaque=opaque, ext_fields={
+        "consumerGroup": "bench", "topic": topic, "queueId": str(queue_id),
+        "queueOffset": str(offset), "maxMsgNums": str(max_nums), "sysFlag": "0",
+        "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0"}))
+
+
+class _Pipeline(asyncio.Protocol):
+    """One connection keeping `window` requests in flight until the deadline."""
+
+    def __init__(self, case: Case, index: int, deadline: float, done: asyncio.Future) -> None:
+        self.case = case
+        self.queue_id = index % 8
+        self.deadline = deadline
+        self.done = done
+        self.conn = RemotingConnection()
+        self.sent_at: dict[int, float] = {}
+        self.latencies: list[float] = []
+        self.messages = 0
+        self.errors = 0
+        self.opaque = 0
+        self.pull_offset = 0
+        body = os.urandom(case.size // 2).hex().encode()[: case.size]
+        self.body = (encode_batch([BatchMessage(body, {"TAGS": "bench"})] * case.per_request)
+                     if case.kind == "batch" else body)
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        for _ in range(self.case.window):
+            self._issue()
+
+    def _issue(self) -> None:
+        self.opaque += 1
+        c = self.case
+        if c.kind == "pull":
+            frame = _pull_frame(c.topic, self.queue_id, self.pull_offset, c.per_request, self.opaque)
+            self.pull_offset += c.per_request
+        else:
+            frame = _send_frame(c.topic, self.body, self.queue_id, self.opaque, c.kind == "batch")
+        self.sent_at[self.opaque] = time.perf_counter()
+        self.transport.writelines(frame)
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        for event in self.conn.receive_data(data):
+            if type(event) is not CommandReceived:
+                raise RuntimeError(event.reason)
+            resp = event.command
+            started = self.sent_at.pop(resp.opaque)
+            self.latencies.append(now - started)
+            if resp.code == ResponseCode.SUCCESS:
+                if self.case.kind == "pull":
+                    self.messages += _count_records(resp.body)
+                else:
+                    self.messages += self.case.per_request
+            elif self.case.kind == "pull" and resp.code in (ResponseCode.PULL_NOT_FOUND,
+                                                            ResponseCode.PULL_OFFSET_MOVED):
+                self.pull_offset = 0  # wrap around the pre-filled queue
+            else:
+                self.errors += 1
+            if now < self.deadline:
+                self._issue()
+            elif not self.sent_at and not self.done.done():
+                self.done.set_result(None)
+
+
+def _count_records(body) -> int:
+    view = memoryview(body)
+    count = pos = 0
+    while pos < len(view):
+        pos += int.from_bytes(view[pos:pos + 4], "big")
+        count += 1
+    return count
+
+
+async def _drive(port: int, case: Case) -> dict:
+    loop = asyncio.get_running_loop()
+    deadline = time.perf_counter() + case.seconds
+    pipes = []
+    for i in range(case.connections):
+        done = loop.create_future()
+        _, proto = await loop.create_connection(lambda i=i, d=done: _Pipeline(case, i, deadline, d),
+                                                "127.0.0.1", port)
+        pipes.append(proto)
+    start = time.perf_counter()
+    await asyncio.wait_for(asyncio.gather(*(p.done for p in pipes)), case.seconds + 30)
+    elapsed = time.perf_counter() - start
+    for p in pipes:
+        p.transport.close()
+    latencies = sorted(x for p in pipes for x in p.latencies)
+    return {"messages": sum(p.messages for p in pipes), "errors": sum(p.errors for p in pipes),
+            "elapsed": elapsed, "latencies": latencies[:: max(1, len(latencies) // 20000)]}
+
+
+def _generator_main(port: int, case: Case, out: mp.connection.Connection) -> None:
+    out.send(_run_loop(_drive(port, case)))
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of process ``pid`` (Linux /proc), None elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_case(port: int, case: Case, processes: int, broker_pid: int) -> dict:
+    ctx = mp.get_context("spawn")
+    pipes, procs = [], []
+    cpu_before = _cpu_seconds(broker_pid)
+    for _ in range(processes):
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_generator_main, args=(port, case, child))
+        proc.start()
+        pipes.append(parent)
+        procs.append(proc)
+    results = [p.recv() for p in pipes]
+    cpu_after = _cpu_seconds(broker_pid)
+    for proc in procs:
+        proc.join(30)
+    messages = sum(r["messages"] for r in results)
+    elapsed = max(r["elapsed"] for r in results)
+    lat = sorted(x for r in results for x in r["latencies"])
+    row = {"bench": "remoting", "case": case.name, "value": round(messages / elapsed, 1),
+           "unit": "msg/s", "connections": case.connections * processes,
+           "in_flight_per_connection": case.window, "messages_per_request": case.per_request,
+           "errors": sum(r["errors"] for r in results)}
+    if lat:
+        row["latency_p50_ms"] = round(lat[len(lat) // 2] * 1000, 3)
+        row["latency_p99_ms"] = round(lat[int(len(lat) * 0.99)] * 1000, 3)
+    if cpu_before is not None and cpu_after is not None and messages:
+        # The broker's own cost, so a loaded or small machine still shows its capacity.
+        row["broker_cpu_s"] = round(cpu_after - cpu_before, 2)
+        row["broker_cpu_us_per_msg"] = round((cpu_after - cpu_before) / messages * 1e6, 2)
+    if case.name in FLOORS:
+        row["floor"] = FLOORS[case.name]
+        row["meets_floor"] = row["value"] >= FLOORS[case.name]
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short runs (CI smoke)")
+    parser.add_argument("--dir", help="store directory parent (default: a temp dir)")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="load generator processes (each competes with the broker for CPUs)")
+    args = parser.parse_args()
+    seconds = 1.0 if args.quick else 5.0
+    store_dir = tempfile.mkdtemp(prefix="remoting-bench-", dir=args.dir)
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    broker = ctx.Process(target=_broker_main, args=(os.path.join(store_dir, "store"), child))
+    broker.start()
+    try:
+        port = parent.recv()
+        cases = [
+            Case("send_single_100B", "send", 100, 1, 64, 2, seconds, "BenchSend100"),
+            Case("send_single_1KiB", "send", 1024, 1, 64, 2, seconds, "BenchSend1K"),
+            Case("send_batch100_100B", "batch", 100, 100, 8, 2, seconds, "BenchBatch100"),
+            Case("send_batch100_1KiB", "batch", 1024, 100, 8, 2, seconds, "BenchBatch1K"),
+            Case("pull_32_100B", "pull", 100, 32, 16, 2, seconds, "BenchBatch100"),
+            Case("pull_256_100B", "pull", 100, 256, 8, 2, seconds, "BenchBatch100"),
+            Case("pull_32_1KiB", "pull", 1024, 32, 16, 2, seconds, "BenchBatch1K"),
+        ]
+        for case in cases:
+            print(json.dumps(run_case(port, case, args.processes, broker.pid)), flush=True)
+    finally:
+        parent.send("stop")
+        broker.join(60)
+        if broker.is_alive():
+            broker.terminate()
+        shutil.rmtree(store_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

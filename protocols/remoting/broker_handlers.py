@@ -1,0 +1,463 @@
+"""Broker request handlers: remoting requests translated to Broker facade calls.
+
+One method per request code, registered in a table; each decodes its typed header/body,
+calls the facade and builds the response. Semantics (queue choice, filters, offsets,
+retention) belong to the core; this module only translates. Failures are raised, never
+answered here: the session maps them through `errors.code_for`, the one place that picks
+error codes. Consumer and producer membership and queue locks are kept in the core's
+managers, with the session as the channel, so NOTIFY_CONSUMER_IDS_CHANGED (40) can be
+pushed to a group's connections. This module must never touch sockets or the store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+import orjson
+
+from rocketport.core.broker import Broker
+from rocketport.core.consumer.groups import SubscriptionData as CoreSubscription
+from rocketport.core.consumer.locks import MessageQueueKey
+from rocketport.core.errors import TopicNotFound
+from rocketport.core.filter import EXPRESSION_TYPE_SQL92, MessageFilter, compile_filter
+from rocketport.core.message import (
+    PROPERTY_MSG_REGION,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TRACE_SWITCH,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    Message,
+    MessageExt,
+    decode_properties,
+)
+from rocketport.core.store.message_store import offset_msg_id
+from rocketport.core.metadata.groups import SubscriptionGroupConfig
+from rocketport.core.metadata.topics import PERM_READ
+from rocketport.core.retry import retry_topic
+from rocketport.core.store.get_result import GetResult, GetStatus
+from rocketport.core.store.record import ip_bytes
+
+from . import bodies, headers
+from .codes import RequestCode, ResponseCode
+from .command import RemotingCommand, make_response
+from .errors import RemotingError
+from .headers import decode_header, decode_send_message_header
+from .lenient_json import loads_lenient
+from .messages import decode_batch
+from .records import message_ext_record, pull_body
+from .session import RemotingSession
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[RemotingSession, RemotingCommand], Awaitable[RemotingCommand | None]]
+
+MAX_PULL_HOLD_S = 30.0  # never hold a pull longer than this, whatever the client asks
+MAX_PULL_MSG_NUMS = 1024
+SUSPEND_FLAG = 0x2
+SUBSCRIPTION_FLAG = 0x4
+COMMIT_OFFSET_FLAG = 0x1
+
+# GetStatus -> pull response code, as RocketMQ's PullMessageProcessor maps them.
+_PULL_CODES: dict[GetStatus, ResponseCode] = {
+    GetStatus.FOUND: ResponseCode.SUCCESS,
+    GetStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+def _pull_code(result: GetResult, offset: int) -> ResponseCode:
+    code = _PULL_CODES.get(result.status)
+    if code is not None:
+        return code
+    # NO_MATCHED_LOGIC_QUEUE / NO_MESSAGE_IN_QUEUE: the queue is empty
+    return ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
+
+
+class BrokerHandlers:
+    """The broker side of the remoting protocol, shared by every session of a listener."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.consumers = broker.consumer_manager
+        self.producers = broker.producer_manager
+        self.consumers.add_listener(self._consumer_ids_changed)
+        broker.set_transaction_checker(self._check_transaction)
+        self.broker_addr = f"{self.config.broker_ip1}:{self.config.listen_port}"
+        self._routes: dict[int, Handler] = {
+            RequestCode.SEND_MESSAGE: self.send_message,
+            RequestCode.SEND_MESSAGE_V2: self.send_message,
+            RequestCode.SEND_BATCH_MESSAGE: self.send_message,
+            RequestCode.PULL_MESSAGE: self.pull_message,
+            RequestCode.QUERY_CONSUMER_OFFSET: self.query_consumer_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: self.update_consumer_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset,
+            RequestCode.GET_MAX_OFFSET: self.get_max_offset,
+            RequestCode.GET_MIN_OFFSET: self.get_min_offset,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
+            RequestCode.HEART_BEAT: self.heart_beat,
+            RequestCode.UNREGISTER_CLIENT: self.unregister_client,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.get_consumer_list_by_group,
+            RequestCode.CONSUMER_SEND_MSG_BACK: self.consumer_send_msg_back,
+            RequestCode.END_TRANSACTION: self.end_transaction,
+            RequestCode.LOCK_BATCH_MQ: self.lock_batch_mq,
+            RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch_mq,
+            RequestCode.QUERY_MESSAGE: self.query_message,
+            RequestCode.VIEW_MESSAGE_BY_ID: self.view_message_by_id,
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_subscription_group,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_groups,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connection_list,
+        }
+
+    # ------------------------------------------------------------------ dispatch
+    async def handle(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand | None:
+        route = self._routes.get(request.code)
+        if route is None:
+            return make_response(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                 f"request type {request.code} not supported")
+        return await route(session, request)
+
+    def session_closed(self, session: RemotingSession) -> None:
+        self.consumers.channel_closed(session)
+        self.producers.channel_closed(session)
+
+    def _consumer_ids_changed(self, group: str, client_ids: list[str]) -> None:
+        cfg = self.broker.groups.get(group)
+        if cfg is not None and not cfg.notify_consumer_ids_changed_enable:
+            return
+        for channel in self.consumers.channels(group):
+            if isinstance(channel, RemotingSession) and channel.is_open:
+                channel.push_oneway(RemotingCommand(
+                    code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                    ext_fields={"consumerGroup": group}))
+
+    # ------------------------------------------------------------------ send
+    async def send_message(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        h = decode_send_message_header(request.code, request.ext_fields)
+        born_host = session.peer
+        if request.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
+            msgs = [Message(h.topic, bytes(m.body), m.properties, m.flag, h.queue_id, h.sys_flag,
+                            h.born_timestamp, born_host, h.reconsume_times)
+                    for m in decode_batch(request.body)]
+            result = await self.broker.put_messages(msgs)
+            msg_id = ",".join(result.msg_ids) if result.count > 1 else result.msg_id
+            uniq = ",".join(m.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "") for m in msgs)
+        else:
+            properties = decode_properties(h.properties) if h.properties else {}
+            result = await self.broker.put_message(Message(
+                h.topic, bytes(request.body), properties, h.flag, h.queue_id, h.sys_flag,
+                h.born_timestamp, born_host, h.reconsume_times))
+            msg_id = result.msg_id
+            uniq = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
+        return make_response(request, ResponseCode.SUCCESS, ext_fields={
+            "msgId": msg_id, "queueId": str(result.queue_id),
+            "queueOffset": str(result.queue_offset), "transactionId": uniq,
+            PROPERTY_MSG_REGION: "DefaultRegion", PROPERTY_TRACE_SWITCH: "true"})
+
+    # ------------------------------------------------------------------ pull
+    def _filter_for(self, h: headers.PullMessageRequestHeader) -> MessageFilter | None:
+        if h.sys_flag & SUBSCRIPTION_FLAG:
+            kind, expression = h.expression_type, h.subscription
+        else:
+            sub = self.consumers.find_subscription(h.consumer_group, h.topic)
+            if sub is None:
+                return None
+            kind, expression = sub.expression_type, sub.sub_string
+        if kind != EXPRESSION_TYPE_SQL92 and (not expression or expression.strip() == "*"):
+            return None  # no filter at all keeps the read on its fastest path
+        return compile_filter(kind, expression)
+
+    async def pull_message(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(headers.PullMessageRequestHeader, request.ext_fields)
+        cfg = self.broker.get_topic(h.topic)
+        if cfg is None:
+            raise TopicNotFound(h.topic)
+        if not cfg.perm & PERM_READ:
+            raise RemotingError(ResponseCode.NO_PERMISSION, f"topic {h.topic!r} is not readable")
+        if h.queue_id < 0 or h.queue_id >= cfg.read_queue_nums:
+            raise RemotingError(ResponseCode.SYSTEM_ERROR,
+                                f"queueId {h.queue_id} is illegal for topic {h.topic!r}")
+        message_filter = self._filter_for(h)
+        if h.sys_flag & COMMIT_OFFSET_FLAG and h.commit_offset >= 0:
+            self.broker.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        hold = 0.0
+        if h.sys_flag & SUSPEND_FLAG:
+            hold = min(max(h.suspend_timeout_millis, 0) / 1000, MAX_PULL_HOLD_S)
+        result = await self.broker.pull(h.consumer_group, h.topic, h.queue_id, h.queue_offset,
+                                        max(1, min(h.max_msg_nums, MAX_PULL_MSG_NUMS)),
+                                        message_filter=message_filter, hold_s=hold)
+        code = _pull_code(result, h.queue_offset)
+        return make_response(
+            request, code, None,
+            {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
+             "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)},
+            pull_body(result, message_filter) if result.segments else b"")
+
+    # ------------------------------------------------------------------ offsets
+    async def query_consumer_offset(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(headers.QueryConsumerOffsetRequestHeader, request.ext_fields)
+        offset = self.broker.query_offset(h.consumer_group, h.topic, h.queue_id)
+        if offset < 0:
+            # As RocketMQ: a queue still holding its first message is consumed from 0, so a
+            # new group sees what was sent before it first connected.
+            if self.broker.min_offset(h.topic, h.queue_id) > 0:
+                return make_response(request, ResponseCode.QUERY_NOT_FOUND,
+                                     "not found, maybe this group consumer boot first")
+            offset = 0
+        return make_response(request, ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+
+    async def update_consumer_offset(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(headers.UpdateConsumerOffsetRequestHeader, request.ext_fields)
+        self.broker.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def search_offset(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(headers.SearchOffsetRequestHeader, request.ext_fields)
+        offset = self.broker.offset_by_timestamp(h.topic, h.queue_id, h.timestamp)
+        return make_response(request, ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+
+    async def get_max_offset(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(headers.GetMaxOffsetRequestHeader, request.ext_fields)
+        offset = self.broker.max_offset(h.topic, h.queue_id)
+        return make_response(request, ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+
+    async def get_min_offset(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(headers.GetMinOffsetRequestHeader, request.ext_fields)
+        offset = self.broker.min_offset(h.topic, h.queue_id)
+        return make_response(request, ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+
+    async def get_earliest_msg_storetime(self, session: RemotingSession,
+                                         request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(headers.GetEarliestMsgStoretimeRequestHeader, request.ext_fields)
+        result = self.broker.get_messages(h.topic, h.queue_id,
+                                          self.broker.min_offset(h.topic, h.queue_id), 1)
+        stamp = next((m.store_timestamp for m in result.messages()), -1)
+        return make_response(request, ResponseCode.SUCCESS, ext_fields={"timestamp": str(stamp)})
+
+    # ------------------------------------------------------------------ clients
+    async def heart_beat(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        data = bodies.decode_body(bodies.HeartbeatData, request.body)
+        for producer in data.producer_data_set:
+            self.producers.register(producer.group_name, data.client_id, session)
+        for consumer in data.consumer_data_set:
+            group_cfg = self.broker.get_group(consumer.group_name)
+            retry = retry_topic(consumer.group_name)
+            if group_cfg is not None and self.broker.get_topic(retry) is None:
+                queues = max(1, group_cfg.retry_queue_nums)
+                self.broker.create_topic(retry, read_queue_nums=queues, write_queue_nums=queues)
+            subscriptions = {
+                s.topic: CoreSubscription.from_expression(
+                    s.topic, s.sub_string,
+                    "SQL92" if s.expression_type.upper() == EXPRESSION_TYPE_SQL92 else "TAG",
+                    s.sub_version)
+                for s in consumer.subscription_data_set}
+            self.consumers.register(consumer.group_name, data.client_id, session,
+                                    consumer.consume_type.value, consumer.message_model.value,
+                                    consumer.consume_from_where.value, subscriptions)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def unregister_client(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(headers.UnregisterClientRequestHeader, request.ext_fields)
+        if h.producer_group:
+            self.producers.unregister(h.producer_group, h.client_id)
+        if h.consumer_group:
+            self.consumers.unregister(h.consumer_group, h.client_id)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def get_consumer_list_by_group(self, session: RemotingSession,
+                                         request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(headers.GetConsumerListByGroupRequestHeader, request.ext_fields)
+        ids = self.consumers.client_ids(h.consumer_group)
+        if not ids:
+            return make_response(request, ResponseCode.SYSTEM_ERROR,
+                                 f"no consumer for group {h.consumer_group}")
+        return make_response(request, ResponseCode.SUCCESS, body=bodies.encode_body(
+            bodies.GetConsumerListByGroupResponseBody(ids)))
+
+    async def lock_batch_mq(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        body = bodies.decode_body(bodies.LockBatchRequestBody, request.body)
+        wanted = [MessageQueueKey(mq.topic, mq.broker_name, mq.queue_id) for mq in body.mq_set]
+        locked = self.broker.lock_batch(body.consumer_group, wanted, body.client_id)
+        return make_response(request, ResponseCode.SUCCESS, body=bodies.encode_body(
+            bodies.LockBatchResponseBody([bodies.MessageQueue(mq.topic, mq.broker_name, mq.queue_id)
+                                          for mq in sorted(locked)])))
+
+    async def unlock_batch_mq(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        body = bodies.decode_body(bodies.LockBatchRequestBody, request.body)
+        self.broker.unlock_batch(
+            body.consumer_group,
+            [MessageQueueKey(mq.topic, mq.broker_name, mq.queue_id) for mq in body.mq_set],
+            body.client_id)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    # ------------------------------------------------------------------ retry and transactions
+    async def consumer_send_msg_back(self, session: RemotingSession,
+                                     request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(headers.ConsumerSendMsgBackRequestHeader, request.ext_fields)
+        await self.broker.send_back(h.group, h.offset, delay_level=h.delay_level,
+                                    max_reconsume_times=h.max_reconsume_times,
+                                    origin_msg_id=h.origin_msg_id)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def end_transaction(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(headers.EndTransactionRequestHeader, request.ext_fields)
+        state = h.commit_or_rollback
+        commit = True if state == TRANSACTION_COMMIT_TYPE else False if state == TRANSACTION_ROLLBACK_TYPE else None
+        await self.broker.end_transaction(h.producer_group, h.commit_log_offset, commit,
+                                          from_check=h.from_transaction_check)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    def _check_transaction(self, producer_group: str, half: MessageExt) -> bool:
+        """The facade's checker: push CHECK_TRANSACTION_STATE (39) to one producer of the
+        group, with the half message as the producer first saw it (real topic and queue)."""
+        channel = self.producers.pick_channel(producer_group)
+        if not isinstance(channel, RemotingSession) or not channel.is_open:
+            return False
+        props = half.properties
+        shown = dataclasses.replace(
+            half, topic=props.get(PROPERTY_REAL_TOPIC, half.topic),
+            queue_id=int(props.get(PROPERTY_REAL_QUEUE_ID, half.queue_id)))
+        offset_id = offset_msg_id(ip_bytes(half.store_host[0]) + half.store_host[1].to_bytes(4, "big"),
+                                  half.commit_log_offset)
+        uniq = half.uniq_key or offset_id
+        channel.push_oneway(RemotingCommand(
+            code=RequestCode.CHECK_TRANSACTION_STATE,
+            ext_fields={"tranStateTableOffset": str(half.queue_offset),
+                        "commitLogOffset": str(half.commit_log_offset), "msgId": uniq,
+                        "transactionId": uniq, "offsetMsgId": offset_id},
+            body=message_ext_record(shown)))
+        return True
+
+    # ------------------------------------------------------------------ lookups
+    async def query_message(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(headers.QueryMessageRequestHeader, request.ext_fields)
+        found = self.broker.query_by_key(h.topic, h.key, max(1, min(h.max_num, 64)),
+                                         h.begin_timestamp, h.end_timestamp or None)
+        fields = {"indexLastUpdateTimestamp": str(int(time.time() * 1000)),
+                  "indexLastUpdatePhyoffset": str(self.broker.stats().index_built_offset)}
+        if not found:
+            return make_response(request, ResponseCode.QUERY_NOT_FOUND,
+                                 f"no message with key {h.key!r} in {h.topic!r}", fields)
+        return make_response(request, ResponseCode.SUCCESS, None, fields,
+                             [message_ext_record(m) for m in found])
+
+    async def view_message_by_id(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(headers.ViewMessageRequestHeader, request.ext_fields)
+        msg = self.broker.message_by_offset(h.offset)
+        return make_response(request, ResponseCode.SUCCESS, body=message_ext_record(msg))
+
+    # ------------------------------------------------------------------ administration
+    async def update_and_create_topic(self, session: RemotingSession,
+                                      request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(headers.CreateTopicRequestHeader, request.ext_fields)
+        self.broker.create_topic(h.topic, read_queue_nums=h.read_queue_nums,
+                                 write_queue_nums=h.write_queue_nums, perm=h.perm, order=h.order)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def delete_topic(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(headers.DeleteTopicRequestHeader, request.ext_fields)
+        self.broker.delete_topic(h.topic)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def get_all_topic_config(self, session: RemotingSession,
+                                   request: RemotingCommand) -> RemotingCommand:
+        table = {}
+        for name in self.broker.topic_names():
+            cfg = self.broker.get_topic(name)
+            if cfg is not None:
+                table[name] = bodies.TopicConfig(cfg.topic_name, cfg.read_queue_nums,
+                                                 cfg.write_queue_nums, cfg.perm,
+                                                 cfg.topic_filter_type, cfg.topic_sys_flag, cfg.order)
+        return make_response(request, ResponseCode.SUCCESS, body=bodies.encode_body(
+            bodies.TopicConfigSerializeWrapper(table)))
+
+    async def update_subscription_group(self, session: RemotingSession,
+                                        request: RemotingCommand) -> RemotingCommand:
+        try:
+            raw = loads_lenient(request.body)
+            if not isinstance(raw, dict) or not raw.get("groupName"):
+                raise ValueError("groupName is missing")
+            cfg = SubscriptionGroupConfig.from_json(raw)
+        except (ValueError, TypeError) as exc:
+            raise RemotingError(ResponseCode.SYSTEM_ERROR, f"bad subscription group: {exc}") from None
+        self.broker.update_group(cfg)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def delete_subscription_group(self, session: RemotingSession,
+                                        request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(headers.DeleteSubscriptionGroupRequestHeader, request.ext_fields)
+        self.broker.delete_group(h.group_name)
+        return make_response(request, ResponseCode.SUCCESS)
+
+    async def get_all_subscription_groups(self, session: RemotingSession,
+                                          request: RemotingCommand) -> RemotingCommand:
+        table = {name: cfg.to_json() for name, cfg in self.broker.groups.table.items()}
+        return make_response(request, ResponseCode.SUCCESS, body=orjson.dumps(
+            {"subscriptionGroupTable": table, "dataVersion": {"timestamp": 0, "counter": 0}}))
+
+    async def get_broker_runtime_info(self, session: RemotingSession,
+                                      request: RemotingCommand) -> RemotingCommand:
+        s = self.broker.stats()
+        table = {
+            "brokerVersionDesc": "Rocketport", "brokerVersion": "399",
+            "msgPutTotalTodayNow": str(s.put_messages), "msgGetTotalTodayNow": str(s.get_messages),
+            "putBytesTotal": str(s.put_bytes), "getBytesTotal": str(s.get_bytes),
+            "topicCount": str(s.topics), "queueCount": str(s.queues),
+            "commitLogMinOffset": str(s.commit_log_min_offset),
+            "commitLogMaxOffset": str(s.commit_log_max_offset),
+            "dispatchBehindBytes": str(s.commit_log_max_offset - s.dispatched_offset),
+            "commitLogDiskRatio": f"{s.disk_usage_ratio:.4f}",
+            "consumerGroupsOnline": str(len(self.consumers.group_names())),
+        }
+        return make_response(request, ResponseCode.SUCCESS,
+                             body=bodies.encode_body(bodies.KVTable(table)))
+
+    async def reset_offset(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        """mqadmin resetOffsetByTime: commits the offsets; online consumers are not told
+        (RESET_CONSUMER_CLIENT_OFFSET is not pushed), so stop them first."""
+        h = decode_header(headers.ResetOffsetRequestHeader, request.ext_fields)
+        offsets = self.broker.reset_offsets_by_timestamp(h.group, h.topic, h.timestamp)
+        return make_response(request, ResponseCode.SUCCESS, body=orjson.dumps(
+            {"offsetTable": [{"topic": h.topic, "brokerName": self.config.broker_name,
+                              "queueId": q, "offset": o} for q, o in sorted(offsets.items())]}))
+
+    async def get_consumer_connection_list(self, session: RemotingSession,
+                                           request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(headers.GetConsumerConnectionListRequestHeader, request.ext_fields)
+        info = self.consumers.group_info(h.consumer_group)
+        if info is None:
+            return make_response(request, ResponseCode.CONSUMER_NOT_ONLINE,
+                                 f"the consumer group {h.consumer_group} not online")
+        connections = [{"clientId": cid, "clientAddr": "%s:%d" % c.channel.peer
+                        if isinstance(c.channel, RemotingSession) else "", "language": "OTHER",
+                        "version": 0} for cid, c in sorted(info.clients.items())]
+        subs = {t: {"topic": t, "subString": s.sub_string, "expressionType": s.expression_type,
+                    "subVersion": s.sub_version} for t, s in info.subscriptions.items()}
+        return make_response(request, ResponseCode.SUCCESS, body=orjson.dumps({
+            "connectionSet": connections, "subscriptionTable": subs,
+            "consumeType": info.consume_type, "messageModel": info.message_model,
+            "consumeFromWhere": info.consume_from_where}))
+
+    async def get_producer_connection_list(self, session: RemotingSession,
+                                           request: RemotingCommand) -> RemotingCommand:
+        h = decode_header(headers.GetProducerConnectionListRequestHeader, request.ext_fields)
+        ids = self.producers.client_ids(h.producer_group)
+        return make_response(request, ResponseCode.SUCCESS, body=orjson.dumps({
+            "connectionSet": [{"clientId": cid, "clientAddr": "", "language": "OTHER", "version": 0}
+                              for cid in ids]}))

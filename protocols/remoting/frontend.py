@@ -1,0 +1,53 @@
+"""The remoting front-end of one broker process: its listeners and their start/stop order.
+
+Assembles the broker listener (config.listen_port) and either the embedded name server
+(config.namesrv, the single-process default: the broker answers route requests itself)
+or, when ``namesrvAddr`` names external name servers, a registrar that registers with
+them. Start after the Broker facade has started; stop before it stops. Nothing here
+handles requests.
+"""
+
+from __future__ import annotations
+
+from rocketport.core.broker import Broker
+
+from .broker_handlers import BrokerHandlers
+from .namesrv import BrokerRegistrar, LocalRoutes, NameServerHandlers
+from .session import RemotingListener
+
+
+class RemotingFrontEnd:
+    def __init__(self, broker: Broker) -> None:
+        config = broker.config
+        self.broker = broker
+        self.handlers = BrokerHandlers(broker)
+        self.listener = RemotingListener(self.handlers, config.bind_address, config.listen_port)
+        self.namesrv_listener: RemotingListener | None = None
+        self.namesrv_handlers: NameServerHandlers | None = None
+        self.registrar: BrokerRegistrar | None = None
+        addrs = [a.strip() for a in config.namesrv_addr.replace(",", ";").split(";") if a.strip()]
+        if addrs:
+            self.registrar = BrokerRegistrar(broker, self.broker_addr, addrs)
+        elif config.namesrv.enabled:
+            self.namesrv_handlers = NameServerHandlers(LocalRoutes(broker, self.broker_addr))
+            self.namesrv_listener = RemotingListener(self.namesrv_handlers, config.namesrv.host,
+                                                     config.namesrv.port)
+
+    def broker_addr(self) -> str:
+        """host:port clients should dial (the bound port once listening)."""
+        return f"{self.broker.config.broker_ip1}:{self.listener.port}"
+
+    async def start(self) -> None:
+        await self.listener.start()
+        self.handlers.broker_addr = self.broker_addr()
+        if self.namesrv_listener is not None:
+            await self.namesrv_listener.start()
+        if self.registrar is not None:
+            await self.registrar.start()
+
+    async def stop(self) -> None:
+        if self.registrar is not None:
+            await self.registrar.stop()
+        if self.namesrv_listener is not None:
+            await self.namesrv_listener.stop()
+        await self.listener.stop()

@@ -1,0 +1,276 @@
+"""Name-server handlers: topic routes, cluster info and broker registration.
+
+Clients ask a name server which broker serves a topic (GET_ROUTEINFO_BY_TOPIC) before
+talking to a broker. Two sources of truth answer them:
+- `LocalRoutes`: the single-process default, where the broker answers for itself from its
+  own topic table (routes for `%RETRY%{group}` and the auto-create topic TBW102 included,
+  or clients' retries and first sends stop silently);
+- `RouteRegistry`: `rocketport namesrv`, where brokers register (REGISTER_BROKER every
+  30 s) and are forgotten 120 s after their last registration; routes merge all brokers
+  and clusters.
+`BrokerRegistrar` is the broker side of the latter. The handlers never touch the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from rocketport.core.broker import Broker
+from rocketport.core.metadata.topics import PERM_INHERIT, PERM_RW
+
+from . import bodies, headers
+from .client import RemotingClient, RemotingClientError, request
+from .codes import RequestCode, ResponseCode
+from .command import RemotingCommand, make_response
+from .headers import decode_header
+from .session import RemotingSession
+
+log = logging.getLogger(__name__)
+
+AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+BROKER_CHANNEL_EXPIRED_S = 120.0
+REGISTER_INTERVAL_S = 30.0
+RETRY_PREFIX = "%RETRY%"
+
+
+class RouteSource(Protocol):
+    def topic_route(self, topic: str) -> bodies.TopicRouteData | None: ...
+    def cluster_info(self) -> bodies.ClusterInfo: ...
+    def topic_list(self) -> list[str]: ...
+
+
+class LocalRoutes:
+    """Routes of the one broker in this process, read from its topic table."""
+
+    def __init__(self, broker: Broker, broker_addr: Callable[[], str]) -> None:
+        self.broker = broker
+        self.broker_addr = broker_addr
+
+    def _broker_data(self) -> bodies.BrokerData:
+        c = self.broker.config
+        return bodies.BrokerData(c.broker_cluster_name, c.broker_name, {c.broker_id: self.broker_addr()})
+
+    def topic_route(self, topic: str) -> bodies.TopicRouteData | None:
+        c = self.broker.config
+        cfg = self.broker.get_topic(topic)
+        if cfg is None and topic.startswith(RETRY_PREFIX):
+            cfg = self.broker.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
+        if cfg is not None:
+            queue = bodies.QueueData(c.broker_name, cfg.read_queue_nums, cfg.write_queue_nums,
+                                     cfg.perm, cfg.topic_sys_flag)
+        elif topic == AUTO_CREATE_TOPIC_KEY_TOPIC and c.auto_create_topic_enable:
+            n = c.default_topic_queue_nums
+            queue = bodies.QueueData(c.broker_name, n, n, PERM_RW | PERM_INHERIT, 0)
+        else:
+            return None
+        return bodies.TopicRouteData([queue], [self._broker_data()])
+
+    def cluster_info(self) -> bodies.ClusterInfo:
+        c = self.broker.config
+        return bodies.ClusterInfo({c.broker_name: self._broker_data()},
+                                  {c.broker_cluster_name: [c.broker_name]})
+
+    def topic_list(self) -> list[str]:
+        return self.broker.topic_names()
+
+
+@dataclass(slots=True)
+class _LiveBroker:
+    cluster: str
+    broker_name: str
+    broker_id: int
+    last_update: float
+    topics: dict[str, bodies.TopicConfig] = field(default_factory=dict)
+
+
+class RouteRegistry:
+    """What registered brokers reported, merged; entries expire without re-registration."""
+
+    def __init__(self, expiry_s: float = BROKER_CHANNEL_EXPIRED_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._brokers: dict[str, _LiveBroker] = {}  # broker address -> latest registration
+        self._expiry_s = expiry_s
+        self._clock = clock
+
+    def register(self, addr: str, cluster: str, broker_name: str, broker_id: int,
+                 topics: dict[str, bodies.TopicConfig]) -> None:
+        self._brokers[addr] = _LiveBroker(cluster, broker_name, broker_id, self._clock(), topics)
+
+    def unregister(self, addr: str) -> None:
+        self._brokers.pop(addr, None)
+
+    def scan_expired(self) -> list[str]:
+        now = self._clock()
+        gone = [a for a, b in self._brokers.items() if now - b.last_update > self._expiry_s]
+        for addr in gone:
+            log.warning("broker %s expired (no registration for %.0f s)", addr, self._expiry_s)
+            del self._brokers[addr]
+        return gone
+
+    def _broker_datas(self) -> dict[str, bodies.BrokerData]:
+        out: dict[str, bodies.BrokerData] = {}
+        for addr, b in sorted(self._brokers.items()):
+            data = out.setdefault(b.broker_name, bodies.BrokerData(b.cluster, b.broker_name))
+            data.broker_addrs[b.broker_id] = addr
+        return out
+
+    def topic_route(self, topic: str) -> bodies.TopicRouteData | None:
+        queues: dict[str, bodies.QueueData] = {}
+        for b in sorted(self._brokers.values(), key=lambda b: b.broker_id):
+            cfg = b.topics.get(topic)
+            if cfg is not None and b.broker_name not in queues:  # the master's view wins
+                queues[b.broker_name] = bodies.QueueData(b.broker_name, cfg.read_queue_nums,
+                                                         cfg.write_queue_nums, cfg.perm,
+                                                         cfg.topic_sys_flag)
+        if not queues:
+            return None
+        datas = self._broker_datas()
+        return bodies.TopicRouteData([queues[n] for n in sorted(queues)],
+                                     [datas[n] for n in sorted(queues)])
+
+    def cluster_info(self) -> bodies.ClusterInfo:
+        datas = self._broker_datas()
+        clusters: dict[str, list[str]] = {}
+        for name, data in datas.items():
+            names = clusters.setdefault(data.cluster, [])
+            if name not in names:
+                names.append(name)
+        return bodies.ClusterInfo(datas, clusters)
+
+    def topic_list(self) -> list[str]:
+        return sorted({t for b in self._brokers.values() for t in b.topics})
+
+
+class NameServerHandlers:
+    """Answers name-server requests from a `RouteSource` (and registrations for a registry)."""
+
+    def __init__(self, routes: RouteSource) -> None:
+        self.routes = routes
+        self._expiry: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if isinstance(self.routes, RouteRegistry):
+            self._expiry = asyncio.create_task(self._expire(self.routes), name="namesrv-expiry")
+
+    async def stop(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            await asyncio.gather(self._expiry, return_exceptions=True)
+            self._expiry = None
+
+    @staticmethod
+    async def _expire(registry: RouteRegistry) -> None:
+        while True:
+            await asyncio.sleep(10)
+            registry.scan_expired()
+
+    def session_closed(self, session: RemotingSession) -> None:
+        """Brokers are forgotten by expiry, not by connection: they reconnect at will."""
+
+    async def handle(self, session: RemotingSession, req: RemotingCommand) -> RemotingCommand:
+        code = req.code
+        if code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
+            h = decode_header(headers.GetRouteInfoRequestHeader, req.ext_fields)
+            route = self.routes.topic_route(h.topic)
+            if route is None:
+                return make_response(req, ResponseCode.TOPIC_NOT_EXIST,
+                                     f"No topic route info in name server for the topic: {h.topic}")
+            return make_response(req, ResponseCode.SUCCESS, body=bodies.encode_body(route))
+        if code == RequestCode.GET_BROKER_CLUSTER_INFO:
+            return make_response(req, ResponseCode.SUCCESS,
+                                 body=bodies.encode_body(self.routes.cluster_info()))
+        if code in (RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, RequestCode.GET_TOPICS_BY_CLUSTER):
+            return make_response(req, ResponseCode.SUCCESS,
+                                 body=bodies.encode_body(bodies.TopicList(self.routes.topic_list())))
+        if code == RequestCode.GET_KV_CONFIG:
+            return make_response(req, ResponseCode.QUERY_NOT_FOUND, "no such KV config")
+        if isinstance(self.routes, RouteRegistry):
+            if code == RequestCode.REGISTER_BROKER:
+                return self._register(req, self.routes)
+            if code == RequestCode.UNREGISTER_BROKER:
+                h = decode_header(headers.UnRegisterBrokerRequestHeader, req.ext_fields)
+                self.routes.unregister(h.broker_addr)
+                return make_response(req, ResponseCode.SUCCESS)
+            if code == RequestCode.QUERY_DATA_VERSION:
+                return make_response(req, ResponseCode.SUCCESS, ext_fields={"changed": "true"})
+        return make_response(req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                             f"request type {code} not supported")
+
+    @staticmethod
+    def _register(req: RemotingCommand, registry: RouteRegistry) -> RemotingCommand:
+        h = decode_header(headers.RegisterBrokerRequestHeader, req.ext_fields)
+        if h.compressed:
+            return make_response(req, ResponseCode.SYSTEM_ERROR,
+                                 "compressed registration bodies are not supported")
+        body = bodies.decode_body(bodies.RegisterBrokerBody, req.body) if req.body else bodies.RegisterBrokerBody()
+        registry.register(h.broker_addr, h.cluster_name, h.broker_name, h.broker_id,
+                          body.topic_config_serialize_wrapper.topic_config_table)
+        return make_response(req, ResponseCode.SUCCESS, ext_fields={"haServerAddr": "", "masterAddr": ""},
+                             body=bodies.encode_body(bodies.KVTable()))
+
+
+class BrokerRegistrar:
+    """Registers this broker with every configured name server, every 30 s."""
+
+    def __init__(self, broker: Broker, broker_addr: Callable[[], str], namesrv_addrs: list[str],
+                 interval_s: float = REGISTER_INTERVAL_S) -> None:
+        self.broker = broker
+        self.broker_addr = broker_addr
+        self.namesrv_addrs = namesrv_addrs
+        self.interval_s = interval_s
+        self._task: asyncio.Task[None] | None = None
+
+    def _request(self, code: RequestCode, body: bytes = b"") -> RemotingCommand:
+        c = self.broker.config
+        return request(code, {"brokerName": c.broker_name, "brokerAddr": self.broker_addr(),
+                              "clusterName": c.broker_cluster_name, "haServerAddr": "",
+                              "brokerId": str(c.broker_id), "compressed": "false"}, body)
+
+    def _body(self) -> bytes:
+        table = {}
+        for name in self.broker.topic_names():
+            cfg = self.broker.get_topic(name)
+            if cfg is not None:
+                table[name] = bodies.TopicConfig(name, cfg.read_queue_nums, cfg.write_queue_nums,
+                                                 cfg.perm, cfg.topic_filter_type,
+                                                 cfg.topic_sys_flag, cfg.order)
+        wrapper = bodies.TopicConfigSerializeWrapper(
+            table, bodies.DataVersion(int(time.time() * 1000), 0))
+        return bodies.encode_body(bodies.RegisterBrokerBody(wrapper))
+
+    async def register_once(self) -> None:
+        body = self._body()
+        for addr in self.namesrv_addrs:
+            try:
+                async with await RemotingClient.connect(addr) as client:
+                    resp = await client.invoke(self._request(RequestCode.REGISTER_BROKER, body))
+                    if resp.code != ResponseCode.SUCCESS:
+                        log.warning("name server %s refused registration: %s", addr, resp.remark)
+            except (OSError, asyncio.TimeoutError, RemotingClientError) as exc:
+                log.warning("registering with name server %s failed: %s", addr, exc)
+
+    async def _loop(self) -> None:
+        while True:
+            await self.register_once()
+            await asyncio.sleep(self.interval_s)
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="namesrv-registration")
+
+    async def stop(self) -> None:
+        if self._task is None:
+            return
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        self._task = None
+        for addr in self.namesrv_addrs:
+            try:
+                async with await RemotingClient.connect(addr, 2.0) as client:
+                    await client.invoke(self._request(RequestCode.UNREGISTER_BROKER), 2.0)
+            except (OSError, asyncio.TimeoutError, RemotingClientError):
+                pass

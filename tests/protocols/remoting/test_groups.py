@@ -1,0 +1,70 @@
+"""Group membership over remoting: heartbeats, NOTIFY_CONSUMER_IDS_CHANGED pushes, the
+consumer list, unregistering, a closed connection, and orderly queue locks."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+
+from rocketport.protocols.remoting import RemotingCommand
+from rocketport.protocols.remoting.client import RemotingClient, request
+from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
+from rocketport.server import BrokerServer
+
+from .conftest import run_async
+
+
+def heartbeat(client_id: str) -> RemotingCommand:
+    return request(RequestCode.HEART_BEAT, body=orjson.dumps({
+        "clientID": client_id, "consumerDataSet": [{
+            "groupName": "G", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+            "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+            "subscriptionDataSet": [{"topic": "GT", "subString": "*"}]}]}))
+
+
+def lock(client_id: str, code: RequestCode = RequestCode.LOCK_BATCH_MQ) -> RemotingCommand:
+    return request(code, body=orjson.dumps({
+        "consumerGroup": "G", "clientId": client_id,
+        "mqSet": [{"topic": "GT", "brokerName": "broker-a", "queueId": 0}]}))
+
+
+def test_membership_pushes_and_locks(remoting_config):
+    async def main() -> None:
+        server = BrokerServer(remoting_config)
+        await server.start()
+        try:
+            addr = server.remoting.broker_addr()
+            pushes_a: asyncio.Queue[RemotingCommand] = asyncio.Queue()
+            async with await RemotingClient.connect(addr, on_request=pushes_a.put_nowait) as a:
+                assert (await a.invoke(heartbeat("A"))).code == ResponseCode.SUCCESS
+                await asyncio.wait_for(pushes_a.get(), 5)  # its own arrival
+                b = await RemotingClient.connect(addr)
+                assert (await b.invoke(heartbeat("B"))).code == ResponseCode.SUCCESS
+                push = await asyncio.wait_for(pushes_a.get(), 5)
+                assert push.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED
+                assert push.ext_fields["consumerGroup"] == "G"
+                resp = await a.invoke(request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "G"}))
+                assert orjson.loads(bytes(resp.body)) == {"consumerIdList": ["A", "B"]}
+                assert server.broker.get_topic("%RETRY%G") is not None
+
+                got = orjson.loads(bytes((await a.invoke(lock("A"))).body))
+                assert got == {"lockOKMQSet": [{"topic": "GT", "brokerName": "broker-a", "queueId": 0}]}
+                assert orjson.loads(bytes((await b.invoke(lock("B"))).body)) == {"lockOKMQSet": []}
+                assert (await a.invoke(lock("A", RequestCode.UNLOCK_BATCH_MQ))).code == ResponseCode.SUCCESS
+                assert len(orjson.loads(bytes((await b.invoke(lock("B"))).body))["lockOKMQSet"]) == 1
+
+                await b.close()  # a dropped connection takes its registration along
+                push = await asyncio.wait_for(pushes_a.get(), 5)
+                assert push.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED
+                resp = await a.invoke(request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "G"}))
+                assert orjson.loads(bytes(resp.body)) == {"consumerIdList": ["A"]}
+                resp = await a.invoke(request(RequestCode.UNREGISTER_CLIENT,
+                                              {"clientID": "A", "consumerGroup": "G"}))
+                assert resp.code == ResponseCode.SUCCESS
+                resp = await a.invoke(request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "G"}))
+                assert resp.code == ResponseCode.SYSTEM_ERROR
+        finally:
+            await server.stop()
+
+    run_async(asyncio.wait_for(main(), 60))

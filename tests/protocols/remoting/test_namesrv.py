@@ -1,0 +1,88 @@
+"""Standalone name server: brokers register, routes merge, silent brokers expire."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import signal
+import subprocess
+import sys
+
+from rocketport.protocols.remoting import RemotingCommand, bodies
+from rocketport.protocols.remoting.client import RemotingClient, request
+from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
+from rocketport.protocols.remoting.namesrv import NameServerHandlers, RouteRegistry
+from rocketport.protocols.remoting.session import RemotingListener
+from rocketport.server import BrokerServer
+
+from .conftest import free_port, run_async
+
+
+def test_registry_merges_brokers_and_expires_silent_ones():
+    now = [0.0]
+    registry = RouteRegistry(expiry_s=120, clock=lambda: now[0])
+    registry.register("10.0.0.1:10911", "c1", "broker-a", 0, {"T": bodies.TopicConfig("T", 4, 4)})
+    registry.register("10.0.0.2:10911", "c2", "broker-b", 0, {"T": bodies.TopicConfig("T", 2, 2)})
+    registry.register("10.0.0.3:10911", "c1", "broker-a", 1, {"T": bodies.TopicConfig("T", 4, 4)})
+    route = registry.topic_route("T")
+    assert [(q.broker_name, q.write_queue_nums) for q in route.queue_datas] == [("broker-a", 4), ("broker-b", 2)]
+    assert route.broker_datas[0].broker_addrs == {0: "10.0.0.1:10911", 1: "10.0.0.3:10911"}
+    assert registry.cluster_info().cluster_addr_table == {"c1": ["broker-a"], "c2": ["broker-b"]}
+    now[0] = 100
+    registry.register("10.0.0.2:10911", "c2", "broker-b", 0, {"T": bodies.TopicConfig("T", 2, 2)})
+    now[0] = 130
+    assert sorted(registry.scan_expired()) == ["10.0.0.1:10911", "10.0.0.3:10911"]
+    assert [q.broker_name for q in registry.topic_route("T").queue_datas] == ["broker-b"]
+    assert registry.topic_route("Unknown") is None
+
+
+def test_broker_registers_with_standalone_name_server(remoting_config):
+    async def main() -> None:
+        handlers = NameServerHandlers(RouteRegistry())
+        namesrv = RemotingListener(handlers, "127.0.0.1", 0)
+        await handlers.start()
+        await namesrv.start()
+        config = dataclasses.replace(remoting_config, namesrv_addr=f"127.0.0.1:{namesrv.port}",
+                                     listen_port=free_port())
+        server = BrokerServer(config)
+        await server.start()
+        try:
+            server.broker.create_topic("Registered", read_queue_nums=3, write_queue_nums=3)
+            await server.remoting.registrar.register_once()
+            async with await RemotingClient.connect(f"127.0.0.1:{namesrv.port}") as client:
+                resp = await client.invoke(request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Registered"}))
+                assert resp.code == ResponseCode.SUCCESS
+                route = bodies.decode_body(bodies.TopicRouteData, resp.body)
+                assert route.queue_datas[0].write_queue_nums == 3
+                assert route.broker_datas[0].broker_addrs[0] == server.remoting.broker_addr()
+        finally:
+            await server.stop()  # unregisters
+        async with await RemotingClient.connect(f"127.0.0.1:{namesrv.port}") as client:
+            resp = await client.invoke(request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Registered"}))
+            assert resp.code == ResponseCode.TOPIC_NOT_EXIST
+        await namesrv.stop()
+        await handlers.stop()
+
+    run_async(asyncio.wait_for(main(), 60))
+
+
+def test_rocketport_namesrv_command_serves_and_stops_on_sigterm():
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "rocketport", "namesrv", "--host", "127.0.0.1",
+                             "-p", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        async def ask() -> RemotingCommand:
+            for _ in range(100):
+                try:
+                    async with await RemotingClient.connect(f"127.0.0.1:{port}") as client:
+                        return await client.invoke(request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+                except OSError:
+                    await asyncio.sleep(0.1)
+            raise AssertionError("name server did not come up")
+
+        resp = run_async(ask())
+        assert resp.code == ResponseCode.SUCCESS
+        assert bodies.decode_body(bodies.TopicList, resp.body).topic_list == []
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0

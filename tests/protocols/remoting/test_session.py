@@ -1,0 +1,214 @@
+"""Sessions over real sockets: concurrency by opaque, oneway, unknown codes, bad frames,
+and a hypothesis fuzz that throws random and mutated frames at a live broker."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rocketport.core.config import BrokerConfig
+from rocketport.protocols.remoting import (
+    RemotingCommand,
+    RemotingConnection,
+    SerializeType,
+    encode_command,
+)
+from rocketport.protocols.remoting.client import RemotingClient, request
+from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
+from rocketport.protocols.remoting.events import CommandReceived
+from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
+from rocketport.server import BrokerServer
+
+from .conftest import run_async, start_live_broker, stop_live_broker
+
+
+def send_request(topic: str, body: bytes, queue_id: int = 0) -> RemotingCommand:
+    header = SendMessageRequestHeader("pg", topic, "TBW102", 4, queue_id, 0, 0, 0, "TAGS\x01T\x02")
+    return request(RequestCode.SEND_MESSAGE_V2, encode_send_message_header_v2(header), body)
+
+
+def pull_request(topic: str, offset: int, hold_ms: int) -> RemotingCommand:
+    return request(RequestCode.PULL_MESSAGE, {
+        "consumerGroup": "cg", "topic": topic, "queueId": "0", "queueOffset": str(offset),
+        "maxMsgNums": "32", "sysFlag": "2", "commitOffset": "0",
+        "suspendTimeoutMillis": str(hold_ms), "subscription": "*", "subVersion": "0"})
+
+
+def run_with_server(config: BrokerConfig, scenario) -> None:
+    async def main() -> None:
+        server = BrokerServer(config)
+        await server.start()
+        try:
+            await asyncio.wait_for(scenario(server), 30)
+        finally:
+            await server.stop()
+    run_async(main())
+
+
+def test_long_poll_is_answered_after_a_later_send_on_the_same_connection(remoting_config):
+    async def scenario(server: BrokerServer) -> None:
+        server.broker.create_topic("Parked", read_queue_nums=1, write_queue_nums=1)
+        async with await RemotingClient.connect(server.remoting.broker_addr()) as client:
+            parked = asyncio.create_task(client.invoke(pull_request("Parked", 0, 10_000)))
+            await asyncio.sleep(0.2)
+            assert not parked.done()
+            sent = await client.invoke(send_request("Parked", b"wake up"))
+            assert sent.code == ResponseCode.SUCCESS
+            assert not parked.done() or parked.result().code == ResponseCode.SUCCESS
+            pulled = await asyncio.wait_for(parked, 5)
+            assert pulled.code == ResponseCode.SUCCESS
+            assert pulled.ext_fields["nextBeginOffset"] == "1"
+            assert b"wake up" in bytes(pulled.body)
+    run_with_server(remoting_config, scenario)
+
+
+def test_pull_not_found_carries_all_offsets_and_unknown_code_is_not_supported(remoting_config):
+    async def scenario(server: BrokerServer) -> None:
+        server.broker.create_topic("Empty", read_queue_nums=1, write_queue_nums=1)
+        async with await RemotingClient.connect(server.remoting.broker_addr()) as client:
+            resp = await client.invoke(pull_request("Empty", 0, 0))
+            assert resp.code == ResponseCode.PULL_NOT_FOUND
+            assert {"nextBeginOffset", "minOffset", "maxOffset", "suggestWhichBrokerId"} <= set(resp.ext_fields)
+            resp = await client.invoke(request(9999))
+            assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+            resp = await client.invoke(request(RequestCode.PULL_MESSAGE, {"topic": "x"}))
+            assert resp.code == ResponseCode.SYSTEM_ERROR  # missing header fields
+            resp = await client.invoke(pull_request("NoSuchTopic", 0, 0))
+            assert resp.code == ResponseCode.TOPIC_NOT_EXIST
+    run_with_server(remoting_config, scenario)
+
+
+def test_new_group_starts_at_zero_while_the_queue_holds_its_first_message(remoting_config):
+    async def scenario(server: BrokerServer) -> None:
+        async with await RemotingClient.connect(server.remoting.broker_addr()) as client:
+            assert (await client.invoke(send_request("Fresh", b"x"))).code == ResponseCode.SUCCESS
+            q = {"consumerGroup": "newbie", "topic": "Fresh", "queueId": "0"}
+            resp = await client.invoke(request(RequestCode.QUERY_CONSUMER_OFFSET, q))
+            assert (resp.code, resp.ext_fields["offset"]) == (ResponseCode.SUCCESS, "0")
+            await client.invoke(request(RequestCode.UPDATE_CONSUMER_OFFSET, {**q, "commitOffset": "1"}))
+            resp = await client.invoke(request(RequestCode.QUERY_CONSUMER_OFFSET, q))
+            assert resp.ext_fields["offset"] == "1"
+    run_with_server(remoting_config, scenario)
+
+
+def _frame(command: RemotingCommand) -> bytes:
+    return b"".join(bytes(part) for part in encode_command(command))
+
+
+def _roundtrip(addr: tuple[str, int], data: bytes, timeout: float = 5.0) -> list:
+    """Send ``data``, half-close, read until the server closes; decoded events."""
+    conn = RemotingConnection()
+    events = []
+    with socket.create_connection(addr, timeout=timeout) as sock:
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        while chunk := sock.recv(65536):
+            events.extend(conn.receive_data(chunk))
+    return events
+
+
+def _healthy(addr: tuple[str, int]) -> bool:
+    probe = request(RequestCode.GET_MAX_OFFSET, {"topic": "Any", "queueId": "0"})
+    probe.opaque = 7
+    conn = RemotingConnection()
+    with socket.create_connection(addr, timeout=5) as sock:
+        sock.sendall(_frame(probe))
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return False
+            for event in conn.receive_data(chunk):
+                if isinstance(event, CommandReceived) and event.command.opaque == 7:
+                    return event.command.code == ResponseCode.SUCCESS
+
+
+def test_bad_frames_close_only_their_connection(remoting_config):
+    live, thread = start_live_broker(remoting_config)
+    try:
+        host, port = live.addr.split(":")
+        addr = (host, int(port))
+        # negative length: fatal, the connection is closed without a response
+        assert _roundtrip(addr, struct.pack(">ii", -5, 0) + b"junk") == []
+        # broken JSON with a readable opaque: an error response for that opaque
+        broken = b'{"code":34,"opaque":42,"flag":0, oops'
+        events = _roundtrip(addr, struct.pack(">ii", 4 + len(broken), len(broken)) + broken)
+        assert [(e.command.opaque, e.command.code) for e in events] == [(42, ResponseCode.SYSTEM_ERROR)]
+        # oversize: fatal, before any of the announced bytes is buffered
+        assert _roundtrip(addr, struct.pack(">ii", 0x7FFFFFFF, 2) + b"{}") == []
+        # unknown serialize type: fatal
+        assert _roundtrip(addr, struct.pack(">iI", 6, (7 << 24) | 2) + b"{}") == []
+        assert _healthy(addr)
+    finally:
+        stop_live_broker(live, thread)
+
+
+_VALID = [
+    _frame(send_request("FuzzTopic", b"payload")),
+    _frame(pull_request("FuzzTopic", 0, 0)),
+    _frame(request(RequestCode.HEART_BEAT, body=b'{"clientID":"c","consumerDataSet":[{"groupName":"g",'
+                   b'"consumeType":1,"messageModel":1,"consumeFromWhere":0,'
+                   b'"subscriptionDataSet":[{"topic":"FuzzTopic","subString":"*"}]}]}')),
+    _frame(request(RequestCode.LOCK_BATCH_MQ, body=b'{"consumerGroup":"g","clientId":"c","mqSet":[]}')),
+    _frame(request(RequestCode.SEND_BATCH_MESSAGE, {"a": "p", "b": "FuzzTopic", "c": "TBW102", "d": "4",
+                                                    "e": "0", "f": "0", "g": "0", "h": "0"}, b"\x00" * 30)),
+]
+
+
+@st.composite
+def mutated_frames(draw) -> bytes:
+    data = bytearray(draw(st.sampled_from(_VALID)))
+    for _ in range(draw(st.integers(1, 6))):
+        op = draw(st.sampled_from(["flip", "cut", "insert"]))
+        if op == "flip" and data:
+            i = draw(st.integers(0, len(data) - 1))
+            data[i] = draw(st.integers(0, 255))
+        elif op == "cut" and data:
+            i = draw(st.integers(0, len(data) - 1))
+            del data[i:i + draw(st.integers(1, 16))]
+        else:
+            i = draw(st.integers(0, len(data)))
+            data[i:i] = draw(st.binary(min_size=1, max_size=8))
+    return bytes(data)
+
+
+def test_fuzzed_frames_never_take_the_broker_down(remoting_config):
+    live, thread = start_live_broker(remoting_config)
+    try:
+        host, port = live.addr.split(":")
+        addr = (host, int(port))
+
+        @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(st.lists(st.one_of(st.binary(max_size=64), mutated_frames(), st.sampled_from(_VALID)),
+                        min_size=1, max_size=4))
+        def fuzz(chunks: list[bytes]) -> None:
+            _roundtrip(addr, b"".join(chunks))
+
+        fuzz()
+        assert _healthy(addr)
+        assert live.call(lambda: live.server.broker.running)
+    finally:
+        stop_live_broker(live, thread)
+
+
+def test_binary_serialized_request_is_answered_in_kind(remoting_config):
+    live, thread = start_live_broker(remoting_config)
+    try:
+        host, port = live.addr.split(":")
+        probe = request(RequestCode.GET_MIN_OFFSET, {"topic": "Any", "queueId": "0"})
+        probe.serialize_type = SerializeType.ROCKETMQ
+        probe.opaque = 99
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            sock.sendall(_frame(probe))
+            data = b""
+            while len(data) < 8 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+                data += sock.recv(65536)
+        assert data[4] == SerializeType.ROCKETMQ  # the type byte of the reply
+        [event] = RemotingConnection().receive_data(data)
+        assert (event.command.opaque, event.command.code) == (99, ResponseCode.SUCCESS)
+        assert event.command.ext_fields["offset"] == "0"
+    finally:
+        stop_live_broker(live, thread)
