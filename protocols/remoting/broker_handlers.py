@@ -207,7 +207,7 @@ class BrokerHandlers:
             request, code, None,
             {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
              "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)},
-            pull_body(result, message_filter) if result.segments else b"")
+            pull_body(result, message_filter, self.config.kafka_tag_header) if result.segments else b"")
 
     # ------------------------------------------------------------------ offsets
     async def query_consumer_offset(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:

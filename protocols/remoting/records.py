@@ -5,7 +5,8 @@ slices, untouched. Two cases need records built here, with the store's record en
 (the store owns the layout; this module never re-implements it):
 - inner-batch segments, where one CommitLog record holds a Kafka record batch: each wanted
   record that matches the subscription becomes a MessageExt (key -> KEYS, headers ->
-  properties as `core.batch_filter` maps them, queue offset = batch base + delta,
+  properties, tag header -> TAGS, as `core.batch.messages` maps them; queue offset = batch
+  base + delta,
   commit-log offset = the batch record's, so an offset id finds the batch);
 - messages the facade returns decoded (query by key, view by id).
 Nothing here does I/O or reads the store directly.
@@ -14,11 +15,11 @@ Nothing here does I/O or reads the store directly.
 from __future__ import annotations
 
 from rocketport.core.batch.record_batch import parse_header
-from rocketport.core.batch_filter import matching_records, record_properties
+from rocketport.core.batch.messages import DEFAULT_TAG_HEADER, record_properties
+from rocketport.core.batch_filter import matching_records
 from rocketport.core.filter import MessageFilter
 from rocketport.core.message import (
     INNER_BATCH_FLAG,
-    PROPERTY_KEYS,
     MessageExt,
     encode_properties,
 )
@@ -42,12 +43,13 @@ def message_ext_record(msg: MessageExt) -> bytes:
     )
 
 
-def _expand_inner_batch(segment: Segment, message_filter: MessageFilter | None) -> bytes:
+def _expand_inner_batch(segment: Segment, message_filter: MessageFilter | None,
+                        tag_header: str) -> bytes:
     """The wanted records of an inner-batch segment that match, as MessageExt records.
 
     Filtering happens here because the store's exact check cannot look inside a batch;
-    `core.batch_filter` decides matches and maps headers to properties, so a filter sees
-    the same message a consumer receives.
+    `core.batch_filter` decides matches with the mapping of `core.batch.messages`, so a
+    filter sees the same message a consumer receives.
     """
     outer = decode_record(segment.view)
     header = parse_header(outer.body)
@@ -57,10 +59,8 @@ def _expand_inner_batch(segment: Segment, message_filter: MessageFilter | None) 
     common = {k: v for k, v in outer.properties.items() if not k.startswith("INNER_")}
     sys_flag = outer.sys_flag & ~INNER_BATCH_FLAG
     out: list[bytes] = []
-    for offset, record in matching_records(segment, message_filter):
-        properties = {**common, **record_properties(record)}
-        if record.key is not None:
-            properties[PROPERTY_KEYS] = record.key.decode("utf-8", "surrogateescape")
+    for offset, record in matching_records(segment, message_filter, tag_header=tag_header):
+        properties = {**common, **record_properties(record.key, record.headers, tag_header)}
         out.append(encode_record(
             topic_bytes=topic, body=record.value or b"", props_bytes=encode_properties(properties),
             queue_id=outer.queue_id, flag=outer.flag, queue_offset=offset,
@@ -72,12 +72,13 @@ def _expand_inner_batch(segment: Segment, message_filter: MessageFilter | None) 
     return b"".join(out)
 
 
-def pull_body(result: GetResult, message_filter: MessageFilter | None = None) -> list[Buffer]:
+def pull_body(result: GetResult, message_filter: MessageFilter | None = None,
+              tag_header: str = DEFAULT_TAG_HEADER) -> list[Buffer]:
     """The PULL_MESSAGE body for `result`: CommitLog slices, inner batches expanded."""
     body: list[Buffer] = []
     for seg in result.segments:
         if seg.batch_base is None:
             body.append(seg.view)
         else:
-            body.append(_expand_inner_batch(seg, message_filter))
+            body.append(_expand_inner_batch(seg, message_filter, tag_header))
     return body
