@@ -95,8 +95,28 @@ def decode_properties(data: bytes | memoryview | str) -> dict[str, str]:
     return dict(zip(parts[0:-1:2], parts[1::2]))
 
 
+class _PropertyViews:
+    """Read-only views of well-known properties, shared by Message and MessageExt."""
+
+    __slots__ = ()
+    properties: dict[str, str]
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        raw = self.properties.get(PROPERTY_KEYS)
+        return [k for k in raw.split(KEY_SEPARATOR) if k] if raw else []
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+
 @dataclass(slots=True)
-class Message:
+class Message(_PropertyViews):
     """A message as a producer hands it to the broker (RocketMQ's MessageExtBrokerInner)."""
 
     topic: str
@@ -110,18 +130,9 @@ class Message:
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
 
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(PROPERTY_TAGS)
-
-    @property
-    def keys(self) -> list[str]:
-        raw = self.properties.get(PROPERTY_KEYS)
-        return [k for k in raw.split(KEY_SEPARATOR) if k] if raw else []
-
 
 @dataclass(slots=True)
-class MessageExt:
+class MessageExt(_PropertyViews):
     """A stored message as read back (RocketMQ's MessageExt)."""
 
     topic: str
@@ -140,16 +151,3 @@ class MessageExt:
     store_host: tuple[str, int]
     reconsume_times: int
     prepared_transaction_offset: int
-
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(PROPERTY_TAGS)
-
-    @property
-    def keys(self) -> list[str]:
-        raw = self.properties.get(PROPERTY_KEYS)
-        return [k for k in raw.split(KEY_SEPARATOR) if k] if raw else []
-
-    @property
-    def uniq_key(self) -> str | None:
-        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
