@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CHUNK_RECORDS = 256  # messages per slice (a batch is never split): keeps each slice ~1 ms
+CHUNK_RECORDS = 64  # messages per slice (a batch is never split): keeps a slice near 1 ms
 IDLE_POLL_S = 0.2
 BACKOFF = 9  # sleep 9x the time a slice took: indexing takes <= 10% of a core under load
 
