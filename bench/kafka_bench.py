@@ -296,7 +296,7 @@ def run_cases(port: int, pid: int, broker: str, args: argparse.Namespace) -> Non
         emit(case, value, unit, floor if ours else None, broker=broker, **extra)
 
     cpu = BrokerCpu(pid)
-    for size, n in ((100, args.messages), (1024, args.messages // 4)):
+    for size, n in () if args.latency_only else ((100, args.messages), (1024, args.messages // 4)):
         label = "100B" if size == 100 else "1KiB"
         topic = f"raw-{label}"
         run(create_topic(port, topic))
@@ -311,7 +311,8 @@ def run_cases(port: int, pid: int, broker: str, args: argparse.Namespace) -> Non
         out(f"fetch_{label}_raw_mb", n * size / t / 1e6, "MB/s")
     if args.skip_confluent:
         return
-    for size, n, acks in ((100, args.messages // 2, "1"), (1024, args.messages // 4, "all")):
+    for size, n, acks in () if args.latency_only else (
+            (100, args.messages // 2, "1"), (1024, args.messages // 4, "all")):
         label = "100B" if size == 100 else "1KiB"
         topic = f"cf-{label}"
         run(create_topic(port, topic))
@@ -342,6 +343,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1_000_000, help="records per 100 B case")
     parser.add_argument("--skip-confluent", action="store_true")
+    parser.add_argument("--latency-only", action="store_true",
+                        help="only the produce->consume latency case, on a fresh broker")
     parser.add_argument("--broker-log", help="file for the brokers' logs (default: discarded)")
     parser.add_argument("--tansu", metavar="BINARY", help="also run every case against tansu")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
