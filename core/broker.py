@@ -30,7 +30,7 @@ from .errors import (
     TransactionMismatch,
 )
 from .message import INNER_BATCH_FLAG, PROPERTY_PRODUCER_GROUP, PROPERTY_TAGS, Message, MessageExt
-from .message_id import decode_offset_msg_id
+from .message_id import decode_offset_msg_id, offset_msg_id
 from .metadata.groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from .metadata.offsets import ConsumerOffsetManager
 from .metadata.topics import PERM_RW, PERM_WRITE, TopicConfig, TopicConfigManager, validate_topic
@@ -46,7 +46,7 @@ from .schedule import (
     wrap_for_schedule,
 )
 from .store.get_result import GetResult, GetStatus
-from .store.message_store import MessageStore, PutResult, TagsFilter, offset_msg_id
+from .store.message_store import MessageStore, PutResult, TagsFilter
 from .tags import tags_code
 from .transaction import (
     TransactionChecker,

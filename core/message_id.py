@@ -22,9 +22,13 @@ class OffsetMsgId:
     commit_log_offset: int
 
 
+def offset_msg_id(store_host: bytes, commit_log_offset: int) -> str:
+    """From the 8 store-host bytes (IPv4 address + port) as records carry them."""
+    return (store_host + commit_log_offset.to_bytes(8, "big")).hex().upper()
+
+
 def encode_offset_msg_id(host: str, port: int, commit_log_offset: int) -> str:
-    raw = socket.inet_aton(host) + port.to_bytes(4, "big") + commit_log_offset.to_bytes(8, "big")
-    return raw.hex().upper()
+    return offset_msg_id(socket.inet_aton(host) + port.to_bytes(4, "big"), commit_log_offset)
 
 
 def decode_offset_msg_id(msg_id: str) -> OffsetMsgId:

@@ -23,6 +23,7 @@ from zlib import crc32
 
 from ..batch.messages import batch_messages
 from ..config import BrokerConfig
+from ..message_id import offset_msg_id
 from ..errors import InvalidMessage, MessageTooLarge, StoreUnavailable
 from ..message import (
     INNER_BATCH_FLAG,
@@ -93,10 +94,6 @@ class PutResult:
         offsets = self.record_offsets or (self.commit_log_offset,)
         return [offset_msg_id(self.store_host, o) for o in offsets]
 
-
-def offset_msg_id(store_host: bytes, commit_log_offset: int) -> str:
-    """RocketMQ's offsetMsgId: hex of store IP (4) + port (4) + commit-log offset (8)."""
-    return (store_host + commit_log_offset.to_bytes(8, "big")).hex().upper()
 
 
 @dataclass(slots=True)

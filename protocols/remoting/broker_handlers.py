@@ -35,7 +35,7 @@ from rocketport.core.message import (
     MessageExt,
     decode_properties,
 )
-from rocketport.core.store.message_store import offset_msg_id
+from rocketport.core.message_id import offset_msg_id
 from rocketport.core.metadata.groups import SubscriptionGroupConfig
 from rocketport.core.metadata.topics import PERM_READ
 from rocketport.core.retry import retry_topic
