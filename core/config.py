@@ -130,16 +130,6 @@ def key_of(f: dataclasses.Field) -> str:
     return f.metadata.get("key") or f.name
 
 
-def describe_keys() -> list[tuple[str, str, str]]:
-    """(key, default, type) rows for docs and ``rocketport config``."""
-    rows = []
-    for f in dataclasses.fields(BrokerConfig):
-        if f.name in _PROTOCOL_FIELDS:
-            continue
-        rows.append((key_of(f), repr(f.default), f.type if isinstance(f.type, str) else f.type.__name__))
-    return rows
-
-
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from dataclasses import dataclass
@@ -89,6 +88,3 @@ class TopicConfigManager:
             self.data_version += 1
             self.persist()
         return config
-
-    def replace_fields(self, topic: str, **changes) -> TopicConfig:
-        return self.put(dataclasses.replace(self.table[topic], **changes))

@@ -50,9 +50,6 @@ class GetResult:
     message_count: int = 0
     total_bytes: int = 0
 
-    def buffers(self) -> list[memoryview]:
-        return [s.view for s in self.segments]
-
     def messages(self, tag_header: str = DEFAULT_TAG_HEADER) -> Iterator[MessageExt]:
         """Decode every message (copies): plain records, and the wanted records of inner
         batches through the one records-to-messages mapping (core.batch.messages)."""

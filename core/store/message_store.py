@@ -662,9 +662,6 @@ class MessageStore:
         cq = self.consume_queues.get((topic, queue_id))
         return cq.max_offset if cq else 0
 
-    def queue_ids(self, topic: str) -> list[int]:
-        return sorted(q for (t, q) in self.consume_queues if t == topic)
-
     def store_timestamp_at(self, topic: str, queue_id: int, offset: int) -> int | None:
         cq = self.consume_queues.get((topic, queue_id))
         entry = cq.entry(offset) if cq else None
