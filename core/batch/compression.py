@@ -34,6 +34,7 @@ __all__ = [
     "ZSTD",
     "CODEC_NAMES",
     "CompressionError",
+    "MAX_DECOMPRESSED_SIZE",
     "compress",
     "decompress",
 ]
@@ -61,6 +62,13 @@ _U32: Final = struct.Struct(">I")
 
 _ZSTD_COMPRESSOR: Final = zstandard.ZstdCompressor(level=3)
 _ZSTD_DECOMPRESSOR: Final = zstandard.ZstdDecompressor()
+# zstd input is fed in steps this long, so that one step of a "zip bomb" (RLE blocks expand
+# 4 bytes into 128 KiB) can overshoot the limit by at most 32 MiB before it is noticed.
+_ZSTD_STEP: Final = 1024
+
+# A batch whose payload expands beyond this is refused: a few KiB of zeros compress to
+# nothing, and decompressing them unbounded would let one request exhaust the broker's memory.
+MAX_DECOMPRESSED_SIZE: Final = 64 * 1024 * 1024
 
 
 def compress(codec: int, data: Buffer) -> bytes:
@@ -85,25 +93,37 @@ def compress(codec: int, data: Buffer) -> bytes:
     raise CompressionError(f"unknown compression codec {codec}")
 
 
-def decompress(codec: int, data: Buffer) -> bytes:
-    """Decompress ``data`` of ``codec``; any codec failure becomes :class:`CompressionError`."""
+def decompress(codec: int, data: Buffer, limit: int = MAX_DECOMPRESSED_SIZE) -> bytes:
+    """Decompress ``data`` of ``codec`` into at most ``limit`` bytes.
+
+    Any codec failure, and output beyond ``limit``, becomes :class:`CompressionError`.
+    """
     try:
         if codec == NONE:
             return bytes(data)
         if codec == GZIP:
             d = zlib.decompressobj(47)  # 32 + 15: accept gzip or zlib header
-            out = d.decompress(data) + d.flush()
+            out = d.decompress(data, limit + 1)
+            if len(out) > limit:
+                raise CompressionError(_too_large(limit))
             if not d.eof:
                 raise CompressionError("truncated gzip stream")
             return out
         if codec == SNAPPY:
             if bytes(data[:8]) == _XERIAL_MAGIC:
-                return _xerial_decompress(memoryview(data))
+                return _xerial_decompress(memoryview(data), limit)
+            _check_snappy_length(data, limit)
             return bytes(cramjam.snappy.decompress_raw(data))
         if codec == LZ4:
-            return lz4.frame.decompress(data)
+            d = lz4.frame.LZ4FrameDecompressor()
+            out = d.decompress(data, max_length=limit + 1)
+            if len(out) > limit:
+                raise CompressionError(_too_large(limit))
+            if not d.eof:
+                raise CompressionError("truncated lz4 frame")
+            return out
         if codec == ZSTD:
-            return _zstd_decompress(bytes(data))
+            return _zstd_decompress(memoryview(data), limit)
     except CompressionError:
         raise
     except Exception as exc:  # codec libraries raise their own types; one reason for callers
@@ -111,16 +131,44 @@ def decompress(codec: int, data: Buffer) -> bytes:
     raise CompressionError(f"unknown compression codec {codec}")
 
 
-def _zstd_decompress(data: bytes) -> bytes:
+def _too_large(limit: int) -> str:
+    return f"decompressed payload exceeds {limit} bytes"
+
+
+def _zstd_decompress(view: memoryview, limit: int) -> bytes:
     """Frame by frame: zstd-jni omits the content size, and a truncated frame must fail."""
     out = []
-    while data:
+    total = pos = 0
+    end = len(view)
+    while pos < end:
         d = _ZSTD_DECOMPRESSOR.decompressobj()
-        out.append(d.decompress(data))
+        while pos < end and not d.eof:
+            chunk = d.decompress(view[pos : pos + _ZSTD_STEP])
+            pos += _ZSTD_STEP
+            total += len(chunk)
+            if total > limit:
+                raise CompressionError(_too_large(limit))
+            out.append(chunk)
         if not d.eof:
             raise CompressionError("truncated zstd frame")
-        data = d.unused_data
+        pos = min(pos, end) - len(d.unused_data)
     return b"".join(out)
+
+
+def _check_snappy_length(block: Buffer, limit: int) -> int:
+    """A raw snappy block starts with its uncompressed length (varint): check it first."""
+    length = shift = 0
+    for i in range(5):
+        if i >= len(block):
+            break
+        byte = block[i]
+        length |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            if length > limit:
+                raise CompressionError(_too_large(limit))
+            return length
+        shift += 7
+    raise CompressionError("snappy block without a valid length")
 
 
 def _xerial_compress(data: Buffer) -> bytes:
@@ -134,8 +182,9 @@ def _xerial_compress(data: Buffer) -> bytes:
     return b"".join(parts)
 
 
-def _xerial_decompress(view: memoryview) -> bytes:
+def _xerial_decompress(view: memoryview, limit: int) -> bytes:
     pos = len(_XERIAL_HEADER)
+    total = 0
     if len(view) < pos:
         raise CompressionError("truncated xerial snappy header")
     out = []
@@ -147,6 +196,8 @@ def _xerial_decompress(view: memoryview) -> bytes:
         pos += 4
         if pos + n > end:
             raise CompressionError("truncated xerial snappy block")
-        out.append(bytes(cramjam.snappy.decompress_raw(view[pos : pos + n])))
+        block = view[pos : pos + n]
+        total += _check_snappy_length(block, limit - total)
+        out.append(bytes(cramjam.snappy.decompress_raw(block)))
         pos += n
     return b"".join(out)

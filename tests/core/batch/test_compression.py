@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import zlib
 
 import cramjam
 import lz4.frame
@@ -79,3 +80,35 @@ def test_unknown_codec() -> None:
         c.compress(5, DATA)
     with pytest.raises(c.CompressionError):
         c.decompress(7, DATA)
+
+
+@pytest.mark.parametrize("codec", [c.GZIP, c.SNAPPY, c.LZ4, c.ZSTD])
+def test_output_beyond_the_limit_is_refused(codec: int) -> None:
+    packed = c.compress(codec, DATA)
+    assert c.decompress(codec, packed, limit=len(DATA)) == DATA
+    with pytest.raises(c.CompressionError, match="exceeds"):
+        c.decompress(codec, packed, limit=len(DATA) - 1)
+
+
+def test_raw_snappy_block_over_the_limit_is_refused_before_decompressing() -> None:
+    raw = bytes(cramjam.snappy.compress_raw(DATA))
+    with pytest.raises(c.CompressionError, match="exceeds"):
+        c.decompress(c.SNAPPY, raw, limit=1000)
+
+
+@pytest.mark.parametrize("codec", [c.GZIP, c.SNAPPY, c.LZ4, c.ZSTD])
+def test_compression_bomb_is_refused_at_the_default_limit(codec: int) -> None:
+    # 80 MiB of zeros compress to a few MiB at most (snappy's ratio is the lowest, ~21:1);
+    # zstd without a content size, as zstd-jni writes it
+    zeros = bytes(16 * 1024 * 1024)
+    if codec == c.ZSTD:
+        cobj = zstandard.ZstdCompressor(write_content_size=False).compressobj()
+        bomb = b"".join(cobj.compress(zeros) for _ in range(5)) + cobj.flush()
+    elif codec == c.GZIP:
+        z = zlib.compressobj(9, zlib.DEFLATED, 31)
+        bomb = b"".join(z.compress(zeros) for _ in range(5)) + z.flush()
+    else:
+        bomb = c.compress(codec, zeros * 5)
+    assert len(bomb) < 5 * 1024 * 1024
+    with pytest.raises(c.CompressionError, match="exceeds"):
+        c.decompress(codec, bomb)

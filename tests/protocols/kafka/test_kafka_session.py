@@ -118,6 +118,17 @@ def test_corrupt_batch_stores_nothing(any_loop_broker):
     assert any_loop_broker.run(any_loop_broker.server.broker.max_offset, "crc", 0) == 0
 
 
+def test_compression_bomb_is_refused_and_stores_nothing(any_loop_broker):
+    # 80 records of 1 MiB of zeros: a few KiB on the wire, 80 MiB once decompressed
+    create_topic(any_loop_broker, "bomb")
+    bomb = encode_batch([bytes(1024 * 1024)] * 80, compression=4)  # zstd
+    assert len(bomb) < 64 * 1024
+    with RawClient(any_loop_broker.port) as client:
+        assert client.produce("bomb", 0, bomb)[0] == ErrorCode.CORRUPT_MESSAGE
+        assert client.produce("bomb", 0, encode_batch([b"ok"], compression=4))[0] == ErrorCode.NONE
+    assert any_loop_broker.run(any_loop_broker.server.broker.max_offset, "bomb", 0) == 1
+
+
 def test_message_too_large(tmp_path):
     from conftest import start_broker
 
