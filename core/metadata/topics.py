@@ -10,7 +10,8 @@ from ..errors import InvalidTopicName
 from .json_file import JsonFile
 
 TOPIC_MAX_LENGTH = 127
-_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+# RocketMQ's character set plus '.', which Kafka topic names use widely ("logs.app1").
+_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_.-]+$")
 PERM_READ = 0x4
 PERM_WRITE = 0x2
 PERM_INHERIT = 0x1
@@ -20,13 +21,19 @@ DEFAULT_TOPIC = "TBW102"  # the template topic clients ask a route for to auto-c
 
 
 def validate_topic(topic: str) -> None:
-    """RocketMQ's TopicValidator rules: character set and length."""
+    """RocketMQ's TopicValidator rules (character set, length), plus Kafka's '.'.
+
+    RocketMQ 4.x clients refuse '.' themselves, so such topics serve Kafka, STOMP and
+    native clients; "." and ".." are refused because a topic names a directory.
+    """
     if not topic:
         raise InvalidTopicName(topic, "the topic name is empty")
     if len(topic) > TOPIC_MAX_LENGTH:
         raise InvalidTopicName(topic, f"longer than {TOPIC_MAX_LENGTH} characters")
     if not _VALID_TOPIC.match(topic):
-        raise InvalidTopicName(topic, "only letters, digits, '%', '|', '_' and '-' are allowed")
+        raise InvalidTopicName(topic, "only letters, digits, '%', '|', '_', '-' and '.' are allowed")
+    if topic in (".", ".."):
+        raise InvalidTopicName(topic, "'.' and '..' are not topic names")
 
 
 @dataclass(slots=True)

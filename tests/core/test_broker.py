@@ -21,6 +21,12 @@ def test_auto_create_round_robin_and_validation(small_config):
                 await broker.put_message(Message("bad topic!", b"x"))
             with pytest.raises(InvalidTopicName):
                 await broker.put_message(Message("t" * 128, b"x"))
+            for name in (".", ".."):
+                with pytest.raises(InvalidTopicName):
+                    await broker.put_message(Message(name, b"x"))
+            dotted = await broker.put_message(Message("logs.app-1", b"x", queue_id=0))
+            got = broker.get_messages("logs.app-1", 0, dotted.queue_offset, 1)
+            assert [m.body for m in got.messages()] == [b"x"]
             with pytest.raises(QueueNotFound):
                 await broker.put_message(Message("Orders", b"x", queue_id=8))
     run(main())

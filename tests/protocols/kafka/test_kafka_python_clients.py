@@ -124,8 +124,8 @@ def test_assign_and_seek(live_broker):
 
 def test_admin_create_list_delete_topics(live_broker):
     admin = KafkaAdminClient(bootstrap_servers=live_broker.bootstrap, request_timeout_ms=10000)
-    admin.create_topics([NewTopic("adm-a", 3, 1), NewTopic("adm-b", 1, 1)])
-    assert {"adm-a", "adm-b"} <= set(admin.list_topics())
+    admin.create_topics([NewTopic("adm-a", 3, 1), NewTopic("adm-b", 1, 1), NewTopic("adm.dotted", 1, 1)])
+    assert {"adm-a", "adm-b", "adm.dotted"} <= set(admin.list_topics())
     described = {t["name"]: t for t in admin.describe_topics(["adm-a"])}
     assert len(described["adm-a"]["partitions"]) == 3
     admin.create_partitions({"adm-b": NewPartitions(4)})
