@@ -65,6 +65,8 @@ ATTR_TRANSACTIONAL: Final = 0x10
 ATTR_CONTROL: Final = 0x20
 
 _I64: Final = struct.Struct(">q")
+_I32: Final = struct.Struct(">i")
+_I16: Final = struct.Struct(">h")
 _U32: Final = struct.Struct(">I")
 _LEN_MAGIC: Final = struct.Struct(">iib")  # batchLength, partitionLeaderEpoch, magic
 
@@ -199,28 +201,35 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
             raise CorruptBatch("varint longer than 10 bytes")
 
 
-def batch_payload(batch: Buffer) -> tuple[BatchHeader, bytes]:
-    """The header and the records payload of one batch, decompressed when needed (a copy
-    either way, so callers may keep it after the buffer is gone)."""
-    header = parse_header(batch)
+def batch_payload(batch: Buffer) -> tuple[int, bytes]:
+    """(records count, records payload) of one batch, decompressed when needed: a copy
+    either way, so callers may keep it after the buffer is gone. Checks framing like
+    parse_header, without building a BatchHeader (the index builder calls it per batch)."""
     view = memoryview(batch)
-    end = header.size
-    if end > len(view):
+    if len(view) < HEADER_SIZE:
+        raise CorruptBatch(f"batch header needs {HEADER_SIZE} bytes, {len(view)} left")
+    batch_length, _, magic = _LEN_MAGIC.unpack_from(view, _LENGTH_OFFSET)
+    if magic != MAGIC:
+        raise CorruptBatch(f"unsupported record batch magic {magic}")
+    end = batch_length + _LOG_OVERHEAD
+    if batch_length < HEADER_SIZE - _LOG_OVERHEAD or end > len(view):
         raise CorruptBatch(f"batch claims {end} bytes, buffer holds {len(view)}")
+    (attributes,) = _I16.unpack_from(view, _CRC_START)
+    (count,) = _I32.unpack_from(view, HEADER_SIZE - 4)
     payload = view[HEADER_SIZE:end]
-    codec = header.compression
+    codec = attributes & ATTR_COMPRESSION_MASK
     if not codec:
-        return header, bytes(payload)
+        return count, bytes(payload)
     try:
-        return header, decompress(codec, payload)
+        return count, decompress(codec, payload)
     except CompressionError as exc:
         raise CorruptBatch(str(exc)) from exc
 
 
 def iter_records(batch: Buffer) -> Iterator[Record]:
     """Decode the records of one batch, decompressing its payload first when needed."""
-    header, data = batch_payload(batch)
-    return _decode_records(data, header.records_count)
+    count, data = batch_payload(batch)
+    return _decode_records(data, count)
 
 
 def record_keys(data: bytes, pos: int, count: int) -> tuple[list[bytes], int]:

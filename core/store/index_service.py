@@ -123,32 +123,37 @@ class IndexService:
                      deadline: float | None) -> tuple[int, bool]:
         """Index the keys of (part of) a stored record batch, from where the last slice
         stopped inside it; returns (records walked, whether the batch is done)."""
-        batch = self._open
-        if batch is None or batch.phys != phys:
+        open_batch = self._open
+        if open_batch is not None and open_batch.phys == phys:
+            data, pos, left = open_batch.data, open_batch.pos, open_batch.left
+        else:
             view = store.commitlog.slice(phys, info.total_size)
             try:
-                header, data = batch_payload(view[HEADER_SIZE:HEADER_SIZE + info.body_length])
+                left, data = batch_payload(view[HEADER_SIZE:HEADER_SIZE + info.body_length])
             except CorruptBatch as exc:
                 log.error("cannot index batch at %d: %s", phys, exc)
                 return 1, True
-            batch = _OpenBatch(phys, data, 0, header.records_count)
+            pos = 0
+        self._open = None
         topic, ts = info.topic, info.store_timestamp
         n = 0
         try:
-            while batch.left and n < max_records:
-                step = min(KEY_CHUNK, batch.left, max_records - n)
-                keys, batch.pos = record_keys(batch.data, batch.pos, step)
-                batch.left -= step
+            while left and n < max_records:
+                step = min(KEY_CHUNK, left, max_records - n)
+                keys, pos = record_keys(data, pos, step)
+                left -= step
                 n += step
-                for key in dict.fromkeys(keys):  # repeats of a key in one batch: one entry
-                    self._put(f"{topic}#{key.decode('utf-8', 'surrogateescape')}", phys, ts)
+                if keys:
+                    for key in dict.fromkeys(keys):  # repeats of a key in one batch: one entry
+                        self._put(f"{topic}#{key.decode('utf-8', 'surrogateescape')}", phys, ts)
                 if deadline is not None and time.perf_counter() >= deadline:
                     break
         except CorruptBatch as exc:
             log.error("cannot index batch at %d: %s", phys, exc)
-            batch.left = 0
-        self._open = batch if batch.left else None
-        return max(n, 1), not batch.left
+            left = 0
+        if left:
+            self._open = _OpenBatch(phys, data, pos, left)
+        return max(n, 1), not left
 
     def _index_message(self, topic: str, props: dict[str, str], phys: int, store_ts: int) -> None:
         keys = props.get(PROPERTY_KEYS)
