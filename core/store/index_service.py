@@ -3,7 +3,10 @@
 It walks the log from its own watermark (``built_offset``) in slices of SLICE_S of work and
 sleeps nine times as long as each slice took, so indexing takes at most a tenth of the loop
 and never holds it for long: a slice may stop inside a stored record batch and resume there.
-Under a burst it lags and catches up when the load drops. Keys indexed per message:
+When its sleep ends late the loop is busy serving requests (or the process is short of CPU),
+and every slice then lengthens the queue those requests wait in: the builder sleeps twice as
+long after each late wake-up, down to 1% of the loop, and halves it again once wake-ups are
+on time. Under a burst it lags and catches up when the load drops. Keys indexed per message:
 ``topic#KEYS`` (each key) and ``topic#UNIQ_KEY``; the records of an inner batch are indexed
 by their Kafka key (their KEYS, see core.batch.messages), read without decoding the records.
 Lookups first index up to QUERY_CATCH_UP more messages, so a key is findable as soon as its
@@ -34,6 +37,8 @@ SLICE_S = 0.0005  # work per slice: what a request may wait behind the builder
 KEY_CHUNK = 256  # records of a batch read between two checks of the slice's deadline
 IDLE_POLL_S = 0.2
 BACKOFF = 9  # sleep 9x the time a slice took: indexing takes <= 10% of a core under load
+MAX_BACKOFF = 99  # while the loop is busy: <= 1%
+LATE_S = 0.002  # a wake-up this late means the loop is busy (uvloop's timers have 1 ms steps)
 
 
 @dataclass(slots=True)
@@ -167,6 +172,7 @@ class IndexService:
 
     async def run(self, store: "MessageStore") -> None:
         self._wakeup = asyncio.Event()
+        backoff = BACKOFF
         while not self._stopping:
             started = time.perf_counter()
             try:
@@ -174,8 +180,14 @@ class IndexService:
             except Exception:
                 log.exception("index build failed at %d", self.built_offset)
                 done = 0
-            if done:  # leave the loop to the puts: at most 1 / (1 + BACKOFF) of a core
-                await asyncio.sleep(min(1.0, (time.perf_counter() - started) * BACKOFF))
+            if done:  # leave the loop to the puts: at most 1 / (1 + backoff) of a core
+                now = time.perf_counter()
+                pause = min(1.0, (now - started) * backoff)
+                await asyncio.sleep(pause)
+                if time.perf_counter() - now - pause > LATE_S:
+                    backoff = min(MAX_BACKOFF, backoff * 2 + 1)
+                else:
+                    backoff = max(BACKOFF, backoff // 2)
             else:
                 try:
                     await asyncio.wait_for(self._wakeup.wait(), IDLE_POLL_S)
