@@ -149,7 +149,7 @@ class IndexService:
                 left -= step
                 n += step
                 if keys:
-                    for key in dict.fromkeys(keys):  # repeats of a key in one batch: one entry
+                    for key in dict.fromkeys(keys):  # a key repeated within a chunk: one entry
                         self._put(f"{topic}#{key.decode('utf-8', 'surrogateescape')}", phys, ts)
                 if deadline is not None and time.perf_counter() >= deadline:
                     break
