@@ -1,9 +1,14 @@
 """IndexService: builds IndexFiles from the CommitLog behind the dispatcher.
 
-It walks the log from its own watermark (``built_offset``) in bounded chunks and sleeps
-nine times as long as each chunk took, so indexing takes at most a tenth of the loop
-and never holds up puts; under a burst it lags and catches up when the load drops. Keys indexed per message: ``topic#KEYS`` (each key) and ``topic#UNIQ_KEY``; the records of
-an inner batch are indexed through core.batch.messages (a Kafka key is their KEYS).
+It walks the log from its own watermark (``built_offset``) in slices of SLICE_S of work and
+sleeps nine times as long as each slice took, so indexing takes at most a tenth of the loop
+and never holds it for long: a slice may stop inside a stored record batch and resume there.
+When its sleep ends late the loop is busy serving requests (or the process is short of CPU),
+and every slice then lengthens the queue those requests wait in: the builder sleeps twice as
+long after each late wake-up, down to 1% of the loop, and halves it again once wake-ups are
+on time. Under a burst it lags and catches up when the load drops. Keys indexed per message:
+``topic#KEYS`` (each key) and ``topic#UNIQ_KEY``; the records of an inner batch are indexed
+by their Kafka key (their KEYS, see core.batch.messages), read without decoding the records.
 Lookups first index up to QUERY_CATCH_UP more messages, so a key is findable as soon as its
 message can be consumed unless the index lags further than that.
 """
@@ -13,11 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..message import INNER_BATCH_FLAG, KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-from ..batch import iter_records
+from ..batch.record_batch import CorruptBatch, batch_payload, record_keys
 from .index_file import IndexFile, index_file_name
 from .record import HEADER_SIZE
 
@@ -26,9 +33,22 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CHUNK_RECORDS = 64  # messages per slice (a batch is never split): keeps a slice near 1 ms
+SLICE_S = 0.0005  # work per slice: what a request may wait behind the builder
+KEY_CHUNK = 256  # records of a batch read between two checks of the slice's deadline
 IDLE_POLL_S = 0.2
 BACKOFF = 9  # sleep 9x the time a slice took: indexing takes <= 10% of a core under load
+MAX_BACKOFF = 99  # while the loop is busy: <= 1%
+LATE_S = 0.002  # a wake-up this late means the loop is busy (uvloop's timers have 1 ms steps)
+
+
+@dataclass(slots=True)
+class _OpenBatch:
+    """A stored record batch a slice stopped inside: where to resume reading its keys."""
+
+    phys: int
+    data: bytes  # the records payload (decompressed): a copy, valid across slices
+    pos: int
+    left: int
 
 
 class IndexService:
@@ -40,6 +60,7 @@ class IndexService:
         self.files: list[IndexFile] = []
         self.built_offset = 0
         self._dirty: set[IndexFile] = set()
+        self._open: _OpenBatch | None = None
         self._stopping = False
         self._wakeup: asyncio.Event | None = None
 
@@ -75,8 +96,10 @@ class IndexService:
             f.put(key, phys, store_ts)
         self._dirty.add(f)
 
-    def build(self, store: "MessageStore", max_records: int) -> int:
-        """Index up to ``max_records`` records below the store's dispatched offset."""
+    def build(self, store: "MessageStore", max_records: int = sys.maxsize,
+              deadline: float | None = None) -> int:
+        """Index up to ``max_records`` records below the store's dispatched offset, stopping
+        once ``perf_counter()`` passes ``deadline``; returns the records walked."""
         limit = store.dispatched_offset
         if not self.enabled:
             self.built_offset = limit
@@ -86,32 +109,56 @@ class IndexService:
         n = 0
         scan = store.commitlog.scan(max(self.built_offset, store.commitlog.min_offset), False)
         for phys, info in scan:
-            if phys >= limit or n >= max_records:
+            if phys >= limit or n >= max_records or (deadline is not None and time.perf_counter() >= deadline):
                 self.built_offset = phys
                 return n
             if info.sys_flag & INNER_BATCH_FLAG:
-                n += self._index_batch(store, phys, info)
+                done, finished = self._index_batch(store, phys, info, max_records - n, deadline)
+                n += done
+                if not finished:
+                    self.built_offset = phys
+                    return n
                 continue
             n += 1
             self._index_message(info.topic, info.properties, phys, info.store_timestamp)
         self.built_offset = min(scan.end, limit)
         return n
 
-    def _index_batch(self, store: "MessageStore", phys: int, info) -> int:
-        """Index the keys of a stored record batch (its records' KEYS, see core.batch.messages)
-        without building a message per record; returns the records walked."""
-        view = store.commitlog.slice(phys, info.total_size)
-        body = view[HEADER_SIZE:HEADER_SIZE + info.body_length]
+    def _index_batch(self, store: "MessageStore", phys: int, info, max_records: int,
+                     deadline: float | None) -> tuple[int, bool]:
+        """Index the keys of (part of) a stored record batch, from where the last slice
+        stopped inside it; returns (records walked, whether the batch is done)."""
+        open_batch = self._open
+        if open_batch is not None and open_batch.phys == phys:
+            data, pos, left = open_batch.data, open_batch.pos, open_batch.left
+        else:
+            view = store.commitlog.slice(phys, info.total_size)
+            try:
+                left, data = batch_payload(view[HEADER_SIZE:HEADER_SIZE + info.body_length])
+            except CorruptBatch as exc:
+                log.error("cannot index batch at %d: %s", phys, exc)
+                return 1, True
+            pos = 0
+        self._open = None
         topic, ts = info.topic, info.store_timestamp
         n = 0
         try:
-            for rec in iter_records(body):
-                n += 1
-                if rec.key:
-                    self._put(f"{topic}#{rec.key.decode('utf-8', 'surrogateescape')}", phys, ts)
-        except ValueError as exc:  # CorruptBatch, CompressionError
+            while left and n < max_records:
+                step = min(KEY_CHUNK, left, max_records - n)
+                keys, pos = record_keys(data, pos, step)
+                left -= step
+                n += step
+                if keys:
+                    for key in dict.fromkeys(keys):  # a key repeated within a chunk: one entry
+                        self._put(f"{topic}#{key.decode('utf-8', 'surrogateescape')}", phys, ts)
+                if deadline is not None and time.perf_counter() >= deadline:
+                    break
+        except CorruptBatch as exc:
             log.error("cannot index batch at %d: %s", phys, exc)
-        return n
+            left = 0
+        if left:
+            self._open = _OpenBatch(phys, data, pos, left)
+        return max(n, 1), not left
 
     def _index_message(self, topic: str, props: dict[str, str], phys: int, store_ts: int) -> None:
         keys = props.get(PROPERTY_KEYS)
@@ -125,15 +172,22 @@ class IndexService:
 
     async def run(self, store: "MessageStore") -> None:
         self._wakeup = asyncio.Event()
+        backoff = BACKOFF
         while not self._stopping:
             started = time.perf_counter()
             try:
-                done = self.build(store, CHUNK_RECORDS)
+                done = self.build(store, deadline=started + SLICE_S)
             except Exception:
                 log.exception("index build failed at %d", self.built_offset)
                 done = 0
-            if done:  # leave the loop to the puts: at most 1 / (1 + BACKOFF) of a core
-                await asyncio.sleep(min(1.0, (time.perf_counter() - started) * BACKOFF))
+            if done:  # leave the loop to the puts: at most 1 / (1 + backoff) of a core
+                now = time.perf_counter()
+                pause = min(1.0, (now - started) * backoff)
+                await asyncio.sleep(pause)
+                if time.perf_counter() - now - pause > LATE_S:
+                    backoff = min(MAX_BACKOFF, backoff * 2 + 1)
+                else:
+                    backoff = max(BACKOFF, backoff // 2)
             else:
                 try:
                     await asyncio.wait_for(self._wakeup.wait(), IDLE_POLL_S)

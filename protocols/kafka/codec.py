@@ -1,9 +1,10 @@
 """One encoder/decoder engine for every Kafka API and version declared in ``schema/``.
 
-Each (API, version, direction) is compiled once into a plan of reader and writer closures,
-so decoding and encoding cost O(fields): a ``records`` field is returned as a memoryview
-slice of the frame and written as the caller's buffers, never copied or parsed here (record
-batches belong to ``rocketport.core.batch``). Messages are plain dicts keyed by the snake_case
+Each (API, version, direction) is compiled once into a plan of reader and writer closures
+and a generated read/write function per struct, so decoding and encoding cost O(fields): a
+``records`` field is returned as a memoryview slice of the frame and written as the
+caller's buffers, never copied or parsed here (record batches belong to
+``rocketport.core.batch``). Messages are plain dicts keyed by the snake_case
 field names of the schema; fields a version lacks decode to their defaults and are ignored
 on encode, so handlers read and write one shape for every version.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from dataclasses import field as dc_field
 from functools import cache
 from typing import Any, Final
 
@@ -319,23 +321,24 @@ def _array_writer(item: _Writer, compact: bool, nullable: bool, name: str) -> _W
 
 @dataclass(slots=True)
 class _StructPlan:
-    """A struct at one version: what to read/write in order, tagged fields, defaults."""
+    """A struct at one version: what to read/write in order, tagged fields, defaults.
 
-    fields: tuple[tuple[str, _Reader, _Writer, Any], ...]
+    ``read`` and ``write`` are generated per plan (see _generate): straight-line code with
+    runs of fixed-size integer fields read and written by one struct each. The generic
+    loop over reader and writer closures cost ~1.4x as much (Produce v9 request decode plus
+    response encode: 16.3 vs 11.3 us here), paid on every small request.
+    """
+
+    fields: tuple[tuple[str, _Reader, _Writer, Any, struct.Struct | None], ...]
     tagged: dict[int, tuple[str, _Reader, Any]]
     tagged_out: tuple[tuple[int, str, _Writer, Any], ...]
     absent: tuple[tuple[str, Any], ...]  # fields of other versions: defaults on decode
     flexible: bool
+    read: Callable[[memoryview, int], tuple[Message, int]] = dc_field(init=False, repr=False, compare=False)
+    write: Callable[[list, Message], None] = dc_field(init=False, repr=False, compare=False)
 
-    def read(self, buf: memoryview, pos: int) -> tuple[Message, int]:
-        out: Message = {}
-        for name, read, _, _ in self.fields:
-            out[name], pos = read(buf, pos)
-        if self.flexible:
-            pos = self._read_tagged(buf, pos, out)
-        for name, default in self.absent:
-            out[name] = _fresh(default)
-        return out, pos
+    def __post_init__(self) -> None:
+        self.read, self.write = _generate(self)
 
     def _read_tagged(self, buf: memoryview, pos: int, out: Message) -> int:
         known = self.tagged
@@ -357,26 +360,58 @@ class _StructPlan:
             pos = end
         return pos
 
-    def write(self, out: list, message: Message) -> None:
-        get = message.get
-        for name, _, write, default in self.fields:
-            value = get(name, MISSING)
-            write(out, _fresh(default) if value is MISSING else value)
-        if self.flexible:
-            if not self.tagged_out:
-                out.append(b"\x00")
-                return
-            sections = []
-            for tag, name, write, default in self.tagged_out:
-                value = get(name, MISSING)
-                if value is MISSING or value == default:
-                    continue
-                body: list = []
-                write(body, value)
-                data = b"".join(body)
-                sections.append(_uvarint(tag) + _uvarint(len(data)) + data)
-            out.append(_uvarint(len(sections)))
-            out.extend(sections)
+    def _write_tagged(self, out: list, message: Message) -> None:
+        sections = []
+        for tag, name, write, default in self.tagged_out:
+            value = message.get(name, MISSING)
+            if value is MISSING or value == default:
+                continue
+            body: list = []
+            write(body, value)
+            data = b"".join(body)
+            sections.append(_uvarint(tag) + _uvarint(len(data)) + data)
+        out.append(_uvarint(len(sections)))
+        out.extend(sections)
+
+
+_IMMUTABLE: Final = (int, float, str, bytes, bool, type(None))
+
+
+def _generate(plan: _StructPlan) -> tuple[Callable, Callable]:
+    """Compile a plan's read and write functions from Python source (as dataclasses does)."""
+    env: dict[str, Any] = {"MISSING": MISSING, "fresh": _fresh, "plan": plan}
+    runs: list[list[int]] = []  # consecutive fixed-size integer fields share one struct
+    for i, entry in enumerate(plan.fields):
+        if i and entry[4] is not None and plan.fields[i - 1][4] is not None:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    rd = ["def read(buf, pos):"]
+    wr = ["def write(out, message):", "    get = message.get"]
+    for i, (name, read, write, default, _) in enumerate(plan.fields):
+        env[f"R{i}"], env[f"W{i}"], env[f"D{i}"] = read, write, default
+        missing = f"D{i}" if isinstance(default, _IMMUTABLE) else f"fresh(D{i})"
+        wr += [f"    v{i} = get({name!r}, MISSING)", f"    if v{i} is MISSING:", f"        v{i} = {missing}"]
+    for k, run in enumerate(runs):
+        names = ", ".join(f"v{i}" for i in run)
+        if plan.fields[run[0]][4] is None:
+            rd.append(f"    v{run[0]}, pos = R{run[0]}(buf, pos)")
+            wr.append(f"    W{run[0]}(out, v{run[0]})")
+            continue
+        st = struct.Struct(">" + "".join(plan.fields[i][4].format.lstrip(">") for i in run))
+        env[f"U{k}"], env[f"P{k}"] = st.unpack_from, st.pack
+        rd += [f"    {names}, = U{k}(buf, pos)", f"    pos += {st.size}"]
+        wr.append(f"    out.append(P{k}({names}))")
+    rd.append("    out = {" + ", ".join(f"{e[0]!r}: v{i}" for i, e in enumerate(plan.fields)) + "}")
+    if plan.flexible:
+        rd.append("    pos = plan._read_tagged(buf, pos, out)")
+        wr.append("    plan._write_tagged(out, message)" if plan.tagged_out else "    out.append(b'\\x00')")
+    for j, (name, default) in enumerate(plan.absent):
+        env[f"A{j}"] = default
+        rd.append(f"    out[{name!r}] = " + (f"A{j}" if isinstance(default, _IMMUTABLE) else f"fresh(A{j})"))
+    rd.append("    return out, pos")
+    exec("\n".join(rd) + "\n\n" + "\n".join(wr), env)  # noqa: S102 - source built above from the schema
+    return env["read"], env["write"]
 
 
 class _DefaultStruct:
@@ -389,7 +424,7 @@ class _DefaultStruct:
 
     def make(self) -> Message:
         message: Message = {}
-        for name, _, _, default in self.plan.fields:
+        for name, _, _, default, _ in self.plan.fields:
             message[name] = _fresh(default)
         for _, name, _, default in self.plan.tagged_out:
             message[name] = _fresh(default)
@@ -493,7 +528,7 @@ def _compile_struct(fields: tuple[Field, ...], version: int, flexible: bool) -> 
             continue
         read, write = _codec_for(field.type, field, version, flexible)
         if field.tag is None:
-            regular.append((field.name, read, write, default))
+            regular.append((field.name, read, write, default, _INT_TYPES.get(field.type)))
         else:
             tagged[field.tag] = (field.name, read, default)
             tagged_out.append((field.tag, field.name, write, default))

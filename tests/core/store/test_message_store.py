@@ -214,6 +214,28 @@ def test_inner_batch_records_are_indexed_by_key(small_config):
     run(main())
 
 
+def test_index_slices_resume_inside_a_batch(small_config):
+    from rocketport.core.batch import build_batch
+    from rocketport.core.batch.record_batch import Record
+
+    async def main():
+        async with open_store(small_config) as store:
+            store.index.stop()  # build by hand, in slices smaller than the batch
+            batch = build_batch([Record(i, 0, b"k%d" % (i % 700) if i % 3 else None, b"v%d" % i)
+                                 for i in range(1000)], base_timestamp=1_000, compression=1)
+            r = await store.put_inner_batch("S", 0, batch, 1000)
+            start = store.index.built_offset
+            walked = []
+            while store.index.built_offset < store.dispatched_offset:
+                walked.append(store.index.build(store, 300))
+                assert store.index.built_offset in (start, store.dispatched_offset)
+            assert walked == [300, 300, 300, 100]
+            for key in ("k1", "k698"):
+                assert set(store.index.lookup(f"S#{key}", 8, 0, 2**62)) == {r.commit_log_offset}
+            assert [m.body for m in store.query_by_key("S", "k5")] == [b"v5"]
+    run(main())
+
+
 def test_full_disk_refuses_the_put_and_keeps_the_store(small_config, monkeypatch):
     import errno
 
