@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import logging
 import os
+import re
 from dataclasses import dataclass
 
 from .config import BrokerConfig
@@ -29,7 +30,20 @@ from .errors import (
     TopicNotFound,
     TransactionMismatch,
 )
-from .message import INNER_BATCH_FLAG, PROPERTY_PRODUCER_GROUP, PROPERTY_TAGS, Message, MessageExt
+from .message import (
+    INNER_BATCH_FLAG,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_TAGS,
+    PROPERTY_TIMER_DELAY_SEC,
+    PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TRANSACTION_PREPARED,
+    TRANSACTION_PREPARED_TYPE,
+    Message,
+    MessageExt,
+    property_value,
+    transaction_type,
+)
 from .message_id import decode_offset_msg_id, offset_msg_id
 from .metadata.groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from .metadata.offsets import ConsumerOffsetManager
@@ -72,6 +86,11 @@ _CONSUME_FROM = {
     "FIRST": "FIRST", "CONSUME_FROM_FIRST_OFFSET": "FIRST", "CONSUME_FROM_MIN_OFFSET": "FIRST",
     "TIMESTAMP": "TIMESTAMP", "CONSUME_FROM_TIMESTAMP": "TIMESTAMP",
 }
+# Encoded properties naming any of these make put_message rewrite the message (delay,
+# transaction), so put_now leaves such messages to it; a false match only costs speed.
+_WRAPPING = re.compile("|".join(name + "\x01" for name in (
+    PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC,
+    PROPERTY_TRANSACTION_PREPARED)))
 _ALLOCATORS = {"AVG": allocate_averagely, "AVG_BY_CIRCLE": allocate_averagely_by_circle}
 
 
@@ -248,6 +267,31 @@ class Broker:
         result = await self.store.put_message(msg)
         result.queue_id = real_queue
         return result
+
+    def put_now(self, topic: str, queue_id: int, body: bytes | memoryview, properties: str,
+                flag: int, sys_flag: int, born_timestamp: int, born_host: tuple[str, int],
+                reconsume_times: int) -> tuple[int, int, str] | None:
+        """`put_message` for the common case, synchronously and without decoding the
+        properties (given encoded, as a remoting send carries them; stored as sent).
+
+        Returns (queue id, queue offset, offset message id), or None when the message needs
+        `put_message`: a topic to auto-create or not writable, a transaction or delay to
+        wrap, or SYNC_FLUSH (which must wait). The rules that raise (queue, sizes) are the
+        same calls `put_message` makes.
+        """
+        cfg = self.topics.get(topic)
+        if (cfg is None or not cfg.perm & PERM_WRITE or self.store.sync_flush
+                or transaction_type(sys_flag) == TRANSACTION_PREPARED_TYPE
+                or topic == SCHEDULE_TOPIC
+                or (properties and _WRAPPING.search(properties) is not None)):
+            return None
+        queue_id = self._select_queue(cfg, queue_id)
+        store = self.store
+        queue_offset, phys, _, _ = store.append_message(
+            topic, queue_id, body, properties.encode("utf-8", "surrogateescape"),
+            tags_code(property_value(properties, PROPERTY_TAGS)) if properties else 0,
+            flag, sys_flag, born_timestamp, born_host, reconsume_times)
+        return queue_id, queue_offset, offset_msg_id(store.store_host, phys)
 
     async def _put_system(self, msg: Message) -> PutResult:
         """A put into a system topic (op records, half copies): no routing, no topic config

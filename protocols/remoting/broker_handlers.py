@@ -34,6 +34,7 @@ from rocketport.core.message import (
     Message,
     MessageExt,
     decode_properties,
+    property_value,
 )
 from rocketport.core.message_id import offset_msg_id
 from rocketport.core.metadata.groups import SubscriptionGroupConfig
@@ -43,8 +44,9 @@ from rocketport.core.store.get_result import GetResult, GetStatus
 from rocketport.core.store.record import ip_bytes
 
 from . import bodies, headers
-from .codes import RequestCode, ResponseCode
+from .codes import RequestCode, ResponseCode, SerializeType
 from .command import RemotingCommand, make_response
+from .frame import JsonResponseTemplate, json_text
 from .errors import RemotingError
 from .headers import decode_header, decode_send_message_header
 from .lenient_json import loads_lenient
@@ -72,6 +74,13 @@ _PULL_CODES: dict[GetStatus, ResponseCode] = {
     GetStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
     GetStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
 }
+
+
+# A send response's extFields: these two fixed, the others per message (in this order).
+_SEND_FIXED = {PROPERTY_MSG_REGION: "DefaultRegion", PROPERTY_TRACE_SWITCH: "true"}
+_SEND_OK = JsonResponseTemplate(ResponseCode.SUCCESS, {
+    "msgId": str, "queueId": int, "queueOffset": int, "transactionId": str, **_SEND_FIXED})
+_SEND_NOW_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2})
 
 
 def _pull_code(result: GetResult, offset: int) -> ResponseCode:
@@ -147,6 +156,24 @@ class BrokerHandlers:
                     code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
                     ext_fields={"consumerGroup": group}))
 
+    def handle_now(self, session: RemotingSession, request: RemotingCommand) -> bytes | None:
+        """Single sends in JSON under ASYNC_FLUSH are answered here, with no coroutine,
+        command or dict; whatever `Broker.put_now` declines takes `send_message`."""
+        if request.code not in _SEND_NOW_CODES or request.serialize_type != SerializeType.JSON:
+            return None
+        h = decode_send_message_header(request.code, request.ext_fields)
+        if h.batch:
+            return None
+        properties = h.properties or ""
+        put = self.broker.put_now(h.topic, h.queue_id, request.body, properties, h.flag,
+                                  h.sys_flag, h.born_timestamp, session.peer, h.reconsume_times)
+        if put is None:
+            return None
+        queue_id, queue_offset, msg_id = put
+        uniq = property_value(properties, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) if properties else None
+        return _SEND_OK.frame(request.opaque, request.version, msg_id, queue_id, queue_offset,
+                              json_text(uniq) if uniq else "")
+
     # ------------------------------------------------------------------ send
     async def send_message(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
         h = decode_send_message_header(request.code, request.ext_fields)
@@ -167,8 +194,7 @@ class BrokerHandlers:
             uniq = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
         return make_response(request, ResponseCode.SUCCESS, ext_fields={
             "msgId": msg_id, "queueId": str(result.queue_id),
-            "queueOffset": str(result.queue_offset), "transactionId": uniq,
-            PROPERTY_MSG_REGION: "DefaultRegion", PROPERTY_TRACE_SWITCH: "true"})
+            "queueOffset": str(result.queue_offset), "transactionId": uniq, **_SEND_FIXED})
 
     # ------------------------------------------------------------------ pull
     def _filter_for(self, h: headers.PullMessageRequestHeader) -> MessageFilter | None:

@@ -172,6 +172,10 @@ class NameServerHandlers:
     def session_closed(self, session: RemotingSession) -> None:
         """Brokers are forgotten by expiry, not by connection: they reconnect at will."""
 
+    def handle_now(self, session: RemotingSession, req: RemotingCommand) -> bytes | None:
+        """Route lookups are rare: every request takes `handle`."""
+        return None
+
     async def handle(self, session: RemotingSession, req: RemotingCommand) -> RemotingCommand:
         code = req.code
         if code == RequestCode.GET_ROUTEINFO_BY_TOPIC:

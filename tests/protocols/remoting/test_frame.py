@@ -22,6 +22,7 @@ from rocketport.protocols.remoting import (
     encode_command,
     make_response,
 )
+from rocketport.protocols.remoting.frame import JsonResponseTemplate, json_text
 
 # An independent description of the frame layout, written with construct from the
 # protocol description (not from our encoder), used to check what the encoder emits.
@@ -80,6 +81,21 @@ def test_json_response_bytes_match_fastjson_layout() -> None:
         b'"opaque":42,"serializeTypeCurrentRPC":"JSON","version":395}'
     )
     assert b"".join(encode_command(response)) == frame(header, b"xy")
+
+
+@pytest.mark.parametrize("uniq", ["7F0000011A2B", "", 'a "quoted" \\ 100% \x01 é'])
+def test_response_template_writes_what_the_general_encoder_writes(uniq: str) -> None:
+    template = JsonResponseTemplate(ResponseCode.SUCCESS, {
+        "msgId": str, "queueId": int, "queueOffset": int, "transactionId": str,
+        "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"})
+    request = RemotingCommand(code=RequestCode.SEND_MESSAGE_V2, opaque=-7, version=395)
+    response = make_response(request, ResponseCode.SUCCESS, ext_fields={
+        "msgId": "AB01", "queueId": "3", "queueOffset": "-1", "transactionId": uniq,
+        "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"})
+    made = template.frame(-7, 395, "AB01", 3, -1, json_text(uniq))
+    assert made == b"".join(encode_command(response))
+    [event] = RemotingConnection().receive_data(made)
+    assert event.command.ext_fields["transactionId"] == uniq
 
 
 def test_json_header_carries_remark_only_when_set() -> None:

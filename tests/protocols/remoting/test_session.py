@@ -11,6 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketport.core.config import BrokerConfig
+from rocketport.core.message import decode_properties
+from rocketport.core.message_id import decode_offset_msg_id
 from rocketport.protocols.remoting import (
     RemotingCommand,
     RemotingConnection,
@@ -21,6 +23,7 @@ from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.events import CommandReceived
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
+from rocketport.protocols.remoting.messages import decode_message_ext_records
 from rocketport.server import BrokerServer
 
 from .conftest import run_async, start_live_broker, stop_live_broker
@@ -212,3 +215,33 @@ def test_binary_serialized_request_is_answered_in_kind(remoting_config):
         assert event.command.ext_fields["offset"] == "0"
     finally:
         stop_live_broker(live, thread)
+
+
+def test_single_sends_in_both_serialize_types_store_properties_as_sent(remoting_config):
+    """JSON sends take the synchronous path, binary ones the general path: same answers,
+    and the record keeps the properties as sent, tags code included."""
+    props = 'TAGS\x01T\x02UNIQ_KEY\x01id "quoted" \\ 100%\x02KEYS\x01k1 k2\x02'
+
+    async def scenario(server: BrokerServer) -> None:
+        server.broker.create_topic("AsSent", read_queue_nums=1, write_queue_nums=1)
+        header = SendMessageRequestHeader("pg", "AsSent", "TBW102", 4, 0, 0, 0, 0, props)
+        msg_ids = []
+        async with await RemotingClient.connect(server.remoting.broker_addr()) as client:
+            for offset, serialize_type in enumerate((SerializeType.JSON, SerializeType.ROCKETMQ)):
+                send = request(RequestCode.SEND_MESSAGE_V2, encode_send_message_header_v2(header), b"x")
+                send.serialize_type = serialize_type
+                sent = await client.invoke(send)
+                assert (sent.code, sent.serialize_type) == (ResponseCode.SUCCESS, serialize_type)
+                assert sent.ext_fields["transactionId"] == 'id "quoted" \\ 100%'
+                assert (sent.ext_fields["queueId"], sent.ext_fields["queueOffset"]) == ("0", str(offset))
+                msg_ids.append(sent.ext_fields["msgId"])
+            for expression, count in (("T", 2), ("other", 0)):
+                pull = pull_request("AsSent", 0, 0)
+                pull.ext_fields.update(sysFlag="4", subscription=expression, expressionType="TAG")
+                pulled = await client.invoke(pull)
+                found = decode_message_ext_records(pulled.body) if pulled.code == ResponseCode.SUCCESS else []
+                assert len(found) == count
+                assert all(m.properties == decode_properties(props) for m in found)
+                assert [decode_offset_msg_id(i).commit_log_offset for i in msg_ids[:count]] == [
+                    m.commit_log_offset for m in found]
+    run_with_server(remoting_config, scenario)
