@@ -14,6 +14,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .config import BrokerConfig
 from .consumer.allocate import allocate_averagely, allocate_averagely_by_circle
@@ -41,6 +42,7 @@ from .message import (
     TRANSACTION_PREPARED_TYPE,
     Message,
     MessageExt,
+    decode_properties,
     property_value,
     transaction_type,
 )
@@ -88,7 +90,7 @@ _CONSUME_FROM = {
 }
 # Encoded properties naming any of these make put_message rewrite the message (delay,
 # transaction), so put_now leaves such messages to it; a false match only costs speed.
-_WRAPPING = re.compile("|".join(name + "\x01" for name in (
+_WRAPPING = re.compile(b"|".join(name.encode() + b"\x01" for name in (
     PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TRANSACTION_PREPARED)))
 _ALLOCATORS = {"AVG": allocate_averagely, "AVG_BY_CIRCLE": allocate_averagely_by_circle}
@@ -99,6 +101,20 @@ def _tags_code_of(topic: str, properties: dict[str, str]) -> int:
     if topic == SCHEDULE_TOPIC:
         return schedule_due_ms(properties)
     return tags_code(properties.get(PROPERTY_TAGS)) if properties else 0
+
+
+_TAGS = PROPERTY_TAGS.encode()
+
+
+@lru_cache(maxsize=65536)
+def _tags_code_of_value(tags: bytes | None) -> int:
+    """The tag hash of an undecoded TAGS value (see `_tags_code_of`)."""
+    return tags_code(tags.decode("utf-8", "surrogateescape")) if tags else 0
+
+
+def _check_batchable(msg: Message) -> None:
+    if (msg.properties and needs_schedule(msg.properties)) or is_prepared(msg):
+        raise InvalidMessage("delayed or transactional messages cannot be batched")
 
 
 @dataclass(slots=True)
@@ -268,7 +284,7 @@ class Broker:
         result.queue_id = real_queue
         return result
 
-    def put_now(self, topic: str, queue_id: int, body: bytes | memoryview, properties: str,
+    def put_now(self, topic: str, queue_id: int, body: bytes | memoryview, properties: bytes,
                 flag: int, sys_flag: int, born_timestamp: int, born_host: tuple[str, int],
                 reconsume_times: int) -> tuple[int, int, str] | None:
         """`put_message` for the common case, synchronously and without decoding the
@@ -288,8 +304,7 @@ class Broker:
         queue_id = self._select_queue(cfg, queue_id)
         store = self.store
         queue_offset, phys, _, _ = store.append_message(
-            topic, queue_id, body, properties.encode("utf-8", "surrogateescape"),
-            tags_code(property_value(properties, PROPERTY_TAGS)) if properties else 0,
+            topic, queue_id, body, properties, _tags_code_of_value(property_value(properties, _TAGS)),
             flag, sys_flag, born_timestamp, born_host, reconsume_times)
         return queue_id, queue_offset, offset_msg_id(store.store_host, phys)
 
@@ -304,12 +319,33 @@ class Broker:
         if not msgs:
             raise InvalidMessage("empty batch")
         for m in msgs:
-            if (m.properties and needs_schedule(m.properties)) or is_prepared(m):
-                raise InvalidMessage("delayed or transactional messages cannot be batched")
+            _check_batchable(m)
         queue_id = self._writable(msgs[0].topic, msgs[0].queue_id)
         for m in msgs:
             m.queue_id = queue_id
         return await self.store.put_messages(msgs)
+
+    async def put_batch(self, topic: str, queue_id: int,
+                        messages: list[tuple[bytes | memoryview, bytes, int]], sys_flag: int,
+                        born_timestamp: int, born_host: tuple[str, int],
+                        reconsume_times: int) -> PutResult:
+        """`put_messages` for (body, encoded properties, flag) triples sharing the other
+        fields, as a remoting batch send carries them: the properties are stored as sent,
+        decoded only when they may name a delay or transaction (then refused as there)."""
+        if not messages:
+            raise InvalidMessage("empty batch")
+        prepared = transaction_type(sys_flag) == TRANSACTION_PREPARED_TYPE
+        for _, properties, _ in messages:
+            if prepared or _WRAPPING.search(properties) is not None:
+                _check_batchable(Message(topic, b"", decode_properties(properties), sys_flag=sys_flag))
+        queue_id = self._writable(topic, queue_id)
+        if topic == SCHEDULE_TOPIC:
+            codes = [_tags_code_of(topic, decode_properties(p)) for _, p, _ in messages]
+        else:
+            codes = [_tags_code_of_value(property_value(p, _TAGS)) for _, p, _ in messages]
+        return await self.store.put_batch(topic, queue_id, [
+            (body, properties, code, flag, sys_flag, born_timestamp, born_host, reconsume_times, 0)
+            for (body, properties, flag), code in zip(messages, codes)])
 
     async def put_record_batch(self, topic: str, queue_id: int, batch: bytes | memoryview,
                                count: int, **kwargs) -> PutResult:

@@ -95,23 +95,22 @@ def decode_properties(data: bytes | memoryview | str) -> dict[str, str]:
     return dict(zip(parts[0:-1:2], parts[1::2]))
 
 
-def property_value(text: str, name: str) -> str | None:
-    """The value of property `name` in encoded properties, without decoding them all.
+def property_value(data: bytes, name: bytes) -> bytes | None:
+    """The value of property `name` in encoded properties, undecoded.
 
-    As `decode_properties` keeps the last of duplicate names, so does this. For a send's
-    properties, read twice per message (tags, unique key), this is several times cheaper
-    than building the dict.
+    Reads a property or two (a send's tags and unique key) without decoding them all. As
+    `decode_properties` keeps the last of duplicate names, so does this.
     """
-    key = name + "\x01"
-    at = text.rfind("\x02" + key)
+    key = name + b"\x01"
+    at = data.rfind(b"\x02" + key)
     if at >= 0:
-        start = at + 1 + len(key)
-    elif text.startswith(key):
-        start = len(key)
+        at += 1 + len(key)
+    elif data.startswith(key):
+        at = len(key)
     else:
         return None
-    end = text.find("\x02", start)
-    return text[start:] if end < 0 else text[start:end]
+    stop = data.find(b"\x02", at)
+    return data[at:] if stop < 0 else data[at:stop]
 
 
 class _PropertyViews:

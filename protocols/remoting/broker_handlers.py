@@ -50,7 +50,7 @@ from .frame import JsonResponseTemplate, json_text
 from .errors import RemotingError
 from .headers import decode_header, decode_send_message_header
 from .lenient_json import loads_lenient
-from .messages import decode_batch
+from .messages import split_batch
 from .records import message_ext_record, pull_body
 from .session import RemotingSession
 
@@ -81,6 +81,15 @@ _SEND_FIXED = {PROPERTY_MSG_REGION: "DefaultRegion", PROPERTY_TRACE_SWITCH: "tru
 _SEND_OK = JsonResponseTemplate(ResponseCode.SUCCESS, {
     "msgId": str, "queueId": int, "queueOffset": int, "transactionId": str, **_SEND_FIXED})
 _SEND_NOW_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2})
+
+
+_UNIQ_KEY = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()
+
+
+def _uniq_key(properties: bytes) -> str:
+    """The client's unique id among encoded properties ("" without one)."""
+    uniq = property_value(properties, _UNIQ_KEY) if properties else None
+    return uniq.decode("utf-8", "surrogateescape") if uniq else ""
 
 
 def _pull_code(result: GetResult, offset: int) -> ResponseCode:
@@ -164,27 +173,28 @@ class BrokerHandlers:
         h = decode_send_message_header(request.code, request.ext_fields)
         if h.batch:
             return None
-        properties = h.properties or ""
+        properties = h.properties.encode("utf-8", "surrogateescape") if h.properties else b""
         put = self.broker.put_now(h.topic, h.queue_id, request.body, properties, h.flag,
                                   h.sys_flag, h.born_timestamp, session.peer, h.reconsume_times)
         if put is None:
             return None
         queue_id, queue_offset, msg_id = put
-        uniq = property_value(properties, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) if properties else None
         return _SEND_OK.frame(request.opaque, request.version, msg_id, queue_id, queue_offset,
-                              json_text(uniq) if uniq else "")
+                              json_text(_uniq_key(properties)))
 
     # ------------------------------------------------------------------ send
     async def send_message(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
         h = decode_send_message_header(request.code, request.ext_fields)
         born_host = session.peer
         if request.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
-            msgs = [Message(h.topic, bytes(m.body), m.properties, m.flag, h.queue_id, h.sys_flag,
-                            h.born_timestamp, born_host, h.reconsume_times)
-                    for m in decode_batch(request.body)]
-            result = await self.broker.put_messages(msgs)
+            data = bytes(request.body)  # one copy; each message's properties are sliced from it
+            view = memoryview(data)
+            msgs = [(view[body:props - 2], data[props:props_end], flag)
+                    for body, props, props_end, flag in split_batch(data)]
+            result = await self.broker.put_batch(h.topic, h.queue_id, msgs, h.sys_flag,
+                                                 h.born_timestamp, born_host, h.reconsume_times)
             msg_id = ",".join(result.msg_ids) if result.count > 1 else result.msg_id
-            uniq = ",".join(m.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "") for m in msgs)
+            uniq = ",".join([_uniq_key(props) for _, props, _ in msgs])
         else:
             properties = decode_properties(h.properties) if h.properties else {}
             result = await self.broker.put_message(Message(

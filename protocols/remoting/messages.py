@@ -68,27 +68,37 @@ def encode_batch(messages: Iterable[BatchMessage]) -> bytes:
     return bytes(out)
 
 
-def decode_batch(data: bytes | memoryview) -> list[BatchMessage]:
-    """Split a batch body; bodies are memoryviews into `data` (no copy)."""
-    view = memoryview(data)
-    end = len(view)
+def split_batch(data: bytes | memoryview) -> list[tuple[int, int, int, int]]:
+    """Where each message of a batch body lies: (body start, properties start, properties
+    end, flag); the body ends where its properties length begins (properties start - 2).
+
+    Positions rather than slices, so a broker can take each message's properties as bytes
+    (stored as sent, looked up with `core.message.property_value`) and its body as a view.
+    """
+    end = len(data)
     pos = 0
-    messages = []
+    spans = []
     while pos < end:
         if end - pos < _BATCH_HEAD.size + 2:
             raise MessageFormatError(f"batch entry at {pos} is truncated")
-        size, _magic, _crc, flag, body_length = _BATCH_HEAD.unpack_from(view, pos)
+        size, _magic, _crc, flag, body_length = _BATCH_HEAD.unpack_from(data, pos)
         body_start = pos + _BATCH_HEAD.size
         if body_length < 0 or size < _BATCH_HEAD.size + 2 + body_length or pos + size > end:
             raise MessageFormatError(f"batch entry at {pos} has inconsistent lengths")
         properties_at = body_start + body_length
-        properties_length = _I16.unpack_from(view, properties_at)[0]
+        properties_length = _I16.unpack_from(data, properties_at)[0]
         if properties_length < 0 or size != _BATCH_HEAD.size + body_length + 2 + properties_length:
             raise MessageFormatError(f"batch entry at {pos} has inconsistent lengths")
-        properties = decode_properties(view[properties_at + 2 : properties_at + 2 + properties_length])
-        messages.append(BatchMessage(view[body_start:properties_at], properties, flag))
+        spans.append((body_start, properties_at + 2, properties_at + 2 + properties_length, flag))
         pos += size
-    return messages
+    return spans
+
+
+def decode_batch(data: bytes | memoryview) -> list[BatchMessage]:
+    """Split a batch body; bodies are memoryviews into `data` (no copy)."""
+    view = memoryview(data)
+    return [BatchMessage(view[body:props - 2], decode_properties(view[props:props_end]), flag)
+            for body, props, props_end, flag in split_batch(view)]
 
 
 # --- pull bodies (client side) -------------------------------------------------------------

@@ -23,7 +23,7 @@ from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.events import CommandReceived
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
-from rocketport.protocols.remoting.messages import decode_message_ext_records
+from rocketport.protocols.remoting.messages import BatchMessage, decode_message_ext_records, encode_batch
 from rocketport.server import BrokerServer
 
 from .conftest import run_async, start_live_broker, stop_live_broker
@@ -244,4 +244,38 @@ def test_single_sends_in_both_serialize_types_store_properties_as_sent(remoting_
                 assert all(m.properties == decode_properties(props) for m in found)
                 assert [decode_offset_msg_id(i).commit_log_offset for i in msg_ids[:count]] == [
                     m.commit_log_offset for m in found]
+    run_with_server(remoting_config, scenario)
+
+
+def test_batch_send_stores_each_message_with_its_properties_as_sent(remoting_config):
+    """A batch's properties go to the records undecoded: tags codes, unique keys and the
+    refusal of delayed messages must still be what decoding them would give."""
+    batch = [BatchMessage(b"a", {"TAGS": "A", "UNIQ_KEY": "U1", "KEYS": "k"}, flag=3),
+             BatchMessage(b"b", {"UNIQ_KEY": "U2"}),
+             BatchMessage(b"c", {"KEYS": "x", "TAGS": "B", "UNIQ_KEY": "U3"})]
+
+    def send(messages: list[BatchMessage]) -> RemotingCommand:
+        header = SendMessageRequestHeader("pg", "Batched", "TBW102", 4, 0, 0, 0, 0, batch=True)
+        return request(RequestCode.SEND_BATCH_MESSAGE, encode_send_message_header_v2(header),
+                       encode_batch(messages))
+
+    async def scenario(server: BrokerServer) -> None:
+        server.broker.create_topic("Batched", read_queue_nums=1, write_queue_nums=1)
+        async with await RemotingClient.connect(server.remoting.broker_addr()) as client:
+            sent = await client.invoke(send(batch))
+            assert sent.code == ResponseCode.SUCCESS
+            assert sent.ext_fields["transactionId"] == "U1,U2,U3"
+            assert sent.ext_fields["queueOffset"] == "0"
+            delayed = await client.invoke(send([BatchMessage(b"d", {"DELAY": "2"})]))
+            assert delayed.code != ResponseCode.SUCCESS
+            for expression, bodies in (("*", [b"a", b"b", b"c"]), ("A || B", [b"a", b"c"]), ("B", [b"c"])):
+                pull = pull_request("Batched", 0, 0)
+                pull.ext_fields.update(sysFlag="4", subscription=expression, expressionType="TAG")
+                found = decode_message_ext_records((await client.invoke(pull)).body)
+                assert [m.body for m in found] == bodies
+                wanted = [m for m in batch if m.body in bodies]
+                assert [(m.properties, m.flag) for m in found] == [(m.properties, m.flag) for m in wanted]
+            everything = decode_message_ext_records((await client.invoke(pull_request("Batched", 0, 0))).body)
+            assert [decode_offset_msg_id(i).commit_log_offset for i in sent.ext_fields["msgId"].split(",")] == [
+                m.commit_log_offset for m in everything]
     run_with_server(remoting_config, scenario)
