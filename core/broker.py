@@ -93,6 +93,11 @@ _CONSUME_FROM = {
 _WRAPPING = re.compile(b"|".join(name.encode() + b"\x01" for name in (
     PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TRANSACTION_PREPARED)))
+def _is_answer(result: GetResult) -> bool:
+    """Whether a pull's read is its answer: messages, or a status no wait can change."""
+    return bool(result.message_count) or result.status not in _WAITABLE
+
+
 _ALLOCATORS = {"AVG": allocate_averagely, "AVG_BY_CIRCLE": allocate_averagely_by_circle}
 
 
@@ -382,22 +387,14 @@ class Broker:
         Refused with ConsumeDisabled when the group's consumeEnable is off, or when it
         consumes in BROADCASTING mode and its consumeBroadcastEnable is off.
         """
-        cfg = self.get_group(group)
-        if cfg is None:
-            raise GroupNotFound(group)
-        if not cfg.consume_enable:
-            raise ConsumeDisabled(group)
-        if not cfg.consume_broadcast_enable:  # RocketMQ refuses broadcasting consumers then
-            info = self.consumer_manager.group_info(group)
-            if info is not None and info.message_model == "BROADCASTING":
-                raise ConsumeDisabled(group)
+        self._check_consumer(group)
         store = self.store
         loop = asyncio.get_running_loop()
         deadline = loop.time() + hold_s
         while True:
             result = store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
                                         message_filter=message_filter)
-            if result.message_count or result.status not in _WAITABLE:
+            if _is_answer(result):
                 return result
             scanned_to = max(offset, result.next_begin_offset)
             if scanned_to < result.max_offset:
@@ -410,6 +407,28 @@ class Broker:
             remaining = deadline - loop.time()
             if remaining <= 0 or not await self.pull_waiters.wait(topic, queue_id, offset, remaining):
                 return result
+
+    def pull_now(self, group: str, topic: str, queue_id: int, offset: int, max_count: int, *,
+                 message_filter: TagsFilter | None = None,
+                 max_bytes: int | None = None) -> GetResult | None:
+        """`pull`'s first read, synchronously (a front-end answers it without a coroutine):
+        its result when that is the answer whatever the hold, None when `pull` would
+        wait or scan on. Same checks and refusals as `pull`."""
+        self._check_consumer(group)
+        result = self.store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
+                                         message_filter=message_filter)
+        return result if _is_answer(result) else None
+
+    def _check_consumer(self, group: str) -> None:
+        cfg = self.get_group(group)
+        if cfg is None:
+            raise GroupNotFound(group)
+        if not cfg.consume_enable:
+            raise ConsumeDisabled(group)
+        if not cfg.consume_broadcast_enable:  # RocketMQ refuses broadcasting consumers then
+            info = self.consumer_manager.group_info(group)
+            if info is not None and info.message_model == "BROADCASTING":
+                raise ConsumeDisabled(group)
 
     # ================================================================ offsets
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:

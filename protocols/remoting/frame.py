@@ -129,13 +129,14 @@ class JsonResponseTemplate:
         self._text = (text.replace(f'"opaque":{_OPAQUE_MARK}', '"opaque":%d')
                       .replace(f'"version":{_VERSION_MARK}', '"version":%d'))
 
-    def frame(self, opaque: int, version: int, *values: str | int) -> bytes:
-        """The whole frame (prefix and header, no body) with the slots set, in order.
+    def frame(self, opaque: int, version: int, *values: str | int, body_size: int = 0) -> bytes:
+        """The frame up to its body (prefix and header) with the slots set, in order;
+        `body_size` bytes of body must follow it.
 
         String values go in verbatim: pass any text a client chose through `json_text`.
         """
         header = (self._text % (*values, opaque, version)).encode()
-        return PREFIX.pack(4 + len(header), len(header)) + header
+        return PREFIX.pack(4 + len(header) + body_size, len(header)) + header
 
 
 def json_text(value: str) -> str:

@@ -302,6 +302,33 @@ class PullMessageRequestHeader:
     expression_type: str | None = None  # TAG (default) or SQL92
 
 
+def decode_pull_message_header(ext_fields: Mapping[str, object]) -> PullMessageRequestHeader:
+    """`decode_header` for the hot PULL_MESSAGE: well-formed string fields skip the generic
+    engine, anything unusual goes through it (which names the offending key)."""
+    ext = ext_fields
+    try:
+        group, topic = ext["consumerGroup"], ext["topic"]
+        queue_id, queue_offset = int(ext["queueId"]), int(ext["queueOffset"])  # type: ignore[arg-type]
+        max_nums, sys_flag = int(ext["maxMsgNums"]), int(ext["sysFlag"])  # type: ignore[arg-type]
+        commit, hold = int(ext["commitOffset"]), int(ext["suspendTimeoutMillis"])  # type: ignore[arg-type]
+        get = ext.get
+        sub_version = get("subVersion")
+        sub_version = int(sub_version) if sub_version else 0  # type: ignore[arg-type]
+        subscription, expression_type = get("subscription"), get("expressionType")
+    except (KeyError, ValueError, TypeError):
+        return decode_header(PullMessageRequestHeader, ext_fields)
+    if (type(group) is not str or type(topic) is not str
+            or not (type(subscription) is str or subscription is None)
+            or not (type(expression_type) is str or expression_type is None)
+            or not (_INT64_MIN <= queue_id <= _INT64_MAX and _INT64_MIN <= queue_offset <= _INT64_MAX
+                    and _INT64_MIN <= max_nums <= _INT64_MAX and _INT64_MIN <= sys_flag <= _INT64_MAX
+                    and _INT64_MIN <= commit <= _INT64_MAX and _INT64_MIN <= hold <= _INT64_MAX
+                    and _INT64_MIN <= sub_version <= _INT64_MAX)):
+        return decode_header(PullMessageRequestHeader, ext_fields)
+    return PullMessageRequestHeader(group, topic, queue_id, queue_offset, max_nums, sys_flag,
+                                    commit, hold, subscription, sub_version, expression_type)
+
+
 @dataclass(slots=True)
 class PullMessageResponseHeader:
     """Every pull response carries all four, NOT_FOUND included (ali-ons reads them)."""

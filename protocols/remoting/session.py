@@ -37,8 +37,8 @@ class RequestHandler(Protocol):
     async def handle(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand | None:
         """The response to `request`, or None for none (a oneway request)."""
 
-    def handle_now(self, session: RemotingSession, request: RemotingCommand) -> bytes | None:
-        """The whole response frame when `request` can be answered without suspending
+    def handle_now(self, session: RemotingSession, request: RemotingCommand) -> list[Buffer] | None:
+        """The response frame's buffers when `request` can be answered without suspending
         (e.g. a send under ASYNC_FLUSH), else None: `handle` then serves it. Raising is
         the same as `handle` raising. Saves the coroutine, the command and its encoding."""
 
@@ -133,7 +133,7 @@ class RemotingSession(asyncio.Protocol):
             elif not request.flag & FLAG_ONEWAY and self._transport is not None:
                 if not self._out:
                     self._loop.call_soon(self._flush)
-                self._out.append(frame)
+                self._out.extend(frame)
 
     def _start_async(self, request: RemotingCommand) -> None:
         coro = self._run(request)

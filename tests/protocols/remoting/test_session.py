@@ -275,6 +275,14 @@ def test_batch_send_stores_each_message_with_its_properties_as_sent(remoting_con
                 assert [m.body for m in found] == bodies
                 wanted = [m for m in batch if m.body in bodies]
                 assert [(m.properties, m.flag) for m in found] == [(m.properties, m.flag) for m in wanted]
+            answers = []  # JSON pulls are answered synchronously, binary ones by the general path
+            for serialize_type in (SerializeType.JSON, SerializeType.ROCKETMQ):
+                pull = pull_request("Batched", 1, 0)
+                pull.serialize_type = serialize_type
+                answer = await client.invoke(pull)
+                answers.append((answer.code, answer.ext_fields, bytes(answer.body)))
+            assert answers[0] == answers[1]
+            assert answers[0][1]["nextBeginOffset"] == "3"
             everything = decode_message_ext_records((await client.invoke(pull_request("Batched", 0, 0))).body)
             assert [decode_offset_msg_id(i).commit_log_offset for i in sent.ext_fields["msgId"].split(",")] == [
                 m.commit_log_offset for m in everything]
