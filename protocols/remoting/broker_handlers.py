@@ -79,7 +79,7 @@ _PULL_CODES: dict[GetStatus, ResponseCode] = {
 # A send response's extFields: these two fixed, the others per message (in this order).
 _SEND_FIXED = {PROPERTY_MSG_REGION: "DefaultRegion", PROPERTY_TRACE_SWITCH: "true"}
 _SEND_OK = JsonResponseTemplate(ResponseCode.SUCCESS, {
-    "msgId": str, "queueId": int, "queueOffset": int, "transactionId": str, **_SEND_FIXED})
+    "msgId": bytes, "queueId": int, "queueOffset": int, "transactionId": bytes, **_SEND_FIXED})
 _SEND_NOW_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2})
 # A pull response's extFields (as pull_message's make_response writes them), per code.
 _PULL_TEMPLATES = {code: JsonResponseTemplate(code, {
@@ -192,8 +192,9 @@ class BrokerHandlers:
         if put is None:
             return None
         queue_id, queue_offset, msg_id = put
-        return [_SEND_OK.frame(request.opaque, request.version, msg_id, queue_id, queue_offset,
-                               json_text(_uniq_key(properties)))]
+        uniq = property_value(properties, _UNIQ_KEY) if properties else None
+        return [_SEND_OK.frame(request.opaque, request.version, msg_id.encode(), queue_id,
+                               queue_offset, json_text(uniq) if uniq else b"")]
 
     def _pull_now(self, request: RemotingCommand) -> list[Buffer] | None:
         h = decode_pull_message_header(request.ext_fields)

@@ -103,7 +103,7 @@ def encode_json_header(command: RemotingCommand) -> bytes:
     return orjson.dumps(header)
 
 
-_SLOTS = {str: "\x00s\x00", int: "\x00d\x00"}  # orjson escapes NUL: no clash with content
+_SLOTS = {bytes: "\x00s\x00", int: "\x00d\x00"}  # orjson escapes NUL: no clash with content
 _OPAQUE_MARK, _VERSION_MARK = -2147483647, -2147483646
 
 
@@ -112,8 +112,8 @@ class JsonResponseTemplate:
 
     The template is `encode_json_header`'s own output for placeholder values, so the keys,
     their order and the fixed values are exactly what the general encoder writes; only
-    the slots (extFields given as `str` or `int` instead of a value), opaque and version
-    vary. Building a send's response this way costs a fraction of a command plus
+    the slots (extFields given as `bytes` or `int` instead of a value), opaque and
+    version vary. Building a send's response this way costs a fraction of a command plus
     `orjson.dumps`.
     """
 
@@ -123,25 +123,26 @@ class JsonResponseTemplate:
         header = encode_json_header(RemotingCommand(
             code, LanguageCode.JAVA, _VERSION_MARK, _OPAQUE_MARK, FLAG_RESPONSE, None,
             {k: _SLOTS[v] if isinstance(v, type) else v for k, v in ext_fields.items()}))
-        text = header.decode().replace("%", "%%")
+        text = header.replace(b"%", b"%%")
         for kind, slot in _SLOTS.items():
-            text = text.replace(orjson.dumps(slot).decode(), '"%s"' if kind is str else '"%d"')
-        self._text = (text.replace(f'"opaque":{_OPAQUE_MARK}', '"opaque":%d')
-                      .replace(f'"version":{_VERSION_MARK}', '"version":%d'))
+            text = text.replace(orjson.dumps(slot), b'"%s"' if kind is bytes else b'"%d"')
+        self._text = (text.replace(b'"opaque":%d' % _OPAQUE_MARK, b'"opaque":%d')
+                      .replace(b'"version":%d' % _VERSION_MARK, b'"version":%d'))
 
-    def frame(self, opaque: int, version: int, *values: str | int, body_size: int = 0) -> bytes:
+    def frame(self, opaque: int, version: int, *values: bytes | int, body_size: int = 0) -> bytes:
         """The frame up to its body (prefix and header) with the slots set, in order;
         `body_size` bytes of body must follow it.
 
-        String values go in verbatim: pass any text a client chose through `json_text`.
+        Byte values go in verbatim (UTF-8): pass any text a client chose through `json_text`.
         """
-        header = (self._text % (*values, opaque, version)).encode()
+        header = self._text % (*values, opaque, version)
         return PREFIX.pack(4 + len(header) + body_size, len(header)) + header
 
 
-def json_text(value: str) -> str:
-    """`value` escaped for the inside of a JSON string (unchanged when alphanumeric)."""
-    return value if value.isalnum() else orjson.dumps(value)[1:-1].decode()
+def json_text(value: bytes) -> bytes:
+    """UTF-8 `value` escaped for the inside of a JSON string (unchanged when alphanumeric
+    ASCII); invalid UTF-8 is replaced, as a JSON string cannot carry it."""
+    return value if value.isalnum() else orjson.dumps(value.decode("utf-8", "replace"))[1:-1]
 
 
 def encode_rocketmq_header(command: RemotingCommand) -> bytes:

@@ -86,13 +86,13 @@ def test_json_response_bytes_match_fastjson_layout() -> None:
 @pytest.mark.parametrize("uniq", ["7F0000011A2B", "", 'a "quoted" \\ 100% \x01 é'])
 def test_response_template_writes_what_the_general_encoder_writes(uniq: str) -> None:
     template = JsonResponseTemplate(ResponseCode.SUCCESS, {
-        "msgId": str, "queueId": int, "queueOffset": int, "transactionId": str,
+        "msgId": bytes, "queueId": int, "queueOffset": int, "transactionId": bytes,
         "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"})
     request = RemotingCommand(code=RequestCode.SEND_MESSAGE_V2, opaque=-7, version=395)
     response = make_response(request, ResponseCode.SUCCESS, ext_fields={
         "msgId": "AB01", "queueId": "3", "queueOffset": "-1", "transactionId": uniq,
         "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"})
-    made = template.frame(-7, 395, "AB01", 3, -1, json_text(uniq))
+    made = template.frame(-7, 395, b"AB01", 3, -1, json_text(uniq.encode()))
     assert made == b"".join(encode_command(response))
     [event] = RemotingConnection().receive_data(made)
     assert event.command.ext_fields["transactionId"] == uniq
