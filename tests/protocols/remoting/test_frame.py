@@ -258,6 +258,18 @@ def test_body_of_whole_frame_is_a_view_not_a_copy() -> None:
     assert isinstance(body, memoryview) and body.readonly and body.obj is raw
 
 
+def test_body_of_split_frame_is_read_only_and_survives_later_reads() -> None:
+    first, second = (b"".join(encode_command(RemotingCommand(code=1, body=fill * 5000)))
+                     for fill in (b"a", b"b"))
+    conn = RemotingConnection()
+    assert conn.receive_data(first[:3000]) == []
+    [event] = conn.receive_data(first[3000:] + second[:100])
+    body = event.command.body
+    assert isinstance(body, memoryview) and body.readonly
+    [later] = conn.receive_data(second[100:])
+    assert bytes(body) == b"a" * 5000 and bytes(later.command.body) == b"b" * 5000
+
+
 # --- errors ------------------------------------------------------------------------------
 
 
