@@ -340,17 +340,16 @@ class Broker:
         if not messages:
             raise InvalidMessage("empty batch")
         prepared = transaction_type(sys_flag) == TRANSACTION_PREPARED_TYPE
-        for _, properties, _ in messages:
+        scheduled = topic == SCHEDULE_TOPIC
+        entries = []
+        for body, properties, flag in messages:
             if prepared or _WRAPPING.search(properties) is not None:
                 _check_batchable(Message(topic, b"", decode_properties(properties), sys_flag=sys_flag))
-        queue_id = self._writable(topic, queue_id)
-        if topic == SCHEDULE_TOPIC:
-            codes = [_tags_code_of(topic, decode_properties(p)) for _, p, _ in messages]
-        else:
-            codes = [_tags_code_of_value(property_value(p, _TAGS)) for _, p, _ in messages]
-        return await self.store.put_batch(topic, queue_id, [
-            (body, properties, code, flag, sys_flag, born_timestamp, born_host, reconsume_times, 0)
-            for (body, properties, flag), code in zip(messages, codes)])
+            code = (_tags_code_of(topic, decode_properties(properties)) if scheduled
+                    else _tags_code_of_value(property_value(properties, _TAGS)))
+            entries.append((body, properties, code, flag, sys_flag, born_timestamp, born_host,
+                            reconsume_times, 0))
+        return await self.store.put_batch(topic, self._writable(topic, queue_id), entries)
 
     async def put_record_batch(self, topic: str, queue_id: int, batch: bytes | memoryview,
                                count: int, **kwargs) -> PutResult:
