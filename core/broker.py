@@ -93,6 +93,8 @@ _CONSUME_FROM = {
 _WRAPPING = re.compile(b"|".join(name.encode() + b"\x01" for name in (
     PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TRANSACTION_PREPARED)))
+
+
 def _is_answer(result: GetResult) -> bool:
     """Whether a pull's read is its answer: messages, or a status no wait can change."""
     return bool(result.message_count) or result.status not in _WAITABLE
@@ -118,6 +120,7 @@ def _tags_code_of_value(tags: bytes | None) -> int:
 
 
 def _check_batchable(msg: Message) -> None:
+    """As in RocketMQ, a batch may carry neither a delay nor a transaction."""
     if (msg.properties and needs_schedule(msg.properties)) or is_prepared(msg):
         raise InvalidMessage("delayed or transactional messages cannot be batched")
 

@@ -118,8 +118,8 @@ class RemotingSession(asyncio.Protocol):
         """Answer at once what the handler can answer synchronously (`handle_now`); run
         anything else now, up to its first suspension, and only then make it a task.
 
-        Most other requests (sends under ASYNC_FLUSH, offsets, heartbeats) finish without ever
-        suspending, so they cost no task, no loop round trip and no scheduling delay;
+        Most other requests (batch sends under ASYNC_FLUSH, offsets, heartbeats) finish
+        without ever suspending, so they cost no task, no loop round trip and no delay;
         a request that suspends (a held pull, a synchronous flush) continues as a task
         owned by this session. Python 3.12's eager tasks do the same; 3.11 lacks them.
         """
@@ -131,9 +131,7 @@ class RemotingSession(asyncio.Protocol):
             if frame is None:
                 self._start_async(request)
             elif not request.flag & FLAG_ONEWAY and self._transport is not None:
-                if not self._out:
-                    self._loop.call_soon(self._flush)
-                self._out.extend(frame)
+                self._queue(frame)
 
     def _start_async(self, request: RemotingCommand) -> None:
         coro = self._run(request)
@@ -186,11 +184,7 @@ class RemotingSession(asyncio.Protocol):
             transport.resume_reading()
 
     def _write(self, command: RemotingCommand) -> None:
-        """Queue a frame; frames queued in one loop iteration go out in one write.
-
-        Pipelining clients get many responses per iteration, so coalescing saves a
-        syscall per response; the queue is bounded by the in-flight limit.
-        """
+        """Encode and queue a command (dropped once the connection is closing)."""
         if self._transport is None or self._transport.is_closing():
             return
         try:
@@ -199,6 +193,14 @@ class RemotingSession(asyncio.Protocol):
             log.warning("cannot encode response %d to %s:%d: %s", command.opaque, *self.peer, exc)
             frame = encode_command(RemotingCommand(code=ResponseCode.SYSTEM_ERROR, opaque=command.opaque,
                                                    flag=command.flag, remark="response too large"))
+        self._queue(frame)
+
+    def _queue(self, frame: list[Buffer]) -> None:
+        """Queue a frame's buffers; frames queued in one loop iteration go out in one write.
+
+        Pipelining clients get many responses per iteration, so coalescing saves a
+        syscall per response; the queue is bounded by the in-flight limit.
+        """
         if not self._out:
             self._loop.call_soon(self._flush)
         self._out.extend(frame)
