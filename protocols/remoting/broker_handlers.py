@@ -213,10 +213,7 @@ class BrokerHandlers:
         h = decode_send_message_header(request.code, request.ext_fields)
         born_host = session.peer
         if request.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
-            data = bytes(request.body)  # one copy; each message's properties are sliced from it
-            view = memoryview(data)
-            msgs = [(view[body:props - 2], data[props:props_end], flag)
-                    for body, props, props_end, flag in split_batch(data)]
+            msgs = split_batch(bytes(request.body))  # one copy, properties sliced from it
             result = await self.broker.put_batch(h.topic, h.queue_id, msgs, h.sys_flag,
                                                  h.born_timestamp, born_host, h.reconsume_times)
             msg_id = ",".join(result.msg_ids) if result.count > 1 else result.msg_id

@@ -68,16 +68,16 @@ def encode_batch(messages: Iterable[BatchMessage]) -> bytes:
     return bytes(out)
 
 
-def split_batch(data: bytes | memoryview) -> list[tuple[int, int, int, int]]:
-    """Where each message of a batch body lies: (body start, properties start, properties
-    end, flag); the body ends where its properties length begins (properties start - 2).
+def split_batch(data: bytes) -> list[tuple[memoryview, bytes, int]]:
+    """The messages of a batch body as (body, properties, flag).
 
-    Positions rather than slices, so a broker can take each message's properties as bytes
-    (stored as sent, looked up with `core.message.property_value`) and its body as a view.
+    Bodies are views into `data` (no copy); properties are left encoded, so a broker can
+    store them as sent and look a property up in place (`core.message.property_value`).
     """
+    view = memoryview(data)
     end = len(data)
     pos = 0
-    spans = []
+    messages = []
     while pos < end:
         if end - pos < _BATCH_HEAD.size + 2:
             raise MessageFormatError(f"batch entry at {pos} is truncated")
@@ -89,16 +89,15 @@ def split_batch(data: bytes | memoryview) -> list[tuple[int, int, int, int]]:
         properties_length = _I16.unpack_from(data, properties_at)[0]
         if properties_length < 0 or size != _BATCH_HEAD.size + body_length + 2 + properties_length:
             raise MessageFormatError(f"batch entry at {pos} has inconsistent lengths")
-        spans.append((body_start, properties_at + 2, properties_at + 2 + properties_length, flag))
         pos += size
-    return spans
+        messages.append((view[body_start:properties_at], data[properties_at + 2:pos], flag))
+    return messages
 
 
 def decode_batch(data: bytes | memoryview) -> list[BatchMessage]:
-    """Split a batch body; bodies are memoryviews into `data` (no copy)."""
-    view = memoryview(data)
-    return [BatchMessage(view[body:props - 2], decode_properties(view[props:props_end]), flag)
-            for body, props, props_end, flag in split_batch(view)]
+    """Split a batch body; bodies are memoryviews into `data` (or its copy, when not bytes)."""
+    return [BatchMessage(body, decode_properties(properties), flag)
+            for body, properties, flag in split_batch(data if type(data) is bytes else bytes(data))]
 
 
 # --- pull bodies (client side) -------------------------------------------------------------
