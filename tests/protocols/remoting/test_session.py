@@ -4,6 +4,7 @@ and a hypothesis fuzz that throws random and mutated frames at a live broker."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import struct
 
@@ -287,3 +288,20 @@ def test_batch_send_stores_each_message_with_its_properties_as_sent(remoting_con
             assert [decode_offset_msg_id(i).commit_log_offset for i in sent.ext_fields["msgId"].split(",")] == [
                 m.commit_log_offset for m in everything]
     run_with_server(remoting_config, scenario)
+
+
+def test_sends_under_sync_flush_are_answered_once_flushed(remoting_config):
+    """SYNC_FLUSH sends cannot be answered synchronously: they take the general path,
+    which waits for the flush; pipelined, they all succeed with consecutive offsets."""
+    config = dataclasses.replace(remoting_config, flush_disk_type="SYNC_FLUSH")
+
+    async def scenario(server: BrokerServer) -> None:
+        server.broker.create_topic("Synced", read_queue_nums=1, write_queue_nums=1)
+        async with await RemotingClient.connect(server.remoting.broker_addr()) as client:
+            sent = await asyncio.gather(*(client.invoke(send_request("Synced", b"m%d" % i))
+                                          for i in range(20)))
+            assert all(s.code == ResponseCode.SUCCESS for s in sent)
+            assert sorted(int(s.ext_fields["queueOffset"]) for s in sent) == list(range(20))
+            pulled = await client.invoke(pull_request("Synced", 0, 0))
+            assert len(decode_message_ext_records(pulled.body)) == 20
+    run_with_server(config, scenario)
