@@ -12,7 +12,9 @@ import asyncio
 import itertools
 import logging
 import os
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .config import BrokerConfig
 from .consumer.allocate import allocate_averagely, allocate_averagely_by_circle
@@ -29,7 +31,21 @@ from .errors import (
     TopicNotFound,
     TransactionMismatch,
 )
-from .message import INNER_BATCH_FLAG, PROPERTY_PRODUCER_GROUP, PROPERTY_TAGS, Message, MessageExt
+from .message import (
+    INNER_BATCH_FLAG,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_TAGS,
+    PROPERTY_TIMER_DELAY_SEC,
+    PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TRANSACTION_PREPARED,
+    TRANSACTION_PREPARED_TYPE,
+    Message,
+    MessageExt,
+    decode_properties,
+    property_value,
+    transaction_type,
+)
 from .message_id import decode_offset_msg_id, offset_msg_id
 from .metadata.groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from .metadata.offsets import ConsumerOffsetManager
@@ -72,6 +88,18 @@ _CONSUME_FROM = {
     "FIRST": "FIRST", "CONSUME_FROM_FIRST_OFFSET": "FIRST", "CONSUME_FROM_MIN_OFFSET": "FIRST",
     "TIMESTAMP": "TIMESTAMP", "CONSUME_FROM_TIMESTAMP": "TIMESTAMP",
 }
+# Encoded properties naming any of these make put_message rewrite the message (delay,
+# transaction), so put_now leaves such messages to it; a false match only costs speed.
+_WRAPPING = re.compile(b"|".join(name.encode() + b"\x01" for name in (
+    PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC,
+    PROPERTY_TRANSACTION_PREPARED)))
+
+
+def _is_answer(result: GetResult) -> bool:
+    """Whether a pull's read is its answer: messages, or a status no wait can change."""
+    return bool(result.message_count) or result.status not in _WAITABLE
+
+
 _ALLOCATORS = {"AVG": allocate_averagely, "AVG_BY_CIRCLE": allocate_averagely_by_circle}
 
 
@@ -80,6 +108,21 @@ def _tags_code_of(topic: str, properties: dict[str, str]) -> int:
     if topic == SCHEDULE_TOPIC:
         return schedule_due_ms(properties)
     return tags_code(properties.get(PROPERTY_TAGS)) if properties else 0
+
+
+_TAGS = PROPERTY_TAGS.encode()
+
+
+@lru_cache(maxsize=65536)
+def _tags_code_of_value(tags: bytes | None) -> int:
+    """The tag hash of an undecoded TAGS value (see `_tags_code_of`)."""
+    return tags_code(tags.decode("utf-8", "surrogateescape")) if tags else 0
+
+
+def _check_batchable(msg: Message) -> None:
+    """As in RocketMQ, a batch may carry neither a delay nor a transaction."""
+    if (msg.properties and needs_schedule(msg.properties)) or is_prepared(msg):
+        raise InvalidMessage("delayed or transactional messages cannot be batched")
 
 
 @dataclass(slots=True)
@@ -249,6 +292,30 @@ class Broker:
         result.queue_id = real_queue
         return result
 
+    def put_now(self, topic: str, queue_id: int, body: bytes | memoryview, properties: bytes,
+                flag: int, sys_flag: int, born_timestamp: int, born_host: tuple[str, int],
+                reconsume_times: int) -> tuple[int, int, str] | None:
+        """`put_message` for the common case, synchronously and without decoding the
+        properties (given encoded, as a remoting send carries them; stored as sent).
+
+        Returns (queue id, queue offset, offset message id), or None when the message needs
+        `put_message`: a topic to auto-create or not writable, a transaction or delay to
+        wrap, or SYNC_FLUSH (which must wait). The rules that raise (queue, sizes) are the
+        same calls `put_message` makes.
+        """
+        cfg = self.topics.get(topic)
+        if (cfg is None or not cfg.perm & PERM_WRITE or self.store.sync_flush
+                or transaction_type(sys_flag) == TRANSACTION_PREPARED_TYPE
+                or topic == SCHEDULE_TOPIC
+                or (properties and _WRAPPING.search(properties) is not None)):
+            return None
+        queue_id = self._select_queue(cfg, queue_id)
+        store = self.store
+        queue_offset, phys, _, _ = store.append_message(
+            topic, queue_id, body, properties, _tags_code_of_value(property_value(properties, _TAGS)),
+            flag, sys_flag, born_timestamp, born_host, reconsume_times)
+        return queue_id, queue_offset, offset_msg_id(store.store_host, phys)
+
     async def _put_system(self, msg: Message) -> PutResult:
         """A put into a system topic (op records, half copies): no routing, no topic config
         (system topics live in the store only, as clients never route to them)."""
@@ -260,12 +327,32 @@ class Broker:
         if not msgs:
             raise InvalidMessage("empty batch")
         for m in msgs:
-            if (m.properties and needs_schedule(m.properties)) or is_prepared(m):
-                raise InvalidMessage("delayed or transactional messages cannot be batched")
+            _check_batchable(m)
         queue_id = self._writable(msgs[0].topic, msgs[0].queue_id)
         for m in msgs:
             m.queue_id = queue_id
         return await self.store.put_messages(msgs)
+
+    async def put_batch(self, topic: str, queue_id: int,
+                        messages: list[tuple[bytes | memoryview, bytes, int]], sys_flag: int,
+                        born_timestamp: int, born_host: tuple[str, int],
+                        reconsume_times: int) -> PutResult:
+        """`put_messages` for (body, encoded properties, flag) triples sharing the other
+        fields, as a remoting batch send carries them: the properties are stored as sent,
+        decoded only when they may name a delay or transaction (then refused as there)."""
+        if not messages:
+            raise InvalidMessage("empty batch")
+        prepared = transaction_type(sys_flag) == TRANSACTION_PREPARED_TYPE
+        scheduled = topic == SCHEDULE_TOPIC
+        entries = []
+        for body, properties, flag in messages:
+            if prepared or _WRAPPING.search(properties) is not None:
+                _check_batchable(Message(topic, b"", decode_properties(properties), sys_flag=sys_flag))
+            code = (_tags_code_of(topic, decode_properties(properties)) if scheduled
+                    else _tags_code_of_value(property_value(properties, _TAGS)))
+            entries.append((body, properties, code, flag, sys_flag, born_timestamp, born_host,
+                            reconsume_times, 0))
+        return await self.store.put_batch(topic, self._writable(topic, queue_id), entries)
 
     async def put_record_batch(self, topic: str, queue_id: int, batch: bytes | memoryview,
                                count: int, **kwargs) -> PutResult:
@@ -302,22 +389,14 @@ class Broker:
         Refused with ConsumeDisabled when the group's consumeEnable is off, or when it
         consumes in BROADCASTING mode and its consumeBroadcastEnable is off.
         """
-        cfg = self.get_group(group)
-        if cfg is None:
-            raise GroupNotFound(group)
-        if not cfg.consume_enable:
-            raise ConsumeDisabled(group)
-        if not cfg.consume_broadcast_enable:  # RocketMQ refuses broadcasting consumers then
-            info = self.consumer_manager.group_info(group)
-            if info is not None and info.message_model == "BROADCASTING":
-                raise ConsumeDisabled(group)
+        self._check_consumer(group)
         store = self.store
         loop = asyncio.get_running_loop()
         deadline = loop.time() + hold_s
         while True:
             result = store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
                                         message_filter=message_filter)
-            if result.message_count or result.status not in _WAITABLE:
+            if _is_answer(result):
                 return result
             scanned_to = max(offset, result.next_begin_offset)
             if scanned_to < result.max_offset:
@@ -330,6 +409,28 @@ class Broker:
             remaining = deadline - loop.time()
             if remaining <= 0 or not await self.pull_waiters.wait(topic, queue_id, offset, remaining):
                 return result
+
+    def pull_now(self, group: str, topic: str, queue_id: int, offset: int, max_count: int, *,
+                 message_filter: TagsFilter | None = None,
+                 max_bytes: int | None = None) -> GetResult | None:
+        """`pull`'s first read, synchronously (a front-end answers it without a coroutine):
+        its result when that is the answer whatever the hold, None when `pull` would
+        wait or scan on. Same checks and refusals as `pull`."""
+        self._check_consumer(group)
+        result = self.store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
+                                         message_filter=message_filter)
+        return result if _is_answer(result) else None
+
+    def _check_consumer(self, group: str) -> None:
+        cfg = self.get_group(group)
+        if cfg is None:
+            raise GroupNotFound(group)
+        if not cfg.consume_enable:
+            raise ConsumeDisabled(group)
+        if not cfg.consume_broadcast_enable:  # RocketMQ refuses broadcasting consumers then
+            info = self.consumer_manager.group_info(group)
+            if info is not None and info.message_model == "BROADCASTING":
+                raise ConsumeDisabled(group)
 
     # ================================================================ offsets
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:

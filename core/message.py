@@ -95,6 +95,24 @@ def decode_properties(data: bytes | memoryview | str) -> dict[str, str]:
     return dict(zip(parts[0:-1:2], parts[1::2]))
 
 
+def property_value(data: bytes, name: bytes) -> bytes | None:
+    """The value of property `name` in encoded properties, undecoded.
+
+    Reads a property or two (a send's tags and unique key) without decoding them all. As
+    `decode_properties` keeps the last of duplicate names, so does this.
+    """
+    key = name + b"\x01"
+    at = data.rfind(b"\x02" + key)
+    if at >= 0:
+        at += 1 + len(key)
+    elif data.startswith(key):
+        at = len(key)
+    else:
+        return None
+    stop = data.find(b"\x02", at)
+    return data[at:] if stop < 0 else data[at:stop]
+
+
 class _PropertyViews:
     """Read-only views of well-known properties, shared by Message and MessageExt."""
 

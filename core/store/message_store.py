@@ -96,6 +96,11 @@ class PutResult:
 
 
 
+# A message for put_batch: (body, encoded properties, tags code, flag, sys flag, born
+# timestamp, born host, reconsume times, prepared transaction offset).
+EncodedMessage = tuple[bytes | memoryview, bytes, int, int, int, int, tuple[str, int], int, int]
+
+
 @dataclass(slots=True)
 class _Dispatch:
     topic: str
@@ -348,14 +353,32 @@ class MessageStore:
         return _topic_head(topic) + PROPS_LEN.pack(len(props)) + props
 
     async def put_message(self, msg: Message) -> PutResult:
+        properties = msg.properties
+        props = encode_properties(properties) if properties else b""
+        code = (self._tags_code_of(msg.topic, properties) if self._tags_code_of
+                else tags_code(properties.get(PROPERTY_TAGS)) if properties else 0)
+        queue_offset, phys, end, now = self.append_message(
+            msg.topic, msg.queue_id, msg.body, props, code, msg.flag, msg.sys_flag,
+            msg.born_timestamp, msg.born_host, msg.reconsume_times, msg.prepared_transaction_offset)
+        if self._sync:
+            await self.flush_service.wait_flushed(end)
+        return PutResult(msg.queue_id, queue_offset, phys, end - phys, now, 1, self.store_host)
+
+    def append_message(self, topic: str, queue_id: int, body: bytes | memoryview, props: bytes,
+                       code: int, flag: int, sys_flag: int, born_timestamp: int,
+                       born_host: tuple[str, int], reconsume_times: int = 0,
+                       prepared_transaction_offset: int = 0) -> tuple[int, int, int, int]:
+        """Append one record with its properties already encoded; no await, so a front-end
+        can answer a send without a coroutine. Returns (queue offset, commit-log offset,
+        end offset, store timestamp). Dispatched at once under ASYNC_FLUSH; under
+        SYNC_FLUSH the caller must await ``flush_service.wait_flushed(end)`` before
+        answering, as the record becomes visible only once flushed."""
         # The hot path, kept flat on purpose: each call or object costs ~0.3 µs here.
         if not self._running:
             raise StoreUnavailable("the store is not running")
-        topic, queue_id, body, properties = msg.topic, msg.queue_id, msg.body, msg.properties
         body_len = len(body)
         if body_len > self.config.max_message_size:
             raise MessageTooLarge(body_len, self.config.max_message_size)
-        props = encode_properties(properties) if properties else b""
         props_len = len(props)
         if props_len > MAX_PROPERTIES_LENGTH:
             raise InvalidMessage(f"properties longer than {MAX_PROPERTIES_LENGTH} bytes")
@@ -364,85 +387,98 @@ class MessageStore:
         key = (topic, queue_id)
         queue_offset = self._next_queue_offset.get(key, 0)
         now = time.time_ns() // 1_000_000
-        born_host = msg.born_host
         mf = self.commitlog.reserve(size)
         pos = mf.wrote_position
         phys = mf.file_from_offset + pos
         mf.view[pos:pos + size] = b"".join((HEADER.pack(
-            size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, msg.flag,
-            queue_offset, phys, msg.sys_flag, msg.born_timestamp or now,
+            size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag,
+            queue_offset, phys, sys_flag, born_timestamp or now,
             _host_bytes(born_host[0]), born_host[1], now, self._store_ip, self._store_port,
-            msg.reconsume_times, msg.prepared_transaction_offset, body_len),
+            reconsume_times, prepared_transaction_offset, body_len),
             body, topic_head, PROPS_LEN.pack(props_len), props))
         mf.wrote_position = pos + size
         self._next_queue_offset[key] = queue_offset + 1
         self.put_count += 1
         self.put_bytes += size
-        code = (self._tags_code_of(topic, properties) if self._tags_code_of
-                else tags_code(properties.get(PROPERTY_TAGS)) if properties else 0)
         entry = CQ_ENTRY.pack(phys, size, code)
         end = phys + size
         if self._sync:
             self._pending.append(_Dispatch(topic, queue_id, queue_offset, entry, end))
-            await self.flush_service.wait_flushed(end)
         else:
             cq = self.consume_queues.get(key) or self._consume_queue(topic, queue_id)
             cq.put(queue_offset, entry, end)
             self.dispatched_offset = end
             for listener in self.dispatch_listeners:
                 listener(topic, queue_id, queue_offset + 1)
-        return PutResult(queue_id, queue_offset, phys, size, now, 1, self.store_host)
+        return queue_offset, phys, end, now
+
+    @property
+    def sync_flush(self) -> bool:
+        return self._sync
 
     async def put_messages(self, msgs: list[Message]) -> PutResult:
         """Store several messages of one topic and queue as contiguous records (one append)."""
-        if not self._running:
-            raise StoreUnavailable("the store is not running")
         if not msgs:
             raise InvalidMessage("empty batch")
         topic, queue_id = msgs[0].topic, msgs[0].queue_id
-        limit = self.config.max_message_size
-        prepared = []
-        total = 0
-        tags_code_of = self._code_of
+        code_of = self._code_of
+        entries = []
         for m in msgs:
             if m.topic != topic or m.queue_id != queue_id:
                 raise InvalidMessage("a batch must hold one topic and one queue")
-            tail = self._properties_tail(topic, m.properties)
-            size = HEADER_SIZE + len(m.body) + len(tail)
-            prepared.append((m, tail, size, tags_code_of(topic, m.properties)))
-            total += size
+            entries.append((m.body, encode_properties(m.properties), code_of(topic, m.properties),
+                            m.flag, m.sys_flag, m.born_timestamp, m.born_host, m.reconsume_times,
+                            m.prepared_transaction_offset))
+        return await self.put_batch(topic, queue_id, entries)
+
+    async def put_batch(self, topic: str, queue_id: int, entries: list[EncodedMessage]) -> PutResult:
+        """Store messages whose properties are already encoded as contiguous records of one
+        topic and queue, in one append: a remoting batch send copies each message's
+        properties from the request without decoding them. The limits are put_message's,
+        the size limit applying to the whole batch."""
+        if not self._running:
+            raise StoreUnavailable("the store is not running")
+        if not entries:
+            raise InvalidMessage("empty batch")
+        topic_head = _topic_head(topic)
+        fixed = HEADER_SIZE + len(topic_head) + 2
+        sizes = []
+        for entry in entries:
+            if len(entry[1]) > MAX_PROPERTIES_LENGTH:
+                raise InvalidMessage(f"properties longer than {MAX_PROPERTIES_LENGTH} bytes")
+            sizes.append(fixed + len(entry[0]) + len(entry[1]))
+        total = sum(sizes)
+        limit = self.config.max_message_size
         if total > limit:
             raise MessageTooLarge(total, limit)
         first = self._next_queue_offset.get((topic, queue_id), 0)
         now = time.time_ns() // 1_000_000
         store_ip, store_port = self._store_ip, self._store_port
         offsets: list[int] = []
-        entries: list[bytes] = []
+        cq_entries: list[bytes] = []
 
         def data_at(phys: int) -> bytes:
             parts = []
             qo = first
-            for m, tail, size, code in prepared:
-                body = m.body
-                parts.append(HEADER.pack(
-                    size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, m.flag, qo,
-                    phys, m.sys_flag, m.born_timestamp or now, _host_bytes(m.born_host[0]),
-                    m.born_host[1], now, store_ip, store_port, m.reconsume_times,
-                    m.prepared_transaction_offset, len(body)))
-                parts.append(body)
-                parts.append(tail)
+            for (body, props, code, flag, sys_flag, born_ts, born_host, reconsume,
+                 prepared), size in zip(entries, sizes):
+                parts += (HEADER.pack(
+                    size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag, qo,
+                    phys, sys_flag, born_ts or now, _host_bytes(born_host[0]), born_host[1],
+                    now, store_ip, store_port, reconsume, prepared, len(body)),
+                    body, topic_head, PROPS_LEN.pack(len(props)), props)
                 offsets.append(phys)
-                entries.append(CQ_ENTRY.pack(phys, size, code))
+                cq_entries.append(CQ_ENTRY.pack(phys, size, code))
                 phys += size
                 qo += 1
             return b"".join(parts)
 
         phys = self.commitlog.append(total, data_at)
-        waiter = self._finish_put(topic, queue_id, first, b"".join(entries), len(msgs),
+        waiter = self._finish_put(topic, queue_id, first, b"".join(cq_entries), len(entries),
                                   phys + total, total)
         if waiter is not None:
             await waiter
-        return PutResult(queue_id, first, phys, total, now, len(msgs), self.store_host,
+        return PutResult(queue_id, first, phys, total, now, len(entries), self.store_host,
                          tuple(offsets))
 
     async def put_inner_batch(self, topic: str, queue_id: int, batch: bytes | memoryview,

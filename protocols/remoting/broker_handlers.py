@@ -34,6 +34,7 @@ from rocketport.core.message import (
     Message,
     MessageExt,
     decode_properties,
+    property_value,
 )
 from rocketport.core.message_id import offset_msg_id
 from rocketport.core.metadata.groups import SubscriptionGroupConfig
@@ -43,12 +44,13 @@ from rocketport.core.store.get_result import GetResult, GetStatus
 from rocketport.core.store.record import ip_bytes
 
 from . import bodies, headers
-from .codes import RequestCode, ResponseCode
-from .command import RemotingCommand, make_response
+from .codes import RequestCode, ResponseCode, SerializeType
+from .command import Buffer, RemotingCommand, make_response
+from .frame import JsonResponseTemplate, json_text
 from .errors import RemotingError
-from .headers import decode_header, decode_send_message_header
+from .headers import decode_header, decode_pull_message_header, decode_send_message_header
 from .lenient_json import loads_lenient
-from .messages import decode_batch
+from .messages import split_batch
 from .records import message_ext_record, pull_body
 from .session import RemotingSession
 
@@ -72,6 +74,26 @@ _PULL_CODES: dict[GetStatus, ResponseCode] = {
     GetStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
     GetStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
 }
+
+
+# A send response's extFields: these two fixed, the others per message (in this order).
+_SEND_FIXED = {PROPERTY_MSG_REGION: "DefaultRegion", PROPERTY_TRACE_SWITCH: "true"}
+_SEND_OK = JsonResponseTemplate(ResponseCode.SUCCESS, {
+    "msgId": bytes, "queueId": int, "queueOffset": int, "transactionId": bytes, **_SEND_FIXED})
+_SEND_NOW_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2})
+# A pull response's extFields (as pull_message's make_response writes them), per code.
+_PULL_TEMPLATES = {code: JsonResponseTemplate(code, {
+    "suggestWhichBrokerId": "0", "nextBeginOffset": int, "minOffset": int, "maxOffset": int})
+    for code in {*_PULL_CODES.values(), ResponseCode.PULL_OFFSET_MOVED, ResponseCode.PULL_NOT_FOUND}}
+
+
+_UNIQ_KEY = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()
+
+
+def _uniq_key(properties: bytes) -> str:
+    """The client's unique id among encoded properties ("" without one)."""
+    uniq = property_value(properties, _UNIQ_KEY) if properties else None
+    return uniq.decode("utf-8", "surrogateescape") if uniq else ""
 
 
 def _pull_code(result: GetResult, offset: int) -> ResponseCode:
@@ -147,17 +169,55 @@ class BrokerHandlers:
                     code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
                     ext_fields={"consumerGroup": group}))
 
+    def handle_now(self, session: RemotingSession, request: RemotingCommand) -> list[Buffer] | None:
+        """Single sends under ASYNC_FLUSH and pulls that need no wait, in JSON, are
+        answered here with no coroutine, command or dict; the rest (and whatever
+        `Broker.put_now` / `Broker.pull_now` decline) takes `handle`."""
+        if request.serialize_type != SerializeType.JSON:
+            return None
+        code = request.code
+        if code in _SEND_NOW_CODES:
+            return self._send_now(session, request)
+        if code == RequestCode.PULL_MESSAGE:
+            return self._pull_now(request)
+        return None
+
+    def _send_now(self, session: RemotingSession, request: RemotingCommand) -> list[Buffer] | None:
+        h = decode_send_message_header(request.code, request.ext_fields)
+        if h.batch:
+            return None
+        properties = h.properties.encode("utf-8", "surrogateescape") if h.properties else b""
+        put = self.broker.put_now(h.topic, h.queue_id, request.body, properties, h.flag,
+                                  h.sys_flag, h.born_timestamp, session.peer, h.reconsume_times)
+        if put is None:
+            return None
+        queue_id, queue_offset, msg_id = put
+        uniq = property_value(properties, _UNIQ_KEY) if properties else None
+        return [_SEND_OK.frame(request.opaque, request.version, msg_id.encode(), queue_id,
+                               queue_offset, json_text(uniq) if uniq else b"")]
+
+    def _pull_now(self, request: RemotingCommand) -> list[Buffer] | None:
+        h = decode_pull_message_header(request.ext_fields)
+        message_filter, max_count = self._prepare_pull(h)
+        result = self.broker.pull_now(h.consumer_group, h.topic, h.queue_id, h.queue_offset,
+                                      max_count, message_filter=message_filter)
+        if result is None:
+            return None
+        body = pull_body(result, message_filter, self.config.kafka_tag_header) if result.segments else []
+        return [_PULL_TEMPLATES[_pull_code(result, h.queue_offset)].frame(
+            request.opaque, request.version, result.next_begin_offset, result.min_offset,
+            result.max_offset, body_size=sum([len(part) for part in body])), *body]
+
     # ------------------------------------------------------------------ send
     async def send_message(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
         h = decode_send_message_header(request.code, request.ext_fields)
         born_host = session.peer
         if request.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
-            msgs = [Message(h.topic, bytes(m.body), m.properties, m.flag, h.queue_id, h.sys_flag,
-                            h.born_timestamp, born_host, h.reconsume_times)
-                    for m in decode_batch(request.body)]
-            result = await self.broker.put_messages(msgs)
+            msgs = split_batch(bytes(request.body))  # one copy, properties sliced from it
+            result = await self.broker.put_batch(h.topic, h.queue_id, msgs, h.sys_flag,
+                                                 h.born_timestamp, born_host, h.reconsume_times)
             msg_id = ",".join(result.msg_ids) if result.count > 1 else result.msg_id
-            uniq = ",".join(m.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "") for m in msgs)
+            uniq = ",".join([_uniq_key(props) for _, props, _ in msgs])
         else:
             properties = decode_properties(h.properties) if h.properties else {}
             result = await self.broker.put_message(Message(
@@ -167,8 +227,7 @@ class BrokerHandlers:
             uniq = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
         return make_response(request, ResponseCode.SUCCESS, ext_fields={
             "msgId": msg_id, "queueId": str(result.queue_id),
-            "queueOffset": str(result.queue_offset), "transactionId": uniq,
-            PROPERTY_MSG_REGION: "DefaultRegion", PROPERTY_TRACE_SWITCH: "true"})
+            "queueOffset": str(result.queue_offset), "transactionId": uniq, **_SEND_FIXED})
 
     # ------------------------------------------------------------------ pull
     def _filter_for(self, h: headers.PullMessageRequestHeader) -> MessageFilter | None:
@@ -183,8 +242,8 @@ class BrokerHandlers:
             return None  # no filter at all keeps the read on its fastest path
         return compile_filter(kind, expression)
 
-    async def pull_message(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
-        h = decode_header(headers.PullMessageRequestHeader, request.ext_fields)
+    def _prepare_pull(self, h: headers.PullMessageRequestHeader) -> tuple[MessageFilter | None, int]:
+        """Check the topic and queue, commit the offset the pull carries; (filter, count)."""
         cfg = self.broker.get_topic(h.topic)
         if cfg is None:
             raise TopicNotFound(h.topic)
@@ -196,12 +255,16 @@ class BrokerHandlers:
         message_filter = self._filter_for(h)
         if h.sys_flag & COMMIT_OFFSET_FLAG and h.commit_offset >= 0:
             self.broker.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        return message_filter, max(1, min(h.max_msg_nums, MAX_PULL_MSG_NUMS))
+
+    async def pull_message(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        h = decode_pull_message_header(request.ext_fields)
+        message_filter, max_count = self._prepare_pull(h)
         hold = 0.0
         if h.sys_flag & SUSPEND_FLAG:
             hold = min(max(h.suspend_timeout_millis, 0) / 1000, MAX_PULL_HOLD_S)
         result = await self.broker.pull(h.consumer_group, h.topic, h.queue_id, h.queue_offset,
-                                        max(1, min(h.max_msg_nums, MAX_PULL_MSG_NUMS)),
-                                        message_filter=message_filter, hold_s=hold)
+                                        max_count, message_filter=message_filter, hold_s=hold)
         code = _pull_code(result, h.queue_offset)
         return make_response(
             request, code, None,

@@ -63,8 +63,10 @@ class RemotingConnection:
     def receive_data(self, data: Buffer) -> list[Event]:
         """Feed received bytes; returns the events for every frame they complete.
 
-        Bodies of the commands returned are memoryviews into an immutable copy of the
-        received bytes: when `data` is `bytes` and holds whole frames, nothing is copied.
+        Bodies of the commands returned are read-only memoryviews into the received bytes
+        or into the buffer that gathered a frame split across reads, which is handed over
+        and never written again: when `data` is `bytes` holding whole frames, or completes
+        a split frame, nothing is copied.
         """
         if self._failed:
             return []
@@ -72,16 +74,15 @@ class RemotingConnection:
             self._pending += data
             if len(self._pending) < self._need:
                 return []
-            data = bytes(self._pending)
-            self._pending = bytearray()
+            data, self._pending = self._pending, bytearray()
         elif type(data) is not bytes:
             data = bytes(data)
         return self._parse(data)
 
-    def _parse(self, data: bytes) -> list[Event]:
+    def _parse(self, data: bytes | bytearray) -> list[Event]:
         events: list[Event] = []
         append = events.append
-        view = memoryview(data)
+        view = memoryview(data).toreadonly()
         end = len(data)
         pos = 0
         max_length = self._max_frame_length

@@ -228,23 +228,27 @@ def _decode_send_v2_fast(ext: Mapping[str, object]) -> SendMessageRequestHeader 
         group, topic, default_topic = ext["a"], ext["b"], ext["c"]
         queue_nums, queue_id, sys_flag = int(ext["d"]), int(ext["e"]), int(ext["f"])  # type: ignore[arg-type]
         born, flag = int(ext["g"]), int(ext["h"])  # type: ignore[arg-type]
-        reconsume = ext.get("j")
+        get = ext.get
+        reconsume = get("j")
         reconsume_times = int(reconsume) if reconsume else 0  # type: ignore[arg-type]
-        max_reconsume = ext.get("l")
+        max_reconsume = get("l")
         max_reconsume_times = int(max_reconsume) if max_reconsume else None  # type: ignore[arg-type]
-        unit_mode, batch = _flag(ext.get("k")), _flag(ext.get("m"))
+        unit_mode = get("k")  # "false" or absent in nearly every send: spare the call
+        unit_mode = False if unit_mode is None or unit_mode == "false" else _flag(unit_mode)
+        batch = get("m")
+        batch = False if batch is None or batch == "false" else _flag(batch)
     except (KeyError, ValueError, TypeError, AttributeError):
         return None
     if type(group) is not str or type(topic) is not str or type(default_topic) is not str:
         return None
-    low = min(queue_nums, queue_id, sys_flag, born, flag, reconsume_times)
-    high = max(queue_nums, queue_id, sys_flag, born, flag, reconsume_times)
-    if low < _INT64_MIN or high > _INT64_MAX or (
-            max_reconsume_times is not None and not _INT64_MIN <= max_reconsume_times <= _INT64_MAX):
+    if not (_INT64_MIN <= queue_nums <= _INT64_MAX and _INT64_MIN <= queue_id <= _INT64_MAX
+            and _INT64_MIN <= sys_flag <= _INT64_MAX and _INT64_MIN <= born <= _INT64_MAX
+            and _INT64_MIN <= flag <= _INT64_MAX and _INT64_MIN <= reconsume_times <= _INT64_MAX
+            and (max_reconsume_times is None or _INT64_MIN <= max_reconsume_times <= _INT64_MAX)):
         return None
     return SendMessageRequestHeader(group, topic, default_topic, queue_nums, queue_id, sys_flag,
-                                    born, flag, ext.get("i"), reconsume_times,  # type: ignore[arg-type]
-                                    unit_mode, batch, max_reconsume_times, ext.get("n"))  # type: ignore[arg-type]
+                                    born, flag, get("i"), reconsume_times,  # type: ignore[arg-type]
+                                    unit_mode, batch, max_reconsume_times, get("n"))  # type: ignore[arg-type]
 
 
 def decode_send_message_header(code: int, ext_fields: Mapping[str, object]) -> SendMessageRequestHeader:
@@ -296,6 +300,33 @@ class PullMessageRequestHeader:
     subscription: str | None = None
     sub_version: int = 0
     expression_type: str | None = None  # TAG (default) or SQL92
+
+
+def decode_pull_message_header(ext_fields: Mapping[str, object]) -> PullMessageRequestHeader:
+    """`decode_header` for the hot PULL_MESSAGE: well-formed string fields skip the generic
+    engine, anything unusual goes through it (which names the offending key)."""
+    ext = ext_fields
+    try:
+        group, topic = ext["consumerGroup"], ext["topic"]
+        queue_id, queue_offset = int(ext["queueId"]), int(ext["queueOffset"])  # type: ignore[arg-type]
+        max_nums, sys_flag = int(ext["maxMsgNums"]), int(ext["sysFlag"])  # type: ignore[arg-type]
+        commit, hold = int(ext["commitOffset"]), int(ext["suspendTimeoutMillis"])  # type: ignore[arg-type]
+        get = ext.get
+        sub_version = get("subVersion")
+        sub_version = int(sub_version) if sub_version else 0  # type: ignore[arg-type]
+        subscription, expression_type = get("subscription"), get("expressionType")
+    except (KeyError, ValueError, TypeError):
+        return decode_header(PullMessageRequestHeader, ext_fields)
+    if (type(group) is not str or type(topic) is not str
+            or not (type(subscription) is str or subscription is None)
+            or not (type(expression_type) is str or expression_type is None)
+            or not (_INT64_MIN <= queue_id <= _INT64_MAX and _INT64_MIN <= queue_offset <= _INT64_MAX
+                    and _INT64_MIN <= max_nums <= _INT64_MAX and _INT64_MIN <= sys_flag <= _INT64_MAX
+                    and _INT64_MIN <= commit <= _INT64_MAX and _INT64_MIN <= hold <= _INT64_MAX
+                    and _INT64_MIN <= sub_version <= _INT64_MAX)):
+        return decode_header(PullMessageRequestHeader, ext_fields)
+    return PullMessageRequestHeader(group, topic, queue_id, queue_offset, max_nums, sys_flag,
+                                    commit, hold, subscription, sub_version, expression_type)
 
 
 @dataclass(slots=True)

@@ -68,27 +68,36 @@ def encode_batch(messages: Iterable[BatchMessage]) -> bytes:
     return bytes(out)
 
 
-def decode_batch(data: bytes | memoryview) -> list[BatchMessage]:
-    """Split a batch body; bodies are memoryviews into `data` (no copy)."""
+def split_batch(data: bytes) -> list[tuple[memoryview, bytes, int]]:
+    """The messages of a batch body as (body, properties, flag).
+
+    Bodies are views into `data` (no copy); properties are left encoded, so a broker can
+    store them as sent and look a property up in place (`core.message.property_value`).
+    """
     view = memoryview(data)
-    end = len(view)
+    end = len(data)
     pos = 0
     messages = []
     while pos < end:
         if end - pos < _BATCH_HEAD.size + 2:
             raise MessageFormatError(f"batch entry at {pos} is truncated")
-        size, _magic, _crc, flag, body_length = _BATCH_HEAD.unpack_from(view, pos)
+        size, _magic, _crc, flag, body_length = _BATCH_HEAD.unpack_from(data, pos)
         body_start = pos + _BATCH_HEAD.size
         if body_length < 0 or size < _BATCH_HEAD.size + 2 + body_length or pos + size > end:
             raise MessageFormatError(f"batch entry at {pos} has inconsistent lengths")
         properties_at = body_start + body_length
-        properties_length = _I16.unpack_from(view, properties_at)[0]
+        properties_length = _I16.unpack_from(data, properties_at)[0]
         if properties_length < 0 or size != _BATCH_HEAD.size + body_length + 2 + properties_length:
             raise MessageFormatError(f"batch entry at {pos} has inconsistent lengths")
-        properties = decode_properties(view[properties_at + 2 : properties_at + 2 + properties_length])
-        messages.append(BatchMessage(view[body_start:properties_at], properties, flag))
         pos += size
+        messages.append((view[body_start:properties_at], data[properties_at + 2:pos], flag))
     return messages
+
+
+def decode_batch(data: bytes | memoryview) -> list[BatchMessage]:
+    """Split a batch body; bodies are memoryviews into `data` (or its copy, when not bytes)."""
+    return [BatchMessage(body, decode_properties(properties), flag)
+            for body, properties, flag in split_batch(data if type(data) is bytes else bytes(data))]
 
 
 # --- pull bodies (client side) -------------------------------------------------------------

@@ -26,7 +26,7 @@ from rocketport.core.metadata.topics import PERM_INHERIT, PERM_RW
 from . import bodies, headers
 from .client import RemotingClient, RemotingClientError, request
 from .codes import RequestCode, ResponseCode
-from .command import RemotingCommand, make_response
+from .command import Buffer, RemotingCommand, make_response
 from .headers import decode_header
 from .session import RemotingSession
 
@@ -171,6 +171,10 @@ class NameServerHandlers:
 
     def session_closed(self, session: RemotingSession) -> None:
         """Brokers are forgotten by expiry, not by connection: they reconnect at will."""
+
+    def handle_now(self, session: RemotingSession, req: RemotingCommand) -> list[Buffer] | None:
+        """Route lookups are rare: every request takes `handle`."""
+        return None
 
     async def handle(self, session: RemotingSession, req: RemotingCommand) -> RemotingCommand:
         code = req.code

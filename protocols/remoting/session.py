@@ -37,6 +37,11 @@ class RequestHandler(Protocol):
     async def handle(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand | None:
         """The response to `request`, or None for none (a oneway request)."""
 
+    def handle_now(self, session: RemotingSession, request: RemotingCommand) -> list[Buffer] | None:
+        """The response frame's buffers when `request` can be answered without suspending
+        (e.g. a send under ASYNC_FLUSH), else None: `handle` then serves it. Raising is
+        the same as `handle` raising. Saves the coroutine, the command and its encoding."""
+
     def session_closed(self, session: RemotingSession) -> None:
         """Forget whatever `session` registered (consumers, producers, locks stay)."""
 
@@ -110,13 +115,25 @@ class RemotingSession(asyncio.Protocol):
 
     # ------------------------------------------------------------------ requests
     def _start(self, request: RemotingCommand) -> None:
-        """Run the request now, up to its first suspension; only then make it a task.
+        """Answer at once what the handler can answer synchronously (`handle_now`); run
+        anything else now, up to its first suspension, and only then make it a task.
 
-        Most requests (sends under ASYNC_FLUSH, offsets, heartbeats) finish without ever
-        suspending, so they cost no task, no loop round trip and no scheduling delay;
+        Most other requests (batch sends under ASYNC_FLUSH, offsets, heartbeats) finish
+        without ever suspending, so they cost no task, no loop round trip and no delay;
         a request that suspends (a held pull, a synchronous flush) continues as a task
         owned by this session. Python 3.12's eager tasks do the same; 3.11 lacks them.
         """
+        try:
+            frame = self._handler.handle_now(self, request)
+        except Exception as exc:
+            self._reply(request, self._failure(request, exc))
+        else:
+            if frame is None:
+                self._start_async(request)
+            elif not request.flag & FLAG_ONEWAY and self._transport is not None:
+                self._queue(frame)
+
+    def _start_async(self, request: RemotingCommand) -> None:
         coro = self._run(request)
         try:
             pending = coro.send(None)
@@ -132,13 +149,20 @@ class RemotingSession(asyncio.Protocol):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            code, remark = code_for(exc)
-            if isinstance(exc, ValueError):  # a malformed request: the client hears why
-                log.debug("request %d from %s:%d refused: %s", request.code, *self.peer, remark)
-            elif code == ResponseCode.SYSTEM_ERROR:
-                log.warning("request %d from %s:%d failed: %s", request.code, *self.peer, remark,
-                            exc_info=exc)
-            response = make_response(request, code, remark)
+            response = self._failure(request, exc)
+        self._reply(request, response)
+
+    def _failure(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
+        """The error response for a handler's exception, logged by kind."""
+        code, remark = code_for(exc)
+        if isinstance(exc, ValueError):  # a malformed request: the client hears why
+            log.debug("request %d from %s:%d refused: %s", request.code, *self.peer, remark)
+        elif code == ResponseCode.SYSTEM_ERROR:
+            log.warning("request %d from %s:%d failed: %s", request.code, *self.peer, remark,
+                        exc_info=exc)
+        return make_response(request, code, remark)
+
+    def _reply(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
         if response is not None and not request.flag & FLAG_ONEWAY:
             self._write(response)
 
@@ -160,11 +184,7 @@ class RemotingSession(asyncio.Protocol):
             transport.resume_reading()
 
     def _write(self, command: RemotingCommand) -> None:
-        """Queue a frame; frames queued in one loop iteration go out in one write.
-
-        Pipelining clients get many responses per iteration, so coalescing saves a
-        syscall per response; the queue is bounded by the in-flight limit.
-        """
+        """Encode and queue a command (dropped once the connection is closing)."""
         if self._transport is None or self._transport.is_closing():
             return
         try:
@@ -173,6 +193,14 @@ class RemotingSession(asyncio.Protocol):
             log.warning("cannot encode response %d to %s:%d: %s", command.opaque, *self.peer, exc)
             frame = encode_command(RemotingCommand(code=ResponseCode.SYSTEM_ERROR, opaque=command.opaque,
                                                    flag=command.flag, remark="response too large"))
+        self._queue(frame)
+
+    def _queue(self, frame: list[Buffer]) -> None:
+        """Queue a frame's buffers; frames queued in one loop iteration go out in one write.
+
+        Pipelining clients get many responses per iteration, so coalescing saves a
+        syscall per response; the queue is bounded by the in-flight limit.
+        """
         if not self._out:
             self._loop.call_soon(self._flush)
         self._out.extend(frame)

@@ -22,6 +22,7 @@ from rocketport.protocols.remoting import (
     encode_command,
     make_response,
 )
+from rocketport.protocols.remoting.frame import JsonResponseTemplate, json_text
 
 # An independent description of the frame layout, written with construct from the
 # protocol description (not from our encoder), used to check what the encoder emits.
@@ -80,6 +81,21 @@ def test_json_response_bytes_match_fastjson_layout() -> None:
         b'"opaque":42,"serializeTypeCurrentRPC":"JSON","version":395}'
     )
     assert b"".join(encode_command(response)) == frame(header, b"xy")
+
+
+@pytest.mark.parametrize("uniq", ["7F0000011A2B", "", 'a "quoted" \\ 100% \x01 é'])
+def test_response_template_writes_what_the_general_encoder_writes(uniq: str) -> None:
+    template = JsonResponseTemplate(ResponseCode.SUCCESS, {
+        "msgId": bytes, "queueId": int, "queueOffset": int, "transactionId": bytes,
+        "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"})
+    request = RemotingCommand(code=RequestCode.SEND_MESSAGE_V2, opaque=-7, version=395)
+    response = make_response(request, ResponseCode.SUCCESS, ext_fields={
+        "msgId": "AB01", "queueId": "3", "queueOffset": "-1", "transactionId": uniq,
+        "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"})
+    made = template.frame(-7, 395, b"AB01", 3, -1, json_text(uniq.encode()))
+    assert made == b"".join(encode_command(response))
+    [event] = RemotingConnection().receive_data(made)
+    assert event.command.ext_fields["transactionId"] == uniq
 
 
 def test_json_header_carries_remark_only_when_set() -> None:
@@ -240,6 +256,18 @@ def test_body_of_whole_frame_is_a_view_not_a_copy() -> None:
     raw = b"".join(encode_command(RemotingCommand(code=1, body=b"z" * 1000)))
     body = only_command(feed(raw)).body
     assert isinstance(body, memoryview) and body.readonly and body.obj is raw
+
+
+def test_body_of_split_frame_is_read_only_and_survives_later_reads() -> None:
+    first, second = (b"".join(encode_command(RemotingCommand(code=1, body=fill * 5000)))
+                     for fill in (b"a", b"b"))
+    conn = RemotingConnection()
+    assert conn.receive_data(first[:3000]) == []
+    [event] = conn.receive_data(first[3000:] + second[:100])
+    body = event.command.body
+    assert isinstance(body, memoryview) and body.readonly
+    [later] = conn.receive_data(second[100:])
+    assert bytes(body) == b"a" * 5000 and bytes(later.command.body) == b"b" * 5000
 
 
 # --- errors ------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ and a hypothesis fuzz that throws random and mutated frames at a live broker."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import struct
 
@@ -11,6 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketport.core.config import BrokerConfig
+from rocketport.core.message import decode_properties
+from rocketport.core.message_id import decode_offset_msg_id
 from rocketport.protocols.remoting import (
     RemotingCommand,
     RemotingConnection,
@@ -21,6 +24,7 @@ from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.events import CommandReceived
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
+from rocketport.protocols.remoting.messages import BatchMessage, decode_message_ext_records, encode_batch
 from rocketport.server import BrokerServer
 
 from .conftest import run_async, start_live_broker, stop_live_broker
@@ -212,3 +216,92 @@ def test_binary_serialized_request_is_answered_in_kind(remoting_config):
         assert event.command.ext_fields["offset"] == "0"
     finally:
         stop_live_broker(live, thread)
+
+
+def test_single_sends_in_both_serialize_types_store_properties_as_sent(remoting_config):
+    """JSON sends take the synchronous path, binary ones the general path: same answers,
+    and the record keeps the properties as sent, tags code included."""
+    props = 'TAGS\x01T\x02UNIQ_KEY\x01id "quoted" \\ 100%\x02KEYS\x01k1 k2\x02'
+
+    async def scenario(server: BrokerServer) -> None:
+        server.broker.create_topic("AsSent", read_queue_nums=1, write_queue_nums=1)
+        header = SendMessageRequestHeader("pg", "AsSent", "TBW102", 4, 0, 0, 0, 0, props)
+        msg_ids = []
+        async with await RemotingClient.connect(server.remoting.broker_addr()) as client:
+            for offset, serialize_type in enumerate((SerializeType.JSON, SerializeType.ROCKETMQ)):
+                send = request(RequestCode.SEND_MESSAGE_V2, encode_send_message_header_v2(header), b"x")
+                send.serialize_type = serialize_type
+                sent = await client.invoke(send)
+                assert (sent.code, sent.serialize_type) == (ResponseCode.SUCCESS, serialize_type)
+                assert sent.ext_fields["transactionId"] == 'id "quoted" \\ 100%'
+                assert (sent.ext_fields["queueId"], sent.ext_fields["queueOffset"]) == ("0", str(offset))
+                msg_ids.append(sent.ext_fields["msgId"])
+            for expression, count in (("T", 2), ("other", 0)):
+                pull = pull_request("AsSent", 0, 0)
+                pull.ext_fields.update(sysFlag="4", subscription=expression, expressionType="TAG")
+                pulled = await client.invoke(pull)
+                found = decode_message_ext_records(pulled.body) if pulled.code == ResponseCode.SUCCESS else []
+                assert len(found) == count
+                assert all(m.properties == decode_properties(props) for m in found)
+                assert [decode_offset_msg_id(i).commit_log_offset for i in msg_ids[:count]] == [
+                    m.commit_log_offset for m in found]
+    run_with_server(remoting_config, scenario)
+
+
+def test_batch_send_stores_each_message_with_its_properties_as_sent(remoting_config):
+    """A batch's properties go to the records undecoded: tags codes, unique keys and the
+    refusal of delayed messages must still be what decoding them would give."""
+    batch = [BatchMessage(b"a", {"TAGS": "A", "UNIQ_KEY": "U1", "KEYS": "k"}, flag=3),
+             BatchMessage(b"b", {"UNIQ_KEY": "U2"}),
+             BatchMessage(b"c", {"KEYS": "x", "TAGS": "B", "UNIQ_KEY": "U3"})]
+
+    def send(messages: list[BatchMessage]) -> RemotingCommand:
+        header = SendMessageRequestHeader("pg", "Batched", "TBW102", 4, 0, 0, 0, 0, batch=True)
+        return request(RequestCode.SEND_BATCH_MESSAGE, encode_send_message_header_v2(header),
+                       encode_batch(messages))
+
+    async def scenario(server: BrokerServer) -> None:
+        server.broker.create_topic("Batched", read_queue_nums=1, write_queue_nums=1)
+        async with await RemotingClient.connect(server.remoting.broker_addr()) as client:
+            sent = await client.invoke(send(batch))
+            assert sent.code == ResponseCode.SUCCESS
+            assert sent.ext_fields["transactionId"] == "U1,U2,U3"
+            assert sent.ext_fields["queueOffset"] == "0"
+            delayed = await client.invoke(send([BatchMessage(b"d", {"DELAY": "2"})]))
+            assert delayed.code != ResponseCode.SUCCESS
+            for expression, bodies in (("*", [b"a", b"b", b"c"]), ("A || B", [b"a", b"c"]), ("B", [b"c"])):
+                pull = pull_request("Batched", 0, 0)
+                pull.ext_fields.update(sysFlag="4", subscription=expression, expressionType="TAG")
+                found = decode_message_ext_records((await client.invoke(pull)).body)
+                assert [m.body for m in found] == bodies
+                wanted = [m for m in batch if m.body in bodies]
+                assert [(m.properties, m.flag) for m in found] == [(m.properties, m.flag) for m in wanted]
+            answers = []  # JSON pulls are answered synchronously, binary ones by the general path
+            for serialize_type in (SerializeType.JSON, SerializeType.ROCKETMQ):
+                pull = pull_request("Batched", 1, 0)
+                pull.serialize_type = serialize_type
+                answer = await client.invoke(pull)
+                answers.append((answer.code, answer.ext_fields, bytes(answer.body)))
+            assert answers[0] == answers[1]
+            assert answers[0][1]["nextBeginOffset"] == "3"
+            everything = decode_message_ext_records((await client.invoke(pull_request("Batched", 0, 0))).body)
+            assert [decode_offset_msg_id(i).commit_log_offset for i in sent.ext_fields["msgId"].split(",")] == [
+                m.commit_log_offset for m in everything]
+    run_with_server(remoting_config, scenario)
+
+
+def test_sends_under_sync_flush_are_answered_once_flushed(remoting_config):
+    """SYNC_FLUSH sends cannot be answered synchronously: they take the general path,
+    which waits for the flush; pipelined, they all succeed with consecutive offsets."""
+    config = dataclasses.replace(remoting_config, flush_disk_type="SYNC_FLUSH")
+
+    async def scenario(server: BrokerServer) -> None:
+        server.broker.create_topic("Synced", read_queue_nums=1, write_queue_nums=1)
+        async with await RemotingClient.connect(server.remoting.broker_addr()) as client:
+            sent = await asyncio.gather(*(client.invoke(send_request("Synced", b"m%d" % i))
+                                          for i in range(20)))
+            assert all(s.code == ResponseCode.SUCCESS for s in sent)
+            assert sorted(int(s.ext_fields["queueOffset"]) for s in sent) == list(range(20))
+            pulled = await client.invoke(pull_request("Synced", 0, 0))
+            assert len(decode_message_ext_records(pulled.body)) == 20
+    run_with_server(config, scenario)
