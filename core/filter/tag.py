@@ -7,14 +7,16 @@ gets the same answer). Pure computation: never I/O, never a protocol.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
 from rocketport.core.filter.base import MessageFilter
+from rocketport.core.message import PROPERTY_TAGS, property_needle, raw_property
 from rocketport.core.tags import tags_code
 
 SUB_ALL = "*"
+_TAGS_NEEDLE = property_needle(PROPERTY_TAGS)
 TAG_SEPARATOR = "||"
 
 
@@ -65,6 +67,13 @@ class TagFilter(MessageFilter):
 
     def match(self, tags: str | None, properties: Mapping[str, str]) -> bool:
         return self.subscribe_all or tags in self.tags
+
+    @property
+    def raw_matcher(self) -> Callable[[bytes], bool]:
+        return self._match_raw
+
+    def _match_raw(self, raw: bytes) -> bool:
+        return self.subscribe_all or raw_property(raw, _TAGS_NEEDLE) in self.tags
 
     @property
     def prefilter_codes(self) -> frozenset[int] | None:
