@@ -95,24 +95,26 @@ def decode_properties(data: bytes | memoryview | str) -> dict[str, str]:
     return dict(zip(parts[0:-1:2], parts[1::2]))
 
 
-def property_needle(name: str) -> bytes:
-    """``\\x02name\\x01``: what `raw_property` looks for (precompute it once per name)."""
-    return b"\x02" + name.encode("utf-8", "surrogateescape") + b"\x01"
+def property_needles(name: str) -> tuple[bytes, bytes]:
+    """What `raw_property` looks for: ``\\x02name\\x01`` and, for the first property,
+    ``name\\x01`` (precompute them once per name)."""
+    head = name.encode("utf-8", "surrogateescape") + b"\x01"
+    return b"\x02" + head, head
 
 
-def raw_property(raw: bytes, needle: bytes) -> str | None:
+def raw_property(raw: bytes, needles: tuple[bytes, bytes]) -> str | None:
     """One property of encoded properties, found without decoding the others.
 
     Filters read one to three properties of every message they check; decoding all of them
     costs several times more. Answers as `decode_properties` does for well-formed data: the
     last occurrence of a name wins and a missing trailing separator is tolerated.
     """
+    needle, head = needles
     _, found, rest = raw.rpartition(needle)
     if not found:
-        head = needle[1:]  # the first property has no separator before it
-        if not raw.startswith(head):
+        before, found, rest = raw.partition(head)
+        if not found or before:  # only the first property has no separator before it
             return None
-        rest = raw[len(head):]
     return str(rest.partition(b"\x02")[0], "utf-8", "surrogateescape")
 
 

@@ -54,7 +54,7 @@ from rocketport.core.filter.sql_ast import (
     children,
     kind_of,
 )
-from rocketport.core.message import PROPERTY_TAGS, property_needle, raw_property
+from rocketport.core.message import PROPERTY_TAGS, property_needles, raw_property
 
 # (properties, tags) -> whether the message matches (RocketMQ's result is True).
 Matcher = Callable[[Mapping[str, str], Optional[str]], bool]
@@ -181,7 +181,7 @@ class _Emitter:
         from_raw = []
         for name, local in self.locals.items():
             needle = self._name("n")
-            self.constants[needle] = property_needle(name)
+            self.constants[needle] = property_needles(name)
             from_raw.append(f"{local} = _raw_property(r, {needle})")
         guarded = ["try:", *(f"    {line}" for line in body),
                    "except _Aborted:", "    return False"]

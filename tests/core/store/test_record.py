@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketport.core.message import decode_properties, encode_properties, property_needle, raw_property
+from rocketport.core.message import decode_properties, encode_properties, property_needles, raw_property
 from rocketport.core.store import formats
 from rocketport.core.store.record import (
     BadRecord,
@@ -78,4 +78,4 @@ def test_raw_property_agrees_with_decoding(pairs, name, trailing):
     raw = b"".join(f"{k}\x01{v}\x02".encode() for k, v in pairs)  # duplicates too
     if not trailing:
         raw = raw[:-1]
-    assert raw_property(raw, property_needle(name)) == decode_properties(raw).get(name)
+    assert raw_property(raw, property_needles(name)) == decode_properties(raw).get(name)
