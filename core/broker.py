@@ -21,11 +21,13 @@ from .consumer.groups import ConsumerManager, ProducerManager
 from .consumer.locks import MessageQueueKey, RebalanceLockManager
 from .consumer.long_polling import PullWaiters
 from .errors import (
+    BrokerError,
     ConsumeDisabled,
     GroupNotFound,
     InvalidMessage,
     MessageNotFound,
     QueueNotFound,
+    StoreUnavailable,
     TopicNotFound,
     TransactionMismatch,
 )
@@ -114,7 +116,7 @@ class Broker:
         self.delay_levels = DelayLevels(parse_delay_levels(config.message_delay_level))
         self.delay_offsets = DelayOffsets(config_dir)
         self.schedule = ScheduleMessageService(
-            self.store, self.delay_levels, self.delay_offsets, self.put_message,
+            self.store, self.delay_levels, self.delay_offsets, self.put_restored,
             self.pull_waiters.wait, config.flush_delay_offset_interval)
         self.transactions = TransactionCheckService(
             self.store, self.offsets, put=self._put_system, timeout_ms=config.transaction_time_out,
@@ -236,18 +238,72 @@ class Broker:
         message with DELAY / TIMER_DELIVER_MS / TIMER_DELAY_SEC is parked in the schedule
         topic. Either way the result names the real queue and the stored (half or
         scheduled) record, whose commit-log offset END_TRANSACTION refers to."""
-        msg.queue_id = self._writable(msg.topic, msg.queue_id)
-        props = msg.properties
-        if not (props or msg.sys_flag):
-            return await self.store.put_message(msg)
-        real_queue = msg.queue_id
-        if is_prepared(msg):
-            wrap_half(msg)  # RocketMQ ignores a delay on the prepare; the commit honours it
-        elif not (props and needs_schedule(props) and wrap_for_schedule(msg, self.delay_levels, now_ms())):
-            return await self.store.put_message(msg)
+        real_queue = self._route(msg)
         result = await self.store.put_message(msg)
         result.queue_id = real_queue
         return result
+
+    def _route(self, msg: Message) -> int:
+        """Choose the queue of ``msg`` and wrap it, in place, as a half message when it is
+        prepared or as a scheduled one when it must wait; returns the real queue."""
+        msg.queue_id = real_queue = self._writable(msg.topic, msg.queue_id)
+        props = msg.properties
+        if props or msg.sys_flag:
+            if is_prepared(msg):
+                wrap_half(msg)  # RocketMQ ignores a delay on the prepare; the commit honours it
+            elif props and needs_schedule(props):
+                wrap_for_schedule(msg, self.delay_levels, now_ms())
+        return real_queue
+
+    async def put_restored(self, msgs: list[Message]) -> list[PutResult | BrokerError]:
+        """Put messages the schedule service restored, in order, as `put_message` would;
+        one outcome per message (a BrokerError is that message's alone).
+
+        Consecutive messages that end up in one queue are stored with one append: delivery
+        of a due level is mostly puts, and a batch pays the per-put costs once. A batch the
+        store refuses (one message too large...) is put again message by message. Raises
+        StoreUnavailable, which fails the whole round (it is delivered again).
+        """
+        outcomes: list[PutResult | BrokerError] = []
+        group: list[Message] = []
+        group_bytes = 0
+        byte_cap = self.config.max_message_size // 2  # property bytes are not counted
+        for msg in msgs:
+            try:
+                self._route(msg)
+            except StoreUnavailable:
+                raise
+            except BrokerError as exc:
+                outcomes.append(exc)
+                continue
+            if group and (msg.topic != group[0].topic or msg.queue_id != group[0].queue_id
+                          or group_bytes + len(msg.body) > byte_cap):
+                outcomes += await self._put_group(group)
+                group, group_bytes = [], 0
+            group.append(msg)
+            group_bytes += len(msg.body)
+        if group:
+            outcomes += await self._put_group(group)
+        return outcomes
+
+    async def _put_group(self, msgs: list[Message]) -> list[PutResult | BrokerError]:
+        """Routed messages of one queue: one append, or one put each if that is refused."""
+        if len(msgs) > 1:
+            try:
+                return [await self.store.put_messages(msgs)] * len(msgs)
+            except StoreUnavailable:
+                raise
+            except BrokerError:  # refused before anything was written
+                pass
+        outcomes: list[PutResult | BrokerError] = []
+        for msg in msgs:
+            try:
+                outcomes.append(await self.store.put_message(msg))
+            except StoreUnavailable:
+                raise
+            except BrokerError as exc:
+                outcomes.append(exc)
+        return outcomes
 
     async def _put_system(self, msg: Message) -> PutResult:
         """A put into a system topic (op records, half copies): no routing, no topic config

@@ -133,11 +133,11 @@ def test_a_failed_delivery_round_is_retried_not_skipped(sem_config):
             real_deliver = broker.schedule._deliver
             failures = []
 
-            async def flaky(msg):
+            async def flaky(msgs):
                 if not failures:
-                    failures.append(msg.body)
+                    failures.append(msgs[0].body)
                     raise StoreUnavailable("disk full")
-                return await real_deliver(msg)
+                return await real_deliver(msgs)
 
             broker.schedule._deliver = flaky
             await broker.put_message(Message("T", b"kept", {"DELAY": "1"}, queue_id=0))
