@@ -115,7 +115,11 @@ def raw_property(raw: bytes, needles: tuple[bytes, bytes]) -> str | None:
         before, found, rest = raw.partition(head)
         if not found or before:  # only the first property has no separator before it
             return None
-    return str(rest.partition(b"\x02")[0], "utf-8", "surrogateescape")
+    value = rest.partition(b"\x02")[0]
+    try:
+        return value.decode()  # the strict codec's fast path: half the cost
+    except UnicodeDecodeError:
+        return value.decode("utf-8", "surrogateescape")
 
 
 class _PropertyViews:

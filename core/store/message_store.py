@@ -643,10 +643,10 @@ class MessageStore:
         mm = view = None
         base = end = 0  # the segment in use: [base, end) is written
         for i, entry in enumerate(_CQ_ENTRY_WORDS.iter_unpack(chunk)):
-            if codes is not None and entry[3] not in codes:
+            phys, size, _, code = entry
+            if codes is not None and code not in codes:
                 continue
-            if matcher is not None and entry[1] > 0:
-                phys, size = entry[0], entry[1]
+            if matcher is not None and size > 0:
                 if phys < base or phys + size > end:
                     mf = find(phys)
                     if mf is None:
