@@ -70,12 +70,25 @@ _RUNTIME: dict[str, object] = {
     "_bool": java.java_boolean,
     "_bool_vs_str": java.boolean_against_string,
     "float": float,
+    "int": int,
+    "len": len,
     "_raw_property": raw_property,
     "_Aborted": java.EvaluationAborted,
 }
 
 _INTEGRAL = (INT, LONG)
 _STRING_CONVERSION = {INT: "_int", LONG: "_long", DOUBLE: "_dkey"}
+# Unsigned decimal strings this short always fit, so they skip the call (the conversion is
+# most of a numeric filter's cost); int() reads the same Unicode digits isdecimal() accepts.
+_SHORT_DIGITS = {INT: 10, LONG: 19}
+
+
+def _convert(kind: str, operand: str) -> str:
+    """Code converting ``operand`` (a name or literal: it may be repeated) as Java would."""
+    call = f"{_STRING_CONVERSION[kind]}({operand})"
+    if kind not in _SHORT_DIGITS:
+        return call
+    return f"(int({operand}) if len({operand}) < {_SHORT_DIGITS[kind]} and {operand}.isdecimal() else {call})"
 
 
 def _ordering_pair(lk: str, rk: str) -> str:
@@ -83,9 +96,9 @@ def _ordering_pair(lk: str, rk: str) -> str:
     if lk == STRING and rk == STRING:  # both sides parsed as doubles
         return "_dcmp(_double({l}), _double({r})) {op} 0"
     if lk == STRING:
-        return _STRING_CONVERSION[rk] + "({l}) {op} {r}"
+        return _convert(rk, "{l}") + " {op} {r}"
     if rk == STRING:
-        return "{l} {op} " + _STRING_CONVERSION[lk] + "({r})"
+        return "{l} {op} " + _convert(lk, "{r}")
     if lk in _INTEGRAL and rk == DOUBLE:  # Java widens to double (rounding), not exact
         return "float({l}) {op} {r}"
     if lk == DOUBLE and rk in _INTEGRAL:
@@ -98,9 +111,9 @@ def _equality_pair(lk: str, rk: str) -> str:
     if lk == rk or (lk in _INTEGRAL and rk in _INTEGRAL):
         return "_dcmp({l}, {r}) == 0" if lk == DOUBLE else "{l} == {r}"
     if lk == STRING and rk in NUMERIC:
-        return _STRING_CONVERSION[rk] + "({l}) == {r}"
+        return _convert(rk, "{l}") + " == {r}"
     if rk == STRING and lk in NUMERIC:
-        return "{l} == " + _STRING_CONVERSION[lk] + "({r})"
+        return "{l} == " + _convert(lk, "{r}")
     if lk == STRING and rk == BOOLEAN:
         return "_bool({l}) == {r}"
     if lk == BOOLEAN and rk == STRING:
