@@ -11,6 +11,7 @@ This module knows nothing of protocols, groups or filters beyond the tags-code p
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import os
 import shutil
@@ -632,21 +633,27 @@ class MessageStore:
                   ) -> Iterator[tuple[int, tuple[int, int, int, int]]]:
         """(index, entry) of the entries of a ConsumeQueue chunk that pass a filter.
 
-        The scan's hot loop, kept tight: a tags code is tested by set membership alone, and
-        only for a candidate is its record looked at, in place: the properties are found
+        The scan's hot loop, kept tight: tags codes are searched for in the chunk's bytes
+        (`_code_hits`), and only for a candidate is its record looked at, in place: the properties are found
         from the fixed header in the mapped segment and handed to the filter as bytes.
         Nothing is built for an entry that fails. Inner-batch entries (negative size) pass
         the exact check: their reader filters per record (core.batch_filter).
         """
+        if codes is None:
+            entries = enumerate(_CQ_ENTRY_WORDS.iter_unpack(chunk))
+        else:
+            unpack = _CQ_ENTRY_WORDS.unpack_from
+            entries = ((i, unpack(chunk, i * CQ_ENTRY_SIZE)) for i in _code_hits(chunk, codes))
+        if matcher is None:
+            yield from entries
+            return
         find = self.commitlog.queue.find
         body_length = I32.unpack_from
         mm = view = None
         base = end = 0  # the segment in use: [base, end) is written
-        for i, entry in enumerate(_CQ_ENTRY_WORDS.iter_unpack(chunk)):
-            phys, size, _, code = entry
-            if codes is not None and code not in codes:
-                continue
-            if matcher is not None and size > 0:
+        for i, entry in entries:
+            phys, size, _, _ = entry
+            if size > 0:
                 if phys < base or phys + size > end:
                     mf = find(phys)
                     if mf is None:
@@ -809,6 +816,33 @@ class MessageStore:
 # a ConsumeQueue entry with its tagsCode as two words: the low one, signed, is the Java
 # int RocketMQ compares (tagsCode.intValue()), so a tag prefilter is one set look-up
 _CQ_ENTRY_WORDS = struct.Struct(">qiii")
+_CODE_AT = CQ_ENTRY_SIZE - 4  # where that low word sits in an entry
+
+
+def _code_hits(chunk: memoryview, codes: frozenset[int]) -> Iterator[int]:
+    """Indexes, ascending, of the entries of a chunk whose tagsCode's low word is in ``codes``.
+
+    The low words are searched for in the bytes (C speed) rather than unpacking every
+    entry: a tag filter typically rejects most of a queue. Lazy, as a get often stops early.
+    """
+    data = bytes(chunk)
+    needles = _code_needles(codes)
+    if len(needles) == 1:
+        return _needle_hits(data, needles[0])
+    return heapq.merge(*(_needle_hits(data, needle) for needle in needles))
+
+
+def _needle_hits(data: bytes, needle: bytes) -> Iterator[int]:
+    at = data.find(needle, _CODE_AT)
+    while at >= 0:
+        if at % CQ_ENTRY_SIZE == _CODE_AT:
+            yield at // CQ_ENTRY_SIZE
+        at = data.find(needle, at + 1)
+
+
+@lru_cache(maxsize=1024)
+def _code_needles(codes: frozenset[int]) -> tuple[bytes, ...]:
+    return tuple(I32.pack(code) for code in codes)
 
 
 def _record_properties(record: memoryview) -> dict[str, str]:
