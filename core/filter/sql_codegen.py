@@ -88,7 +88,8 @@ def _convert(kind: str, operand: str) -> str:
     call = f"{_STRING_CONVERSION[kind]}({operand})"
     if kind not in _SHORT_DIGITS:
         return call
-    return f"(int({operand}) if len({operand}) < {_SHORT_DIGITS[kind]} and {operand}.isdecimal() else {call})"
+    short = f"len({operand}) < {_SHORT_DIGITS[kind]} and {operand}.isdecimal()"
+    return f"(int({operand}) if {short} else {call})"
 
 
 def _ordering_pair(lk: str, rk: str) -> str:
@@ -170,6 +171,8 @@ class _Emitter:
         self._ids = count()
         self.helpers: list[str] = []
         self.constants: dict[str, object] = {}
+        self.locals: dict[str, str] = {}  # property name -> the local holding its value
+        self.args = ""  # those locals, as the helpers' parameter list
 
     def _name(self, prefix: str) -> str:
         return f"_{prefix}{next(self._ids)}"
@@ -198,7 +201,8 @@ class _Emitter:
             from_raw.append(f"{local} = _raw_property(r, {needle})")
         guarded = ["try:", *(f"    {line}" for line in body),
                    "except _Aborted:", "    return False"]
-        functions = [("_match(p, t)", from_mapping + guarded), ("_match_raw(r)", from_raw + guarded)]
+        functions = [("_match(p, t)", from_mapping + guarded),
+                     ("_match_raw(r)", from_raw + guarded)]
         return "\n".join([*self.helpers, *(
             f"def {signature}:\n" + "".join(f"    {line}\n" for line in lines)
             for signature, lines in functions)])

@@ -628,16 +628,17 @@ class MessageStore:
         result.total_bytes = total
         result.next_begin_offset = next_offset
 
-    def _matching(self, chunk: bytes, codes: frozenset[int] | None,
+    def _matching(self, chunk: memoryview, codes: frozenset[int] | None,
                   matcher: Callable[[bytes], bool] | None
                   ) -> Iterator[tuple[int, tuple[int, int, int, int]]]:
         """(index, entry) of the entries of a ConsumeQueue chunk that pass a filter.
 
         The scan's hot loop, kept tight: tags codes are searched for in the chunk's bytes
-        (`_code_hits`), and only for a candidate is its record looked at, in place: the properties are found
-        from the fixed header in the mapped segment and handed to the filter as bytes.
-        Nothing is built for an entry that fails. Inner-batch entries (negative size) pass
-        the exact check: their reader filters per record (core.batch_filter).
+        (`_code_hits`), and only for a candidate is its record looked at, in place: the
+        properties are found from the fixed header in the mapped segment and handed to the
+        filter as bytes. Nothing is built for an entry that fails. Inner-batch entries
+        (negative size) pass the exact check: their reader filters per record
+        (core.batch_filter).
         """
         if codes is None:
             entries = enumerate(_CQ_ENTRY_WORDS.iter_unpack(chunk))
