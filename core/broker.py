@@ -256,17 +256,18 @@ class Broker:
         return real_queue
 
     async def put_restored(self, msgs: list[Message]) -> list[PutResult | BrokerError]:
-        """Put messages the schedule service restored, in order, as `put_message` would;
-        one outcome per message (a BrokerError is that message's alone).
+        """Put messages the schedule service restored as `put_message` would, in order
+        within each queue; one outcome per message (a BrokerError is that message's alone).
 
-        Consecutive messages that end up in one queue are stored with one append: delivery
-        of a due level is mostly puts, and a batch pays the per-put costs once. A batch the
-        store refuses (one message too large...) is put again message by message. Raises
+        The messages of one queue are stored with one append (delivery of a due level is
+        mostly puts, and a batch pays the per-put costs once), and the queues are put
+        together, so under SYNC_FLUSH one group commit covers the round. A batch the store
+        refuses (one message too large...) is put again message by message. Raises
         StoreUnavailable, which fails the whole round (it is delivered again).
         """
         outcomes: list[PutResult | BrokerError] = []
-        group: list[Message] = []
-        group_bytes = 0
+        batches: dict[tuple[str, int], list[list[Message]]] = {}  # per queue, in order
+        room: dict[tuple[str, int], int] = {}  # body bytes the queue's last batch may take
         byte_cap = self.config.max_message_size // 2  # property bytes are not counted
         for msg in msgs:
             try:
@@ -276,17 +277,29 @@ class Broker:
             except BrokerError as exc:
                 outcomes.append(exc)
                 continue
-            if group and (msg.topic != group[0].topic or msg.queue_id != group[0].queue_id
-                          or group_bytes + len(msg.body) > byte_cap):
-                outcomes += await self._put_group(group)
-                group, group_bytes = [], 0
-            group.append(msg)
-            group_bytes += len(msg.body)
-        if group:
-            outcomes += await self._put_group(group)
+            key = (msg.topic, msg.queue_id)
+            size = len(msg.body)
+            if room.get(key, -1) < size:
+                batches.setdefault(key, []).append([])
+                room[key] = byte_cap
+            batches[key][-1].append(msg)
+            room[key] -= size
+        results = await asyncio.gather(*(self._put_batches(b) for b in batches.values()),
+                                       return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+            outcomes += result
         return outcomes
 
-    async def _put_group(self, msgs: list[Message]) -> list[PutResult | BrokerError]:
+    async def _put_batches(self, batches: list[list[Message]]) -> list[PutResult | BrokerError]:
+        """One queue's batches, in turn (so its order holds)."""
+        outcomes: list[PutResult | BrokerError] = []
+        for batch in batches:
+            outcomes += await self._put_batch(batch)
+        return outcomes
+
+    async def _put_batch(self, msgs: list[Message]) -> list[PutResult | BrokerError]:
         """Routed messages of one queue: one append, or one put each if that is refused."""
         if len(msgs) > 1:
             try:

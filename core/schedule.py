@@ -263,10 +263,10 @@ class ScheduleMessageService:
                     pass
 
     async def _deliver_all(self, physical_offsets: list[int]) -> None:
-        """Put the restored messages, in order, with one call (consecutive messages of one
-        queue share an append: see Broker.put_restored). A message that cannot be
-        delivered (its topic was deleted...) is logged and dropped, as RocketMQ does, so one
-        bad message never blocks its level; StoreUnavailable fails the round."""
+        """Put the restored messages with one call (in order within each queue; the
+        messages of one queue share an append: see Broker.put_restored). A message that
+        cannot be delivered (its topic was deleted...) is logged and dropped, as RocketMQ
+        does, so one bad message never blocks its level; StoreUnavailable fails the round."""
         messages = []
         for phys in physical_offsets:
             stored = self.store.message_at(phys)

@@ -148,6 +148,30 @@ def test_a_failed_delivery_round_is_retried_not_skipped(sem_config):
     run(main())
 
 
+def test_a_round_keeps_each_queues_order_under_sync_flush(sem_config):
+    """A round is put per queue (one append each, the queues together); a batch the store
+    refuses as too large is put message by message, still in order."""
+    sem_config.flush_disk_type = "SYNC_FLUSH"
+    sem_config.max_message_size = 4096  # three of the big ones below exceed it together
+
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=3, write_queue_nums=3)
+            for i in range(60):
+                await broker.put_message(Message("T", f"{i}".encode(), {"DELAY": "1"},
+                                                 queue_id=i % 3))
+            for i in range(3):
+                await broker.put_message(Message("T", b"b" * 1000, {"DELAY": "1", "p": "x" * 3000,
+                                                                    "i": str(i)}, queue_id=2))
+            small = [await _take(broker, "T", q, 20, 6) for q in (0, 1)]
+            for q, got in enumerate(small):
+                assert [int(m.body) for m, _ in got] == list(range(q, 60, 3))
+            got = await _take(broker, "T", 2, 23, 6)
+            assert [m.body for m, _ in got[:20]] == [f"{i}".encode() for i in range(2, 60, 3)]
+            assert [m.properties["i"] for m, _ in got[20:]] == ["0", "1", "2"]
+    run(main())
+
+
 def test_bad_delay_level_configuration_is_refused():
     import pytest
     from rocketport.core.config import BrokerConfig
