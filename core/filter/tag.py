@@ -16,8 +16,8 @@ from rocketport.core.message import PROPERTY_TAGS, property_needles, raw_propert
 from rocketport.core.tags import tags_code
 
 SUB_ALL = "*"
-_TAGS_NEEDLES = property_needles(PROPERTY_TAGS)
 TAG_SEPARATOR = "||"
+_TAGS_NEEDLES = property_needles(PROPERTY_TAGS)
 
 
 def parse_tag_expression(expression: str | None) -> frozenset[str] | None:
