@@ -23,11 +23,13 @@ from .consumer.groups import ConsumerManager, ProducerManager
 from .consumer.locks import MessageQueueKey, RebalanceLockManager
 from .consumer.long_polling import PullWaiters
 from .errors import (
+    BrokerError,
     ConsumeDisabled,
     GroupNotFound,
     InvalidMessage,
     MessageNotFound,
     QueueNotFound,
+    StoreUnavailable,
     TopicNotFound,
     TransactionMismatch,
 )
@@ -43,7 +45,8 @@ from .message import (
     Message,
     MessageExt,
     decode_properties,
-    property_value,
+    property_bytes,
+    property_needles,
     transaction_type,
 )
 from .message_id import decode_offset_msg_id, offset_msg_id
@@ -110,7 +113,7 @@ def _tags_code_of(topic: str, properties: dict[str, str]) -> int:
     return tags_code(properties.get(PROPERTY_TAGS)) if properties else 0
 
 
-_TAGS = PROPERTY_TAGS.encode()
+_TAGS = property_needles(PROPERTY_TAGS)
 
 
 @lru_cache(maxsize=65536)
@@ -157,7 +160,7 @@ class Broker:
         self.delay_levels = DelayLevels(parse_delay_levels(config.message_delay_level))
         self.delay_offsets = DelayOffsets(config_dir)
         self.schedule = ScheduleMessageService(
-            self.store, self.delay_levels, self.delay_offsets, self.put_message,
+            self.store, self.delay_levels, self.delay_offsets, self.put_restored,
             self.pull_waiters.wait, config.flush_delay_offset_interval)
         self.transactions = TransactionCheckService(
             self.store, self.offsets, put=self._put_system, timeout_ms=config.transaction_time_out,
@@ -279,15 +282,7 @@ class Broker:
         message with DELAY / TIMER_DELIVER_MS / TIMER_DELAY_SEC is parked in the schedule
         topic. Either way the result names the real queue and the stored (half or
         scheduled) record, whose commit-log offset END_TRANSACTION refers to."""
-        msg.queue_id = self._writable(msg.topic, msg.queue_id)
-        props = msg.properties
-        if not (props or msg.sys_flag):
-            return await self.store.put_message(msg)
-        real_queue = msg.queue_id
-        if is_prepared(msg):
-            wrap_half(msg)  # RocketMQ ignores a delay on the prepare; the commit honours it
-        elif not (props and needs_schedule(props) and wrap_for_schedule(msg, self.delay_levels, now_ms())):
-            return await self.store.put_message(msg)
+        real_queue = self._route(msg)
         result = await self.store.put_message(msg)
         result.queue_id = real_queue
         return result
@@ -312,9 +307,84 @@ class Broker:
         queue_id = self._select_queue(cfg, queue_id)
         store = self.store
         queue_offset, phys, _, _ = store.append_message(
-            topic, queue_id, body, properties, _tags_code_of_value(property_value(properties, _TAGS)),
+            topic, queue_id, body, properties, _tags_code_of_value(property_bytes(properties, _TAGS)),
             flag, sys_flag, born_timestamp, born_host, reconsume_times)
         return queue_id, queue_offset, offset_msg_id(store.store_host, phys)
+
+    def _route(self, msg: Message) -> int:
+        """Choose the queue of ``msg`` and wrap it, in place, as a half message when it is
+        prepared or as a scheduled one when it must wait; returns the real queue."""
+        msg.queue_id = real_queue = self._writable(msg.topic, msg.queue_id)
+        props = msg.properties
+        if props or msg.sys_flag:
+            if is_prepared(msg):
+                wrap_half(msg)  # RocketMQ ignores a delay on the prepare; the commit honours it
+            elif props and needs_schedule(props):
+                wrap_for_schedule(msg, self.delay_levels, now_ms())
+        return real_queue
+
+    async def put_restored(self, msgs: list[Message]) -> list[PutResult | BrokerError]:
+        """Put messages the schedule service restored as `put_message` would, in order
+        within each queue; one outcome per message (a BrokerError is that message's alone).
+
+        The messages of one queue are stored with one append (delivery of a due level is
+        mostly puts, and a batch pays the per-put costs once), and the queues are put
+        together, so under SYNC_FLUSH one group commit covers the round. A batch the store
+        refuses (one message too large...) is put again message by message. Raises
+        StoreUnavailable, which fails the whole round (it is delivered again).
+        """
+        outcomes: list[PutResult | BrokerError] = []
+        batches: dict[tuple[str, int], list[list[Message]]] = {}  # per queue, in order
+        room: dict[tuple[str, int], int] = {}  # body bytes the queue's last batch may take
+        byte_cap = self.config.max_message_size // 2  # property bytes are not counted
+        for msg in msgs:
+            try:
+                self._route(msg)
+            except StoreUnavailable:
+                raise
+            except BrokerError as exc:
+                outcomes.append(exc)
+                continue
+            key = (msg.topic, msg.queue_id)
+            size = len(msg.body)
+            if room.get(key, -1) < size:
+                batches.setdefault(key, []).append([])
+                room[key] = byte_cap
+            batches[key][-1].append(msg)
+            room[key] -= size
+        results = await asyncio.gather(*(self._put_batches(b) for b in batches.values()),
+                                       return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+            outcomes += result
+        return outcomes
+
+    async def _put_batches(self, batches: list[list[Message]]) -> list[PutResult | BrokerError]:
+        """One queue's batches, in turn (so its order holds)."""
+        outcomes: list[PutResult | BrokerError] = []
+        for batch in batches:
+            outcomes += await self._put_batch(batch)
+        return outcomes
+
+    async def _put_batch(self, msgs: list[Message]) -> list[PutResult | BrokerError]:
+        """Routed messages of one queue: one append, or one put each if that is refused."""
+        if len(msgs) > 1:
+            try:
+                return [await self.store.put_messages(msgs)] * len(msgs)
+            except StoreUnavailable:
+                raise
+            except BrokerError:  # refused before anything was written
+                pass
+        outcomes: list[PutResult | BrokerError] = []
+        for msg in msgs:
+            try:
+                outcomes.append(await self.store.put_message(msg))
+            except StoreUnavailable:
+                raise
+            except BrokerError as exc:
+                outcomes.append(exc)
+        return outcomes
 
     async def _put_system(self, msg: Message) -> PutResult:
         """A put into a system topic (op records, half copies): no routing, no topic config
@@ -349,7 +419,7 @@ class Broker:
             if prepared or _WRAPPING.search(properties) is not None:
                 _check_batchable(Message(topic, b"", decode_properties(properties), sys_flag=sys_flag))
             code = (_tags_code_of(topic, decode_properties(properties)) if scheduled
-                    else _tags_code_of_value(property_value(properties, _TAGS)))
+                    else _tags_code_of_value(property_bytes(properties, _TAGS)))
             entries.append((body, properties, code, flag, sys_flag, born_timestamp, born_host,
                             reconsume_times, 0))
         return await self.store.put_batch(topic, self._writable(topic, queue_id), entries)

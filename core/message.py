@@ -95,22 +95,39 @@ def decode_properties(data: bytes | memoryview | str) -> dict[str, str]:
     return dict(zip(parts[0:-1:2], parts[1::2]))
 
 
-def property_value(data: bytes, name: bytes) -> bytes | None:
-    """The value of property `name` in encoded properties, undecoded.
+def property_needles(name: str) -> tuple[bytes, bytes]:
+    """What `raw_property` looks for: ``\\x02name\\x01`` and, for the first property,
+    ``name\\x01`` (precompute them once per name)."""
+    head = name.encode("utf-8", "surrogateescape") + b"\x01"
+    return b"\x02" + head, head
 
-    Reads a property or two (a send's tags and unique key) without decoding them all. As
-    `decode_properties` keeps the last of duplicate names, so does this.
+
+def property_bytes(raw: bytes, needles: tuple[bytes, bytes]) -> bytes | None:
+    """One property of encoded properties, undecoded, found without decoding the others.
+
+    Filters read one to three properties of every message they check and a send reads its
+    tags and unique key; decoding all of them costs several times more. Answers as
+    `decode_properties` does for well-formed data: the last occurrence of a name wins and
+    a missing trailing separator is tolerated.
     """
-    key = name + b"\x01"
-    at = data.rfind(b"\x02" + key)
-    if at >= 0:
-        at += 1 + len(key)
-    elif data.startswith(key):
-        at = len(key)
-    else:
+    needle, head = needles
+    _, found, rest = raw.rpartition(needle)
+    if not found:
+        before, found, rest = raw.partition(head)
+        if not found or before:  # only the first property has no separator before it
+            return None
+    return rest.partition(b"\x02")[0]
+
+
+def raw_property(raw: bytes, needles: tuple[bytes, bytes]) -> str | None:
+    """`property_bytes`, decoded as `decode_properties` decodes values."""
+    value = property_bytes(raw, needles)
+    if value is None:
         return None
-    stop = data.find(b"\x02", at)
-    return data[at:] if stop < 0 else data[at:stop]
+    try:
+        return value.decode()  # the strict codec's fast path: half the cost
+    except UnicodeDecodeError:
+        return value.decode("utf-8", "surrogateescape")
 
 
 class _PropertyViews:

@@ -9,8 +9,8 @@ service finds due messages from the ConsumeQueue alone without reading the Commi
 
 Every message of one level queue has the same delay, so due times grow along the queue and
 one task per level only ever looks at the head: it sleeps until the head is due (or until
-a message arrives in an empty queue), then hands the restored message back to the broker's
-put path. Nothing here polls.
+a message arrives in an empty queue), then hands the restored messages back to the broker's
+put path, a round at a time. Nothing here polls.
 
 Delivery times beyond the fixed levels ("nearest level and re-schedule"): a timer message
 goes to the largest level whose delay does not exceed the time left (the first level if
@@ -190,7 +190,8 @@ class DelayOffsets:
                                         for level, offset in sorted(table.items())}})
 
 
-Deliver = Callable[[Message], Awaitable[PutResult]]
+# puts restored messages in order: one PutResult or BrokerError per message
+Deliver = Callable[[list[Message]], Awaitable[list[PutResult | BrokerError]]]
 WaitArrival = Callable[[str, int, int, float], Awaitable[bool]]
 
 
@@ -262,10 +263,10 @@ class ScheduleMessageService:
                     pass
 
     async def _deliver_all(self, physical_offsets: list[int]) -> None:
-        """Put the restored messages; a message that cannot be delivered (its topic was
-        deleted...) is logged and dropped, as RocketMQ does, so one bad message never
-        blocks its level. Under SYNC_FLUSH the puts run together so one group commit covers
-        them; under ASYNC_FLUSH a put never waits, so they run in turn without a task each."""
+        """Put the restored messages with one call (in order within each queue; the
+        messages of one queue share an append: see Broker.put_restored). A message that
+        cannot be delivered (its topic was deleted...) is logged and dropped, as RocketMQ
+        does, so one bad message never blocks its level; StoreUnavailable fails the round."""
         messages = []
         for phys in physical_offsets:
             stored = self.store.message_at(phys)
@@ -276,22 +277,9 @@ class ScheduleMessageService:
                 messages.append(unwrap_scheduled(stored))
             except (BrokerError, ValueError) as exc:  # a garbled message
                 log.error("cannot deliver scheduled message at %d: %s", phys, exc)
-        results: list[object]
-        if self.store.config.sync_flush:
-            results = await asyncio.gather(*(self._deliver(m) for m in messages),
-                                           return_exceptions=True)
-        else:
-            results = []
-            for msg in messages:
-                try:
-                    results.append(await self._deliver(msg))
-                except BrokerError as exc:
-                    results.append(exc)
-        for result in results:
-            if isinstance(result, BaseException):
-                if isinstance(result, StoreUnavailable) or not isinstance(result, BrokerError):
-                    raise result
-                log.error("cannot deliver a scheduled message: %s", result)
+        for outcome in await self._deliver(messages):
+            if isinstance(outcome, BrokerError):
+                log.error("cannot deliver a scheduled message: %s", outcome)
             else:
                 self.delivered += 1
 

@@ -7,7 +7,7 @@ the compiler's business. This module must never import a protocol or do I/O.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 
 class FilterError(ValueError):
@@ -38,6 +38,13 @@ class MessageFilter(ABC):
     @abstractmethod
     def match(self, tags: str | None, properties: Mapping[str, str]) -> bool:
         """Whether the message with these tags and properties matches exactly."""
+
+    @property
+    @abstractmethod
+    def raw_matcher(self) -> Callable[[bytes], bool]:
+        """`match` as a function of a record's encoded properties (name \\x01 value \\x02
+        pairs; the tags are the TAGS property). The store's scan calls it for every
+        candidate, so it finds only the properties it needs instead of decoding them all."""
 
     @property
     def prefilter_codes(self) -> frozenset[int] | None:

@@ -28,47 +28,32 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from rocketport.core.filter.base import FilterError, MessageFilter
-from rocketport.core.filter.java import EvaluationAborted
-from rocketport.core.filter.sql_codegen import Evaluator, compile_evaluator
-from rocketport.core.filter.sql_ast import Property, children
+from rocketport.core.filter.sql_codegen import Matcher, RawMatcher, compile_matchers
 from rocketport.core.filter.sql_parser import parse
 
 
 @dataclass(frozen=True, slots=True)
 class SqlFilter(MessageFilter):
-    """A compiled SQL92 subscription; `match` runs the generated evaluator."""
+    """A compiled SQL92 subscription: generated matchers (see sql_codegen)."""
 
     expression_type: ClassVar[str] = "SQL92"
 
     expression: str
-    _evaluate: Evaluator = field(repr=False, compare=False)
-    # the property names the expression reads: a reader may decode only these
-    properties_read: frozenset[str] = field(default=frozenset(), compare=False)
+    _match: Matcher = field(repr=False, compare=False)
+    _match_raw: RawMatcher = field(repr=False, compare=False)
 
     @classmethod
     def compile(cls, expression: str | None) -> SqlFilter:
         if expression is None:
             raise FilterError("an SQL92 filter needs an expression", 0)
-        tree = parse(expression)
-        return cls(expression, compile_evaluator(tree), _property_names(tree))
+        return cls(expression, *compile_matchers(parse(expression)))
 
     def match_tags_code(self, tags_code: int) -> bool:
         return True  # tags are only known exactly from the properties
 
     def match(self, tags: str | None, properties: Mapping[str, str]) -> bool:
-        try:
-            return self._evaluate(properties, tags) is True
-        except EvaluationAborted:
-            return False
+        return self._match(properties, tags)
 
-
-def _property_names(node) -> frozenset[str]:
-    names: set[str] = set()
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, Property):
-            names.add(n.name)
-        else:
-            stack.extend(children(n))
-    return frozenset(names)
+    @property
+    def raw_matcher(self) -> RawMatcher:
+        return self._match_raw

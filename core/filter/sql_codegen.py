@@ -1,4 +1,4 @@
-"""Turns a parsed SQL92 filter into one Python function, compiled once per subscription.
+"""Turns a parsed SQL92 filter into Python functions, compiled once per subscription.
 
 Evaluation is the broker's hot path (every pulled message of a filtered subscription), so
 instead of walking the tree per message we emit Python source for the whole condition and
@@ -11,7 +11,15 @@ Each node compiles to a Python expression whose value is RocketMQ's result for i
 False or None (SQL "unknown"), or the Java value of an operand. Where Java throws, the
 code raises `EvaluationAborted`. Evaluation order matches RocketMQ's, so a conversion that
 would throw there throws here. AND/OR nodes become small helper functions with flat
-statements, which keeps the generated code shallow. Never imports a protocol, never I/O.
+statements, which keeps the generated code shallow.
+
+Two entry points share that code: `_match(p, t)` reads a property mapping, `_match_raw(r)`
+a record's encoded properties, where it finds just the properties the tree names (property
+names and their needles enter through the namespace too). The store's scan uses the raw
+one: it never decodes the properties of a message it does not need. Both read every named
+property first (reading cannot raise, so that cannot change the result) and answer whether
+the result is True, with `EvaluationAborted` caught inside. Never imports a protocol, never
+I/O.
 """
 
 from __future__ import annotations
@@ -43,12 +51,15 @@ from rocketport.core.filter.sql_ast import (
     Or,
     Property,
     StringTest,
+    children,
     kind_of,
 )
-from rocketport.core.message import PROPERTY_TAGS
+from rocketport.core.message import PROPERTY_TAGS, property_needles, raw_property
 
-# (properties, tags) -> True / False / None; raises java.EvaluationAborted.
-Evaluator = Callable[[Mapping[str, str], Optional[str]], Optional[bool]]
+# (properties, tags) -> whether the message matches (RocketMQ's result is True).
+Matcher = Callable[[Mapping[str, str], Optional[str]], bool]
+# the same on a record's encoded properties (name \x01 value \x02 ...), tags being TAGS
+RawMatcher = Callable[[bytes], bool]
 
 _RUNTIME: dict[str, object] = {
     "_int": java.java_int,
@@ -59,10 +70,26 @@ _RUNTIME: dict[str, object] = {
     "_bool": java.java_boolean,
     "_bool_vs_str": java.boolean_against_string,
     "float": float,
+    "int": int,
+    "len": len,
+    "_raw_property": raw_property,
+    "_Aborted": java.EvaluationAborted,
 }
 
 _INTEGRAL = (INT, LONG)
 _STRING_CONVERSION = {INT: "_int", LONG: "_long", DOUBLE: "_dkey"}
+# Unsigned decimal strings this short always fit, so they skip the call (the conversion is
+# most of a numeric filter's cost); int() reads the same Unicode digits isdecimal() accepts.
+_SHORT_DIGITS = {INT: 10, LONG: 19}
+
+
+def _convert(kind: str, operand: str) -> str:
+    """Code converting ``operand`` (a name or literal: it may be repeated) as Java would."""
+    call = f"{_STRING_CONVERSION[kind]}({operand})"
+    if kind not in _SHORT_DIGITS:
+        return call
+    short = f"len({operand}) < {_SHORT_DIGITS[kind]} and {operand}.isdecimal()"
+    return f"(int({operand}) if {short} else {call})"
 
 
 def _ordering_pair(lk: str, rk: str) -> str:
@@ -70,9 +97,9 @@ def _ordering_pair(lk: str, rk: str) -> str:
     if lk == STRING and rk == STRING:  # both sides parsed as doubles
         return "_dcmp(_double({l}), _double({r})) {op} 0"
     if lk == STRING:
-        return _STRING_CONVERSION[rk] + "({l}) {op} {r}"
+        return _convert(rk, "{l}") + " {op} {r}"
     if rk == STRING:
-        return "{l} {op} " + _STRING_CONVERSION[lk] + "({r})"
+        return "{l} {op} " + _convert(lk, "{r}")
     if lk in _INTEGRAL and rk == DOUBLE:  # Java widens to double (rounding), not exact
         return "float({l}) {op} {r}"
     if lk == DOUBLE and rk in _INTEGRAL:
@@ -85,9 +112,9 @@ def _equality_pair(lk: str, rk: str) -> str:
     if lk == rk or (lk in _INTEGRAL and rk in _INTEGRAL):
         return "_dcmp({l}, {r}) == 0" if lk == DOUBLE else "{l} == {r}"
     if lk == STRING and rk in NUMERIC:
-        return _STRING_CONVERSION[rk] + "({l}) == {r}"
+        return _convert(rk, "{l}") + " == {r}"
     if rk == STRING and lk in NUMERIC:
-        return "{l} == " + _STRING_CONVERSION[lk] + "({r})"
+        return "{l} == " + _convert(lk, "{r}")
     if lk == STRING and rk == BOOLEAN:
         return "_bool({l}) == {r}"
     if lk == BOOLEAN and rk == STRING:
@@ -144,11 +171,18 @@ class _Emitter:
         self._ids = count()
         self.helpers: list[str] = []
         self.constants: dict[str, object] = {}
+        self.locals: dict[str, str] = {}  # property name -> the local holding its value
+        self.args = ""  # those locals, as the helpers' parameter list
 
     def _name(self, prefix: str) -> str:
         return f"_{prefix}{next(self._ids)}"
 
     def module(self, tree: Node) -> str:
+        # Every property the tree reads becomes a parameter of the helpers, read once up
+        # front: reading one can never raise, so doing it before the short-circuit is safe.
+        names = sorted(property_names(tree))
+        self.locals = {name: f"_p{i}" for i, name in enumerate(names)}
+        self.args = ", ".join(self.locals.values())
         if isinstance(tree, And):  # at the top only True matters, so stop at the first miss
             body = [f"if {self.value(c)} is not True: return False" for c in tree.operands]
             body.append("return True")
@@ -156,14 +190,26 @@ class _Emitter:
             body = [f"if {self.value(c)} is True: return True" for c in tree.operands]
             body.append("return False")
         else:
-            body = [f"return {self.value(tree)}"]
-        main = "def _evaluate(p, t):\n" + "".join(f"    {line}\n" for line in body)
-        return "\n".join([*self.helpers, main])
+            body = [f"return {self.value(tree)} is True"]
+        from_mapping = [f"{local} = p.get({_scalar(name)}"
+                        + (", t)" if name == PROPERTY_TAGS else ")")
+                        for name, local in self.locals.items()]
+        from_raw = []
+        for name, local in self.locals.items():
+            needle = self._name("n")
+            self.constants[needle] = property_needles(name)
+            from_raw.append(f"{local} = _raw_property(r, {needle})")
+        guarded = ["try:", *(f"    {line}" for line in body),
+                   "except _Aborted:", "    return False"]
+        functions = [("_match(p, t)", from_mapping + guarded),
+                     ("_match_raw(r)", from_raw + guarded)]
+        return "\n".join([*self.helpers, *(
+            f"def {signature}:\n" + "".join(f"    {line}\n" for line in lines)
+            for signature, lines in functions)])
 
     def value(self, node: Node) -> str:
         if isinstance(node, Property):
-            key = _scalar(node.name)
-            return f"p.get({key}, t)" if node.name == PROPERTY_TAGS else f"p.get({key})"
+            return self.locals[node.name]
         if isinstance(node, Literal):
             return _scalar(node.value)
         if isinstance(node, Negate):
@@ -204,6 +250,9 @@ class _Emitter:
     def _bind(self, node: Node, checks: list[str]) -> str:
         code = self.value(node)
         if not _nullable(node):
+            return code
+        if isinstance(node, Property):  # already a local
+            checks.append(f"{code} is None")
             return code
         name = self._name("v")
         checks.append(f"({name} := {code}) is None")
@@ -280,7 +329,7 @@ class _Emitter:
         # the first true; otherwise any unknown operand makes the result unknown.
         name = self._name("h")
         stop, otherwise = ("False", "True") if isinstance(node, And) else ("True", "False")
-        lines = [f"def {name}(p, t):", "    u = False"]
+        lines = [f"def {name}({self.args}):", "    u = False"]
         for operand in node.operands:
             lines.append(f"    v = {self.value(operand)}")
             lines.append(f"    if v is {stop}: return {stop}")
@@ -288,18 +337,33 @@ class _Emitter:
                 lines.append("    if v is None: u = True")
         lines.append(f"    return None if u else {otherwise}")
         self.helpers.append("\n".join(lines))
-        return f"{name}(p, t)"
+        return f"{name}({self.args})"
 
 
 def generate(tree: Node) -> tuple[str, dict[str, object]]:
-    """The Python source of `_evaluate(p, t)` for this tree, and the constants it uses."""
+    """The Python source of `_match(p, t)` and `_match_raw(r)` for this tree, and the
+    constants they use."""
     emitter = _Emitter()
     source = emitter.module(tree)
     return source, emitter.constants
 
 
-def compile_evaluator(tree: Node) -> Evaluator:
+def compile_matchers(tree: Node) -> tuple[Matcher, RawMatcher]:
+    """The tree's matchers on a property mapping and on encoded properties."""
     source, constants = generate(tree)
     namespace: dict[str, object] = {"__builtins__": {}, **_RUNTIME, **constants}
     exec(compile(source, "<rocketport sql92 filter>", "exec"), namespace)
-    return namespace["_evaluate"]  # type: ignore[return-value]
+    return namespace["_match"], namespace["_match_raw"]  # type: ignore[return-value]
+
+
+def property_names(node: Node) -> frozenset[str]:
+    """The names of the properties the tree reads."""
+    names: set[str] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Property):
+            names.add(n.name)
+        else:
+            stack.extend(children(n))
+    return frozenset(names)

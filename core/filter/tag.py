@@ -7,15 +7,17 @@ gets the same answer). Pure computation: never I/O, never a protocol.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
 from rocketport.core.filter.base import MessageFilter
+from rocketport.core.message import PROPERTY_TAGS, property_needles, raw_property
 from rocketport.core.tags import tags_code
 
 SUB_ALL = "*"
 TAG_SEPARATOR = "||"
+_TAGS_NEEDLES = property_needles(PROPERTY_TAGS)
 
 
 def parse_tag_expression(expression: str | None) -> frozenset[str] | None:
@@ -65,6 +67,13 @@ class TagFilter(MessageFilter):
 
     def match(self, tags: str | None, properties: Mapping[str, str]) -> bool:
         return self.subscribe_all or tags in self.tags
+
+    @property
+    def raw_matcher(self) -> Callable[[bytes], bool]:
+        return self._match_raw
+
+    def _match_raw(self, raw: bytes) -> bool:
+        return self.subscribe_all or raw_property(raw, _TAGS_NEEDLES) in self.tags
 
     @property
     def prefilter_codes(self) -> frozenset[int] | None:

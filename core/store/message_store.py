@@ -11,14 +11,16 @@ This module knows nothing of protocols, groups or filters beyond the tags-code p
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import os
 import shutil
+import struct
 import time
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Protocol
+from typing import Callable, Iterator, Protocol
 from zlib import crc32
 
 from ..batch.messages import batch_messages
@@ -64,14 +66,17 @@ log = logging.getLogger(__name__)
 MAX_SCAN_PER_GET = 16_000
 QUERY_CATCH_UP = 50_000  # messages a key lookup indexes first, at most  # entries examined per get when a filter skips messages
 PREFILTER_CHUNK = 2_048  # ConsumeQueue entries read at once when a filter may skip many
-_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1  # tagsCodes are compared as Java ints
 
 
 class TagsFilter(Protocol):
-    """The part of a subscription filter the store can apply (see core.filter)."""
+    """The part of a subscription filter the store applies (see core.filter.MessageFilter)."""
 
-    def match_tags_code(self, tags_code: int) -> bool: ...
-    def match(self, tags: str | None, properties: dict[str, str]) -> bool: ...
+    @property
+    def prefilter_codes(self) -> frozenset[int] | None: ...
+    @property
+    def needs_exact_check(self) -> bool: ...
+    @property
+    def raw_matcher(self) -> Callable[[bytes], bool]: ...
 
 
 @dataclass(slots=True)
@@ -573,14 +578,11 @@ class MessageStore:
         total = 0
         scanned = 0
         byte_limit = max_bytes if max_bytes is not None else 1 << 62
-        # A filter that passes every code needs no per-entry call; one whose passing codes
-        # form a set is applied to a whole chunk at once (the tag-filter hot path).
-        codes = getattr(flt, "prefilter_codes", ()) if flt is not None else None
-        call_prefilter = codes == ()
-        need_exact = exact and flt is not None and getattr(flt, "needs_exact_check", True)
-        # a TAG filter looks at the tags alone: find them without decoding every property
-        exact_match = (self._exact_tags_match if getattr(flt, "expression_type", None) == "TAG"
-                       else self._exact_match)
+        # the tags-code prefilter and the exact check on the record's properties bytes
+        codes = flt.prefilter_codes if flt is not None else None
+        matcher = (flt.raw_matcher if exact and flt is not None and flt.needs_exact_check
+                   else None)
+        filtering = codes is not None or matcher is not None
         run_start = run_end = -1
         run_first = run_count = 0
         batch_phys = -1
@@ -588,26 +590,19 @@ class MessageStore:
         next_offset = offset
         max_off = result.max_offset
         while count < max_count and next_offset < max_off and scanned < MAX_SCAN_PER_GET:
-            want = (max_count - count + 64) if flt is None else PREFILTER_CHUNK
+            want = PREFILTER_CHUNK if filtering else max_count - count + 64
             chunk = cq.entries(next_offset, min(want, MAX_SCAN_PER_GET - scanned))
             if not chunk:
                 break
             base = next_offset
             chunk_end = base + len(chunk) // CQ_ENTRY_SIZE
-            entries = enumerate(CQ_ENTRY.iter_unpack(chunk))
-            if codes:
-                entries = ((i, e) for i, e in entries  # lazy: a full get stops reading
-                           if e[2] in codes or not _INT_MIN <= e[2] <= _INT_MAX and flt.match_tags_code(e[2]))
-            elif codes is not None and not call_prefilter:  # an empty set: nothing can match
-                entries = ()
+            entries = (self._matching(chunk, codes, matcher) if filtering
+                       else enumerate(_CQ_ENTRY_WORDS.iter_unpack(chunk)))
             stop = False
             resume = -1  # where to go on when the loop leaves a chunk early
-            for i, (phys, size, code) in entries:
+            for i, (phys, size, _, _) in entries:  # lazy: a full get stops reading
                 qo = base + i
                 if phys < cl_min:
-                    continue
-                if flt is not None and not ((not call_prefilter or flt.match_tags_code(code)) and
-                                            (not need_exact or exact_match(flt, phys, size))):
                     continue
                 if size > 0:
                     if total and total + size > byte_limit:  # the first message always fits
@@ -642,7 +637,7 @@ class MessageStore:
                         segments.append(batch_seg)
                         batch_phys = phys
                         total -= size
-                        if flt is None:  # take the rest of the batch at once
+                        if not filtering:  # take the rest of the batch at once
                             take = min(batch_base + _inner_count(view) - qo, max_count - count)
                             batch_seg.count = take
                             count += take
@@ -669,24 +664,47 @@ class MessageStore:
         result.total_bytes = total
         result.next_begin_offset = next_offset
 
-    def _exact_tags_match(self, flt: TagsFilter, phys: int, size: int) -> bool:
-        if size < 0:
-            return True  # inner batch records are checked per record by the batch reader
-        rec = self.commitlog.slice(phys, size)
-        return rec is not None and flt.match(_record_tags(rec), _NO_PROPERTIES)
+    def _matching(self, chunk: memoryview, codes: frozenset[int] | None,
+                  matcher: Callable[[bytes], bool] | None
+                  ) -> Iterator[tuple[int, tuple[int, int, int, int]]]:
+        """(index, entry) of the entries of a ConsumeQueue chunk that pass a filter.
 
-    def _exact_match(self, flt: TagsFilter, phys: int, size: int) -> bool:
-        if size < 0:
-            return True  # inner batch records are checked per record by the batch reader
-        rec = self.commitlog.slice(phys, size)
-        if rec is None:
-            return False
-        wanted = getattr(flt, "properties_read", None)
-        if wanted and len(wanted) <= 4:  # find just those in the raw bytes (C speed)
-            props = _pick_properties(rec, _needles(wanted))
+        The scan's hot loop, kept tight: tags codes are searched for in the chunk's bytes
+        (`_code_hits`), and only for a candidate is its record looked at, in place: the
+        properties are found from the fixed header in the mapped segment and handed to the
+        filter as bytes. Nothing is built for an entry that fails. Inner-batch entries
+        (negative size) pass the exact check: their reader filters per record
+        (core.batch_filter).
+        """
+        if codes is None:
+            entries = enumerate(_CQ_ENTRY_WORDS.iter_unpack(chunk))
         else:
-            props = _record_properties(rec)
-        return flt.match(props.get(PROPERTY_TAGS), props)
+            unpack = _CQ_ENTRY_WORDS.unpack_from
+            entries = ((i, unpack(chunk, i * CQ_ENTRY_SIZE)) for i in _code_hits(chunk, codes))
+        if matcher is None:
+            yield from entries
+            return
+        find = self.commitlog.queue.find
+        body_length = I32.unpack_from
+        mm = view = None
+        base = end = 0  # the segment in use: [base, end) is written
+        for i, entry in entries:
+            phys, size, _, _ = entry
+            if size > 0:
+                if phys < base or phys + size > end:
+                    mf = find(phys)
+                    if mf is None:
+                        continue
+                    mm, view, base = mf.mm, mf.view, mf.file_from_offset
+                    end = base + mf.wrote_position
+                    if phys < base or phys + size > end:
+                        continue
+                pos = phys - base
+                at = pos + HEADER_SIZE + body_length(view, pos + POS_BODY_LENGTH)[0]
+                # topicLength u8 + topic + propertiesLength i16, then properties to the end
+                if not matcher(mm[at + 3 + view[at]:pos + size]):
+                    continue
+            yield i, entry
 
     # ================================================================ lookups
     def min_offset(self, topic: str, queue_id: int) -> int:
@@ -832,25 +850,36 @@ class MessageStore:
         return n
 
 
-_NO_PROPERTIES: dict[str, str] = {}
-_TAGS_KEY = PROPERTY_TAGS.encode() + b"\x01"
+# a ConsumeQueue entry with its tagsCode as two words: the low one, signed, is the Java
+# int RocketMQ compares (tagsCode.intValue()), so a tag prefilter is one set look-up
+_CQ_ENTRY_WORDS = struct.Struct(">qiii")
+_CODE_AT = CQ_ENTRY_SIZE - 4  # where that low word sits in an entry
 
 
-def _record_tags(record: memoryview) -> str | None:
-    """The TAGS property of a record, found in its property bytes without decoding them."""
-    (body_len,) = I32.unpack_from(record, POS_BODY_LENGTH)
-    p = HEADER_SIZE + body_len
-    p += 1 + record[p]
-    (props_len,) = PROPS_LEN.unpack_from(record, p)
-    props = bytes(record[p + 2:p + 2 + props_len])
-    i = props.find(_TAGS_KEY)
-    while i > 0 and props[i - 1] != 2:  # a name starts the properties or follows \x02
-        i = props.find(_TAGS_KEY, i + 1)
-    if i < 0:
-        return None
-    start = i + len(_TAGS_KEY)
-    end = props.find(b"\x02", start)
-    return props[start:end if end >= 0 else len(props)].decode("utf-8", "surrogateescape")
+def _code_hits(chunk: memoryview, codes: frozenset[int]) -> Iterator[int]:
+    """Indexes, ascending, of the entries of a chunk whose tagsCode's low word is in ``codes``.
+
+    The low words are searched for in the bytes (C speed) rather than unpacking every
+    entry: a tag filter typically rejects most of a queue. Lazy, as a get often stops early.
+    """
+    data = bytes(chunk)
+    needles = _code_needles(codes)
+    if len(needles) == 1:
+        return _needle_hits(data, needles[0])
+    return heapq.merge(*(_needle_hits(data, needle) for needle in needles))
+
+
+def _needle_hits(data: bytes, needle: bytes) -> Iterator[int]:
+    at = data.find(needle, _CODE_AT)
+    while at >= 0:
+        if at % CQ_ENTRY_SIZE == _CODE_AT:
+            yield at // CQ_ENTRY_SIZE
+        at = data.find(needle, at + 1)
+
+
+@lru_cache(maxsize=1024)
+def _code_needles(codes: frozenset[int]) -> tuple[bytes, ...]:
+    return tuple(I32.pack(code) for code in codes)
 
 
 def _record_properties(record: memoryview) -> dict[str, str]:
@@ -860,28 +889,6 @@ def _record_properties(record: memoryview) -> dict[str, str]:
     p += 1 + record[p]
     (props_len,) = PROPS_LEN.unpack_from(record, p)
     return decode_properties(record[p + 2:p + 2 + props_len]) if props_len > 0 else {}
-
-
-@lru_cache(maxsize=1024)
-def _needles(names: frozenset[str]) -> tuple[tuple[str, bytes], ...]:
-    return tuple((n, b"\x02" + n.encode("utf-8", "surrogateescape") + b"\x01") for n in names)
-
-
-def _pick_properties(record: memoryview, needles: tuple[tuple[str, bytes], ...]) -> dict[str, str]:
-    """Only the named properties of a record, found in its raw property bytes."""
-    (body_len,) = I32.unpack_from(record, POS_BODY_LENGTH)
-    p = HEADER_SIZE + body_len
-    p += 1 + record[p]
-    (props_len,) = PROPS_LEN.unpack_from(record, p)
-    raw = b"\x02" + bytes(record[p + 2:p + 2 + props_len])
-    props = {}
-    for name, needle in needles:
-        i = raw.find(needle)
-        if i >= 0:
-            start = i + len(needle)
-            end = raw.find(b"\x02", start)
-            props[name] = raw[start:end if end >= 0 else None].decode("utf-8", "surrogateescape")
-    return props
 
 
 def _inner_count(record: memoryview) -> int:

@@ -34,7 +34,8 @@ from rocketport.core.message import (
     Message,
     MessageExt,
     decode_properties,
-    property_value,
+    property_bytes,
+    property_needles,
 )
 from rocketport.core.message_id import offset_msg_id
 from rocketport.core.metadata.groups import SubscriptionGroupConfig
@@ -87,12 +88,12 @@ _PULL_TEMPLATES = {code: JsonResponseTemplate(code, {
     for code in {*_PULL_CODES.values(), ResponseCode.PULL_OFFSET_MOVED, ResponseCode.PULL_NOT_FOUND}}
 
 
-_UNIQ_KEY = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()
+_UNIQ_KEY = property_needles(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
 
 def _uniq_key(properties: bytes) -> str:
     """The client's unique id among encoded properties ("" without one)."""
-    uniq = property_value(properties, _UNIQ_KEY) if properties else None
+    uniq = property_bytes(properties, _UNIQ_KEY) if properties else None
     return uniq.decode("utf-8", "surrogateescape") if uniq else ""
 
 
@@ -192,7 +193,7 @@ class BrokerHandlers:
         if put is None:
             return None
         queue_id, queue_offset, msg_id = put
-        uniq = property_value(properties, _UNIQ_KEY) if properties else None
+        uniq = property_bytes(properties, _UNIQ_KEY) if properties else None
         return [_SEND_OK.frame(request.opaque, request.version, msg_id.encode(), queue_id,
                                queue_offset, json_text(uniq) if uniq else b"")]
 

@@ -72,7 +72,7 @@ def split_batch(data: bytes) -> list[tuple[memoryview, bytes, int]]:
     """The messages of a batch body as (body, properties, flag).
 
     Bodies are views into `data` (no copy); properties are left encoded, so a broker can
-    store them as sent and look a property up in place (`core.message.property_value`).
+    store them as sent and look a property up in place (`core.message.property_bytes`).
     """
     view = memoryview(data)
     end = len(data)

@@ -1,5 +1,7 @@
 """Property tests: compiled SQL92 filters agree with an independent reference interpreter.
 
+Both matchers are checked: on a property mapping, and on the encoded properties the store's
+scan hands over (where the tags are the TAGS property).
 The reference below is written from RocketMQ's documented behaviour (Java value types,
 Integer/Long/Double/Boolean.valueOf conversions, three-valued logic with left-to-right
 short-circuit, a thrown conversion making the message not match). It walks the generated
@@ -15,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketport.core.filter import compile_filter
+from rocketport.core.message import encode_properties
 
 SETTINGS = settings(max_examples=400, deadline=None)
 
@@ -22,9 +25,9 @@ PROPERTY_NAMES = ["a", "b", "c", "TAGS"]
 PROPERTY_VALUES = [
     "5", "-3", "0", "+7", "007", "2147483647", "2147483648", "-2147483649",
     "9223372036854775808", "1.5", "-0", "-0.0", "0.0", "5.", ".5", "1e3", "1.5f", " 7",
-    "NaN", "Infinity", "-Infinity", "abc", "", "true", "TRUE", "false", "x'y", "ab",
+    "NaN", "Infinity", "-Infinity", "abc", "", "true", "TRUE", "false", "x'y", "ab", "\u00e9b",
 ]
-STRING_LITERALS = ["abc", "5", "true", "", "x'y", "1.5", "b", "ab"]
+STRING_LITERALS = ["abc", "5", "true", "", "x'y", "1.5", "b", "ab", "\u00e9"]
 INT_LITERALS = [0, 1, 3, 5, 7, 2147483647, 2147483648, 9223372036854775807]
 DOUBLE_LITERALS = [1.5, 5.0, 1e-05, 2.5e10, 5e-324, 1e308, 0.5]
 
@@ -301,6 +304,8 @@ def test_compiled_filter_agrees_with_reference(tree, messages, tags, kw):
     compiled = compile_filter("SQL92", text)
     for props in messages:
         assert compiled.match(tags, props) == reference_match(tree, props, tags), (text, props, tags)
+        raw = encode_properties(props)
+        assert compiled.raw_matcher(raw) == reference_match(tree, props, props.get("TAGS")), (text, raw)
 
 
 # --- precedence: minimal parentheses mean the same as full ones ----------------------------
@@ -349,3 +354,5 @@ def test_minimal_parentheses_follow_precedence(tree, messages):
     minimal = compile_filter("SQL92", render_minimal(tree))
     for props in messages:
         assert minimal.match(None, props) == reference_match(tree, props, None), (render_minimal(tree), props)
+        expected = reference_match(tree, props, props.get("TAGS"))
+        assert minimal.raw_matcher(encode_properties(props)) == expected, (render_minimal(tree), props)

@@ -133,11 +133,11 @@ def test_a_failed_delivery_round_is_retried_not_skipped(sem_config):
             real_deliver = broker.schedule._deliver
             failures = []
 
-            async def flaky(msg):
+            async def flaky(msgs):
                 if not failures:
-                    failures.append(msg.body)
+                    failures.append(msgs[0].body)
                     raise StoreUnavailable("disk full")
-                return await real_deliver(msg)
+                return await real_deliver(msgs)
 
             broker.schedule._deliver = flaky
             await broker.put_message(Message("T", b"kept", {"DELAY": "1"}, queue_id=0))
@@ -145,6 +145,30 @@ def test_a_failed_delivery_round_is_retried_not_skipped(sem_config):
             assert failures == [b"kept"] and [m.body for m, _ in got] == [b"kept"]
             await asyncio.sleep(0.05)  # the level records its offset after the put returns
             assert broker.delay_offsets.table[1] == 1
+    run(main())
+
+
+def test_a_round_keeps_each_queues_order_under_sync_flush(sem_config):
+    """A round is put per queue (one append each, the queues together); a batch the store
+    refuses as too large is put message by message, still in order."""
+    sem_config.flush_disk_type = "SYNC_FLUSH"
+    sem_config.max_message_size = 4096  # three of the big ones below exceed it together
+
+    async def main():
+        async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=3, write_queue_nums=3)
+            for i in range(60):
+                await broker.put_message(Message("T", f"{i}".encode(), {"DELAY": "1"},
+                                                 queue_id=i % 3))
+            for i in range(3):
+                await broker.put_message(Message("T", b"b" * 1000, {"DELAY": "1", "p": "x" * 3000,
+                                                                    "i": str(i)}, queue_id=2))
+            small = [await _take(broker, "T", q, 20, 6) for q in (0, 1)]
+            for q, got in enumerate(small):
+                assert [int(m.body) for m, _ in got] == list(range(q, 60, 3))
+            got = await _take(broker, "T", 2, 23, 6)
+            assert [m.body for m, _ in got[:20]] == [f"{i}".encode() for i in range(2, 60, 3)]
+            assert [m.properties["i"] for m, _ in got[20:]] == ["0", "1", "2"]
     run(main())
 
 

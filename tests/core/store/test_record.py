@@ -1,8 +1,10 @@
 import zlib
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from rocketport.core.message import decode_properties, encode_properties
+from rocketport.core.message import decode_properties, encode_properties, property_needles, raw_property
 from rocketport.core.store import formats
 from rocketport.core.store.record import (
     BadRecord,
@@ -65,3 +67,15 @@ def test_properties_codec_round_trip_and_tolerance():
     assert decode_properties(encode_properties(props)) == props
     assert decode_properties(b"A\x011\x02B\x012") == {"A": "1", "B": "2"}
     assert decode_properties(b"") == {}
+
+
+_names = st.text("abTé", min_size=1, max_size=3)  # names that are suffixes of each other
+
+
+@given(st.lists(st.tuples(_names, st.text("ab1é\x00", max_size=3)), max_size=5), _names,
+       st.booleans())
+def test_raw_property_agrees_with_decoding(pairs, name, trailing):
+    raw = b"".join(f"{k}\x01{v}\x02".encode() for k, v in pairs)  # duplicates too
+    if not trailing:
+        raw = raw[:-1]
+    assert raw_property(raw, property_needles(name)) == decode_properties(raw).get(name)

@@ -65,3 +65,15 @@ def test_index_file_lookup_chain_time_range_and_full(tmp_path):
     reopened = IndexFile(path, 8, 10, create=False)
     assert reopened.lookup("T#k2", 10, 0, now + 60_000) == [800, 500, 200]
     reopened.close()
+
+
+def test_code_hits_finds_aligned_tags_codes_only():
+    from rocketport.core.store.message_store import _code_hits
+
+    a, b = 0x41, -5  # b's bytes and a's also occur inside offsets and sizes (misaligned)
+    entries = [(0x41_0000_0041, 0x41, 7), (1, 2, a), (0xFFFF_FFFB, -5, 3), (4, 5, b),
+               (6, 7, (1 << 32) + a), (8, 9, 0x41_0000_0000)]
+    chunk = memoryview(b"".join(CQ_ENTRY.pack(*e) for e in entries))
+    assert list(_code_hits(chunk, frozenset({a}))) == [1, 4]  # the low word, as Java's intValue()
+    assert list(_code_hits(chunk, frozenset({a, b}))) == [1, 3, 4]
+    assert list(_code_hits(chunk, frozenset())) == []
