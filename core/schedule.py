@@ -261,6 +261,8 @@ class ScheduleMessageService:
                     await asyncio.wait_for(stop.wait(), wait_ms / 1000)
                 except asyncio.TimeoutError:
                     pass
+            else:  # a backlog of due messages: let clients in between rounds
+                await asyncio.sleep(0)
 
     async def _deliver_all(self, physical_offsets: list[int]) -> None:
         """Put the restored messages with one call (in order within each queue; the
