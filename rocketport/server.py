@@ -10,6 +10,7 @@ import gc
 import logging
 import os
 
+from rocketport.allocator import tune_malloc
 from rocketport.core.broker import Broker
 from rocketport.core.config import BrokerConfig
 from rocketport.protocols.kafka.server import KafkaServer
@@ -37,6 +38,7 @@ class BrokerServer:
             self.kafka = KafkaServer(self.broker)
             await self.kafka.start()
         gc.freeze()  # start-up objects leave the collector's scans: shorter GC pauses under load
+        tune_malloc()  # large request and response buffers reuse heap pages (see allocator.py)
         log.info("broker %s ready (pid %d)", self.config.broker_name, os.getpid())
 
     async def stop(self) -> None:
