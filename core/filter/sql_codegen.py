@@ -54,7 +54,7 @@ from rocketport.core.filter.sql_ast import (
     children,
     kind_of,
 )
-from rocketport.core.message import PROPERTY_TAGS, property_needles, raw_property
+from rocketport.core.message import PROPERTY_TAGS, property_needles
 
 # (properties, tags) -> whether the message matches (RocketMQ's result is True).
 Matcher = Callable[[Mapping[str, str], Optional[str]], bool]
@@ -72,7 +72,7 @@ _RUNTIME: dict[str, object] = {
     "float": float,
     "int": int,
     "len": len,
-    "_raw_property": raw_property,
+    "UnicodeDecodeError": UnicodeDecodeError,
     "_Aborted": java.EvaluationAborted,
 }
 
@@ -196,9 +196,9 @@ class _Emitter:
                         for name, local in self.locals.items()]
         from_raw = []
         for name, local in self.locals.items():
-            needle = self._name("n")
-            self.constants[needle] = property_needles(name)
-            from_raw.append(f"{local} = _raw_property(r, {needle})")
+            inner, first = property_needles(name)
+            self.constants[f"{local}_in"], self.constants[f"{local}_first"] = inner, first
+            from_raw += _raw_property_lines(local)
         guarded = ["try:", *(f"    {line}" for line in body),
                    "except _Aborted:", "    return False"]
         functions = [("_match(p, t)", from_mapping + guarded),
@@ -338,6 +338,25 @@ class _Emitter:
         lines.append(f"    return None if u else {otherwise}")
         self.helpers.append("\n".join(lines))
         return f"{name}({self.args})"
+
+
+def _raw_property_lines(local: str) -> list[str]:
+    """`core.message.raw_property` unrolled into the matcher: the search runs once per
+    message scanned, and the two calls it saves are ~10% of a filtered scan."""
+    return [
+        f"_, _f, _v = r.rpartition({local}_in)",
+        "if not _f:",
+        f"    _b, _f, _v = r.partition({local}_first)",
+        "    if _b: _f = None  # only the first property has no separator before it",
+        "if _f:",
+        "    _v = _v.partition(b'\\x02')[0]",
+        "    try:",
+        f"        {local} = _v.decode()",
+        "    except UnicodeDecodeError:",
+        f"        {local} = _v.decode('utf-8', 'surrogateescape')",
+        "else:",
+        f"    {local} = None",
+    ]
 
 
 def generate(tree: Node) -> tuple[str, dict[str, object]]:
