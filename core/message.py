@@ -75,8 +75,14 @@ def encode_properties(properties: dict[str, str] | None) -> bytes:
     """Encode as RocketMQ's messageProperties2String does (UTF-8, trailing \\x02)."""
     if not properties:
         return b""
+    if len(properties) > 2:  # retry and schedule copies carry ten or so: join them in C
+        try:
+            text = "\x02".join(map("\x01".join, properties.items())) + "\x02"
+            return text.encode("utf-8", "surrogateescape")
+        except TypeError:  # a None value, skipped below
+            pass
     text = ""
-    for k, v in properties.items():  # a plain loop is the fastest form for a few items
+    for k, v in properties.items():  # a plain loop is the fastest form for one or two
         if v is not None:
             text += k + "\x01" + v + "\x02"
     return text.encode("utf-8", "surrogateescape")
