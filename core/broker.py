@@ -529,6 +529,12 @@ class Broker:
     def max_offset(self, topic: str, queue_id: int) -> int:
         return self.store.max_offset(topic, queue_id)
 
+    def last_store_timestamp(self, topic: str, queue_id: int) -> int:
+        """Store time of the queue's newest message; 0 for an empty queue."""
+        newest = self.store.max_offset(topic, queue_id) - 1
+        stamp = self.store.store_timestamp_at(topic, queue_id, newest) if newest >= 0 else None
+        return stamp or 0
+
     def offset_by_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         return self.store.offset_by_timestamp(topic, queue_id, timestamp_ms)
 

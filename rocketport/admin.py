@@ -19,7 +19,7 @@ from rich.table import Table
 
 from rocketport.core.message import MessageExt, encode_properties
 from rocketport.protocols.remoting import RemotingCommand
-from rocketport.protocols.remoting import bodies
+from rocketport.protocols.remoting import bodies, mq_tables
 from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_header
@@ -124,15 +124,15 @@ async def topic_route(args: argparse.Namespace, console: Console) -> None:
 async def topic_status(args: argparse.Namespace, console: Console) -> None:
     route = await _route(args, args.topic)
     table = Table(title=f"topic {args.topic}")
-    for col in ("broker", "queue", "min offset", "max offset"):
+    for col in ("broker", "queue", "min offset", "max offset", "last updated"):
         table.add_column(col)
     for q in route.queue_datas:
-        addr = _master(route, q.broker_name)
-        for qid in range(q.write_queue_nums):
-            f = {"topic": args.topic, "queueId": str(qid)}
-            lo = await _invoke(addr, request(RequestCode.GET_MIN_OFFSET, f))
-            hi = await _invoke(addr, request(RequestCode.GET_MAX_OFFSET, f))
-            table.add_row(q.broker_name, str(qid), lo.ext_fields["offset"], hi.ext_fields["offset"])
+        resp = await _invoke(_master(route, q.broker_name),
+                             request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": args.topic}))
+        stats = mq_tables.loads(resp.body).get("offsetTable", {})
+        for mq, offsets in sorted(stats.items()):
+            table.add_row(mq.broker_name, str(mq.queue_id), str(offsets["minOffset"]),
+                          str(offsets["maxOffset"]), _ms(offsets.get("lastUpdateTimestamp", 0)))
     console.print(table)
 
 
@@ -203,16 +203,13 @@ async def consumer_progress(args: argparse.Namespace, console: Console) -> None:
     for topic in topics:
         route = await _route(args, topic)
         for q in route.queue_datas:
-            addr = _master(route, q.broker_name)
-            for qid in range(q.read_queue_nums):
-                f = {"topic": topic, "queueId": str(qid)}
-                hi = int((await _invoke(addr, request(RequestCode.GET_MAX_OFFSET, f))).ext_fields["offset"])
-                resp = await _invoke(addr, request(RequestCode.QUERY_CONSUMER_OFFSET,
-                                                   {**f, "consumerGroup": args.group}),
-                                     (ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
-                done = int(resp.ext_fields.get("offset", 0)) if resp.code == ResponseCode.SUCCESS else 0
+            resp = await _invoke(_master(route, q.broker_name), request(
+                RequestCode.GET_CONSUME_STATS, {"consumerGroup": args.group, "topic": topic}))
+            for mq, o in sorted(mq_tables.loads(resp.body).get("offsetTable", {}).items()):
+                hi, done = o["brokerOffset"], o["consumerOffset"]
                 total += hi - done
-                table.add_row(topic, q.broker_name, str(qid), str(hi), str(done), str(hi - done))
+                table.add_row(mq.topic, mq.broker_name, str(mq.queue_id), str(hi), str(done),
+                              str(hi - done))
     console.print(table)
     console.print(f"Diff Total: {total}")
 
@@ -367,8 +364,8 @@ async def reset_offset_by_time(args: argparse.Namespace, console: Console) -> No
         resp = await _invoke(addr, request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {
             "topic": args.topic, "group": args.group, "timestamp": str(_timestamp(args.timestamp)),
             "isForce": "true"}))
-        for entry in orjson.loads(bytes(resp.body)).get("offsetTable", []):
-            table.add_row(entry["brokerName"], str(entry["queueId"]), str(entry["offset"]))
+        for mq, offset in sorted(mq_tables.loads(resp.body).get("offsetTable", {}).items()):
+            table.add_row(mq.broker_name, str(mq.queue_id), str(offset))
     console.print(table)
 
 

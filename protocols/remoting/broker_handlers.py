@@ -52,6 +52,7 @@ from .errors import RemotingError
 from .headers import decode_header, decode_pull_message_header, decode_send_message_header
 from .lenient_json import loads_lenient
 from .messages import split_batch
+from .mq_tables import MessageQueueKey as QueueKey, encode_body as encode_mq_body
 from .records import message_ext_record, pull_body
 from .session import RemotingSession
 
@@ -146,6 +147,8 @@ class BrokerHandlers:
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connection_list,
+            RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
+            RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
         }
 
     # ------------------------------------------------------------------ dispatch
@@ -494,12 +497,48 @@ class BrokerHandlers:
 
     async def reset_offset(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
         """mqadmin resetOffsetByTime: commits the offsets; online consumers are not told
-        (RESET_CONSUMER_CLIENT_OFFSET is not pushed), so stop them first."""
+        (RESET_CONSUMER_CLIENT_OFFSET is not pushed), so stop them first. The body is
+        RocketMQ's ResetOffsetBody (offsets keyed by MessageQueue)."""
         h = decode_header(headers.ResetOffsetRequestHeader, request.ext_fields)
         offsets = self.broker.reset_offsets_by_timestamp(h.group, h.topic, h.timestamp)
-        return make_response(request, ResponseCode.SUCCESS, body=orjson.dumps(
-            {"offsetTable": [{"topic": h.topic, "brokerName": self.config.broker_name,
-                              "queueId": q, "offset": o} for q, o in sorted(offsets.items())]}))
+        broker_name = self.config.broker_name
+        return make_response(request, ResponseCode.SUCCESS, body=encode_mq_body({}, {"offsetTable": {
+            QueueKey(h.topic, broker_name, q): o for q, o in sorted(offsets.items())}}))
+
+    async def get_topic_stats_info(self, session: RemotingSession,
+                                   request: RemotingCommand) -> RemotingCommand:
+        """TopicStatsTable: min/max offset and newest store time per queue (mqadmin topicStatus)."""
+        h = decode_header(headers.GetTopicStatsInfoRequestHeader, request.ext_fields)
+        cfg = self.broker.get_topic(h.topic)
+        if cfg is None:
+            raise TopicNotFound(h.topic)
+        broker, name = self.broker, self.config.broker_name
+        table = {QueueKey(h.topic, name, q): {
+            "lastUpdateTimestamp": broker.last_store_timestamp(h.topic, q),
+            "maxOffset": broker.max_offset(h.topic, q), "minOffset": broker.min_offset(h.topic, q)}
+            for q in range(cfg.write_queue_nums)}
+        return make_response(request, ResponseCode.SUCCESS,
+                             body=encode_mq_body({"topicPutTps": 0.0}, {"offsetTable": table}))
+
+    async def get_consume_stats(self, session: RemotingSession,
+                                request: RemotingCommand) -> RemotingCommand:
+        """ConsumeStats: broker and consumer offset per queue of the group's topics (one
+        topic when the header names it), as mqadmin consumerProgress reads them."""
+        h = decode_header(headers.GetConsumeStatsRequestHeader, request.ext_fields)
+        broker, name, group = self.broker, self.config.broker_name, h.consumer_group
+        topics = [h.topic] if h.topic else sorted(broker.group_offsets(group))
+        table = {}
+        for topic in topics:
+            cfg = broker.get_topic(topic)
+            if cfg is None:
+                continue
+            for q in range(cfg.read_queue_nums):
+                table[QueueKey(topic, name, q)] = {
+                    "brokerOffset": broker.max_offset(topic, q),
+                    "consumerOffset": max(broker.query_offset(group, topic, q), 0),
+                    "lastTimestamp": broker.last_store_timestamp(topic, q)}
+        return make_response(request, ResponseCode.SUCCESS,
+                             body=encode_mq_body({"consumeTps": 0.0}, {"offsetTable": table}))
 
     async def get_consumer_connection_list(self, session: RemotingSession,
                                            request: RemotingCommand) -> RemotingCommand:
