@@ -538,6 +538,11 @@ class Broker:
     def offset_by_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         return self.store.offset_by_timestamp(topic, queue_id, timestamp_ms)
 
+    def offset_by_record_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> tuple[int, int]:
+        """Kafka's lookup by time: (first offset at or after it, its timestamp), or
+        (max offset, -1); see MessageStore.offset_by_record_timestamp."""
+        return self.store.offset_by_record_timestamp(topic, queue_id, timestamp_ms)
+
     # ================================================================ groups
     def get_group(self, group: str) -> SubscriptionGroupConfig | None:
         cfg = self.groups.get(group)

@@ -24,6 +24,7 @@ from typing import Callable, Iterator, Protocol
 from zlib import crc32
 
 from ..batch.messages import batch_messages
+from ..batch.record_batch import iter_records, parse_header
 from ..config import BrokerConfig
 from ..message_id import offset_msg_id
 from ..errors import InvalidMessage, MessageTooLarge, StoreUnavailable
@@ -52,8 +53,10 @@ from .record import (
     I32,
     MESSAGE_MAGIC_CODE,
     POS_BODY_LENGTH,
+    POS_BORN_TIMESTAMP,
     POS_QUEUE_OFFSET,
     POS_STORE_TIMESTAMP,
+    POS_SYS_FLAG,
     PROPS_LEN,
     QUEUE_OFFSET,
     RecordInfo,
@@ -739,6 +742,50 @@ class MessageStore:
             else:
                 hi = mid
         return lo
+
+    def offset_by_record_timestamp(self, topic: str, queue_id: int, timestamp: int) -> tuple[int, int]:
+        """Kafka's ListOffsets by time: the first offset whose record timestamp (a Kafka
+        record's own, another message's born time) is at or after ``timestamp``, with that
+        timestamp; (max offset, -1) when there is none.
+
+        Searches on each entry's newest timestamp (a stored batch's maxTimestamp), so it
+        assumes timestamps grow along the queue, as Kafka's time index does; inside the
+        batch found, the records are read to find the first one at or after ``timestamp``.
+        """
+        cq = self.consume_queues.get((topic, queue_id))
+        if cq is None:
+            return 0, -1
+        lo, hi = cq.min_offset, cq.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            found = self._newest_timestamp(cq, mid)
+            if found is None or found[0] < timestamp:
+                lo = mid + 1
+            else:
+                hi = mid
+        found = self._newest_timestamp(cq, lo) if lo < cq.max_offset else None
+        if found is None:
+            return lo, -1
+        newest, batch = found
+        if batch is None:
+            return lo, newest
+        header = parse_header(batch)  # its baseOffset is the batch's first queue offset
+        for index, record in enumerate(iter_records(batch)):
+            if header.base_timestamp + record.timestamp_delta >= timestamp:
+                return header.base_offset + index, header.base_timestamp + record.timestamp_delta
+        return lo, newest
+
+    def _newest_timestamp(self, cq: ConsumeQueue, offset: int) -> tuple[int, memoryview | None] | None:
+        """(newest timestamp, the stored batch or None) of the entry at ``offset``."""
+        entry = cq.entry(offset)
+        view = self.commitlog.slice(entry[0], abs(entry[1])) if entry else None
+        if view is None:
+            return None
+        born = QUEUE_OFFSET.unpack_from(view, POS_BORN_TIMESTAMP)[0]
+        if not I32.unpack_from(view, POS_SYS_FLAG)[0] & INNER_BATCH_FLAG:
+            return born, None
+        batch = view[HEADER_SIZE:HEADER_SIZE + I32.unpack_from(view, POS_BODY_LENGTH)[0]]
+        return parse_header(batch).max_timestamp, batch
 
     def message_at(self, commit_log_offset: int) -> MessageExt | None:
         rec = self.commitlog.record_at(commit_log_offset)

@@ -174,12 +174,12 @@ class KafkaHandlers:
                     offset = broker.min_offset(t["name"], index)
                 elif ts in (_LATEST, _MAX_TIMESTAMP):
                     offset = high
-                else:
-                    offset = broker.offset_by_timestamp(t["name"], index, ts)
-                    if offset >= high:  # nothing stored at or after ts: Kafka answers -1
+                else:  # by the records' own timestamps, answering the one found
+                    offset, found_ts = broker.offset_by_record_timestamp(t["name"], index, ts)
+                    if found_ts < 0:  # nothing at or after ts: Kafka answers -1
                         offset = -1
                     else:
-                        out["timestamp"] = ts
+                        out["timestamp"] = found_ts
                 out["offset"] = offset
                 out["old_style_offsets"] = [offset] if offset >= 0 else []
             topics.append({"name": t["name"], "partitions": partitions})

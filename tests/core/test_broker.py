@@ -107,3 +107,16 @@ def test_wait_for_message_wakes_on_put_and_times_out(small_config):
             assert await other is False  # a put to another queue does not wake it
             assert await broker.wait_for_message("W", 0, 0, 1) is True  # data already there
     run(main())
+
+
+def test_offset_by_record_timestamp_uses_born_times(small_config):
+    async def main():
+        async with Broker(small_config) as broker:
+            for born in (100, 200, 300):
+                await broker.put_message(Message("Born", b"x", queue_id=0, born_timestamp=born))
+            assert broker.offset_by_record_timestamp("Born", 0, 0) == (0, 100)
+            assert broker.offset_by_record_timestamp("Born", 0, 150) == (1, 200)
+            assert broker.offset_by_record_timestamp("Born", 0, 300) == (2, 300)
+            assert broker.offset_by_record_timestamp("Born", 0, 301) == (3, -1)
+            assert broker.offset_by_record_timestamp("Nope", 0, 0) == (0, -1)
+    run(main())

@@ -12,7 +12,7 @@ from conftest import LiveBroker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka_raw import FETCH_V, PRODUCE_V, RawClient, encode_batch
-from rocketport.core.batch import iter_records
+from rocketport.core.batch import Record, build_batch, iter_records
 from rocketport.protocols.kafka.errors import ErrorCode
 from rocketport.protocols.kafka.schema import APIS, ApiKey
 
@@ -172,6 +172,22 @@ def test_list_offsets(any_loop_broker):
             {"partition_index": 0, "timestamp": ts} for ts in (-2, -1, before, before + 3_600_000)]}]}
         parts = client.request(ApiKey.LIST_OFFSETS, 7, body)["topics"][0]["partitions"]
         assert [p["offset"] for p in parts] == [0, 6, 0, -1]
+
+
+def test_list_offsets_by_the_records_own_timestamps(any_loop_broker):
+    # a replay of old data: record timestamps far from the store time, several per batch
+    create_topic(any_loop_broker, "lots")
+    batches = [(1_000, [0, 10, 20]), (2_000, [0, 10]), (3_000, [0])]
+    with RawClient(any_loop_broker.port) as client:
+        for base, deltas in batches:
+            records = [Record(i, d, None, b"v", []) for i, d in enumerate(deltas)]
+            assert client.produce("lots", 0, build_batch(records, base_timestamp=base))[0] == ErrorCode.NONE
+        asked = [0, 1_000, 1_015, 1_021, 2_005, 3_000, 3_001]
+        body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "lots", "partitions": [
+            {"partition_index": 0, "timestamp": ts} for ts in asked]}]}
+        parts = client.request(ApiKey.LIST_OFFSETS, 7, body)["topics"][0]["partitions"]
+    assert [(p["offset"], p["timestamp"]) for p in parts] == [
+        (0, 1_000), (0, 1_000), (2, 1_020), (3, 2_000), (4, 2_010), (5, 3_000), (-1, -1)]
 
 
 _SERVED = [(key, v) for key, api in APIS.items() for v in range(api.versions[0], api.versions[1] + 1)]
