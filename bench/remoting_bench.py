@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 
 from rocketport.core.config import BrokerConfig, ProtocolConfig
-from rocketport.protocols.remoting import RemotingCommand, encode_command
+from rocketport.protocols.remoting.frame import JsonFrameTemplate
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
 from rocketport.protocols.remoting.messages import BatchMessage, encode_batch
@@ -81,45 +81,37 @@ class Case:
     topic: str
 
 
-class _FrameTemplate:
-    """A request frame encoded once by the project's codec, re-rendered per request with
-    new numbers by bytes formatting: the generator must cost far less than the broker."""
-
-    _OPAQUE = 1_999_999_999
-    _OFFSET = 1_888_888_888
-
-    def __init__(self, command: RemotingCommand) -> None:
-        command.opaque = self._OPAQUE
-        prefix, *body = encode_command(command)
-        header = bytes(prefix[8:]).replace(b"%", b"%%")
-        header = header.replace(b'"opaque":%d' % self._OPAQUE, b'"opaque":%(opaque)d')
-        header = header.replace(b'"%d"' % self._OFFSET, b'"%(offset)d"')
-        self.header = header
-        self.body = b"".join(bytes(part) for part in body)
-
-    def render(self, opaque: int, offset: int = 0) -> list[bytes]:
-        header = self.header % {b"opaque": opaque, b"offset": offset}
-        return [_PREFIX.pack(4 + len(header) + len(self.body), len(header)) + header, self.body]
-
-
 _PREFIX = struct.Struct(">iI")
 _RESPONSE_CODE = re.compile(rb'"code":(-?\d+)')
 _RESPONSE_OPAQUE = re.compile(rb'"opaque":(-?\d+)')
 
 
-def _template(case: Case, queue_id: int, body: bytes) -> _FrameTemplate:
-    if case.kind == "pull":
-        return _FrameTemplate(RemotingCommand(code=RequestCode.PULL_MESSAGE, ext_fields={
-            "consumerGroup": "bench", "topic": case.topic, "queueId": str(queue_id),
-            "queueOffset": str(_FrameTemplate._OFFSET), "maxMsgNums": str(case.per_request),
-            "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0",
-            "subscription": "*", "subVersion": "0"}))
-    batch = case.kind == "batch"
-    header = SendMessageRequestHeader("bench", case.topic, "TBW102", 8, queue_id, 0,
-                                      int(time.time() * 1000), 0, "TAGS\x01bench\x02", batch=batch)
-    return _FrameTemplate(RemotingCommand(
-        code=RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2,
-        ext_fields=encode_send_message_header_v2(header), body=body))
+class _Request:
+    """One case's request, rendered per send from the codec's own frame template (new
+    opaque, and queue offset for pulls): the generator must cost far less than the broker."""
+
+    def __init__(self, case: Case, queue_id: int, body: bytes) -> None:
+        self.pull = case.kind == "pull"
+        if self.pull:
+            self.body = b""
+            self.template = JsonFrameTemplate(RequestCode.PULL_MESSAGE, {
+                "consumerGroup": "bench", "topic": case.topic, "queueId": str(queue_id),
+                "queueOffset": int, "maxMsgNums": str(case.per_request), "sysFlag": "0",
+                "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*",
+                "subVersion": "0"}, flag=0)
+            return
+        batch = case.kind == "batch"
+        header = SendMessageRequestHeader("bench", case.topic, "TBW102", 8, queue_id, 0,
+                                          int(time.time() * 1000), 0, "TAGS\x01bench\x02", batch=batch)
+        self.body = body
+        self.template = JsonFrameTemplate(
+            RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2,
+            encode_send_message_header_v2(header), flag=0)
+
+    def render(self, opaque: int, offset: int) -> list[bytes]:
+        if self.pull:
+            return [self.template.frame(opaque, 0, offset)]
+        return [self.template.frame(opaque, 0, body_size=len(self.body)), self.body]
 
 
 class _Pipeline(asyncio.Protocol):
@@ -139,7 +131,7 @@ class _Pipeline(asyncio.Protocol):
         body = os.urandom(case.size // 2).hex().encode()[: case.size]
         if case.kind == "batch":
             body = encode_batch([BatchMessage(body, {"TAGS": "bench"})] * case.per_request)
-        self.template = _template(case, index % 8, body)
+        self.template = _Request(case, index % 8, body)
 
     def connection_made(self, transport) -> None:
         self.transport = transport

@@ -47,7 +47,7 @@ from rocketport.core.store.record import ip_bytes
 from . import bodies, headers
 from .codes import RequestCode, ResponseCode, SerializeType
 from .command import Buffer, RemotingCommand, make_response
-from .frame import JsonResponseTemplate, json_text
+from .frame import JsonFrameTemplate, json_text
 from .errors import RemotingError
 from .headers import decode_header, decode_pull_message_header, decode_send_message_header
 from .lenient_json import loads_lenient
@@ -80,11 +80,11 @@ _PULL_CODES: dict[GetStatus, ResponseCode] = {
 
 # A send response's extFields: these two fixed, the others per message (in this order).
 _SEND_FIXED = {PROPERTY_MSG_REGION: "DefaultRegion", PROPERTY_TRACE_SWITCH: "true"}
-_SEND_OK = JsonResponseTemplate(ResponseCode.SUCCESS, {
+_SEND_OK = JsonFrameTemplate(ResponseCode.SUCCESS, {
     "msgId": bytes, "queueId": int, "queueOffset": int, "transactionId": bytes, **_SEND_FIXED})
 _SEND_NOW_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2})
 # A pull response's extFields (as pull_message's make_response writes them), per code.
-_PULL_TEMPLATES = {code: JsonResponseTemplate(code, {
+_PULL_TEMPLATES = {code: JsonFrameTemplate(code, {
     "suggestWhichBrokerId": "0", "nextBeginOffset": int, "minOffset": int, "maxOffset": int})
     for code in {*_PULL_CODES.values(), ResponseCode.PULL_OFFSET_MOVED, ResponseCode.PULL_NOT_FOUND}}
 

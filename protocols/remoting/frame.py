@@ -107,21 +107,21 @@ _SLOTS = {bytes: "\x00s\x00", int: "\x00d\x00"}  # orjson escapes NUL: no clash 
 _OPAQUE_MARK, _VERSION_MARK = -2147483647, -2147483646
 
 
-class JsonResponseTemplate:
-    """A JSON-header response frame compiled once, filled by %-formatting per response.
+class JsonFrameTemplate:
+    """A JSON-header frame compiled once, filled by %-formatting per use.
 
     The template is `encode_json_header`'s own output for placeholder values, so the keys,
     their order and the fixed values are exactly what the general encoder writes; only
     the slots (extFields given as `bytes` or `int` instead of a value), opaque and
     version vary. Building a send's response this way costs a fraction of a command plus
-    `orjson.dumps`.
+    `orjson.dumps` (a response by default; ``flag=0`` makes requests, as load generators do).
     """
 
     __slots__ = ("_text",)
 
-    def __init__(self, code: int, ext_fields: dict[str, str | type]) -> None:
+    def __init__(self, code: int, ext_fields: dict[str, str | type], *, flag: int = FLAG_RESPONSE) -> None:
         header = encode_json_header(RemotingCommand(
-            code, LanguageCode.JAVA, _VERSION_MARK, _OPAQUE_MARK, FLAG_RESPONSE, None,
+            code, LanguageCode.JAVA, _VERSION_MARK, _OPAQUE_MARK, flag, None,
             {k: _SLOTS[v] if isinstance(v, type) else v for k, v in ext_fields.items()}))
         text = header.replace(b"%", b"%%")
         for kind, slot in _SLOTS.items():

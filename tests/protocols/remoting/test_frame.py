@@ -22,7 +22,7 @@ from rocketport.protocols.remoting import (
     encode_command,
     make_response,
 )
-from rocketport.protocols.remoting.frame import JsonResponseTemplate, json_text
+from rocketport.protocols.remoting.frame import JsonFrameTemplate, json_text
 
 # An independent description of the frame layout, written with construct from the
 # protocol description (not from our encoder), used to check what the encoder emits.
@@ -85,7 +85,7 @@ def test_json_response_bytes_match_fastjson_layout() -> None:
 
 @pytest.mark.parametrize("uniq", ["7F0000011A2B", "", 'a "quoted" \\ 100% \x01 é'])
 def test_response_template_writes_what_the_general_encoder_writes(uniq: str) -> None:
-    template = JsonResponseTemplate(ResponseCode.SUCCESS, {
+    template = JsonFrameTemplate(ResponseCode.SUCCESS, {
         "msgId": bytes, "queueId": int, "queueOffset": int, "transactionId": bytes,
         "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"})
     request = RemotingCommand(code=RequestCode.SEND_MESSAGE_V2, opaque=-7, version=395)
