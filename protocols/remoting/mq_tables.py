@@ -44,9 +44,7 @@ def loads(data: bytes | bytearray | memoryview) -> Any:
 
     Raises LenientJSONError for anything else that is not (lenient) JSON.
     """
-    text = bytes(data).decode("utf-8", "replace")
-    quoted = _quote_object_keys(text)
-    return _restore_keys(loads_lenient(quoted)) if quoted is not text else loads_lenient(text)
+    return _restore_keys(loads_lenient(_quote_object_keys(bytes(data).decode("utf-8", "replace"))))
 
 
 def _quote_object_keys(text: str) -> str:
@@ -80,8 +78,6 @@ def _quote_object_keys(text: str) -> str:
         elif c == ":":
             expect_key = False
         i += 1
-    if not out:
-        return text
     out.append(text[start:])
     return "".join(out)
 
@@ -122,11 +118,15 @@ def _restore_keys(value: Any) -> Any:
         return [_restore_keys(v) for v in value]
     if not isinstance(value, dict):
         return value
-    out: dict[Any, Any] = {}
-    for k, v in value.items():
-        if k.startswith("{"):
-            mq = orjson.loads(k)
-            k = MessageQueueKey(str(mq.get("topic", "")), str(mq.get("brokerName", "")),
-                                int(mq.get("queueId", 0)))
-        out[k] = _restore_keys(v)
-    return out
+    return {_queue_key(k): _restore_keys(v) for k, v in value.items()}
+
+
+def _queue_key(key: str) -> Any:
+    """A key that `_quote_object_keys` quoted, as a MessageQueueKey; others as they are."""
+    if not key.startswith("{"):
+        return key
+    try:
+        mq = orjson.loads(key)
+        return MessageQueueKey(str(mq["topic"]), str(mq["brokerName"]), int(mq["queueId"]))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return key
