@@ -42,6 +42,7 @@ from .message import (
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_TRANSACTION_PREPARED,
     TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
     Message,
     MessageExt,
     decode_properties,
@@ -65,7 +66,7 @@ from .schedule import (
     wrap_for_schedule,
 )
 from .store.get_result import GetResult, GetStatus
-from .store.message_store import MessageStore, PutResult, TagsFilter
+from .store.message_store import EncodedPut, MessageStore, PutResult, TagsFilter
 from .tags import tags_code
 from .transaction import (
     TransactionChecker,
@@ -92,7 +93,7 @@ _CONSUME_FROM = {
     "TIMESTAMP": "TIMESTAMP", "CONSUME_FROM_TIMESTAMP": "TIMESTAMP",
 }
 # Encoded properties naming any of these make put_message rewrite the message (delay,
-# transaction), so put_now leaves such messages to it; a false match only costs speed.
+# transaction), so accept_now leaves such messages to it; a false match only costs speed.
 _WRAPPING = re.compile(b"|".join(name.encode() + b"\x01" for name in (
     PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TRANSACTION_PREPARED)))
@@ -287,29 +288,28 @@ class Broker:
         result.queue_id = real_queue
         return result
 
-    def put_now(self, topic: str, queue_id: int, body: bytes | memoryview, properties: bytes,
-                flag: int, sys_flag: int, born_timestamp: int, born_host: tuple[str, int],
-                reconsume_times: int) -> tuple[int, int, str] | None:
-        """`put_message` for the common case, synchronously and without decoding the
-        properties (given encoded, as a remoting send carries them; stored as sent).
-
-        Returns (queue id, queue offset, offset message id), or None when the message needs
-        `put_message`: a topic to auto-create or not writable, a transaction or delay to
-        wrap, or SYNC_FLUSH (which must wait). The rules that raise (queue, sizes) are the
-        same calls `put_message` makes.
-        """
+    def accept_now(self, topic: str, queue_id: int, properties: bytes,
+                   sys_flag: int) -> tuple[int, int] | None:
+        """Whether `put_now` may store this message as it is: (queue id, tags code), or
+        None when it needs `put_message` (a topic to auto-create or not writable, a
+        transaction or delay to wrap, or SYNC_FLUSH, which must wait). The properties are
+        given encoded, as a remoting send carries them, and stored as sent. The rules
+        that raise (the queue) are the calls `put_message` makes."""
         cfg = self.topics.get(topic)
         if (cfg is None or not cfg.perm & PERM_WRITE or self.store.sync_flush
-                or transaction_type(sys_flag) == TRANSACTION_PREPARED_TYPE
+                or sys_flag & TRANSACTION_ROLLBACK_TYPE == TRANSACTION_PREPARED_TYPE
                 or topic == SCHEDULE_TOPIC
                 or (properties and _WRAPPING.search(properties) is not None)):
             return None
-        queue_id = self._select_queue(cfg, queue_id)
-        store = self.store
-        queue_offset, phys, _, _ = store.append_message(
-            topic, queue_id, body, properties, _tags_code_of_value(property_bytes(properties, _TAGS)),
-            flag, sys_flag, born_timestamp, born_host, reconsume_times)
-        return queue_id, queue_offset, offset_msg_id(store.store_host, phys)
+        return (self._select_queue(cfg, queue_id),
+                _tags_code_of_value(property_bytes(properties, _TAGS)) if properties else 0)
+
+    def put_now(self, messages: list[EncodedPut]) -> list[tuple[int, int] | BrokerError]:
+        """Store messages `accept_now` accepted, in order, synchronously and in one
+        append: (queue offset, commit-log offset) for each, or the error that refused
+        that message alone (too large...). Concurrent single sends gathered this way pay
+        the append's fixed costs once. Raises StoreUnavailable for all of them."""
+        return self.store.append_messages(messages)
 
     def _route(self, msg: Message) -> int:
         """Choose the queue of ``msg`` and wrap it, in place, as a half message when it is

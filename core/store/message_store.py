@@ -27,7 +27,7 @@ from ..batch.messages import batch_messages
 from ..batch.record_batch import iter_records, parse_header
 from ..config import BrokerConfig
 from ..message_id import offset_msg_id
-from ..errors import InvalidMessage, MessageTooLarge, StoreUnavailable
+from ..errors import BrokerError, InvalidMessage, MessageTooLarge, StoreUnavailable
 from ..message import (
     INNER_BATCH_FLAG,
     PROPERTY_INNER_NUM,
@@ -46,6 +46,7 @@ from .flush import FlushService
 from .get_result import GetResult, GetStatus, Segment
 from .index_service import IndexService
 from .record import (
+    END_FILE_MIN_BLANK_LENGTH,
     HEADER,
     HEADER_SIZE,
     MAX_PROPERTIES_LENGTH,
@@ -107,6 +108,9 @@ class PutResult:
 # A message for put_batch: (body, encoded properties, tags code, flag, sys flag, born
 # timestamp, born host, reconsume times, prepared transaction offset).
 EncodedMessage = tuple[bytes | memoryview, bytes, int, int, int, int, tuple[str, int], int, int]
+# A message for append_messages: (topic, queue id, body, encoded properties, tags code,
+# flag, sys flag, born timestamp, born host, reconsume times).
+EncodedPut = tuple[str, int, bytes | memoryview, bytes, int, int, int, int, tuple[str, int], int]
 
 
 @dataclass(slots=True)
@@ -419,6 +423,84 @@ class MessageStore:
             for listener in self.dispatch_listeners:
                 listener(topic, queue_id, queue_offset + 1)
         return queue_offset, phys, end, now
+
+    def append_messages(self, items: list[EncodedPut]) -> list[tuple[int, int] | BrokerError]:
+        """Append messages of any topics and queues, in order, as contiguous records in
+        one write: (queue offset, commit-log offset) per message, or the error that
+        refused that message alone. ASYNC_FLUSH only (records are dispatched at once).
+        The per-put costs (reserving, writing, dispatching, waking pulls) are paid once
+        per call and once per queue, which is what concurrent single sends need."""
+        if not self._running:
+            raise StoreUnavailable("the store is not running")
+        if self._sync:
+            raise RuntimeError("append_messages serves ASYNC_FLUSH only")
+        max_size = self.config.max_message_size
+        out: list[tuple[int, int] | BrokerError] = []
+        sized = []  # (index, item, topic head, record size) of the messages to write
+        total = 0
+        for item in items:
+            body_len = len(item[2])
+            props_len = len(item[3])
+            try:
+                if body_len > max_size:
+                    raise MessageTooLarge(body_len, max_size)
+                if props_len > MAX_PROPERTIES_LENGTH:
+                    raise InvalidMessage(f"properties longer than {MAX_PROPERTIES_LENGTH} bytes")
+                topic_head = _topic_head(item[0])
+            except BrokerError as exc:
+                out.append(exc)
+                continue
+            size = HEADER_SIZE + body_len + len(topic_head) + 2 + props_len
+            sized.append((len(out), item, topic_head, size))
+            out.append(None)  # type: ignore[arg-type]  # set below
+            total += size
+        if not sized:
+            return out
+        if total + END_FILE_MIN_BLANK_LENGTH > self.commitlog.file_size:  # tiny segments
+            for index, item, _, _ in sized:
+                try:
+                    out[index] = self.append_message(*item)[:2]
+                except BrokerError as exc:
+                    out[index] = exc
+            return out
+        now = time.time_ns() // 1_000_000
+        store_ip, store_port = self._store_ip, self._store_port
+        next_offset = self._next_queue_offset
+        mf = self.commitlog.reserve(total)
+        start = mf.wrote_position
+        phys = mf.file_from_offset + start
+        parts = []
+        queues: dict[tuple[str, int], list] = {}  # per queue: [first offset, entries, end]
+        for index, (topic, queue_id, body, props, code, flag, sys_flag, born_ts, born_host,
+                    reconsume), topic_head, size in sized:
+            key = (topic, queue_id)
+            queue_offset = next_offset.get(key, 0)
+            next_offset[key] = queue_offset + 1
+            parts += (HEADER.pack(
+                size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag,
+                queue_offset, phys, sys_flag, born_ts or now, _host_bytes(born_host[0]),
+                born_host[1], now, store_ip, store_port, reconsume, 0, len(body)),
+                body, topic_head, PROPS_LEN.pack(len(props)), props)
+            out[index] = (queue_offset, phys)
+            entry = CQ_ENTRY.pack(phys, size, code)
+            phys += size
+            queue = queues.get(key)
+            if queue is None:
+                queues[key] = [queue_offset, [entry], phys]
+            else:
+                queue[1].append(entry)
+                queue[2] = phys
+        mf.view[start:start + total] = b"".join(parts)
+        mf.wrote_position = start + total
+        self.put_count += len(sized)
+        self.put_bytes += total
+        for key, (first, entries, end) in queues.items():
+            cq = self.consume_queues.get(key) or self._consume_queue(*key)
+            cq.put(first, b"".join(entries), end)
+            for listener in self.dispatch_listeners:
+                listener(key[0], key[1], first + len(entries))
+        self.dispatched_offset = phys
+        return out
 
     @property
     def sync_flush(self) -> bool:

@@ -24,10 +24,8 @@ from rocketport.core.consumer.locks import MessageQueueKey
 from rocketport.core.errors import TopicNotFound
 from rocketport.core.filter import EXPRESSION_TYPE_SQL92, MessageFilter, compile_filter
 from rocketport.core.message import (
-    PROPERTY_MSG_REGION,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
-    PROPERTY_TRACE_SWITCH,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
@@ -47,13 +45,14 @@ from rocketport.core.store.record import ip_bytes
 from . import bodies, headers
 from .codes import RequestCode, ResponseCode, SerializeType
 from .command import Buffer, RemotingCommand, make_response
-from .frame import JsonFrameTemplate, json_text
+from .frame import JsonFrameTemplate
 from .errors import RemotingError
 from .headers import decode_header, decode_pull_message_header, decode_send_message_header
 from .lenient_json import loads_lenient
 from .messages import split_batch
 from .mq_tables import MessageQueueKey as QueueKey, encode_body as encode_mq_body
 from .records import message_ext_record, pull_body
+from .send_lane import SEND_FIXED, SendLane
 from .session import RemotingSession
 
 log = logging.getLogger(__name__)
@@ -78,11 +77,6 @@ _PULL_CODES: dict[GetStatus, ResponseCode] = {
 }
 
 
-# A send response's extFields: these two fixed, the others per message (in this order).
-_SEND_FIXED = {PROPERTY_MSG_REGION: "DefaultRegion", PROPERTY_TRACE_SWITCH: "true"}
-_SEND_OK = JsonFrameTemplate(ResponseCode.SUCCESS, {
-    "msgId": bytes, "queueId": int, "queueOffset": int, "transactionId": bytes, **_SEND_FIXED})
-_SEND_NOW_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2})
 # A pull response's extFields (as pull_message's make_response writes them), per code.
 _PULL_TEMPLATES = {code: JsonFrameTemplate(code, {
     "suggestWhichBrokerId": "0", "nextBeginOffset": int, "minOffset": int, "maxOffset": int})
@@ -117,6 +111,7 @@ class BrokerHandlers:
         self.consumers.add_listener(self._consumer_ids_changed)
         broker.set_transaction_checker(self._check_transaction)
         self.broker_addr = f"{self.config.broker_ip1}:{self.config.listen_port}"
+        self.lane = SendLane(broker)
         self._routes: dict[int, Handler] = {
             RequestCode.SEND_MESSAGE: self.send_message,
             RequestCode.SEND_MESSAGE_V2: self.send_message,
@@ -174,31 +169,12 @@ class BrokerHandlers:
                     ext_fields={"consumerGroup": group}))
 
     def handle_now(self, session: RemotingSession, request: RemotingCommand) -> list[Buffer] | None:
-        """Single sends under ASYNC_FLUSH and pulls that need no wait, in JSON, are
-        answered here with no coroutine, command or dict; the rest (and whatever
-        `Broker.put_now` / `Broker.pull_now` decline) takes `handle`."""
-        if request.serialize_type != SerializeType.JSON:
-            return None
-        code = request.code
-        if code in _SEND_NOW_CODES:
-            return self._send_now(session, request)
-        if code == RequestCode.PULL_MESSAGE:
+        """Pulls that need no wait, in JSON, are answered here with no coroutine or
+        command (single sends take the `lane`); the rest, and whatever
+        `Broker.pull_now` declines, takes `handle`."""
+        if request.code == RequestCode.PULL_MESSAGE and request.serialize_type == SerializeType.JSON:
             return self._pull_now(request)
         return None
-
-    def _send_now(self, session: RemotingSession, request: RemotingCommand) -> list[Buffer] | None:
-        h = decode_send_message_header(request.code, request.ext_fields)
-        if h.batch:
-            return None
-        properties = h.properties.encode("utf-8", "surrogateescape") if h.properties else b""
-        put = self.broker.put_now(h.topic, h.queue_id, request.body, properties, h.flag,
-                                  h.sys_flag, h.born_timestamp, session.peer, h.reconsume_times)
-        if put is None:
-            return None
-        queue_id, queue_offset, msg_id = put
-        uniq = property_bytes(properties, _UNIQ_KEY) if properties else None
-        return [_SEND_OK.frame(request.opaque, request.version, msg_id.encode(), queue_id,
-                               queue_offset, json_text(uniq) if uniq else b"")]
 
     def _pull_now(self, request: RemotingCommand) -> list[Buffer] | None:
         h = decode_pull_message_header(request.ext_fields)
@@ -231,7 +207,7 @@ class BrokerHandlers:
             uniq = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
         return make_response(request, ResponseCode.SUCCESS, ext_fields={
             "msgId": msg_id, "queueId": str(result.queue_id),
-            "queueOffset": str(result.queue_offset), "transactionId": uniq, **_SEND_FIXED})
+            "queueOffset": str(result.queue_offset), "transactionId": uniq, **SEND_FIXED})
 
     # ------------------------------------------------------------------ pull
     def _filter_for(self, h: headers.PullMessageRequestHeader) -> MessageFilter | None:

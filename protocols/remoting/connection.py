@@ -2,13 +2,15 @@
 
 `RemotingConnection` splits a byte stream into frames, decodes their headers and reports
 `CommandReceived` or `ProtocolError` events; `send` turns a command into buffers for
-`writelines`. It keeps no state beyond a partial frame, so one instance serves a broker
+`writelines`. `receive_raw` stops a JSON header at its loaded dict, so that a session can
+try a handler's fast path on it before a command is built. It keeps no state beyond a partial frame, so one instance serves a broker
 session and a client alike. It must never import asyncio or sockets, never block, and
 never raise whatever bytes it is fed.
 """
 
 from __future__ import annotations
 
+from typing import Any
 
 from .codes import SerializeType
 from .command import Buffer, RemotingCommand
@@ -18,12 +20,15 @@ from .frame import (
     LENGTH,
     PREFIX,
     FrameError,
-    decode_json_header,
+    command_from_json,
     decode_rocketmq_header,
+    load_json_header,
     encode_command,
 )
 
 Event = CommandReceived | ProtocolError
+# A JSON frame as `receive_raw` reports it: the header loaded but not checked, and the body.
+RawJson = tuple[dict[str, Any], Buffer]
 
 _JSON = SerializeType.JSON
 _ROCKETMQ = SerializeType.ROCKETMQ
@@ -68,6 +73,12 @@ class RemotingConnection:
         and never written again: when `data` is `bytes` holding whole frames, or completes
         a split frame, nothing is copied.
         """
+        return [command_event(item) if type(item) is tuple else item
+                for item in self.receive_raw(data)]
+
+    def receive_raw(self, data: Buffer) -> list[Event | RawJson]:
+        """`receive_data`, except that a JSON frame comes as (loaded header, body): pass
+        it to `command_event` unless a fast path takes the header as it is."""
         if self._failed:
             return []
         if self._pending:
@@ -79,8 +90,8 @@ class RemotingConnection:
             data = bytes(data)
         return self._parse(data)
 
-    def _parse(self, data: bytes | bytearray) -> list[Event]:
-        events: list[Event] = []
+    def _parse(self, data: bytes | bytearray) -> list[Event | RawJson]:
+        events: list[Event | RawJson] = []
         append = events.append
         view = memoryview(data).toreadonly()
         end = len(data)
@@ -102,19 +113,18 @@ class RemotingConnection:
                     f"header length {word & 0xFFFFFF} exceeds the frame's {length - 4} bytes",
                 )
             serialize_type = word >> 24
+            body = view[body_start:frame_end] if body_start < frame_end else b""
             try:
                 if serialize_type == _JSON:
-                    command = decode_json_header(view[header_start:body_start])
+                    append((load_json_header(view[header_start:body_start]), body))
                 elif serialize_type == _ROCKETMQ:
                     command = decode_rocketmq_header(view[header_start:body_start])
+                    command.body = body
+                    append(CommandReceived(command))
                 else:
                     return self._fail(events, f"unknown serialize type {serialize_type}")
             except FrameError as exc:
                 append(ProtocolError(exc.reason, exc.opaque, False))
-            else:
-                if body_start < frame_end:
-                    command.body = view[body_start:frame_end]
-                append(CommandReceived(command))
             pos = frame_end
         if pos == end:
             self._need = 4
@@ -142,3 +152,15 @@ def _bad_length(length: int, max_length: int) -> str:
     if length < 4:
         return f"frame length {length} cannot hold the header-length word"
     return f"frame length {length} exceeds the maximum {max_length}"
+
+
+def command_event(raw: RawJson) -> CommandReceived | ProtocolError:
+    """The event `receive_data` reports for a frame `receive_raw` gave as `raw`."""
+    header, body = raw
+    try:
+        command = command_from_json(header)
+    except FrameError as exc:
+        return ProtocolError(exc.reason, exc.opaque, False)
+    command.body = body
+    return CommandReceived(command)
+

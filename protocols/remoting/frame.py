@@ -181,7 +181,26 @@ def _language_name(language: LanguageCode | int) -> str:
 
 
 def decode_json_header(header: memoryview) -> RemotingCommand:
-    """Decode a JSON header into a command without body; raises only FrameError.
+    """Decode a JSON header into a command without body; raises only FrameError."""
+    return command_from_json(load_json_header(header))
+
+
+def load_json_header(header: memoryview) -> dict[str, Any]:
+    """The JSON header as a dict, unchecked (see `command_from_json`); raises FrameError.
+
+    Split from the checks so a session can offer the dict to a handler's fast path
+    (`RequestHandler.send_lane`) before building a command."""
+    try:
+        obj = orjson.loads(header)
+    except orjson.JSONDecodeError:
+        raise FrameError("header is not valid JSON", _scan_opaque(header)) from None
+    if type(obj) is not dict:
+        raise FrameError(f"header is a JSON {type(obj).__name__}, not an object")
+    return obj
+
+
+def command_from_json(obj: dict[str, Any]) -> RemotingCommand:
+    """The command a loaded JSON header describes; raises only FrameError.
 
     Tolerant where clients differ: missing optional keys take RocketMQ's defaults,
     extFields values may be strings, numbers, booleans or null (coerced to strings, null
@@ -189,12 +208,6 @@ def decode_json_header(header: memoryview) -> RemotingCommand:
     The first branch is the hot path every well-behaved client takes; anything unusual
     falls through to `_decode_json_header_slowly`, which coerces or names the bad field.
     """
-    try:
-        obj = orjson.loads(header)
-    except orjson.JSONDecodeError:
-        raise FrameError("header is not valid JSON", _scan_opaque(header)) from None
-    if type(obj) is not dict:
-        raise FrameError(f"header is a JSON {type(obj).__name__}, not an object")
     get = obj.get
     code = get("code")
     opaque = get("opaque", 0)

@@ -527,11 +527,6 @@ class GetProducerConnectionListRequestHeader:
 
 
 @dataclass(slots=True)
-class GetTopicStatsInfoRequestHeader:
-    topic: str
-
-
-@dataclass(slots=True)
 class GetConsumeStatsRequestHeader:
     consumer_group: str
     topic: str | None = None

@@ -149,6 +149,8 @@ class RouteRegistry:
 class NameServerHandlers:
     """Answers name-server requests from a `RouteSource` (and registrations for a registry)."""
 
+    lane = None  # nothing dominates a name server's requests
+
     def __init__(self, routes: RouteSource) -> None:
         self.routes = routes
         self._expiry: asyncio.Task[None] | None = None

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from .codes import ResponseCode
 from .command import FLAG_ONEWAY, FLAG_RESPONSE, Buffer, RemotingCommand, make_response
-from .connection import RemotingConnection
+from .connection import RemotingConnection, command_event
 from .events import CommandReceived
 from .errors import code_for
 from .frame import DEFAULT_MAX_FRAME_LENGTH, encode_command
@@ -31,15 +31,30 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_IN_FLIGHT = 4096
 
 
+class FastLane(Protocol):
+    """A handler's path for the one kind of request that dominates a busy connection
+    (a plain send): taken from the loaded JSON header, before any command is built, and
+    answered for all the requests one read delivered together."""
+
+    def take(self, session: RemotingSession, header: dict[str, Any], body: Buffer) -> object | None:
+        """An item for `answer` if this request is the lane's, else None (then a command
+        is built and the handler serves it). Must not change any state."""
+
+    def answer(self, session: RemotingSession, items: list[Any]) -> list[Buffer]:
+        """Serve the taken items, in order, and return their response frames."""
+
+
 class RequestHandler(Protocol):
     """What a session delegates to: the broker's or the name server's handlers."""
+
+    lane: FastLane | None
 
     async def handle(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand | None:
         """The response to `request`, or None for none (a oneway request)."""
 
     def handle_now(self, session: RemotingSession, request: RemotingCommand) -> list[Buffer] | None:
         """The response frame's buffers when `request` can be answered without suspending
-        (e.g. a send under ASYNC_FLUSH), else None: `handle` then serves it. Raising is
+        (e.g. a pull that needs no wait), else None: `handle` then serves it. Raising is
         the same as `handle` raising. Saves the coroutine, the command and its encoding."""
 
     def session_closed(self, session: RemotingSession) -> None:
@@ -76,7 +91,22 @@ class RemotingSession(asyncio.Protocol):
             self.peer = (str(peer[0]), int(peer[1]))
 
     def data_received(self, data: bytes) -> None:
-        for event in self._conn.receive_data(data):
+        """Serve each frame in order; requests the handler's lane takes are gathered and
+        answered together, before the next request it does not take (so the store sees
+        every connection's requests in the order they were sent)."""
+        lane = self._handler.lane
+        taken: list[Any] = []
+        for event in self._conn.receive_raw(data):
+            if type(event) is tuple:
+                if lane is not None:
+                    item = lane.take(self, *event)
+                    if item is not None:
+                        taken.append(item)
+                        continue
+                event = command_event(event)
+            if taken:
+                self._answer(lane, taken)
+                taken = []
             if type(event) is CommandReceived:
                 command = event.command
                 if command.flag & FLAG_RESPONSE:
@@ -90,7 +120,14 @@ class RemotingSession(asyncio.Protocol):
                 if event.fatal:
                     self.close()
                     return
+        if taken:
+            self._answer(lane, taken)
         self._update_reading()
+
+    def _answer(self, lane: FastLane, taken: list[Any]) -> None:
+        frames = lane.answer(self, taken)
+        if self._transport is not None:
+            self._queue(frames)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
