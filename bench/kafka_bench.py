@@ -30,8 +30,10 @@ import tempfile
 import time
 from typing import Any
 
+from crc32c import crc32c
+
 from rocketport.core.batch import HEADER_SIZE, Record, build_batch
-from rocketport.core.batch.record_batch import HEADER
+from rocketport.core.batch.record_batch import HEADER, iter_records, parse_header, split_batches
 from rocketport.protocols.kafka import codec
 
 PARTITIONS = 4
@@ -41,6 +43,7 @@ PRODUCE_V = 9
 FETCH_V = 12
 FETCH_BYTES = 8 << 20
 _SIZE = struct.Struct(">i")
+_U32 = struct.Struct(">I")
 
 
 def emit(case: str, value: float, unit: str, floor: float | None = None, **extra: Any) -> None:
@@ -195,6 +198,93 @@ async def raw_fetch(port: int, topic: str, messages: int) -> float:
     return elapsed
 
 
+# --------------------------------------------------------------------------- raw latency
+def _stamped_produce(topic: str, per_tick: int) -> tuple[bytearray, list[int], list[tuple[int, int, int]]]:
+    """A Produce (acks=1) of one tick's records, one batch per partition, whose values start
+    with a 20-digit send time: (frame, where the digits go, (CRC at, from, to) per batch).
+    Stamping it is a digit patch per record and a CRC32C per batch, so the generator's own
+    work stays out of the figures."""
+    mark = b"%020d" % 0
+    values: list[list[bytes]] = [[] for _ in range(PARTITIONS)]
+    for i in range(per_tick):
+        values[i % PARTITIONS].append(mark + bytes(80))
+    batches = [(p, build_batch([Record(i, 0, None, v) for i, v in enumerate(vals)],
+                               base_timestamp=int(time.time() * 1000)))
+               for p, vals in enumerate(values) if vals]
+    template = bytearray(frame(0, PRODUCE_V, 0, {
+        "transactional_id": None, "acks": 1, "timeout_ms": 30000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": p, "records": b} for p, b in batches]}]}))
+    marks = [at for at in range(len(template)) if template.startswith(mark, at)]
+    spans, start = [], 0
+    for _, batch in batches:  # in frame order; batches may be equal, so search onwards
+        start = template.find(batch, start)
+        spans.append((start + 17, start + 21, start + len(batch)))
+        start += len(batch)
+    return template, marks, spans
+
+
+async def raw_latency(port: int, topic: str, rate: int, seconds: float) -> list[float]:
+    """Produce→fetch latencies (ms) at ``rate`` msg/s with the raw protocol: every 1 ms a
+    Produce carries that millisecond's records, as a linger.ms=0 client sends them, while
+    one long-polling Fetch for all partitions (max_wait 100 ms, min_bytes 1) is always
+    outstanding on a second connection, as a consumer keeps one per broker."""
+    producer_r, producer_w = await asyncio.open_connection("127.0.0.1", port)
+    fetch_r, fetch_w = await asyncio.open_connection("127.0.0.1", port)
+    per_tick = max(1, rate // 1000)
+    ticks = int(rate * seconds) // per_tick
+    total = ticks * per_tick
+    latencies: list[float] = []
+    fetch_w.write(frame(2, 5, 0, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
+                                        "timestamp": -1} for p in range(PARTITIONS)]}]}))
+    data = await read_frame(fetch_r)
+    _, pos = codec.decode_response_header(2, 5, data)
+    offsets = [0] * PARTITIONS
+    for part in codec.decode_response(2, 5, memoryview(data)[pos:])["topics"][0]["partitions"]:
+        offsets[part["partition_index"]] = part["offset"]
+
+    async def consume() -> None:
+        while len(latencies) < total:
+            fetch_w.write(frame(1, FETCH_V, 0, {
+                "max_wait_ms": 100, "min_bytes": 1, "max_bytes": FETCH_BYTES, "isolation_level": 0,
+                "topics": [{"topic": topic, "partitions": [
+                    {"partition": p, "fetch_offset": offsets[p], "partition_max_bytes": FETCH_BYTES}
+                    for p in range(PARTITIONS)]}]}))
+            data = await read_frame(fetch_r)
+            arrived = time.perf_counter_ns()
+            _, pos = codec.decode_response_header(1, FETCH_V, data)
+            for part in codec.decode_response(1, FETCH_V, memoryview(data)[pos:])["responses"][0]["partitions"]:
+                p, blob = part["partition_index"], part["records"] or b""
+                for at, size in split_batches(blob):
+                    header = parse_header(blob, at)
+                    for record in iter_records(memoryview(blob)[at:at + size]):
+                        if header.base_offset + record.offset_delta >= offsets[p]:
+                            latencies.append((arrived - int(record.value[:20])) / 1e6)
+                    offsets[p] = max(offsets[p], header.base_offset + header.last_offset_delta + 1)
+
+    async def acks() -> None:
+        for _ in range(ticks):
+            await read_frame(producer_r)
+
+    template, marks, spans = _stamped_produce(topic, per_tick)
+    tasks = asyncio.gather(consume(), acks())
+    started = time.perf_counter()
+    for tick in range(ticks):
+        delay = started + tick / 1000 - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        now = b"%020d" % time.perf_counter_ns()
+        for at in marks:
+            template[at:at + 20] = now
+        for crc_at, start, end in spans:
+            _U32.pack_into(template, crc_at, crc32c(memoryview(template)[start:end]))
+        producer_w.write(bytes(template))
+    await asyncio.wait_for(tasks, seconds + 30)
+    producer_w.close()
+    fetch_w.close()
+    return sorted(latencies)
+
+
 # --------------------------------------------------------------------------- confluent-kafka
 def confluent_produce(port: int, topic: str, size: int, messages: int, acks: str) -> float:
     from confluent_kafka import Producer
@@ -324,6 +414,9 @@ def run_cases(port: int, pid: int, broker: str, args: argparse.Namespace) -> Non
         out(f"consume_{label}_confluent", confluent_consume(port, topic, n), "msg/s",
             broker_cpu_us_per_msg=cpu.us_per_msg(n))
     run(create_topic(port, "latency"))
+    lat = run(raw_latency(port, "latency", 10_000, 5.0))
+    out("latency_p50_10k_raw", lat[len(lat) // 2], "ms")
+    out("latency_p99_10k_raw", lat[int(len(lat) * 0.99)], "ms", 5.0)
     lat = confluent_latency(port, "latency", 10_000, 5.0)
     if lat:
         out("latency_p50_10k_confluent", lat[len(lat) // 2], "ms")

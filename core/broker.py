@@ -441,9 +441,16 @@ class Broker:
                                timeout_s: float) -> bool:
         """Long polling: True once the queue holds a message at ``offset`` or beyond,
         False when ``timeout_s`` passes first. Woken by the dispatcher; no polling."""
-        if self.store.max_offset(topic, queue_id) > offset:
-            return True
-        return await self.pull_waiters.wait(topic, queue_id, offset, timeout_s)
+        return await self.wait_for_messages([(topic, queue_id, offset)], timeout_s)
+
+    async def wait_for_messages(self, positions: list[tuple[str, int, int]], timeout_s: float) -> bool:
+        """`wait_for_message` on several (topic, queue id, offset): True once any holds
+        a message at or beyond its offset (a Kafka fetch waits on all its partitions)."""
+        max_offset = self.store.max_offset
+        for topic, queue_id, offset in positions:
+            if max_offset(topic, queue_id) > offset:
+                return True
+        return await self.pull_waiters.wait_any(positions, timeout_s)
 
     async def pull(self, group: str, topic: str, queue_id: int, offset: int, max_count: int, *,
                    message_filter: TagsFilter | None = None, hold_s: float = 0.0,

@@ -38,7 +38,8 @@ class PullWaiters:
         self._closed = False
 
     def __len__(self) -> int:
-        """Number of pulls held right now."""
+        """Number of (pull, queue) holds right now: a pull waiting on several queues
+        counts once per queue."""
         return self._count
 
     @property
@@ -54,24 +55,33 @@ class PullWaiters:
         before waiting; with no ``await`` between that check and this call no notify can
         be missed on a single event loop.
         """
+        return await self.wait_any([(topic, queue_id, offset)], timeout_s)
+
+    async def wait_any(self, positions: list[tuple[str, int, int]], timeout_s: float) -> bool:
+        """`wait` on several (topic, queue id, offset) at once: True as soon as any of
+        them grows. One future serves them all, so a fetch of many partitions wakes in
+        the loop iteration that dispatched the first message."""
         if self._closed or timeout_s <= 0:
             return False
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
-        queues = self._topics.get(topic)
-        if queues is None:
-            queues = self._topics[topic] = {}
-        waiters = queues.get(queue_id)
-        if waiters is None:
-            waiters = queues[queue_id] = {}
-        waiters[future] = offset
-        self._count += 1
+        topics = self._topics
+        for topic, queue_id, offset in positions:
+            queues = topics.get(topic)
+            if queues is None:
+                queues = topics[topic] = {}
+            waiters = queues.get(queue_id)
+            if waiters is None:
+                waiters = queues[queue_id] = {}
+            waiters[future] = offset
+            self._count += 1
         timer = loop.call_later(timeout_s, _resolve, future, False)
         try:
             return await future
         finally:
             timer.cancel()
-            self._forget(topic, queue_id, future)
+            for topic, queue_id, _ in positions:
+                self._forget(topic, queue_id, future)
 
     def notify(self, topic: str, queue_id: int, max_offset: int) -> None:
         """Wake the pulls on this queue that asked for an offset below ``max_offset``."""

@@ -8,14 +8,13 @@ as a record batch (see docs/protocol-kafka.md for the mapping) and kept in a sma
 cache, since consumers of one group and retried fetches ask for the same runs again.
 
 When less than ``min_bytes`` is available the request waits on the facade's
-``wait_for_message`` for any requested partition, up to ``max_wait_ms``; it never polls on
+``wait_for_messages`` on all requested partitions at once, up to ``max_wait_ms``; it never polls on
 a timer. Isolation levels 0 and 1 read the same data: the store has no open transactions.
 This module never touches sockets.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections import OrderedDict
 from typing import Any, Final
 
@@ -103,25 +102,9 @@ class FetchHandler:
         max_wait_ms = body["max_wait_ms"]
         response, total, waits = self._read(body)
         if total < max(min_bytes, 1) and max_wait_ms > 0 and waits \
-                and await self._wait(waits, max_wait_ms / 1000):
+                and await self.broker.wait_for_messages(waits, max_wait_ms / 1000):
             response, total, _ = self._read(body)
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": response}
-
-    async def _wait(self, waits: list[tuple[str, int, int]], timeout_s: float) -> bool:
-        """Until a message appears in any of the partitions, or the timeout."""
-        broker = self.broker
-        if len(waits) == 1:
-            topic, partition, offset = waits[0]
-            return await broker.wait_for_message(topic, partition, offset, timeout_s)
-        tasks = [asyncio.ensure_future(broker.wait_for_message(t, p, o, timeout_s)) for t, p, o in waits]
-        try:
-            for next_done in asyncio.as_completed(tasks):
-                if await next_done:
-                    return True
-            return False
-        finally:
-            for task in tasks:
-                task.cancel()
 
     def _read(self, body: dict[str, Any]) -> tuple[list[dict[str, Any]], int, list[tuple[str, int, int]]]:
         """One pass over the requested partitions: (responses, record bytes, where to wait)."""

@@ -104,6 +104,39 @@ def test_only_waiters_below_max_offset_wake():
     run(main())
 
 
+def test_wait_any_wakes_on_the_first_queue_to_grow_and_leaves_no_entries():
+    async def main():
+        waiters = PullWaiters()
+        positions = [("T", 0, 5), ("T", 1, 7), ("U", 0, 0)]
+        task = asyncio.create_task(waiters.wait_any(positions, timeout_s=10))
+        await _settle()
+        assert len(waiters) == 3 and waiters.queue_count == 3
+        waiters.notify("T", 1, 7)  # not beyond its offset: keeps waiting
+        await _settle()
+        assert not task.done()
+        waiters.notify("U", 0, 1)
+        assert await asyncio.wait_for(task, 1) is True
+        assert len(waiters) == 0 and waiters.queue_count == 0
+        waiters.notify("T", 0, 6)  # the other registrations are gone: nothing to wake
+
+    run(main())
+
+
+def test_wait_any_times_out_and_cancels_cleanly():
+    async def main():
+        waiters = PullWaiters()
+        assert await waiters.wait_any([("T", 0, 0), ("T", 1, 0)], timeout_s=0.05) is False
+        assert len(waiters) == 0 and waiters.queue_count == 0
+        task = asyncio.create_task(waiters.wait_any([("T", 0, 0), ("T", 1, 0)], timeout_s=60))
+        await _settle()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert len(waiters) == 0 and waiters.queue_count == 0
+
+    run(main())
+
+
 def test_timeout_returns_false_and_cleans_up():
     async def main():
         waiters = PullWaiters()
