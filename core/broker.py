@@ -12,7 +12,6 @@ import asyncio
 import itertools
 import logging
 import os
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -94,9 +93,16 @@ _CONSUME_FROM = {
 }
 # Encoded properties naming any of these make put_message rewrite the message (delay,
 # transaction), so accept_now leaves such messages to it; a false match only costs speed.
-_WRAPPING = re.compile(b"|".join(name.encode() + b"\x01" for name in (
+_DELAY, _DELIVER_MS, _DELAY_SEC, _PREPARED = (name.encode() + b"\x01" for name in (
     PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC,
-    PROPERTY_TRANSACTION_PREPARED)))
+    PROPERTY_TRANSACTION_PREPARED))
+
+
+def _may_wrap(properties: bytes) -> bool:
+    """Whether encoded properties may name a delay or a transaction (four substring
+    searches: several times faster than one regex alternation over a batch's bytes)."""
+    return (_DELAY in properties or _DELIVER_MS in properties or _DELAY_SEC in properties
+            or _PREPARED in properties)
 
 
 def _is_answer(result: GetResult) -> bool:
@@ -299,7 +305,7 @@ class Broker:
         if (cfg is None or not cfg.perm & PERM_WRITE or self.store.sync_flush
                 or sys_flag & TRANSACTION_ROLLBACK_TYPE == TRANSACTION_PREPARED_TYPE
                 or topic == SCHEDULE_TOPIC
-                or (properties and _WRAPPING.search(properties) is not None)):
+                or (properties and _may_wrap(properties))):
             return None
         return (self._select_queue(cfg, queue_id),
                 _tags_code_of_value(property_bytes(properties, _TAGS)) if properties else 0)
@@ -412,17 +418,18 @@ class Broker:
         decoded only when they may name a delay or transaction (then refused as there)."""
         if not messages:
             raise InvalidMessage("empty batch")
-        prepared = transaction_type(sys_flag) == TRANSACTION_PREPARED_TYPE
-        scheduled = topic == SCHEDULE_TOPIC
-        entries = []
-        for body, properties, flag in messages:
-            if prepared or _WRAPPING.search(properties) is not None:
-                _check_batchable(Message(topic, b"", decode_properties(properties), sys_flag=sys_flag))
-            code = (_tags_code_of(topic, decode_properties(properties)) if scheduled
-                    else _tags_code_of_value(property_bytes(properties, _TAGS)))
-            entries.append((body, properties, code, flag, sys_flag, born_timestamp, born_host,
-                            reconsume_times, 0))
-        return await self.store.put_batch(topic, self._writable(topic, queue_id), entries)
+        properties = [props for _, props, _ in messages]
+        if (transaction_type(sys_flag) == TRANSACTION_PREPARED_TYPE  # one search for all
+                or _may_wrap(b"\x02".join(properties))):
+            for props in properties:
+                _check_batchable(Message(topic, b"", decode_properties(props), sys_flag=sys_flag))
+        if topic == SCHEDULE_TOPIC:
+            codes = [_tags_code_of(topic, decode_properties(props)) for props in properties]
+        else:
+            codes = [_tags_code_of_value(property_bytes(props, _TAGS)) for props in properties]
+        return await self.store.put_batch(topic, self._writable(topic, queue_id), [
+            (body, props, code, flag, sys_flag, born_timestamp, born_host, reconsume_times, 0)
+            for (body, props, flag), code in zip(messages, codes)])
 
     async def put_record_batch(self, topic: str, queue_id: int, batch: bytes | memoryview,
                                count: int, **kwargs) -> PutResult:

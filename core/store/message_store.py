@@ -103,6 +103,13 @@ class PutResult:
         offsets = self.record_offsets or (self.commit_log_offset,)
         return [offset_msg_id(self.store_host, o) for o in offsets]
 
+    @property
+    def joined_msg_ids(self) -> str:
+        """`msg_ids` joined by commas, as a batch send's response carries them."""
+        host = self.store_host
+        offsets = self.record_offsets or (self.commit_log_offset,)
+        return b"".join([host + o.to_bytes(8, "big") for o in offsets]).hex(",", 16).upper()
+
 
 
 # A message for put_batch: (body, encoded properties, tags code, flag, sys flag, born
@@ -532,12 +539,12 @@ class MessageStore:
             raise InvalidMessage("empty batch")
         topic_head = _topic_head(topic)
         fixed = HEADER_SIZE + len(topic_head) + 2
-        sizes = []
+        total = fixed * len(entries)
         for entry in entries:
-            if len(entry[1]) > MAX_PROPERTIES_LENGTH:
+            props_len = len(entry[1])
+            if props_len > MAX_PROPERTIES_LENGTH:
                 raise InvalidMessage(f"properties longer than {MAX_PROPERTIES_LENGTH} bytes")
-            sizes.append(fixed + len(entry[0]) + len(entry[1]))
-        total = sum(sizes)
+            total += len(entry[0]) + props_len
         limit = self.config.max_message_size
         if total > limit:
             raise MessageTooLarge(total, limit)
@@ -550,12 +557,13 @@ class MessageStore:
         def data_at(phys: int) -> bytes:
             parts = []
             qo = first
-            for (body, props, code, flag, sys_flag, born_ts, born_host, reconsume,
-                 prepared), size in zip(entries, sizes):
+            for body, props, code, flag, sys_flag, born_ts, born_host, reconsume, prepared in entries:
+                body_len = len(body)
+                size = fixed + body_len + len(props)
                 parts += (HEADER.pack(
                     size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag, qo,
                     phys, sys_flag, born_ts or now, _host_bytes(born_host[0]), born_host[1],
-                    now, store_ip, store_port, reconsume, prepared, len(body)),
+                    now, store_ip, store_port, reconsume, prepared, body_len),
                     body, topic_head, PROPS_LEN.pack(len(props)), props)
                 offsets.append(phys)
                 cq_entries.append(CQ_ENTRY.pack(phys, size, code))

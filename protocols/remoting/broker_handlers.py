@@ -196,7 +196,7 @@ class BrokerHandlers:
             msgs = split_batch(bytes(request.body))  # one copy, properties sliced from it
             result = await self.broker.put_batch(h.topic, h.queue_id, msgs, h.sys_flag,
                                                  h.born_timestamp, born_host, h.reconsume_times)
-            msg_id = ",".join(result.msg_ids) if result.count > 1 else result.msg_id
+            msg_id = result.joined_msg_ids
             uniq = ",".join([_uniq_key(props) for _, props, _ in msgs])
         else:
             properties = decode_properties(h.properties) if h.properties else {}

@@ -78,19 +78,21 @@ def split_batch(data: bytes) -> list[tuple[memoryview, bytes, int]]:
     end = len(data)
     pos = 0
     messages = []
+    append = messages.append
+    unpack_head, unpack_i16 = _BATCH_HEAD.unpack_from, _I16.unpack_from
+    head = _BATCH_HEAD.size
     while pos < end:
-        if end - pos < _BATCH_HEAD.size + 2:
+        if end - pos < head + 2:
             raise MessageFormatError(f"batch entry at {pos} is truncated")
-        size, _magic, _crc, flag, body_length = _BATCH_HEAD.unpack_from(data, pos)
-        body_start = pos + _BATCH_HEAD.size
-        if body_length < 0 or size < _BATCH_HEAD.size + 2 + body_length or pos + size > end:
+        size, _magic, _crc, flag, body_length = unpack_head(data, pos)
+        properties_at = pos + head + body_length
+        if body_length < 0 or size < head + 2 + body_length or pos + size > end:
             raise MessageFormatError(f"batch entry at {pos} has inconsistent lengths")
-        properties_at = body_start + body_length
-        properties_length = _I16.unpack_from(data, properties_at)[0]
-        if properties_length < 0 or size != _BATCH_HEAD.size + body_length + 2 + properties_length:
+        properties_length = unpack_i16(data, properties_at)[0]
+        if properties_length < 0 or size != head + body_length + 2 + properties_length:
             raise MessageFormatError(f"batch entry at {pos} has inconsistent lengths")
+        append((view[pos + head:properties_at], data[properties_at + 2:pos + size], flag))
         pos += size
-        messages.append((view[body_start:properties_at], data[properties_at + 2:pos], flag))
     return messages
 
 

@@ -94,6 +94,32 @@ def test_max_message_size_and_bad_input(small_config):
     run(main())
 
 
+def test_append_messages_spans_queues_in_one_write_and_refuses_only_the_bad_one(small_config):
+    host = ("10.0.0.1", 1234)
+    items = [(topic, queue, b"%s-%d-%d" % (topic.encode(), queue, i), b"TAGS\x01t\x02", 7, 0, 0, 1, host, 0)
+             for i in range(5) for topic, queue in (("A", 0), ("A", 1), ("B", 0))]
+    items.insert(4, ("A", 0, b"x" * (small_config.max_message_size + 1), b"", 0, 0, 0, 1, host, 0))
+
+    async def main():
+        async with open_store(small_config) as store:
+            await store.put_message(Message("A", b"before", queue_id=0))
+            out = store.append_messages(items)
+            assert isinstance(out[4], MessageTooLarge)
+            good = out[:4] + out[5:]
+            assert [o for o, _ in good] == [1 + i if (t, q) == ("A", 0) else i
+                                            for i in range(5) for t, q in (("A", 0), ("A", 1), ("B", 0))]
+            phys = [p for _, p in good]
+            assert phys == sorted(phys)  # one contiguous write, in the given order
+            for topic, queue in (("A", 0), ("A", 1), ("B", 0)):
+                expected = [b"%s-%d-%d" % (topic.encode(), queue, i) for i in range(5)]
+                got = [b for _, b in drain(store, topic, queue)]
+                assert got[-5:] == expected
+        async with open_store(small_config) as store:  # and they survive a restart
+            assert [b for _, b in drain(store, "B", 0)] == [b"B-0-%d" % i for i in range(5)]
+            assert store.get_messages("A", 0, 0, 10).message_count == 6
+    run(main())
+
+
 def test_offset_by_timestamp(small_config):
     async def main():
         async with open_store(small_config) as store:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pytest
 
 from rocketport.core.config import BrokerConfig, ProtocolConfig
+from rocketport.protocols.remoting import RemotingCommand, RemotingConnection, encode_command
 from rocketport.server import BrokerServer
 
 
@@ -86,6 +87,22 @@ def stop_live_broker(live: LiveBroker, thread: threading.Thread) -> None:
     live.loop.call_soon_threadsafe(live.loop.stop)
     thread.join(30)
     live.loop.close()
+
+
+def frame_bytes(command: RemotingCommand) -> bytes:
+    return b"".join(bytes(part) for part in encode_command(command))
+
+
+def roundtrip(addr: tuple[str, int], data: bytes, timeout: float = 5.0) -> list:
+    """Send ``data`` in one write, half-close, read until the server closes; decoded events."""
+    conn = RemotingConnection()
+    events = []
+    with socket.create_connection(addr, timeout=timeout) as sock:
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        while chunk := sock.recv(65536):
+            events.extend(conn.receive_data(chunk))
+    return events
 
 
 def free_port() -> int:

@@ -18,7 +18,6 @@ from rocketport.protocols.remoting import (
     RemotingCommand,
     RemotingConnection,
     SerializeType,
-    encode_command,
 )
 from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
@@ -27,7 +26,7 @@ from rocketport.protocols.remoting.headers import SendMessageRequestHeader, enco
 from rocketport.protocols.remoting.messages import BatchMessage, decode_message_ext_records, encode_batch
 from rocketport.server import BrokerServer
 
-from .conftest import run_async, start_live_broker, stop_live_broker
+from .conftest import frame_bytes, roundtrip, run_async, start_live_broker, stop_live_broker
 
 
 def send_request(topic: str, body: bytes, queue_id: int = 0) -> RemotingCommand:
@@ -99,28 +98,12 @@ def test_new_group_starts_at_zero_while_the_queue_holds_its_first_message(remoti
     run_with_server(remoting_config, scenario)
 
 
-def _frame(command: RemotingCommand) -> bytes:
-    return b"".join(bytes(part) for part in encode_command(command))
-
-
-def _roundtrip(addr: tuple[str, int], data: bytes, timeout: float = 5.0) -> list:
-    """Send ``data``, half-close, read until the server closes; decoded events."""
-    conn = RemotingConnection()
-    events = []
-    with socket.create_connection(addr, timeout=timeout) as sock:
-        sock.sendall(data)
-        sock.shutdown(socket.SHUT_WR)
-        while chunk := sock.recv(65536):
-            events.extend(conn.receive_data(chunk))
-    return events
-
-
 def _healthy(addr: tuple[str, int]) -> bool:
     probe = request(RequestCode.GET_MAX_OFFSET, {"topic": "Any", "queueId": "0"})
     probe.opaque = 7
     conn = RemotingConnection()
     with socket.create_connection(addr, timeout=5) as sock:
-        sock.sendall(_frame(probe))
+        sock.sendall(frame_bytes(probe))
         while True:
             chunk = sock.recv(65536)
             if not chunk:
@@ -136,28 +119,28 @@ def test_bad_frames_close_only_their_connection(remoting_config):
         host, port = live.addr.split(":")
         addr = (host, int(port))
         # negative length: fatal, the connection is closed without a response
-        assert _roundtrip(addr, struct.pack(">ii", -5, 0) + b"junk") == []
+        assert roundtrip(addr, struct.pack(">ii", -5, 0) + b"junk") == []
         # broken JSON with a readable opaque: an error response for that opaque
         broken = b'{"code":34,"opaque":42,"flag":0, oops'
-        events = _roundtrip(addr, struct.pack(">ii", 4 + len(broken), len(broken)) + broken)
+        events = roundtrip(addr, struct.pack(">ii", 4 + len(broken), len(broken)) + broken)
         assert [(e.command.opaque, e.command.code) for e in events] == [(42, ResponseCode.SYSTEM_ERROR)]
         # oversize: fatal, before any of the announced bytes is buffered
-        assert _roundtrip(addr, struct.pack(">ii", 0x7FFFFFFF, 2) + b"{}") == []
+        assert roundtrip(addr, struct.pack(">ii", 0x7FFFFFFF, 2) + b"{}") == []
         # unknown serialize type: fatal
-        assert _roundtrip(addr, struct.pack(">iI", 6, (7 << 24) | 2) + b"{}") == []
+        assert roundtrip(addr, struct.pack(">iI", 6, (7 << 24) | 2) + b"{}") == []
         assert _healthy(addr)
     finally:
         stop_live_broker(live, thread)
 
 
 _VALID = [
-    _frame(send_request("FuzzTopic", b"payload")),
-    _frame(pull_request("FuzzTopic", 0, 0)),
-    _frame(request(RequestCode.HEART_BEAT, body=b'{"clientID":"c","consumerDataSet":[{"groupName":"g",'
+    frame_bytes(send_request("FuzzTopic", b"payload")),
+    frame_bytes(pull_request("FuzzTopic", 0, 0)),
+    frame_bytes(request(RequestCode.HEART_BEAT, body=b'{"clientID":"c","consumerDataSet":[{"groupName":"g",'
                    b'"consumeType":1,"messageModel":1,"consumeFromWhere":0,'
                    b'"subscriptionDataSet":[{"topic":"FuzzTopic","subString":"*"}]}]}')),
-    _frame(request(RequestCode.LOCK_BATCH_MQ, body=b'{"consumerGroup":"g","clientId":"c","mqSet":[]}')),
-    _frame(request(RequestCode.SEND_BATCH_MESSAGE, {"a": "p", "b": "FuzzTopic", "c": "TBW102", "d": "4",
+    frame_bytes(request(RequestCode.LOCK_BATCH_MQ, body=b'{"consumerGroup":"g","clientId":"c","mqSet":[]}')),
+    frame_bytes(request(RequestCode.SEND_BATCH_MESSAGE, {"a": "p", "b": "FuzzTopic", "c": "TBW102", "d": "4",
                                                     "e": "0", "f": "0", "g": "0", "h": "0"}, b"\x00" * 30)),
 ]
 
@@ -189,7 +172,7 @@ def test_fuzzed_frames_never_take_the_broker_down(remoting_config):
         @given(st.lists(st.one_of(st.binary(max_size=64), mutated_frames(), st.sampled_from(_VALID)),
                         min_size=1, max_size=4))
         def fuzz(chunks: list[bytes]) -> None:
-            _roundtrip(addr, b"".join(chunks))
+            roundtrip(addr, b"".join(chunks))
 
         fuzz()
         assert _healthy(addr)
@@ -206,7 +189,7 @@ def test_binary_serialized_request_is_answered_in_kind(remoting_config):
         probe.serialize_type = SerializeType.ROCKETMQ
         probe.opaque = 99
         with socket.create_connection((host, int(port)), timeout=5) as sock:
-            sock.sendall(_frame(probe))
+            sock.sendall(frame_bytes(probe))
             data = b""
             while len(data) < 8 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
                 data += sock.recv(65536)
