@@ -7,7 +7,8 @@ flight on every one, matching responses by opaque. Prints one JSON object per ca
 Cases: single sends of 100 B and 1 KiB (64 in flight per connection; p50/p99 latency),
 batch sends (100 messages per request), and pulls of the queues the batch cases filled
 (32 and 256 messages per request, as push consumers and tuned pull consumers ask).
-Latency is per request, measured by the generator from write to response.
+Latency is per request, measured by the generator from write to response. A pull counts the
+messages its nextBeginOffset says it returned, checked against the body length.
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ class Case:
 _PREFIX = struct.Struct(">iI")
 _RESPONSE_CODE = re.compile(rb'"code":(-?\d+)')
 _RESPONSE_OPAQUE = re.compile(rb'"opaque":(-?\d+)')
+_NEXT_OFFSET = re.compile(rb'"nextBeginOffset":"(\d+)"')
+_RECORD_MIN = 100  # bytes: a stored message's fixed header alone is larger
 
 
 class _Request:
@@ -122,7 +125,7 @@ class _Pipeline(asyncio.Protocol):
         self.deadline = deadline
         self.done = done
         self.buffer = bytearray()
-        self.sent_at: dict[int, float] = {}
+        self.sent_at: dict[int, tuple[float, int]] = {}  # opaque -> (sent at, pull offset)
         self.latencies: list[float] = []
         self.messages = 0
         self.errors = 0
@@ -145,9 +148,9 @@ class _Pipeline(asyncio.Protocol):
         pipelining client does (one syscall per read, not per request)."""
         self.opaque += 1
         out += self.template.render(self.opaque, self.pull_offset)
+        self.sent_at[self.opaque] = (now, self.pull_offset)
         if self.case.kind == "pull":
             self.pull_offset += self.case.per_request
-        self.sent_at[self.opaque] = now
 
     def data_received(self, data: bytes) -> None:
         now = time.perf_counter()
@@ -164,10 +167,16 @@ class _Pipeline(asyncio.Protocol):
             body = memoryview(buf)[header_end:pos + 4 + total]
             pos += 4 + total
             code = int(_RESPONSE_CODE.search(header)[1])
-            started = self.sent_at.pop(int(_RESPONSE_OPAQUE.search(header)[1]))
+            started, offset = self.sent_at.pop(int(_RESPONSE_OPAQUE.search(header)[1]))
             self.latencies.append(now - started)
             if code == ResponseCode.SUCCESS:
-                self.messages += _count_records(body) if self.case.kind == "pull" else self.case.per_request
+                if self.case.kind == "pull":  # what the offsets say came, checked against the body
+                    count = int(_NEXT_OFFSET.search(header)[1]) - offset
+                    if not 0 < count * _RECORD_MIN <= len(body):
+                        raise RuntimeError(f"{len(body)} bytes cannot hold {count} messages")
+                    self.messages += count
+                else:
+                    self.messages += self.case.per_request
             elif self.case.kind == "pull" and code in (ResponseCode.PULL_NOT_FOUND,
                                                        ResponseCode.PULL_OFFSET_MOVED):
                 self.pull_offset = 0  # wrap around the pre-filled queue
@@ -181,15 +190,6 @@ class _Pipeline(asyncio.Protocol):
         del buf[:pos]
         if out:
             self.transport.writelines(out)
-
-
-def _count_records(body) -> int:
-    view = memoryview(body)
-    count = pos = 0
-    while pos < len(view):
-        pos += int.from_bytes(view[pos:pos + 4], "big")
-        count += 1
-    return count
 
 
 async def _drive(port: int, case: Case) -> dict:

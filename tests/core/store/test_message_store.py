@@ -8,6 +8,8 @@ from rocketport.core.message import Message
 from rocketport.core.store.get_result import GetStatus
 from rocketport.core.store.record import decode_record
 
+from rocketport.core.batch import Record, build_batch
+
 from .helpers import drain, open_store, run
 
 
@@ -296,4 +298,31 @@ def test_max_bytes_limits_a_get_but_first_message_always_fits(small_config):
             assert res.message_count == 3 and res.next_begin_offset == 3
             res = store.get_messages("M", 0, 0, 100, max_bytes=1)
             assert res.message_count == 1
+    run(main())
+
+
+def test_unfiltered_gets_match_a_record_by_record_reading(small_config):
+    """Back-to-back runs are read in one step (`_collect_run`); interleaved queues,
+    segment ends, byte limits and inner batches fall back to the per-entry loop. Either
+    way a get returns what reading the records one by one gives."""
+    async def main():
+        async with open_store(small_config) as store:
+            for i in range(30):  # queue 0 back to back, then interleaved with queue 1
+                await store.put_message(Message("R", b"a%d" % i + b"x" * (i * 40), queue_id=0))
+            for i in range(30, 60):
+                await store.put_message(Message("R", b"a%d" % i + b"x" * (i * 40), queue_id=0))
+                await store.put_message(Message("R", b"b%d" % i, queue_id=1))
+            await store.put_messages([Message("R", b"c%d" % i, queue_id=0) for i in range(5)])
+            await store.put_inner_batch("R", 0, build_batch([Record(i, 0, None, b"k") for i in range(3)],
+                                                            base_timestamp=1), 3)
+            # one at a time: never the one-step read
+            expected = [next(store.get_messages("R", 0, o, 1).messages()).body for o in range(68)]
+            assert store.max_offset("R", 0) == 68 and len(store.commitlog.queue.files) > 1
+            for start in (0, 7, 29, 30, 58):
+                for max_count, max_bytes in ((32, None), (5, None), (32, 600), (32, 1)):
+                    got = store.get_messages("R", 0, start, max_count, max_bytes=max_bytes)
+                    bodies = [m.body for m in got.messages()]
+                    assert bodies == expected[start:start + len(bodies)]
+                    assert got.next_begin_offset == start + got.message_count
+                    assert 1 <= got.message_count <= max_count
     run(main())
