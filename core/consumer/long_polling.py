@@ -18,6 +18,8 @@ times out or is cancelled.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine, Sequence
+from typing import Any
 
 # topic -> queue id -> {future of one held pull: the offset it wants to read}
 _QueueWaiters = dict[asyncio.Future[bool], int]
@@ -47,7 +49,7 @@ class PullWaiters:
         """Number of (topic, queue id) entries held; zero once nobody waits."""
         return sum(len(queues) for queues in self._topics.values())
 
-    async def wait(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> bool:
+    def wait(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> Coroutine[Any, Any, bool]:
         """Hold until the queue's max offset exceeds ``offset`` (True) or the hold ends.
 
         Returns False on timeout, on :meth:`notify_all` / :meth:`wake_all`, and at once
@@ -55,9 +57,9 @@ class PullWaiters:
         before waiting; with no ``await`` between that check and this call no notify can
         be missed on a single event loop.
         """
-        return await self.wait_any([(topic, queue_id, offset)], timeout_s)
+        return self.wait_any(((topic, queue_id, offset),), timeout_s)  # no coroutine of its own
 
-    async def wait_any(self, positions: list[tuple[str, int, int]], timeout_s: float) -> bool:
+    async def wait_any(self, positions: Sequence[tuple[str, int, int]], timeout_s: float) -> bool:
         """`wait` on several (topic, queue id, offset) at once: True as soon as any of
         them grows. One future serves them all, so a fetch of many partitions wakes in
         the loop iteration that dispatched the first message."""
