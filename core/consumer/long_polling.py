@@ -18,8 +18,7 @@ times out or is cancelled.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 # topic -> queue id -> {future of one held pull: the offset it wants to read}
 _QueueWaiters = dict[asyncio.Future[bool], int]
@@ -49,7 +48,7 @@ class PullWaiters:
         """Number of (topic, queue id) entries held; zero once nobody waits."""
         return sum(len(queues) for queues in self._topics.values())
 
-    def wait(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> Coroutine[Any, Any, bool]:
+    async def wait(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> bool:
         """Hold until the queue's max offset exceeds ``offset`` (True) or the hold ends.
 
         Returns False on timeout, on :meth:`notify_all` / :meth:`wake_all`, and at once
@@ -57,7 +56,17 @@ class PullWaiters:
         before waiting; with no ``await`` between that check and this call no notify can
         be missed on a single event loop.
         """
-        return self.wait_any(((topic, queue_id, offset),), timeout_s)  # no coroutine of its own
+        if self._closed or timeout_s <= 0:
+            return False
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        self._hold(topic, queue_id, offset, future)
+        timer = loop.call_later(timeout_s, _resolve, future, False)
+        try:
+            return await future
+        finally:
+            timer.cancel()
+            self._forget(topic, queue_id, future)
 
     async def wait_any(self, positions: Sequence[tuple[str, int, int]], timeout_s: float) -> bool:
         """`wait` on several (topic, queue id, offset) at once: True as soon as any of
@@ -67,16 +76,8 @@ class PullWaiters:
             return False
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
-        topics = self._topics
         for topic, queue_id, offset in positions:
-            queues = topics.get(topic)
-            if queues is None:
-                queues = topics[topic] = {}
-            waiters = queues.get(queue_id)
-            if waiters is None:
-                waiters = queues[queue_id] = {}
-            waiters[future] = offset
-            self._count += 1
+            self._hold(topic, queue_id, offset, future)
         timer = loop.call_later(timeout_s, _resolve, future, False)
         try:
             return await future
@@ -84,6 +85,16 @@ class PullWaiters:
             timer.cancel()
             for topic, queue_id, _ in positions:
                 self._forget(topic, queue_id, future)
+
+    def _hold(self, topic: str, queue_id: int, offset: int, future: asyncio.Future[bool]) -> None:
+        queues = self._topics.get(topic)
+        if queues is None:
+            queues = self._topics[topic] = {}
+        waiters = queues.get(queue_id)
+        if waiters is None:
+            waiters = queues[queue_id] = {}
+        waiters[future] = offset
+        self._count += 1
 
     def notify(self, topic: str, queue_id: int, max_offset: int) -> None:
         """Wake the pulls on this queue that asked for an offset below ``max_offset``."""
