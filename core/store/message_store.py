@@ -769,14 +769,13 @@ class MessageStore:
         loop: the entries are unpacked in one call and checked with C-level map,
         accumulate and bisect. False, having done nothing, for anything else."""
         count = min(max_count, result.max_offset - offset)
-        chunk = cq.entries(offset, count) if count > 1 else b""
-        count = len(chunk) // CQ_ENTRY_SIZE
-        if count < 2:
+        if not 1 < count <= MAX_RUN:
             return False
-        unpack = _CQ_RUNS.get(count)
-        if unpack is None:
-            unpack = _CQ_RUNS[count] = struct.Struct(">" + "qiq" * count).unpack
-        words = unpack(chunk)
+        chunk = cq.entries(offset, count)
+        count = len(chunk) // CQ_ENTRY_SIZE
+        if count < 2 or _CQ_ENTRY_WORDS.unpack_from(chunk)[1] <= 0:  # an inner batch's entry
+            return False
+        words = _cq_run(count).unpack(chunk)
         phys, sizes = words[0::3], words[1::3]
         if (phys[0] < cl_min or min(sizes) <= 0  # trimmed, or an inner batch's entries
                 or tuple(map(add, phys[:-1], sizes[:-1])) != phys[1:]):  # not back to back
@@ -1026,7 +1025,13 @@ class MessageStore:
 # a ConsumeQueue entry with its tagsCode as two words: the low one, signed, is the Java
 # int RocketMQ compares (tagsCode.intValue()), so a tag prefilter is one set look-up
 _CQ_ENTRY_WORDS = struct.Struct(">qiii")
-_CQ_RUNS: dict[int, Callable[..., tuple[int, ...]]] = {}  # unpackers of n entries
+MAX_RUN = 1024  # entries `_collect_run` unpacks at once; longer reads take the loop
+
+
+@lru_cache(maxsize=32)
+def _cq_run(count: int) -> struct.Struct:
+    """The layout of ``count`` ConsumeQueue entries (a few counts recur: 32, 256...)."""
+    return struct.Struct(">" + "qiq" * count)
 _CODE_AT = CQ_ENTRY_SIZE - 4  # where that low word sits in an entry
 
 
