@@ -472,14 +472,21 @@ class BrokerHandlers:
                              body=bodies.encode_body(bodies.KVTable(table)))
 
     async def reset_offset(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
-        """mqadmin resetOffsetByTime: commits the offsets; online consumers are not told
-        (RESET_CONSUMER_CLIENT_OFFSET is not pushed), so stop them first. The body is
-        RocketMQ's ResetOffsetBody (offsets keyed by MessageQueue)."""
+        """mqadmin resetOffsetByTime: commits the offsets and, as RocketMQ's broker does,
+        pushes RESET_CONSUMER_CLIENT_OFFSET (220, oneway) to the group's online consumers,
+        which move to them at once instead of committing their old positions over them.
+        Both bodies are RocketMQ's ResetOffsetBody (offsets keyed by MessageQueue)."""
         h = decode_header(headers.ResetOffsetRequestHeader, request.ext_fields)
         offsets = self.broker.reset_offsets_by_timestamp(h.group, h.topic, h.timestamp)
         broker_name = self.config.broker_name
-        return make_response(request, ResponseCode.SUCCESS, body=encode_mq_body({}, {"offsetTable": {
-            QueueKey(h.topic, broker_name, q): o for q, o in sorted(offsets.items())}}))
+        body = encode_mq_body({}, {"offsetTable": {
+            QueueKey(h.topic, broker_name, q): o for q, o in sorted(offsets.items())}})
+        push = headers.encode_header(headers.ResetOffsetRequestHeader(h.topic, h.group, h.timestamp, h.is_force))
+        for channel in self.consumers.channels(h.group):
+            if isinstance(channel, RemotingSession) and channel.is_open:
+                channel.push_oneway(RemotingCommand(
+                    code=RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext_fields=dict(push), body=body))
+        return make_response(request, ResponseCode.SUCCESS, body=body)
 
     async def get_topic_stats_info(self, session: RemotingSession,
                                    request: RemotingCommand) -> RemotingCommand:

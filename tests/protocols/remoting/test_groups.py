@@ -4,10 +4,12 @@ consumer list, unregistering, a closed connection, and orderly queue locks."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import orjson
 
-from rocketport.protocols.remoting import RemotingCommand
+from rocketport.core.message import Message
+from rocketport.protocols.remoting import RemotingCommand, mq_tables
 from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.server import BrokerServer
@@ -68,3 +70,40 @@ def test_membership_pushes_and_locks(remoting_config):
             await server.stop()
 
     run_async(asyncio.wait_for(main(), 60))
+
+
+def test_reset_offset_is_pushed_to_online_consumers(remoting_config):
+    """INVOKE_BROKER_TO_RESET_OFFSET (222) commits the offsets and pushes
+    RESET_CONSUMER_CLIENT_OFFSET (220) with the same ResetOffsetBody to the group's
+    online consumers only."""
+    async def main() -> None:
+        server = BrokerServer(remoting_config)
+        await server.start()
+        try:
+            addr = server.remoting.broker_addr()
+            server.broker.create_topic("Reset", read_queue_nums=2, write_queue_nums=2)
+            for q in range(2):
+                for i in range(3):
+                    await server.broker.put_message(Message("Reset", b"m%d" % i, queue_id=q))
+            pushes: asyncio.Queue[RemotingCommand] = asyncio.Queue()
+            others: asyncio.Queue[RemotingCommand] = asyncio.Queue()
+            async with await RemotingClient.connect(addr, on_request=pushes.put_nowait) as member, \
+                    await RemotingClient.connect(addr, on_request=others.put_nowait) as outsider:
+                assert (await member.invoke(heartbeat("A"))).code == ResponseCode.SUCCESS
+                await asyncio.wait_for(pushes.get(), 5)  # its own arrival (40)
+                future = int(time.time() * 1000) + 60_000
+                answer = await outsider.invoke(request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {
+                    "topic": "Reset", "group": "G", "timestamp": str(future), "isForce": "true"}))
+                assert answer.code == ResponseCode.SUCCESS
+                push = await asyncio.wait_for(pushes.get(), 5)
+                assert push.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET
+                assert push.ext_fields == {"topic": "Reset", "group": "G", "timestamp": str(future),
+                                           "isForce": "true"}
+                assert bytes(push.body) == bytes(answer.body)
+                table = mq_tables.loads(bytes(push.body))["offsetTable"]
+                assert sorted((k.queue_id, v) for k, v in table.items()) == [(0, 3), (1, 3)]
+                assert server.broker.query_offset("G", "Reset", 1) == 3
+                assert others.empty()
+        finally:
+            await server.stop()
+    run_async(main())
