@@ -111,7 +111,8 @@ class BrokerHandlers:
         self.consumers.add_listener(self._consumer_ids_changed)
         broker.set_transaction_checker(self._check_transaction)
         self.broker_addr = f"{self.config.broker_ip1}:{self.config.listen_port}"
-        self.lane = SendLane(broker)
+        # Under SYNC_FLUSH a send must wait for its flush: every send takes the handlers.
+        self.lane = None if self.config.sync_flush else SendLane(broker)
         self._routes: dict[int, Handler] = {
             RequestCode.SEND_MESSAGE: self.send_message,
             RequestCode.SEND_MESSAGE_V2: self.send_message,
