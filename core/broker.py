@@ -99,10 +99,11 @@ _DELAY, _DELIVER_MS, _DELAY_SEC, _PREPARED = (name.encode() + b"\x01" for name i
 
 
 def _may_wrap(properties: bytes) -> bool:
-    """Whether encoded properties may name a delay or a transaction (four substring
-    searches: several times faster than one regex alternation over a batch's bytes)."""
-    return (_DELAY in properties or _DELIVER_MS in properties or _DELAY_SEC in properties
-            or _PREPARED in properties)
+    """Whether encoded properties may name a delay or a transaction: four `find`s, several
+    times faster than one regex alternation over a batch's bytes, and than `in` (which
+    acquires a buffer) on a single message's."""
+    find = properties.find
+    return find(_DELAY) >= 0 or find(_DELIVER_MS) >= 0 or find(_DELAY_SEC) >= 0 or find(_PREPARED) >= 0
 
 
 def _is_answer(result: GetResult) -> bool:
