@@ -528,6 +528,25 @@ class Broker:
         """Every committed offset of ``group``: {topic: {queue id: offset}}."""
         return {t: self.offsets.offsets_of(group, t) for t in self.offsets.topics_of(group)}
 
+    def clone_offsets(self, src_group: str, dest_group: str, topic: str | None = None) -> list[str]:
+        """Copy ``src_group``'s committed offsets to ``dest_group`` (RocketMQ's
+        CLONE_GROUP_OFFSET), for one topic or every existing topic it committed on;
+        returns the topics copied."""
+        topics = [topic] if topic else sorted(self.offsets.topics_of(src_group))
+        copied = []
+        for name in topics:
+            if self.topics.get(name) is None:
+                continue
+            for queue_id, offset in self.offsets.offsets_of(src_group, name).items():
+                self.offsets.commit(dest_group, name, queue_id, offset)
+            copied.append(name)
+        return copied
+
+    def groups_consuming(self, topic: str) -> list[str]:
+        """Groups online on ``topic`` or with offsets committed on it (RocketMQ's
+        QUERY_TOPIC_CONSUME_BY_WHO)."""
+        return sorted({*self.consumer_manager.groups_subscribing(topic), *self.offsets.groups_of(topic)})
+
     def min_offset(self, topic: str, queue_id: int) -> int:
         return self.store.min_offset(topic, queue_id)
 

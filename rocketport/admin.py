@@ -22,7 +22,7 @@ from rocketport.protocols.remoting import RemotingCommand
 from rocketport.protocols.remoting import bodies, mq_tables
 from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
-from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_header
+from rocketport.protocols.remoting.headers import CloneGroupOffsetRequestHeader, SendMessageRequestHeader, encode_header
 from rocketport.protocols.remoting.messages import (
     MessageClientIdGenerator,
     decode_message_ext_records,
@@ -371,16 +371,9 @@ async def reset_offset_by_time(args: argparse.Namespace, console: Console) -> No
 
 async def clone_group_offset(args: argparse.Namespace, console: Console) -> None:
     route = await _route(args, args.topic)
-    for q in route.queue_datas:
-        addr = _master(route, q.broker_name)
-        for qid in range(q.read_queue_nums):
-            f = {"topic": args.topic, "queueId": str(qid)}
-            resp = await _invoke(addr, request(RequestCode.QUERY_CONSUMER_OFFSET,
-                                               {**f, "consumerGroup": args.src_group}),
-                                 (ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
-            if resp.code == ResponseCode.SUCCESS:
-                await _invoke(addr, request(RequestCode.UPDATE_CONSUMER_OFFSET, {
-                    **f, "consumerGroup": args.dest_group, "commitOffset": resp.ext_fields["offset"]}))
+    for name in sorted({q.broker_name for q in route.queue_datas}):  # CLONE_GROUP_OFFSET per broker, as mqadmin
+        await _invoke(_master(route, name), request(RequestCode.CLONE_GROUP_OFFSET, encode_header(
+            CloneGroupOffsetRequestHeader(args.src_group, args.dest_group, args.topic))))
     console.print(f"clone group offset success. srcGroup[{args.src_group}], "
                   f"destGroup[{args.dest_group}], topic[{args.topic}]")
 

@@ -145,6 +145,8 @@ class BrokerHandlers:
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connection_list,
             RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
             RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
+            RequestCode.CLONE_GROUP_OFFSET: self.clone_group_offset,
         }
 
     # ------------------------------------------------------------------ dispatch
@@ -523,6 +525,21 @@ class BrokerHandlers:
                     "lastTimestamp": broker.last_store_timestamp(topic, q)}
         return make_response(request, ResponseCode.SUCCESS,
                              body=encode_mq_body({"consumeTps": 0.0}, {"offsetTable": table}))
+
+    async def query_topic_consume_by_who(self, session: RemotingSession,
+                                         request: RemotingCommand) -> RemotingCommand:
+        """GroupList: the groups online on a topic or with offsets on it (mqadmin topicStatus
+        and consumerProgress without -g ask this)."""
+        h = decode_header(headers.QueryTopicConsumeByWhoRequestHeader, request.ext_fields)
+        return make_response(request, ResponseCode.SUCCESS,
+                             body=bodies.encode_body({"groupList": self.broker.groups_consuming(h.topic)}))
+
+    async def clone_group_offset(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        """mqadmin cloneGroupOffset: the source group's offsets copied to the destination
+        group, for the topic given or every topic the source committed on."""
+        h = decode_header(headers.CloneGroupOffsetRequestHeader, request.ext_fields)
+        self.broker.clone_offsets(h.src_group, h.dest_group, h.topic or None)
+        return make_response(request, ResponseCode.SUCCESS)
 
     async def get_consumer_connection_list(self, session: RemotingSession,
                                            request: RemotingCommand) -> RemotingCommand:

@@ -552,6 +552,14 @@ class QueryTopicConsumeByWhoRequestHeader:
     topic: str
 
 
+@dataclass(slots=True)
+class CloneGroupOffsetRequestHeader:
+    src_group: str
+    dest_group: str
+    topic: str | None = None
+    offline: bool = False
+
+
 # --- name server ---------------------------------------------------------------------------
 
 

@@ -107,3 +107,38 @@ def test_reset_offset_is_pushed_to_online_consumers(remoting_config):
         finally:
             await server.stop()
     run_async(main())
+
+
+def test_topic_consume_by_who_and_clone_group_offset(remoting_config):
+    """QUERY_TOPIC_CONSUME_BY_WHO (300) names groups online on the topic and groups with
+    offsets on it; CLONE_GROUP_OFFSET (314) copies a group's offsets, for one topic or all."""
+    async def main() -> None:
+        server = BrokerServer(remoting_config)
+        await server.start()
+        try:
+            broker = server.broker
+            for topic in ("Who", "Other"):
+                broker.create_topic(topic, read_queue_nums=2, write_queue_nums=2)
+                broker.commit_offset("Committed", topic, 1, 7)
+            broker.commit_offset("Committed", "Gone", 0, 1)  # a topic that no longer exists
+            async with await RemotingClient.connect(server.remoting.broker_addr()) as client:
+                assert (await client.invoke(heartbeat("A"))).code == ResponseCode.SUCCESS  # G on GT only
+                online = request(RequestCode.HEART_BEAT, body=orjson.dumps({
+                    "clientID": "B", "consumerDataSet": [{
+                        "groupName": "Online", "consumeType": "CONSUME_PASSIVELY",
+                        "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                        "subscriptionDataSet": [{"topic": "Who", "subString": "*"}]}]}))
+                assert (await client.invoke(online)).code == ResponseCode.SUCCESS
+                who = await client.invoke(request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "Who"}))
+                assert who.code == ResponseCode.SUCCESS
+                assert orjson.loads(bytes(who.body)) == {"groupList": ["Committed", "Online"]}
+                one = await client.invoke(request(RequestCode.CLONE_GROUP_OFFSET, {
+                    "srcGroup": "Committed", "destGroup": "CopyOne", "topic": "Who", "offline": "false"}))
+                every = await client.invoke(request(RequestCode.CLONE_GROUP_OFFSET, {
+                    "srcGroup": "Committed", "destGroup": "CopyAll"}))
+                assert one.code == every.code == ResponseCode.SUCCESS
+            assert broker.group_offsets("CopyOne") == {"Who": {1: 7}}
+            assert broker.group_offsets("CopyAll") == {"Who": {1: 7}, "Other": {1: 7}}
+        finally:
+            await server.stop()
+    run_async(main())
