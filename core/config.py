@@ -122,6 +122,23 @@ class BrokerConfig:
     def with_overrides(self, **changes: Any) -> "BrokerConfig":
         return dataclasses.replace(self, **changes)
 
+    def as_properties(self) -> dict[str, str]:
+        """Every setting by its RocketMQ name, as broker.properties would spell it
+        (front-ends as ``kafka.port`` ...); what GET_BROKER_CONFIG reports."""
+        out: dict[str, str] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in _PROTOCOL_FIELDS:
+                for sub in dataclasses.fields(value):
+                    out[f"{key_of(f)}.{sub.name}"] = _text(getattr(value, sub.name))
+            else:
+                out[key_of(f)] = _text(value)
+        return out
+
+
+def _text(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
 
 _PROTOCOL_FIELDS = {"namesrv", "kafka", "stomp"}
 

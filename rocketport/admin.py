@@ -168,6 +168,18 @@ async def broker_status(args: argparse.Namespace, console: Console) -> None:
         console.print(table)
 
 
+async def get_broker_config(args: argparse.Namespace, console: Console) -> None:
+    for addr in await _target_brokers(args):
+        body = bytes((await _invoke(addr, request(RequestCode.GET_BROKER_CONFIG))).body).decode("utf-8")
+        table = Table(title=f"broker {addr} config")
+        table.add_column("key")
+        table.add_column("value")
+        for line in sorted(body.splitlines()):
+            key, _, value = line.partition("=")
+            table.add_row(key, value)
+        console.print(table)
+
+
 async def update_sub_group(args: argparse.Namespace, console: Console) -> None:
     body = orjson.dumps({"groupName": args.group, "consumeEnable": True,
                          "consumeBroadcastEnable": args.broadcast, "retryQueueNums": 1,
@@ -438,6 +450,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     verb("topicStatus", topic_status, "min/max offset per queue").add_argument("-t", "--topic", required=True)
     verb("clusterList", cluster_list, "brokers per cluster with their counters")
     target(verb("brokerStatus", broker_status, "a broker's runtime info"))
+    target(verb("getBrokerConfig", get_broker_config, "a broker's settings"))
     p = verb("updateSubGroup", update_sub_group, "create or update a subscription group")
     p.add_argument("-g", "--group", required=True)
     p.add_argument("-d", "--broadcast", type=lambda v: v.lower() == "true", default=True)

@@ -113,6 +113,7 @@ class BrokerHandlers:
         self.broker_addr = f"{self.config.broker_ip1}:{self.config.listen_port}"
         # Under SYNC_FLUSH a send must wait for its flush: every send takes the handlers.
         self.lane = None if self.config.sync_flush else SendLane(broker)
+        self._started_ms = int(time.time() * 1000)  # the config's data version: fixed at start
         self._routes: dict[int, Handler] = {
             RequestCode.SEND_MESSAGE: self.send_message,
             RequestCode.SEND_MESSAGE_V2: self.send_message,
@@ -147,6 +148,7 @@ class BrokerHandlers:
             RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
             RequestCode.CLONE_GROUP_OFFSET: self.clone_group_offset,
+            RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
         }
 
     # ------------------------------------------------------------------ dispatch
@@ -525,6 +527,14 @@ class BrokerHandlers:
                     "lastTimestamp": broker.last_store_timestamp(topic, q)}
         return make_response(request, ResponseCode.SUCCESS,
                              body=encode_mq_body({"consumeTps": 0.0}, {"offsetTable": table}))
+
+    async def get_broker_config(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        """The settings as Java properties text (mqadmin getBrokerConfig), with the
+        `version` header RocketMQ's client requires; read-only (25 is not served)."""
+        text = "".join(f"{k}={v}\n" for k, v in self.config.as_properties().items())
+        version = orjson.dumps({"counter": 0, "timestamp": self._started_ms}).decode()
+        return make_response(request, ResponseCode.SUCCESS, ext_fields={"version": version},
+                             body=text.encode("utf-8"))
 
     async def query_topic_consume_by_who(self, session: RemotingSession,
                                          request: RemotingCommand) -> RemotingCommand:

@@ -1,7 +1,7 @@
 import pytest
 
 from rocketport.config_file import load_config, parse_properties
-from rocketport.core.config import BrokerConfig
+from rocketport.core.config import BrokerConfig, ProtocolConfig
 from rocketport.core.errors import ConfigError
 
 
@@ -43,3 +43,14 @@ def test_bad_yaml_is_a_config_error(tmp_path):
 
 def test_parse_properties_separators():
     assert parse_properties("a=1\nb: 2\nc 3\n! x\nd\n") == {"a": "1", "b": "2", "c": "3", "d": ""}
+
+
+def test_as_properties_names_every_setting_and_reads_back(tmp_path):
+    config = BrokerConfig(broker_name="b-7", max_message_size=8192, flush_disk_type="SYNC_FLUSH",
+                          kafka=ProtocolConfig(True, 19092))
+    props = config.as_properties()
+    assert props["brokerName"] == "b-7" and props["maxMessageSize"] == "8192"
+    assert props["kafka.enabled"] == "true" and props["kafka.port"] == "19092"
+    path = tmp_path / "broker.properties"  # what GET_BROKER_CONFIG sends, loaded as a file
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    assert load_config(str(path)) == config

@@ -36,6 +36,9 @@ def test_admin_verbs_round_trip(live_broker):
     assert "hello admin" in admin(live_broker, "consumeMessage", "-t", "AdminTopic")
     assert "DefaultCluster" in admin(live_broker, "clusterList")
     assert "msgPutTotalTodayNow" in admin(live_broker, "brokerStatus")
+    config = admin(live_broker, "getBrokerConfig")
+    assert re.search(r"│\s*brokerClusterName\s*│\s*DefaultCluster\s*│", config), config
+    assert re.search(r"│\s*flushDiskType\s*│\s*ASYNC_FLUSH\s*│", config), config
     assert "success" in admin(live_broker, "updateSubGroup", "-g", "AdminGroup")
     assert "Diff Total: 1" in admin(live_broker, "consumerProgress", "-g", "AdminGroup", "-t", "AdminTopic")
     assert "hello admin" in admin(live_broker, "printMsg", "-t", "AdminTopic")
