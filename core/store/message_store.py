@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from bisect import bisect_right
 import logging
 import os
 import shutil
 import struct
 import time
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
@@ -1025,6 +1025,7 @@ class MessageStore:
 # a ConsumeQueue entry with its tagsCode as two words: the low one, signed, is the Java
 # int RocketMQ compares (tagsCode.intValue()), so a tag prefilter is one set look-up
 _CQ_ENTRY_WORDS = struct.Struct(">qiii")
+_CODE_AT = CQ_ENTRY_SIZE - 4  # where that low word sits in an entry
 MAX_RUN = 1024  # entries `_collect_run` unpacks at once; longer reads take the loop
 
 
@@ -1032,7 +1033,6 @@ MAX_RUN = 1024  # entries `_collect_run` unpacks at once; longer reads take the 
 def _cq_run(count: int) -> struct.Struct:
     """The layout of ``count`` ConsumeQueue entries (a few counts recur: 32, 256...)."""
     return struct.Struct(">" + "qiq" * count)
-_CODE_AT = CQ_ENTRY_SIZE - 4  # where that low word sits in an entry
 
 
 def _code_hits(chunk: memoryview, codes: frozenset[int]) -> Iterator[int]:
