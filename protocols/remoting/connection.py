@@ -3,9 +3,9 @@
 `RemotingConnection` splits a byte stream into frames, decodes their headers and reports
 `CommandReceived` or `ProtocolError` events; `send` turns a command into buffers for
 `writelines`. `receive_raw` stops a JSON header at its loaded dict, so that a session can
-try a handler's fast path on it before a command is built. It keeps no state beyond a partial frame, so one instance serves a broker
-session and a client alike. It must never import asyncio or sockets, never block, and
-never raise whatever bytes it is fed.
+try a handler's fast path on it before a command is built. It keeps no state beyond a
+partial frame, so one instance serves a broker session and a client alike. It must never
+import asyncio or sockets, never block, and never raise whatever bytes it is fed.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from .frame import (
     FrameError,
     command_from_json,
     decode_rocketmq_header,
-    load_json_header,
     encode_command,
+    load_json_header,
 )
 
 Event = CommandReceived | ProtocolError
@@ -163,4 +163,3 @@ def command_event(raw: RawJson) -> CommandReceived | ProtocolError:
         return ProtocolError(exc.reason, exc.opaque, False)
     command.body = body
     return CommandReceived(command)
-

@@ -38,7 +38,7 @@ class FastLane(Protocol):
 
     def take(self, session: RemotingSession, header: dict[str, Any], body: Buffer) -> object | None:
         """An item for `answer` if this request is the lane's, else None (then a command
-        is built and the handler serves it). Must not change any state."""
+        is built and the handler serves it). Must not store anything: `answer` does."""
 
     def answer(self, session: RemotingSession, items: list[Any]) -> list[Buffer]:
         """Serve the taken items, in order, and return their response frames."""
