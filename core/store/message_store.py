@@ -444,73 +444,77 @@ class MessageStore:
             raise StoreUnavailable("the store is not running")
         if self._sync:
             raise RuntimeError("append_messages serves ASYNC_FLUSH only")
+        # One pass, assuming the records fit the current segment; nothing is written or
+        # counted until they do (else one by one, which rolls the segment over).
+        mf = self.commitlog.reserve(0)
+        start = mf.wrote_position
+        phys = base = mf.file_from_offset + start
         max_size = self.config.max_message_size
-        out: list[tuple[int, int] | BrokerError] = []
-        sized = []  # (index, item, topic head, record size) of the messages to write
-        total = 0
-        for item in items:
-            body_len = len(item[2])
-            props_len = len(item[3])
-            try:
-                if body_len > max_size:
-                    raise MessageTooLarge(body_len, max_size)
-                if props_len > MAX_PROPERTIES_LENGTH:
-                    raise InvalidMessage(f"properties longer than {MAX_PROPERTIES_LENGTH} bytes")
-                topic_head = _topic_head(item[0])
-            except BrokerError as exc:
-                out.append(exc)
-                continue
-            size = HEADER_SIZE + body_len + len(topic_head) + 2 + props_len
-            sized.append((len(out), item, topic_head, size))
-            out.append(None)  # type: ignore[arg-type]  # set below
-            total += size
-        if not sized:
-            return out
-        if total + END_FILE_MIN_BLANK_LENGTH > self.commitlog.file_size:  # tiny segments
-            for index, item, _, _ in sized:
-                try:
-                    out[index] = self.append_message(*item)[:2]
-                except BrokerError as exc:
-                    out[index] = exc
-            return out
         now = time.time_ns() // 1_000_000
         store_ip, store_port = self._store_ip, self._store_port
         next_offset = self._next_queue_offset
-        mf = self.commitlog.reserve(total)
-        start = mf.wrote_position
-        phys = mf.file_from_offset + start
-        parts = []
+        out: list[tuple[int, int] | BrokerError] = []
+        parts: list[bytes | memoryview] = []
         queues: dict[tuple[str, int], list] = {}  # per queue: [first offset, entries, end]
-        for index, (topic, queue_id, body, props, code, flag, sys_flag, born_ts, born_host,
-                    reconsume), topic_head, size in sized:
+        last_topic = last_host = topic_head = host = None
+        for topic, queue_id, body, props, code, flag, sys_flag, born_ts, born_host, reconsume in items:
+            body_len = len(body)
+            props_len = len(props)
+            if body_len > max_size:
+                out.append(MessageTooLarge(body_len, max_size))
+                continue
+            if props_len > MAX_PROPERTIES_LENGTH:
+                out.append(InvalidMessage(f"properties longer than {MAX_PROPERTIES_LENGTH} bytes"))
+                continue
+            if topic is not last_topic:  # a read's sends mostly share topic and host
+                try:
+                    topic_head = _topic_head(topic)
+                except InvalidMessage as exc:
+                    out.append(exc)
+                    continue
+                last_topic = topic
+            if born_host is not last_host:
+                host, last_host = _host_bytes(born_host[0]), born_host
+            size = HEADER_SIZE + body_len + len(topic_head) + 2 + props_len
             key = (topic, queue_id)
-            queue_offset = next_offset.get(key, 0)
-            next_offset[key] = queue_offset + 1
-            parts += (HEADER.pack(
-                size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag,
-                queue_offset, phys, sys_flag, born_ts or now, _host_bytes(born_host[0]),
-                born_host[1], now, store_ip, store_port, reconsume, 0, len(body)),
-                body, topic_head, PROPS_LEN.pack(len(props)), props)
-            out[index] = (queue_offset, phys)
-            entry = CQ_ENTRY.pack(phys, size, code)
-            phys += size
             queue = queues.get(key)
             if queue is None:
-                queues[key] = [queue_offset, [entry], phys]
+                queue_offset = next_offset.get(key, 0)
+                queue = queues[key] = [queue_offset, [], 0]
             else:
-                queue[1].append(entry)
-                queue[2] = phys
+                queue_offset = queue[0] + len(queue[1])
+            parts += (HEADER.pack(
+                size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag,
+                queue_offset, phys, sys_flag, born_ts or now, host, born_host[1], now,
+                store_ip, store_port, reconsume, 0, body_len),
+                body, topic_head, PROPS_LEN.pack(props_len), props)
+            queue[1].append(CQ_ENTRY.pack(phys, size, code))
+            out.append((queue_offset, phys))
+            phys += size
+            queue[2] = phys
+        total = phys - base
+        if not total:
+            return out
+        if start + total + END_FILE_MIN_BLANK_LENGTH > self.commitlog.file_size:
+            return [self._append_alone(item) for item in items]  # the segment's end: rare
         mf.view[start:start + total] = b"".join(parts)
         mf.wrote_position = start + total
-        self.put_count += len(sized)
+        self.put_count += len(parts) // 5  # five parts per record
         self.put_bytes += total
         for key, (first, entries, end) in queues.items():
+            next_offset[key] = first + len(entries)
             cq = self.consume_queues.get(key) or self._consume_queue(*key)
             cq.put(first, b"".join(entries), end)
             for listener in self.dispatch_listeners:
                 listener(key[0], key[1], first + len(entries))
         self.dispatched_offset = phys
         return out
+
+    def _append_alone(self, item: EncodedPut) -> tuple[int, int] | BrokerError:
+        try:
+            return self.append_message(*item)[:2]
+        except BrokerError as exc:
+            return exc
 
     @property
     def sync_flush(self) -> bool:

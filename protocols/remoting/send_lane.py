@@ -106,16 +106,15 @@ class SendLane:
             if not isinstance(exc, BrokerError):
                 log.exception("send lane failed for %d sends from %s:%d", len(taken), *session.peer)
             results = [exc] * len(taken)
-        store_host = self._broker.store.store_host
+        host = hexlify(self._broker.store.store_host).upper() + b"%016X"  # + offset: offsetMsgId
         frames: list[Buffer] = []
         for (item, opaque, version), result in zip(taken, results):
             if type(result) is tuple:
                 queue_offset, phys = result
                 props = item[3]
                 uniq = property_bytes(props, _UNIQ_KEY) if props else None
-                frames.append(SEND_OK.frame(
-                    opaque, version, hexlify(store_host + phys.to_bytes(8, "big")).upper(),
-                    item[1], queue_offset, json_text(uniq) if uniq else b""))
+                frames.append(SEND_OK.frame(opaque, version, host % phys, item[1], queue_offset,
+                                            json_text(uniq) if uniq else b""))
             else:
                 code, remark = code_for(result)
                 frames += encode_command(RemotingCommand(
