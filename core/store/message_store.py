@@ -564,12 +564,15 @@ class MessageStore:
         def data_at(phys: int) -> bytes:
             parts = []
             qo = first
+            last_host = host = None
             for body, props, code, flag, sys_flag, born_ts, born_host, reconsume, prepared in entries:
                 body_len = len(body)
                 size = fixed + body_len + len(props)
+                if born_host is not last_host:  # one host for a whole remoting batch
+                    host, last_host = _host_bytes(born_host[0]), born_host
                 parts += (HEADER.pack(
                     size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag, qo,
-                    phys, sys_flag, born_ts or now, _host_bytes(born_host[0]), born_host[1],
+                    phys, sys_flag, born_ts or now, host, born_host[1],
                     now, store_ip, store_port, reconsume, prepared, body_len),
                     body, topic_head, PROPS_LEN.pack(len(props)), props)
                 offsets.append(phys)

@@ -86,12 +86,6 @@ _PULL_TEMPLATES = {code: JsonFrameTemplate(code, {
 _UNIQ_KEY = property_needles(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
 
-def _uniq_key(properties: bytes) -> str:
-    """The client's unique id among encoded properties ("" without one)."""
-    uniq = property_bytes(properties, _UNIQ_KEY) if properties else None
-    return uniq.decode("utf-8", "surrogateescape") if uniq else ""
-
-
 def _pull_code(result: GetResult, offset: int) -> ResponseCode:
     code = _PULL_CODES.get(result.status)
     if code is not None:
@@ -202,7 +196,8 @@ class BrokerHandlers:
             result = await self.broker.put_batch(h.topic, h.queue_id, msgs, h.sys_flag,
                                                  h.born_timestamp, born_host, h.reconsume_times)
             msg_id = result.joined_msg_ids
-            uniq = ",".join([_uniq_key(props) for _, props, _ in msgs])
+            uniq = b",".join([property_bytes(props, _UNIQ_KEY) or b"" for _, props, _ in msgs]).decode(
+                "utf-8", "surrogateescape")
         else:
             properties = decode_properties(h.properties) if h.properties else {}
             result = await self.broker.put_message(Message(
