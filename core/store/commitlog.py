@@ -10,7 +10,7 @@ visibility or queue offsets: the message store does.
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterator
+from typing import Iterator
 
 from ..errors import MessageTooLarge, StoreUnavailable
 from .mapped_file import MappedFile
@@ -53,17 +53,6 @@ class CommitLog:
         except OSError as exc:  # e.g. ENOSPC from posix_fallocate: refuse the put, stay up
             raise StoreUnavailable(f"cannot create a commit log segment: {exc.strerror}") from exc
         return mf
-
-    def append(self, size: int, encode: Callable[[int], bytes | bytearray]) -> int:
-        """Reserve ``size`` bytes and write ``encode(physical_offset)`` there.
-
-        ``encode`` may return several contiguous records (a batch) as long as their total
-        length is ``size``. Returns the physical offset written at.
-        """
-        mf = self.reserve(size)
-        phys = mf.file_from_offset + mf.wrote_position
-        mf.write(encode(phys))
-        return phys
 
     # -- reading -----------------------------------------------------------------------
     def slice(self, phys: int, size: int) -> memoryview | None:

@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
-from operator import add
+from operator import add, itemgetter
 from typing import Callable, Iterator, Protocol
 from zlib import crc32
 
@@ -546,12 +546,10 @@ class MessageStore:
             raise InvalidMessage("empty batch")
         topic_head = _topic_head(topic)
         fixed = HEADER_SIZE + len(topic_head) + 2
-        total = fixed * len(entries)
-        for entry in entries:
-            props_len = len(entry[1])
-            if props_len > MAX_PROPERTIES_LENGTH:
-                raise InvalidMessage(f"properties longer than {MAX_PROPERTIES_LENGTH} bytes")
-            total += len(entry[0]) + props_len
+        props_lengths = list(map(len, map(_SECOND, entries)))  # C-level: no loop per message
+        if max(props_lengths) > MAX_PROPERTIES_LENGTH:
+            raise InvalidMessage(f"properties longer than {MAX_PROPERTIES_LENGTH} bytes")
+        total = fixed * len(entries) + sum(map(len, map(_FIRST, entries))) + sum(props_lengths)
         limit = self.config.max_message_size
         if total > limit:
             raise MessageTooLarge(total, limit)
@@ -560,33 +558,31 @@ class MessageStore:
         store_ip, store_port = self._store_ip, self._store_port
         offsets: list[int] = []
         cq_entries: list[bytes] = []
-
-        def data_at(phys: int) -> bytes:
-            parts = []
-            qo = first
-            last_host = host = None
-            for body, props, code, flag, sys_flag, born_ts, born_host, reconsume, prepared in entries:
-                body_len = len(body)
-                size = fixed + body_len + len(props)
-                if born_host is not last_host:  # one host for a whole remoting batch
-                    host, last_host = _host_bytes(born_host[0]), born_host
-                parts += (HEADER.pack(
-                    size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag, qo,
-                    phys, sys_flag, born_ts or now, host, born_host[1],
-                    now, store_ip, store_port, reconsume, prepared, body_len),
-                    body, topic_head, PROPS_LEN.pack(len(props)), props)
-                offsets.append(phys)
-                cq_entries.append(CQ_ENTRY.pack(phys, size, code))
-                phys += size
-                qo += 1
-            return b"".join(parts)
-
-        phys = self.commitlog.append(total, data_at)
+        parts: list[bytes | memoryview] = []
+        mf = self.commitlog.reserve(total)
+        phys = start = mf.file_from_offset + mf.wrote_position
+        qo = first
+        last_host = host = None
+        for body, props, code, flag, sys_flag, born_ts, born_host, reconsume, prepared in entries:
+            body_len = len(body)
+            size = fixed + body_len + len(props)
+            if born_host is not last_host:  # one host for a whole remoting batch
+                host, last_host = _host_bytes(born_host[0]), born_host
+            parts += (HEADER.pack(
+                size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag, qo,
+                phys, sys_flag, born_ts or now, host, born_host[1],
+                now, store_ip, store_port, reconsume, prepared, body_len),
+                body, topic_head, PROPS_LEN.pack(len(props)), props)
+            offsets.append(phys)
+            cq_entries.append(CQ_ENTRY.pack(phys, size, code))
+            phys += size
+            qo += 1
+        mf.write(b"".join(parts))
         waiter = self._finish_put(topic, queue_id, first, b"".join(cq_entries), len(entries),
-                                  phys + total, total)
+                                  start + total, total)
         if waiter is not None:
             await waiter
-        return PutResult(queue_id, first, phys, total, now, len(entries), self.store_host,
+        return PutResult(queue_id, first, start, total, now, len(entries), self.store_host,
                          tuple(offsets))
 
     async def put_inner_batch(self, topic: str, queue_id: int, batch: bytes | memoryview,
@@ -1034,6 +1030,7 @@ class MessageStore:
 _CQ_ENTRY_WORDS = struct.Struct(">qiii")
 _CODE_AT = CQ_ENTRY_SIZE - 4  # where that low word sits in an entry
 MAX_RUN = 1024  # entries `_collect_run` unpacks at once; longer reads take the loop
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 
 @lru_cache(maxsize=32)

@@ -77,22 +77,23 @@ def split_batch(data: bytes) -> list[tuple[memoryview, bytes, int]]:
     view = memoryview(data)
     end = len(data)
     pos = 0
-    messages = []
+    messages: list[tuple[memoryview, bytes, int]] = []
     append = messages.append
     unpack_head, unpack_i16 = _BATCH_HEAD.unpack_from, _I16.unpack_from
     head = _BATCH_HEAD.size
-    while pos < end:
-        if end - pos < head + 2:
-            raise MessageFormatError(f"batch entry at {pos} is truncated")
-        size, _magic, _crc, flag, body_length = unpack_head(data, pos)
-        properties_at = pos + head + body_length
-        if body_length < 0 or size < head + 2 + body_length or pos + size > end:
-            raise MessageFormatError(f"batch entry at {pos} has inconsistent lengths")
-        properties_length = unpack_i16(data, properties_at)[0]
-        if properties_length < 0 or size != head + body_length + 2 + properties_length:
-            raise MessageFormatError(f"batch entry at {pos} has inconsistent lengths")
-        append((view[pos + head:properties_at], data[properties_at + 2:pos + size], flag))
-        pos += size
+    try:
+        while pos < end:
+            size, _magic, _crc, flag, body_length = unpack_head(data, pos)
+            properties_at = pos + head + body_length
+            next_pos = pos + size
+            # the properties length must fit, and exactly fill the entry
+            if (body_length < 0 or properties_at + 2 > next_pos or next_pos > end
+                    or properties_at + 2 + unpack_i16(data, properties_at)[0] != next_pos):
+                raise MessageFormatError(f"batch entry at {pos} has inconsistent lengths")
+            append((view[pos + head:properties_at], data[properties_at + 2:next_pos], flag))
+            pos = next_pos
+    except struct.error:  # fewer bytes left than an entry's head
+        raise MessageFormatError(f"batch entry at {pos} is truncated") from None
     return messages
 
 
