@@ -40,13 +40,13 @@ from .message import (
     PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_TRANSACTION_PREPARED,
+    TAGS_NEEDLES,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     Message,
     MessageExt,
     decode_properties,
     property_bytes,
-    property_needles,
     transaction_type,
 )
 from .message_id import decode_offset_msg_id, offset_msg_id
@@ -121,7 +121,6 @@ def _tags_code_of(topic: str, properties: dict[str, str]) -> int:
     return tags_code(properties.get(PROPERTY_TAGS)) if properties else 0
 
 
-_TAGS = property_needles(PROPERTY_TAGS)
 
 
 @lru_cache(maxsize=65536)
@@ -309,7 +308,7 @@ class Broker:
                 or (properties and _may_wrap(properties))):
             return None
         return (self._select_queue(cfg, queue_id),
-                _tags_code_of_value(property_bytes(properties, _TAGS)) if properties else 0)
+                _tags_code_of_value(property_bytes(properties, TAGS_NEEDLES)) if properties else 0)
 
     def put_now(self, messages: list[EncodedPut]) -> list[tuple[int, int] | BrokerError]:
         """Store messages `accept_now` accepted, in order, synchronously and in one
@@ -427,7 +426,7 @@ class Broker:
         if topic == SCHEDULE_TOPIC:
             codes = [_tags_code_of(topic, decode_properties(props)) for props in properties]
         else:
-            codes = [_tags_code_of_value(property_bytes(props, _TAGS)) for props in properties]
+            codes = [_tags_code_of_value(property_bytes(props, TAGS_NEEDLES)) for props in properties]
         return await self.store.put_batch(topic, self._writable(topic, queue_id), [
             (body, props, code, flag, sys_flag, born_timestamp, born_host, reconsume_times, 0)
             for (body, props, flag), code in zip(messages, codes)])

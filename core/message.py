@@ -108,6 +108,11 @@ def property_needles(name: str) -> tuple[bytes, bytes]:
     return b"\x02" + head, head
 
 
+# The two properties read undecoded on hot paths (tags code and filters; send responses).
+TAGS_NEEDLES = property_needles(PROPERTY_TAGS)
+UNIQ_KEY_NEEDLES = property_needles(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+
 def property_bytes(raw: bytes, needles: tuple[bytes, bytes]) -> bytes | None:
     """One property of encoded properties, undecoded, found without decoding the others.
 

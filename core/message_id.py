@@ -27,6 +27,12 @@ def offset_msg_id(store_host: bytes, commit_log_offset: int) -> str:
     return (store_host + commit_log_offset.to_bytes(8, "big")).hex().upper()
 
 
+def offset_msg_id_template(store_host: bytes) -> bytes:
+    """``template % commit_log_offset`` is `offset_msg_id`'s text as bytes: one format per
+    message where many ids share a store host (send responses, batch results)."""
+    return store_host.hex().upper().encode() + b"%016X"
+
+
 def encode_offset_msg_id(host: str, port: int, commit_log_offset: int) -> str:
     return offset_msg_id(socket.inet_aton(host) + port.to_bytes(4, "big"), commit_log_offset)
 

@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rocketport.core.filter.base import MessageFilter
-from rocketport.core.message import PROPERTY_TAGS, property_needles, raw_property
+from rocketport.core.message import TAGS_NEEDLES, raw_property
 from rocketport.core.tags import tags_code
 
 SUB_ALL = "*"
 TAG_SEPARATOR = "||"
-_TAGS_NEEDLES = property_needles(PROPERTY_TAGS)
 
 
 def parse_tag_expression(expression: str | None) -> frozenset[str] | None:
@@ -73,7 +72,7 @@ class TagFilter(MessageFilter):
         return self._match_raw
 
     def _match_raw(self, raw: bytes) -> bool:
-        return self.subscribe_all or raw_property(raw, _TAGS_NEEDLES) in self.tags
+        return self.subscribe_all or raw_property(raw, TAGS_NEEDLES) in self.tags
 
     @property
     def prefilter_codes(self) -> frozenset[int] | None:

@@ -29,7 +29,7 @@ from zlib import crc32
 from ..batch.messages import batch_messages
 from ..batch.record_batch import iter_records, parse_header
 from ..config import BrokerConfig
-from ..message_id import offset_msg_id
+from ..message_id import offset_msg_id, offset_msg_id_template
 from ..errors import BrokerError, InvalidMessage, MessageTooLarge, StoreUnavailable
 from ..message import (
     INNER_BATCH_FLAG,
@@ -109,9 +109,9 @@ class PutResult:
     @property
     def joined_msg_ids(self) -> str:
         """`msg_ids` joined by commas, as a batch send's response carries them."""
-        host = self.store_host
+        template = offset_msg_id_template(self.store_host)
         offsets = self.record_offsets or (self.commit_log_offset,)
-        return b"".join([host + o.to_bytes(8, "big") for o in offsets]).hex(",", 16).upper()
+        return b",".join([template % o for o in offsets]).decode()
 
 
 

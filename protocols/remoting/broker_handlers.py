@@ -32,8 +32,8 @@ from rocketport.core.message import (
     Message,
     MessageExt,
     decode_properties,
+    UNIQ_KEY_NEEDLES,
     property_bytes,
-    property_needles,
 )
 from rocketport.core.message_id import offset_msg_id
 from rocketport.core.metadata.groups import SubscriptionGroupConfig
@@ -83,7 +83,6 @@ _PULL_TEMPLATES = {code: JsonFrameTemplate(code, {
     for code in {*_PULL_CODES.values(), ResponseCode.PULL_OFFSET_MOVED, ResponseCode.PULL_NOT_FOUND}}
 
 
-_UNIQ_KEY = property_needles(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
 
 def _pull_code(result: GetResult, offset: int) -> ResponseCode:
@@ -196,7 +195,7 @@ class BrokerHandlers:
             result = await self.broker.put_batch(h.topic, h.queue_id, msgs, h.sys_flag,
                                                  h.born_timestamp, born_host, h.reconsume_times)
             msg_id = result.joined_msg_ids
-            uniq = b",".join([property_bytes(props, _UNIQ_KEY) or b"" for _, props, _ in msgs]).decode(
+            uniq = b",".join([property_bytes(props, UNIQ_KEY_NEEDLES) or b"" for _, props, _ in msgs]).decode(
                 "utf-8", "surrogateescape")
         else:
             properties = decode_properties(h.properties) if h.properties else {}

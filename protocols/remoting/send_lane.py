@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import logging
 import struct
-from binascii import hexlify
 from typing import Any
 
 from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError
+from rocketport.core.message_id import offset_msg_id_template
 from rocketport.core.message import (
     PROPERTY_MSG_REGION,
     PROPERTY_TRACE_SWITCH,
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    UNIQ_KEY_NEEDLES,
     property_bytes,
-    property_needles,
 )
 from rocketport.core.store.message_store import EncodedPut
 
@@ -51,7 +50,6 @@ _KEYS = {
 SEND_FIXED = {PROPERTY_MSG_REGION: "DefaultRegion", PROPERTY_TRACE_SWITCH: "true"}
 SEND_OK = JsonFrameTemplate(ResponseCode.SUCCESS, {
     "msgId": bytes, "queueId": int, "queueOffset": int, "transactionId": bytes, **SEND_FIXED})
-_UNIQ_KEY = property_needles(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
 # What `take` hands to `answer`: the message as the store takes it, opaque, version.
 Taken = tuple[EncodedPut, int, int]
@@ -106,14 +104,14 @@ class SendLane:
             if not isinstance(exc, BrokerError):
                 log.exception("send lane failed for %d sends from %s:%d", len(taken), *session.peer)
             results = [exc] * len(taken)
-        host = hexlify(self._broker.store.store_host).upper() + b"%016X"  # + offset: offsetMsgId
+        msg_id = offset_msg_id_template(self._broker.store.store_host)
         frames: list[Buffer] = []
         for (item, opaque, version), result in zip(taken, results):
             if type(result) is tuple:
                 queue_offset, phys = result
                 props = item[3]
-                uniq = property_bytes(props, _UNIQ_KEY) if props else None
-                frames.append(SEND_OK.frame(opaque, version, host % phys, item[1], queue_offset,
+                uniq = property_bytes(props, UNIQ_KEY_NEEDLES) if props else None
+                frames.append(SEND_OK.frame(opaque, version, msg_id % phys, item[1], queue_offset,
                                             json_text(uniq) if uniq else b""))
             else:
                 code, remark = code_for(result)

@@ -26,3 +26,16 @@ def test_consumer_offsets_layout(tmp_path):
     m2.load()
     assert m2.query("g", "T", 1) == 7 and m2.query("g", "T", 2) == -1
     assert m2.groups_of("T") == {"g"} and m2.topics_of("g") == {"T"}
+
+
+def test_offset_msg_id_template_formats_what_offset_msg_id_returns():
+    from rocketport.core.message_id import decode_offset_msg_id, offset_msg_id, offset_msg_id_template
+    from rocketport.core.store.message_store import PutResult
+
+    host = bytes([10, 0, 0, 7]) + (10911).to_bytes(4, "big")
+    template = offset_msg_id_template(host)
+    for offset in (0, 1, 123_456_789, 2**40 + 7, 2**63 - 1):
+        assert (template % offset).decode() == offset_msg_id(host, offset)
+        assert decode_offset_msg_id((template % offset).decode()).commit_log_offset == offset
+    batch = PutResult(0, 0, 100, 30, 0, 3, host, (100, 110, 120))
+    assert batch.joined_msg_ids == ",".join(batch.msg_ids)
