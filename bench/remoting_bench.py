@@ -29,7 +29,7 @@ from rocketport.core.config import BrokerConfig, ProtocolConfig
 from rocketport.protocols.remoting.frame import JsonFrameTemplate
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
-from rocketport.protocols.remoting.messages import BatchMessage, encode_batch
+from rocketport.core.batch.message_batch import BatchMessage, encode_batch
 
 FLOORS = {
     "send_single_100B": 50_000,

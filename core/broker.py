@@ -13,8 +13,8 @@ import itertools
 import logging
 import os
 from dataclasses import dataclass
-from functools import lru_cache
 
+from .batch.message_batch import decode_batch
 from .config import BrokerConfig
 from .consumer.allocate import allocate_averagely, allocate_averagely_by_circle
 from .consumer.delay_levels import parse_delay_levels
@@ -45,7 +45,6 @@ from .message import (
     TRANSACTION_ROLLBACK_TYPE,
     Message,
     MessageExt,
-    decode_properties,
     property_bytes,
     transaction_type,
 )
@@ -66,7 +65,7 @@ from .schedule import (
 )
 from .store.get_result import GetResult, GetStatus
 from .store.message_store import EncodedPut, MessageStore, PutResult, TagsFilter
-from .tags import tags_code
+from .tags import tags_code, tags_code_of_value
 from .transaction import (
     TransactionChecker,
     TransactionCheckService,
@@ -119,14 +118,6 @@ def _tags_code_of(topic: str, properties: dict[str, str]) -> int:
     if topic == SCHEDULE_TOPIC:
         return schedule_due_ms(properties)
     return tags_code(properties.get(PROPERTY_TAGS)) if properties else 0
-
-
-
-
-@lru_cache(maxsize=65536)
-def _tags_code_of_value(tags: bytes | None) -> int:
-    """The tag hash of an undecoded TAGS value (see `_tags_code_of`)."""
-    return tags_code(tags.decode("utf-8", "surrogateescape")) if tags else 0
 
 
 def _check_batchable(msg: Message) -> None:
@@ -308,7 +299,7 @@ class Broker:
                 or (properties and _may_wrap(properties))):
             return None
         return (self._select_queue(cfg, queue_id),
-                _tags_code_of_value(property_bytes(properties, TAGS_NEEDLES)) if properties else 0)
+                tags_code_of_value(property_bytes(properties, TAGS_NEEDLES)) if properties else 0)
 
     def put_now(self, messages: list[EncodedPut]) -> list[tuple[int, int] | BrokerError]:
         """Store messages `accept_now` accepted, in order, synchronously and in one
@@ -409,27 +400,22 @@ class Broker:
             m.queue_id = queue_id
         return await self.store.put_messages(msgs)
 
-    async def put_batch(self, topic: str, queue_id: int,
-                        messages: list[tuple[bytes | memoryview, bytes, int]], sys_flag: int,
+    async def put_batch(self, topic: str, queue_id: int, batch: bytes, sys_flag: int,
                         born_timestamp: int, born_host: tuple[str, int],
                         reconsume_times: int) -> PutResult:
-        """`put_messages` for (body, encoded properties, flag) triples sharing the other
-        fields, as a remoting batch send carries them: the properties are stored as sent,
-        decoded only when they may name a delay or transaction (then refused as there)."""
-        if not messages:
-            raise InvalidMessage("empty batch")
-        properties = [props for _, props, _ in messages]
-        if (transaction_type(sys_flag) == TRANSACTION_PREPARED_TYPE  # one search for all
-                or _may_wrap(b"\x02".join(properties))):
-            for props in properties:
-                _check_batchable(Message(topic, b"", decode_properties(props), sys_flag=sys_flag))
-        if topic == SCHEDULE_TOPIC:
-            codes = [_tags_code_of(topic, decode_properties(props)) for props in properties]
-        else:
-            codes = [_tags_code_of_value(property_bytes(props, TAGS_NEEDLES)) for props in properties]
-        return await self.store.put_batch(topic, self._writable(topic, queue_id), [
-            (body, props, code, flag, sys_flag, born_timestamp, born_host, reconsume_times, 0)
-            for (body, props, flag), code in zip(messages, codes)])
+        """A client's MessageBatch body (`core.batch.message_batch`) for one topic and queue,
+        as a remoting batch send carries it. Stored entry by entry with the properties as
+        sent; decoded first only when it may name a delay or transaction (then refused, as
+        `put_messages` refuses them) or goes to the schedule topic (whose tags codes are
+        due times)."""
+        if (topic == SCHEDULE_TOPIC or transaction_type(sys_flag) == TRANSACTION_PREPARED_TYPE
+                or _may_wrap(batch)):  # one search over the whole body; bodies may match too
+            return await self.put_messages([
+                Message(topic, m.body, m.properties, m.flag, queue_id, sys_flag, born_timestamp,
+                        born_host, reconsume_times) for m in decode_batch(batch)])
+        return await self.store.put_message_batch(
+            topic, self._writable(topic, queue_id), batch, sys_flag=sys_flag,
+            born_timestamp=born_timestamp, born_host=born_host, reconsume_times=reconsume_times)
 
     async def put_record_batch(self, topic: str, queue_id: int, batch: bytes | memoryview,
                                count: int, **kwargs) -> PutResult:

@@ -20,3 +20,10 @@ def tags_code(tags: str | None) -> int:
     for i in range(0, len(data), 2):
         h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
     return h - 0x100000000 if h & 0x80000000 else h
+
+
+@lru_cache(maxsize=65536)
+def tags_code_of_value(tags: bytes | None) -> int:
+    """`tags_code` of an undecoded TAGS value (`core.message.property_bytes`), as a send
+    that keeps its properties encoded has it."""
+    return tags_code(tags.decode("utf-8", "surrogateescape")) if tags else 0

@@ -26,6 +26,8 @@ from operator import add, itemgetter
 from typing import Callable, Iterator, Protocol
 from zlib import crc32
 
+from ..batch.message_batch import ENTRY_HEAD
+from ..batch.message_batch import PROPS_LEN as ENTRY_PROPS_LEN
 from ..batch.messages import batch_messages
 from ..batch.record_batch import iter_records, parse_header
 from ..config import BrokerConfig
@@ -36,12 +38,14 @@ from ..message import (
     PROPERTY_INNER_NUM,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
+    TAGS_NEEDLES,
     Message,
     MessageExt,
     decode_properties,
     encode_properties,
+    property_bytes,
 )
-from ..tags import tags_code
+from ..tags import tags_code, tags_code_of_value
 from .checkpoint import Checkpoint, CheckpointFile
 from .commitlog import CommitLog, now_ms
 from .consume_queue import CQ_ENTRY, CQ_ENTRY_SIZE, ConsumeQueue
@@ -49,6 +53,7 @@ from .flush import FlushService
 from .get_result import GetResult, GetStatus, Segment
 from .index_service import IndexService
 from .record import (
+    BATCH_HEADER,
     END_FILE_MIN_BLANK_LENGTH,
     HEADER,
     HEADER_SIZE,
@@ -63,6 +68,7 @@ from .record import (
     POS_SYS_FLAG,
     PROPS_LEN,
     QUEUE_OFFSET,
+    SHARED_FIELDS,
     RecordInfo,
     decode_record,
     ip_bytes,
@@ -135,6 +141,45 @@ class _Dispatch:
 @lru_cache(maxsize=4096)
 def _host_bytes(host: str) -> bytes:
     return ip_bytes(host)
+
+
+def _batch_records(batch: bytes, start: int, first: int, queue_id: int, shared: bytes,
+                   topic_head: bytes) -> tuple[list, list[bytes], list[int], int]:
+    """(record parts, ConsumeQueue entries, commit-log offsets, end offset) of a MessageBatch
+    body's entries written from ``start`` with queue offsets from ``first``."""
+    end = len(batch)
+    head = ENTRY_HEAD.size
+    grow = HEADER_SIZE + len(topic_head) - head  # a record is this much longer than its entry
+    unpack_head, unpack_props_len = ENTRY_HEAD.unpack_from, ENTRY_PROPS_LEN.unpack_from
+    pack, cq_pack = BATCH_HEADER.pack, CQ_ENTRY.pack
+    parts: list[bytes] = []
+    cq_entries: list[bytes] = []
+    offsets: list[int] = []
+    pos = 0
+    phys = start
+    queue_offset = first
+    try:
+        while pos < end:
+            size, _magic, _crc, flag, body_len = unpack_head(batch, pos)
+            props_at = pos + head + body_len
+            next_pos = pos + size
+            if (body_len < 0 or props_at + 2 > next_pos or next_pos > end
+                    or props_at + 2 + unpack_props_len(batch, props_at)[0] != next_pos):
+                raise InvalidMessage(f"batch entry at {pos} has inconsistent lengths")
+            body = batch[pos + head:props_at]  # bytes, not views: views are tracked by the GC
+            record_size = size + grow
+            parts += (pack(record_size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id,
+                           flag, queue_offset, phys, shared, body_len),
+                      body, topic_head, batch[props_at:next_pos])
+            cq_entries.append(cq_pack(phys, record_size, tags_code_of_value(
+                property_bytes(batch[props_at + 2:next_pos], TAGS_NEEDLES))))
+            offsets.append(phys)
+            phys += record_size
+            queue_offset += 1
+            pos = next_pos
+    except struct.error:  # fewer bytes left than an entry's head
+        raise InvalidMessage(f"batch entry at {pos} is truncated") from None
+    return parts, cq_entries, offsets, phys
 
 
 @lru_cache(maxsize=4096)
@@ -583,6 +628,50 @@ class MessageStore:
         if waiter is not None:
             await waiter
         return PutResult(queue_id, first, start, total, now, len(entries), self.store_host,
+                         tuple(offsets))
+
+    async def put_message_batch(self, topic: str, queue_id: int, batch: bytes, *, sys_flag: int,
+                                born_timestamp: int, born_host: tuple[str, int],
+                                reconsume_times: int = 0) -> PutResult:
+        """A client's MessageBatch body (`core.batch.message_batch`) stored as one record per
+        entry, walked once with no per-message objects: the remoting batch send's hot path.
+
+        Each record is the shared head fields packed once, the entry's body and properties
+        sliced from ``batch``, and the topic; its tags code is the TAGS hash (a caller sends
+        topics with other rules, and batches that may carry a delay or transaction, through
+        `put_messages`). InvalidMessage when an entry's lengths do not add up, and the size
+        limit for the whole batch, both before anything is written.
+        """
+        if not self._running:
+            raise StoreUnavailable("the store is not running")
+        if not batch:
+            raise InvalidMessage("empty batch")
+        limit = self.config.max_message_size
+        if len(batch) > limit:
+            raise MessageTooLarge(len(batch), limit)
+        topic_head = _topic_head(topic)
+        first = self._next_queue_offset.get((topic, queue_id), 0)
+        now = time.time_ns() // 1_000_000
+        shared = SHARED_FIELDS.pack(sys_flag, born_timestamp or now, _host_bytes(born_host[0]),
+                                    born_host[1], now, self._store_ip, self._store_port,
+                                    reconsume_times, 0)
+        start = self.commitlog.max_offset
+        while True:  # twice when the batch opens a new segment: its offsets move
+            parts, cq_entries, offsets, end = _batch_records(batch, start, first, queue_id,
+                                                             shared, topic_head)
+            total = end - start
+            if total > limit:
+                raise MessageTooLarge(total, limit)
+            mf = self.commitlog.reserve(total)
+            if mf.file_from_offset + mf.wrote_position == start:
+                break
+            start = mf.file_from_offset + mf.wrote_position
+        mf.write(b"".join(parts))
+        waiter = self._finish_put(topic, queue_id, first, b"".join(cq_entries), len(offsets),
+                                  end, total)
+        if waiter is not None:
+            await waiter
+        return PutResult(queue_id, first, start, total, now, len(offsets), self.store_host,
                          tuple(offsets))
 
     async def put_inner_batch(self, topic: str, queue_id: int, batch: bytes | memoryview,

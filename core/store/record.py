@@ -27,6 +27,11 @@ END_FILE_MIN_BLANK_LENGTH = 8
 HEADER = struct.Struct(">iiiiiqqiq4siq4siiqi")
 HEADER_SIZE = HEADER.size  # 88: everything before the body
 FIXED_SIZE = HEADER_SIZE + 1 + 2  # plus topic length and properties length fields
+# HEADER cut around the fields a batch's messages share (sys flag .. prepared offset), so a
+# batch packs those once (SHARED_FIELDS) and each message's head with them as one argument
+SHARED_FIELDS = struct.Struct(">iq4siq4siiq")
+BATCH_HEADER = struct.Struct(f">iiiiiqq{SHARED_FIELDS.size}si")
+assert BATCH_HEADER.size == HEADER_SIZE
 SIZE_MAGIC = struct.Struct(">ii")
 BLANK = struct.Struct(">ii")
 QUEUE_OFFSET = struct.Struct(">q")

@@ -32,8 +32,6 @@ from rocketport.core.message import (
     Message,
     MessageExt,
     decode_properties,
-    UNIQ_KEY_NEEDLES,
-    property_bytes,
 )
 from rocketport.core.message_id import offset_msg_id
 from rocketport.core.metadata.groups import SubscriptionGroupConfig
@@ -49,7 +47,6 @@ from .frame import JsonFrameTemplate
 from .errors import RemotingError
 from .headers import decode_header, decode_pull_message_header, decode_send_message_header
 from .lenient_json import loads_lenient
-from .messages import split_batch
 from .mq_tables import MessageQueueKey as QueueKey, encode_body as encode_mq_body
 from .records import message_ext_record, pull_body
 from .send_lane import SEND_FIXED, SendLane
@@ -190,20 +187,19 @@ class BrokerHandlers:
     async def send_message(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
         h = decode_send_message_header(request.code, request.ext_fields)
         born_host = session.peer
+        properties = decode_properties(h.properties) if h.properties else {}
         if request.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
-            msgs = split_batch(bytes(request.body))  # one copy, properties sliced from it
-            result = await self.broker.put_batch(h.topic, h.queue_id, msgs, h.sys_flag,
-                                                 h.born_timestamp, born_host, h.reconsume_times)
+            result = await self.broker.put_batch(h.topic, h.queue_id, bytes(request.body),  # one copy
+                                                 h.sys_flag, h.born_timestamp, born_host,
+                                                 h.reconsume_times)
             msg_id = result.joined_msg_ids
-            uniq = b",".join([property_bytes(props, UNIQ_KEY_NEEDLES) or b"" for _, props, _ in msgs]).decode(
-                "utf-8", "surrogateescape")
         else:
-            properties = decode_properties(h.properties) if h.properties else {}
             result = await self.broker.put_message(Message(
                 h.topic, bytes(request.body), properties, h.flag, h.queue_id, h.sys_flag,
                 h.born_timestamp, born_host, h.reconsume_times))
             msg_id = result.msg_id
-            uniq = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
+        # as RocketMQ: a batch's is the batch's own key (the client holds its messages' keys)
+        uniq = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
         return make_response(request, ResponseCode.SUCCESS, ext_fields={
             "msgId": msg_id, "queueId": str(result.queue_id),
             "queueOffset": str(result.queue_offset), "transactionId": uniq, **SEND_FIXED})

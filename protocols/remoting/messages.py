@@ -1,8 +1,6 @@
-"""Binary message layouts inside remoting bodies, and message ids.
+"""Binary message layouts inside remoting bodies, and message ids (batch send bodies are
+the core's: `rocketport.core.batch.message_batch`).
 
-- Batch send body (SEND_BATCH_MESSAGE, or a send with batch=true): repeated
-  totalSize i32, magic i32, bodyCRC i32, flag i32, body length i32 + body,
-  properties length i16 + properties.
 - Pull response body: concatenated MessageExt records (the CommitLog record layout);
   decoded here for clients only. The broker sends CommitLog slices untouched, so this
   module must never grow a MessageExt encoder (the store owns that layout).
@@ -19,7 +17,7 @@ import itertools
 import os
 import struct
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rocketport.core.message import (
@@ -27,7 +25,6 @@ from rocketport.core.message import (
     STOREHOSTADDRESS_V6_FLAG,
     MessageExt,
     decode_properties,
-    encode_properties,
 )
 
 MESSAGE_MAGIC_CODE = 0xDAA320A7 - (1 << 32)  # as the signed i32 on the wire
@@ -37,77 +34,12 @@ class MessageFormatError(ValueError):
     """A batch body, pull body or message id that does not follow its layout."""
 
 
-# --- batch bodies --------------------------------------------------------------------------
-
-_BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLength
-_I16 = struct.Struct(">h")
-
-
-@dataclass(slots=True)
-class BatchMessage:
-    """One message of a batch send: what the client controls (topic comes from the header)."""
-
-    body: bytes | memoryview
-    properties: dict[str, str]
-    flag: int = 0
-
-
-def encode_batch(messages: Iterable[BatchMessage]) -> bytes:
-    """The body a client sends for a batch (magic and CRC zero, as clients write them)."""
-    out = bytearray()
-    for message in messages:
-        properties = encode_properties(message.properties)
-        if len(properties) > 0x7FFF:
-            raise MessageFormatError("properties exceed 32767 bytes")
-        body = message.body
-        size = _BATCH_HEAD.size + len(body) + 2 + len(properties)
-        out += _BATCH_HEAD.pack(size, 0, 0, message.flag, len(body))
-        out += body
-        out += _I16.pack(len(properties))
-        out += properties
-    return bytes(out)
-
-
-def split_batch(data: bytes) -> list[tuple[memoryview, bytes, int]]:
-    """The messages of a batch body as (body, properties, flag).
-
-    Bodies are views into `data` (no copy); properties are left encoded, so a broker can
-    store them as sent and look a property up in place (`core.message.property_bytes`).
-    """
-    view = memoryview(data)
-    end = len(data)
-    pos = 0
-    messages: list[tuple[memoryview, bytes, int]] = []
-    append = messages.append
-    unpack_head, unpack_i16 = _BATCH_HEAD.unpack_from, _I16.unpack_from
-    head = _BATCH_HEAD.size
-    try:
-        while pos < end:
-            size, _magic, _crc, flag, body_length = unpack_head(data, pos)
-            properties_at = pos + head + body_length
-            next_pos = pos + size
-            # the properties length must fit, and exactly fill the entry
-            if (body_length < 0 or properties_at + 2 > next_pos or next_pos > end
-                    or properties_at + 2 + unpack_i16(data, properties_at)[0] != next_pos):
-                raise MessageFormatError(f"batch entry at {pos} has inconsistent lengths")
-            append((view[pos + head:properties_at], data[properties_at + 2:next_pos], flag))
-            pos = next_pos
-    except struct.error:  # fewer bytes left than an entry's head
-        raise MessageFormatError(f"batch entry at {pos} is truncated") from None
-    return messages
-
-
-def decode_batch(data: bytes | memoryview) -> list[BatchMessage]:
-    """Split a batch body; bodies are memoryviews into `data` (or its copy, when not bytes)."""
-    return [BatchMessage(body, decode_properties(properties), flag)
-            for body, properties, flag in split_batch(data if type(data) is bytes else bytes(data))]
-
-
 # --- pull bodies (client side) -------------------------------------------------------------
 
 _EXT_HEAD = struct.Struct(">iiiiiqqiq")  # size, magic, crc, queueId, flag, qOff, phyOff, sysFlag, bornTs
 _EXT_MID = struct.Struct(">iq")  # reconsumeTimes, preparedTransactionOffset
 _I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
 _U8 = struct.Struct(">B")
 

@@ -1,4 +1,4 @@
-"""Batch bodies, pull-body MessageExt records and message ids."""
+"""Pull-body MessageExt records and message ids."""
 
 from __future__ import annotations
 
@@ -6,65 +6,17 @@ import socket
 import struct
 import zlib
 
-import construct as cs
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from rocketport.core.message import BORNHOST_V6_FLAG
 from rocketport.protocols.remoting.messages import (
-    BatchMessage,
     MessageClientIdGenerator,
     MessageFormatError,
-    decode_batch,
     decode_message_ext_records,
     decode_offset_msg_id,
     decode_unique_id,
-    encode_batch,
     encode_offset_msg_id,
 )
-
-BATCH_ENTRY = cs.Struct(
-    "total" / cs.Int32sb,
-    "magic" / cs.Int32sb,
-    "crc" / cs.Int32sb,
-    "flag" / cs.Int32sb,
-    "body" / cs.Prefixed(cs.Int32sb, cs.GreedyBytes),
-    "properties" / cs.Prefixed(cs.Int16sb, cs.GreedyBytes),
-)
-
-
-def test_batch_layout_matches_independent_decoder() -> None:
-    raw = encode_batch([BatchMessage(b"hello", {"TAGS": "A"}, flag=5), BatchMessage(b"", {})])
-    entries = cs.GreedyRange(BATCH_ENTRY).parse(raw)
-    assert [(e.total, e.magic, e.crc, e.flag, e.body, e.properties) for e in entries] == [
-        (20 + 5 + 2 + 7, 0, 0, 5, b"hello", b"TAGS\x01A\x02"),
-        (22, 0, 0, 0, b"", b""),
-    ]
-
-
-@given(st.lists(st.tuples(st.binary(max_size=40), st.dictionaries(
-    st.text("ABCxyz_", min_size=1, max_size=5), st.text("abc 1", max_size=5), max_size=3),
-    st.integers(-(2**31), 2**31 - 1)), max_size=5))
-def test_batch_round_trip(items: list) -> None:
-    messages = [BatchMessage(body, props, flag) for body, props, flag in items]
-    decoded = decode_batch(encode_batch(messages))
-    assert [(bytes(m.body), m.properties, m.flag) for m in decoded] == items
-
-
-@pytest.mark.parametrize(
-    "raw",
-    [
-        b"\x00\x00\x00\x16",
-        struct.pack(">iiiii", 100, 0, 0, 0, 0) + b"\x00\x00",
-        struct.pack(">iiiii", 22, 0, 0, 0, -1) + b"\x00\x00",
-        struct.pack(">iiiii", 23, 0, 0, 0, 0) + b"\x00\x00" + b"x",
-    ],
-)
-def test_bad_batches_raise(raw: bytes) -> None:
-    with pytest.raises(MessageFormatError):
-        decode_batch(raw)
-
 
 def message_ext_record(
     *, topic: str, body: bytes, properties: bytes, queue_id: int = 1, queue_offset: int = 2,

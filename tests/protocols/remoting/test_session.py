@@ -23,7 +23,8 @@ from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.events import CommandReceived
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
-from rocketport.protocols.remoting.messages import BatchMessage, decode_message_ext_records, encode_batch
+from rocketport.core.batch.message_batch import BatchMessage, encode_batch
+from rocketport.protocols.remoting.messages import decode_message_ext_records
 from rocketport.server import BrokerServer
 
 from .conftest import frame_bytes, roundtrip, run_async, start_live_broker, stop_live_broker
@@ -238,8 +239,9 @@ def test_batch_send_stores_each_message_with_its_properties_as_sent(remoting_con
              BatchMessage(b"b", {"UNIQ_KEY": "U2"}),
              BatchMessage(b"c", {"KEYS": "x", "TAGS": "B", "UNIQ_KEY": "U3"})]
 
-    def send(messages: list[BatchMessage]) -> RemotingCommand:
-        header = SendMessageRequestHeader("pg", "Batched", "TBW102", 4, 0, 0, 0, 0, batch=True)
+    def send(messages: list[BatchMessage], properties: str | None = None) -> RemotingCommand:
+        header = SendMessageRequestHeader("pg", "Batched", "TBW102", 4, 0, 0, 0, 0, properties,
+                                          batch=True)
         return request(RequestCode.SEND_BATCH_MESSAGE, encode_send_message_header_v2(header),
                        encode_batch(messages))
 
@@ -248,7 +250,7 @@ def test_batch_send_stores_each_message_with_its_properties_as_sent(remoting_con
         async with await RemotingClient.connect(server.remoting.broker_addr()) as client:
             sent = await client.invoke(send(batch))
             assert sent.code == ResponseCode.SUCCESS
-            assert sent.ext_fields["transactionId"] == "U1,U2,U3"
+            assert sent.ext_fields["transactionId"] == ""  # as RocketMQ: the batch has no key of its own
             assert sent.ext_fields["queueOffset"] == "0"
             delayed = await client.invoke(send([BatchMessage(b"d", {"DELAY": "2"})]))
             assert delayed.code != ResponseCode.SUCCESS
@@ -270,6 +272,9 @@ def test_batch_send_stores_each_message_with_its_properties_as_sent(remoting_con
             everything = decode_message_ext_records((await client.invoke(pull_request("Batched", 0, 0))).body)
             assert [decode_offset_msg_id(i).commit_log_offset for i in sent.ext_fields["msgId"].split(",")] == [
                 m.commit_log_offset for m in everything]
+            keyed = await client.invoke(send(batch[:1], "UNIQ_KEY\x01B1\x02"))
+            assert keyed.ext_fields["transactionId"] == "B1"
+            assert keyed.ext_fields["queueOffset"] == "3"
     run_with_server(remoting_config, scenario)
 
 
