@@ -405,17 +405,19 @@ class Broker:
                         reconsume_times: int) -> PutResult:
         """A client's MessageBatch body (`core.batch.message_batch`) for one topic and queue,
         as a remoting batch send carries it. Stored entry by entry with the properties as
-        sent; decoded first only when it may name a delay or transaction (then refused, as
-        `put_messages` refuses them) or goes to the schedule topic (whose tags codes are
-        due times)."""
-        if (topic == SCHEDULE_TOPIC or transaction_type(sys_flag) == TRANSACTION_PREPARED_TYPE
-                or _may_wrap(batch)):  # one search over the whole body; bodies may match too
-            return await self.put_messages([
-                Message(topic, m.body, m.properties, m.flag, queue_id, sys_flag, born_timestamp,
-                        born_host, reconsume_times) for m in decode_batch(batch)])
-        return await self.store.put_message_batch(
-            topic, self._writable(topic, queue_id), batch, sys_flag=sys_flag,
-            born_timestamp=born_timestamp, born_host=born_host, reconsume_times=reconsume_times)
+        sent; decoded first when its properties may name a delay or transaction (then
+        refused, as `put_messages` refuses them) or it goes to the schedule topic (whose
+        tags codes are due times)."""
+        if topic != SCHEDULE_TOPIC and transaction_type(sys_flag) != TRANSACTION_PREPARED_TYPE:
+            result = await self.store.put_message_batch(
+                topic, self._writable(topic, queue_id), batch, sys_flag=sys_flag,
+                born_timestamp=born_timestamp, born_host=born_host,
+                reconsume_times=reconsume_times, declines=_may_wrap)
+            if result is not None:
+                return result
+        return await self.put_messages([
+            Message(topic, m.body, m.properties, m.flag, queue_id, sys_flag, born_timestamp,
+                    born_host, reconsume_times) for m in decode_batch(batch)])
 
     async def put_record_batch(self, topic: str, queue_id: int, batch: bytes | memoryview,
                                count: int, **kwargs) -> PutResult:

@@ -144,9 +144,10 @@ def _host_bytes(host: str) -> bytes:
 
 
 def _batch_records(batch: bytes, start: int, first: int, queue_id: int, shared: bytes,
-                   topic_head: bytes) -> tuple[list, list[bytes], list[int], int]:
-    """(record parts, ConsumeQueue entries, commit-log offsets, end offset) of a MessageBatch
-    body's entries written from ``start`` with queue offsets from ``first``."""
+                   topic_head: bytes) -> tuple[list[bytes], list[bytes], list[int], list[bytes], int]:
+    """(record parts, ConsumeQueue entries, commit-log offsets, encoded properties, end
+    offset) of a MessageBatch body's entries written from ``start`` with queue offsets from
+    ``first``."""
     end = len(batch)
     head = ENTRY_HEAD.size
     grow = HEADER_SIZE + len(topic_head) - head  # a record is this much longer than its entry
@@ -155,6 +156,7 @@ def _batch_records(batch: bytes, start: int, first: int, queue_id: int, shared: 
     parts: list[bytes] = []
     cq_entries: list[bytes] = []
     offsets: list[int] = []
+    properties: list[bytes] = []
     pos = 0
     phys = start
     queue_offset = first
@@ -171,15 +173,17 @@ def _batch_records(batch: bytes, start: int, first: int, queue_id: int, shared: 
             parts += (pack(record_size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id,
                            flag, queue_offset, phys, shared, body_len),
                       body, topic_head, batch[props_at:next_pos])
-            cq_entries.append(cq_pack(phys, record_size, tags_code_of_value(
-                property_bytes(batch[props_at + 2:next_pos], TAGS_NEEDLES))))
+            props = batch[props_at + 2:next_pos]
+            properties.append(props)
+            cq_entries.append(cq_pack(phys, record_size,
+                                      tags_code_of_value(property_bytes(props, TAGS_NEEDLES))))
             offsets.append(phys)
             phys += record_size
             queue_offset += 1
             pos = next_pos
     except struct.error:  # fewer bytes left than an entry's head
         raise InvalidMessage(f"batch entry at {pos} is truncated") from None
-    return parts, cq_entries, offsets, phys
+    return parts, cq_entries, offsets, properties, phys
 
 
 @lru_cache(maxsize=4096)
@@ -632,15 +636,18 @@ class MessageStore:
 
     async def put_message_batch(self, topic: str, queue_id: int, batch: bytes, *, sys_flag: int,
                                 born_timestamp: int, born_host: tuple[str, int],
-                                reconsume_times: int = 0) -> PutResult:
+                                reconsume_times: int = 0,
+                                declines: Callable[[bytes], bool] | None = None) -> PutResult | None:
         """A client's MessageBatch body (`core.batch.message_batch`) stored as one record per
         entry, walked once with no per-message objects: the remoting batch send's hot path.
 
         Each record is the shared head fields packed once, the entry's body and properties
         sliced from ``batch``, and the topic; its tags code is the TAGS hash (a caller sends
-        topics with other rules, and batches that may carry a delay or transaction, through
-        `put_messages`). InvalidMessage when an entry's lengths do not add up, and the size
-        limit for the whole batch, both before anything is written.
+        topics with other rules through `put_messages`). ``declines`` sees every entry's
+        properties joined by \\x02 before anything is written: when it answers true, nothing
+        is and None is returned (the broker's test for delays and transactions, which go
+        through `put_messages`). InvalidMessage when an entry's lengths do not add up, and
+        the size limit for the whole batch, both before anything is written.
         """
         if not self._running:
             raise StoreUnavailable("the store is not running")
@@ -657,8 +664,10 @@ class MessageStore:
                                     reconsume_times, 0)
         start = self.commitlog.max_offset
         while True:  # twice when the batch opens a new segment: its offsets move
-            parts, cq_entries, offsets, end = _batch_records(batch, start, first, queue_id,
-                                                             shared, topic_head)
+            parts, cq_entries, offsets, properties, end = _batch_records(
+                batch, start, first, queue_id, shared, topic_head)
+            if declines is not None and declines(b"\x02".join(properties)):
+                return None
             total = end - start
             if total > limit:
                 raise MessageTooLarge(total, limit)
