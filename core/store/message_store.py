@@ -24,7 +24,6 @@ from functools import lru_cache
 from itertools import accumulate
 from operator import add, itemgetter
 from typing import Callable, Iterator, Protocol
-from zlib import crc32
 
 from ..batch.message_batch import ENTRY_HEAD
 from ..batch.message_batch import PROPS_LEN as ENTRY_PROPS_LEN
@@ -70,6 +69,7 @@ from .record import (
     QUEUE_OFFSET,
     SHARED_FIELDS,
     RecordInfo,
+    crc32,
     decode_record,
     ip_bytes,
 )
