@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
-from operator import add, itemgetter
+from operator import itemgetter
 from typing import Callable, Iterator, Protocol
 
 from ..batch.message_batch import ENTRY_HEAD
@@ -877,19 +877,24 @@ class MessageStore:
         if count < 2 or _CQ_ENTRY_WORDS.unpack_from(chunk)[1] <= 0:  # an inner batch's entry
             return False
         words = _cq_run(count).unpack(chunk)
-        phys, sizes = words[0::3], words[1::3]
-        if (phys[0] < cl_min or min(sizes) <= 0  # trimmed, or an inner batch's entries
-                or tuple(map(add, phys[:-1], sizes[:-1])) != phys[1:]):  # not back to back
+        sizes = words[1::3]
+        first = words[0]
+        total = sum(sizes)
+        # Records never overlap and a queue's lie in log order, so they are back to back
+        # exactly when the last starts where the others' sizes end.
+        if (first < cl_min or min(sizes) <= 0  # trimmed, or an inner batch's entries
+                or words[-3] - first != total - sizes[-1]):  # others' records between
             return False
-        totals = list(accumulate(sizes))
-        if totals[-1] > byte_limit:  # as many as fit; the first always does
+        if total > byte_limit:  # as many as fit; the first always does
+            totals = list(accumulate(sizes))
             count = max(1, bisect_right(totals, byte_limit))
-        view = self.commitlog.slice(phys[0], totals[count - 1])
+            total = totals[count - 1]
+        view = self.commitlog.slice(first, total)
         if view is None:
             return False
         result.segments.append(Segment(view, offset, count))
         result.message_count = count
-        result.total_bytes = totals[count - 1]
+        result.total_bytes = total
         result.next_begin_offset = offset + count
         return True
 
