@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import struct
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import orjson
 
@@ -41,7 +43,7 @@ from rocketport.core.store.get_result import GetResult, GetStatus
 from rocketport.core.store.record import ip_bytes
 
 from . import bodies, headers
-from .codes import RequestCode, ResponseCode, SerializeType
+from .codes import RequestCode, ResponseCode
 from .command import Buffer, RemotingCommand, make_response
 from .frame import JsonFrameTemplate
 from .errors import RemotingError
@@ -78,6 +80,7 @@ _PULL_CODES: dict[GetStatus, ResponseCode] = {
 _PULL_TEMPLATES = {code: JsonFrameTemplate(code, {
     "suggestWhichBrokerId": "0", "nextBeginOffset": int, "minOffset": int, "maxOffset": int})
     for code in {*_PULL_CODES.values(), ResponseCode.PULL_OFFSET_MOVED, ResponseCode.PULL_NOT_FOUND}}
+_I32_PAIR = struct.Struct(">ii")  # opaque and version: i32 on the wire
 
 
 
@@ -163,16 +166,18 @@ class BrokerHandlers:
                     code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
                     ext_fields={"consumerGroup": group}))
 
-    def handle_now(self, session: RemotingSession, request: RemotingCommand) -> list[Buffer] | None:
-        """Pulls that need no wait, in JSON, are answered here with no coroutine or
-        command (single sends take the `lane`); the rest, and whatever
-        `Broker.pull_now` declines, takes `handle`."""
-        if request.code == RequestCode.PULL_MESSAGE and request.serialize_type == SerializeType.JSON:
-            return self._pull_now(request)
-        return None
-
-    def _pull_now(self, request: RemotingCommand) -> list[Buffer] | None:
-        h = decode_pull_message_header(request.ext_fields)
+    def handle_now(self, session: RemotingSession, header: dict[str, Any], body: Buffer) -> list[Buffer] | None:
+        """Pulls that need no wait are answered from their loaded JSON header, with no
+        command or coroutine (single sends take the `lane`); anything else, anything odd
+        and whatever `Broker.pull_now` declines takes `handle`, which names errors."""
+        if header.get("code") != RequestCode.PULL_MESSAGE or header.get("flag", 0) != 0:
+            return None
+        opaque, version, ext = header.get("opaque", 0), header.get("version", 0), header.get("extFields")
+        if type(opaque) is not int or type(version) is not int or type(ext) is not dict:
+            return None
+        "".join(ext.values())  # every value a string, as commands have them (else TypeError)
+        _I32_PAIR.pack(opaque, version)  # both in range (else struct.error)
+        h = decode_pull_message_header(ext)
         message_filter, max_count = self._prepare_pull(h)
         result = self.broker.pull_now(h.consumer_group, h.topic, h.queue_id, h.queue_offset,
                                       max_count, message_filter=message_filter)
@@ -180,7 +185,7 @@ class BrokerHandlers:
             return None
         body = pull_body(result, message_filter, self.config.kafka_tag_header) if result.segments else []
         return [_PULL_TEMPLATES[_pull_code(result, h.queue_offset)].frame(
-            request.opaque, request.version, result.next_begin_offset, result.min_offset,
+            opaque, version, result.next_begin_offset, result.min_offset,
             result.max_offset, body_size=sum([len(part) for part in body])), *body]
 
     # ------------------------------------------------------------------ send

@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from rocketport.core.broker import Broker
 from rocketport.core.metadata.topics import PERM_INHERIT, PERM_RW
@@ -174,7 +174,7 @@ class NameServerHandlers:
     def session_closed(self, session: RemotingSession) -> None:
         """Brokers are forgotten by expiry, not by connection: they reconnect at will."""
 
-    def handle_now(self, session: RemotingSession, req: RemotingCommand) -> list[Buffer] | None:
+    def handle_now(self, session: RemotingSession, header: dict[str, Any], body: Buffer) -> list[Buffer] | None:
         """Route lookups are rare: every request takes `handle`."""
         return None
 

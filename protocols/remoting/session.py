@@ -52,10 +52,11 @@ class RequestHandler(Protocol):
     async def handle(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand | None:
         """The response to `request`, or None for none (a oneway request)."""
 
-    def handle_now(self, session: RemotingSession, request: RemotingCommand) -> list[Buffer] | None:
-        """The response frame's buffers when `request` can be answered without suspending
-        (e.g. a pull that needs no wait), else None: `handle` then serves it. Raising is
-        the same as `handle` raising. Saves the coroutine, the command and its encoding."""
+    def handle_now(self, session: RemotingSession, header: dict[str, Any], body: Buffer) -> list[Buffer] | None:
+        """The response frame's buffers for a JSON request (its loaded header) that can be
+        answered as it is, without suspending (e.g. a pull that needs no wait), else None:
+        a command is built and `handle` serves it, errors included (raising counts as
+        None). Saves the command, the coroutine and the response's encoding."""
 
     def session_closed(self, session: RemotingSession) -> None:
         """Forget whatever `session` registered (consumers, producers, locks stay)."""
@@ -103,8 +104,13 @@ class RemotingSession(asyncio.Protocol):
                     if item is not None:
                         taken.append(item)
                         continue
+                if taken:
+                    self._answer(lane, taken)
+                    taken = []
+                if self._answered_now(*event):
+                    continue
                 event = command_event(event)
-            if taken:
+            elif taken:
                 self._answer(lane, taken)
                 taken = []
             if type(event) is CommandReceived:
@@ -123,6 +129,17 @@ class RemotingSession(asyncio.Protocol):
         if taken:
             self._answer(lane, taken)
         self._update_reading()
+
+    def _answered_now(self, header: dict[str, Any], body: Buffer) -> bool:
+        try:
+            frames = self._handler.handle_now(self, header, body)
+        except Exception:  # the general path answers it, naming what is wrong
+            return False
+        if frames is None:
+            return False
+        if self._transport is not None:
+            self._queue(frames)
+        return True
 
     def _answer(self, lane: FastLane, taken: list[Any]) -> None:
         frames = lane.answer(self, taken)
@@ -152,25 +169,13 @@ class RemotingSession(asyncio.Protocol):
 
     # ------------------------------------------------------------------ requests
     def _start(self, request: RemotingCommand) -> None:
-        """Answer at once what the handler can answer synchronously (`handle_now`); run
-        anything else now, up to its first suspension, and only then make it a task.
+        """Run a request now, up to its first suspension, and only then make it a task.
 
-        Most other requests (batch sends under ASYNC_FLUSH, offsets, heartbeats) finish
-        without ever suspending, so they cost no task, no loop round trip and no delay;
-        a request that suspends (a held pull, a synchronous flush) continues as a task
-        owned by this session. Python 3.12's eager tasks do the same; 3.11 lacks them.
+        Most requests (batch sends under ASYNC_FLUSH, offsets, heartbeats) finish without
+        ever suspending, so they cost no task, no loop round trip and no delay; a request
+        that suspends (a held pull, a synchronous flush) continues as a task owned by this
+        session. Python 3.12's eager tasks do the same; 3.11 lacks them.
         """
-        try:
-            frame = self._handler.handle_now(self, request)
-        except Exception as exc:
-            self._reply(request, self._failure(request, exc))
-        else:
-            if frame is None:
-                self._start_async(request)
-            elif not request.flag & FLAG_ONEWAY and self._transport is not None:
-                self._queue(frame)
-
-    def _start_async(self, request: RemotingCommand) -> None:
         coro = self._run(request)
         try:
             pending = coro.send(None)

@@ -86,6 +86,43 @@ def test_pull_not_found_carries_all_offsets_and_unknown_code_is_not_supported(re
     run_with_server(remoting_config, scenario)
 
 
+def test_json_pulls_are_answered_from_their_header_as_commands_would_be(remoting_config):
+    """A plain JSON pull is answered from its loaded header; one with numbers where strings
+    belong is coerced as any command is, a oneway pull is not answered, and an unknown
+    topic is named in the error."""
+    import orjson
+
+    def raw(opaque: int, flag: int, **ext: object) -> bytes:
+        fields = {"consumerGroup": "cg", "topic": "Raw", "queueId": "0", "queueOffset": "0",
+                  "maxMsgNums": "32", "sysFlag": "0", "commitOffset": "0",
+                  "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0", **ext}
+        header = orjson.dumps({"code": RequestCode.PULL_MESSAGE, "language": "JAVA", "version": 0,
+                               "opaque": opaque, "flag": flag, "extFields": fields})
+        return struct.pack(">ii", 4 + len(header), len(header)) + header
+
+    async def scenario(server: BrokerServer) -> None:
+        server.broker.create_topic("Raw", read_queue_nums=1, write_queue_nums=1)
+        async with await RemotingClient.connect(server.remoting.broker_addr()) as client:
+            assert (await client.invoke(send_request("Raw", b"m0"))).code == ResponseCode.SUCCESS
+        host, port = server.remoting.broker_addr().rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(raw(1, 0) + raw(2, 0, queueOffset=0, maxMsgNums=32) + raw(3, 2)
+                     + raw(4, 0, topic="NoSuchTopic") + raw(5, 0))
+        conn = RemotingConnection()
+        answers: dict[int, RemotingCommand] = {}
+        while len(answers) < 4:
+            for event in conn.receive_data(await asyncio.wait_for(reader.read(65536), 5)):
+                answers[event.command.opaque] = event.command
+        writer.close()
+        assert sorted(answers) == [1, 2, 4, 5]  # 3 was oneway
+        for opaque in (1, 2, 5):
+            assert answers[opaque].code == ResponseCode.SUCCESS
+            assert answers[opaque].ext_fields["nextBeginOffset"] == "1"
+            assert [m.body for m in decode_message_ext_records(answers[opaque].body)] == [b"m0"]
+        assert answers[4].code == ResponseCode.TOPIC_NOT_EXIST
+    run_with_server(remoting_config, scenario)
+
+
 def test_new_group_starts_at_zero_while_the_queue_holds_its_first_message(remoting_config):
     async def scenario(server: BrokerServer) -> None:
         async with await RemotingClient.connect(server.remoting.broker_addr()) as client:
