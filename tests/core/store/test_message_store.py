@@ -242,6 +242,33 @@ def test_inner_batch_records_are_indexed_by_key(small_config):
     run(main())
 
 
+def test_index_walks_plain_records_across_segments_in_slices(small_config):
+    """The builder reads plain records in place: across segment ends (blank padding), in
+    slices of any size, indexing KEYS (each key) and UNIQ_KEY, skipping records with
+    neither, and with every key found at its record."""
+    async def main():
+        async with open_store(small_config) as store:
+            store.index.stop()  # build by hand
+            phys = {}
+            for i in range(90):  # ~3,100 B each over 64 KiB segments: three segments
+                props = {"TAGS": "t"} if i % 3 == 0 else (
+                    {"KEYS": f"k{i} shared", "TAGS": "t"} if i % 3 == 1 else {"UNIQ_KEY": f"U{i}"})
+                r = await store.put_message(Message("P", b"x" * 3000 + bytes([i]), props, queue_id=0))
+                phys[i] = r.commit_log_offset
+            assert len(store.commitlog.queue.files) >= 3
+            walked = []
+            while store.index.built_offset < store.dispatched_offset:
+                walked.append(store.index.build(store, 7))
+            assert sum(walked) == 90 and max(walked) == 7
+            for i in range(90):
+                key = None if i % 3 == 0 else f"k{i}" if i % 3 == 1 else f"U{i}"
+                if key is not None:
+                    assert store.index.lookup(f"P#{key}", 8, 0, 2**62) == [phys[i]]
+            assert sorted(store.index.lookup("P#shared", 64, 0, 2**62)) == sorted(
+                phys[i] for i in range(90) if i % 3 == 1)
+    run(main())
+
+
 def test_index_slices_resume_inside_a_batch(small_config):
     from rocketport.core.batch import build_batch
     from rocketport.core.batch.record_batch import Record
