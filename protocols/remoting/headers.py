@@ -23,6 +23,7 @@ from .codes import RequestCode
 T = TypeVar("T")
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 
 class HeaderError(ValueError):
@@ -37,6 +38,12 @@ class HeaderError(ValueError):
 def ext(key: str, default: Any = dataclasses.MISSING) -> Any:
     """Declare a header field whose extFields key is not the camelCase of its name."""
     return dataclasses.field(default=default, metadata={"ext": key})
+
+
+def i32(default: Any = dataclasses.MISSING) -> Any:
+    """Declare an int field Java declares as Integer: refused outside the int32 range, so
+    a value that cannot go into a record is named at decoding, not where it is packed."""
+    return dataclasses.field(default=default, metadata={"i32": True})
 
 
 # --- the engine --------------------------------------------------------------------------
@@ -69,6 +76,13 @@ def _to_int(value: object) -> object:
         raise ValueError(f"is not an integer: {value!r}")
     if not _INT64_MIN <= number <= _INT64_MAX:
         raise ValueError(f"is out of range: {value!r}")
+    return number
+
+
+def _to_int32(value: object) -> object:
+    number = _to_int(value)
+    if number is not _Missing and not _INT32_MIN <= number <= _INT32_MAX:  # type: ignore[operator]
+        raise ValueError(f"is out of the int32 range: {value!r}")
     return number
 
 
@@ -121,9 +135,8 @@ def _field_specs(cls: type) -> tuple[_FieldSpec, ...]:
             if isinstance(kind, UnionType):  # `X | None`
                 kind = next(arg for arg in typing.get_args(kind) if arg is not NoneType)
             required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-            built.append(
-                _FieldSpec(f.name, f.metadata.get("ext", _camel(f.name)), _COERCERS[kind], required)
-            )
+            coerce = _to_int32 if f.metadata.get("i32") else _COERCERS[kind]
+            built.append(_FieldSpec(f.name, f.metadata.get("ext", _camel(f.name)), coerce, required))
         specs = _SPECS[cls] = tuple(built)
     return specs
 
@@ -173,16 +186,16 @@ class SendMessageRequestHeader:
     producer_group: str
     topic: str
     default_topic: str
-    default_topic_queue_nums: int
-    queue_id: int
-    sys_flag: int
+    default_topic_queue_nums: int = i32()
+    queue_id: int = i32()
+    sys_flag: int = i32()
     born_timestamp: int
-    flag: int
+    flag: int = i32()
     properties: str | None = None
-    reconsume_times: int = 0
+    reconsume_times: int = i32(0)
     unit_mode: bool = False
     batch: bool = False
-    max_reconsume_times: int | None = None
+    max_reconsume_times: int | None = i32(None)
     broker_name: str | None = None
 
 
@@ -241,10 +254,10 @@ def _decode_send_v2_fast(ext: Mapping[str, object]) -> SendMessageRequestHeader 
         return None
     if type(group) is not str or type(topic) is not str or type(default_topic) is not str:
         return None
-    if not (_INT64_MIN <= queue_nums <= _INT64_MAX and _INT64_MIN <= queue_id <= _INT64_MAX
-            and _INT64_MIN <= sys_flag <= _INT64_MAX and _INT64_MIN <= born <= _INT64_MAX
-            and _INT64_MIN <= flag <= _INT64_MAX and _INT64_MIN <= reconsume_times <= _INT64_MAX
-            and (max_reconsume_times is None or _INT64_MIN <= max_reconsume_times <= _INT64_MAX)):
+    if not (_INT32_MIN <= queue_nums <= _INT32_MAX and _INT32_MIN <= queue_id <= _INT32_MAX
+            and _INT32_MIN <= sys_flag <= _INT32_MAX and _INT64_MIN <= born <= _INT64_MAX
+            and _INT32_MIN <= flag <= _INT32_MAX and _INT32_MIN <= reconsume_times <= _INT32_MAX
+            and (max_reconsume_times is None or _INT32_MIN <= max_reconsume_times <= _INT32_MAX)):
         return None
     return SendMessageRequestHeader(group, topic, default_topic, queue_nums, queue_id, sys_flag,
                                     born, flag, get("i"), reconsume_times,  # type: ignore[arg-type]

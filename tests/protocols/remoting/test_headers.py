@@ -60,6 +60,24 @@ def test_send_v2_missing_field_names_the_short_key() -> None:
     assert info.value.field == "b"
 
 
+@pytest.mark.parametrize(("short", "long"), [("e", "queueId"), ("f", "sysFlag"), ("h", "flag"),
+                                            ("j", "reconsumeTimes"), ("d", "defaultTopicQueueNums")])
+def test_send_fields_java_declares_integer_are_refused_outside_int32(short: str, long: str) -> None:
+    """They go into 4-byte record fields: the decoder names them, the store never sees them."""
+    for value in (str(2**31), str(-(2**31) - 1)):
+        with pytest.raises(HeaderError) as info:
+            decode_send_message_header(310, dict(V2_FROM_JAVA, **{short: value}))
+        assert info.value.field == short and "int32" in info.value.reason
+        with pytest.raises(HeaderError) as info:
+            decode_send_message_header(10, dict(V1_FROM_CPP, **{long: value}))
+        assert info.value.field == long
+    edge = decode_send_message_header(310, dict(V2_FROM_JAVA, **{short: str(-(2**31))}))
+    assert getattr(edge, {"e": "queue_id", "f": "sys_flag", "h": "flag", "j": "reconsume_times",
+                          "d": "default_topic_queue_nums"}[short]) == -(2**31)
+    big_born = decode_send_message_header(310, dict(V2_FROM_JAVA, g=str(2**40)))
+    assert big_born.born_timestamp == 2**40  # a Long: int64 range
+
+
 def test_send_v2_encoding_round_trips() -> None:
     ext = encode_send_message_header_v2(EXPECTED_SEND)
     assert ext["a"] == "pg" and ext["g"] == "1700000000000" and ext["k"] == "false"
