@@ -139,3 +139,32 @@ def test_store_lets_the_caller_decline_a_batch_by_its_properties(small_config):
             assert result is None and seen == [b"TAGS\x01a\x02\x02DELAY\x013\x02"]
             assert store.commitlog.max_offset == 0 and store.max_offset("T", 0) == 0
     run(main())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=120), st.data())
+def test_store_takes_any_bytes_as_a_batch_without_harm(tmp_path_factory, raw, data):
+    """Arbitrary bytes, alone or after a good entry: either refused as InvalidMessage with
+    nothing written, or stored exactly as `decode_batch` reads them."""
+    config = BrokerConfig(store_path_root_dir=str(tmp_path_factory.mktemp("store")))
+    if data.draw(st.booleans()):
+        raw = encode_batch([BatchMessage(b"ok", {"TAGS": "t"})]) + raw
+
+    async def main():
+        async with open_store(config) as store:
+            try:
+                expected = decode_batch(raw)
+            except InvalidMessage:
+                expected = None
+            try:
+                result = await store.put_message_batch("F", 0, raw, sys_flag=0, born_timestamp=1,
+                                                       born_host=("127.0.0.1", 1))
+            except InvalidMessage:
+                assert expected is None or not raw
+                assert store.commitlog.max_offset == 0 and store.max_offset("F", 0) == 0
+                return
+            assert expected is not None and result.count == len(expected)
+            got = list(store.get_messages("F", 0, 0, 100).messages())
+            assert [(bytes(m.body), m.properties, m.flag) for m in got] == [
+                (bytes(e.body), e.properties, e.flag) for e in expected]
+    run(main())
