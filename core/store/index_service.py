@@ -1,12 +1,14 @@
 """IndexService: builds IndexFiles from the CommitLog behind the dispatcher.
 
-It walks the log from its own watermark (``built_offset``) in slices of SLICE_S of work and
-sleeps nine times as long as each slice took, so indexing takes at most a tenth of the loop
-and never holds it for long: a slice may stop inside a stored record batch and resume there.
-When its sleep ends late the loop is busy serving requests (or the process is short of CPU),
-and every slice then lengthens the queue those requests wait in: the builder sleeps twice as
-long after each late wake-up, down to 1% of the loop, and halves it again once wake-ups are
-on time. Under a burst it lags and catches up when the load drops. Keys indexed per message:
+It walks the log from its own watermark (``built_offset``) in slices of SLICE_S of work and,
+while the store is storing or serving messages, sleeps nine times as long as each slice
+took, so indexing takes at most a tenth of the loop and never holds it for long: a slice
+may stop inside a stored record batch and resume there. When its sleep ends late the loop
+is busy serving requests (or the process is short of CPU), and every slice then lengthens
+the queue those requests wait in: the builder sleeps twice as long after each late wake-up,
+down to 1% of the loop, and halves it again once wake-ups are on time. Under a burst it
+lags; once nothing was stored or read since its last slice it only yields between slices,
+so it catches up at full speed while a request that arrives waits one slice at most. Keys indexed per message:
 ``topic#KEYS`` (each key) and ``topic#UNIQ_KEY``; the records of an inner batch are indexed
 by their Kafka key (their KEYS, see core.batch.messages), read without decoding the records.
 Lookups first index up to QUERY_CATCH_UP more messages, so a key is findable as soon as its
@@ -223,6 +225,7 @@ class IndexService:
     async def run(self, store: "MessageStore") -> None:
         self._wakeup = asyncio.Event()
         backoff = BACKOFF
+        traffic = -1
         while not self._stopping:
             started = time.perf_counter()
             try:
@@ -230,7 +233,12 @@ class IndexService:
             except Exception:
                 log.exception("index build failed at %d", self.built_offset)
                 done = 0
-            if done:  # leave the loop to the puts: at most 1 / (1 + backoff) of a core
+            if done:
+                seen = store.put_count + store.get_count
+                if seen == traffic:  # nothing stored or read since the last slice: catch up
+                    await asyncio.sleep(0)  # a request that arrives waits one slice at most
+                    continue
+                traffic = seen  # leave the loop to the puts: at most 1 / (1 + backoff) of a core
                 now = time.perf_counter()
                 pause = min(1.0, (now - started) * backoff)
                 await asyncio.sleep(pause)

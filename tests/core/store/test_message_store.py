@@ -269,6 +269,29 @@ def test_index_walks_plain_records_across_segments_in_slices(small_config):
     run(main())
 
 
+def test_index_catches_up_on_a_quiet_store_in_slices_that_let_requests_in(small_config):
+    """Once nothing is stored or read the builder runs slice after slice, yielding between
+    them: a coroutine taking turns with it gets all its turns while the backlog is built."""
+    config = small_config.with_overrides(mapped_file_size_commit_log=1 << 24)
+
+    async def main():
+        async with open_store(config) as store:
+            for i in range(20_000):  # never suspends: the builder gets no turn, a backlog forms
+                await store.put_message(Message("Q", b"v", {"UNIQ_KEY": f"U{i}"}, queue_id=0))
+            assert store.index.built_offset < store.dispatched_offset
+            turns = []
+            for _ in range(30):
+                turns.append(store.index.built_offset < store.dispatched_offset)
+                await asyncio.sleep(0)
+            assert all(turns), "the builder held the loop until the backlog was built"
+            for _ in range(3000):  # bounded: far more than 20,000 records take
+                if store.index.built_offset >= store.dispatched_offset:
+                    break
+                await asyncio.sleep(0.01)
+            assert [m.body for m in store.query_by_key("Q", "U19999")] == [b"v"]
+    run(main())
+
+
 def test_index_slices_resume_inside_a_batch(small_config):
     from rocketport.core.batch import build_batch
     from rocketport.core.batch.record_batch import Record
