@@ -8,11 +8,12 @@ is busy serving requests (or the process is short of CPU), and every slice then 
 the queue those requests wait in: the builder sleeps twice as long after each late wake-up,
 down to 1% of the loop, and halves it again once wake-ups are on time. Under a burst it
 lags; once nothing was stored or read since its last slice it only yields between slices,
-so it catches up at full speed while a request that arrives waits one slice at most. Keys indexed per message:
-``topic#KEYS`` (each key) and ``topic#UNIQ_KEY``; the records of an inner batch are indexed
-by their Kafka key (their KEYS, see core.batch.messages), read without decoding the records.
-Lookups first index up to QUERY_CATCH_UP more messages, so a key is findable as soon as its
-message can be consumed unless the index lags further than that.
+so it catches up at full speed while a request that arrives waits one slice at most.
+Keys indexed per message: ``topic#KEYS`` (each key) and ``topic#UNIQ_KEY``; the records of
+an inner batch are indexed by their Kafka key (their KEYS, see core.batch.messages), read
+without decoding the records. Lookups first index up to QUERY_CATCH_UP more messages, so a
+key is findable as soon as its message can be consumed unless the index lags further than
+that.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import struct
 import sys
 import time
 from dataclasses import dataclass
@@ -40,12 +40,12 @@ from .record import (
     BLANK_MAGIC_CODE,
     HEADER_SIZE,
     I32,
-    POS_BODY_LENGTH,
+    I64,
     POS_STORE_TIMESTAMP,
     POS_SYS_FLAG,
-    PROPS_LEN,
     SIZE_MAGIC,
     parse_record_info,
+    topic_and_properties,
 )
 
 if TYPE_CHECKING:
@@ -54,7 +54,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _KEYS_NEEDLES = property_needles(PROPERTY_KEYS)
-I64 = struct.Struct(">q")
 
 SLICE_S = 0.0005  # work per slice: what a request may wait behind the builder
 KEY_CHUNK = 256  # records of a batch read between two checks of the slice's deadline
@@ -206,14 +205,12 @@ class IndexService:
 
     def _index_record(self, view: memoryview, pos: int, phys: int) -> None:
         """``topic#key`` for each of a plain record's KEYS and ``topic#UNIQ_KEY``."""
-        topic_at = pos + HEADER_SIZE + I32.unpack_from(view, pos + POS_BODY_LENGTH)[0]
-        props_at = topic_at + 1 + view[topic_at]
-        props = bytes(view[props_at + 2:props_at + 2 + PROPS_LEN.unpack_from(view, props_at)[0]])
+        topic_start, topic_end, props = topic_and_properties(view, pos)
         keys = raw_property(props, _KEYS_NEEDLES)
         uniq = raw_property(props, UNIQ_KEY_NEEDLES)
         if not (keys or uniq):
             return
-        topic = bytes(view[topic_at + 1:props_at]).decode("utf-8", "replace")
+        topic = bytes(view[topic_start:topic_end]).decode("utf-8", "replace")
         store_ts = I64.unpack_from(view, pos + POS_STORE_TIMESTAMP)[0]
         if keys:
             for k in keys.split(KEY_SEPARATOR):

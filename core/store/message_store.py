@@ -26,7 +26,6 @@ from operator import itemgetter
 from typing import Callable, Iterator, Protocol
 
 from ..batch.message_batch import ENTRY_HEAD
-from ..batch.message_batch import PROPS_LEN as ENTRY_PROPS_LEN
 from ..batch.messages import batch_messages
 from ..batch.record_batch import iter_records, parse_header
 from ..config import BrokerConfig
@@ -72,6 +71,7 @@ from .record import (
     crc32,
     decode_record,
     ip_bytes,
+    topic_and_properties,
 )
 
 log = logging.getLogger(__name__)
@@ -151,7 +151,7 @@ def _batch_records(batch: bytes, start: int, first: int, queue_id: int, shared: 
     end = len(batch)
     head = ENTRY_HEAD.size
     grow = HEADER_SIZE + len(topic_head) - head  # a record is this much longer than its entry
-    unpack_head, unpack_props_len = ENTRY_HEAD.unpack_from, ENTRY_PROPS_LEN.unpack_from
+    unpack_head, unpack_props_len = ENTRY_HEAD.unpack_from, PROPS_LEN.unpack_from  # i16 in both
     pack, cq_pack = BATCH_HEADER.pack, CQ_ENTRY.pack
     parts: list[bytes] = []
     cq_entries: list[bytes] = []
@@ -190,7 +190,13 @@ def _batch_records(batch: bytes, start: int, first: int, queue_id: int, shared: 
 def _inner_tail(topic: str, count: int) -> bytes:
     """The bytes after an inner batch's body when INNER_NUM is its only property: a
     producer's batches repeat a few sizes, so most puts find theirs here."""
-    props = encode_properties({PROPERTY_INNER_NUM: str(count)})
+    return _tail(topic, encode_properties({PROPERTY_INNER_NUM: str(count)}))
+
+
+def _tail(topic: str, props: bytes) -> bytes:
+    """topicLength + topic + propertiesLength + properties: the bytes after the body."""
+    if len(props) > MAX_PROPERTIES_LENGTH:
+        raise InvalidMessage(f"properties longer than {MAX_PROPERTIES_LENGTH} bytes")
     return _topic_head(topic) + PROPS_LEN.pack(len(props)) + props
 
 
@@ -424,13 +430,6 @@ class MessageStore:
             return self._tags_code_of(topic, properties)
         return tags_code(properties.get(PROPERTY_TAGS)) if properties else 0
 
-    def _properties_tail(self, topic: str, properties: dict[str, str]) -> bytes:
-        """topicLength + topic + propertiesLength + properties: the bytes after the body."""
-        props = encode_properties(properties) if properties else b""
-        if len(props) > MAX_PROPERTIES_LENGTH:
-            raise InvalidMessage(f"properties longer than {MAX_PROPERTIES_LENGTH} bytes")
-        return _topic_head(topic) + PROPS_LEN.pack(len(props)) + props
-
     async def put_message(self, msg: Message) -> PutResult:
         properties = msg.properties
         props = encode_properties(properties) if properties else b""
@@ -556,10 +555,10 @@ class MessageStore:
             return [self._append_alone(item) for item in items]  # the segment's end: rare
         mf.view[start:start + total] = b"".join(parts)
         mf.wrote_position = start + total
-        self.put_count += len(parts) // 5  # five parts per record
         self.put_bytes += total
         for key, (first, entries, end) in queues.items():
             next_offset[key] = first + len(entries)
+            self.put_count += len(entries)
             cq = self.consume_queues.get(key) or self._consume_queue(*key)
             cq.put(first, b"".join(entries), end)
             for listener in self.dispatch_listeners:
@@ -711,7 +710,7 @@ class MessageStore:
         if not isinstance(tags_codes, int) and len(tags_codes) != count:
             raise InvalidMessage("one tags code per record is needed")
         if properties:
-            tail = self._properties_tail(topic, {**properties, PROPERTY_INNER_NUM: str(count)})
+            tail = _tail(topic, encode_properties({**properties, PROPERTY_INNER_NUM: str(count)}))
         else:
             tail = _inner_tail(topic, count)
         size = HEADER_SIZE + body_len + len(tail)
@@ -1182,9 +1181,5 @@ def _code_needles(codes: frozenset[int]) -> tuple[bytes, ...]:
 
 def _inner_count(record: memoryview) -> int:
     """INNER_NUM of an inner-batch record, read without decoding the other properties."""
-    (body_len,) = I32.unpack_from(record, POS_BODY_LENGTH)
-    p = HEADER_SIZE + body_len
-    p += 1 + record[p]
-    (props_len,) = PROPS_LEN.unpack_from(record, p)
-    value = property_bytes(bytes(record[p + 2:p + 2 + props_len]), _INNER_NUM_NEEDLES)
+    value = property_bytes(topic_and_properties(record)[2], _INNER_NUM_NEEDLES)
     return int(value) if value else 1

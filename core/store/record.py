@@ -42,6 +42,7 @@ QUEUE_OFFSET = struct.Struct(">q")
 TOPIC_LEN = struct.Struct(">B")
 PROPS_LEN = struct.Struct(">h")
 I32 = struct.Struct(">i")
+I64 = struct.Struct(">q")
 
 # field positions inside a record, for in-place patches and quick checks
 POS_TOTAL_SIZE = 0
@@ -60,6 +61,15 @@ MAX_PROPERTIES_LENGTH = 32767
 
 def body_crc(body: bytes | memoryview) -> int:
     return crc32(body) & 0x7FFFFFFF
+
+
+def topic_and_properties(buf: memoryview | bytes, pos: int = 0) -> tuple[int, int, bytes]:
+    """(start, end) of the topic bytes of the record at ``pos``, and its encoded properties
+    (copied out): what a reader of one or two properties needs, found from the body length
+    without decoding anything."""
+    at = pos + HEADER_SIZE + I32.unpack_from(buf, pos + POS_BODY_LENGTH)[0]
+    end = at + 1 + buf[at]
+    return at + 1, end, bytes(buf[end + 2:end + 2 + PROPS_LEN.unpack_from(buf, end)[0]])
 
 
 def record_size(body_len: int, topic_len: int, props_len: int) -> int:
