@@ -83,8 +83,6 @@ _PULL_TEMPLATES = {code: JsonFrameTemplate(code, {
 _I32_PAIR = struct.Struct(">ii")  # opaque and version: i32 on the wire
 
 
-
-
 def _pull_code(result: GetResult, offset: int) -> ResponseCode:
     code = _PULL_CODES.get(result.status)
     if code is not None:
@@ -160,11 +158,14 @@ class BrokerHandlers:
         cfg = self.broker.groups.get(group)
         if cfg is not None and not cfg.notify_consumer_ids_changed_enable:
             return
+        self._push_to_consumers(group, RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group})
+
+    def _push_to_consumers(self, group: str, code: int, ext_fields: dict[str, str],
+                           body: bytes = b"") -> None:
+        """A oneway request to every online remoting consumer of ``group``."""
         for channel in self.consumers.channels(group):
             if isinstance(channel, RemotingSession) and channel.is_open:
-                channel.push_oneway(RemotingCommand(
-                    code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
-                    ext_fields={"consumerGroup": group}))
+                channel.push_oneway(RemotingCommand(code=code, ext_fields=dict(ext_fields), body=body))
 
     def handle_now(self, session: RemotingSession, header: dict[str, Any], body: Buffer) -> list[Buffer] | None:
         """Pulls that need no wait are answered from their loaded JSON header, with no
@@ -481,11 +482,8 @@ class BrokerHandlers:
         broker_name = self.config.broker_name
         body = encode_mq_body({}, {"offsetTable": {
             QueueKey(h.topic, broker_name, q): o for q, o in sorted(offsets.items())}})
-        push = headers.encode_header(headers.ResetOffsetRequestHeader(h.topic, h.group, h.timestamp, h.is_force))
-        for channel in self.consumers.channels(h.group):
-            if isinstance(channel, RemotingSession) and channel.is_open:
-                channel.push_oneway(RemotingCommand(
-                    code=RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext_fields=dict(push), body=body))
+        self._push_to_consumers(h.group, RequestCode.RESET_CONSUMER_CLIENT_OFFSET, headers.encode_header(
+            headers.ResetOffsetRequestHeader(h.topic, h.group, h.timestamp, h.is_force)), body)
         return make_response(request, ResponseCode.SUCCESS, body=body)
 
     async def get_topic_stats_info(self, session: RemotingSession,
