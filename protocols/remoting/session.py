@@ -133,7 +133,8 @@ class RemotingSession(asyncio.Protocol):
     def _answered_now(self, header: dict[str, Any], body: Buffer) -> bool:
         try:
             frames = self._handler.handle_now(self, header, body)
-        except Exception:  # the general path answers it, naming what is wrong
+        except Exception as exc:  # the general path answers it, naming what is wrong
+            log.debug("request from %s:%d left to the general path: %r", *self.peer, exc)
             return False
         if frames is None:
             return False
