@@ -57,6 +57,8 @@ class BrokerConfig:
         "flushDiskType", choices=("ASYNC_FLUSH", "SYNC_FLUSH")))
     flush_interval_commit_log: int = field(default=500, metadata=_key("flushIntervalCommitLog", minimum=1))
     flush_interval_consume_queue: int = field(default=1000, metadata=_key("flushIntervalConsumeQueue", minimum=1))
+    # pages ahead of the CommitLog's write position are faulted in by a worker thread
+    warm_maped_file_enable: bool = field(default=True, metadata=_key("warmMapedFileEnable"))
     check_crc_on_recover: bool = field(default=True, metadata=_key("checkCRCOnRecover"))
     recover_check_window: int = field(default=64 << 20, metadata=_key("recoverCheckWindow", minimum=0))
     max_message_size: int = field(default=4 << 20, metadata=_key("maxMessageSize", minimum=1024))

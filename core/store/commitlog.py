@@ -15,6 +15,7 @@ from typing import Iterator
 from ..errors import MessageTooLarge, StoreUnavailable
 from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
+from .page_warmer import PageWarmer
 from .record import (
     BLANK,
     BLANK_MAGIC_CODE,
@@ -29,9 +30,12 @@ from .record import (
 
 
 class CommitLog:
-    def __init__(self, directory: str, file_size: int) -> None:
+    def __init__(self, directory: str, file_size: int, *, warm: bool = True) -> None:
         self.queue = MappedFileQueue(directory, file_size)
         self.file_size = file_size
+        self.warmer = PageWarmer() if warm else None
+        self._warm_file: MappedFile | None = None
+        self._warm_next = 0
 
     # -- writing -----------------------------------------------------------------------
     def reserve(self, size: int) -> MappedFile:
@@ -42,6 +46,8 @@ class CommitLog:
         if files:
             mf = files[-1]
             if mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH <= self.file_size:
+                if mf.wrote_position >= self._warm_next or mf is not self._warm_file:
+                    self._warm(mf)
                 return mf
         try:
             mf = self.queue.last_for_write()
@@ -52,7 +58,13 @@ class CommitLog:
                 mf = next_file
         except OSError as exc:  # e.g. ENOSPC from posix_fallocate: refuse the put, stay up
             raise StoreUnavailable(f"cannot create a commit log segment: {exc.strerror}") from exc
+        self._warm(mf)
         return mf
+
+    def _warm(self, mf: MappedFile) -> None:
+        if self.warmer is not None:
+            self._warm_file = mf
+            self._warm_next = self.warmer.advance(mf.mm, mf.wrote_position)
 
     # -- reading -----------------------------------------------------------------------
     def slice(self, phys: int, size: int) -> memoryview | None:
@@ -99,6 +111,8 @@ class CommitLog:
             last.zero_from(last.wrote_position)
 
     def close(self) -> None:
+        if self.warmer is not None:
+            self.warmer.stop()
         self.queue.close()
 
 

@@ -217,7 +217,8 @@ class MessageStore:
         self.cq_root = os.path.join(self.root, "consumequeue")
         self.store_host = _host_bytes(config.broker_ip1) + config.listen_port.to_bytes(4, "big")
         self._store_ip, self._store_port = self.store_host[:4], config.listen_port
-        self.commitlog = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log)
+        self.commitlog = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log,
+                                   warm=config.warm_maped_file_enable)
         self.checkpoint_file = CheckpointFile(self.root)
         self.index = IndexService(os.path.join(self.root, "index"), config.max_hash_slot_num,
                                   config.max_index_num, enabled=config.message_index_enable)
