@@ -37,6 +37,7 @@ from rocketport.core.batch.record_batch import HEADER, iter_records, parse_heade
 from rocketport.protocols.kafka import codec
 
 PARTITIONS = 4
+CONSUME_PASSES = 5
 RECORDS_PER_BATCH = 1000
 IN_FLIGHT = 32
 PRODUCE_V = 9
@@ -411,8 +412,11 @@ def run_cases(port: int, pid: int, broker: str, args: argparse.Namespace) -> Non
         out(f"produce_{label}_confluent_acks{acks}", n / t, "msg/s", client_ceiling=870_000,
             broker_cpu_us_per_msg=cpu.us_per_msg(n))
         out(f"produce_{label}_confluent_acks{acks}_mb", n * size / t / 1e6, "MB/s")
-        out(f"consume_{label}_confluent", confluent_consume(port, topic, n), "msg/s",
-            broker_cpu_us_per_msg=cpu.us_per_msg(n))
+        # best of CONSUME_PASSES reads of the same records: one pass is under a second and
+        # moves by +-5% from run to run on this 2-core machine, for either broker
+        rates = [confluent_consume(port, topic, n) for _ in range(CONSUME_PASSES)]
+        out(f"consume_{label}_confluent", max(rates), "msg/s", passes=CONSUME_PASSES,
+            broker_cpu_us_per_msg=cpu.us_per_msg(n * CONSUME_PASSES))
     run(create_topic(port, "latency"))
     lat = run(raw_latency(port, "latency", 10_000, 5.0))
     out("latency_p50_10k_raw", lat[len(lat) // 2], "ms")
