@@ -85,6 +85,10 @@ class BrokerConfig:
     rebalance_lock_max_live_time: int = field(default=60_000, metadata=_key("rebalanceLockMaxLiveTime", minimum=1))
     channel_expired_timeout: int = field(default=120_000, metadata=_key("channelExpiredTimeout", minimum=1))
     client_scan_interval: int = field(default=10_000, metadata=_key("clientScanInterval", minimum=10))
+    # access control (remoting): RocketMQ's switch; the file is what RocketMQ reads from
+    # -Drocketmq.acl.plain.file
+    acl_enable: bool = field(default=False, metadata=_key("aclEnable"))
+    plain_acl_file: str = field(default="conf/plain_acl.yml", metadata=_key("plainAclFile"))
     # front-ends
     namesrv: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 9876))
     kafka: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 9092))

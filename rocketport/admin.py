@@ -2,7 +2,8 @@
 
 Talks to a name server (-n) to find brokers, then to brokers, exactly as mqadmin does, so
 it works against Rocketport or against Apache RocketMQ. Results print as rich tables.
-It only sends requests a real broker answers the same way; it never reads a store.
+It only sends requests a real broker answers the same way; it never reads a store. For a
+broker with aclEnable, ROCKETPORT_ACCESS_KEY / ROCKETPORT_SECRET_KEY sign every request.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import os
 import time
 from collections.abc import Awaitable, Callable
 
@@ -34,9 +36,16 @@ class AdminError(Exception):
     """A request failed; the message is what the user sees."""
 
 
+def _credentials() -> tuple[str, str] | None:
+    """ROCKETPORT_ACCESS_KEY / ROCKETPORT_SECRET_KEY sign requests for a broker with
+    aclEnable (environment, not flags: a secret stays out of process listings)."""
+    access_key = os.environ.get("ROCKETPORT_ACCESS_KEY")
+    return (access_key, os.environ.get("ROCKETPORT_SECRET_KEY", "")) if access_key else None
+
+
 async def _invoke(addr: str, cmd: RemotingCommand, ok: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
     try:
-        async with await RemotingClient.connect(addr) as client:
+        async with await RemotingClient.connect(addr, credentials=_credentials()) as client:
             resp = await client.invoke(cmd)
     except (OSError, asyncio.TimeoutError) as exc:
         raise AdminError(f"cannot reach {addr}: {exc}") from None

@@ -6,6 +6,7 @@ Run as a subprocess (the client is a C library: a crash must not take the caller
     python client.py push NAMESRV TOPIC GROUP N [--expr EXPR] [--orderly]
         [--timeout S]
     python client.py pull NAMESRV TOPIC GROUP N [--expr EXPR] [--timeout S]
+Every command takes --credentials ACCESS_KEY:SECRET_KEY (the client's ACL signing).
 Each line of stdout is one JSON object (a send result or a received message); the exit
 status is 0 only when N messages were sent / received before the timeout. Never used by
 the broker itself.
@@ -27,9 +28,16 @@ def _out(obj: dict) -> None:
     sys.stdout.flush()
 
 
+def _credentials(client, args: argparse.Namespace) -> None:
+    if args.credentials:
+        access_key, _, secret_key = args.credentials.partition(":")
+        client.set_session_credentials(access_key, secret_key, "")
+
+
 def produce(args: argparse.Namespace) -> int:
     producer = Producer(f"PG_{args.topic}_{args.mode}")
     producer.set_namesrv_addr(args.namesrv)
+    _credentials(producer, args)
     producer.start()
     try:
         messages = []
@@ -84,6 +92,7 @@ def produce(args: argparse.Namespace) -> int:
 def push(args: argparse.Namespace) -> int:
     consumer = PushConsumer(args.group, orderly=args.orderly)
     consumer.set_namesrv_addr(args.namesrv)
+    _credentials(consumer, args)
     received = 0
     done = threading.Event()
     lock = threading.Lock()
@@ -109,6 +118,7 @@ def push(args: argparse.Namespace) -> int:
 def pull(args: argparse.Namespace) -> int:
     consumer = PullConsumer(args.group)
     consumer.set_namesrv_addr(args.namesrv)
+    _credentials(consumer, args)
     consumer.start()
     received = 0
     deadline = time.monotonic() + args.timeout
@@ -152,6 +162,8 @@ def main() -> int:
     q.add_argument("n", type=int)
     q.add_argument("--expr", default="*")
     q.add_argument("--timeout", type=float, default=60)
+    for command in (p, c, q):
+        command.add_argument("--credentials", default="", metavar="ACCESS_KEY:SECRET_KEY")
     args = parser.parse_args()
     return {"produce": produce, "push": push, "pull": pull}[args.cmd](args)
 

@@ -15,6 +15,7 @@ import asyncio
 import itertools
 from collections.abc import Callable
 
+from .acl_sign import sign_request
 from .codes import RequestCode
 from .command import FLAG_ONEWAY, RemotingCommand
 from .connection import RemotingConnection
@@ -28,8 +29,10 @@ class RemotingClientError(Exception):
 
 class RemotingClient:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 on_request: Callable[[RemotingCommand], None] | None = None) -> None:
+                 on_request: Callable[[RemotingCommand], None] | None = None,
+                 credentials: tuple[str, str] | None = None) -> None:
         self.on_request = on_request
+        self.credentials = credentials  # (access key, secret key): requests are signed
         self._reader = reader
         self._writer = writer
         self._conn = RemotingConnection()
@@ -39,11 +42,12 @@ class RemotingClient:
 
     @classmethod
     async def connect(cls, addr: str, timeout_s: float = 5.0,
-                      on_request: Callable[[RemotingCommand], None] | None = None) -> RemotingClient:
-        """Connect to ``host:port``."""
+                      on_request: Callable[[RemotingCommand], None] | None = None,
+                      credentials: tuple[str, str] | None = None) -> RemotingClient:
+        """Connect to ``host:port``; with ``credentials`` every request is ACL-signed."""
         host, _, port = addr.rpartition(":")
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout_s)
-        return cls(reader, writer, on_request)
+        return cls(reader, writer, on_request, credentials)
 
     async def _read_loop(self) -> None:
         error: BaseException = RemotingClientError("connection closed")
@@ -73,6 +77,8 @@ class RemotingClient:
     def _send(self, request: RemotingCommand) -> None:
         if self._task.done():
             raise RemotingClientError("connection closed")
+        if self.credentials is not None:
+            sign_request(request, *self.credentials)
         self._writer.writelines(encode_command(request))
 
     async def invoke(self, request: RemotingCommand, timeout_s: float = 10.0) -> RemotingCommand:

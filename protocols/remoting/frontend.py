@@ -9,8 +9,10 @@ handles requests.
 
 from __future__ import annotations
 
+from rocketport.core.auth.plain_acl import PlainAcl
 from rocketport.core.broker import Broker
 
+from .acl_hook import AclCheckedHandlers
 from .broker_handlers import BrokerHandlers
 from .namesrv import BrokerRegistrar, LocalRoutes, NameServerHandlers
 from .session import RemotingListener
@@ -21,7 +23,9 @@ class RemotingFrontEnd:
         config = broker.config
         self.broker = broker
         self.handlers = BrokerHandlers(broker)
-        self.listener = RemotingListener(self.handlers, config.bind_address, config.listen_port)
+        served = AclCheckedHandlers(self.handlers, PlainAcl(config.plain_acl_file)) \
+            if config.acl_enable else self.handlers
+        self.listener = RemotingListener(served, config.bind_address, config.listen_port)
         self.namesrv_listener: RemotingListener | None = None
         self.namesrv_handlers: NameServerHandlers | None = None
         self.registrar: BrokerRegistrar | None = None

@@ -1,0 +1,1 @@
+"""Authentication and authorization, protocol-neutral (accounts, signatures, permissions)."""

@@ -1,0 +1,263 @@
+"""Plain ACL: accounts with secret keys and per-topic / per-group permissions.
+
+RocketMQ 4.x's model and file format (``plain_acl.yml``), so an existing file works as it
+is: ``globalWhiteRemoteAddresses`` (clients from these addresses skip every check),
+``accounts`` of accessKey, secretKey, whiteRemoteAddress (skips the signature and the
+permission checks), admin, defaultTopicPerm, defaultGroupPerm, topicPerms and groupPerms
+(``name=PUB|SUB``). Requests are signed with HMAC-SHA1 over content the protocol defines;
+this module checks a signature and the permissions a request needs, and never sees a
+protocol. The file is re-read when it changes (checked at most once a second).
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import ipaddress
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from hashlib import sha1
+from typing import Any
+
+import yaml
+
+from ..errors import BrokerError, ConfigError
+
+log = logging.getLogger(__name__)
+
+DENY = 1
+ANY = 1 << 1
+PUB = 1 << 2
+SUB = 1 << 3
+_PERMS = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "DENY": DENY}
+RETRY_PREFIX = "%RETRY%"
+RELOAD_CHECK_S = 1.0
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+
+
+class AclError(BrokerError):
+    """A request the ACL refuses; the message says why (never the secret)."""
+
+
+def check_permission(needed: int, owned: int) -> bool:
+    if owned & DENY:
+        return False
+    if needed & ANY:
+        return bool(owned & (PUB | SUB))
+    return bool(needed & owned)
+
+
+def sign(content: bytes, secret_key: str) -> str:
+    """Base64 HMAC-SHA1, as RocketMQ's AclSigner computes it."""
+    return base64.b64encode(hmac.new(secret_key.encode(), content, sha1).digest()).decode()
+
+
+def group_resource(group: str) -> str:
+    """Groups are checked under their retry topic's name, as in RocketMQ."""
+    return group if group.startswith(RETRY_PREFIX) else RETRY_PREFIX + group
+
+
+# -- remote address patterns ----------------------------------------------------------------
+def address_matcher(pattern: str | None) -> Callable[[str], bool]:
+    """RocketMQ's whiteRemoteAddress forms: blank (nothing), ``*`` (anything), one address,
+    ``a,b,c``, ``192.168.1.{1,2,3}``, and ``*`` or ``1-200`` ranges per IPv4 part."""
+    pattern = (pattern or "").strip()
+    if not pattern:
+        return lambda ip: False
+    if pattern in ("*", "*.*.*.*", "*:*:*:*:*:*:*:*"):
+        return lambda ip: True
+    if pattern.endswith("}"):
+        head, _, choices = pattern.rpartition("{")
+        options = {head + c.strip() for c in choices[:-1].split(",")}
+        for option in options:
+            _check_address(option, pattern)
+        return options.__contains__
+    if "," in pattern:
+        options = {p.strip() for p in pattern.split(",")}
+        for option in options:
+            _check_address(option, pattern)
+        return options.__contains__
+    parts = pattern.split(".")
+    if ("*" in pattern or "-" in pattern) and len(parts) == 4:
+        ranges = [_part_range(p, pattern) for p in parts]
+
+        def in_ranges(ip: str) -> bool:
+            octets = ip.split(".")
+            if len(octets) != 4 or not all(o.isdigit() for o in octets):
+                return False
+            return all(lo <= int(o) <= hi for o, (lo, hi) in zip(octets, ranges))
+        return in_ranges
+    _check_address(pattern, pattern)
+    return lambda ip: ip == pattern
+
+
+def _check_address(address: str, pattern: str) -> None:
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        raise ConfigError(f"ACL: bad remote address pattern {pattern!r}") from None
+
+
+def _part_range(part: str, pattern: str) -> tuple[int, int]:
+    if part == "*":
+        return 0, 255
+    lo, sep, hi = part.partition("-")
+    if lo.isdigit() and (not sep or hi.isdigit()):
+        low, high = int(lo), int(hi) if sep else int(lo)
+        if 0 <= low <= high <= 255:
+            return low, high
+    raise ConfigError(f"ACL: bad remote address pattern {pattern!r}")
+
+
+# -- the file -------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Account:
+    access_key: str
+    secret_key: str
+    admin: bool = False
+    default_topic_perm: int = DENY
+    default_group_perm: int = DENY
+    perms: dict[str, int] = field(default_factory=dict)  # topics, and groups as %RETRY%name
+    white_address: Callable[[str], bool] = lambda ip: False
+
+
+@dataclass(slots=True)
+class AclTable:
+    accounts: dict[str, Account]
+    global_white: list[Callable[[str], bool]]
+
+
+def _perm(value: Any, where: str) -> int:
+    text = str(value).strip() if value is not None else ""
+    if text not in _PERMS:
+        raise ConfigError(f"ACL: {where}: expected PUB, SUB, PUB|SUB or DENY, got {value!r}")
+    return _PERMS[text]
+
+
+def _resource_perms(items: Any, where: str, as_group: bool) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items or []:
+        name, sep, perm = str(item).partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"ACL: {where}: expected 'name=PERM', got {item!r}")
+        name = name.strip()
+        out[group_resource(name) if as_group else name] = _perm(perm, f"{where} {name}")
+    return out
+
+
+def parse_acl(data: Any, source: str) -> AclTable:
+    """An AclTable from a loaded plain_acl.yml; every problem raises ConfigError."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"ACL: {source}: expected a mapping")
+    accounts: dict[str, Account] = {}
+    for i, raw in enumerate(data.get("accounts") or []):
+        where = f"{source}: accounts[{i}]"
+        if not isinstance(raw, dict):
+            raise ConfigError(f"ACL: {where}: expected a mapping")
+        ak, sk = raw.get("accessKey"), raw.get("secretKey")
+        if not ak or sk is None or len(str(sk)) < 6:
+            raise ConfigError(f"ACL: {where}: accessKey and a secretKey of 6+ characters are required")
+        ak = str(ak)
+        if ak in accounts:
+            raise ConfigError(f"ACL: {where}: accessKey {ak!r} appears twice")
+        admin = raw.get("admin", False)
+        accounts[ak] = Account(
+            ak, str(sk), admin is True or str(admin).lower() == "true",
+            _perm(raw.get("defaultTopicPerm", "DENY"), f"{where} defaultTopicPerm"),
+            _perm(raw.get("defaultGroupPerm", "DENY"), f"{where} defaultGroupPerm"),
+            {**_resource_perms(raw.get("topicPerms"), f"{where} topicPerms", False),
+             **_resource_perms(raw.get("groupPerms"), f"{where} groupPerms", True)},
+            address_matcher(raw.get("whiteRemoteAddress")))
+    white = [address_matcher(str(p)) for p in data.get("globalWhiteRemoteAddresses") or []]
+    return AclTable(accounts, white)
+
+
+def load_acl_file(path: str) -> AclTable:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except OSError as exc:
+        raise ConfigError(f"ACL: cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"ACL: {path}: not valid YAML: {exc}") from None
+    return parse_acl(data, path)
+
+
+# -- checking -------------------------------------------------------------------------------
+@dataclass(slots=True)
+class AccessRequest:
+    """What one request asks for, as its protocol reads it."""
+
+    remote_ip: str
+    access_key: str | None
+    signature: str | None
+    content: bytes  # the signed bytes
+    resources: dict[str, int] = field(default_factory=dict)  # topic or %RETRY%group -> perm
+    needs_admin: bool = False
+
+
+class PlainAcl:
+    """Validates requests against the table loaded from ``path`` (reloaded on change)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.table = load_acl_file(path)
+        self._mtime = self._stat()
+        self._checked = time.monotonic()
+
+    def _stat(self) -> float | None:
+        try:
+            return os.stat(self.path).st_mtime
+        except OSError:
+            return None
+
+    def _maybe_reload(self) -> None:
+        now = time.monotonic()
+        if now - self._checked < RELOAD_CHECK_S:
+            return
+        self._checked = now
+        mtime = self._stat()
+        if mtime == self._mtime:
+            return
+        self._mtime = mtime
+        try:
+            self.table = load_acl_file(self.path)
+            log.info("ACL: reloaded %s", self.path)
+        except ConfigError as exc:
+            log.error("%s; keeping the previous accounts", exc)
+
+    def validate(self, req: AccessRequest) -> None:
+        """Return if allowed, else raise AclError naming the reason."""
+        self._maybe_reload()
+        table = self.table
+        if any(match(req.remote_ip) for match in table.global_white):
+            return
+        if req.access_key is None:
+            raise AclError("No accessKey is configured")
+        account = table.accounts.get(req.access_key)
+        if account is None:
+            raise AclError(f"No acl config for {req.access_key}")
+        if account.white_address(req.remote_ip):
+            return
+        expected = sign(req.content, account.secret_key)
+        if req.signature is None or not hmac.compare_digest(expected, req.signature):
+            raise AclError(f"Check signature failed for accessKey={req.access_key}")
+        if req.needs_admin and not account.admin:
+            raise AclError(f"Need admin permission, but accessKey={req.access_key} is not")
+        if account.admin and not account.perms:
+            return  # RocketMQ: an admin with no resource list may do anything
+        if req.resources.get(TRACE_TOPIC) == PUB:
+            return  # message traces may always be published, as in RocketMQ
+        for resource, needed in req.resources.items():
+            is_group = resource.startswith(RETRY_PREFIX)
+            owned = account.perms.get(resource)
+            if owned is None:
+                owned = account.default_group_perm if is_group else account.default_topic_perm
+            if not check_permission(needed, owned):
+                kind, name = ("group", resource[len(RETRY_PREFIX):]) if is_group else ("topic", resource)
+                raise AclError(f"No permission for {kind} {name} (accessKey={req.access_key})")
