@@ -237,7 +237,7 @@ class PlainAcl:
         table = self.table
         if any(match(req.remote_ip) for match in table.global_white):
             return
-        if req.access_key is None:
+        if not req.access_key:  # the C++ client sends an empty one without credentials
             raise AclError("No accessKey is configured")
         account = table.accounts.get(req.access_key)
         if account is None:

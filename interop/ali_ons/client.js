@@ -4,16 +4,20 @@
 //   node client.js consume NAMESRV TOPIC GROUP N [EXPR] [FAIL_TIMES] [TIMEOUT_S] [SQL92]
 // One JSON object per stdout line (a send result or a delivery). consume exits 0 once N
 // distinct bodies were consumed successfully (a delivery fails while its reconsumeTimes
-// is below FAIL_TIMES), 1 at the timeout. Never used by the broker itself.
+// is below FAIL_TIMES), 1 at the timeout. ACCESS_KEY and SECRET_KEY in the environment turn
+// on the client's request signing (RocketMQ ACL). Never used by the broker itself.
 const { Producer, Consumer, Message } = require('ali-ons');
 
 const [cmd, nameSrv, topic, ...rest] = process.argv.slice(2);
 const out = obj => process.stdout.write(JSON.stringify(obj) + '\n');
 const quiet = { info() {}, warn() {}, debug() {}, error() {} };
+const credentials = process.env.ACCESS_KEY
+  ? { accessKey: process.env.ACCESS_KEY, secretKey: process.env.SECRET_KEY || '' } : {};
 
 async function produce() {
   const [n, tag = 'TagA', prefix = 'body-'] = rest;
-  const producer = new Producer({ nameSrv, httpclient: {}, producerGroup: 'PG_' + topic, logger: quiet });
+  const producer = new Producer({ nameSrv, httpclient: {}, producerGroup: 'PG_' + topic, logger: quiet,
+    ...credentials });
   await producer.ready();
   for (let i = 0; i < Number(n); i++) {
     const msg = new Message(topic, tag, prefix + i);
@@ -29,7 +33,7 @@ async function produce() {
 async function consume() {
   const [group, n, expr = '*', failTimes = '0', timeout = '60', sql = ''] = rest;
   const consumer = new Consumer({ nameSrv, httpclient: {}, consumerGroup: group, logger: quiet,
-    maxReconsumeTimes: 2, consumeTimeout: 5000, persistent: true, persistentInterval: 500 });
+    maxReconsumeTimes: 2, consumeTimeout: 5000, persistent: true, persistentInterval: 500, ...credentials });
   const done = new Set();
   let finish;
   const finished = new Promise(resolve => { finish = resolve; });

@@ -7,6 +7,7 @@ import os
 import time
 
 import pytest
+
 from rocketport.core.auth import plain_acl
 from rocketport.core.auth.plain_acl import (
     PUB,

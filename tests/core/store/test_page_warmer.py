@@ -5,6 +5,7 @@ import mmap
 import time
 
 import pytest
+
 from rocketport.core.store.commitlog import CommitLog
 from rocketport.core.store.page_warmer import LEAD
 

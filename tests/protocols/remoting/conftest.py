@@ -120,6 +120,31 @@ def remoting_config(small_config: BrokerConfig) -> BrokerConfig:
                                namesrv=ProtocolConfig(True, 0), kafka=ProtocolConfig(False, 0))
 
 
+# plain_acl.yml for the ACL tests: "app" may publish and subscribe Open, only subscribe
+# ReadOnly, nothing else; "ops" is an admin
+ACL_FILE = """\
+accounts:
+  - accessKey: app
+    secretKey: app-secret
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms:
+      - Closed=DENY
+      - Open=PUB|SUB
+      - ReadOnly=SUB
+  - accessKey: ops
+    secretKey: ops-secret
+    admin: true
+"""
+
+
+@pytest.fixture
+def acl_config(remoting_config: BrokerConfig, tmp_path) -> BrokerConfig:
+    path = tmp_path / "plain_acl.yml"
+    path.write_text(ACL_FILE)
+    return dataclasses.replace(remoting_config, acl_enable=True, plain_acl_file=str(path))
+
+
 @pytest.fixture
 def live_broker(remoting_config: BrokerConfig) -> Iterator[LiveBroker]:
     live, thread = start_live_broker(remoting_config)

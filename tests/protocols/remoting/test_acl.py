@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import logging
 import os
 import subprocess
 import sys
@@ -11,39 +11,17 @@ import time
 from pathlib import Path
 
 import pytest
-from rocketport.core.config import BrokerConfig
+
 from rocketport.protocols.remoting.acl_sign import sign_request
 from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
-
 from rocketport.server import BrokerServer
 
 from .conftest import start_live_broker, stop_live_broker
 from .test_session import pull_request, run_with_server, send_request
 
-ACL_FILE = """\
-accounts:
-  - accessKey: app
-    secretKey: app-secret
-    defaultTopicPerm: DENY
-    defaultGroupPerm: SUB
-    topicPerms:
-      - Closed=DENY
-      - Open=PUB|SUB
-      - ReadOnly=SUB
-  - accessKey: ops
-    secretKey: ops-secret
-    admin: true
-"""
 APP = ("app", "app-secret")
 CLIENT = Path(__file__).parents[3] / "interop" / "rocketmq_py" / "client.py"
-
-
-@pytest.fixture
-def acl_config(remoting_config: BrokerConfig, tmp_path) -> BrokerConfig:
-    path = tmp_path / "plain_acl.yml"
-    path.write_text(ACL_FILE)
-    return dataclasses.replace(remoting_config, acl_enable=True, plain_acl_file=str(path))
 
 
 def stored(server: BrokerServer, topic: str) -> int:
@@ -108,8 +86,9 @@ def run_client(home: Path, *args: str, expect_ok: bool = True) -> subprocess.Com
 
 
 def test_cpp_client_with_credentials_produces_and_consumes_and_a_wrong_secret_stores_nothing(
-        acl_config, tmp_path):
+        acl_config, tmp_path, caplog):
     pytest.importorskip("rocketmq.client", reason="needs the rocketmq test extra")
+    caplog.set_level(logging.INFO, logger="rocketport.protocols.remoting.acl_hook")
     live, thread = start_live_broker(acl_config)
     try:
         live.call(lambda: live.server.broker.create_topic("Open", read_queue_nums=2, write_queue_nums=2))
@@ -121,7 +100,9 @@ def test_cpp_client_with_credentials_produces_and_consumes_and_a_wrong_secret_st
             all(f"body-{i}" in got.stdout for i in range(3))
         run_client(tmp_path, "produce", ns, "Open", "1", "--credentials", "app:not-the-secret",
                    expect_ok=False)
+        assert "refused: Check signature failed for accessKey=app" in caplog.text
         run_client(tmp_path, "produce", ns, "Open", "1", expect_ok=False)
+        assert "refused: No accessKey is configured" in caplog.text
         assert live.call(lambda: stored(live.server, "Open")) == 3
     finally:
         stop_live_broker(live, thread)

@@ -8,12 +8,15 @@ created first, as with a real RocketMQ name server (ali-ons does not fall back t
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from .conftest import start_live_broker, stop_live_broker
 
 INTEROP = Path(__file__).parents[3] / "interop" / "ali_ons"
 
@@ -29,11 +32,13 @@ def ali_ons(tmp_path_factory) -> Path:
     return folder / "node_modules"
 
 
-def node(modules: Path, *args: str, timeout: float = 90, expect: int = 0) -> list[dict]:
-    env = dict(os.environ, NODE_PATH=str(modules))
+def node(modules: Path, *args: str, timeout: float = 90, expect: int = 0,
+         env: dict[str, str] | None = None, stderr_has: str = "") -> list[dict]:
+    env = dict(os.environ, NODE_PATH=str(modules), **(env or {}))
     proc = subprocess.run(["node", str(INTEROP / "client.js"), *args], env=env, timeout=timeout,
                           capture_output=True, text=True)
     assert proc.returncode == expect, f"node {args[0]} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    assert stderr_has in proc.stderr, proc.stderr
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
 
@@ -93,3 +98,27 @@ def test_retries_beyond_the_limit_land_in_the_dlq(live_broker, ali_ons):
     assert live_broker.call(lambda: broker.max_offset(dlq, 0)) == 2
     bodies = live_broker.call(lambda: [m.body for m in broker.get_messages(dlq, 0, 0, 10).messages()])
     assert sorted(bodies) == [b"d-0", b"d-1"]
+
+
+def test_signed_requests_under_acl_and_a_wrong_secret_is_refused(acl_config, ali_ons, caplog):
+    """ali-ons reports a refused send only as "still failed": the broker's log names why."""
+    caplog.set_level(logging.INFO, logger="rocketport.protocols.remoting.acl_hook")
+    live, thread = start_live_broker(acl_config)
+    try:
+        live.call(live.server.broker.create_topic, "Open")
+        live.call(live.server.broker.create_topic, "Closed")
+        ns = live.namesrv
+        signed = {"ACCESS_KEY": "app", "SECRET_KEY": "app-secret"}
+        sent = node(ali_ons, "produce", ns, "Open", "3", "TagA", "acl-", env=signed)
+        assert {r["status"] for r in sent} == {"SEND_OK"}
+        got = node(ali_ons, "consume", ns, "Open", "JsAclGroup", "3", env=signed)
+        assert {m["body"] for m in got} == {f"acl-{i}" for i in range(3)}
+        refused = node(ali_ons, "produce", ns, "Open", "1", "TagA", "x-", expect=2,
+                       env={"ACCESS_KEY": "app", "SECRET_KEY": "not-the-secret"}, stderr_has="still failed")
+        assert refused == []
+        assert "refused: Check signature failed for accessKey=app" in caplog.text
+        node(ali_ons, "produce", ns, "Closed", "1", expect=2, env=signed, stderr_has="still failed")
+        assert "refused: No permission for topic Closed (accessKey=app)" in caplog.text
+        assert live.call(lambda: [live.server.broker.max_offset("Closed", q) for q in range(8)]) == [0] * 8
+    finally:
+        stop_live_broker(live, thread)
