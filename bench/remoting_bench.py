@@ -3,18 +3,22 @@
 The broker runs in its own process (uvloop, ASYNC_FLUSH, a temporary store); load
 generator processes each open a few connections and keep a fixed window of requests in
 flight on every one, matching responses by opaque. Prints one JSON object per case:
-    python bench/remoting_bench.py [--quick] [--dir DIR]
+    python bench/remoting_bench.py [--quick] [--dir DIR] [--acl]
 Cases: single sends of 100 B and 1 KiB (64 in flight per connection; p50/p99 latency),
 batch sends (100 messages per request), and pulls of the queues the batch cases filled
 (32 and 256 messages per request, as push consumers and tuned pull consumers ask).
 Latency is per request, measured by the generator from write to response. A pull counts the
 messages its nextBeginOffset says it returned, checked against the body length.
+With --acl the broker runs with aclEnable and every request is signed (HMAC-SHA1, one per
+pull, once per send template): the cost of access control, rows named ``<case>_acl``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import hmac
 import json
 import multiprocessing as mp
 import os
@@ -23,8 +27,10 @@ import shutil
 import struct
 import tempfile
 import time
+import dataclasses
 from dataclasses import dataclass
 
+from rocketport.core.auth.plain_acl import sign
 from rocketport.core.config import BrokerConfig, ProtocolConfig
 from rocketport.protocols.remoting.frame import JsonFrameTemplate
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
@@ -51,12 +57,13 @@ def _run_loop(coro):
 
 
 # ------------------------------------------------------------------ broker process
-def _broker_main(store_dir: str, ready: mp.connection.Connection) -> None:
+def _broker_main(store_dir: str, ready: mp.connection.Connection, acl_file: str | None) -> None:
     from rocketport.server import BrokerServer
 
     async def serve() -> None:
         config = BrokerConfig(store_path_root_dir=store_dir, listen_port=0,
-                              namesrv=ProtocolConfig(False, 0), kafka=ProtocolConfig(False, 0))
+                              namesrv=ProtocolConfig(False, 0), kafka=ProtocolConfig(False, 0),
+                              acl_enable=acl_file is not None, plain_acl_file=acl_file or "")
         server = BrokerServer(config)
         await server.start()
         ready.send(server.remoting.listener.port)
@@ -80,8 +87,16 @@ class Case:
     connections: int
     seconds: float
     topic: str
+    credentials: tuple[str, str] | None = None  # sign every request (--acl)
 
 
+BENCH_ACL = """\
+accounts:
+  - accessKey: bench
+    secretKey: bench-secret
+    defaultTopicPerm: PUB|SUB
+    defaultGroupPerm: SUB
+"""
 _PREFIX = struct.Struct(">iI")
 _RESPONSE_CODE = re.compile(rb'"code":(-?\d+)')
 _RESPONSE_OPAQUE = re.compile(rb'"opaque":(-?\d+)')
@@ -95,24 +110,40 @@ class _Request:
 
     def __init__(self, case: Case, queue_id: int, body: bytes) -> None:
         self.pull = case.kind == "pull"
+        self.credentials = case.credentials
         if self.pull:
             self.body = b""
-            self.template = JsonFrameTemplate(RequestCode.PULL_MESSAGE, {
+            ext: dict[str, str | type] = {
                 "consumerGroup": "bench", "topic": case.topic, "queueId": str(queue_id),
                 "queueOffset": int, "maxMsgNums": str(case.per_request), "sysFlag": "0",
                 "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*",
-                "subVersion": "0"}, flag=0)
+                "subVersion": "0"}
+            if self.credentials:  # signed per request: the offset changes
+                ext["AccessKey"] = self.credentials[0]
+                ext["Signature"] = bytes
+                text = "".join("\0" if v is int else v for k, v in sorted(ext.items()) if k != "Signature")
+                self.signed_around = tuple(part.encode() for part in text.split("\0"))
+            self.template = JsonFrameTemplate(RequestCode.PULL_MESSAGE, ext, flag=0)
             return
         batch = case.kind == "batch"
         header = SendMessageRequestHeader("bench", case.topic, "TBW102", 8, queue_id, 0,
                                           int(time.time() * 1000), 0, "TAGS\x01bench\x02", batch=batch)
         self.body = body
+        ext = dict(encode_send_message_header_v2(header))
+        if self.credentials:
+            ext["AccessKey"] = self.credentials[0]
+            text = "".join(v for _, v in sorted(ext.items()))
+            ext["Signature"] = sign(text.encode() + body, self.credentials[1])
         self.template = JsonFrameTemplate(
-            RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2,
-            encode_send_message_header_v2(header), flag=0)
+            RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2, ext, flag=0)
 
     def render(self, opaque: int, offset: int) -> list[bytes]:
         if self.pull:
+            if self.credentials:
+                before, after = self.signed_around
+                mac = hmac.new(self.credentials[1].encode(), before + b"%d" % offset + after, "sha1")
+                signature = base64.b64encode(mac.digest())
+                return [self.template.frame(opaque, 0, offset, signature)]
             return [self.template.frame(opaque, 0, offset)]
         return [self.template.frame(opaque, 0, body_size=len(self.body)), self.body]
 
@@ -272,12 +303,19 @@ def main() -> None:
     parser.add_argument("--dir", help="store directory parent (default: a temp dir)")
     parser.add_argument("--processes", type=int, default=1,
                         help="load generator processes (each competes with the broker for CPUs)")
+    parser.add_argument("--acl", action="store_true",
+                        help="broker with aclEnable, every request signed (rows <case>_acl)")
     args = parser.parse_args()
     seconds = 1.0 if args.quick else 5.0
     store_dir = tempfile.mkdtemp(prefix="remoting-bench-", dir=args.dir)
+    acl_file = None
+    if args.acl:
+        acl_file = os.path.join(store_dir, "plain_acl.yml")
+        with open(acl_file, "w") as f:
+            f.write(BENCH_ACL)
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
-    broker = ctx.Process(target=_broker_main, args=(os.path.join(store_dir, "store"), child))
+    broker = ctx.Process(target=_broker_main, args=(os.path.join(store_dir, "store"), child, acl_file))
     broker.start()
     try:
         port = parent.recv()
@@ -290,6 +328,9 @@ def main() -> None:
             Case("pull_256_100B", "pull", 100, 256, 8, 2, seconds, "BenchBatch100"),
             Case("pull_32_1KiB", "pull", 1024, 32, 16, 2, seconds, "BenchBatch1K"),
         ]
+        if args.acl:
+            cases = [dataclasses.replace(c, name=c.name + "_acl", credentials=("bench", "bench-secret"))
+                     for c in cases]
         for case in cases:
             print(json.dumps(run_case(port, case, args.processes, broker.pid)), flush=True)
     finally:

@@ -19,7 +19,6 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from hashlib import sha1
 from typing import Any
 
 import yaml
@@ -52,7 +51,7 @@ def check_permission(needed: int, owned: int) -> bool:
 
 def sign(content: bytes, secret_key: str) -> str:
     """Base64 HMAC-SHA1, as RocketMQ's AclSigner computes it."""
-    return base64.b64encode(hmac.new(secret_key.encode(), content, sha1).digest()).decode()
+    return base64.b64encode(hmac.digest(secret_key.encode(), content, "sha1")).decode()
 
 
 def group_resource(group: str) -> str:

@@ -6,8 +6,7 @@ extFields (AclClientRPCHook in Java; the C++ client adds OnsChannel, which is si
 any other field). Which topics and groups a request needs follows RocketMQ's
 PlainAccessValidator, plus batch sends and offset queries, which it leaves unchecked. A
 refused request is answered SYSTEM_ERROR with an "AclException: ..." remark, as RocketMQ's
-broker answers, and nothing is done. With ACL on every request takes the general path
-(the fast lanes do not check signatures).
+broker answers, and nothing is done.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from rocketport.core.auth.plain_acl import (
 from . import bodies
 from .acl_sign import ACCESS_KEY, SIGNATURE, signed_content
 from .codes import RequestCode, ResponseCode
-from .command import FLAG_RESPONSE, RemotingCommand
+from .command import FLAG_RESPONSE, Buffer, RemotingCommand
 from .session import FastLane, RemotingSession, RequestHandler
 
 log = logging.getLogger(__name__)
@@ -39,9 +38,8 @@ _ADMIN_CODES = frozenset({RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.UPDAT
 _RETRY_PREFIX = "%RETRY%"
 
 
-def needed_resources(request: RemotingCommand) -> dict[str, int]:
+def needed_resources(code: int, ext: dict[str, str], body: Buffer) -> dict[str, int]:
     """Topic (and %RETRY%group) -> the permission the request needs."""
-    ext, code = request.ext_fields, request.code
     out: dict[str, int] = {}
 
     def send(topic: str | None, group: str | None) -> None:
@@ -62,7 +60,7 @@ def needed_resources(request: RemotingCommand) -> dict[str, int]:
     elif code == RequestCode.QUERY_MESSAGE:
         out[ext.get("topic", "")] = SUB
     elif code == RequestCode.HEART_BEAT:
-        data = bodies.decode_body(bodies.HeartbeatData, request.body)
+        data = bodies.decode_body(bodies.HeartbeatData, body)
         for consumer in data.consumer_data_set:
             out[group_resource(consumer.group_name)] = SUB
             for sub in consumer.subscription_data_set:
@@ -78,23 +76,39 @@ def needed_resources(request: RemotingCommand) -> dict[str, int]:
 
 
 class AclCheckedHandlers:
-    """A RequestHandler that validates each request before the broker's handlers see it."""
+    """A RequestHandler that validates each request before the broker's handlers see it.
 
-    lane: FastLane | None = None
+    The fast paths stay: a request the inner handler's lane or ``handle_now`` would take is
+    checked from its loaded JSON header first. Only a request that passes goes that way;
+    any other (refused, or with non-string extFields) becomes a command and is checked,
+    and answered when refused, by ``handle``.
+    """
 
     def __init__(self, inner: RequestHandler, acl: PlainAcl) -> None:
         self.inner = inner
         self.acl = acl
+        self.lane = _CheckedLane(inner.lane, self._allowed) if inner.lane is not None else None
 
-    def handle_now(self, session: RemotingSession, header: dict[str, Any], body: Any) -> None:
-        return None
+    def _check(self, peer: tuple[str, int], code: int, ext: dict[str, str], body: Buffer) -> None:
+        self.acl.validate(AccessRequest(
+            peer[0], ext.get(ACCESS_KEY), ext.get(SIGNATURE), signed_content(ext, body),
+            needed_resources(code, ext, body), code in _ADMIN_CODES))
+
+    def _allowed(self, session: RemotingSession, header: dict[str, Any], body: Buffer) -> bool:
+        try:  # non-string extFields raise here too: the general path coerces them
+            self._check(session.peer, header.get("code"), header.get("extFields") or {}, body)
+        except Exception:  # refused or unreadable: the general path answers why
+            return False
+        return True
+
+    def handle_now(self, session: RemotingSession, header: dict[str, Any], body: Buffer) -> list[Buffer] | None:
+        if not self._allowed(session, header, body):
+            return None
+        return self.inner.handle_now(session, header, body)
 
     async def handle(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand | None:
-        ext = request.ext_fields
         try:
-            self.acl.validate(AccessRequest(
-                session.peer[0], ext.get(ACCESS_KEY), ext.get(SIGNATURE), signed_content(request),
-                needed_resources(request), request.code in _ADMIN_CODES))
+            self._check(session.peer, request.code, request.ext_fields, request.body)
         except AclError as exc:
             log.info("remoting %s:%d: code %d refused: %s", *session.peer, request.code, exc)
             return RemotingCommand(code=ResponseCode.SYSTEM_ERROR, opaque=request.opaque,
@@ -106,3 +120,20 @@ class AclCheckedHandlers:
 
     def session_closed(self, session: RemotingSession) -> None:
         self.inner.session_closed(session)
+
+
+class _CheckedLane:
+    """The inner lane, taking only requests the ACL allows."""
+
+    def __init__(self, inner: FastLane, allowed) -> None:
+        self.inner = inner
+        self.allowed = allowed
+
+    def take(self, session: RemotingSession, header: dict[str, Any], body: Buffer) -> object | None:
+        item = self.inner.take(session, header, body)
+        if item is None or not self.allowed(session, header, body):
+            return None
+        return item
+
+    def answer(self, session: RemotingSession, items: list[Any]) -> list[Buffer]:
+        return self.inner.answer(session, items)

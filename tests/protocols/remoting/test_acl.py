@@ -56,6 +56,8 @@ def test_requests_are_checked_and_refusals_answered_in_rocketmq_terms(acl_config
         async with await RemotingClient.connect(addr, credentials=APP) as client:
             resp = await client.invoke(pull_request("ReadOnly", 0, 0))  # SUB on topic and group
             assert resp.code == ResponseCode.PULL_NOT_FOUND
+            resp = await client.invoke(pull_request("Closed", 0, 0))
+            assert resp.remark == "AclException: No permission for topic Closed (accessKey=app)"
             # a body changed after signing is refused
             cmd = send_request("Open", b"signed body")
             client.credentials = None
