@@ -93,6 +93,9 @@ class BrokerConfig:
     namesrv: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 9876))
     kafka: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 9092))
     stomp: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(False, 61613))
+    # SASL on the Kafka port ("PLAIN", or "" for none); accounts come from plainAclFile
+    kafka_sasl_mechanisms: str = field(default="", metadata=_key(
+        "kafkaSaslMechanisms", choices=("", "PLAIN")))
     # the Kafka record header whose value becomes a message's TAGS
     kafka_tag_header: str = field(default="tag", metadata=_key("kafkaTagHeader"))
 

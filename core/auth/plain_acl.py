@@ -122,6 +122,15 @@ class Account:
     perms: dict[str, int] = field(default_factory=dict)  # topics, and groups as %RETRY%name
     white_address: Callable[[str], bool] = lambda ip: False
 
+    def permits(self, resource: str, needed: int) -> bool:
+        """Whether this account may use a topic (or ``%RETRY%group``) as ``needed`` says."""
+        if self.admin and not self.perms:
+            return True  # RocketMQ: an admin with no resource list may do anything
+        owned = self.perms.get(resource)
+        if owned is None:
+            owned = self.default_group_perm if resource.startswith(RETRY_PREFIX) else self.default_topic_perm
+        return check_permission(needed, owned)
+
 
 @dataclass(slots=True)
 class AclTable:
@@ -248,15 +257,20 @@ class PlainAcl:
             raise AclError(f"Check signature failed for accessKey={req.access_key}")
         if req.needs_admin and not account.admin:
             raise AclError(f"Need admin permission, but accessKey={req.access_key} is not")
-        if account.admin and not account.perms:
-            return  # RocketMQ: an admin with no resource list may do anything
         if req.resources.get(TRACE_TOPIC) == PUB:
             return  # message traces may always be published, as in RocketMQ
         for resource, needed in req.resources.items():
-            is_group = resource.startswith(RETRY_PREFIX)
-            owned = account.perms.get(resource)
-            if owned is None:
-                owned = account.default_group_perm if is_group else account.default_topic_perm
-            if not check_permission(needed, owned):
-                kind, name = ("group", resource[len(RETRY_PREFIX):]) if is_group else ("topic", resource)
+            if not account.permits(resource, needed):
+                kind, name = (("group", resource[len(RETRY_PREFIX):]) if resource.startswith(RETRY_PREFIX)
+                              else ("topic", resource))
                 raise AclError(f"No permission for {kind} {name} (accessKey={req.access_key})")
+
+    def authenticate(self, access_key: str, secret_key: str) -> Account:
+        """The account for a user name and password sent in clear (SASL/PLAIN), else AclError."""
+        self._maybe_reload()
+        account = self.table.accounts.get(access_key)
+        # compare even for an unknown name, so timing does not tell names apart
+        expected = account.secret_key if account is not None else "\0" * len(secret_key)
+        if not hmac.compare_digest(expected.encode(), secret_key.encode()) or account is None:
+            raise AclError("Authentication failed: invalid username or password")
+        return account

@@ -17,7 +17,7 @@ import struct
 from typing import Any, Final
 
 from . import codec
-from .events import BadRequest, Event, RequestReceived, UnsupportedVersion
+from .events import BadRequest, Event, RequestReceived, SaslTokenReceived, UnsupportedVersion
 
 __all__ = ["DEFAULT_MAX_FRAME_SIZE", "KafkaServerConnection"]
 
@@ -29,7 +29,7 @@ _MIN_FRAME: Final = 8  # api key, api version, correlation id
 class KafkaServerConnection:
     """The protocol state of one client connection, without the socket."""
 
-    __slots__ = ("max_frame_size", "_pending", "_pending_len", "_need", "_closed")
+    __slots__ = ("max_frame_size", "_pending", "_pending_len", "_need", "_closed", "_raw_next")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.max_frame_size = max_frame_size
@@ -37,6 +37,16 @@ class KafkaServerConnection:
         self._pending_len = 0
         self._need = 4  # bytes needed before framing is worth attempting again
         self._closed = False
+        self._raw_next = False
+
+    def expect_sasl_token(self) -> None:
+        """The next frame is a raw SASL token (after a v0 SaslHandshake was accepted)."""
+        self._raw_next = True
+
+    @staticmethod
+    def frame_sasl_token(token: bytes) -> bytes:
+        """A raw SASL token as the server sends it back: length prefix, no header."""
+        return _SIZE.pack(len(token)) + token
 
     @property
     def closed(self) -> bool:
@@ -64,6 +74,14 @@ class KafkaServerConnection:
         events: list[Event] = []
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
+            if self._raw_next and 0 <= size <= 64 * 1024:
+                if end - pos - 4 < size:
+                    self._need = 4 + size
+                    break
+                self._raw_next = False
+                events.append(SaslTokenReceived(bytes(view[pos + 4 : pos + 4 + size])))
+                pos += 4 + size
+                continue
             if size < _MIN_FRAME or size > self.max_frame_size:
                 self._closed = True
                 events.append(BadRequest(f"frame size {size} outside [{_MIN_FRAME}, {self.max_frame_size}]"))

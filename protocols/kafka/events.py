@@ -50,4 +50,11 @@ class BadRequest:
     client_id: str | None = None
 
 
-Event = RequestReceived | UnsupportedVersion | BadRequest
+@dataclass(frozen=True, slots=True)
+class SaslTokenReceived:
+    """A raw SASL token: the frame after a successful v0 SaslHandshake has no request header."""
+
+    token: bytes
+
+
+Event = RequestReceived | UnsupportedVersion | BadRequest | SaslTokenReceived

@@ -16,6 +16,7 @@ This module never touches sockets.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any, Final
 
 from rocketport.core.batch import Record, build_batch
@@ -97,16 +98,18 @@ class FetchHandler:
         self.broker = broker
         self.encoder = encoder
 
-    async def handle(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def handle(self, body: dict[str, Any], may_read: Callable[[str], bool] | None = None) -> dict[str, Any]:
+        """``may_read`` (SASL) says whether the client may fetch from a topic."""
         min_bytes = body["min_bytes"]
         max_wait_ms = body["max_wait_ms"]
-        response, total, waits = self._read(body)
+        response, total, waits = self._read(body, may_read)
         if total < max(min_bytes, 1) and max_wait_ms > 0 and waits \
                 and await self.broker.wait_for_messages(waits, max_wait_ms / 1000):
-            response, total, _ = self._read(body)
+            response, total, _ = self._read(body, may_read)
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": response}
 
-    def _read(self, body: dict[str, Any]) -> tuple[list[dict[str, Any]], int, list[tuple[str, int, int]]]:
+    def _read(self, body: dict[str, Any], may_read: Callable[[str], bool] | None
+              ) -> tuple[list[dict[str, Any]], int, list[tuple[str, int, int]]]:
         """One pass over the requested partitions: (responses, record bytes, where to wait)."""
         broker = self.broker
         budget = body["max_bytes"]
@@ -115,6 +118,7 @@ class FetchHandler:
         responses = []
         for topic_req in body["topics"]:
             topic = topic_req["topic"]
+            denied = may_read is not None and not may_read(topic)
             cfg = broker.get_topic(topic)
             partitions = []
             for p in topic_req["partitions"]:
@@ -124,6 +128,9 @@ class FetchHandler:
                                        "log_start_offset": -1, "aborted_transactions": None,
                                        "records": b""}
                 partitions.append(out)
+                if denied:
+                    out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
                 if cfg is None or not 0 <= index < cfg.read_queue_nums:
                     out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue

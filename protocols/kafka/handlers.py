@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from rocketport.core.auth.plain_acl import ANY, PUB, SUB, Account, PlainAcl, group_resource
 from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError
 from rocketport.core.metadata.topics import validate_topic
@@ -26,6 +27,7 @@ from .errors import ErrorCode
 from .fetch import FetchHandler, PlainRecordEncoder
 from .produce import ProduceHandler
 from .producer_state import ProducerStateManager
+from .sasl import SaslPlain
 from .schema import APIS, ApiKey
 
 log = logging.getLogger(__name__)
@@ -43,9 +45,24 @@ class RequestContext:
     api_version: int
     client_id: str | None
     client_host: tuple[str, int]
+    principal: Account | None = None  # the SASL-authenticated account; None: SASL is off
 
 
 Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+
+def may_use_topic(ctx: RequestContext, topic: str, needed: int = ANY) -> bool:
+    """SASL authorization by the plain ACL's permissions (PUB to produce, SUB to read, either
+    to see a topic); always true without SASL."""
+    return ctx.principal is None or ctx.principal.permits(topic, needed)
+
+
+def may_use_group(ctx: RequestContext, group: str) -> bool:
+    return ctx.principal is None or ctx.principal.permits(group_resource(group), SUB)
+
+
+def is_admin(ctx: RequestContext) -> bool:
+    return ctx.principal is None or ctx.principal.admin
 
 
 def api_versions_body(error_code: ErrorCode = ErrorCode.NONE) -> dict[str, Any]:
@@ -68,6 +85,8 @@ class KafkaHandlers:
         self.encoder = PlainRecordEncoder(config.kafka_tag_header)
         self.produce = ProduceHandler(broker, self.producers, config.kafka_tag_header)
         self.fetch = FetchHandler(broker, self.encoder)
+        mechanisms = [m.strip() for m in config.kafka_sasl_mechanisms.split(",") if m.strip()]
+        self.sasl = SaslPlain(PlainAcl(config.plain_acl_file)) if mechanisms else None
         self.table: dict[int, Handler] = {
             ApiKey.PRODUCE: self._produce,
             ApiKey.FETCH: self._fetch,
@@ -114,14 +133,18 @@ class KafkaHandlers:
     async def _metadata(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         requested = body["topics"]
         if requested is None or (ctx.api_version == 0 and not requested):
-            names = self.broker.topic_names()
+            names = [n for n in self.broker.topic_names() if may_use_topic(ctx, n)]
             auto_create = False
         else:
             names = [t["name"] for t in requested]
             auto_create = body["allow_auto_topic_creation"] and self.broker.config.auto_create_topic_enable
         topics = []
         for name in names:
-            topics.append(self._topic_metadata(name, auto_create))
+            if name is not None and not may_use_topic(ctx, name):
+                topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+                               "topic_id": bytes(16), "is_internal": False, "partitions": []})
+                continue
+            topics.append(self._topic_metadata(name, auto_create and (name is None or may_use_topic(ctx, name, PUB))))
         return {"throttle_time_ms": 0, "brokers": [self._broker_node()], "cluster_id": self.cluster_id,
                 "controller_id": NODE_ID, "topics": topics}
 
@@ -149,11 +172,13 @@ class KafkaHandlers:
 
     # ------------------------------------------------------------------ Produce / Fetch / ListOffsets
     async def _produce(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any] | None:
-        response = await self.produce.handle(body, ctx.client_host)
+        may_write = None if ctx.principal is None else (lambda topic: may_use_topic(ctx, topic, PUB))
+        response = await self.produce.handle(body, ctx.client_host, may_write)
         return None if body["acks"] == 0 else response
 
     async def _fetch(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
-        return await self.fetch.handle(body)
+        may_read = None if ctx.principal is None else (lambda topic: may_use_topic(ctx, topic, SUB))
+        return await self.fetch.handle(body, may_read)
 
     async def _list_offsets(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         broker = self.broker
@@ -166,6 +191,9 @@ class KafkaHandlers:
                                        "old_style_offsets": [], "timestamp": -1, "offset": -1,
                                        "leader_epoch": 0}
                 partitions.append(out)
+                if not may_use_topic(ctx, t["name"]):
+                    out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
                 if not self._has_partition(t["name"], index):
                     out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
@@ -189,13 +217,18 @@ class KafkaHandlers:
     async def _find_coordinator(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         host, port = self.advertised
         keys = body["coordinator_keys"] if ctx.api_version >= 4 else [body["key"]]
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+        # group keys need the group's permission; transactional ids are not served anyway
+        codes = [ErrorCode.NONE if body["key_type"] != 0 or may_use_group(ctx, k)
+                 else ErrorCode.GROUP_AUTHORIZATION_FAILED for k in keys]
+        return {"throttle_time_ms": 0, "error_code": codes[0], "error_message": None,
                 "node_id": NODE_ID, "host": host, "port": port,
                 "coordinators": [{"key": k, "node_id": NODE_ID, "host": host, "port": port,
-                                  "error_code": ErrorCode.NONE, "error_message": None} for k in keys]}
+                                  "error_code": code, "error_message": None} for k, code in zip(keys, codes)]}
 
     async def _join_group(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         try:
+            if not may_use_group(ctx, body["group_id"]):
+                raise GroupError(ErrorCode.GROUP_AUTHORIZATION_FAILED, body["member_id"])
             result = await self.coordinator.join(
                 body["group_id"], body["member_id"], body["group_instance_id"], ctx.client_id or "",
                 ctx.client_host[0], body["session_timeout_ms"], body["rebalance_timeout_ms"],
@@ -212,6 +245,8 @@ class KafkaHandlers:
     async def _sync_group(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         assignments = {a["member_id"]: a["assignment"] for a in body["assignments"]}
         try:
+            if not may_use_group(ctx, body["group_id"]):
+                raise GroupError(ErrorCode.GROUP_AUTHORIZATION_FAILED, body["member_id"])
             ptype, pname, assignment = await self.coordinator.sync(
                 body["group_id"], body["generation_id"], body["member_id"], body["group_instance_id"],
                 assignments)
@@ -222,12 +257,16 @@ class KafkaHandlers:
                 "protocol_name": pname, "assignment": assignment}
 
     async def _heartbeat(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        if not may_use_group(ctx, body["group_id"]):
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
         code = self.coordinator.heartbeat(body["group_id"], body["generation_id"], body["member_id"],
                                           body["group_instance_id"])
         return {"throttle_time_ms": 0, "error_code": code}
 
     async def _leave_group(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         group_id = body["group_id"]
+        if not may_use_group(ctx, group_id):
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
         if ctx.api_version < 3:
             code = self.coordinator.leave(group_id, body["member_id"], None)
             return {"throttle_time_ms": 0, "error_code": code, "members": []}
@@ -240,6 +279,10 @@ class KafkaHandlers:
         groups = []
         for group_id in body["groups"]:
             group = self.coordinator.groups.get(group_id)
+            if not may_use_group(ctx, group_id):
+                groups.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id,
+                               "group_state": "", "protocol_type": "", "protocol_data": "", "members": []})
+                continue
             if group is None:
                 groups.append({"error_code": ErrorCode.NONE, "group_id": group_id, "group_state": "Dead",
                                "protocol_type": "", "protocol_data": "", "members": []})
@@ -261,21 +304,24 @@ class KafkaHandlers:
         groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
                    "group_state": g.state.value, "group_type": "classic"}
                   for g in self.coordinator.groups.values()
-                  if not states or g.state.value.lower() in states]
+                  if (not states or g.state.value.lower() in states) and may_use_group(ctx, g.group_id)]
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}
 
     # ------------------------------------------------------------------ offsets
     async def _offset_commit(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         group_id = body["group_id"]
         code = self.coordinator.validate_commit(group_id, body["generation_id_or_member_epoch"],
-                                                body["member_id"], body["group_instance_id"])
+                                                body["member_id"], body["group_instance_id"]) \
+            if may_use_group(ctx, group_id) else ErrorCode.GROUP_AUTHORIZATION_FAILED
         topics = []
         for t in body["topics"]:
             partitions = []
             for p in t["partitions"]:
                 pcode = code
                 if pcode == ErrorCode.NONE:
-                    if not self._has_partition(t["name"], p["partition_index"]):
+                    if not may_use_topic(ctx, t["name"], SUB):
+                        pcode = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    elif not self._has_partition(t["name"], p["partition_index"]):
                         pcode = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     else:
                         self.broker.commit_offset(group_id, t["name"], p["partition_index"], p["committed_offset"])
@@ -296,8 +342,12 @@ class KafkaHandlers:
     async def _offset_fetch(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         if ctx.api_version >= 8:
             groups = [{"group_id": g["group_id"], "topics": self._committed(g["group_id"], g["topics"]),
-                       "error_code": ErrorCode.NONE} for g in body["groups"]]
+                       "error_code": ErrorCode.NONE} if may_use_group(ctx, g["group_id"]) else
+                      {"group_id": g["group_id"], "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+                      for g in body["groups"]]
             return {"throttle_time_ms": 0, "groups": groups}
+        if not may_use_group(ctx, body["group_id"]):
+            return {"throttle_time_ms": 0, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
         return {"throttle_time_ms": 0, "topics": self._committed(body["group_id"], body["topics"]),
                 "error_code": ErrorCode.NONE}
 
@@ -313,7 +363,8 @@ class KafkaHandlers:
                                    "error_message": None, "num_partitions": n, "replication_factor": 1,
                                    "configs": []}
             results.append(out)
-            code, message = self._check_new_topic(name, n, t["replication_factor"])
+            code, message = self._check_new_topic(name, n, t["replication_factor"]) if is_admin(ctx) \
+                else (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "creating topics needs an admin account")
             if code == ErrorCode.NONE and not body["validate_only"]:
                 try:
                     self.broker.create_topic(name, read_queue_nums=n, write_queue_nums=n)
@@ -349,6 +400,10 @@ class KafkaHandlers:
             if name is None:
                 out["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
                 continue
+            if not is_admin(ctx):
+                out.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                           error_message="deleting topics needs an admin account")
+                continue
             try:
                 self.broker.delete_topic(name)
             except BrokerError as exc:
@@ -365,7 +420,10 @@ class KafkaHandlers:
             out: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
             results.append(out)
             current = self._partitions(name)
-            if current is None:
+            if not is_admin(ctx):
+                out.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                           error_message="adding partitions needs an admin account")
+            elif current is None:
                 out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif count <= current or count > 1024:
                 out.update(error_code=ErrorCode.INVALID_PARTITIONS,
@@ -383,6 +441,9 @@ class KafkaHandlers:
                                    "configs": []}
             results.append(out)
             if r["resource_type"] == _RESOURCE_TOPIC:
+                if not may_use_topic(ctx, r["resource_name"]):
+                    out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
                 if self.broker.get_topic(r["resource_name"]) is None:
                     out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
@@ -412,6 +473,9 @@ class KafkaHandlers:
                 index = p["partition_index"]
                 out: dict[str, Any] = {"partition_index": index, "low_watermark": -1, "error_code": ErrorCode.NONE}
                 partitions.append(out)
+                if not is_admin(ctx):
+                    out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
                 if not self._has_partition(t["name"], index):
                     out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue

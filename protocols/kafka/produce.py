@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any, Final
 
 from rocketport.core.batch import (
@@ -64,15 +65,20 @@ class ProduceHandler:
         # re searches a memoryview in place, where ``in`` would need a copy to bytes
         self._tag_search = re.compile(re.escape(tag_header.encode("utf-8"))).search
 
-    async def handle(self, body: dict[str, Any], client_host: tuple[str, int]) -> dict[str, Any]:
+    async def handle(self, body: dict[str, Any], client_host: tuple[str, int],
+                     may_write: Callable[[str], bool] | None = None) -> dict[str, Any]:
+        """``may_write`` (SASL) says whether the client may produce to a topic."""
         acks = body["acks"]
         responses = []
         for topic_data in body["topic_data"]:
             topic = topic_data["name"]
+            denied = may_write is not None and not may_write(topic)
             partitions = []
             for p in topic_data["partition_data"]:
                 code, base_offset = ErrorCode.INVALID_REQUIRED_ACKS, -1
-                if acks in (0, 1, -1):
+                if denied:
+                    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif acks in (0, 1, -1):
                     code, base_offset = await self._produce_partition(topic, p["index"], p["records"], client_host)
                 partitions.append({
                     "index": p["index"], "error_code": code, "base_offset": base_offset,
@@ -83,7 +89,9 @@ class ProduceHandler:
         return {"responses": responses}
 
     def _log_start(self, topic: str, partition: int, code: ErrorCode) -> int:
-        return -1 if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else self.broker.min_offset(topic, partition)
+        if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.TOPIC_AUTHORIZATION_FAILED):
+            return -1
+        return self.broker.min_offset(topic, partition)
 
     async def _produce_partition(self, topic: str, partition: int, records: memoryview | None,
                                  client_host: tuple[str, int]) -> tuple[ErrorCode, int]:

@@ -29,13 +29,16 @@ from typing import Any, Final
 
 from .connection import KafkaServerConnection
 from .errors import ErrorCode
-from .events import BadRequest, Event, RequestReceived, UnsupportedVersion
+from rocketport.core.auth.plain_acl import Account, AclError
+
+from .events import BadRequest, Event, RequestReceived, SaslTokenReceived, UnsupportedVersion
 from .handlers import KafkaHandlers, RequestContext, api_versions_body
 from .schema import ApiKey
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_IN_FLIGHT: Final = 128
+_SASL_APIS: Final = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
 @dataclass(slots=True)
@@ -64,6 +67,8 @@ class KafkaSession(asyncio.Protocol):
         self._write_paused = False
         self._read_paused = False
         self._closing = False
+        self.principal: Account | None = None  # the authenticated account (SASL)
+        self._handshaken = False  # a v1 SaslHandshake was accepted: SaslAuthenticate next
 
     # ------------------------------------------------------------------ transport callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -108,7 +113,12 @@ class KafkaSession(asyncio.Protocol):
             while backlog and len(self._queue) < self.max_in_flight and not self._closing:
                 event = backlog.popleft()
                 if type(event) is RequestReceived:
-                    self._dispatch(event)
+                    if event.api_key in _SASL_APIS or (self.principal is None and self.handlers.sasl is not None):
+                        self._sasl_request(event)
+                    else:
+                        self._dispatch(event)
+                elif type(event) is SaslTokenReceived:
+                    self._sasl_token(event.token)
                 elif type(event) is UnsupportedVersion:
                     if event.api_key == ApiKey.API_VERSIONS:
                         self._answer_now(event.correlation_id, ApiKey.API_VERSIONS, 0,
@@ -128,10 +138,62 @@ class KafkaSession(asyncio.Protocol):
     # ------------------------------------------------------------------ requests
     def _dispatch(self, event: RequestReceived) -> None:
         handler = self.handlers.table[event.api_key]
-        ctx = RequestContext(event.api_version, event.client_id, self.peer)
+        ctx = RequestContext(event.api_version, event.client_id, self.peer, self.principal)
         task = asyncio.ensure_future(handler(ctx, event.body))
         self._queue.append(_Pending(task, event.correlation_id, event.api_key, event.api_version))
         task.add_done_callback(self._on_done)
+
+    # ------------------------------------------------------------------ SASL
+    def _sasl_request(self, event: RequestReceived) -> None:
+        """SaslHandshake and SaslAuthenticate, and the gate before authentication: only
+        ApiVersions may come first; anything else closes the connection, as Kafka does."""
+        sasl = self.handlers.sasl
+        key, version, cid = event.api_key, event.api_version, event.correlation_id
+        if key == ApiKey.API_VERSIONS:
+            self._dispatch(event)
+        elif key == ApiKey.SASL_HANDSHAKE:
+            if sasl is None or self.principal is not None or self._handshaken:
+                error = ErrorCode.UNSUPPORTED_SASL_MECHANISM if sasl is None else ErrorCode.ILLEGAL_SASL_STATE
+                self._answer_now(cid, key, version, {"error_code": error,
+                                                     "mechanisms": sasl.mechanisms if sasl else []})
+                return
+            error = sasl.handshake(event.body["mechanism"])
+            self._answer_now(cid, key, version, {"error_code": error, "mechanisms": sasl.mechanisms})
+            if error == ErrorCode.NONE:
+                if version == 0:
+                    self.conn.expect_sasl_token()
+                else:
+                    self._handshaken = True
+        elif key == ApiKey.SASL_AUTHENTICATE:
+            reply = {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": b"",
+                     "session_lifetime_ms": 0}
+            if sasl is None or not self._handshaken:
+                reply.update(error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                             error_message="SaslAuthenticate without an accepted SaslHandshake")
+            else:
+                try:
+                    self.principal = sasl.authenticate(event.body["auth_bytes"])
+                    self._handshaken = False
+                except AclError as exc:
+                    reply.update(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(exc))
+            self._answer_now(cid, key, version, reply)
+            if reply["error_code"] != ErrorCode.NONE:
+                log.info("client %s:%d: %s; closing", *self.peer, reply["error_message"])
+                self.close()
+        else:
+            log.info("client %s:%d sent api %d before authenticating; closing", *self.peer, key)
+            self.close()
+
+    def _sasl_token(self, token: bytes) -> None:
+        """A raw token after a v0 handshake: an empty token back on success, else close."""
+        try:
+            self.principal = self.handlers.sasl.authenticate(token)  # type: ignore[union-attr]
+        except AclError as exc:
+            log.info("client %s:%d: %s; closing", *self.peer, exc)
+            self.close()
+            return
+        if self.transport is not None:
+            self.transport.write(self.conn.frame_sasl_token(b""))
 
     def _answer_now(self, correlation_id: int, api_key: int, api_version: int, body: dict[str, Any]) -> None:
         ready = asyncio.get_running_loop().create_future()

@@ -29,6 +29,8 @@ from .metadata import METADATA
 from .offset_commit import OFFSET_COMMIT
 from .offset_fetch import OFFSET_FETCH
 from .produce import PRODUCE
+from .sasl_authenticate import SASL_AUTHENTICATE
+from .sasl_handshake import SASL_HANDSHAKE
 from .sync_group import SYNC_GROUP
 
 __all__ = ["APIS", "Api", "ApiKey", "Field"]
@@ -48,12 +50,14 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
 
 
@@ -73,12 +77,14 @@ APIS: Final[dict[int, Api]] = {
         SYNC_GROUP,
         DESCRIBE_GROUPS,
         LIST_GROUPS,
+        SASL_HANDSHAKE,
         API_VERSIONS,
         CREATE_TOPICS,
         DELETE_TOPICS,
         DELETE_RECORDS,
         INIT_PRODUCER_ID,
         DESCRIBE_CONFIGS,
+        SASL_AUTHENTICATE,
         CREATE_PARTITIONS,
     )
 }

@@ -24,8 +24,9 @@ kp_admin = pytest.importorskip("kafka.protocol.admin")
 import kafka.protocol.consumer as kp_consumer  # noqa: E402
 import kafka.protocol.metadata as kp_metadata  # noqa: E402
 import kafka.protocol.producer as kp_producer  # noqa: E402
+import kafka.protocol.sasl as kp_sasl  # noqa: E402
 
-_MODULES = (kp_admin, kp_consumer, kp_metadata, kp_producer)
+_MODULES = (kp_admin, kp_consumer, kp_metadata, kp_producer, kp_sasl)
 
 
 def kp_class(api_key: int, response: bool):
