@@ -14,6 +14,10 @@ Responses of pipelined requests that become ready in the same loop iteration lea
 send syscall, the largest single item of such a request's broker CPU, per response. A lone
 request (a consumer's Fetch) is answered at once.
 
+With SASL on (``kafkaSaslMechanisms``) the session runs the handshake itself and serves
+nothing but ApiVersions until the client has authenticated; the account then travels in
+each request's context for the handlers' permission checks.
+
 A malformed frame, an unsupported API (other than ApiVersions, which answers
 UNSUPPORTED_VERSION) or a handler bug closes this connection only; it is logged and the
 broker goes on. This is the only Kafka module that touches asyncio transports.
@@ -27,10 +31,10 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .connection import KafkaServerConnection
-from .errors import ErrorCode
 from rocketport.core.auth.plain_acl import Account, AclError
 
+from .connection import KafkaServerConnection
+from .errors import ErrorCode
 from .events import BadRequest, Event, RequestReceived, SaslTokenReceived, UnsupportedVersion
 from .handlers import KafkaHandlers, RequestContext, api_versions_body
 from .schema import ApiKey
