@@ -253,7 +253,8 @@ class PlainAcl:
         if account.white_address(req.remote_ip):
             return
         expected = sign(req.content, account.secret_key)
-        if req.signature is None or not hmac.compare_digest(expected, req.signature):
+        if req.signature is None or not hmac.compare_digest(
+                expected.encode(), req.signature.encode("utf-8", "surrogateescape")):
             raise AclError(f"Check signature failed for accessKey={req.access_key}")
         if req.needs_admin and not account.admin:
             raise AclError(f"Need admin permission, but accessKey={req.access_key} is not")

@@ -113,6 +113,9 @@ def test_validate_follows_the_accounts(acl):
     tampered = signed("RocketMQ", "12345678", body, {})
     tampered.content = b"contenT"
     assert "Check signature failed" in refused(acl, tampered)
+    garbled = signed("RocketMQ", "12345678", body, {})
+    garbled.signature = "ünïcode"
+    assert "Check signature failed" in refused(acl, garbled)
     assert "No acl config for nobody" in refused(acl, signed("nobody", "12345678", body, {}))
     assert "No accessKey" in refused(acl, AccessRequest("127.0.0.1", None, None, body))
     assert "Need admin" in refused(acl, signed("RocketMQ", "12345678", body, {}, admin=True))
