@@ -9,6 +9,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rocketport.protocols.kafka.connection import KafkaServerConnection
 from rocketport.protocols.kafka.events import SaslTokenReceived
@@ -177,3 +179,21 @@ def test_sasl_requests_on_a_plain_listener_name_no_mechanism(live_broker):
     with RawClient(live_broker.port) as raw:
         response = raw.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
         assert response == {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": []}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mechanism=st.text(max_size=20), token=st.binary(max_size=64))
+def test_any_mechanism_and_token_is_answered_or_closes_only_that_connection(sasl_broker, mechanism, token):
+    with RawClient(sasl_broker.port, timeout=5) as raw:
+        try:
+            shake = raw.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+            if shake["error_code"] == 0:
+                answer = raw.request(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": token})
+                assert answer["error_code"] in (0, ErrorCode.SASL_AUTHENTICATION_FAILED)
+            else:
+                assert shake == {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": ["PLAIN"]}
+        except ConnectionError:
+            pass  # a refused token closes the connection, as Kafka does
+    raw, answer = raw_token_exchange(sasl_broker.port, b"\0alice\0alice-secret")
+    with raw:
+        assert answer == b""  # the broker still serves
