@@ -85,8 +85,7 @@ class KafkaHandlers:
         self.encoder = PlainRecordEncoder(config.kafka_tag_header)
         self.produce = ProduceHandler(broker, self.producers, config.kafka_tag_header)
         self.fetch = FetchHandler(broker, self.encoder)
-        mechanisms = [m.strip() for m in config.kafka_sasl_mechanisms.split(",") if m.strip()]
-        self.sasl = SaslPlain(PlainAcl(config.plain_acl_file)) if mechanisms else None
+        self.sasl = SaslPlain(PlainAcl(config.plain_acl_file)) if config.kafka_sasl_mechanisms else None
         self.table: dict[int, Handler] = {
             ApiKey.PRODUCE: self._produce,
             ApiKey.FETCH: self._fetch,
@@ -220,7 +219,7 @@ class KafkaHandlers:
         # group keys need the group's permission; transactional ids are not served anyway
         codes = [ErrorCode.NONE if body["key_type"] != 0 or may_use_group(ctx, k)
                  else ErrorCode.GROUP_AUTHORIZATION_FAILED for k in keys]
-        return {"throttle_time_ms": 0, "error_code": codes[0], "error_message": None,
+        return {"throttle_time_ms": 0, "error_code": codes[0] if codes else ErrorCode.NONE, "error_message": None,
                 "node_id": NODE_ID, "host": host, "port": port,
                 "coordinators": [{"key": k, "node_id": NODE_ID, "host": host, "port": port,
                                   "error_code": code, "error_message": None} for k, code in zip(keys, codes)]}

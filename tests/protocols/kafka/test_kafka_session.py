@@ -242,3 +242,10 @@ def test_in_flight_requests_are_bounded(any_loop_broker):
         assert held == [(DEFAULT_MAX_IN_FLIGHT, True)]
         received = [client.receive(ApiKey.FETCH, FETCH_V)[0] for _ in range(wanted)]
         assert received == sent
+
+
+def test_find_coordinator_with_no_keys_is_answered(live_broker):
+    with RawClient(live_broker.port) as client:
+        response = client.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": []})
+    assert response["coordinators"] == []
+    assert_serving(live_broker)
