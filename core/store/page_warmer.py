@@ -7,6 +7,8 @@ loop by the memcpy that first touches it. RocketMQ pre-touches whole segments
 madvise(MADV_POPULATE_WRITE), which faults pages in without writing to them, so it cannot
 race with the writer. The call goes through ctypes, which drops the GIL for its duration.
 Where the kernel lacks MADV_POPULATE_WRITE (before Linux 5.14) the warmer turns itself off.
+Populated pages of a shared file mapping are dirty: a flush before the writer reaches them
+writes them as zeros, at most one extra write of each page.
 """
 
 from __future__ import annotations
