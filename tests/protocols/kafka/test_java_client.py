@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import start_broker
 
 LIB = os.environ.get("KAFKA_JAVA_LIB") or str(Path(__file__).parents[3] / ".cache" / "kafka-java")
 SOURCE = Path(__file__).parent / "java" / "KafkaClientCheck.java"
@@ -39,3 +40,28 @@ def test_java_idempotent_produce_and_group_consume(live_broker, classes, compres
     broker = live_broker.server.broker
     assert sum(live_broker.run(broker.max_offset, topic, q) for q in range(2)) == 500
     assert sum(live_broker.run(broker.query_offset, f"java-group-{compression}", topic, q) for q in range(2)) == 500
+
+
+def test_java_client_over_sasl_plain(tmp_path, classes):
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text("accounts:\n  - accessKey: jay\n    secretKey: jay-secret\n    defaultTopicPerm: DENY\n"
+                   "    defaultGroupPerm: SUB\n    topicPerms: [java-sasl=PUB|SUB]\n")
+    live = start_broker(str(tmp_path / "store"), kafka_sasl_mechanisms="PLAIN", plain_acl_file=str(acl))
+    try:
+        live.run(lambda: live.server.broker.create_topic("java-sasl", read_queue_nums=2, write_queue_nums=2))
+
+        def run(password: str, count: int) -> subprocess.CompletedProcess:
+            return subprocess.run(
+                ["java", "-cp", f"{classes}:{LIB}/*", "KafkaClientCheck", live.bootstrap, "java-sasl",
+                 "java-sasl-group", str(count), "lz4", "jay", password], capture_output=True, text=True, timeout=120)
+
+        result = run("jay-secret", 200)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.stdout.strip().endswith("OK 200")
+        # a refused producer fails each send's future and waits out a reconnect per send
+        # (the Java client's own pacing): a few records, so the consumer's error ends the run
+        refused = run("not-jays", 3)
+        assert refused.returncode != 0 and "SaslAuthenticationException" in refused.stderr, refused.stderr[-3000:]
+        assert sum(live.run(live.server.broker.max_offset, "java-sasl", q) for q in range(2)) == 200
+    finally:
+        live.stop()

@@ -1,6 +1,7 @@
 // Drives the Java client (kafka-clients, as Spark, Flink and Connect embed it) against the
 // broker: an idempotent producer with the given compression, then a group consumer that
 // reads everything back, checks keys, values and headers, and commits. Prints "OK <n>".
+// Arguments: bootstrap topic group count compression [sasl-user sasl-password].
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
@@ -19,6 +20,7 @@ public class KafkaClientCheck {
         int count = Integer.parseInt(args[3]);
 
         Properties p = new Properties();
+        sasl(p, args);
         p.put("bootstrap.servers", bootstrap);
         p.put("compression.type", compression);
         p.put("acks", "all");
@@ -36,6 +38,7 @@ public class KafkaClientCheck {
         }
 
         Properties c = new Properties();
+        sasl(c, args);
         c.put("bootstrap.servers", bootstrap);
         c.put("group.id", group);
         c.put("auto.offset.reset", "earliest");
@@ -62,6 +65,16 @@ public class KafkaClientCheck {
             consumer.commitSync();
         }
         System.out.println("OK " + seen);
+    }
+
+    private static void sasl(Properties props, String[] args) {
+        if (args.length < 7) {
+            return;
+        }
+        props.put("security.protocol", "SASL_PLAINTEXT");
+        props.put("sasl.mechanism", "PLAIN");
+        props.put("sasl.jaas.config", "org.apache.kafka.common.security.plain.PlainLoginModule required username=\""
+                + args[5] + "\" password=\"" + args[6] + "\";");
     }
 
     private static byte[] bytes(String s) {
