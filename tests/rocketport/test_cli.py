@@ -30,7 +30,9 @@ def _write_store(config, n=40):
 def test_broker_starts_and_stops_cleanly_on_sigterm(tmp_path):
     root = tmp_path / "store"
     proc = subprocess.Popen([sys.executable, "-m", "rocketport", "broker", "-c", "conf/broker.yaml",
-                             "--set", f"storePathRootDir={root}"],
+                             "--set", f"storePathRootDir={root}",
+                             # ephemeral ports: a broker already running on the defaults must not fail this
+                             "--set", "listenPort=0", "--set", "namesrv.port=0", "--set", "kafka.port=0"],
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60

@@ -66,7 +66,9 @@ def start_broker(store_dir: str, loop_kind: str = "uvloop", **overrides: Any) ->
         mapped_file_size_commit_log=64 << 20,
         default_topic_queue_nums=4,
         kafka=ProtocolConfig(True, 0, "127.0.0.1"),
-        **overrides,
+        # ephemeral remoting and name-server ports too: a broker already running on the
+        # defaults (10911, 9876) must not fail these tests
+        **{"listen_port": 0, "namesrv": ProtocolConfig(True, 0, "127.0.0.1"), **overrides},
     )
     server = BrokerServer(config)
     loop = new_loop(loop_kind)
