@@ -13,6 +13,7 @@ import logging
 
 from rocketport.core.broker import Broker
 
+from . import codec
 from .handlers import KafkaHandlers
 from .session import KafkaSession
 
@@ -40,6 +41,7 @@ class KafkaServer:
         config = self.broker.config.kafka
         await asyncio.to_thread(self.handlers.producers.load)
         loop = asyncio.get_running_loop()
+        await asyncio.to_thread(codec.compile_all)  # before listening: no first request waits
         self._server = await loop.create_server(
             lambda: KafkaSession(self.handlers, self.sessions), config.host, config.port,
             reuse_address=True)
