@@ -33,6 +33,7 @@ from typing import Any, Final
 
 from rocketport.core.auth.plain_acl import Account, AclError
 
+from .. import eager
 from .connection import KafkaServerConnection
 from .errors import ErrorCode
 from .events import BadRequest, Event, RequestReceived, SaslTokenReceived, UnsupportedVersion
@@ -49,7 +50,7 @@ _SASL_APIS: Final = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 class _Pending:
     """A request awaiting its turn to be answered."""
 
-    result: asyncio.Future  # a handler task, or a ready future for answers known at once
+    result: asyncio.Future | eager.Done  # a handler's task, or its outcome if it never waited
     correlation_id: int
     api_key: int
     api_version: int
@@ -137,15 +138,19 @@ class KafkaSession(asyncio.Protocol):
                     self.close()
         finally:
             self._pumping = False
+        queue = self._queue
+        if queue and queue[0].result.done() and not self._closing:
+            self._flush_ready()  # requests that finished at once, answered in one write
         self._update_reading()
 
     # ------------------------------------------------------------------ requests
     def _dispatch(self, event: RequestReceived) -> None:
         handler = self.handlers.table[event.api_key]
         ctx = RequestContext(event.api_version, event.client_id, self.peer, self.principal)
-        task = asyncio.ensure_future(handler(ctx, event.body))
-        self._queue.append(_Pending(task, event.correlation_id, event.api_key, event.api_version))
-        task.add_done_callback(self._on_done)
+        outcome = eager.start(handler(ctx, event.body))
+        self._queue.append(_Pending(outcome, event.correlation_id, event.api_key, event.api_version))
+        if type(outcome) is not eager.Done:  # answered at the end of _pump otherwise
+            outcome.add_done_callback(self._on_done)
 
     # ------------------------------------------------------------------ SASL
     def _sasl_request(self, event: RequestReceived) -> None:
@@ -200,9 +205,7 @@ class KafkaSession(asyncio.Protocol):
             self.transport.write(self.conn.frame_sasl_token(b""))
 
     def _answer_now(self, correlation_id: int, api_key: int, api_version: int, body: dict[str, Any]) -> None:
-        ready = asyncio.get_running_loop().create_future()
-        ready.set_result(body)
-        self._queue.append(_Pending(ready, correlation_id, api_key, api_version))
+        self._queue.append(_Pending(eager.Done(body), correlation_id, api_key, api_version))
         self._flush_ready()
 
     def _on_done(self, _: asyncio.Future) -> None:
