@@ -233,7 +233,15 @@ class Broker:
                           write_queue_nums or read_queue_nums or n, perm, order=order)
         if cfg.read_queue_nums < 1 or cfg.write_queue_nums < 1 or cfg.queue_nums > 1024:
             raise InvalidMessage("queue numbers must be between 1 and 1024")
-        return self.topics.put(cfg)
+        cfg = self.topics.put(cfg)
+        self.store.prepare_queues(topic, max(cfg.read_queue_nums, cfg.write_queue_nums))
+        return cfg
+
+    async def new_queue_files_ready(self) -> None:
+        """Until the files of the topics just created are made (create_topic has them made
+        in the background): an admin call that waits for this lets a topic's first messages
+        find them, rather than pay a fresh file's first write on the event loop."""
+        await self.store.queues_prepared()
 
     def delete_topic(self, topic: str) -> None:
         if self.topics.remove(topic) is None:

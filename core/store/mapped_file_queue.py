@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import os
 
+from collections.abc import Callable
+from concurrent.futures import Future
+
 from .mapped_file import MappedFile, segment_name
+from .segment_preparer import SUFFIX as PREPARING_SUFFIX
+from .segment_preparer import SegmentPreparer
 
 
 class MappedFileQueue:
@@ -17,10 +22,16 @@ class MappedFileQueue:
         """Map every existing segment; positions are set later by recovery."""
         if not os.path.isdir(self.directory):
             return
-        names = sorted(n for n in os.listdir(self.directory) if len(n) == 20 and n.isdigit())
+        listing = os.listdir(self.directory)
+        for stale in (n for n in listing if n.endswith(PREPARING_SUFFIX)):  # a crash mid-preparation
+            os.unlink(os.path.join(self.directory, stale))
+        names = sorted(n for n in listing if len(n) == 20 and n.isdigit())
         for name in names:
-            self.files.append(MappedFile(os.path.join(self.directory, name), self.file_size,
-                                         create=False))
+            path = os.path.join(self.directory, name)
+            if os.path.getsize(path) == 0:  # a crash between creating it and reserving its space:
+                os.unlink(path)             # nothing was ever written to it
+                continue
+            self.files.append(MappedFile(path, self.file_size, create=False))
         for prev, nxt in zip(self.files, self.files[1:]):
             if prev.end_offset != nxt.file_from_offset:
                 raise ValueError(f"{self.directory}: segments are not contiguous at "
@@ -32,12 +43,22 @@ class MappedFileQueue:
     def last(self) -> MappedFile | None:
         return self.files[-1] if self.files else None
 
+    def path_of(self, start_offset: int) -> str:
+        return os.path.join(self.directory, segment_name(start_offset))
+
     def create_file(self, start_offset: int) -> MappedFile:
         os.makedirs(self.directory, exist_ok=True)
-        mf = MappedFile(os.path.join(self.directory, segment_name(start_offset)), self.file_size,
-                        create=True)
+        mf = MappedFile(self.path_of(start_offset), self.file_size, create=True)
         self.files.append(mf)
         return mf
+
+    def prepare_next(self, preparer: SegmentPreparer, wanted: Callable[[], bool] = lambda: True,
+                     owned_dir: str | None = None) -> Future:
+        """Have the segment after the last one (the first, if none) made in the background,
+        so that create_file finds it made (see SegmentPreparer.prepare)."""
+        last = self.last
+        return preparer.prepare(self.path_of(last.end_offset if last else 0), self.file_size,
+                                wanted, owned_dir)
 
     def last_for_write(self, start_offset: int = 0) -> MappedFile:
         """The segment to append to, creating the first or the next one when needed."""

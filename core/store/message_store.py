@@ -73,6 +73,7 @@ from .record import (
     ip_bytes,
     topic_and_properties,
 )
+from .segment_preparer import SegmentPreparer
 
 log = logging.getLogger(__name__)
 
@@ -217,8 +218,9 @@ class MessageStore:
         self.cq_root = os.path.join(self.root, "consumequeue")
         self.store_host = _host_bytes(config.broker_ip1) + config.listen_port.to_bytes(4, "big")
         self._store_ip, self._store_port = self.store_host[:4], config.listen_port
+        self._preparer = SegmentPreparer()
         self.commitlog = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log,
-                                   warm=config.warm_maped_file_enable)
+                                   warm=config.warm_maped_file_enable, preparer=self._preparer)
         self.checkpoint_file = CheckpointFile(self.root)
         self.index = IndexService(os.path.join(self.root, "index"), config.max_hash_slot_num,
                                   config.max_index_num, enabled=config.message_index_enable)
@@ -232,6 +234,7 @@ class MessageStore:
         self._tags_code_of = tags_code_of  # None: the TAGS hash (delay topics override)
         self.dispatch_listeners: list[Callable[[str, int, int], None]] = []
         self.flush_service: FlushService | None = None
+        self._deleted_topics: set[str] = set()  # no late preparation may recreate their files
         self._running = False
         self.recovered_from_crash = False
         self.recovery_report: dict = {}
@@ -279,6 +282,7 @@ class MessageStore:
         self.close()
 
     def close(self) -> None:
+        self._preparer.close()
         self.commitlog.close()
         for cq in self.consume_queues.values():
             cq.close()
@@ -309,7 +313,7 @@ class MessageStore:
             for qid in os.listdir(tdir):
                 if qid.lstrip("-").isdigit():
                     cq = ConsumeQueue(self.cq_root, topic, int(qid),
-                                      self.config.mapped_file_size_consume_queue)
+                                      self.config.mapped_file_size_consume_queue, self._preparer)
                     cq.load()
                     self.consume_queues[(topic, int(qid))] = cq
 
@@ -395,7 +399,7 @@ class MessageStore:
         cq = self.consume_queues.get(key)
         if cq is None:
             cq = ConsumeQueue(self.cq_root, topic, queue_id,
-                              self.config.mapped_file_size_consume_queue)
+                              self.config.mapped_file_size_consume_queue, self._preparer)
             self.consume_queues[key] = cq
         return cq
 
@@ -1059,7 +1063,27 @@ class MessageStore:
             return []
 
     # ================================================================ admin
+    def prepare_queues(self, topic: str, queue_nums: int) -> None:
+        """Have the first ConsumeQueue file of each of ``topic``'s new queues made in the
+        background (see segment_preparer): a new topic's first messages then do not each
+        pay a fresh file's first write on the event loop."""
+        if not self._running:
+            return
+        self._deleted_topics.discard(topic)
+        for queue_id in range(queue_nums):
+            if (topic, queue_id) not in self.consume_queues:
+                # not registered (a queue in the checkpoint must have files): only its layout
+                # is used, and deleting the topic is what cancels the preparation
+                ConsumeQueue(self.cq_root, topic, queue_id, self.config.mapped_file_size_consume_queue,
+                             self._preparer).prepare_next(
+                    lambda: self._running and topic not in self._deleted_topics)
+
+    async def queues_prepared(self, timeout: float = 5.0) -> None:
+        """Wait (at most ``timeout``) for the files prepare_queues has asked for so far."""
+        await asyncio.wait({asyncio.wrap_future(self._preparer.barrier())}, timeout=timeout)
+
     def delete_topic(self, topic: str) -> None:
+        self._deleted_topics.add(topic)
         for key in [k for k in self.consume_queues if k[0] == topic]:
             self.consume_queues.pop(key).destroy()
             self._next_queue_offset.pop(key, None)

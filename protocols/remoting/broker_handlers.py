@@ -412,6 +412,7 @@ class BrokerHandlers:
         h = decode_header(headers.CreateTopicRequestHeader, request.ext_fields)
         self.broker.create_topic(h.topic, read_queue_nums=h.read_queue_nums,
                                  write_queue_nums=h.write_queue_nums, perm=h.perm, order=h.order)
+        await self.broker.new_queue_files_ready()
         return make_response(request, ResponseCode.SUCCESS)
 
     async def delete_topic(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
