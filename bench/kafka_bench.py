@@ -3,9 +3,10 @@
 Run: python bench/kafka_bench.py [--messages N] [--skip-confluent] [--tansu BINARY].
 Starts a broker subprocess (`python -m rocketport broker`, uvloop, temp store, ASYNC_FLUSH)
 so client and broker use separate processes, then prints one JSON object per line:
-{"bench": "kafka", "case": ..., "value": ..., "unit": ..., "floor": ..., "broker": ...},
-with the broker's CPU microseconds per message beside throughput rows. With --tansu, every
-case runs again against the peer (tansu's memory storage: not durable).
+{"bench": "kafka", "case": ..., "value": ..., "unit": ..., "floor": ...}, with the broker's
+CPU microseconds per message (from an idle broker until it is idle again) beside throughput
+rows. With --tansu the peer (tansu's memory storage: not durable) runs beside it, every case
+runs against both back to back, and each row carries "peer" and "peer_value".
 
 The raw producer sends pre-encoded Produce requests (one batch of 1,000 records each, no
 compression, acks=1) with many in flight and counts acknowledged records; the raw fetcher
@@ -20,20 +21,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import socket
+import statistics
 import struct
 import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from crc32c import crc32c
-
 from rocketport.core.batch import HEADER_SIZE, Record, build_batch
-from rocketport.core.batch.record_batch import HEADER, iter_records, parse_header, split_batches
+from rocketport.core.batch.record_batch import (
+    HEADER,
+    iter_records,
+    parse_header,
+    split_batches,
+)
 from rocketport.protocols.kafka import codec
 
 PARTITIONS = 4
@@ -45,6 +53,7 @@ FETCH_V = 12
 FETCH_BYTES = 8 << 20
 _SIZE = struct.Struct(">i")
 _U32 = struct.Struct(">I")
+T = TypeVar("T")
 
 
 def emit(case: str, value: float, unit: str, floor: float | None = None, **extra: Any) -> None:
@@ -59,17 +68,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class BrokerCpu:
-    """Broker CPU microseconds per message over one case."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.start = cpu_seconds(pid)
-
-    def us_per_msg(self, messages: int) -> float:
-        used = cpu_seconds(self.pid) - self.start
-        self.start = cpu_seconds(self.pid)
-        return round(used / messages * 1e6, 3)
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    proc.wait(30)
 
 
 def free_port() -> int:
@@ -257,11 +258,15 @@ async def raw_latency(port: int, topic: str, rate: int, seconds: float) -> list[
             for part in codec.decode_response(1, FETCH_V, memoryview(data)[pos:])["responses"][0]["partitions"]:
                 p, blob = part["partition_index"], part["records"] or b""
                 for at, size in split_batches(blob):
+                    # one tick's records share one send time: the first record's stands for
+                    # the batch, so the client's own cost stays small beside the broker's
                     header = parse_header(blob, at)
-                    for record in iter_records(memoryview(blob)[at:at + size]):
-                        if header.base_offset + record.offset_delta >= offsets[p]:
-                            latencies.append((arrived - int(record.value[:20])) / 1e6)
-                    offsets[p] = max(offsets[p], header.base_offset + header.last_offset_delta + 1)
+                    last = header.base_offset + header.last_offset_delta
+                    if last >= offsets[p]:
+                        first = next(iter_records(memoryview(blob)[at:at + size]))
+                        latency = (arrived - int(first.value[:20])) / 1e6
+                        latencies.extend([latency] * (last - max(header.base_offset, offsets[p]) + 1))
+                        offsets[p] = last + 1
 
     async def acks() -> None:
         for _ in range(ticks):
@@ -374,57 +379,115 @@ def confluent_latency(port: int, topic: str, rate: int, seconds: float) -> list[
     return sorted(latencies)
 
 
-def run_cases(port: int, pid: int, broker: str, args: argparse.Namespace) -> None:
-    """Every case against the broker listening on ``port``; rows carry the broker's name."""
+@dataclasses.dataclass(slots=True)
+class Target:
+    """One broker under test."""
+
+    name: str
+    port: int
+    pid: int
+
+
+def wait_idle(pid: int, budget: float = 30.0) -> None:
+    """Return once the broker used at most one clock tick of CPU in half a second, so work a
+    case left behind (the index builder catching up) is charged to that case and never runs
+    during the next one or during the other broker's turn."""
+    deadline = time.monotonic() + budget
+    last = cpu_seconds(pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = cpu_seconds(pid)
+        if now - last <= 1.5 / os.sysconf("SC_CLK_TCK"):
+            return
+        last = now
+
+
+def measure(target: Target, messages: int, case: Callable[..., T], *args: Any) -> tuple[T, float]:
+    """``case(port, *args)`` and the broker CPU microseconds per message it cost, from an idle
+    broker until the broker is idle again."""
+    wait_idle(target.pid)
+    before = cpu_seconds(target.pid)
+    result = case(target.port, *args)
+    wait_idle(target.pid)
+    return result, (cpu_seconds(target.pid) - before) / messages * 1e6
+
+
+def report(case: str, unit: str, floor: float | None, results: list[tuple[float, float | None]],
+           targets: list[Target], **extra: Any) -> None:
+    """One row: Rocketport's value, and the peer's measured in the same minutes beside it."""
+    (value, cpu), peers = results[0], results[1:]
+    if cpu is not None:
+        extra["broker_cpu_us_per_msg"] = round(cpu, 3)
+    for target, (peer_value, peer_cpu) in zip(targets[1:], peers, strict=True):
+        extra["peer"], extra["peer_value"] = target.name, round(peer_value, 1)
+        if peer_cpu is not None:
+            extra["peer_broker_cpu_us_per_msg"] = round(peer_cpu, 3)
+    emit(case, value, unit, floor, **extra)
+
+
+def run_cases(targets: list[Target], args: argparse.Namespace) -> None:
+    """Every case against every target back to back, so each row compares the same minutes
+    of this (noisy, 2-core) machine; consume passes alternate between the brokers."""
     try:
         import uvloop
         run = uvloop.run
     except ImportError:
         run = asyncio.run
-    ours = broker == "rocketport"
 
-    def out(case: str, value: float, unit: str, floor: float | None = None, **extra: Any) -> None:
-        emit(case, value, unit, floor if ours else None, broker=broker, **extra)
+    def both(messages: int, case: Callable[..., Any], *args: Any) -> list[tuple[Any, float]]:
+        return [measure(t, messages, case, *args) for t in targets]
 
-    cpu = BrokerCpu(pid)
+    def blocking(coroutine: Callable[..., Any]) -> Callable[..., Any]:
+        return lambda *args: run(coroutine(*args))
+
+    def rates(n: int, results: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        return [(n / seconds, cpu) for seconds, cpu in results]
+
+    def mb(rows: list[tuple[float, float]], size: int) -> list[tuple[float, None]]:
+        return [(rate * size / 1e6, None) for rate, _ in rows]
+
     for size, n in () if args.latency_only else ((100, args.messages), (1024, args.messages // 4)):
         label = "100B" if size == 100 else "1KiB"
         topic = f"raw-{label}"
-        run(create_topic(port, topic))
-        cpu.us_per_msg(1)
-        t = run(raw_produce(port, topic, size, n))
-        out(f"produce_{label}_raw", n / t, "msg/s", 1_000_000 if size == 100 else None,
-            broker_cpu_us_per_msg=cpu.us_per_msg(n))
-        out(f"produce_{label}_raw_mb", n * size / t / 1e6, "MB/s")
-        t = run(raw_fetch(port, topic, n))
-        out(f"fetch_{label}_raw", n / t, "msg/s", 2_000_000 if size == 100 else None,
-            broker_cpu_us_per_msg=cpu.us_per_msg(n))
-        out(f"fetch_{label}_raw_mb", n * size / t / 1e6, "MB/s")
-    if args.skip_confluent:
-        return
-    for size, n, acks in () if args.latency_only else (
-            (100, args.messages // 2, "1"), (1024, args.messages // 4, "all")):
-        label = "100B" if size == 100 else "1KiB"
-        topic = f"cf-{label}"
-        run(create_topic(port, topic))
-        cpu.us_per_msg(1)
-        t = confluent_produce(port, topic, size, n, acks)
-        out(f"produce_{label}_confluent_acks{acks}", n / t, "msg/s", client_ceiling=870_000,
-            broker_cpu_us_per_msg=cpu.us_per_msg(n))
-        out(f"produce_{label}_confluent_acks{acks}_mb", n * size / t / 1e6, "MB/s")
-        # best of CONSUME_PASSES reads of the same records: one pass is under a second and
-        # moves by +-5% from run to run on this 2-core machine, for either broker
-        rates = [confluent_consume(port, topic, n) for _ in range(CONSUME_PASSES)]
-        out(f"consume_{label}_confluent", max(rates), "msg/s", passes=CONSUME_PASSES,
-            broker_cpu_us_per_msg=cpu.us_per_msg(n * CONSUME_PASSES))
-    run(create_topic(port, "latency"))
-    lat = run(raw_latency(port, "latency", 10_000, 5.0))
-    out("latency_p50_10k_raw", lat[len(lat) // 2], "ms")
-    out("latency_p99_10k_raw", lat[int(len(lat) * 0.99)], "ms", 5.0)
-    lat = confluent_latency(port, "latency", 10_000, 5.0)
-    if lat:
-        out("latency_p50_10k_confluent", lat[len(lat) // 2], "ms")
-        out("latency_p99_10k_confluent", lat[int(len(lat) * 0.99)], "ms", 5.0)
+        for t in targets:
+            run(create_topic(t.port, topic))
+        produced = rates(n, both(n, blocking(raw_produce), topic, size, n))
+        report(f"produce_{label}_raw", "msg/s", 1_000_000 if size == 100 else None, produced, targets)
+        report(f"produce_{label}_raw_mb", "MB/s", None, mb(produced, size), targets)
+        fetched = rates(n, both(n, blocking(raw_fetch), topic, n))
+        report(f"fetch_{label}_raw", "msg/s", 2_000_000 if size == 100 else None, fetched, targets)
+        report(f"fetch_{label}_raw_mb", "MB/s", None, mb(fetched, size), targets)
+    if not args.skip_confluent and not args.latency_only:
+        for size, n, acks in ((100, args.messages // 2, "1"), (1024, args.messages // 4, "all")):
+            label = "100B" if size == 100 else "1KiB"
+            topic = f"cf-{label}"
+            for t in targets:
+                run(create_topic(t.port, topic))
+            produced = rates(n, both(n, confluent_produce, topic, size, n, acks))
+            report(f"produce_{label}_confluent_acks{acks}", "msg/s", None, produced, targets,
+                   client_ceiling=870_000)
+            report(f"produce_{label}_confluent_acks{acks}_mb", "MB/s", None, mb(produced, size), targets)
+            # best of CONSUME_PASSES reads of the same records, the brokers taking turns (who
+            # goes first alternates): one pass is under a second and moves by 10% or more here
+            per_target: list[list[tuple[float, float]]] = [[] for _ in targets]
+            for i in range(CONSUME_PASSES):
+                for k in (range(len(targets)) if i % 2 == 0 else reversed(range(len(targets)))):
+                    per_target[k].append(measure(targets[k], n, confluent_consume, topic, n))
+            report(f"consume_{label}_confluent", "msg/s", None,
+                   [(max(r for r, _ in runs), sum(c for _, c in runs) / len(runs)) for runs in per_target],
+                   targets, passes=CONSUME_PASSES,
+                   median=round(statistics.median(r for r, _ in per_target[0]), 1),
+                   **({"peer_median": round(statistics.median(r for r, _ in per_target[1]), 1)}
+                      if len(targets) > 1 else {}))
+    for t in targets:
+        run(create_topic(t.port, "latency"))
+    for kind, case in (("raw", blocking(raw_latency)), ("confluent", confluent_latency)):
+        if kind == "confluent" and args.skip_confluent:
+            continue
+        lats = [result or [float("nan")] for result, _ in both(1, case, "latency", 10_000, 5.0)]
+        report(f"latency_p50_10k_{kind}", "ms", None, [(lat[len(lat) // 2], None) for lat in lats], targets)
+        report(f"latency_p99_10k_{kind}", "ms", 5.0, [(lat[int(len(lat) * 0.99)], None) for lat in lats],
+               targets)
 
 
 def start_tansu(binary: str, port: int, log: Any) -> subprocess.Popen:
@@ -443,24 +506,23 @@ def main() -> None:
     parser.add_argument("--latency-only", action="store_true",
                         help="only the produce->consume latency case, on a fresh broker")
     parser.add_argument("--broker-log", help="file for the brokers' logs (default: discarded)")
-    parser.add_argument("--tansu", metavar="BINARY", help="also run every case against tansu")
+    parser.add_argument("--tansu", metavar="BINARY", help="also run every case against tansu, side by side")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a broker setting for Rocketport (e.g. messageIndexEnable=false)")
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         log = stack.enter_context(open(args.broker_log, "ab")) if args.broker_log else subprocess.DEVNULL
         store = stack.enter_context(tempfile.TemporaryDirectory(prefix="kafka-bench-"))
-        brokers = [("rocketport", lambda port: start_broker(os.path.join(store, "store"), port, log, args.set))]
+        port = free_port()
+        proc = start_broker(os.path.join(store, "store"), port, log, args.set)
+        stack.callback(stop, proc)
+        targets = [Target("rocketport", port, proc.pid)]
         if args.tansu:
-            brokers.append(("tansu", lambda port: start_tansu(args.tansu, port, log)))
-        for name, start in brokers:
             port = free_port()
-            proc = start(port)
-            try:
-                run_cases(port, proc.pid, name, args)
-            finally:
-                proc.terminate()
-                proc.wait(30)
+            proc = start_tansu(args.tansu, port, log)
+            stack.callback(stop, proc)
+            targets.append(Target("tansu", port, proc.pid))
+        run_cases(targets, args)
 
 
 if __name__ == "__main__":
