@@ -11,7 +11,9 @@ lags; once nothing was stored or read since its last slice it only yields betwee
 so it catches up at full speed while a request that arrives waits one slice at most.
 Keys indexed per message: ``topic#KEYS`` (each key) and ``topic#UNIQ_KEY``; the records of
 an inner batch are indexed by their Kafka key (their KEYS, see core.batch.messages), read
-without decoding the records. Lookups first index up to QUERY_CATCH_UP more messages, so a
+without decoding the records; a batch of keyless records with equal-size values (what most
+keyless producers send) is recognised in one regular-expression pass instead
+(record_batch.all_keyless), ~6x cheaper than reading its records' keys. Lookups first index up to QUERY_CATCH_UP more messages, so a
 key is findable as soon as its message can be consumed unless the index lags further than
 that.
 """
@@ -26,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..batch.record_batch import CorruptBatch, batch_payload, record_keys
+from ..batch.record_batch import CorruptBatch, all_keyless, batch_payload, record_keys
 from ..message import (
     INNER_BATCH_FLAG,
     KEY_SEPARATOR,
@@ -57,6 +59,7 @@ _KEYS_NEEDLES = property_needles(PROPERTY_KEYS)
 
 SLICE_S = 0.0005  # work per slice: what a request may wait behind the builder
 KEY_CHUNK = 256  # records of a batch read between two checks of the slice's deadline
+UNIFORM_CHECK_MAX = 8192  # records a batch may have for one all_keyless pass (~0.4 ms)
 IDLE_POLL_S = 0.2
 BACKOFF = 9  # sleep 9x the time a slice took: indexing takes <= 10% of a core under load
 MAX_BACKOFF = 99  # while the loop is busy: <= 1%
@@ -181,6 +184,8 @@ class IndexService:
             except CorruptBatch as exc:
                 log.error("cannot index batch at %d: %s", phys, exc)
                 return 1, True
+            if left <= UNIFORM_CHECK_MAX and all_keyless(data):  # nothing to index
+                return left, True
             pos = 0
         self._open = None
         topic, ts = info.topic, info.store_timestamp
