@@ -1,9 +1,10 @@
 """Run a request handler's coroutine at once, and make it a Task only if it suspends.
 
-Most requests (a Produce with ASYNC_FLUSH, a Fetch that finds data, metadata) finish
-without ever waiting. As a Task each costs a Task object, a done callback and two more
-trips round the event loop; started eagerly it costs a ``send``. This is Python 3.12's
-eager task factory for one call site, on 3.11.
+Most requests (a Produce or a batch send with ASYNC_FLUSH, a Fetch or pull that finds
+data, metadata, offsets, heartbeats) finish without ever waiting. As a Task each costs a
+Task object, a done callback and two more trips round the event loop; started eagerly it
+costs a ``send``. This is Python 3.12's eager task factory for the sessions' request
+dispatch (Kafka and remoting), on 3.11.
 """
 
 from __future__ import annotations

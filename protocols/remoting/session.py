@@ -16,14 +16,15 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable
 from typing import Any, Protocol
 
+from .. import eager
 from .codes import ResponseCode
 from .command import FLAG_ONEWAY, FLAG_RESPONSE, Buffer, RemotingCommand, make_response
 from .connection import RemotingConnection, command_event
-from .events import CommandReceived
 from .errors import code_for
+from .events import CommandReceived
 from .frame import DEFAULT_MAX_FRAME_LENGTH, encode_command
 
 log = logging.getLogger(__name__)
@@ -177,12 +178,9 @@ class RemotingSession(asyncio.Protocol):
         that suspends (a held pull, a synchronous flush) continues as a task owned by this
         session. Python 3.12's eager tasks do the same; 3.11 lacks them.
         """
-        coro = self._run(request)
-        try:
-            pending = coro.send(None)
-        except StopIteration:
+        task = eager.start(self._run(request))
+        if type(task) is eager.Done:
             return
-        task = asyncio.ensure_future(_Resume(coro, pending), loop=self._loop)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
 
@@ -278,38 +276,6 @@ class RemotingSession(asyncio.Protocol):
         await asyncio.shield(self._closed)
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-
-
-class _Resume:
-    """Awaitable that finishes a coroutine already run to its first suspension.
-
-    It re-yields what the coroutine yielded (the future it waits on, or None for a bare
-    yield) so the wrapping task waits on exactly that, and forwards sends and throws
-    (cancellation included) back into the coroutine.
-    """
-
-    __slots__ = ("_coro", "_pending")
-
-    def __init__(self, coro: Coroutine[Any, Any, None], pending: object) -> None:
-        self._coro = coro
-        self._pending = pending
-
-    def __await__(self) -> Generator[Any, Any, None]:
-        coro, pending = self._coro, self._pending
-        self._pending = None
-        while True:
-            try:
-                value = yield pending
-            except BaseException as exc:
-                try:
-                    pending = coro.throw(exc)
-                except StopIteration:
-                    return
-            else:
-                try:
-                    pending = coro.send(value)
-                except StopIteration:
-                    return
 
 
 class RemotingListener:
