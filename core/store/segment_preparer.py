@@ -61,7 +61,7 @@ def _remove_empty_dirs(directory: str, top: str) -> None:
     """Remove ``directory`` and its ancestors up to ``top`` while they are empty."""
     top = os.path.abspath(top)
     directory = os.path.abspath(directory)
-    while directory.startswith(top):
+    while directory == top or directory.startswith(top + os.sep):
         try:
             os.rmdir(directory)
         except OSError:  # not empty (someone else's now) or already gone
