@@ -94,9 +94,12 @@ class IndexService:
             return
         for name in sorted(os.listdir(self.directory)):
             if name.isdigit():
+                path = os.path.join(self.directory, name)
+                if os.path.getsize(path) == 0:  # a crash between creating it and sizing it:
+                    os.unlink(path)             # nothing was ever indexed in it
+                    continue
                 try:
-                    self.files.append(IndexFile(os.path.join(self.directory, name), self.slot_num,
-                                                self.index_num, create=False))
+                    self.files.append(IndexFile(path, self.slot_num, self.index_num, create=False))
                 except ValueError as exc:
                     log.error("ignoring index file %s: %s", name, exc)
 

@@ -151,6 +151,24 @@ def test_query_by_key_and_unique_id(small_config):
     run(main())
 
 
+def test_an_index_file_cut_short_by_a_crash_is_dropped_and_keys_are_found(small_config):
+    """SIGKILL between creating an index file and sizing it leaves it empty: the next start
+    drops it (it can hold nothing) and indexes on into a good file."""
+    async def main():
+        async with open_store(small_config) as store:
+            await store.put_message(Message("T", b"before", {"KEYS": "k1"}, queue_id=0))
+        index_dir = os.path.join(small_config.store_path_root_dir, "index")
+        os.makedirs(index_dir, exist_ok=True)
+        empty = os.path.join(index_dir, "99999999999999999")
+        open(empty, "wb").close()
+        async with open_store(small_config) as store:
+            assert not os.path.exists(empty)
+            await store.put_message(Message("T", b"after", {"KEYS": "k2"}, queue_id=0))
+            assert [m.body for m in store.query_by_key("T", "k1")] == [b"before"]
+            assert [m.body for m in store.query_by_key("T", "k2")] == [b"after"]
+    run(main())
+
+
 def test_data_survives_clean_restart(small_config):
     async def main():
         async with open_store(small_config) as store:
