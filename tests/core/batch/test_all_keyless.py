@@ -44,8 +44,8 @@ def test_a_single_key_headers_or_another_value_size_mean_not_known():
 
 
 def test_lengths_that_disagree_with_the_layout_are_refused():
-    """A record whose length covers the next record too (a keyed one) reads, by lengths,
-    as one record: the check must not accept it on the records' looks alone."""
+    """Read by lengths, a record whose length disagrees with its layout swallows bytes of
+    the next one: the check must not accept a batch on the records' looks alone."""
     good = payload([Record(0, 0, None, b"a" * 100), Record(1, 0, None, b"b" * 100)])
     forged = bytearray(good)
     forged[0] += 2  # zigzag: one byte longer

@@ -1,5 +1,6 @@
 import asyncio
 import os
+import pathlib
 
 import pytest
 
@@ -160,7 +161,7 @@ def test_an_index_file_cut_short_by_a_crash_is_dropped_and_keys_are_found(small_
         index_dir = os.path.join(small_config.store_path_root_dir, "index")
         os.makedirs(index_dir, exist_ok=True)
         empty = os.path.join(index_dir, "99999999999999999")
-        open(empty, "wb").close()
+        pathlib.Path(empty).touch()
         async with open_store(small_config) as store:
             assert not os.path.exists(empty)
             await store.put_message(Message("T", b"after", {"KEYS": "k2"}, queue_id=0))
