@@ -13,9 +13,9 @@ Keys indexed per message: ``topic#KEYS`` (each key) and ``topic#UNIQ_KEY``; the 
 an inner batch are indexed by their Kafka key (their KEYS, see core.batch.messages), read
 without decoding the records; a batch of keyless records with equal-size values (what most
 keyless producers send) is recognised in one regular-expression pass instead
-(record_batch.all_keyless), ~6x cheaper than reading its records' keys. Lookups first index up to QUERY_CATCH_UP more messages, so a
-key is findable as soon as its message can be consumed unless the index lags further than
-that.
+(record_batch.all_keyless), ~6x cheaper than reading its records' keys. Lookups first index
+up to QUERY_CATCH_UP more messages, so a key is findable as soon as its message can be
+consumed unless the index lags further than that.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from ..message import (
     raw_property,
 )
 from .index_file import IndexFile, index_file_name
+from .mapped_file import drop_if_empty
 from .record import (
     BLANK_MAGIC_CODE,
     HEADER_SIZE,
@@ -95,8 +96,7 @@ class IndexService:
         for name in sorted(os.listdir(self.directory)):
             if name.isdigit():
                 path = os.path.join(self.directory, name)
-                if os.path.getsize(path) == 0:  # a crash between creating it and sizing it:
-                    os.unlink(path)             # nothing was ever indexed in it
+                if drop_if_empty(path):
                     continue
                 try:
                     self.files.append(IndexFile(path, self.slot_num, self.index_num, create=False))

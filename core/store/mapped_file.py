@@ -18,6 +18,29 @@ def segment_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
+def reserve(fd: int, path: str, file_size: int, preallocate: bool = True) -> None:
+    """Size a new file: reserved with posix_fallocate (a full disk fails here, removing the
+    file), or sparse where the file system cannot reserve."""
+    if preallocate:
+        try:
+            os.posix_fallocate(fd, 0, file_size)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # e.g. ENOSPC
+                os.unlink(path)
+                raise
+    os.ftruncate(fd, file_size)  # sparse (or a file system without fallocate)
+
+
+def drop_if_empty(path: str) -> bool:
+    """Remove ``path`` if it has size 0, as a SIGKILL between creating a file and sizing it
+    leaves it: nothing was ever written to it. True if removed."""
+    if os.path.getsize(path):
+        return False
+    os.unlink(path)
+    return True
+
+
 class MappedFile:
     __slots__ = ("path", "file_from_offset", "file_size", "mm", "view", "wrote_position",
                  "flushed_position")
@@ -31,7 +54,7 @@ class MappedFile:
         try:
             actual = os.fstat(fd).st_size
             if create and actual == 0:
-                self._reserve(fd, path, file_size, preallocate)
+                reserve(fd, path, file_size, preallocate)
             elif actual != file_size:
                 raise ValueError(f"{path}: size {actual} != configured segment size {file_size}")
             self.mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
@@ -40,18 +63,6 @@ class MappedFile:
         self.view = memoryview(self.mm)
         self.wrote_position = 0
         self.flushed_position = 0
-
-    @staticmethod
-    def _reserve(fd: int, path: str, file_size: int, preallocate: bool) -> None:
-        if preallocate:
-            try:
-                os.posix_fallocate(fd, 0, file_size)
-                return
-            except OSError as exc:
-                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # e.g. ENOSPC
-                    os.unlink(path)
-                    raise
-        os.ftruncate(fd, file_size)  # sparse (or a file system without fallocate)
 
     @property
     def end_offset(self) -> int:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from .mapped_file import MappedFile, segment_name
+from .mapped_file import MappedFile, drop_if_empty, segment_name
 from .segment_preparer import SUFFIX as PREPARING_SUFFIX
 from .segment_preparer import SegmentPreparer
 
@@ -28,10 +27,8 @@ class MappedFileQueue:
         names = sorted(n for n in listing if len(n) == 20 and n.isdigit())
         for name in names:
             path = os.path.join(self.directory, name)
-            if os.path.getsize(path) == 0:  # a crash between creating it and reserving its space:
-                os.unlink(path)             # nothing was ever written to it
-                continue
-            self.files.append(MappedFile(path, self.file_size, create=False))
+            if not drop_if_empty(path):
+                self.files.append(MappedFile(path, self.file_size, create=False))
         for prev, nxt in zip(self.files, self.files[1:]):
             if prev.end_offset != nxt.file_from_offset:
                 raise ValueError(f"{self.directory}: segments are not contiguous at "

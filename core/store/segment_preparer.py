@@ -19,12 +19,13 @@ or loads as the empty next one when the segment before it is exactly full.
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import mmap
 import os
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+
+from .mapped_file import reserve
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +40,7 @@ def prepare_file(path: str, size: int) -> bool:
     tmp = path + SUFFIX
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        try:
-            os.posix_fallocate(fd, 0, size)
-        except OSError as exc:
-            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-                raise
-            os.ftruncate(fd, size)
+        reserve(fd, tmp, size)
         with mmap.mmap(fd, size) as mm:
             mm[0] = 0  # the costly first write, made here
         os.link(tmp, path)
