@@ -13,6 +13,7 @@ import itertools
 import logging
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from .batch.message_batch import decode_batch
 from .config import BrokerConfig
@@ -234,14 +235,16 @@ class Broker:
         if cfg.read_queue_nums < 1 or cfg.write_queue_nums < 1 or cfg.queue_nums > 1024:
             raise InvalidMessage("queue numbers must be between 1 and 1024")
         cfg = self.topics.put(cfg)
-        self.store.prepare_queues(topic, max(cfg.read_queue_nums, cfg.write_queue_nums))
+        self.store.prepare_queues(topic, cfg.queue_nums)
         return cfg
 
-    async def new_queue_files_ready(self) -> None:
-        """Until the files of the topics just created are made (create_topic has them made
-        in the background): an admin call that waits for this lets a topic's first messages
-        find them, rather than pay a fresh file's first write on the event loop."""
+    async def create_topic_ready(self, topic: str, **settings: Any) -> TopicConfig:
+        """create_topic for admin requests, answered once the new queues' files exist
+        (create_topic has them made in the background, up to 5 s): the topic's first
+        messages then find them rather than pay a fresh file's first write on the loop."""
+        cfg = self.create_topic(topic, **settings)
         await self.store.queues_prepared()
+        return cfg
 
     def delete_topic(self, topic: str) -> None:
         if self.topics.remove(topic) is None:

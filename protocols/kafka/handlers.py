@@ -354,7 +354,6 @@ class KafkaHandlers:
     async def _create_topics(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         n_default = self.broker.config.default_topic_queue_nums
         results = []
-        created: list[str] = []
         for t in body["topics"]:
             name, n = t["name"], t["num_partitions"]
             if n == -1:
@@ -367,14 +366,11 @@ class KafkaHandlers:
                 else (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "creating topics needs an admin account")
             if code == ErrorCode.NONE and not body["validate_only"]:
                 try:
-                    self.broker.create_topic(name, read_queue_nums=n, write_queue_nums=n)
-                    created.append(name)
+                    await self.broker.create_topic_ready(name, read_queue_nums=n, write_queue_nums=n)
                 except BrokerError as exc:
                     code, message = error_code_for(exc), str(exc)
             if code != ErrorCode.NONE:
                 out.update(error_code=code, error_message=message, num_partitions=-1, replication_factor=-1)
-        if created:
-            await self.broker.new_queue_files_ready()
         return {"throttle_time_ms": 0, "topics": results}
 
     def _check_new_topic(self, name: str, partitions: int, replication: int) -> tuple[ErrorCode, str | None]:
@@ -432,7 +428,7 @@ class KafkaHandlers:
                 out.update(error_code=ErrorCode.INVALID_PARTITIONS,
                            error_message=f"topic has {current} partitions; asked for {count}")
             elif not body["validate_only"]:
-                self.broker.create_topic(name, read_queue_nums=count, write_queue_nums=count)
+                await self.broker.create_topic_ready(name, read_queue_nums=count, write_queue_nums=count)
         return {"throttle_time_ms": 0, "results": results}
 
     async def _describe_configs(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:

@@ -410,9 +410,9 @@ class BrokerHandlers:
     async def update_and_create_topic(self, session: RemotingSession,
                                       request: RemotingCommand) -> RemotingCommand:
         h = decode_header(headers.CreateTopicRequestHeader, request.ext_fields)
-        self.broker.create_topic(h.topic, read_queue_nums=h.read_queue_nums,
-                                 write_queue_nums=h.write_queue_nums, perm=h.perm, order=h.order)
-        await self.broker.new_queue_files_ready()
+        await self.broker.create_topic_ready(h.topic, read_queue_nums=h.read_queue_nums,
+                                             write_queue_nums=h.write_queue_nums, perm=h.perm,
+                                             order=h.order)
         return make_response(request, ResponseCode.SUCCESS)
 
     async def delete_topic(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:

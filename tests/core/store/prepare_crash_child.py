@@ -26,9 +26,10 @@ async def main(root: str, cycle: int) -> None:
         print("ready", flush=True)
         for n in range(10_000):
             topic = f"T{cycle}x{n}"
-            broker.create_topic(topic, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
-            if n % 2:  # half the messages race the preparer, half find the files made
-                await broker.new_queue_files_ready()
+            if n % 2:  # half the messages find the files made, half race the preparer
+                await broker.create_topic_ready(topic, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+            else:
+                broker.create_topic(topic, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
             await broker.put_message(Message(topic, topic.encode(), queue_id=n % QUEUES))
             print(topic, flush=True)
 
