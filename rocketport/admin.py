@@ -1,7 +1,8 @@
 """`rocketport admin`: mqadmin's verbs and flags over the remoting protocol.
 
-Talks to a name server (-n) to find brokers, then to brokers, exactly as mqadmin does, so
-it works against Rocketport or against Apache RocketMQ. Results print as rich tables.
+Talks to a name server (-n, else the NAMESRV_ADDR environment variable, as mqadmin) to find
+brokers, then to brokers, exactly as mqadmin does, so it works against Rocketport or against
+Apache RocketMQ. Results print as rich tables.
 It only sends requests a real broker answers the same way; it never reads a store. For a
 broker with aclEnable, ROCKETPORT_ACCESS_KEY / ROCKETPORT_SECRET_KEY sign every request.
 """
@@ -32,8 +33,16 @@ from rocketport.protocols.remoting.messages import (
 )
 
 
+NAMESRV_ENV = "NAMESRV_ADDR"  # what mqadmin and RocketMQ clients read when -n is not given
+DEFAULT_NAMESRV = "127.0.0.1:9876"
+
+
 class AdminError(Exception):
     """A request failed; the message is what the user sees."""
+
+
+class _Unreachable(AdminError):
+    """No connection (as opposed to an answer with an error code): another server may answer."""
 
 
 def _credentials() -> tuple[str, str] | None:
@@ -48,23 +57,41 @@ async def _invoke(addr: str, cmd: RemotingCommand, ok: tuple[int, ...] = (Respon
         async with await RemotingClient.connect(addr, credentials=_credentials()) as client:
             resp = await client.invoke(cmd)
     except (OSError, asyncio.TimeoutError) as exc:
-        raise AdminError(f"cannot reach {addr}: {exc}") from None
+        raise _Unreachable(f"cannot reach {addr}: {exc}") from None
     if resp.code not in ok:
         raise AdminError(f"{addr} answered code {resp.code}: {resp.remark or ''}")
     return resp
 
 
-def _namesrv(args: argparse.Namespace) -> str:
-    return args.namesrv.split(";")[0].strip()
+def namesrv_addrs(namesrv: str | None) -> list[str]:
+    """-n wins; without it NAMESRV_ADDR, as mqadmin; without either the local default.
+    Several servers are separated by ';' (RocketMQ's form)."""
+    text = namesrv or os.environ.get(NAMESRV_ENV, "").strip() or DEFAULT_NAMESRV
+    addrs = [a.strip() for a in text.split(";") if a.strip()]
+    if not addrs:
+        raise AdminError(f"no name server address in {text!r}")
+    return addrs
+
+
+async def _ask_namesrv(args: argparse.Namespace, cmd: Callable[[], RemotingCommand],
+                       ok: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
+    """The answer of the first name server reachable, trying them in order as clients do."""
+    unreachable: list[str] = []
+    for addr in namesrv_addrs(args.namesrv):
+        try:
+            return await _invoke(addr, cmd(), ok)
+        except _Unreachable as exc:
+            unreachable.append(str(exc))
+    raise AdminError("; ".join(unreachable))
 
 
 async def _route(args: argparse.Namespace, topic: str) -> bodies.TopicRouteData:
-    resp = await _invoke(_namesrv(args), request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
+    resp = await _ask_namesrv(args, lambda: request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
     return bodies.decode_body(bodies.TopicRouteData, resp.body)
 
 
 async def _cluster(args: argparse.Namespace) -> bodies.ClusterInfo:
-    resp = await _invoke(_namesrv(args), request(RequestCode.GET_BROKER_CLUSTER_INFO))
+    resp = await _ask_namesrv(args, lambda: request(RequestCode.GET_BROKER_CLUSTER_INFO))
     return bodies.decode_body(bodies.ClusterInfo, resp.body)
 
 
@@ -120,7 +147,7 @@ async def delete_topic(args: argparse.Namespace, console: Console) -> None:
 
 
 async def topic_list(args: argparse.Namespace, console: Console) -> None:
-    resp = await _invoke(_namesrv(args), request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+    resp = await _ask_namesrv(args, lambda: request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
     for topic in bodies.decode_body(bodies.TopicList, resp.body).topic_list:
         console.print(topic, highlight=False)
 
@@ -436,7 +463,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     def verb(name: str, fn: Verb, help_text: str) -> argparse.ArgumentParser:
         p = verbs.add_parser(name, help=help_text)
-        p.add_argument("-n", "--namesrv", default="127.0.0.1:9876", help="name server host:port")
+        p.add_argument("-n", "--namesrv", help=f"name server host:port[;host:port...] "
+                       f"(default: ${NAMESRV_ENV}, else {DEFAULT_NAMESRV})")
         p.set_defaults(admin=fn)
         return p
 

@@ -54,3 +54,33 @@ def test_admin_verbs_round_trip(live_broker):
     assert "success" in admin(live_broker, "deleteTopic", "-t", "AdminTopic")
     assert "AdminTopic" not in admin(live_broker, "topicList").split()
     assert "code 17" in admin(live_broker, "topicRoute", "-t", "AdminTopic", expect=1)
+
+
+def run_cli(*args: str, namesrv_env: str | None = None) -> subprocess.CompletedProcess:
+    """The CLI with stdout captured (not a TTY), NAMESRV_ADDR set or removed as asked."""
+    env = {k: v for k, v in os.environ.items() if k != "NAMESRV_ADDR"}
+    if namesrv_env is not None:
+        env["NAMESRV_ADDR"] = namesrv_env
+    return subprocess.run([sys.executable, "-m", "rocketport", "admin", *args], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.timeout(120)
+def test_namesrv_addr_environment_used_without_flag(live_broker):
+    assert "success" in admin(live_broker, "updateTopic", "-t", "EnvTopic", "-r", "1", "-w", "1")
+    proc = run_cli("topicList", namesrv_env=live_broker.namesrv)
+    assert proc.returncode == 0 and "EnvTopic" in proc.stdout.split(), proc.stdout + proc.stderr
+    # the first of several ';'-separated name servers that answers (mqadmin's form)
+    proc = run_cli("topicList", namesrv_env=f"127.0.0.1:1;{live_broker.namesrv}")
+    assert proc.returncode == 0 and "EnvTopic" in proc.stdout.split(), proc.stdout + proc.stderr
+
+
+def test_namesrv_addr_environment_names_the_server_asked():
+    proc = run_cli("topicList", namesrv_env="127.0.0.1:1")
+    assert proc.returncode == 1 and "cannot reach 127.0.0.1:1" in proc.stdout + proc.stderr
+
+
+@pytest.mark.timeout(120)
+def test_namesrv_flag_wins_over_environment(live_broker):
+    proc = run_cli("topicList", "-n", live_broker.namesrv, namesrv_env="127.0.0.1:1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
