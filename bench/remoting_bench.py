@@ -66,7 +66,7 @@ def _broker_main(store_dir: str, ready: mp.connection.Connection, acl_file: str 
                               acl_enable=acl_file is not None, plain_acl_file=acl_file or "")
         server = BrokerServer(config)
         await server.start()
-        ready.send(server.remoting.listener.port)
+        ready.send(server.front_ends["remoting"].listener.port)
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         loop.add_reader(ready.fileno(), stop.set)  # parent closes or writes: stop

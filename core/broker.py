@@ -66,6 +66,7 @@ from .schedule import (
 )
 from .store.get_result import GetResult, GetStatus
 from .store.message_store import EncodedPut, MessageStore, PutResult, TagsFilter
+from .store.store_lock import StoreLock
 from .tags import tags_code, tags_code_of_value
 from .transaction import (
     TransactionChecker,
@@ -146,6 +147,7 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         config_dir = os.path.join(config.store_path_root_dir, "config")
+        self._lock = StoreLock(config.store_path_root_dir)
         self.store = MessageStore(config, tags_code_of=_tags_code_of)
         self.topics = TopicConfigManager(config_dir)
         self.groups = SubscriptionGroupManager(config_dir)
@@ -170,13 +172,22 @@ class Broker:
 
     # ================================================================ lifecycle
     async def start(self) -> None:
-        """Open the store (recovering it) before anything can be served."""
-        os.makedirs(self.config.store_path_root_dir, exist_ok=True)
-        self.topics.load()
-        self.groups.load()
-        self.offsets.load()
-        self.delay_offsets.load()
-        await asyncio.to_thread(self.store.open)
+        """Lock the store, then open (and recover) it before anything can be served.
+
+        StoreLocked when another live process holds the store. A failure before the store
+        opened leaves the directory as it was (no abort marker, no checkpoint written).
+        """
+        self._lock.acquire()  # before reading anything: another broker may be writing it
+        try:
+            self.topics.load()
+            self.groups.load()
+            self.offsets.load()
+            self.delay_offsets.load()
+            await asyncio.to_thread(self.store.open)
+        except BaseException:
+            self.store.close()
+            self._lock.release()
+            raise
         self.store.dispatch_listeners.append(self.pull_waiters.notify)
         await self.store.start()
         self.transactions.load()
@@ -201,6 +212,7 @@ class Broker:
         await self.schedule.persist()
         await asyncio.to_thread(self.offsets.persist)
         await self.store.stop()
+        self._lock.release()
 
     async def __aenter__(self) -> "Broker":
         await self.start()

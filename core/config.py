@@ -34,6 +34,15 @@ class ProtocolConfig:
     host: str = "127.0.0.1"
 
 
+@dataclass(slots=True, frozen=True)
+class ConnectionLimits:
+    """What every front-end's listener enforces (see the server* keys below)."""
+
+    max_connections: int = 10_000
+    idle_timeout: float = 600.0
+    frame_timeout: float = 30.0
+
+
 @dataclass(slots=True)
 class BrokerConfig:
     # identity and network
@@ -89,6 +98,15 @@ class BrokerConfig:
     # -Drocketmq.acl.plain.file
     acl_enable: bool = field(default=False, metadata=_key("aclEnable"))
     plain_acl_file: str = field(default="conf/plain_acl.yml", metadata=_key("plainAclFile"))
+    # connections, for every front-end: an idle connection (no input, no request in flight)
+    # is closed after serverChannelMaxIdleTimeSeconds (RocketMQ's key; 600 s, Kafka's
+    # connections.max.idle.ms, since Kafka clients go 5 minutes between metadata refreshes),
+    # a frame still incomplete after serverFrameTimeoutSeconds (a slowloris) is dropped, and
+    # a listener holds at most serverMaxConnections
+    server_channel_max_idle_time_seconds: int = field(default=600, metadata=_key(
+        "serverChannelMaxIdleTimeSeconds", minimum=1))
+    server_frame_timeout_seconds: int = field(default=30, metadata=_key("serverFrameTimeoutSeconds", minimum=1))
+    server_max_connections: int = field(default=10_000, metadata=_key("serverMaxConnections", minimum=1))
     # front-ends
     namesrv: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 9876))
     kafka: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 9092))
@@ -103,6 +121,12 @@ class BrokerConfig:
     def commit_log_dir(self) -> str:
         import os
         return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
+
+    @property
+    def connection_limits(self) -> ConnectionLimits:
+        return ConnectionLimits(self.server_max_connections,
+                                float(self.server_channel_max_idle_time_seconds),
+                                float(self.server_frame_timeout_seconds))
 
     @property
     def sync_flush(self) -> bool:

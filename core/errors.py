@@ -49,6 +49,26 @@ class StoreUnavailable(BrokerError):
     """The store is shut down, read-only, or out of disk space."""
 
 
+class DiskFull(StoreUnavailable):
+    """The store's disk has no space for a file a put needs (ENOSPC, EDQUOT).
+
+    Raised before anything of the put is written, so the put is simply refused; the next
+    put tries again, so writes resume by themselves once space returns."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"the disk is full: {detail}")
+
+
+class StoreLocked(BrokerError):
+    """Another live process holds the store directory's lock: one broker per store."""
+
+    def __init__(self, root: str, holder_pid: int | None) -> None:
+        who = f"process {holder_pid}" if holder_pid else "another process"
+        super().__init__(f"store {root} is in use by {who} (one broker per store)")
+        self.root = root
+        self.holder_pid = holder_pid
+
+
 class MessageNotFound(BrokerError):
     """No message at the given id / commit-log offset."""
 

@@ -43,21 +43,38 @@ async def _run_broker(config) -> None:
 
 def _cmd_broker(args: argparse.Namespace) -> int:
     from rocketport.config_file import load_config
+    from rocketport.core.errors import StoreLocked
 
     config = load_config(args.config, _parse_overrides(args.set))
     try:
         import uvloop
     except ImportError:
-        asyncio.run(_run_broker(config))
+        run = asyncio.run
     else:
-        uvloop.run(_run_broker(config))
+        run = uvloop.run
+    try:
+        run(_run_broker(config))
+    except (StoreLocked, OSError) as exc:  # a taken port, a locked or unwritable store
+        print(f"rocketport: {_one_line(exc)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename and exc.strerror:
+        return f"cannot use {exc.filename}: {exc.strerror.lower()}"
+    return str(exc)
 
 
 def _cmd_store(args: argparse.Namespace) -> int:
     from rocketport import store_tools
+    from rocketport.core.store.store_lock import holder_pid
 
     console = Console()
+    holder = holder_pid(args.path)
+    if holder is not None:
+        console.print(f"note: a live broker (pid {holder}) holds this store; it is read as "
+                      "it stands and may change while it is read")
     if args.store_cmd == "verify":
         report = store_tools.verify(args.path, console)
         store_tools.print_verify(report, console)
@@ -72,7 +89,7 @@ async def _run_namesrv(host: str, port: int) -> None:
     from rocketport.protocols.remoting.session import RemotingListener
 
     handlers = NameServerHandlers(RouteRegistry())
-    listener = RemotingListener(handlers, host, port)
+    listener = RemotingListener(handlers, host, port, role="name server")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -87,7 +104,11 @@ async def _run_namesrv(host: str, port: int) -> None:
 
 
 def _cmd_namesrv(args: argparse.Namespace) -> int:
-    asyncio.run(_run_namesrv(args.host, args.port))
+    try:
+        asyncio.run(_run_namesrv(args.host, args.port))
+    except OSError as exc:  # the port is taken
+        print(f"rocketport: {_one_line(exc)}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -97,8 +118,18 @@ def _cmd_admin(args: argparse.Namespace) -> int:
     return admin.run(args)
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rocketport")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rocketport", description="Rocketport message broker")
+    parser.add_argument("--version", action="version", version=f"rocketport {_version()}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -1,7 +1,10 @@
-"""Server assembly: the Broker facade plus the wire front-ends configured for it.
+"""Server assembly: the Broker facade plus the wire front-ends the registry enables.
 
-Start order: the store opens (and recovers) before any listener accepts; stop order is the
-reverse, so listeners stop before the store flushes and writes its clean checkpoint.
+Start order: every front-end binds its ports, then the store is locked and opened (and
+recovered), then the front-ends accept. So a taken port fails start-up before the store
+is touched, and no client is served before recovery ends. Stop order is the reverse:
+front-ends stop (draining their connections) before the store flushes and writes its
+clean checkpoint. A failed start closes whatever it had opened, in the same order.
 """
 
 from __future__ import annotations
@@ -9,12 +12,12 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import resource
 
 from rocketport.allocator import tune_malloc
 from rocketport.core.broker import Broker
 from rocketport.core.config import BrokerConfig
-from rocketport.protocols.kafka.server import KafkaServer
-from rocketport.protocols.remoting.frontend import RemotingFrontEnd
+from rocketport.protocols.frontend import FrontEnd, build_enabled
 
 log = logging.getLogger("rocketport.server")
 
@@ -23,28 +26,53 @@ class BrokerServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.broker = Broker(config)
-        self.remoting = RemotingFrontEnd(self.broker)
-        self.kafka: KafkaServer | None = None
+        self.front_ends: dict[str, FrontEnd] = {fe.name: fe for fe in build_enabled(self.broker)}
 
     async def start(self) -> None:
-        await self.broker.start()
-        report = self.broker.store.recovery_report
-        log.info("store %s opened (%s recovery, log end %d, %d topics)",
-                 os.path.abspath(self.config.store_path_root_dir),
-                 "crash" if self.broker.store.recovered_from_crash else "clean",
-                 report.get("end", 0), len(self.broker.topics.table))
-        await self.remoting.start()
-        if self.config.kafka.enabled:
-            self.kafka = KafkaServer(self.broker)
-            await self.kafka.start()
+        _raise_fd_limit()
+        try:
+            for front_end in self.front_ends.values():
+                await front_end.bind()
+            await self.broker.start()
+            self._log_store()
+            for front_end in self.front_ends.values():
+                await front_end.start()
+        except BaseException:
+            await self.stop()
+            raise
         gc.freeze()  # start-up objects leave the collector's scans: shorter GC pauses under load
         tune_malloc()  # large request and response buffers reuse heap pages (see allocator.py)
         log.info("broker %s ready (pid %d)", self.config.broker_name, os.getpid())
 
     async def stop(self) -> None:
-        if self.kafka is not None:
-            await self.kafka.stop()
-            self.kafka = None
-        await self.remoting.stop()
-        await self.broker.stop()
-        log.info("store closed cleanly")
+        for front_end in reversed(self.front_ends.values()):
+            await front_end.stop()
+        if self.broker.running:
+            await self.broker.stop()
+            log.info("store closed cleanly")
+
+    def _log_store(self) -> None:
+        store = self.broker.store
+        report = store.recovery_report
+        log.info("store %s opened after a %s (log end %d, %d topics); CommitLog segments of %s",
+                 os.path.abspath(self.config.store_path_root_dir),
+                 "crash: recovered" if store.recovered_from_crash else "clean shutdown",
+                 report.get("end", 0), len(self.broker.topics.table),
+                 _size_text(self.config.mapped_file_size_commit_log))
+
+
+def _size_text(size: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return f"{size >> shift} {unit}"
+    return f"{size} bytes"
+
+
+def _raise_fd_limit() -> None:
+    """Every connection is a descriptor: lift the soft limit to the hard one, as servers do."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            log.debug("cannot raise the descriptor limit from %d to %d", soft, hard)

@@ -49,6 +49,11 @@ class KafkaServerConnection:
         return _SIZE.pack(len(token)) + token
 
     @property
+    def buffered(self) -> int:
+        """Bytes of an incomplete frame held back (the session's frame timeout reads it)."""
+        return self._pending_len
+
+    @property
     def closed(self) -> bool:
         """True after a BadRequest: further input is ignored."""
         return self._closed

@@ -28,12 +28,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from rocketport.core.auth.plain_acl import Account, AclError
 
 from .. import eager
+from ..session_base import Session
 from .connection import KafkaServerConnection
 from .errors import ErrorCode
 from .events import BadRequest, Event, RequestReceived, SaslTokenReceived, UnsupportedVersion
@@ -56,54 +58,44 @@ class _Pending:
     api_version: int
 
 
-class KafkaSession(asyncio.Protocol):
-    def __init__(self, handlers: KafkaHandlers, sessions: set[KafkaSession], *,
-                 max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, max_frame_size: int | None = None) -> None:
+class KafkaSession(Session):
+    def __init__(self, handlers: KafkaHandlers, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+                 max_frame_size: int | None = None,
+                 on_open: Callable[[Session], bool] | None = None,
+                 on_closed: Callable[[Session], None] | None = None) -> None:
+        super().__init__(on_open, on_closed)
         self.handlers = handlers
-        self.sessions = sessions
         self.max_in_flight = max_in_flight
         self.conn = KafkaServerConnection(max_frame_size) if max_frame_size else KafkaServerConnection()
-        self.transport: asyncio.Transport | None = None
-        self.peer: tuple[str, int] = ("0.0.0.0", 0)
         self._queue: deque[_Pending] = deque()  # running or answered-but-unsent, in order
         self._backlog: deque[Event] = deque()  # received, not yet started (max_in_flight)
         self._pumping = False
         self._flush_scheduled = False
-        self._write_paused = False
-        self._read_paused = False
         self._closing = False
         self.principal: Account | None = None  # the authenticated account (SASL)
         self._handshaken = False  # a v1 SaslHandshake was accepted: SaslAuthenticate next
 
     # ------------------------------------------------------------------ transport callbacks
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop's is no asyncio.Transport
-        peer = transport.get_extra_info("peername")
-        if isinstance(peer, tuple) and len(peer) >= 2:
-            self.peer = (str(peer[0]), int(peer[1]))
-        self.sessions.add(self)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.sessions.discard(self)
+    def _closed_hook(self) -> None:
         self._closing = True
         for pending in self._queue:
             pending.result.cancel()
         self._queue.clear()
         self._backlog.clear()
-        self.transport = None
 
-    def pause_writing(self) -> None:
-        self._write_paused = True
-        self._update_reading()
+    def _busy(self) -> bool:
+        return bool(self._backlog) or len(self._queue) >= self.max_in_flight
 
-    def resume_writing(self) -> None:
-        self._write_paused = False
-        self._update_reading()
+    @property
+    def in_flight(self) -> int:
+        return len(self._queue)
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
-        self._backlog.extend(self.conn.receive_data(data))
+        events = self.conn.receive_data(data)
+        self._note_input(bool(events), self.conn.buffered > 0)
+        self._backlog.extend(events)
         self._pump()
 
     def _pump(self) -> None:
@@ -247,18 +239,6 @@ class KafkaSession(asyncio.Protocol):
             transport.writelines(out)
         if not self._pumping:
             self._pump()
-
-    def _update_reading(self) -> None:
-        transport = self.transport
-        if transport is None or self._closing:
-            return
-        should_pause = self._write_paused or bool(self._backlog) or len(self._queue) >= self.max_in_flight
-        if should_pause and not self._read_paused:
-            transport.pause_reading()
-            self._read_paused = True
-        elif not should_pause and self._read_paused:
-            transport.resume_reading()
-            self._read_paused = False
 
     def close(self) -> None:
         """Drop this connection (only this one): pending requests are abandoned."""

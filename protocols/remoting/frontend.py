@@ -19,13 +19,17 @@ from .session import RemotingListener
 
 
 class RemotingFrontEnd:
+    name = "remoting"
+
     def __init__(self, broker: Broker) -> None:
         config = broker.config
+        limits = config.connection_limits
         self.broker = broker
         self.handlers = BrokerHandlers(broker)
         served = AclCheckedHandlers(self.handlers, PlainAcl(config.plain_acl_file)) \
             if config.acl_enable else self.handlers
-        self.listener = RemotingListener(served, config.bind_address, config.listen_port)
+        self.listener = RemotingListener(served, config.bind_address, config.listen_port,
+                                         role="broker (remoting)", limits=limits)
         self.namesrv_listener: RemotingListener | None = None
         self.namesrv_handlers: NameServerHandlers | None = None
         self.registrar: BrokerRegistrar | None = None
@@ -35,15 +39,26 @@ class RemotingFrontEnd:
         elif config.namesrv.enabled:
             self.namesrv_handlers = NameServerHandlers(LocalRoutes(broker, self.broker_addr))
             self.namesrv_listener = RemotingListener(self.namesrv_handlers, config.namesrv.host,
-                                                     config.namesrv.port)
+                                                     config.namesrv.port, role="name server",
+                                                     limits=limits)
 
     def broker_addr(self) -> str:
         """host:port clients should dial (the bound port once listening)."""
         return f"{self.broker.config.broker_ip1}:{self.listener.port}"
 
-    async def start(self) -> None:
-        await self.listener.start()
+    def endpoints(self) -> list[tuple[str, str, int]]:
+        listeners = [self.listener] + ([self.namesrv_listener] if self.namesrv_listener else [])
+        return [(lst.role, lst.host, lst.port) for lst in listeners]
+
+    async def bind(self) -> None:
+        await self.listener.bind()
         self.handlers.broker_addr = self.broker_addr()
+        if self.namesrv_listener is not None:
+            await self.namesrv_listener.bind()
+
+    async def start(self) -> None:
+        await self.bind()
+        await self.listener.start()
         if self.namesrv_listener is not None:
             await self.namesrv_listener.start()
         if self.registrar is not None:

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from .. import eager
+from ..listener import ConnectionLimits, Listener
+from ..session_base import Session
 from .codes import ResponseCode
 from .command import FLAG_ONEWAY, FLAG_RESPONSE, Buffer, RemotingCommand, make_response
 from .connection import RemotingConnection, command_event
@@ -63,42 +65,31 @@ class RequestHandler(Protocol):
         """Forget whatever `session` registered (consumers, producers, locks stay)."""
 
 
-class RemotingSession(asyncio.Protocol):
+class RemotingSession(Session):
     """One client connection. Also the "channel" the consumer and producer tables hold."""
 
     def __init__(self, handler: RequestHandler, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
                  max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
-                 on_closed: Callable[[RemotingSession], None] | None = None) -> None:
+                 on_open: Callable[[Session], bool] | None = None,
+                 on_closed: Callable[[Session], None] | None = None) -> None:
+        super().__init__(on_open, on_closed)
         self._handler = handler
         self._conn = RemotingConnection(max_frame_length)
         self._max_in_flight = max_in_flight
-        self._on_closed = on_closed
         self._tasks: set[asyncio.Task[None]] = set()
-        self._transport: asyncio.Transport | None = None
-        self._read_paused = False
-        self._write_paused = False
         self._opaque = itertools.count(1)
         self._out: list[Buffer] = []
-        # Kept rather than looked up in callbacks: hosted under trio-asyncio, protocol
-        # callbacks may run where asyncio.get_running_loop() cannot see the loop.
-        self._loop = asyncio.get_running_loop()
-        self._closed = self._loop.create_future()
-        self.peer: tuple[str, int] = ("0.0.0.0", 0)
 
     # ------------------------------------------------------------------ asyncio callbacks
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
-        peer = transport.get_extra_info("peername")
-        if isinstance(peer, tuple) and len(peer) >= 2:
-            self.peer = (str(peer[0]), int(peer[1]))
-
     def data_received(self, data: bytes) -> None:
         """Serve each frame in order; requests the handler's lane takes are gathered and
         answered together, before the next request it does not take (so the store sees
         every connection's requests in the order they were sent)."""
         lane = self._handler.lane
         taken: list[Any] = []
-        for event in self._conn.receive_raw(data):
+        events = self._conn.receive_raw(data)
+        self._note_input(bool(events), self._conn.buffered > 0)
+        for event in events:
             if type(event) is tuple:
                 if lane is not None:
                     item = lane.take(self, *event)
@@ -139,35 +130,22 @@ class RemotingSession(asyncio.Protocol):
             return False
         if frames is None:
             return False
-        if self._transport is not None:
+        if self.transport is not None:
             self._queue(frames)
         return True
 
     def _answer(self, lane: FastLane, taken: list[Any]) -> None:
         frames = lane.answer(self, taken)
-        if self._transport is not None:
+        if self.transport is not None:
             self._queue(frames)
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._transport = None
+    def _closed_hook(self) -> None:
         for task in self._tasks:
             task.cancel()
-        try:
-            self._handler.session_closed(self)
-        except Exception:
-            log.exception("session_closed failed")
-        if self._on_closed is not None:
-            self._on_closed(self)
-        if not self._closed.done():
-            self._closed.set_result(None)
+        self._handler.session_closed(self)
 
-    def pause_writing(self) -> None:
-        self._write_paused = True
-        self._update_reading()
-
-    def resume_writing(self) -> None:
-        self._write_paused = False
-        self._update_reading()
+    def _busy(self) -> bool:
+        return len(self._tasks) >= self._max_in_flight
 
     # ------------------------------------------------------------------ requests
     def _start(self, request: RemotingCommand) -> None:
@@ -212,21 +190,9 @@ class RemotingSession(asyncio.Protocol):
         if self._read_paused:
             self._update_reading()
 
-    def _update_reading(self) -> None:
-        transport = self._transport
-        if transport is None:
-            return
-        busy = self._write_paused or len(self._tasks) >= self._max_in_flight
-        if busy and not self._read_paused:
-            self._read_paused = True
-            transport.pause_reading()
-        elif not busy and self._read_paused:
-            self._read_paused = False
-            transport.resume_reading()
-
     def _write(self, command: RemotingCommand) -> None:
         """Encode and queue a command (dropped once the connection is closing)."""
-        if self._transport is None or self._transport.is_closing():
+        if self.transport is None or self.transport.is_closing():
             return
         try:
             frame = encode_command(command)
@@ -248,17 +214,13 @@ class RemotingSession(asyncio.Protocol):
 
     def _flush(self) -> None:
         out, self._out = self._out, []
-        if out and self._transport is not None and not self._transport.is_closing():
-            self._transport.writelines(out)
+        if out and self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(out)
 
     # ------------------------------------------------------------------ public
     @property
     def in_flight(self) -> int:
         return len(self._tasks)
-
-    @property
-    def is_open(self) -> bool:
-        return self._transport is not None and not self._transport.is_closing()
 
     def push_oneway(self, request: RemotingCommand) -> None:
         """Send a broker-initiated request (39, 40) without waiting for any answer."""
@@ -268,52 +230,29 @@ class RemotingSession(asyncio.Protocol):
 
     def close(self) -> None:
         """Close after queued responses are written; running requests are cancelled."""
-        if self._transport is not None:
+        if self.transport is not None:
             self._flush()
-            self._transport.close()
+            self.transport.close()
 
     async def wait_closed(self) -> None:
-        await asyncio.shield(self._closed)
+        await super().wait_closed()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-class RemotingListener:
+class RemotingListener(Listener):
     """A TCP listener whose sessions all share one handler; owns and stops them."""
 
-    def __init__(self, handler: RequestHandler, host: str, port: int, *,
+    def __init__(self, handler: RequestHandler, host: str, port: int, *, role: str = "remoting",
                  max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-                 max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
+                 max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+                 limits: ConnectionLimits | None = None) -> None:
         self.handler = handler
-        self.host = host
-        self.port = port
-        self._max_in_flight = max_in_flight
-        self._max_frame_length = max_frame_length
-        self._server: asyncio.Server | None = None
-        self.sessions: set[RemotingSession] = set()
 
-    def _new_session(self) -> RemotingSession:
-        session = RemotingSession(self.handler, max_in_flight=self._max_in_flight,
-                                  max_frame_length=self._max_frame_length,
-                                  on_closed=self.sessions.discard)
-        self.sessions.add(session)
-        return session
+        def new_session(on_open: Callable[[Session], bool],
+                        on_closed: Callable[[Session], None]) -> RemotingSession:
+            return RemotingSession(handler, max_in_flight=max_in_flight,
+                                   max_frame_length=max_frame_length, on_open=on_open,
+                                   on_closed=on_closed)
 
-    async def start(self) -> None:
-        self._server = await asyncio.get_running_loop().create_server(
-            self._new_session, self.host, self.port, reuse_address=True)
-        if self.port == 0:  # tests ask for any free port
-            self.port = self._server.sockets[0].getsockname()[1]
-        log.info("remoting listening on %s:%d", self.host, self.port)
-
-    async def stop(self) -> None:
-        """Stop accepting, close every session and wait for their requests to end."""
-        if self._server is None:
-            return
-        self._server.close()
-        sessions = list(self.sessions)
-        for session in sessions:
-            session.close()
-        await asyncio.gather(*(s.wait_closed() for s in sessions), return_exceptions=True)
-        await self._server.wait_closed()
-        self._server = None
+        super().__init__(role, host, port, new_session, limits)

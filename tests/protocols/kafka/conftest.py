@@ -27,13 +27,13 @@ class LiveBroker:
 
     @property
     def bootstrap(self) -> str:
-        assert self.server.kafka is not None
-        return f"127.0.0.1:{self.server.kafka.port}"
+        assert self.server.front_ends['kafka'] is not None
+        return f"127.0.0.1:{self.server.front_ends['kafka'].port}"
 
     @property
     def port(self) -> int:
-        assert self.server.kafka is not None
-        return self.server.kafka.port
+        assert self.server.front_ends['kafka'] is not None
+        return self.server.front_ends['kafka'].port
 
     def call(self, coro: Coroutine[Any, Any, Any], timeout: float = 30) -> Any:
         """Run a coroutine on the broker's loop and return its result."""

@@ -235,7 +235,7 @@ def test_in_flight_requests_are_bounded(any_loop_broker):
         held = []
         while time.monotonic() < deadline:
             held = any_loop_broker.run(
-                lambda: [(len(s._queue), s._read_paused) for s in any_loop_broker.server.kafka.sessions])
+                lambda: [(len(s._queue), s._read_paused) for s in any_loop_broker.server.front_ends["kafka"].sessions])
             if held and held[0][0] == DEFAULT_MAX_IN_FLIGHT:
                 break
             time.sleep(0.05)

@@ -28,13 +28,13 @@ class LiveBroker:
 
     @property
     def namesrv(self) -> str:
-        listener = self.server.remoting.namesrv_listener
+        listener = self.server.front_ends["remoting"].namesrv_listener
         assert listener is not None
         return f"127.0.0.1:{listener.port}"
 
     @property
     def addr(self) -> str:
-        return self.server.remoting.broker_addr()
+        return self.server.front_ends["remoting"].broker_addr()
 
     def call(self, fn, *args, timeout: float = 10.0):
         """Run ``fn(*args)`` on the broker's loop (sync functions or coroutine functions)."""

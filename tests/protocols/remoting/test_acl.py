@@ -33,7 +33,7 @@ def test_requests_are_checked_and_refusals_answered_in_rocketmq_terms(acl_config
     async def scenario(server: BrokerServer) -> None:
         for topic in ("Open", "Closed", "ReadOnly"):
             server.broker.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
-        addr = server.remoting.broker_addr()
+        addr = server.front_ends["remoting"].broker_addr()
 
         async def send(topic: str, credentials) -> tuple[int, str]:
             async with await RemotingClient.connect(addr, credentials=credentials) as client:

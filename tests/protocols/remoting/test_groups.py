@@ -36,7 +36,7 @@ def test_membership_pushes_and_locks(remoting_config):
         server = BrokerServer(remoting_config)
         await server.start()
         try:
-            addr = server.remoting.broker_addr()
+            addr = server.front_ends["remoting"].broker_addr()
             pushes_a: asyncio.Queue[RemotingCommand] = asyncio.Queue()
             async with await RemotingClient.connect(addr, on_request=pushes_a.put_nowait) as a:
                 assert (await a.invoke(heartbeat("A"))).code == ResponseCode.SUCCESS
@@ -80,7 +80,7 @@ def test_reset_offset_is_pushed_to_online_consumers(remoting_config):
         server = BrokerServer(remoting_config)
         await server.start()
         try:
-            addr = server.remoting.broker_addr()
+            addr = server.front_ends["remoting"].broker_addr()
             server.broker.create_topic("Reset", read_queue_nums=2, write_queue_nums=2)
             for q in range(2):
                 for i in range(3):
@@ -121,7 +121,7 @@ def test_topic_consume_by_who_and_clone_group_offset(remoting_config):
                 broker.create_topic(topic, read_queue_nums=2, write_queue_nums=2)
                 broker.commit_offset("Committed", topic, 1, 7)
             broker.commit_offset("Committed", "Gone", 0, 1)  # a topic that no longer exists
-            async with await RemotingClient.connect(server.remoting.broker_addr()) as client:
+            async with await RemotingClient.connect(server.front_ends["remoting"].broker_addr()) as client:
                 assert (await client.invoke(heartbeat("A"))).code == ResponseCode.SUCCESS  # G on GT only
                 online = request(RequestCode.HEART_BEAT, body=orjson.dumps({
                     "clientID": "B", "consumerDataSet": [{

@@ -39,7 +39,7 @@ def test_inner_batch_records_are_expanded_and_filtered(remoting_config):
             batch = build_batch(records, base_timestamp=int(time.time() * 1000))
             await broker.put_record_batch("KafkaMade", 0, batch, len(records),
                                           tags_codes=[tags_code(t) for t in tags])
-            async with await RemotingClient.connect(server.remoting.broker_addr()) as client:
+            async with await RemotingClient.connect(server.front_ends["remoting"].broker_addr()) as client:
                 resp = await client.invoke(pull(0))
                 assert resp.code == ResponseCode.SUCCESS
                 got = decode_message_ext_records(resp.body)

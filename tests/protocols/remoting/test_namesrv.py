@@ -48,13 +48,13 @@ def test_broker_registers_with_standalone_name_server(remoting_config):
         await server.start()
         try:
             server.broker.create_topic("Registered", read_queue_nums=3, write_queue_nums=3)
-            await server.remoting.registrar.register_once()
+            await server.front_ends["remoting"].registrar.register_once()
             async with await RemotingClient.connect(f"127.0.0.1:{namesrv.port}") as client:
                 resp = await client.invoke(request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Registered"}))
                 assert resp.code == ResponseCode.SUCCESS
                 route = bodies.decode_body(bodies.TopicRouteData, resp.body)
                 assert route.queue_datas[0].write_queue_nums == 3
-                assert route.broker_datas[0].broker_addrs[0] == server.remoting.broker_addr()
+                assert route.broker_datas[0].broker_addrs[0] == server.front_ends["remoting"].broker_addr()
         finally:
             await server.stop()  # unregisters
         async with await RemotingClient.connect(f"127.0.0.1:{namesrv.port}") as client:

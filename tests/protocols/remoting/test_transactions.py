@@ -50,7 +50,7 @@ def test_commit_rollback_and_check_back(remoting_config):
         checks: asyncio.Queue[RemotingCommand] = asyncio.Queue()
         try:
             server.broker.create_topic("TxTopic", read_queue_nums=1, write_queue_nums=1)
-            async with await RemotingClient.connect(server.remoting.broker_addr(),
+            async with await RemotingClient.connect(server.front_ends["remoting"].broker_addr(),
                                                     on_request=checks.put_nowait) as client:
                 hb = b'{"clientID":"tx-client","producerDataSet":[{"groupName":"TxPG"}]}'
                 assert (await client.invoke(request(RequestCode.HEART_BEAT, body=hb))).code == 0

@@ -1,4 +1,4 @@
-"""The Kafka listener: binds the configured port and owns everything connections share.
+"""The Kafka front-end: its listener and everything its connections share.
 
 It owns the handlers (with the group coordinator and the idempotent-producer state) and the
 one background task that saves producer state; ``stop`` closes the listener and every
@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from rocketport.core.broker import Broker
 
+from ..listener import Listener
+from ..session_base import Session
 from . import codec
 from .handlers import KafkaHandlers
 from .session import KafkaSession
@@ -22,46 +25,53 @@ log = logging.getLogger(__name__)
 _PERSIST_INTERVAL_S = 1.0
 
 
-class KafkaServer:
+class KafkaFrontEnd:
+    name = "kafka"
+
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         config = broker.config.kafka
         self.handlers = KafkaHandlers(broker, (config.host, config.port))
-        self.sessions: set[KafkaSession] = set()
-        self._server: asyncio.Server | None = None
+        self.listener = Listener("kafka", config.host, config.port, self._new_session,
+                                 broker.config.connection_limits)
         self._persist_task: asyncio.Task | None = None
         self._stop = asyncio.Event()
+
+    def _new_session(self, on_open: Callable[[Session], bool],
+                     on_closed: Callable[[Session], None]) -> KafkaSession:
+        return KafkaSession(self.handlers, on_open=on_open, on_closed=on_closed)
 
     @property
     def port(self) -> int:
         """The bound port (the configured one, or the one the OS chose for port 0)."""
-        return self.handlers.advertised[1]
+        return self.listener.port
+
+    @property
+    def sessions(self) -> set[Session]:
+        return self.listener.sessions
+
+    def endpoints(self) -> list[tuple[str, str, int]]:
+        return [("kafka", self.listener.host, self.listener.port)]
+
+    async def bind(self) -> None:
+        await self.listener.bind()
+        self.handlers.advertised = (self.listener.host, self.listener.port)
 
     async def start(self) -> None:
-        config = self.broker.config.kafka
         await asyncio.to_thread(self.handlers.producers.load)
-        loop = asyncio.get_running_loop()
         await asyncio.to_thread(codec.compile_all)  # before listening: no first request waits
-        self._server = await loop.create_server(
-            lambda: KafkaSession(self.handlers, self.sessions), config.host, config.port,
-            reuse_address=True)
-        port = self._server.sockets[0].getsockname()[1]
-        self.handlers.advertised = (config.host, port)
+        await self.bind()
+        await self.listener.start()
         self._persist_task = asyncio.create_task(self._persist_loop(), name="kafka-producer-state")
-        log.info("kafka listener on %s:%d", config.host, port)
 
     async def stop(self) -> None:
-        if self._server is None:
+        await self.listener.stop()
+        if self._persist_task is None:
             return
-        self._server.close()
-        for session in list(self.sessions):
-            session.close()
-        await self._server.wait_closed()
-        self._server = None
         self.handlers.close()
         self._stop.set()
-        if self._persist_task is not None:
-            await self._persist_task
+        await self._persist_task
+        self._persist_task = None
         await asyncio.to_thread(self.handlers.producers.file.save, self.handlers.producers.snapshot())
 
     async def _persist_loop(self) -> None:

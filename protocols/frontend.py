@@ -1,0 +1,62 @@
+"""The seam every wire protocol plugs into: one front-end shape and the registry of them.
+
+A front-end is built from the Broker facade (it reads its own config section), binds its
+ports in `bind` (before the store opens, so a taken port fails start-up with the store
+untouched), serves from `start`, and in `stop` stops accepting, closes its connections and
+drains what they were doing. The shell builds every enabled entry of `REGISTRY` in order
+and never names a protocol; adding a protocol is a package plus one entry here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from rocketport.core.broker import Broker
+from rocketport.core.config import BrokerConfig
+
+
+class FrontEnd(Protocol):
+    name: str
+
+    def endpoints(self) -> list[tuple[str, str, int]]:
+        """(role, host, port) of each listener, for the banner and tests."""
+
+    async def bind(self) -> None:
+        """Bind every port without accepting; raises ListenError (one line) on failure."""
+
+    async def start(self) -> None:
+        """Accept and serve (binds first if `bind` was not called)."""
+
+    async def stop(self) -> None:
+        """Stop accepting, close connections, drain; safe after a failed or partial start."""
+
+
+@dataclass(frozen=True, slots=True)
+class FrontEndEntry:
+    name: str
+    enabled: Callable[[BrokerConfig], bool]
+    build: Callable[[Broker], FrontEnd]
+
+
+def _remoting(broker: Broker) -> FrontEnd:
+    from .remoting.frontend import RemotingFrontEnd
+    return RemotingFrontEnd(broker)
+
+
+def _kafka(broker: Broker) -> FrontEnd:
+    from .kafka.frontend import KafkaFrontEnd
+    return KafkaFrontEnd(broker)
+
+
+# In start order; stop runs in reverse. Remoting is always on: it is the broker's own
+# protocol (its name server answers route lookups for every other client).
+REGISTRY: tuple[FrontEndEntry, ...] = (
+    FrontEndEntry("remoting", lambda config: True, _remoting),
+    FrontEndEntry("kafka", lambda config: config.kafka.enabled, _kafka),
+)
+
+
+def build_enabled(broker: Broker) -> list[FrontEnd]:
+    return [entry.build(broker) for entry in REGISTRY if entry.enabled(broker.config)]
