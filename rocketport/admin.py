@@ -2,7 +2,9 @@
 
 Talks to a name server (-n, else the NAMESRV_ADDR environment variable, as mqadmin) to find
 brokers, then to brokers, exactly as mqadmin does, so it works against Rocketport or against
-Apache RocketMQ. Results print as rich tables.
+Apache RocketMQ. Results print as rich tables at a terminal; --output json or plain (the
+default when stdout is not a terminal) give every value whole, for scripts and for copying
+ids into queryMsgById.
 It only sends requests a real broker answers the same way; it never reads a store. For a
 broker with aclEnable, ROCKETPORT_ACCESS_KEY / ROCKETPORT_SECRET_KEY sign every request.
 """
@@ -14,11 +16,15 @@ import asyncio
 import datetime
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 from rocketport.core.message import MessageExt, encode_properties
 from rocketport.protocols.remoting import RemotingCommand
@@ -30,6 +36,7 @@ from rocketport.protocols.remoting.messages import (
     MessageClientIdGenerator,
     decode_message_ext_records,
     decode_offset_msg_id,
+    encode_offset_msg_id,
 )
 
 
@@ -119,57 +126,223 @@ def _ms(ts: int) -> str:
     return datetime.datetime.fromtimestamp(ts / 1000).isoformat(sep=" ", timespec="milliseconds") if ts > 0 else "-"
 
 
-def _message_table(messages: list[MessageExt], title: str) -> Table:
-    table = Table(title=title)
-    for col in ("topic", "queue", "offset", "tags", "keys", "born", "stored", "body"):
-        table.add_column(col)
-    for m in messages:
-        body = m.body[:80].decode("utf-8", "replace")
-        table.add_row(m.topic, str(m.queue_id), str(m.queue_offset), m.tags or "", " ".join(m.keys),
-                      _ms(m.born_timestamp), _ms(m.store_timestamp), body)
-    return table
+# ------------------------------------------------------------------ output
+OUTPUT_FORMATS = ("table", "json", "plain")
+TABLE_BODY_CHARS = 80  # a table shows a body's start; plain and json show all of it
+
+
+def output_format(requested: str | None, console: Console) -> str:
+    """--output if given; else a table for a person at a terminal, plain for a pipe (where
+    a table would be cut to the 80 columns rich assumes and ids lost)."""
+    return requested or ("table" if console.is_terminal else "plain")
+
+
+@dataclass(slots=True)
+class _Section:
+    title: str
+    columns: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
+    record: bool  # one object (key/value table, JSON object), not a list of rows
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
+    return str(value)
+
+
+_PLAIN_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+class Report:
+    """A verb's results, printed when complete in the format --output chose.
+
+    table: rich tables; one wider than the terminal shows each row as a key/value block
+    instead, so no id is cut or folded (it must stay copyable into queryMsgById).
+    plain: per section a header line and tab-separated rows (tab, newline and backslash
+    escaped), sections apart by a blank line; nothing is truncated.
+    json: one document; a verb's only section as a list of row objects (or an object for a
+    record); a verb with several sections or totals gets an object of them. A verb always
+    makes the same sections, so its document's shape does not depend on the data.
+    Remarks (note) go to stderr unless tables are printed, so stdout stays parseable.
+    """
+
+    def __init__(self, fmt: str, console: Console, remarks: Console | None = None) -> None:
+        if fmt not in OUTPUT_FORMATS:
+            raise AdminError(f"unknown output format {fmt!r}")
+        self.fmt = fmt
+        self.console = console
+        self.remarks = remarks or Console(stderr=True)
+        self._sections: dict[str, _Section] = {}
+        self._totals: dict[str, tuple[Any, str]] = {}
+        self._document: Any = None
+
+    def rows(self, name: str, columns: Sequence[str], rows: Iterable[Sequence[Any]] = (),
+             *, title: str = "") -> None:
+        """Add rows to the section ``name`` (created, empty, on first use)."""
+        section = self._sections.setdefault(name, _Section(title, tuple(columns), [], False))
+        section.rows.extend(tuple(row) for row in rows)
+
+    def record(self, name: str, fields: Mapping[str, Any], *, title: str = "") -> None:
+        self._sections[name] = _Section(title, tuple(fields), [tuple(fields.values())], True)
+
+    def total(self, name: str, value: Any, label: str) -> None:
+        """A summary value: ``label: value`` under tables, a key of the JSON object."""
+        self._totals[name] = (value, label)
+
+    def document(self, obj: Any) -> None:
+        """A result that is already one JSON object (a route): printed as JSON in every format."""
+        self._document = obj
+
+    def say(self, text: str) -> None:
+        """The outcome of a verb that changes something ("create topic ... success.")."""
+        (self.remarks if self.fmt == "json" else self.console).print(text, markup=False, highlight=False,
+                                                                     soft_wrap=True)
+
+    def note(self, text: str) -> None:
+        """An aside next to results (a broker where the group is offline)."""
+        (self.console if self.fmt == "table" else self.remarks).print(text, markup=False, highlight=False,
+                                                                      soft_wrap=True)
+
+    def emit(self) -> None:
+        if self.fmt == "json" or (self._document is not None and self.fmt == "plain"):
+            self._write(orjson.dumps(self._json(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+        elif self._document is not None:
+            self.console.print_json(orjson.dumps(self._document, option=orjson.OPT_NON_STR_KEYS).decode())
+        elif self.fmt == "plain":
+            self._emit_plain()
+        else:
+            self._emit_tables()
+
+    def _write(self, text: str) -> None:
+        self.console.file.write(text + "\n")
+        self.console.file.flush()
+
+    def _json(self) -> Any:
+        if self._document is not None:
+            return self._document
+        out: dict[str, Any] = {}
+        for name, s in self._sections.items():
+            rows = [dict(zip(s.columns, row)) for row in s.rows]
+            out[name] = rows[0] if s.record else rows
+        if len(out) == 1 and not self._totals:
+            return next(iter(out.values()))
+        out.update((name, value) for name, (value, _) in self._totals.items())
+        return out
+
+    def _emit_plain(self) -> None:
+        blocks = []
+        for s in self._sections.values():
+            blocks.append("\n".join("\t".join(_text(v).translate(_PLAIN_ESCAPES) for v in row)
+                                    for row in [s.columns, *s.rows]))
+        for name, (value, _) in self._totals.items():
+            blocks.append(f"{name}\n{_text(value).translate(_PLAIN_ESCAPES)}")
+        if blocks:
+            self._write("\n\n".join(blocks))
+
+    def _cell(self, column: str, value: Any) -> Text:
+        text = _text(value)
+        if column == "body" and len(text) > TABLE_BODY_CHARS:
+            text = text[:TABLE_BODY_CHARS] + "…"
+        return Text(text)  # never markup: a body or key may contain [brackets]
+
+    def _emit_tables(self) -> None:
+        for s in self._sections.values():
+            table = Table(title=s.title or None)
+            for col in s.columns:
+                table.add_column(col, overflow="fold")
+            for row in s.rows:
+                table.add_row(*(self._cell(c, v) for c, v in zip(s.columns, row)))
+            if s.record or self._narrowest(table) > self.console.width:
+                self._print_blocks(s)
+            else:
+                self.console.print(table)
+        for value, label in self._totals.values():
+            self.console.print(f"{label}: {_text(value)}", markup=False, highlight=False)
+
+    def _narrowest(self, table: Table) -> int:
+        """The table's width with every word whole (text wraps at spaces; an id has none),
+        measured unclamped: console.measure stops at the console's width."""
+        options = self.console.options.update_width(1 << 20)
+        return Measurement.get(self.console, options, table).minimum
+
+    def _print_blocks(self, s: _Section) -> None:
+        """One key/value table per row: an id gets the whole width but the key column's."""
+        if s.title:
+            self.console.print(s.title, markup=False, highlight=False, style="italic")
+        for row in s.rows:
+            block = Table(show_header=False)
+            block.add_column("field", no_wrap=True)
+            block.add_column("value", overflow="fold")
+            for col, value in zip(s.columns, row):
+                block.add_row(col, self._cell(col, value))
+            self.console.print(block)
+
+
+# ------------------------------------------------------------------ messages
+MESSAGE_COLUMNS = ("topic", "queueId", "queueOffset", "msgId", "offsetMsgId", "tags", "keys",
+                   "bornTimestamp", "storeTimestamp", "body")
+
+
+def _offset_msg_id(m: MessageExt) -> str:
+    """What queryMsgById takes: where the message is stored (RocketMQ's MessageExt.msgId)."""
+    return encode_offset_msg_id(m.store_host[0], m.store_host[1], m.commit_log_offset)
+
+
+def _message_row(m: MessageExt) -> tuple[Any, ...]:
+    return (m.topic, m.queue_id, m.queue_offset, m.uniq_key or "", _offset_msg_id(m), m.tags or "",
+            " ".join(m.keys), _ms(m.born_timestamp), _ms(m.store_timestamp), m.body.decode("utf-8", "replace"))
+
+
+def _message_record(m: MessageExt) -> dict[str, Any]:
+    return {"topic": m.topic, "tags": m.tags or "", "keys": " ".join(m.keys), "msgId": m.uniq_key or "",
+            "offsetMsgId": _offset_msg_id(m), "queueId": m.queue_id, "queueOffset": m.queue_offset,
+            "commitLogOffset": m.commit_log_offset, "reconsumeTimes": m.reconsume_times,
+            "bornTimestamp": _ms(m.born_timestamp), "storeTimestamp": _ms(m.store_timestamp),
+            "bornHost": "%s:%d" % m.born_host, "storeHost": "%s:%d" % m.store_host,
+            "properties": dict(m.properties), "body": m.body.decode("utf-8", "replace")}
 
 
 # ------------------------------------------------------------------ verbs
-async def update_topic(args: argparse.Namespace, console: Console) -> None:
+async def update_topic(args: argparse.Namespace, out: Report) -> None:
     fields = {"topic": args.topic, "defaultTopic": "TBW102", "readQueueNums": str(args.read_queue_nums),
               "writeQueueNums": str(args.write_queue_nums), "perm": str(args.perm),
               "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": str(args.order).lower()}
     for addr in await _target_brokers(args):
         await _invoke(addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields))
-        console.print(f"create topic to {addr} success.")
+        out.say(f"create topic to {addr} success.")
 
 
-async def delete_topic(args: argparse.Namespace, console: Console) -> None:
+async def delete_topic(args: argparse.Namespace, out: Report) -> None:
     for addr in await _target_brokers(args):
         await _invoke(addr, request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": args.topic}))
-        console.print(f"delete topic [{args.topic}] from {addr} success.")
+        out.say(f"delete topic [{args.topic}] from {addr} success.")
 
 
-async def topic_list(args: argparse.Namespace, console: Console) -> None:
+async def topic_list(args: argparse.Namespace, out: Report) -> None:
     resp = await _ask_namesrv(args, lambda: request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
-    for topic in bodies.decode_body(bodies.TopicList, resp.body).topic_list:
-        console.print(topic, highlight=False)
+    topics = bodies.decode_body(bodies.TopicList, resp.body).topic_list
+    out.rows("topics", ("topic",), ((t,) for t in topics))
 
 
-async def topic_route(args: argparse.Namespace, console: Console) -> None:
+async def topic_route(args: argparse.Namespace, out: Report) -> None:
+    out.document(bodies.body_to_json_obj(await _route(args, args.topic)))
+
+
+async def topic_status(args: argparse.Namespace, out: Report) -> None:
     route = await _route(args, args.topic)
-    console.print_json(orjson.dumps(bodies.body_to_json_obj(route)).decode())
-
-
-async def topic_status(args: argparse.Namespace, console: Console) -> None:
-    route = await _route(args, args.topic)
-    table = Table(title=f"topic {args.topic}")
-    for col in ("broker", "queue", "min offset", "max offset", "last updated"):
-        table.add_column(col)
+    columns = ("brokerName", "queueId", "minOffset", "maxOffset", "lastUpdated")
+    out.rows("queues", columns, title=f"topic {args.topic}")
     for q in route.queue_datas:
         resp = await _invoke(_master(route, q.broker_name),
                              request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": args.topic}))
         stats = mq_tables.loads(resp.body).get("offsetTable", {})
-        for mq, offsets in sorted(stats.items()):
-            table.add_row(mq.broker_name, str(mq.queue_id), str(offsets["minOffset"]),
-                          str(offsets["maxOffset"]), _ms(offsets.get("lastUpdateTimestamp", 0)))
-    console.print(table)
+        out.rows("queues", columns, ((mq.broker_name, mq.queue_id, o["minOffset"], o["maxOffset"],
+                                      _ms(o.get("lastUpdateTimestamp", 0))) for mq, o in sorted(stats.items())))
 
 
 async def _runtime(addr: str) -> dict[str, str]:
@@ -177,11 +350,10 @@ async def _runtime(addr: str) -> dict[str, str]:
     return bodies.decode_body(bodies.KVTable, resp.body).table
 
 
-async def cluster_list(args: argparse.Namespace, console: Console) -> None:
+async def cluster_list(args: argparse.Namespace, out: Report) -> None:
     info = await _cluster(args)
-    table = Table(title="clusters")
-    for col in ("cluster", "broker", "id", "address", "put total", "get total", "topics"):
-        table.add_column(col)
+    columns = ("cluster", "brokerName", "brokerId", "address", "putTotalToday", "getTotalToday", "topics")
+    out.rows("brokers", columns, title="clusters")
     for cluster, names in sorted(info.cluster_addr_table.items()):
         for name in sorted(names):
             for broker_id, addr in sorted(info.broker_addr_table[name].broker_addrs.items()):
@@ -189,50 +361,42 @@ async def cluster_list(args: argparse.Namespace, console: Console) -> None:
                     rt = await _runtime(addr)
                 except AdminError:
                     rt = {}
-                table.add_row(cluster, name, str(broker_id), addr, rt.get("msgPutTotalTodayNow", "?"),
-                              rt.get("msgGetTotalTodayNow", "?"), rt.get("topicCount", "?"))
-    console.print(table)
+                out.rows("brokers", columns, [(cluster, name, broker_id, addr, rt.get("msgPutTotalTodayNow", "?"),
+                                               rt.get("msgGetTotalTodayNow", "?"), rt.get("topicCount", "?"))])
 
 
-async def broker_status(args: argparse.Namespace, console: Console) -> None:
+async def broker_status(args: argparse.Namespace, out: Report) -> None:
+    out.rows("runtime", ("broker", "key", "value"), title="broker runtime")
     for addr in await _target_brokers(args):
-        table = Table(title=f"broker {addr}")
-        table.add_column("key")
-        table.add_column("value")
-        for key, value in sorted((await _runtime(addr)).items()):
-            table.add_row(key, value)
-        console.print(table)
+        out.rows("runtime", ("broker", "key", "value"),
+                 ((addr, k, v) for k, v in sorted((await _runtime(addr)).items())))
 
 
-async def get_broker_config(args: argparse.Namespace, console: Console) -> None:
+async def get_broker_config(args: argparse.Namespace, out: Report) -> None:
+    out.rows("config", ("broker", "key", "value"), title="broker config")
     for addr in await _target_brokers(args):
         body = bytes((await _invoke(addr, request(RequestCode.GET_BROKER_CONFIG))).body).decode("utf-8")
-        table = Table(title=f"broker {addr} config")
-        table.add_column("key")
-        table.add_column("value")
-        for line in sorted(body.splitlines()):
-            key, _, value = line.partition("=")
-            table.add_row(key, value)
-        console.print(table)
+        out.rows("config", ("broker", "key", "value"),
+                 ((addr, *line.partition("=")[::2]) for line in sorted(body.splitlines())))
 
 
-async def update_sub_group(args: argparse.Namespace, console: Console) -> None:
+async def update_sub_group(args: argparse.Namespace, out: Report) -> None:
     body = orjson.dumps({"groupName": args.group, "consumeEnable": True,
                          "consumeBroadcastEnable": args.broadcast, "retryQueueNums": 1,
                          "retryMaxTimes": args.retry_max_times, "brokerId": 0,
                          "whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": True})
     for addr in await _target_brokers(args):
         await _invoke(addr, request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body))
-        console.print(f"create subscription group to {addr} success.")
+        out.say(f"create subscription group to {addr} success.")
 
 
-async def delete_sub_group(args: argparse.Namespace, console: Console) -> None:
+async def delete_sub_group(args: argparse.Namespace, out: Report) -> None:
     for addr in await _target_brokers(args):
         await _invoke(addr, request(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": args.group}))
-        console.print(f"delete subscription group [{args.group}] from {addr} success.")
+        out.say(f"delete subscription group [{args.group}] from {addr} success.")
 
 
-async def consumer_progress(args: argparse.Namespace, console: Console) -> None:
+async def consumer_progress(args: argparse.Namespace, out: Report) -> None:
     topics = [args.topic] if args.topic else []
     if not topics:  # the group's subscriptions, from a broker that has it online
         for addr in await _target_brokers(args):
@@ -244,9 +408,8 @@ async def consumer_progress(args: argparse.Namespace, console: Console) -> None:
                 break
         if not topics:
             raise AdminError(f"group {args.group} is not online; give -t topic")
-    table = Table(title=f"consumer progress of {args.group}")
-    for col in ("topic", "broker", "queue", "broker offset", "consumer offset", "diff"):
-        table.add_column(col)
+    columns = ("topic", "brokerName", "queueId", "brokerOffset", "consumerOffset", "diff")
+    out.rows("progress", columns, title=f"consumer progress of {args.group}")
     total = 0
     for topic in topics:
         route = await _route(args, topic)
@@ -256,35 +419,20 @@ async def consumer_progress(args: argparse.Namespace, console: Console) -> None:
             for mq, o in sorted(mq_tables.loads(resp.body).get("offsetTable", {}).items()):
                 hi, done = o["brokerOffset"], o["consumerOffset"]
                 total += hi - done
-                table.add_row(mq.topic, mq.broker_name, str(mq.queue_id), str(hi), str(done),
-                              str(hi - done))
-    console.print(table)
-    console.print(f"Diff Total: {total}")
+                out.rows("progress", columns, [(mq.topic, mq.broker_name, mq.queue_id, hi, done, hi - done)])
+    out.total("diffTotal", total, "Diff Total")
 
 
-async def query_msg_by_id(args: argparse.Namespace, console: Console) -> None:
+async def query_msg_by_id(args: argparse.Namespace, out: Report) -> None:
     try:
         ip, port, offset = decode_offset_msg_id(args.msg_id)
     except ValueError as exc:
         raise AdminError(str(exc)) from None
     resp = await _invoke(f"{ip}:{port}", request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offset)}))
-    _print_message(console, decode_message_ext_records(resp.body)[0])
+    out.record("message", _message_record(decode_message_ext_records(resp.body)[0]))
 
 
-def _print_message(console: Console, m: MessageExt) -> None:
-    table = Table(show_header=False)
-    rows = [("Topic", m.topic), ("Tags", m.tags or ""), ("Keys", " ".join(m.keys)),
-            ("Queue ID", str(m.queue_id)), ("Queue Offset", str(m.queue_offset)),
-            ("CommitLog Offset", str(m.commit_log_offset)), ("Reconsume Times", str(m.reconsume_times)),
-            ("Born Timestamp", _ms(m.born_timestamp)), ("Store Timestamp", _ms(m.store_timestamp)),
-            ("Born Host", "%s:%d" % m.born_host), ("Store Host", "%s:%d" % m.store_host),
-            ("Properties", str(m.properties)), ("Body", m.body.decode("utf-8", "replace"))]
-    for key, value in rows:
-        table.add_row(key, value)
-    console.print(table)
-
-
-async def query_msg_by_key(args: argparse.Namespace, console: Console) -> None:
+async def query_msg_by_key(args: argparse.Namespace, out: Report) -> None:
     route = await _route(args, args.topic)
     found: list[MessageExt] = []
     for data in route.broker_datas:
@@ -296,7 +444,7 @@ async def query_msg_by_key(args: argparse.Namespace, console: Console) -> None:
                 (ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
             if resp.code == ResponseCode.SUCCESS:
                 found += decode_message_ext_records(resp.body)
-    console.print(_message_table(found, f"key {args.key} in {args.topic}"))
+    out.rows("messages", MESSAGE_COLUMNS, map(_message_row, found), title=f"key {args.key} in {args.topic}")
 
 
 async def _pull(addr: str, topic: str, queue_id: int, offset: int, count: int, group: str) -> RemotingCommand:
@@ -308,19 +456,20 @@ async def _pull(addr: str, topic: str, queue_id: int, offset: int, count: int, g
          ResponseCode.PULL_RETRY_IMMEDIATELY))
 
 
-async def query_msg_by_offset(args: argparse.Namespace, console: Console) -> None:
+async def query_msg_by_offset(args: argparse.Namespace, out: Report) -> None:
     route = await _route(args, args.topic)
     resp = await _pull(_master(route, args.broker_name), args.topic, args.queue_id, args.offset, 1,
                        "TOOLS_CONSUMER")
     if resp.code != ResponseCode.SUCCESS:
         raise AdminError(f"no message at offset {args.offset} (code {resp.code})")
-    _print_message(console, decode_message_ext_records(resp.body)[0])
+    out.record("message", _message_record(decode_message_ext_records(resp.body)[0]))
 
 
-async def send_message(args: argparse.Namespace, console: Console) -> None:
+async def send_message(args: argparse.Namespace, out: Report) -> None:
     route = await _route(args, args.topic)
     queue = route.queue_datas[0]
-    addr = _master(route, args.broker_name or queue.broker_name)
+    broker_name = args.broker_name or queue.broker_name
+    addr = _master(route, broker_name)
     properties = {"UNIQ_KEY": MessageClientIdGenerator().next_id(), "WAIT": "true"}
     if args.tags:
         properties["TAGS"] = args.tags
@@ -331,15 +480,16 @@ async def send_message(args: argparse.Namespace, console: Console) -> None:
         0, int(time.time() * 1000), 0, encode_properties(properties).decode())
     resp = await _invoke(addr, request(RequestCode.SEND_MESSAGE, encode_header(header),
                                        args.body.encode()))
-    table = Table()
-    for col in ("broker", "queue", "offset", "msgId", "offsetMsgId", "status"):
-        table.add_column(col)
-    table.add_row(addr, resp.ext_fields.get("queueId", ""), resp.ext_fields.get("queueOffset", ""),
-                  properties["UNIQ_KEY"], resp.ext_fields.get("msgId", ""), "SEND_OK")
-    console.print(table)
+    out.record("sent", {"brokerName": broker_name, "broker": addr, "queueId": _int(resp.ext_fields.get("queueId")),
+                        "queueOffset": _int(resp.ext_fields.get("queueOffset")), "msgId": properties["UNIQ_KEY"],
+                        "offsetMsgId": resp.ext_fields.get("msgId", ""), "status": "SEND_OK"})
 
 
-async def consume_message(args: argparse.Namespace, console: Console) -> None:
+def _int(text: str | None) -> int | None:
+    return int(text) if text is not None and text.lstrip("-").isdigit() else None
+
+
+async def consume_message(args: argparse.Namespace, out: Report) -> None:
     route = await _route(args, args.topic)
     messages: list[MessageExt] = []
     for q in route.queue_datas:
@@ -352,43 +502,38 @@ async def consume_message(args: argparse.Namespace, console: Console) -> None:
             resp = await _pull(addr, args.topic, qid, offset, args.count - len(messages), args.group)
             if resp.code == ResponseCode.SUCCESS:
                 messages += decode_message_ext_records(resp.body)
-    console.print(_message_table(messages, f"{len(messages)} message(s) of {args.topic}"))
+    out.rows("messages", MESSAGE_COLUMNS, map(_message_row, messages),
+             title=f"{len(messages)} message(s) of {args.topic}")
 
 
-async def consumer_connection(args: argparse.Namespace, console: Console) -> None:
+async def consumer_connection(args: argparse.Namespace, out: Report) -> None:
+    connections = ("broker", "clientId", "clientAddr", "language", "messageModel", "consumeFromWhere")
+    subscriptions = ("broker", "topic", "expression", "expressionType")
+    out.rows("connections", connections, title=f"consumers of {args.group}")
+    out.rows("subscriptions", subscriptions, title="subscriptions")
     for addr in await _target_brokers(args):
         resp = await _invoke(addr, request(RequestCode.GET_CONSUMER_CONNECTION_LIST,
                                            {"consumerGroup": args.group}),
                              (ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE))
         if resp.code != ResponseCode.SUCCESS:
-            console.print(f"{addr}: group {args.group} not online")
+            out.note(f"{addr}: group {args.group} not online")
             continue
         info = orjson.loads(bytes(resp.body))
-        table = Table(title=f"{args.group} on {addr} ({info.get('messageModel')}, "
-                            f"{info.get('consumeFromWhere')})")
-        for col in ("client id", "address", "language"):
-            table.add_column(col)
-        for c in info.get("connectionSet", []):
-            table.add_row(c.get("clientId", ""), c.get("clientAddr", ""), str(c.get("language", "")))
-        console.print(table)
-        subs = Table(title="subscriptions")
-        for col in ("topic", "expression", "type"):
-            subs.add_column(col)
-        for topic, sub in sorted(info.get("subscriptionTable", {}).items()):
-            subs.add_row(topic, sub.get("subString", ""), sub.get("expressionType", ""))
-        console.print(subs)
+        out.rows("connections", connections, (
+            (addr, c.get("clientId", ""), c.get("clientAddr", ""), str(c.get("language", "")),
+             info.get("messageModel"), info.get("consumeFromWhere")) for c in info.get("connectionSet", [])))
+        out.rows("subscriptions", subscriptions, (
+            (addr, topic, sub.get("subString", ""), sub.get("expressionType", ""))
+            for topic, sub in sorted(info.get("subscriptionTable", {}).items())))
 
 
-async def producer_connection(args: argparse.Namespace, console: Console) -> None:
-    table = Table(title=f"producers of {args.group}")
-    table.add_column("broker")
-    table.add_column("client id")
+async def producer_connection(args: argparse.Namespace, out: Report) -> None:
+    out.rows("producers", ("broker", "clientId"), title=f"producers of {args.group}")
     for addr in await _target_brokers(args):
         resp = await _invoke(addr, request(RequestCode.GET_PRODUCER_CONNECTION_LIST,
                                            {"producerGroup": args.group}))
-        for c in orjson.loads(bytes(resp.body)).get("connectionSet", []):
-            table.add_row(addr, c.get("clientId", ""))
-    console.print(table)
+        out.rows("producers", ("broker", "clientId"),
+                 ((addr, c.get("clientId", "")) for c in orjson.loads(bytes(resp.body)).get("connectionSet", [])))
 
 
 def _timestamp(text: str) -> int:
@@ -400,10 +545,9 @@ def _timestamp(text: str) -> int:
     return int(datetime.datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f").timestamp() * 1000)
 
 
-async def reset_offset_by_time(args: argparse.Namespace, console: Console) -> None:
-    table = Table(title=f"{args.group} reset on {args.topic}")
-    for col in ("broker", "queue", "new offset"):
-        table.add_column(col)
+async def reset_offset_by_time(args: argparse.Namespace, out: Report) -> None:
+    columns = ("brokerName", "queueId", "offset")
+    out.rows("offsets", columns, title=f"{args.group} reset on {args.topic}")
     route = await _route(args, args.topic)
     for data in route.broker_datas:
         addr = data.broker_addrs.get(0)
@@ -412,21 +556,20 @@ async def reset_offset_by_time(args: argparse.Namespace, console: Console) -> No
         resp = await _invoke(addr, request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {
             "topic": args.topic, "group": args.group, "timestamp": str(_timestamp(args.timestamp)),
             "isForce": "true"}))
-        for mq, offset in sorted(mq_tables.loads(resp.body).get("offsetTable", {}).items()):
-            table.add_row(mq.broker_name, str(mq.queue_id), str(offset))
-    console.print(table)
+        out.rows("offsets", columns, ((mq.broker_name, mq.queue_id, offset) for mq, offset
+                                      in sorted(mq_tables.loads(resp.body).get("offsetTable", {}).items())))
 
 
-async def clone_group_offset(args: argparse.Namespace, console: Console) -> None:
+async def clone_group_offset(args: argparse.Namespace, out: Report) -> None:
     route = await _route(args, args.topic)
     for name in sorted({q.broker_name for q in route.queue_datas}):  # CLONE_GROUP_OFFSET per broker, as mqadmin
         await _invoke(_master(route, name), request(RequestCode.CLONE_GROUP_OFFSET, encode_header(
             CloneGroupOffsetRequestHeader(args.src_group, args.dest_group, args.topic))))
-    console.print(f"clone group offset success. srcGroup[{args.src_group}], "
-                  f"destGroup[{args.dest_group}], topic[{args.topic}]")
+    out.say(f"clone group offset success. srcGroup[{args.src_group}], "
+            f"destGroup[{args.dest_group}], topic[{args.topic}]")
 
 
-async def print_msg(args: argparse.Namespace, console: Console) -> None:
+async def print_msg(args: argparse.Namespace, out: Report) -> None:
     route = await _route(args, args.topic)
     messages: list[MessageExt] = []
     for q in route.queue_datas:
@@ -450,21 +593,27 @@ async def print_msg(args: argparse.Namespace, console: Console) -> None:
                 start = int(resp.ext_fields["nextBeginOffset"])
                 if not batch:
                     break
-    console.print(_message_table(messages, f"{len(messages)} message(s) of {args.topic}"))
+    out.rows("messages", MESSAGE_COLUMNS, map(_message_row, messages),
+             title=f"{len(messages)} message(s) of {args.topic}")
 
 
 # ------------------------------------------------------------------ parser
-Verb = Callable[[argparse.Namespace, Console], Awaitable[None]]
+Verb = Callable[[argparse.Namespace, Report], Awaitable[None]]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     admin = sub.add_parser("admin", help="mqadmin-style administration over the remoting protocol")
     verbs = admin.add_subparsers(dest="verb", required=True)
 
-    def verb(name: str, fn: Verb, help_text: str) -> argparse.ArgumentParser:
+    def verb(name: str, fn: Verb, help_text: str, *, results: bool = True) -> argparse.ArgumentParser:
+        """``results``: the verb prints results (rows, a record), so it takes --output."""
         p = verbs.add_parser(name, help=help_text)
         p.add_argument("-n", "--namesrv", help=f"name server host:port[;host:port...] "
                        f"(default: ${NAMESRV_ENV}, else {DEFAULT_NAMESRV})")
+        if results:
+            p.add_argument("--output", choices=OUTPUT_FORMATS,
+                           help="table, json (one document) or plain (tab-separated, with a header "
+                                "line); default: table at a terminal, plain otherwise")
         p.set_defaults(admin=fn)
         return p
 
@@ -472,28 +621,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         p.add_argument("-b", "--broker", help="broker address host:port")
         p.add_argument("-c", "--cluster", help="cluster name")
 
-    p = verb("updateTopic", update_topic, "create or update a topic")
+    p = verb("updateTopic", update_topic, "create or update a topic", results=False)
     p.add_argument("-t", "--topic", required=True)
     p.add_argument("-r", "--read-queue-nums", type=int, default=8)
     p.add_argument("-w", "--write-queue-nums", type=int, default=8)
     p.add_argument("-p", "--perm", type=int, default=6)
     p.add_argument("-o", "--order", type=lambda v: v.lower() == "true", default=False)
     target(p)
-    p = verb("deleteTopic", delete_topic, "delete a topic from brokers")
+    p = verb("deleteTopic", delete_topic, "delete a topic from brokers", results=False)
     p.add_argument("-t", "--topic", required=True)
     target(p)
     verb("topicList", topic_list, "list topics the name server knows")
-    verb("topicRoute", topic_route, "print a topic's route").add_argument("-t", "--topic", required=True)
+    verb("topicRoute", topic_route, "print a topic's route (JSON)").add_argument("-t", "--topic", required=True)
     verb("topicStatus", topic_status, "min/max offset per queue").add_argument("-t", "--topic", required=True)
     verb("clusterList", cluster_list, "brokers per cluster with their counters")
     target(verb("brokerStatus", broker_status, "a broker's runtime info"))
     target(verb("getBrokerConfig", get_broker_config, "a broker's settings"))
-    p = verb("updateSubGroup", update_sub_group, "create or update a subscription group")
+    p = verb("updateSubGroup", update_sub_group, "create or update a subscription group", results=False)
     p.add_argument("-g", "--group", required=True)
     p.add_argument("-d", "--broadcast", type=lambda v: v.lower() == "true", default=True)
     p.add_argument("-q", "--retry-max-times", type=int, default=16)
     target(p)
-    p = verb("deleteSubGroup", delete_sub_group, "delete a subscription group and its offsets")
+    p = verb("deleteSubGroup", delete_sub_group, "delete a subscription group and its offsets", results=False)
     p.add_argument("-g", "--group", required=True)
     target(p)
     p = verb("consumerProgress", consumer_progress, "a group's lag per queue")
@@ -530,7 +679,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-g", "--group", required=True)
     p.add_argument("-t", "--topic", required=True)
     p.add_argument("-s", "--timestamp", required=True, help="ms, yyyy-MM-dd#HH:mm:ss:SSS or now")
-    p = verb("cloneGroupOffset", clone_group_offset, "copy a group's offsets to another group")
+    p = verb("cloneGroupOffset", clone_group_offset, "copy a group's offsets to another group", results=False)
     p.add_argument("-s", "--src-group", required=True)
     p.add_argument("-d", "--dest-group", required=True)
     p.add_argument("-t", "--topic", required=True)
@@ -543,11 +692,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     target(p)
 
 
-def run(args: argparse.Namespace, console: Console | None = None) -> int:
+def run(args: argparse.Namespace, console: Console | None = None, errors: Console | None = None) -> int:
+    """Run the chosen verb; results on ``console`` (stdout), failures and remarks on
+    ``errors`` (stderr), so a pipe reading stdout gets results only."""
     console = console or Console()
+    errors = errors or Console(stderr=True)
+    out = Report(output_format(getattr(args, "output", None), console), console, errors)
     try:
-        asyncio.run(args.admin(args, console))
+        asyncio.run(args.admin(args, out))
     except AdminError as exc:
-        console.print(f"[red]{exc}[/red]")
+        errors.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
         return 1
+    out.emit()
     return 0

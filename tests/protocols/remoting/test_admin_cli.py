@@ -7,15 +7,24 @@ import re
 import subprocess
 import sys
 
+import orjson
 import pytest
 
 
-def admin(live, *args: str, expect: int = 0) -> str:
-    env = dict(os.environ, COLUMNS="400", TERM="dumb")
+def admin(live, *args: str, expect: int = 0, columns: int = 400) -> str:
+    """stdout of the CLI run with stdout captured (not a TTY: plain output unless --output);
+    on a failure expected, stderr, where errors go."""
+    env = dict(os.environ, COLUMNS=str(columns), TERM="dumb")
     proc = subprocess.run([sys.executable, "-m", "rocketport", "admin", args[0], "-n", live.namesrv,
                            *args[1:]], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == expect, proc.stdout + proc.stderr
-    return proc.stdout
+    return proc.stdout if expect == 0 else proc.stderr
+
+
+def plain_rows(text: str) -> list[dict[str, str]]:
+    """--output plain's first section as row dicts keyed by its header line."""
+    header, *rows = text.split("\n\n")[0].splitlines()
+    return [dict(zip(header.split("\t"), row.split("\t"))) for row in rows]
 
 
 @pytest.mark.timeout(240)
@@ -23,33 +32,39 @@ def test_admin_verbs_round_trip(live_broker):
     assert "success" in admin(live_broker, "updateTopic", "-t", "AdminTopic", "-r", "2", "-w", "2")
     assert "AdminTopic" in admin(live_broker, "topicList").split()
     assert '"writeQueueNums": 2' in admin(live_broker, "topicRoute", "-t", "AdminTopic")
-    sent = admin(live_broker, "sendMessage", "-t", "AdminTopic", "-p", "hello admin", "-k", "K1",
-                 "-c", "TagX", "-i", "1")
-    offset_id = re.search(r"\b[0-9A-F]{32}\b(?=\s*│\s*SEND_OK)", sent)
-    assert offset_id, sent
-    status = admin(live_broker, "topicStatus", "-t", "AdminTopic")
-    assert re.search(r"│\s*1\s*│\s*0\s*│\s*1\s*│", status), status
+    [sent] = plain_rows(admin(live_broker, "sendMessage", "-t", "AdminTopic", "-p", "hello admin", "-k", "K1",
+                              "-c", "TagX", "-i", "1"))
+    assert sent["status"] == "SEND_OK" and sent["queueId"] == "1", sent
+    offset_id = sent["offsetMsgId"]
+    status = plain_rows(admin(live_broker, "topicStatus", "-t", "AdminTopic"))
+    assert {"brokerName": "broker-a", "queueId": "1", "minOffset": "0", "maxOffset": "1"}.items() \
+        <= status[1].items(), status
     assert "hello admin" in admin(live_broker, "queryMsgByKey", "-t", "AdminTopic", "-k", "K1")
-    assert "hello admin" in admin(live_broker, "queryMsgById", "-i", offset_id.group(0))
+    assert "hello admin" in admin(live_broker, "queryMsgById", "-i", offset_id)
     assert "hello admin" in admin(live_broker, "queryMsgByOffset", "-t", "AdminTopic", "-b", "broker-a",
                                   "-i", "1", "-o", "0")
     assert "hello admin" in admin(live_broker, "consumeMessage", "-t", "AdminTopic")
     assert "DefaultCluster" in admin(live_broker, "clusterList")
     assert "msgPutTotalTodayNow" in admin(live_broker, "brokerStatus")
-    config = admin(live_broker, "getBrokerConfig")
-    assert re.search(r"│\s*brokerClusterName\s*│\s*DefaultCluster\s*│", config), config
-    assert re.search(r"│\s*flushDiskType\s*│\s*ASYNC_FLUSH\s*│", config), config
+    config = {r["key"]: r["value"] for r in plain_rows(admin(live_broker, "getBrokerConfig"))}
+    assert config["brokerClusterName"] == "DefaultCluster" and config["flushDiskType"] == "ASYNC_FLUSH"
+    table = admin(live_broker, "getBrokerConfig", "--output", "table")
+    assert re.search(r"│\s*flushDiskType\s*│\s*ASYNC_FLUSH\s*│", table), table
     assert "success" in admin(live_broker, "updateSubGroup", "-g", "AdminGroup")
-    assert "Diff Total: 1" in admin(live_broker, "consumerProgress", "-g", "AdminGroup", "-t", "AdminTopic")
+    progress = orjson.loads(admin(live_broker, "consumerProgress", "-g", "AdminGroup", "-t", "AdminTopic",
+                                  "--output", "json"))
+    assert progress["diffTotal"] == 1 and len(progress["progress"]) == 2, progress
+    assert "Diff Total: 1" in admin(live_broker, "consumerProgress", "-g", "AdminGroup", "-t", "AdminTopic",
+                                    "--output", "table")
     assert "hello admin" in admin(live_broker, "printMsg", "-t", "AdminTopic")
-    assert re.search(r"│\s*1\s*│\s*1\s*│", admin(live_broker, "resetOffsetByTime", "-g", "AdminGroup",
-                                                  "-t", "AdminTopic", "-s", "now"))
-    assert "Diff Total: 0" in admin(live_broker, "consumerProgress", "-g", "AdminGroup", "-t", "AdminTopic")
+    reset = plain_rows(admin(live_broker, "resetOffsetByTime", "-g", "AdminGroup", "-t", "AdminTopic", "-s", "now"))
+    assert {"brokerName": "broker-a", "queueId": "1", "offset": "1"} in reset, reset
+    assert "diffTotal\n0" in admin(live_broker, "consumerProgress", "-g", "AdminGroup", "-t", "AdminTopic")
     assert "success" in admin(live_broker, "cloneGroupOffset", "-s", "AdminGroup", "-d", "AdminCopy",
                               "-t", "AdminTopic")
-    assert "Diff Total: 0" in admin(live_broker, "consumerProgress", "-g", "AdminCopy", "-t", "AdminTopic")
-    assert "not online" in admin(live_broker, "consumerConnection", "-g", "AdminGroup")
-    assert "client id" in admin(live_broker, "producerConnection", "-g", "TOOLS_PRODUCER")
+    assert "diffTotal\n0" in admin(live_broker, "consumerProgress", "-g", "AdminCopy", "-t", "AdminTopic")
+    assert "not online" in admin(live_broker, "consumerConnection", "-g", "AdminGroup", "--output", "table")
+    assert "clientId" in admin(live_broker, "producerConnection", "-g", "TOOLS_PRODUCER")
     assert "success" in admin(live_broker, "deleteSubGroup", "-g", "AdminGroup")
     assert "success" in admin(live_broker, "deleteTopic", "-t", "AdminTopic")
     assert "AdminTopic" not in admin(live_broker, "topicList").split()
@@ -84,3 +99,85 @@ def test_namesrv_addr_environment_names_the_server_asked():
 def test_namesrv_flag_wins_over_environment(live_broker):
     proc = run_cli("topicList", "-n", live_broker.namesrv, namesrv_env="127.0.0.1:1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def run_in_terminal(*args: str, columns: int = 80, timeout: float = 60.0) -> tuple[int, str]:
+    """The CLI with stdout on a pseudo-terminal ``columns`` wide: what a user at a terminal sees."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+    import time
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NAMESRV_ADDR")}
+    env["TERM"] = "xterm"
+    proc = subprocess.Popen([sys.executable, "-m", "rocketport", "admin", *args], stdin=subprocess.DEVNULL,
+                            stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            elif proc.poll() is not None:
+                break
+        code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        os.close(master)
+    text = b"".join(chunks).decode("utf-8", "replace")
+    return code, re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text).replace("\r\n", "\n")
+
+
+OFFSET_ID = re.compile(r"\b[0-9A-F]{32}\b")
+
+
+@pytest.mark.timeout(180)
+def test_piped_output_keeps_ids_whole_for_query_msg_by_id(live_broker):
+    assert "success" in admin(live_broker, "updateTopic", "-t", "IdTopic", "-r", "1", "-w", "1")
+    # plain, the default when stdout is not a terminal; an 80-column COLUMNS changes nothing
+    [sent] = plain_rows(admin(live_broker, "sendMessage", "-t", "IdTopic", "-p", "first body", columns=80))
+    assert OFFSET_ID.fullmatch(sent["offsetMsgId"]) and OFFSET_ID.fullmatch(sent["msgId"]), sent
+    [found] = plain_rows(admin(live_broker, "queryMsgById", "-i", sent["offsetMsgId"], columns=80))
+    assert found["body"] == "first body" and found["msgId"] == sent["msgId"], found
+    # json: one document
+    sent = orjson.loads(admin(live_broker, "sendMessage", "-t", "IdTopic", "-p", "second body",
+                              "--output", "json", columns=80))
+    found = orjson.loads(admin(live_broker, "queryMsgById", "-i", sent["offsetMsgId"], "--output", "json"))
+    assert found["body"] == "second body" and found["offsetMsgId"] == sent["offsetMsgId"]
+    # a listing's offsetMsgId is what queryMsgById takes too
+    listed = orjson.loads(admin(live_broker, "consumeMessage", "-t", "IdTopic", "--output", "json"))
+    assert sent["offsetMsgId"] in {m["offsetMsgId"] for m in listed}
+    # a table asked for in 80 columns shows the ids whole as well
+    table = admin(live_broker, "sendMessage", "-t", "IdTopic", "-p", "third body", "--output", "table",
+                  columns=80)
+    assert "…" not in table and len(OFFSET_ID.findall(table)) == 2, table
+
+
+@pytest.mark.timeout(180)
+def test_terminal_80_columns_table_keeps_ids_whole(live_broker):
+    assert "success" in admin(live_broker, "updateTopic", "-t", "TtyTopic", "-r", "1", "-w", "1")
+    code, text = run_in_terminal("sendMessage", "-n", live_broker.namesrv, "-t", "TtyTopic", "-p", "tty body")
+    assert code == 0, text
+    assert "│" in text and "…" not in text, text  # a rich table, nothing elided
+    ids = OFFSET_ID.findall(text)
+    assert len(ids) == 2, text
+    offset_id = re.search(r"offsetMsgId\s*│\s*([0-9A-F]{32})\b", text)
+    assert offset_id, text
+    code, text = run_in_terminal("queryMsgById", "-n", live_broker.namesrv, "-i", offset_id.group(1))
+    assert code == 0 and "tty body" in text and offset_id.group(1) in text, text
+    code, text = run_in_terminal("consumeMessage", "-n", live_broker.namesrv, "-t", "TtyTopic")
+    assert code == 0 and offset_id.group(1) in text and "…" not in text, text
