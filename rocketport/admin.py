@@ -40,6 +40,8 @@ from rocketport.protocols.remoting.messages import (
 )
 
 
+AUTO_CREATE_TOPIC = "TBW102"  # the template topic brokers that create topics on send publish
+NEW_TOPIC_QUEUE_NUMS = 4  # queues a topic created on send asks for (RocketMQ producers' default)
 NAMESRV_ENV = "NAMESRV_ADDR"  # what mqadmin and RocketMQ clients read when -n is not given
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 
@@ -95,6 +97,35 @@ async def _ask_namesrv(args: argparse.Namespace, cmd: Callable[[], RemotingComma
 async def _route(args: argparse.Namespace, topic: str) -> bodies.TopicRouteData:
     resp = await _ask_namesrv(args, lambda: request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
     return bodies.decode_body(bodies.TopicRouteData, resp.body)
+
+
+async def _route_if_known(args: argparse.Namespace, topic: str) -> bodies.TopicRouteData | None:
+    resp = await _ask_namesrv(args, lambda: request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}),
+                              (ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST))
+    route = bodies.decode_body(bodies.TopicRouteData, resp.body) if resp.code == ResponseCode.SUCCESS else None
+    return route if route is not None and route.queue_datas else None
+
+
+async def _send_route(args: argparse.Namespace, topic: str) -> tuple[bodies.TopicRouteData, bool]:
+    """Where to send, and whether the topic is new (no route yet).
+
+    A new topic goes where a RocketMQ producer sends it: a broker in the route of the
+    auto-create topic TBW102, which a broker with autoCreateTopicEnable publishes; the broker
+    creates the topic on the first send. A standalone name server that has no TBW102 route
+    (`rocketport namesrv` registers real topics only) leaves every master: the broker is the
+    one that knows autoCreateTopicEnable, and refuses the send if it is off."""
+    route = await _route_if_known(args, topic)
+    if route is not None:
+        return route, False
+    route = await _route_if_known(args, AUTO_CREATE_TOPIC)
+    if route is not None:
+        return route, True
+    info = await _cluster(args)
+    datas = [d for _, d in sorted(info.broker_addr_table.items()) if 0 in d.broker_addrs]
+    if not datas:
+        raise AdminError(f"topic {topic} has no route and the name server knows no broker")
+    queues = [bodies.QueueData(d.broker_name, NEW_TOPIC_QUEUE_NUMS, NEW_TOPIC_QUEUE_NUMS) for d in datas]
+    return bodies.TopicRouteData(queues, datas), True
 
 
 async def _cluster(args: argparse.Namespace) -> bodies.ClusterInfo:
@@ -309,7 +340,7 @@ def _message_record(m: MessageExt) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ verbs
 async def update_topic(args: argparse.Namespace, out: Report) -> None:
-    fields = {"topic": args.topic, "defaultTopic": "TBW102", "readQueueNums": str(args.read_queue_nums),
+    fields = {"topic": args.topic, "defaultTopic": AUTO_CREATE_TOPIC, "readQueueNums": str(args.read_queue_nums),
               "writeQueueNums": str(args.write_queue_nums), "perm": str(args.perm),
               "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": str(args.order).lower()}
     for addr in await _target_brokers(args):
@@ -466,9 +497,8 @@ async def query_msg_by_offset(args: argparse.Namespace, out: Report) -> None:
 
 
 async def send_message(args: argparse.Namespace, out: Report) -> None:
-    route = await _route(args, args.topic)
-    queue = route.queue_datas[0]
-    broker_name = args.broker_name or queue.broker_name
+    route, new_topic = await _send_route(args, args.topic)
+    broker_name = args.broker_name or route.queue_datas[0].broker_name
     addr = _master(route, broker_name)
     properties = {"UNIQ_KEY": MessageClientIdGenerator().next_id(), "WAIT": "true"}
     if args.tags:
@@ -476,10 +506,18 @@ async def send_message(args: argparse.Namespace, out: Report) -> None:
     if args.keys:
         properties["KEYS"] = args.keys
     header = SendMessageRequestHeader(
-        "TOOLS_PRODUCER", args.topic, "TBW102", 4, args.queue_id if args.queue_id is not None else 0,
-        0, int(time.time() * 1000), 0, encode_properties(properties).decode())
-    resp = await _invoke(addr, request(RequestCode.SEND_MESSAGE, encode_header(header),
-                                       args.body.encode()))
+        "TOOLS_PRODUCER", args.topic, AUTO_CREATE_TOPIC, NEW_TOPIC_QUEUE_NUMS,
+        args.queue_id if args.queue_id is not None else 0, 0, int(time.time() * 1000), 0,
+        encode_properties(properties).decode())
+    resp = await _invoke(addr, request(RequestCode.SEND_MESSAGE, encode_header(header), args.body.encode()),
+                         (ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST))
+    if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+        raise AdminError(f"topic {args.topic} does not exist and {addr} does not create topics on send "
+                         f"(autoCreateTopicEnable is off); create it first: rocketport admin updateTopic "
+                         f"-t {args.topic}")
+    if new_topic:
+        out.note(f"topic {args.topic} has no route at the name server yet: sent to {addr}, "
+                 f"which creates topics on send")
     out.record("sent", {"brokerName": broker_name, "broker": addr, "queueId": _int(resp.ext_fields.get("queueId")),
                         "queueOffset": _int(resp.ext_fields.get("queueOffset")), "msgId": properties["UNIQ_KEY"],
                         "offsetMsgId": resp.ext_fields.get("msgId", ""), "status": "SEND_OK"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -9,6 +10,10 @@ import sys
 
 import orjson
 import pytest
+
+from rocketport.core.config import ProtocolConfig
+
+from .conftest import free_port, start_live_broker, stop_live_broker
 
 
 def admin(live, *args: str, expect: int = 0, columns: int = 400) -> str:
@@ -181,3 +186,56 @@ def test_terminal_80_columns_table_keeps_ids_whole(live_broker):
     assert code == 0 and "tty body" in text and offset_id.group(1) in text, text
     code, text = run_in_terminal("consumeMessage", "-n", live_broker.namesrv, "-t", "TtyTopic")
     assert code == 0 and offset_id.group(1) in text and "…" not in text, text
+
+
+@pytest.mark.timeout(180)
+def test_send_message_creates_a_missing_topic_when_the_broker_auto_creates(live_broker):
+    assert "NewOnSend" not in admin(live_broker, "topicList").split()
+    [sent] = plain_rows(admin(live_broker, "sendMessage", "-t", "NewOnSend", "-p", "first of its topic"))
+    assert sent["status"] == "SEND_OK", sent
+    assert "NewOnSend" in admin(live_broker, "topicList").split()
+    assert "first of its topic" in admin(live_broker, "queryMsgById", "-i", sent["offsetMsgId"])
+    [again] = plain_rows(admin(live_broker, "sendMessage", "-t", "NewOnSend", "-p", "second"))
+    assert again["queueOffset"] == "1", again  # the topic's own route now, same queue
+
+
+@pytest.mark.timeout(180)
+def test_send_message_creates_a_missing_topic_through_a_standalone_name_server(remoting_config):
+    import time
+
+    port = free_port()  # `rocketport namesrv` has no TBW102 route: brokers register real topics only
+    namesrv = subprocess.Popen([sys.executable, "-m", "rocketport", "namesrv", "--host", "127.0.0.1", "-p", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while run_cli("clusterList", "-n", f"127.0.0.1:{port}").returncode != 0:
+            assert time.monotonic() < deadline, "name server did not start"
+            time.sleep(0.2)
+        config = dataclasses.replace(remoting_config, namesrv=ProtocolConfig(False, 0),
+                                     namesrv_addr=f"127.0.0.1:{port}")
+        live, thread = start_live_broker(config)
+        try:
+            while live.addr not in run_cli("clusterList", "-n", f"127.0.0.1:{port}").stdout:
+                assert time.monotonic() < deadline, "broker did not register"
+                time.sleep(0.2)
+            proc = run_cli("sendMessage", "-n", f"127.0.0.1:{port}", "-t", "ViaRegistry", "-p", "registered")
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            [sent] = plain_rows(proc.stdout)
+            assert sent["status"] == "SEND_OK" and sent["broker"] == live.addr, sent
+            assert live.call(lambda: live.server.broker.get_topic("ViaRegistry")) is not None
+        finally:
+            stop_live_broker(live, thread)
+    finally:
+        namesrv.terminate()
+        namesrv.wait(30)
+
+
+@pytest.mark.timeout(180)
+def test_send_message_to_a_missing_topic_says_why_when_auto_create_is_off(remoting_config):
+    live, thread = start_live_broker(dataclasses.replace(remoting_config, auto_create_topic_enable=False))
+    try:
+        error = admin(live, "sendMessage", "-t", "NotMadeOnSend", "-p", "x", expect=1)
+        assert "NotMadeOnSend" in error and "autoCreateTopicEnable" in error and "updateTopic" in error, error
+        assert live.call(lambda: live.server.broker.get_topic("NotMadeOnSend")) is None
+    finally:
+        stop_live_broker(live, thread)
