@@ -189,13 +189,21 @@ def load_json_header(header: memoryview) -> dict[str, Any]:
     """The JSON header as a dict, unchecked (see `command_from_json`); raises FrameError.
 
     Split from the checks so a session can offer the dict to a handler's fast path
-    (`RequestHandler.send_lane`) before building a command."""
+    (`RequestHandler.send_lane`) before building a command. One check is made here: a
+    `code` that is an array or object (no command has one) is refused, as `command_from_json`
+    would refuse it, because fast paths look their code up in tables and must be able to
+    hash it."""
     try:
         obj = orjson.loads(header)
     except orjson.JSONDecodeError:
         raise FrameError("header is not valid JSON", _scan_opaque(header)) from None
     if type(obj) is not dict:
         raise FrameError(f"header is a JSON {type(obj).__name__}, not an object")
+    code = obj.get("code")
+    if type(code) is list or type(code) is dict:
+        opaque = obj.get("opaque")
+        raise FrameError("header field 'code' is not an integer",
+                         opaque if type(opaque) is int and _INT32_MIN <= opaque <= _INT32_MAX else None)
     return obj
 
 

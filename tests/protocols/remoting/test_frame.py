@@ -344,6 +344,17 @@ def test_wrong_field_types_are_reported_per_frame(header: bytes, field: str, opa
     assert only_command(conn.receive_data(frame(b'{"code":2}'))).code == 2
 
 
+@pytest.mark.parametrize("header, opaque", [(b'{"code":[10],"opaque":4}', 4), (b'{"code":{},"opaque":"4"}', None),
+                                            (b'{"opaque":5,"code":{"10":1}}', 5)])
+def test_raw_frames_never_carry_a_code_that_cannot_be_hashed(header: bytes, opaque: int | None) -> None:
+    """Fast paths (the send lane) look a raw header's code up in a dict: a list or object
+    code used to reach them and raise TypeError out of the session's data_received, which
+    dropped the connection with no answer. It is refused like any other bad code."""
+    [event] = RemotingConnection().receive_raw(frame(header))
+    assert isinstance(event, ProtocolError)
+    assert not event.fatal and "'code'" in event.reason and event.opaque == opaque
+
+
 @pytest.mark.parametrize(
     "header, opaque",
     [
