@@ -201,9 +201,11 @@ def load_json_header(header: memoryview) -> dict[str, Any]:
         raise FrameError(f"header is a JSON {type(obj).__name__}, not an object")
     code = obj.get("code")
     if type(code) is list or type(code) is dict:
-        opaque = obj.get("opaque")
-        raise FrameError("header field 'code' is not an integer",
-                         opaque if type(opaque) is int and _INT32_MIN <= opaque <= _INT32_MAX else None)
+        try:
+            opaque: int | None = _coerce_int32(obj.get("opaque", 0), "opaque", None)
+        except FrameError:
+            opaque = None
+        raise FrameError("header field 'code' is not an integer", opaque)
     return obj
 
 

@@ -344,7 +344,8 @@ def test_wrong_field_types_are_reported_per_frame(header: bytes, field: str, opa
     assert only_command(conn.receive_data(frame(b'{"code":2}'))).code == 2
 
 
-@pytest.mark.parametrize("header, opaque", [(b'{"code":[10],"opaque":4}', 4), (b'{"code":{},"opaque":"4"}', None),
+@pytest.mark.parametrize("header, opaque", [(b'{"code":[10],"opaque":4}', 4), (b'{"code":{},"opaque":"4"}', 4),
+                                            (b'{"code":[],"opaque":{}}', None),
                                             (b'{"opaque":5,"code":{"10":1}}', 5)])
 def test_raw_frames_never_carry_a_code_that_cannot_be_hashed(header: bytes, opaque: int | None) -> None:
     """Fast paths (the send lane) look a raw header's code up in a dict: a list or object
