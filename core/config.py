@@ -2,7 +2,8 @@
 
 Keys use RocketMQ's names (``listenPort``, ``flushDiskType``, ``fileReservedTime`` ...) so a
 RocketMQ operator recognises them; attributes are their snake_case spelling. Values are
-validated here, so a bad file fails at start-up with a message naming the key, never later.
+validated here, so a bad file fails at start-up, never later, with every problem at once
+(one line each, naming the key: a user fixes them all in one go).
 This module reads no files: ``rocketport.config_file`` turns YAML or ``broker.properties``
 into the mapping that :func:`BrokerConfig.from_mapping` checks.
 """
@@ -20,9 +21,21 @@ from .errors import ConfigError
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
 
-def _key(key: str, *, choices: tuple[str, ...] = (), minimum: int | None = None) -> dict:
+MAX_PORT = 65535
+
+
+def _key(key: str, *, choices: tuple[str, ...] = (), minimum: int | None = None,
+         maximum: int | None = None) -> dict:
     """Field metadata: the RocketMQ key name and the value's constraints."""
-    return {"key": key, "choices": choices, "minimum": minimum}
+    return {"key": key, "choices": choices, "minimum": minimum, "maximum": maximum}
+
+
+class InvalidConfig(ConfigError):
+    """Every problem of one configuration; the message is one line per problem."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
 
 
 @dataclass(slots=True)
@@ -50,7 +63,7 @@ class BrokerConfig:
     broker_name: str = field(default="broker-a", metadata=_key("brokerName"))
     broker_id: int = field(default=0, metadata=_key("brokerId", minimum=0))
     broker_ip1: str = field(default="127.0.0.1", metadata=_key("brokerIP1"))
-    listen_port: int = field(default=10911, metadata=_key("listenPort", minimum=0))
+    listen_port: int = field(default=10911, metadata=_key("listenPort", minimum=0, maximum=MAX_PORT))
     bind_address: str = field(default="127.0.0.1", metadata=_key("bindAddress"))
     namesrv_addr: str = field(default="", metadata=_key("namesrvAddr"))
     broker_role: str = field(default="ASYNC_MASTER", metadata=_key(
@@ -133,23 +146,32 @@ class BrokerConfig:
         return self.flush_disk_type == "SYNC_FLUSH"
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> "BrokerConfig":
-        """Build from RocketMQ-named keys; every unknown key or bad value is reported at once."""
+    def from_mapping(cls, values: Mapping[str, Any], *,
+                     sources: Mapping[str, str] | None = None) -> "BrokerConfig":
+        """Build from RocketMQ-named keys. A front-end's section is a nested mapping
+        (``kafka: {port: 9092}``) or dotted keys (``kafka.port``, as broker.properties and
+        --set spell it; later keys win). Every unknown key, nested ones included, and every
+        bad value is reported in one InvalidConfig. ``sources`` says where keys came from
+        (a file, "--set"), by full dotted key or by section: each problem's line starts with
+        it, and lines are ordered by source."""
         by_key = {key_of(f): f for f in dataclasses.fields(cls)}
         kwargs: dict[str, Any] = {}
-        problems: list[str] = []
-        for key, raw in values.items():
+        problems: list[tuple[str, str]] = []  # (dotted key, line)
+        for key, raw in _sections(values).items():
             f = by_key.get(key)
             if f is None:
-                hint = difflib.get_close_matches(key, by_key, n=1)
-                problems.append(f"unknown key {key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
-                continue
-            try:
-                kwargs[f.name] = _coerce(f, raw)
-            except (TypeError, ValueError) as exc:
-                problems.append(f"{key}: {exc}")
+                problems.append((key, _unknown(key, _ALL_KEYS)))
+            elif f.name in _PROTOCOL_FIELDS:
+                section = _protocol_section(key, f, raw, problems)
+                if section is not None:
+                    kwargs[f.name] = section
+            else:
+                try:
+                    kwargs[f.name] = _coerce(f, raw)
+                except (TypeError, ValueError) as exc:
+                    problems.append((key, f"{key}: {exc}"))
         if problems:
-            raise ConfigError("invalid configuration: " + "; ".join(problems))
+            raise InvalidConfig(_locate(problems, sources or {}))
         return cls(**kwargs)
 
     def with_overrides(self, **changes: Any) -> "BrokerConfig":
@@ -174,44 +196,110 @@ def _text(value: Any) -> str:
 
 
 _PROTOCOL_FIELDS = {"namesrv", "kafka", "stomp"}
+_PROTOCOL_KEYS = ("enabled", "port", "host")
+
+
+def _sections(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with dotted section keys (``kafka.port``) folded into their section; a
+    dotted key overrides a section that is not a mapping (a file's ``kafka: 9092`` under
+    ``--set kafka.port=...``), and None (``kafka:`` with nothing under it) is an empty section."""
+    out: dict[str, Any] = {}
+    for key, raw in values.items():
+        key = str(key)
+        section, dot, sub = key.partition(".")
+        if dot and section in _PROTOCOL_FIELDS:
+            current = out.get(section)
+            if not isinstance(current, Mapping):
+                current = out[section] = {}
+            elif not isinstance(current, dict):
+                current = out[section] = dict(current)
+            current[sub] = raw
+        elif key in _PROTOCOL_FIELDS and isinstance(raw, Mapping):
+            current = out.get(key)
+            out[key] = {**current, **raw} if isinstance(current, Mapping) else dict(raw)
+        else:
+            out[key] = {} if key in _PROTOCOL_FIELDS and raw is None else raw
+    return out
+
+
+def _normal(key: str) -> str:
+    return re.sub(r"[^0-9a-z]", "", key.lower())
+
+
+def _suggest(key: str, candidates: tuple[str, ...]) -> str | None:
+    """The key meant: the same up to case and separators (listen_port), else the closest."""
+    for candidate in candidates:
+        if _normal(candidate) == _normal(key):
+            return candidate
+    close = difflib.get_close_matches(key, candidates, n=1)
+    return close[0] if close else None
+
+
+def _unknown(key: str, candidates: tuple[str, ...]) -> str:
+    hint = _suggest(key, candidates)
+    return f"unknown key {key!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+
+
+def _locate(problems: list[tuple[str, str]], sources: Mapping[str, str]) -> list[str]:
+    """Each problem's line behind where its key came from, the lines grouped by source in
+    the order sources are listed (a file's before --set's), each group as found."""
+    order = {label: rank for rank, label in enumerate(dict.fromkeys(sources.values()))}
+    located = []
+    for key, line in problems:
+        label = sources.get(key) or sources.get(key.partition(".")[0])
+        located.append((order.get(label, -1) if label else -1, f"{label}: {line}" if label else line))
+    return [line for _, line in sorted(located, key=lambda item: item[0])]
 
 
 def key_of(f: dataclasses.Field) -> str:
     return f.metadata.get("key") or f.name
 
 
+# every key a file may name, sections' keys dotted: what a misspelt key is compared with
+_ALL_KEYS = tuple(key_of(f) for f in dataclasses.fields(BrokerConfig) if f.name not in _PROTOCOL_FIELDS) \
+    + tuple(f"{section}.{sub}" for section in sorted(_PROTOCOL_FIELDS) for sub in _PROTOCOL_KEYS) \
+    + tuple(sorted(_PROTOCOL_FIELDS))
+
+
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
 
+def _boolean(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError(f"expected true or false, got {raw!r}")
+
+
+def _integer(raw: Any, minimum: int | None = None, maximum: int | None = None) -> int:
+    if isinstance(raw, bool):
+        raise ValueError(f"expected an integer, got {raw!r}")
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"expected an integer, got {raw!r}") from None
+    if minimum is not None and value < minimum:
+        raise ValueError(f"must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"must be <= {maximum}, got {value}")
+    return value
+
+
 def _coerce(f: dataclasses.Field, raw: Any) -> Any:
-    if f.name in _PROTOCOL_FIELDS:
-        return _coerce_protocol(f, raw)
     kind = f.type if isinstance(f.type, str) else f.type.__name__
     if kind == "bool":
-        if isinstance(raw, bool):
-            return raw
-        text = str(raw).strip().lower()
-        if text in _TRUE:
-            return True
-        if text in _FALSE:
-            return False
-        raise ValueError(f"expected true or false, got {raw!r}")
+        return _boolean(raw)
     if kind == "int":
-        if isinstance(raw, bool):
-            raise ValueError(f"expected an integer, got {raw!r}")
-        try:
-            value = int(str(raw).strip())
-        except ValueError:
-            raise ValueError(f"expected an integer, got {raw!r}") from None
-        minimum = f.metadata.get("minimum")
-        if minimum is not None and value < minimum:
-            raise ValueError(f"must be >= {minimum}, got {value}")
-        return value
+        return _integer(raw, f.metadata.get("minimum"), f.metadata.get("maximum"))
     value = "" if raw is None else str(raw).strip()
     choices = f.metadata.get("choices")
     if choices and value not in choices:
-        raise ValueError(f"must be one of {', '.join(choices)}, got {value!r}")
+        raise ValueError(f"must be one of {', '.join(c or repr(c) for c in choices)}, got {value!r}")
     if f.name == "message_delay_level":
         from .consumer.delay_levels import DelayLevelError, parse_delay_levels
         try:
@@ -223,17 +311,27 @@ def _coerce(f: dataclasses.Field, raw: Any) -> Any:
     return value
 
 
-def _coerce_protocol(f: dataclasses.Field, raw: Any) -> ProtocolConfig:
+def _protocol_section(key: str, f: dataclasses.Field, raw: Any,
+                      problems: list[tuple[str, str]]) -> ProtocolConfig | None:
+    """A front-end's section with its defaults for keys not given; each unknown key or bad
+    value goes to ``problems`` by its dotted name (``kafka.port``), None if there was one."""
     default: ProtocolConfig = f.default_factory()  # type: ignore[misc]
     if not isinstance(raw, Mapping):
-        raise ValueError("expected a section with enabled/port/host")
-    unknown = set(raw) - {"enabled", "port", "host"}
-    if unknown:
-        raise ValueError(f"unknown keys {sorted(unknown)}")
-    enabled = raw.get("enabled", default.enabled)
-    if not isinstance(enabled, bool):
-        enabled = str(enabled).lower() in _TRUE
-    port = raw.get("port", default.port)
-    if isinstance(port, bool) or not str(port).isdigit() or not 0 <= int(port) < 65536:
-        raise ValueError(f"port must be 0..65535, got {port!r}")
-    return ProtocolConfig(bool(enabled), int(port), str(raw.get("host", default.host)))
+        problems.append((key, f"{key}: expected a section with {', '.join(_PROTOCOL_KEYS)}, got {raw!r}"))
+        return None
+    values: dict[str, Any] = {}
+    found = len(problems)
+    for sub, value in raw.items():
+        full = f"{key}.{sub}"
+        try:
+            if sub == "enabled":
+                values[sub] = _boolean(value)
+            elif sub == "port":
+                values[sub] = _integer(value, 0, MAX_PORT)
+            elif sub == "host":
+                values[sub] = "" if value is None else str(value).strip()
+            else:
+                problems.append((full, _unknown(full, _ALL_KEYS)))
+        except ValueError as exc:
+            problems.append((full, f"{full}: {exc}"))
+    return None if len(problems) > found else dataclasses.replace(default, **values)

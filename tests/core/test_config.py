@@ -54,3 +54,44 @@ def test_as_properties_names_every_setting_and_reads_back(tmp_path):
     path = tmp_path / "broker.properties"  # what GET_BROKER_CONFIG sends, loaded as a file
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     assert load_config(str(path)) == config
+
+
+def problems_of(values, **kw) -> list[str]:
+    with pytest.raises(ConfigError) as err:
+        BrokerConfig.from_mapping(values, **kw)
+    return str(err.value).splitlines()
+
+
+def test_nested_unknown_key_named_in_full_with_a_suggestion():
+    assert problems_of({"kafka": {"prot": 9092}}) == ["unknown key 'kafka.prot' (did you mean 'kafka.port'?)"]
+
+
+def test_every_problem_on_its_own_line_nested_sections_included():
+    lines = problems_of({"flushDiskTyp": "SYNC_FLUSH", "kafka": {"prot": 9092, "port": "abc", "enabled": "maybe"},
+                         "namesrv": {"port": 70000}, "stomp": 61613, "brokerId": -1,
+                         "flushDiskType": "SOMETIMES", "listenPort": "x1"})
+    assert lines == [
+        "unknown key 'flushDiskTyp' (did you mean 'flushDiskType'?)",
+        "unknown key 'kafka.prot' (did you mean 'kafka.port'?)",
+        "kafka.port: expected an integer, got 'abc'",
+        "kafka.enabled: expected true or false, got 'maybe'",
+        "namesrv.port: must be <= 65535, got 70000",
+        "stomp: expected a section with enabled, port, host, got 61613",
+        "brokerId: must be >= 0, got -1",
+        "flushDiskType: must be one of ASYNC_FLUSH, SYNC_FLUSH, got 'SOMETIMES'",
+        "listenPort: expected an integer, got 'x1'",
+    ]
+
+
+def test_suggestions_for_other_spellings_of_a_key():
+    assert problems_of({"listen_port": 1}) == ["unknown key 'listen_port' (did you mean 'listenPort'?)"]
+    assert problems_of({"flushdisktype": "SYNC_FLUSH"}) == \
+        ["unknown key 'flushdisktype' (did you mean 'flushDiskType'?)"]
+    assert problems_of({"kafka": {"Port": 1}}) == ["unknown key 'kafka.Port' (did you mean 'kafka.port'?)"]
+    assert problems_of({"zzzz": 1}) == ["unknown key 'zzzz'"]
+
+
+def test_port_bounds():
+    assert problems_of({"listenPort": 65536}) == ["listenPort: must be <= 65535, got 65536"]
+    assert problems_of({"kafka": {"port": -1}}) == ["kafka.port: must be >= 0, got -1"]
+    assert BrokerConfig.from_mapping({"listenPort": "0", "kafka": {"port": "0"}}).kafka.port == 0
