@@ -1,7 +1,9 @@
 """Read broker configuration files: YAML (conf/broker.yaml) or RocketMQ's broker.properties.
 
 Both produce the same RocketMQ-named mapping, which BrokerConfig validates. A properties
-file may carry protocol sections as dotted keys (``kafka.port=9092``).
+file may carry protocol sections as dotted keys (``kafka.port=9092``), a YAML file nested or
+dotted; --set overrides are dotted. The file's problems and the overrides' are reported
+together, each line saying which it came from.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from rocketport.core.errors import ConfigError
 
 
 def parse_properties(text: str) -> dict[str, Any]:
-    """Java .properties: key=value, key:value or key value; # and ! comments; \\ continues."""
+    """Java .properties: key=value, key:value or key value; # and ! comments; \\ continues.
+    Dotted keys stay as written (BrokerConfig folds ``kafka.port`` into its section), so an
+    unknown one is reported whole."""
     values: dict[str, Any] = {}
     logical = ""
     for raw in text.splitlines():
@@ -28,11 +32,7 @@ def parse_properties(text: str) -> dict[str, Any]:
         logical += line
         key, value = _split_property(logical)
         logical = ""
-        if "." in key:
-            section, _, sub = key.partition(".")
-            values.setdefault(section, {})[sub] = value
-        else:
-            values[key] = value
+        values[key] = value
     return values
 
 
@@ -49,8 +49,13 @@ def _split_property(line: str) -> tuple[str, str]:
     return line.strip(), ""
 
 
+OVERRIDES = "--set"  # how problems in overrides are labelled
+
+
 def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> BrokerConfig:
-    """Load ``path`` (YAML or .properties) and apply ``overrides`` (RocketMQ key names)."""
+    """Load ``path`` (YAML or .properties) and apply ``overrides`` (RocketMQ key names,
+    dotted for a section: ``kafka.port``); an override wins over the file. A ConfigError
+    lists every problem of both, one line each, behind the file's path or "--set"."""
     values: dict[str, Any] = {}
     if path:
         try:
@@ -64,16 +69,24 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Br
             try:
                 loaded = yaml.safe_load(text)
             except yaml.YAMLError as exc:
-                raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+                raise ConfigError(f"{path}: not valid YAML{_yaml_problem(exc)}") from None
             if loaded is None:
                 loaded = {}
             if not isinstance(loaded, dict):
                 raise ConfigError(f"{path}: expected a mapping of keys to values")
-            values = loaded
-    for key, value in (overrides or {}).items():
-        if "." in key:
-            section, _, sub = key.partition(".")
-            values.setdefault(section, {})[sub] = value
-        else:
-            values[key] = value
-    return BrokerConfig.from_mapping(values)
+            values = {str(k): v for k, v in loaded.items()}
+    sources = {key: path for key in values} if path else {}
+    overrides = overrides or {}
+    for key in overrides:  # an override's key moves to the end: applied after the file
+        values.pop(key, None)
+        sources[key] = OVERRIDES
+    return BrokerConfig.from_mapping({**values, **overrides}, sources=sources)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """Where and what, on one line (PyYAML's own message spans several, with a snippet)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is not None and problem:
+        return f" at line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    return ": " + " ".join(str(exc).split())

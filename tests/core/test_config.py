@@ -95,3 +95,72 @@ def test_port_bounds():
     assert problems_of({"listenPort": 65536}) == ["listenPort: must be <= 65535, got 65536"]
     assert problems_of({"kafka": {"port": -1}}) == ["kafka.port: must be >= 0, got -1"]
     assert BrokerConfig.from_mapping({"listenPort": "0", "kafka": {"port": "0"}}).kafka.port == 0
+
+
+def test_set_overrides_go_through_the_same_checks():
+    with pytest.raises(ConfigError) as err:
+        load_config(None, {"kafka.prot": "1", "listenPort": "abc", "kafka.enabled": "false"})
+    assert str(err.value).splitlines() == [
+        "--set: unknown key 'kafka.prot' (did you mean 'kafka.port'?)",
+        "--set: listenPort: expected an integer, got 'abc'",
+    ]
+
+
+def test_file_and_override_problems_together_each_naming_its_source(tmp_path):
+    path = tmp_path / "broker.yaml"
+    path.write_text("brokerName: b1\nkafka:\n  prot: 9092\n  enabled: true\nmaxMessageSize: 12\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(str(path), {"flushDiskTyp": "SYNC_FLUSH", "kafka.host": "0.0.0.0"})
+    assert str(err.value).splitlines() == [
+        f"{path}: unknown key 'kafka.prot' (did you mean 'kafka.port'?)",
+        f"{path}: maxMessageSize: must be >= 1024, got 12",
+        "--set: unknown key 'flushDiskTyp' (did you mean 'flushDiskType'?)",
+    ]
+    props = tmp_path / "broker.properties"
+    props.write_text("kafka.prot=9092\nlistenPort=ten\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(str(props))
+    assert str(err.value).splitlines() == [
+        f"{props}: unknown key 'kafka.prot' (did you mean 'kafka.port'?)",
+        f"{props}: listenPort: expected an integer, got 'ten'",
+    ]
+
+
+def test_an_override_fixes_a_file_value(tmp_path):
+    path = tmp_path / "broker.yaml"
+    path.write_text("listenPort: abc\nkafka: 9092\n")
+    config = load_config(str(path), {"listenPort": "10999", "kafka.port": "19092"})
+    assert config.listen_port == 10999 and config.kafka.port == 19092
+
+
+def test_yaml_dotted_keys_and_empty_sections(tmp_path):
+    path = tmp_path / "broker.yaml"
+    path.write_text("kafka.port: 19092\nstomp:\n")  # as broker.properties and --set spell a section key
+    config = load_config(str(path))
+    assert config.kafka.port == 19092 and config.stomp == BrokerConfig().stomp
+
+
+def test_yaml_syntax_error_is_one_line_naming_the_place(tmp_path):
+    path = tmp_path / "b.yaml"
+    path.write_text("brokerName: b1\nlistenPort: [1, 2\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(str(path))
+    [line] = str(err.value).splitlines()
+    assert line.startswith(f"{path}: not valid YAML at line ") and "column" in line, line
+
+
+def test_cli_prints_every_problem_and_exits_2(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "broker.yaml"
+    path.write_text("kafka:\n  prot: 9092\nlistenPort: abc\n")
+    proc = subprocess.run([sys.executable, "-m", "rocketport", "broker", "-c", str(path), "--set", "kafka.prot=1",
+                           "--set", f"storePathRootDir={tmp_path / 'store'}"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"rocketport: {path}: listenPort: expected an integer, got 'abc'",
+        "--set: unknown key 'kafka.prot' (did you mean 'kafka.port'?)",
+    ]
+    assert not (tmp_path / "store").exists()
