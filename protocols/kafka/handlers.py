@@ -144,6 +144,8 @@ class KafkaHandlers:
                                "topic_id": bytes(16), "is_internal": False, "partitions": []})
                 continue
             topics.append(self._topic_metadata(name, auto_create and (name is None or may_use_topic(ctx, name, PUB))))
+            if name is None and ctx.api_version < 12:  # by id in v10-11, whose answer has no null name
+                topics[-1]["name"] = ""
         return {"throttle_time_ms": 0, "brokers": [self._broker_node()], "cluster_id": self.cluster_id,
                 "controller_id": NODE_ID, "topics": topics}
 
