@@ -31,6 +31,7 @@ from .errors import (
     QueueNotFound,
     StoreUnavailable,
     TopicNotFound,
+    TopicNotReadable,
     TransactionMismatch,
 )
 from .message import (
@@ -52,7 +53,7 @@ from .message import (
 from .message_id import decode_offset_msg_id, offset_msg_id
 from .metadata.groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from .metadata.offsets import ConsumerOffsetManager
-from .metadata.topics import PERM_RW, PERM_WRITE, TopicConfig, TopicConfigManager, validate_topic
+from .metadata.topics import PERM_READ, PERM_RW, PERM_WRITE, TopicConfig, TopicConfigManager, validate_topic
 from .retry import DEFAULT_MAX_RECONSUME_TIMES, DLQ_QUEUE_NUMS, RETRY_GROUP_TOPIC_PREFIX, build_send_back
 from .schedule import (
     SCHEDULE_TOPIC,
@@ -449,9 +450,24 @@ class Broker:
         return await self.store.put_inner_batch(topic, queue_id, batch, count, **kwargs)
 
     # ================================================================ get
+    def check_readable(self, topic: str, queue_id: int) -> TopicConfig:
+        """The read rule every front-end's reads go through: the topic exists, its perm has
+        PERM_READ and ``queue_id`` is one of its read queues. TopicNotFound,
+        TopicNotReadable or QueueNotFound otherwise."""
+        cfg = self.topics.table.get(topic)
+        if cfg is None:
+            raise TopicNotFound(topic)
+        if not cfg.perm & PERM_READ:
+            raise TopicNotReadable(topic)
+        if not 0 <= queue_id < cfg.read_queue_nums:
+            raise QueueNotFound(topic, queue_id)
+        return cfg
+
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int, *,
                      max_bytes: int | None = None,
                      message_filter: TagsFilter | None = None) -> GetResult:
+        """A read of one queue, under `check_readable`'s rule."""
+        self.check_readable(topic, queue_id)
         return self.store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
                                        message_filter=message_filter)
 
@@ -484,6 +500,7 @@ class Broker:
         Refused with ConsumeDisabled when the group's consumeEnable is off, or when it
         consumes in BROADCASTING mode and its consumeBroadcastEnable is off.
         """
+        self.check_readable(topic, queue_id)
         self._check_consumer(group)
         store = self.store
         loop = asyncio.get_running_loop()
@@ -511,6 +528,7 @@ class Broker:
         """`pull`'s first read, synchronously (a front-end answers it without a coroutine):
         its result when that is the answer whatever the hold, None when `pull` would
         wait or scan on. Same checks and refusals as `pull`."""
+        self.check_readable(topic, queue_id)
         self._check_consumer(group)
         result = self.store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
                                          message_filter=message_filter)

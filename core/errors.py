@@ -27,6 +27,14 @@ class InvalidTopicName(BrokerError):
         self.topic = topic
 
 
+class TopicNotReadable(BrokerError):
+    """The topic's perm lacks PERM_READ: nobody may read it, whatever the protocol."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(f"topic {topic!r} is not readable")
+        self.topic = topic
+
+
 class QueueNotFound(BrokerError):
     def __init__(self, topic: str, queue_id: int) -> None:
         super().__init__(f"topic {topic!r} has no queue {queue_id}")

@@ -17,12 +17,14 @@ from rocketport.core.errors import (
     QueueNotFound,
     StoreUnavailable,
     TopicNotFound,
+    TopicNotReadable,
 )
 
 from .errors import ErrorCode
 
 _CODES: Final[tuple[tuple[type[BaseException], ErrorCode], ...]] = (
     (TopicNotFound, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (TopicNotReadable, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
     (QueueNotFound, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
     (InvalidTopicName, ErrorCode.INVALID_TOPIC_EXCEPTION),
     (MessageTooLarge, ErrorCode.MESSAGE_TOO_LARGE),

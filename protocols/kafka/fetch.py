@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from rocketport.core.batch import Record, build_batch
 from rocketport.core.broker import Broker
+from rocketport.core.errors import BrokerError
 from rocketport.core.message import (
     PROPERTY_INNER_NUM,
     PROPERTY_KEYS,
@@ -35,6 +36,7 @@ from rocketport.core.store.record import (
     decode_record,
 )
 
+from .error_map import error_code_for
 from .errors import ErrorCode
 
 _MAX_COUNT: Final = 1 << 20  # the byte limits bound a fetch; this only satisfies the API
@@ -119,7 +121,6 @@ class FetchHandler:
         for topic_req in body["topics"]:
             topic = topic_req["topic"]
             denied = may_read is not None and not may_read(topic)
-            cfg = broker.get_topic(topic)
             partitions = []
             for p in topic_req["partitions"]:
                 index = p["partition"]
@@ -131,14 +132,17 @@ class FetchHandler:
                 if denied:
                     out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                     continue
-                if cfg is None or not 0 <= index < cfg.read_queue_nums:
-                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
                 offset = p["fetch_offset"]
                 room = min(p["partition_max_bytes"], budget - total)
-                # a full response still reports every partition's offsets
-                result = broker.get_messages(topic, index, offset, _MAX_COUNT, max_bytes=room) \
-                    if room > 0 else None
+                try:  # the core's read rule (Broker.check_readable), applied once
+                    if room > 0:
+                        result = broker.get_messages(topic, index, offset, _MAX_COUNT, max_bytes=room)
+                    else:  # a full response still reports every partition's offsets
+                        broker.check_readable(topic, index)
+                        result = None
+                except BrokerError as exc:
+                    out["error_code"] = error_code_for(exc)
+                    continue
                 low, high = broker.min_offset(topic, index), broker.max_offset(topic, index)
                 out["high_watermark"] = out["last_stable_offset"] = high
                 out["log_start_offset"] = low

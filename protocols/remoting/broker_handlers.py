@@ -37,7 +37,6 @@ from rocketport.core.message import (
 )
 from rocketport.core.message_id import offset_msg_id
 from rocketport.core.metadata.groups import SubscriptionGroupConfig
-from rocketport.core.metadata.topics import PERM_READ
 from rocketport.core.retry import retry_topic
 from rocketport.core.store.get_result import GetResult, GetStatus
 from rocketport.core.store.record import ip_bytes
@@ -225,14 +224,7 @@ class BrokerHandlers:
 
     def _prepare_pull(self, h: headers.PullMessageRequestHeader) -> tuple[MessageFilter | None, int]:
         """Check the topic and queue, commit the offset the pull carries; (filter, count)."""
-        cfg = self.broker.get_topic(h.topic)
-        if cfg is None:
-            raise TopicNotFound(h.topic)
-        if not cfg.perm & PERM_READ:
-            raise RemotingError(ResponseCode.NO_PERMISSION, f"topic {h.topic!r} is not readable")
-        if h.queue_id < 0 or h.queue_id >= cfg.read_queue_nums:
-            raise RemotingError(ResponseCode.SYSTEM_ERROR,
-                                f"queueId {h.queue_id} is illegal for topic {h.topic!r}")
+        self.broker.check_readable(h.topic, h.queue_id)  # before the offset is committed
         message_filter = self._filter_for(h)
         if h.sys_flag & COMMIT_OFFSET_FLAG and h.commit_offset >= 0:
             self.broker.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)

@@ -21,6 +21,7 @@ from rocketport.core.errors import (
     QueueNotFound,
     StoreUnavailable,
     TopicNotFound,
+    TopicNotReadable,
 )
 from rocketport.core.filter import FilterError
 
@@ -42,6 +43,7 @@ class RemotingError(Exception):
 # Most specific first: the first matching class wins.
 _CODES: tuple[tuple[type[BaseException], ResponseCode], ...] = (
     (TopicNotFound, ResponseCode.TOPIC_NOT_EXIST),
+    (TopicNotReadable, ResponseCode.NO_PERMISSION),
     (QueueNotFound, ResponseCode.SYSTEM_ERROR),
     (InvalidTopicName, ResponseCode.MESSAGE_ILLEGAL),
     (MessageTooLarge, ResponseCode.MESSAGE_ILLEGAL),

@@ -8,13 +8,13 @@ import time
 import pytest
 
 from rocketport.core.broker import Broker
-from rocketport.core.errors import ConsumeDisabled, GroupNotFound
+from rocketport.core.errors import ConsumeDisabled, GroupNotFound, TopicNotFound
 from rocketport.core.filter import compile_filter
 from rocketport.core.message import Message
 from rocketport.core.metadata.groups import SubscriptionGroupConfig
 from rocketport.core.store.get_result import GetStatus
 
-from .conftest import run
+from tests.support.aio import run
 
 
 async def _fill(broker: Broker, topic: str, n: int, tag_of, props_of=lambda i: {}) -> None:
@@ -119,11 +119,16 @@ def test_held_pull_wakes_on_matching_put_and_ignores_others(sem_config):
     run(main())
 
 
-def test_pull_on_missing_queue_holds_then_returns(sem_config):
+def test_pull_on_a_missing_topic_is_refused_and_on_an_empty_queue_holds(sem_config):
     async def main():
         async with Broker(sem_config) as broker:
-            r = await broker.pull("g", "Nope", 0, 0, 32, hold_s=0.05)
-            assert r.status is GetStatus.NO_MATCHED_LOGIC_QUEUE and r.message_count == 0
+            started = time.monotonic()
+            with pytest.raises(TopicNotFound):
+                await broker.pull("g", "Nope", 0, 0, 32, hold_s=5)
+            assert time.monotonic() - started < 1
+            broker.create_topic("New", read_queue_nums=1, write_queue_nums=1)
+            r = await broker.pull("g", "New", 0, 0, 32, hold_s=0.05)
+            assert r.status is GetStatus.NO_MATCHED_LOGIC_QUEUE and r.message_count == 0  # no file yet
             held = asyncio.create_task(broker.pull("g", "New", 0, 0, 32, hold_s=5))
             await asyncio.sleep(0.02)
             await broker.put_message(Message("New", b"x", queue_id=0))
@@ -161,6 +166,7 @@ def test_scan_limit_does_not_end_a_pull_early(sem_config, monkeypatch):
 def test_consume_disabled_and_unknown_group_are_refused(sem_config):
     async def main():
         async with Broker(sem_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
             broker.update_group(SubscriptionGroupConfig("off", consume_enable=False))
             with pytest.raises(ConsumeDisabled):
                 await broker.pull("off", "T", 0, 0, 1)
@@ -172,6 +178,7 @@ def test_consume_disabled_and_unknown_group_are_refused(sem_config):
                 await broker.pull("bc", "T", 0, 0, 1)
         cfg = sem_config.with_overrides(auto_create_subscription_group=False)
         async with Broker(cfg) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
             with pytest.raises(GroupNotFound):
                 await broker.pull("nobody", "T", 0, 0, 1)
     run(main())
@@ -181,6 +188,7 @@ def test_stop_releases_held_pulls(sem_config):
     async def main():
         broker = Broker(sem_config)
         await broker.start()
+        broker.create_topic("T", read_queue_nums=4, write_queue_nums=4)
         held = [asyncio.create_task(broker.pull("g", "T", q, 0, 1, hold_s=30)) for q in range(4)]
         await asyncio.sleep(0.02)
         started = time.monotonic()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import start_live_broker, stop_live_broker
+from tests.support.live_broker import start_live_broker
 
 INTEROP = Path(__file__).parents[3] / "interop" / "ali_ons"
 
@@ -96,14 +96,14 @@ def test_retries_beyond_the_limit_land_in_the_dlq(live_broker, ali_ons):
     assert {(m["body"], m["reconsumeTimes"]) for m in got} >= {(f"d-{i}", t) for i in range(2) for t in range(3)}
     dlq = "%DLQ%JsDlqGroup"
     assert live_broker.call(lambda: broker.max_offset(dlq, 0)) == 2
-    bodies = live_broker.call(lambda: [m.body for m in broker.get_messages(dlq, 0, 0, 10).messages()])
+    bodies = live_broker.call(lambda: [m.body for m in broker.store.get_messages(dlq, 0, 0, 10).messages()])
     assert sorted(bodies) == [b"d-0", b"d-1"]
 
 
 def test_signed_requests_under_acl_and_a_wrong_secret_is_refused(acl_config, ali_ons, caplog):
     """ali-ons reports a refused send only as "still failed": the broker's log names why."""
     caplog.set_level(logging.INFO, logger="rocketport.protocols.remoting.acl_hook")
-    live, thread = start_live_broker(acl_config)
+    live = start_live_broker(acl_config)
     try:
         live.call(live.server.broker.create_topic, "Open")
         live.call(live.server.broker.create_topic, "Closed")
@@ -121,4 +121,4 @@ def test_signed_requests_under_acl_and_a_wrong_secret_is_refused(acl_config, ali
         assert "refused: No permission for topic Closed (accessKey=app)" in caplog.text
         assert live.call(lambda: [live.server.broker.max_offset("Closed", q) for q in range(8)]) == [0] * 8
     finally:
-        stop_live_broker(live, thread)
+        live.stop()
