@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from rocketport.core.config import BrokerConfig
-
-
-def run(coro):
-    return asyncio.run(coro)
 
 
 @pytest.fixture

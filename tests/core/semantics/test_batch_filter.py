@@ -9,7 +9,7 @@ from rocketport.core.broker import Broker
 from rocketport.core.filter import compile_filter
 from rocketport.core.tags import tags_code
 
-from .conftest import run
+from tests.support.aio import run
 
 
 def _records() -> list[Record]:

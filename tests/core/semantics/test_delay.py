@@ -11,7 +11,7 @@ from rocketport.core.broker import Broker
 from rocketport.core.message import Message
 from rocketport.core.schedule import SCHEDULE_TOPIC
 
-from .conftest import run
+from tests.support.aio import run
 
 
 def ms() -> int:

@@ -14,7 +14,7 @@ from rocketport.core.errors import InvalidMessage, MessageNotFound, TopicNotFoun
 from rocketport.core.message import Message
 from rocketport.core.message_id import decode_offset_msg_id, encode_offset_msg_id
 
-from .conftest import run
+from tests.support.aio import run
 
 
 def test_locks_are_exclusive_per_group_and_expire(sem_config):

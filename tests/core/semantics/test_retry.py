@@ -13,7 +13,7 @@ from rocketport.core.metadata.groups import SubscriptionGroupConfig
 from rocketport.core.metadata.topics import PERM_WRITE
 from rocketport.core.schedule import SCHEDULE_TOPIC
 
-from .conftest import run
+from tests.support.aio import run
 
 
 async def _stored(broker: Broker, topic: str = "T", **props):

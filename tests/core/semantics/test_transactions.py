@@ -11,7 +11,7 @@ from rocketport.core.errors import MessageNotFound, TransactionMismatch
 from rocketport.core.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE, Message, transaction_type
 from rocketport.core.transaction import CHECK_MAX_TIME_TOPIC, HALF_TOPIC, OP_TOPIC
 
-from .conftest import run
+from tests.support.aio import run
 
 
 def _prepared(body: bytes = b"tx", **props) -> Message:

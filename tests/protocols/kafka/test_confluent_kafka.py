@@ -6,7 +6,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from conftest import LiveBroker
+from tests.support.live_broker import LiveBroker
 
 TIMEOUT_S = 30
 

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import start_broker
+from tests.support.kafka import start_broker
 
 LIB = os.environ.get("KAFKA_JAVA_LIB") or str(Path(__file__).parents[3] / ".cache" / "kafka-java")
 SOURCE = Path(__file__).parent / "java" / "KafkaClientCheck.java"

@@ -8,10 +8,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_samples import api_versions, message, normalise, project
 from rocketport.protocols.kafka import codec
 from rocketport.protocols.kafka.errors import ErrorCode
 from rocketport.protocols.kafka.schema import APIS, ApiKey
+
+from .kafka_samples import api_versions, message, normalise, project
 
 SERVED = {  # kafka.md's "serve" column plus the admin APIs: (min, max)
     ApiKey.API_VERSIONS: (0, 4), ApiKey.METADATA: (0, 12), ApiKey.PRODUCE: (0, 11),

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 
-from conftest import LiveBroker
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from rocketport.core.batch import iter_records
 from rocketport.core.filter import compile_filter
 from rocketport.core.message import Message
 from rocketport.core.store.record import HEADER_SIZE, I32, POS_BODY_LENGTH
+
+from tests.support.live_broker import LiveBroker
 
 TIMEOUT_S = 20
 

@@ -14,11 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_samples import api_versions, message, normalise, project
 from rocketport.protocols.kafka import codec
 from rocketport.protocols.kafka.connection import KafkaServerConnection
 from rocketport.protocols.kafka.events import RequestReceived
 from rocketport.protocols.kafka.schema import APIS
+
+from .kafka_samples import api_versions, message, normalise, project
 
 kp_admin = pytest.importorskip("kafka.protocol.admin")
 import kafka.protocol.consumer as kp_consumer  # noqa: E402

@@ -8,9 +8,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import LiveBroker, start_broker
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewPartitions, NewTopic
+
+from tests.support.kafka import start_broker
+from tests.support.live_broker import LiveBroker
 
 TIMEOUT_S = 20
 
@@ -137,7 +139,7 @@ def test_admin_create_list_delete_topics(live_broker):
 
 def test_idempotent_state_survives_restart(tmp_path):
     """A restarted broker still knows the producer's sequences: a retried batch is not stored twice."""
-    from kafka_raw import RawClient, encode_batch
+    from .kafka_raw import RawClient, encode_batch
 
     live = start_broker(str(tmp_path / "store"))
     try:

@@ -17,8 +17,10 @@ from rocketport.protocols.kafka.events import SaslTokenReceived
 from rocketport.protocols.kafka.errors import ErrorCode
 from rocketport.protocols.kafka.schema import ApiKey
 
-from conftest import LiveBroker, start_broker
-from kafka_raw import RawClient, encode_batch
+from tests.support.kafka import start_broker
+from tests.support.live_broker import LiveBroker
+
+from .kafka_raw import RawClient, encode_batch
 
 ACL = """\
 accounts:

@@ -8,13 +8,15 @@ import struct
 import time
 
 import pytest
-from conftest import LiveBroker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kafka_raw import FETCH_V, PRODUCE_V, RawClient, encode_batch
 from rocketport.core.batch import Record, build_batch, iter_records
 from rocketport.protocols.kafka.errors import ErrorCode
 from rocketport.protocols.kafka.schema import APIS, ApiKey
+
+from tests.support.live_broker import LiveBroker
+
+from .kafka_raw import FETCH_V, PRODUCE_V, RawClient, encode_batch
 
 
 def create_topic(live: LiveBroker, name: str, partitions: int = 1) -> None:
@@ -130,7 +132,7 @@ def test_compression_bomb_is_refused_and_stores_nothing(any_loop_broker):
 
 
 def test_message_too_large(tmp_path):
-    from conftest import start_broker
+    from tests.support.kafka import start_broker
 
     live = start_broker(str(tmp_path / "store"), max_message_size=4096)
     try:

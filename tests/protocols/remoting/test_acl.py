@@ -17,7 +17,7 @@ from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.server import BrokerServer
 
-from .conftest import start_live_broker, stop_live_broker
+from tests.support.live_broker import start_live_broker
 from .test_session import pull_request, run_with_server, send_request
 
 APP = ("app", "app-secret")
@@ -91,7 +91,7 @@ def test_cpp_client_with_credentials_produces_and_consumes_and_a_wrong_secret_st
         acl_config, tmp_path, caplog):
     pytest.importorskip("rocketmq.client", reason="needs the rocketmq test extra")
     caplog.set_level(logging.INFO, logger="rocketport.protocols.remoting.acl_hook")
-    live, thread = start_live_broker(acl_config)
+    live = start_live_broker(acl_config)
     try:
         live.call(lambda: live.server.broker.create_topic("Open", read_queue_nums=2, write_queue_nums=2))
         ns = live.namesrv
@@ -107,11 +107,11 @@ def test_cpp_client_with_credentials_produces_and_consumes_and_a_wrong_secret_st
         assert "refused: No accessKey is configured" in caplog.text
         assert live.call(lambda: stored(live.server, "Open")) == 3
     finally:
-        stop_live_broker(live, thread)
+        live.stop()
 
 
 def test_admin_cli_signs_with_credentials_from_the_environment(acl_config):
-    live, thread = start_live_broker(acl_config)
+    live = start_live_broker(acl_config)
     try:
         def admin(*args: str, **env: str) -> subprocess.CompletedProcess:
             return subprocess.run([sys.executable, "-m", "rocketport", "admin", args[0], "-n", live.namesrv,
@@ -128,4 +128,4 @@ def test_admin_cli_signs_with_credentials_from_the_environment(acl_config):
             assert time.monotonic() < deadline
             time.sleep(0.05)
     finally:
-        stop_live_broker(live, thread)
+        live.stop()

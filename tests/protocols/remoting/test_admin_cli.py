@@ -13,7 +13,8 @@ import pytest
 
 from rocketport.core.config import ProtocolConfig
 
-from .conftest import free_port, start_live_broker, stop_live_broker
+from tests.support.live_broker import start_live_broker
+from tests.support.remoting import free_port
 
 
 def admin(live, *args: str, expect: int = 0, columns: int = 400) -> str:
@@ -213,7 +214,7 @@ def test_send_message_creates_a_missing_topic_through_a_standalone_name_server(r
             time.sleep(0.2)
         config = dataclasses.replace(remoting_config, namesrv=ProtocolConfig(False, 0),
                                      namesrv_addr=f"127.0.0.1:{port}")
-        live, thread = start_live_broker(config)
+        live = start_live_broker(config)
         try:
             while live.addr not in run_cli("clusterList", "-n", f"127.0.0.1:{port}").stdout:
                 assert time.monotonic() < deadline, "broker did not register"
@@ -224,7 +225,7 @@ def test_send_message_creates_a_missing_topic_through_a_standalone_name_server(r
             assert sent["status"] == "SEND_OK" and sent["broker"] == live.addr, sent
             assert live.call(lambda: live.server.broker.get_topic("ViaRegistry")) is not None
         finally:
-            stop_live_broker(live, thread)
+            live.stop()
     finally:
         namesrv.terminate()
         namesrv.wait(30)
@@ -232,10 +233,10 @@ def test_send_message_creates_a_missing_topic_through_a_standalone_name_server(r
 
 @pytest.mark.timeout(180)
 def test_send_message_to_a_missing_topic_says_why_when_auto_create_is_off(remoting_config):
-    live, thread = start_live_broker(dataclasses.replace(remoting_config, auto_create_topic_enable=False))
+    live = start_live_broker(dataclasses.replace(remoting_config, auto_create_topic_enable=False))
     try:
         error = admin(live, "sendMessage", "-t", "NotMadeOnSend", "-p", "x", expect=1)
         assert "NotMadeOnSend" in error and "autoCreateTopicEnable" in error and "updateTopic" in error, error
         assert live.call(lambda: live.server.broker.get_topic("NotMadeOnSend")) is None
     finally:
-        stop_live_broker(live, thread)
+        live.stop()

@@ -14,7 +14,7 @@ from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.server import BrokerServer
 
-from .conftest import run_async
+from tests.support.aio import run as run_async
 
 
 def heartbeat(client_id: str) -> RemotingCommand:

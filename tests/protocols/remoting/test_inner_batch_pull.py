@@ -15,7 +15,7 @@ from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.messages import decode_message_ext_records
 from rocketport.server import BrokerServer
 
-from .conftest import run_async
+from tests.support.aio import run as run_async
 
 
 def pull(offset: int, expression: str = "*") -> object:

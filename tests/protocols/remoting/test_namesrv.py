@@ -15,7 +15,8 @@ from rocketport.protocols.remoting.namesrv import NameServerHandlers, RouteRegis
 from rocketport.protocols.remoting.session import RemotingListener
 from rocketport.server import BrokerServer
 
-from .conftest import free_port, run_async
+from tests.support.aio import run as run_async
+from tests.support.remoting import free_port
 
 
 def test_registry_merges_brokers_and_expires_silent_ones():

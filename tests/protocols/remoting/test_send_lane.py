@@ -15,7 +15,8 @@ from rocketport.protocols.remoting.events import CommandReceived
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
 from rocketport.protocols.remoting.messages import decode_message_ext_records
 
-from .conftest import frame_bytes, roundtrip, start_live_broker, stop_live_broker
+from tests.support.live_broker import start_live_broker
+from tests.support.remoting import frame_bytes, roundtrip
 
 
 def send(opaque: int, topic: str, body: bytes, queue_id: int = 0, properties: str | None = None,
@@ -51,7 +52,7 @@ def stored(live, topic: str, queue_id: int) -> list:
 
 
 def test_pipelined_sends_are_stored_in_order_and_each_answered(remoting_config):
-    live, thread = start_live_broker(remoting_config)
+    live = start_live_broker(remoting_config)
     try:
         live.call(lambda: live.server.broker.create_topic("Lane", read_queue_nums=4, write_queue_nums=4))
         sends = [send(i, "Lane", b"body-%d" % i, queue_id=i % 4) for i in range(1, 81)]
@@ -71,12 +72,12 @@ def test_pipelined_sends_are_stored_in_order_and_each_answered(remoting_config):
                 msg_id = got[i].ext_fields["msgId"]
                 assert decode_offset_msg_id(msg_id).commit_log_offset == record.commit_log_offset
     finally:
-        stop_live_broker(live, thread)
+        live.stop()
 
 
 def test_declined_requests_keep_their_place_and_errors_stay_with_their_request(remoting_config):
     config = dataclasses.replace(remoting_config, max_message_size=4096)
-    live, thread = start_live_broker(config)
+    live = start_live_broker(config)
     try:
         live.call(lambda: live.server.broker.create_topic("Mixed", read_queue_nums=2, write_queue_nums=2))
         oneway = send(4, "Mixed", b"oneway")
@@ -102,12 +103,12 @@ def test_declined_requests_keep_their_place_and_errors_stay_with_their_request(r
         assert [got[i].ext_fields["queueOffset"] for i in (1, 7, 8)] == ["0", "2", "3"]
         assert [bytes(r.body) for r in stored(live, "AutoCreated", 0)] == [b"new topic"]
     finally:
-        stop_live_broker(live, thread)
+        live.stop()
 
 
 def test_a_read_larger_than_a_commitlog_segment_is_stored_message_by_message(remoting_config):
     config = dataclasses.replace(remoting_config, mapped_file_size_commit_log=64 * 1024)
-    live, thread = start_live_broker(config)
+    live = start_live_broker(config)
     try:
         live.call(lambda: live.server.broker.create_topic("Big", read_queue_nums=1, write_queue_nums=1))
         sends = [send(i, "Big", bytes([i]) * 2048) for i in range(1, 61)]  # ~130 KiB in one write
@@ -122,4 +123,4 @@ def test_a_read_larger_than_a_commitlog_segment_is_stored_message_by_message(rem
         assert len({decode_offset_msg_id(got[i].ext_fields["msgId"]).commit_log_offset >> 16
                     for i in range(1, 61)}) > 1  # the messages span segments
     finally:
-        stop_live_broker(live, thread)
+        live.stop()

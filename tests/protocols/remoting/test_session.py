@@ -27,7 +27,9 @@ from rocketport.core.batch.message_batch import BatchMessage, encode_batch
 from rocketport.protocols.remoting.messages import decode_message_ext_records
 from rocketport.server import BrokerServer
 
-from .conftest import frame_bytes, roundtrip, run_async, start_live_broker, stop_live_broker
+from tests.support.aio import run as run_async
+from tests.support.live_broker import start_live_broker
+from tests.support.remoting import frame_bytes, roundtrip
 
 
 def send_request(topic: str, body: bytes, queue_id: int = 0) -> RemotingCommand:
@@ -152,7 +154,7 @@ def _healthy(addr: tuple[str, int]) -> bool:
 
 
 def test_bad_frames_close_only_their_connection(remoting_config):
-    live, thread = start_live_broker(remoting_config)
+    live = start_live_broker(remoting_config)
     try:
         host, port = live.addr.split(":")
         addr = (host, int(port))
@@ -168,7 +170,7 @@ def test_bad_frames_close_only_their_connection(remoting_config):
         assert roundtrip(addr, struct.pack(">iI", 6, (7 << 24) | 2) + b"{}") == []
         assert _healthy(addr)
     finally:
-        stop_live_broker(live, thread)
+        live.stop()
 
 
 _VALID = [
@@ -201,7 +203,7 @@ def mutated_frames(draw) -> bytes:
 
 
 def test_fuzzed_frames_never_take_the_broker_down(remoting_config):
-    live, thread = start_live_broker(remoting_config)
+    live = start_live_broker(remoting_config)
     try:
         host, port = live.addr.split(":")
         addr = (host, int(port))
@@ -216,11 +218,11 @@ def test_fuzzed_frames_never_take_the_broker_down(remoting_config):
         assert _healthy(addr)
         assert live.call(lambda: live.server.broker.running)
     finally:
-        stop_live_broker(live, thread)
+        live.stop()
 
 
 def test_binary_serialized_request_is_answered_in_kind(remoting_config):
-    live, thread = start_live_broker(remoting_config)
+    live = start_live_broker(remoting_config)
     try:
         host, port = live.addr.split(":")
         probe = request(RequestCode.GET_MIN_OFFSET, {"topic": "Any", "queueId": "0"})
@@ -236,7 +238,7 @@ def test_binary_serialized_request_is_answered_in_kind(remoting_config):
         assert (event.command.opaque, event.command.code) == (99, ResponseCode.SUCCESS)
         assert event.command.ext_fields["offset"] == "0"
     finally:
-        stop_live_broker(live, thread)
+        live.stop()
 
 
 def test_single_sends_in_both_serialize_types_store_properties_as_sent(remoting_config):

@@ -16,7 +16,7 @@ from rocketport.protocols.remoting.headers import SendMessageRequestHeader, enco
 from rocketport.protocols.remoting.messages import decode_message_ext_records, decode_offset_msg_id
 from rocketport.server import BrokerServer
 
-from .conftest import run_async
+from tests.support.aio import run as run_async
 
 
 def prepared(topic: str, body: bytes, uniq: str) -> RemotingCommand:

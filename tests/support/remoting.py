@@ -1,0 +1,47 @@
+"""Remoting test support: raw frames over a socket, free ports, the ACL tests' plain_acl.yml."""
+
+from __future__ import annotations
+
+import socket
+
+from rocketport.protocols.remoting import RemotingCommand, RemotingConnection, encode_command
+
+
+def frame_bytes(command: RemotingCommand) -> bytes:
+    return b"".join(bytes(part) for part in encode_command(command))
+
+
+def roundtrip(addr: tuple[str, int], data: bytes, timeout: float = 5.0) -> list:
+    """Send ``data`` in one write, half-close, read until the server closes; decoded events."""
+    conn = RemotingConnection()
+    events = []
+    with socket.create_connection(addr, timeout=timeout) as sock:
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        while chunk := sock.recv(65536):
+            events.extend(conn.receive_data(chunk))
+    return events
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# plain_acl.yml for the ACL tests: "app" may publish and subscribe Open, only subscribe
+# ReadOnly, nothing else; "ops" is an admin
+ACL_FILE = """\
+accounts:
+  - accessKey: app
+    secretKey: app-secret
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms:
+      - Closed=DENY
+      - Open=PUB|SUB
+      - ReadOnly=SUB
+  - accessKey: ops
+    secretKey: ops-secret
+    admin: true
+"""
