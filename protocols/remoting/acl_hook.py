@@ -12,6 +12,7 @@ broker answers, and nothing is done.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from rocketport.core.auth.plain_acl import (
@@ -31,48 +32,110 @@ from .session import FastLane, RemotingSession, RequestHandler
 
 log = logging.getLogger(__name__)
 
-_ADMIN_CODES = frozenset({RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.UPDATE_BROKER_CONFIG,
-                          RequestCode.DELETE_TOPIC_IN_BROKER,
-                          RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-                          RequestCode.DELETE_SUBSCRIPTIONGROUP})
 _RETRY_PREFIX = "%RETRY%"
 
+Resources = dict[str, int]  # topic (or %RETRY%group) -> the permission a request needs
+_Rule = Callable[[dict[str, str], Buffer], Resources]
 
-def needed_resources(code: int, ext: dict[str, str], body: Buffer) -> dict[str, int]:
-    """Topic (and %RETRY%group) -> the permission the request needs."""
-    out: dict[str, int] = {}
 
-    def send(topic: str | None, group: str | None) -> None:
-        if topic is not None and topic.startswith(_RETRY_PREFIX):
-            out[group_resource(group or "")] = SUB  # a retry is the group's business
-        elif topic is not None:
-            out[topic] = PUB
+def _signed_only(ext: dict[str, str], body: Buffer) -> Resources:
+    """A valid signature is enough (RocketMQ checks no resource for these either)."""
+    return {}
 
-    if code == RequestCode.SEND_MESSAGE:
-        send(ext.get("topic"), ext.get("producerGroup"))
-    elif code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-        send(ext.get("b", ext.get("topic")), ext.get("a", ext.get("producerGroup")))
-    elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
-        out[group_resource(ext.get("group", ""))] = SUB
-    elif code == RequestCode.PULL_MESSAGE:
-        out[ext.get("topic", "")] = SUB
-        out[group_resource(ext.get("consumerGroup", ""))] = SUB
-    elif code == RequestCode.QUERY_MESSAGE:
-        out[ext.get("topic", "")] = SUB
-    elif code == RequestCode.HEART_BEAT:
-        data = bodies.decode_body(bodies.HeartbeatData, body)
-        for consumer in data.consumer_data_set:
-            out[group_resource(consumer.group_name)] = SUB
-            for sub in consumer.subscription_data_set:
-                if not sub.topic.startswith(_RETRY_PREFIX):
-                    out[sub.topic] = SUB
-    elif code in (RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP):
-        if ext.get("consumerGroup"):
-            out[group_resource(ext["consumerGroup"])] = SUB
-    elif code in (RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.QUERY_CONSUMER_OFFSET):
-        out[group_resource(ext.get("consumerGroup", ""))] = SUB
-        out[ext.get("topic", "")] = SUB
+
+def _sent_to(topic: str | None, group: str | None) -> Resources:
+    if topic is not None and topic.startswith(_RETRY_PREFIX):
+        return {group_resource(group or ""): SUB}  # a retry is the group's business
+    return {topic: PUB} if topic is not None else {}
+
+
+def _topic(ext: dict[str, str], body: Buffer) -> Resources:
+    """Reading a topic (a retry topic's name is its group's resource name)."""
+    return {ext.get("topic", ""): SUB}
+
+
+def _group(field: str) -> _Rule:
+    return lambda ext, body: {group_resource(ext.get(field, "")): SUB}
+
+
+def _topic_and_group(ext: dict[str, str], body: Buffer) -> Resources:
+    return {**_topic(ext, body), group_resource(ext.get("consumerGroup", "")): SUB}
+
+
+def _heartbeat(ext: dict[str, str], body: Buffer) -> Resources:
+    out: Resources = {}
+    for consumer in bodies.decode_body(bodies.HeartbeatData, body).consumer_data_set:
+        out[group_resource(consumer.group_name)] = SUB
+        for sub in consumer.subscription_data_set:
+            if not sub.topic.startswith(_RETRY_PREFIX):
+                out[sub.topic] = SUB
     return out
+
+
+def _locks(ext: dict[str, str], body: Buffer) -> Resources:
+    return {group_resource(bodies.decode_body(bodies.LockBatchRequestBody, body).consumer_group): SUB}
+
+
+def _optional_group(ext: dict[str, str], body: Buffer) -> Resources:
+    group = ext.get("consumerGroup")
+    return {group_resource(group): SUB} if group else {}
+
+
+_ADMIN = object()  # the account must be an admin; no resource beyond that
+
+# Every code the broker serves has a rule here; a code without one is refused under ACL
+# (deny by default), so a request code added to the router is closed until given a rule.
+# Resources follow RocketMQ's PlainAccessValidator, plus batch sends and the offset and
+# timestamp queries on a topic (which it leaves unchecked).
+RULES: dict[int, _Rule | object] = {
+    RequestCode.SEND_MESSAGE: lambda ext, body: _sent_to(ext.get("topic"), ext.get("producerGroup")),
+    RequestCode.SEND_MESSAGE_V2: lambda ext, body: _sent_to(ext.get("b", ext.get("topic")),
+                                                            ext.get("a", ext.get("producerGroup"))),
+    RequestCode.SEND_BATCH_MESSAGE: lambda ext, body: _sent_to(ext.get("b", ext.get("topic")),
+                                                               ext.get("a", ext.get("producerGroup"))),
+    RequestCode.CONSUMER_SEND_MSG_BACK: _group("group"),
+    RequestCode.PULL_MESSAGE: _topic_and_group,
+    RequestCode.QUERY_CONSUMER_OFFSET: _topic_and_group,
+    RequestCode.UPDATE_CONSUMER_OFFSET: _topic_and_group,
+    RequestCode.QUERY_MESSAGE: _topic,
+    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: _topic,
+    RequestCode.GET_MAX_OFFSET: _topic,
+    RequestCode.GET_MIN_OFFSET: _topic,
+    RequestCode.GET_EARLIEST_MSG_STORETIME: _topic,
+    RequestCode.HEART_BEAT: _heartbeat,
+    RequestCode.UNREGISTER_CLIENT: _optional_group,
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP: _optional_group,
+    RequestCode.LOCK_BATCH_MQ: _locks,
+    RequestCode.UNLOCK_BATCH_MQ: _locks,
+    RequestCode.END_TRANSACTION: _signed_only,
+    RequestCode.VIEW_MESSAGE_BY_ID: _signed_only,
+    RequestCode.GET_ALL_TOPIC_CONFIG: _signed_only,
+    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: _signed_only,
+    RequestCode.GET_BROKER_RUNTIME_INFO: _signed_only,
+    RequestCode.GET_CONSUMER_CONNECTION_LIST: _signed_only,
+    RequestCode.GET_PRODUCER_CONNECTION_LIST: _signed_only,
+    RequestCode.GET_TOPIC_STATS_INFO: _signed_only,
+    RequestCode.GET_CONSUME_STATS: _signed_only,
+    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: _signed_only,
+    RequestCode.GET_BROKER_CONFIG: _signed_only,
+    RequestCode.UPDATE_AND_CREATE_TOPIC: _ADMIN,
+    RequestCode.DELETE_TOPIC_IN_BROKER: _ADMIN,
+    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: _ADMIN,
+    RequestCode.DELETE_SUBSCRIPTIONGROUP: _ADMIN,
+    RequestCode.UPDATE_BROKER_CONFIG: _ADMIN,
+    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: _ADMIN,
+    RequestCode.CLONE_GROUP_OFFSET: _ADMIN,
+}
+
+
+def needed_resources(code: int, ext: dict[str, str], body: Buffer) -> tuple[Resources, bool]:
+    """(resources -> permission, needs admin) for a request; AclError for a code with no rule."""
+    rule = RULES.get(code)
+    if rule is None:
+        raise AclError(f"request code {code} has no access rule: refused")
+    if rule is _ADMIN:
+        return {}, True
+    return rule(ext, body), False  # type: ignore[operator]
 
 
 class AclCheckedHandlers:
@@ -90,9 +153,10 @@ class AclCheckedHandlers:
         self.lane = _CheckedLane(inner.lane, self._allowed) if inner.lane is not None else None
 
     def _check(self, peer: tuple[str, int], code: int, ext: dict[str, str], body: Buffer) -> None:
+        resources, needs_admin = needed_resources(code, ext, body)
         self.acl.validate(AccessRequest(
             peer[0], ext.get(ACCESS_KEY), ext.get(SIGNATURE), signed_content(ext, body),
-            needed_resources(code, ext, body), code in _ADMIN_CODES))
+            resources, needs_admin))
 
     def _allowed(self, session: RemotingSession, header: dict[str, Any], body: Buffer) -> bool:
         try:  # non-string extFields raise here too: the general path coerces them

@@ -129,3 +129,31 @@ def test_admin_cli_signs_with_credentials_from_the_environment(acl_config):
             time.sleep(0.05)
     finally:
         live.stop()
+
+
+def test_every_served_code_has_an_access_rule_and_an_unlisted_code_is_refused(acl_config):
+    from rocketport.core.auth.plain_acl import AclError
+    from rocketport.protocols.remoting.acl_hook import RULES, needed_resources
+
+    async def scenario(server: BrokerServer) -> None:
+        for topic in ("Open", "Closed"):
+            server.broker.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
+        served = set(server.front_ends["remoting"].handlers._routes)
+        assert served, "the router serves codes"
+        assert served - set(RULES) == set(), "a served code without an access rule"
+        with pytest.raises(AclError, match="no access rule"):
+            needed_resources(RequestCode.GET_KV_CONFIG, {}, b"")
+        addr = server.front_ends["remoting"].broker_addr()
+        ops = ("ops", "ops-secret")  # even an admin account is refused a code with no rule
+        async with await RemotingClient.connect(addr, credentials=ops) as client:
+            resp = await client.invoke(request(RequestCode.GET_KV_CONFIG, {"namespace": "n", "key": "k"}))
+            assert resp.code == ResponseCode.SYSTEM_ERROR
+            assert resp.remark == f"AclException: request code {int(RequestCode.GET_KV_CONFIG)} has no access rule: refused"
+        # the offset queries on a topic now need SUB on it (they were unchecked)
+        async with await RemotingClient.connect(addr, credentials=APP) as client:
+            resp = await client.invoke(request(RequestCode.GET_MAX_OFFSET, {"topic": "Closed", "queueId": "0"}))
+            assert resp.remark == "AclException: No permission for topic Closed (accessKey=app)"
+            resp = await client.invoke(request(RequestCode.GET_MAX_OFFSET, {"topic": "Open", "queueId": "0"}))
+            assert resp.code == ResponseCode.SUCCESS
+
+    run_with_server(acl_config, scenario)
