@@ -24,23 +24,14 @@ def config(root: str) -> BrokerConfig:
                         namesrv=ProtocolConfig(True, 0, "127.0.0.1"))
 
 
-def _addresses(server: BrokerServer) -> tuple[int, str]:
-    """(Kafka port, remoting host:port): from the front-end registry, or from the named
-    attributes the server had before it (the tree moves while this test is written)."""
-    front_ends = getattr(server, "front_ends", None)
-    if front_ends is not None:
-        return front_ends["kafka"].endpoints()[0][2], front_ends["remoting"].broker_addr()
-    return server.kafka.port, server.remoting.broker_addr()
-
-
 async def main(root: str) -> None:
     server = BrokerServer(config(root))
     await server.start()
     broker = server.broker
     if broker.get_topic(TOPIC) is None:
         await broker.create_topic_ready(TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
-    kafka_port, remoting_addr = _addresses(server)
-    print(json.dumps({"kafka": kafka_port, "remoting": remoting_addr,
+    print(json.dumps({"kafka": server.front_ends["kafka"].endpoints()[0][2],
+                      "remoting": server.front_ends["remoting"].broker_addr(),
                       "recovery": broker.store.recovery_report,
                       "crashed": broker.store.recovered_from_crash}), flush=True)
     await asyncio.Event().wait()  # until SIGKILL
