@@ -171,6 +171,11 @@ class Broker:
         self.producer_manager = ProducerManager(config.channel_expired_timeout)
         self.lock_manager = RebalanceLockManager(config.rebalance_lock_max_live_time)
 
+    @property
+    def store_host(self) -> bytes:
+        """This broker's store host (IPv4 + port, 8 bytes), the head of every offsetMsgId."""
+        return self.store.store_host
+
     # ================================================================ lifecycle
     async def start(self) -> None:
         """Lock the store, then open (and recover) it before anything can be served.
@@ -677,10 +682,15 @@ class Broker:
         return await self.put_message(back.message)
 
     # ================================================================ transactions
-    def set_transaction_checker(self, checker: TransactionChecker | None) -> None:
-        """Who answers check-backs: ``checker(producer_group, half) -> bool`` must ask a
-        producer of the group (without blocking) and return whether one was asked."""
-        self.transactions.checker = checker
+    def add_transaction_checker(self, checker: TransactionChecker) -> None:
+        """One more who answers check-backs (each front-end with producers adds its own):
+        ``checker(producer_group, half) -> bool`` must ask a producer of the group without
+        blocking and return whether one was asked; checkers are tried in order."""
+        self.transactions.checkers.append(checker)
+
+    def remove_transaction_checker(self, checker: TransactionChecker) -> None:
+        if checker in self.transactions.checkers:
+            self.transactions.checkers.remove(checker)
 
     async def end_transaction(self, producer_group: str, commit_log_offset: int,
                               commit: bool | None, *, from_check: bool = False) -> PutResult | None:

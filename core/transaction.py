@@ -120,7 +120,9 @@ class TransactionCheckService:
         self.timeout_ms = timeout_ms
         self.check_max = check_max
         self.interval_ms = interval_ms
-        self.checker: TransactionChecker | None = None
+        # every front-end that can reach producers adds one; a check-back asks them in
+        # order until one says it asked a producer of the group
+        self.checkers: list[TransactionChecker] = []
         # half queue offset -> op queue offset, for resolved halves at or past the progress
         self._removed: dict[int, int] = {}
         self._op_read = 0  # next op offset not yet read into _removed
@@ -234,15 +236,18 @@ class TransactionCheckService:
         self.stats.checked += 1
         stored = self.store.message_at(result.commit_log_offset)
         group = props.get(PROPERTY_PRODUCER_GROUP, "")
-        if self.checker is None or stored is None:
+        if not self.checkers or stored is None:
             log.warning("no transaction checker for group %r; half %d re-queued", group,
                         half.queue_offset)
             return
-        try:
-            asked = self.checker(group, stored)
-        except Exception:
-            log.exception("transaction checker failed for group %r", group)
-            asked = False
+        asked = False
+        for checker in self.checkers:
+            try:
+                asked = checker(group, stored)
+            except Exception:
+                log.exception("transaction checker failed for group %r", group)
+            if asked:
+                break
         if not asked:
             log.info("no producer of group %r to check half %d", group, stored.queue_offset)
 

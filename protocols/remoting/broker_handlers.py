@@ -99,7 +99,7 @@ class BrokerHandlers:
         self.consumers = broker.consumer_manager
         self.producers = broker.producer_manager
         self.consumers.add_listener(self._consumer_ids_changed)
-        broker.set_transaction_checker(self._check_transaction)
+        broker.add_transaction_checker(self.check_transaction)
         self.broker_addr = f"{self.config.broker_ip1}:{self.config.listen_port}"
         # Under SYNC_FLUSH a send must wait for its flush: every send takes the handlers.
         self.lane = None if self.config.sync_flush else SendLane(broker)
@@ -359,7 +359,7 @@ class BrokerHandlers:
                                           from_check=h.from_transaction_check)
         return make_response(request, ResponseCode.SUCCESS)
 
-    def _check_transaction(self, producer_group: str, half: MessageExt) -> bool:
+    def check_transaction(self, producer_group: str, half: MessageExt) -> bool:
         """The facade's checker: push CHECK_TRANSACTION_STATE (39) to one producer of the
         group, with the half message as the producer first saw it (real topic and queue)."""
         channel = self.producers.pick_channel(producer_group)

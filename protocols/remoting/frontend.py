@@ -70,3 +70,4 @@ class RemotingFrontEnd:
         if self.namesrv_listener is not None:
             await self.namesrv_listener.stop()
         await self.listener.stop()
+        self.broker.remove_transaction_checker(self.handlers.check_transaction)

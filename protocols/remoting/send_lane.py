@@ -104,7 +104,7 @@ class SendLane:
             if not isinstance(exc, BrokerError):
                 log.exception("send lane failed for %d sends from %s:%d", len(taken), *session.peer)
             results = [exc] * len(taken)
-        msg_id = offset_msg_id_template(self._broker.store.store_host)
+        msg_id = offset_msg_id_template(self._broker.store_host)
         frames: list[Buffer] = []
         for (item, opaque, version), result in zip(taken, results):
             if type(result) is tuple:

@@ -90,7 +90,7 @@ def test_half_messages_survive_sigkill_and_are_checked(tmp_path):
                     broker.end_transaction(group, half.commit_log_offset, True, from_check=True))
                 return True
 
-            broker.set_transaction_checker(checker)
+            broker.add_transaction_checker(checker)
             seen = await _drain(broker, "X", acked, 6)
             assert all(group == "P" for group, _ in asked)
             return seen

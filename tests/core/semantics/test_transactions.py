@@ -59,7 +59,7 @@ def test_rollback_hides_and_is_never_checked(sem_config):
         async with Broker(sem_config) as broker:
             broker.create_topic("T", read_queue_nums=2, write_queue_nums=2)
             asked = []
-            broker.set_transaction_checker(lambda g, h: asked.append(h) or True)
+            broker.add_transaction_checker(lambda g, h: asked.append(h) or True)
             half = await broker.put_message(_prepared())
             assert await broker.end_transaction("P", half.commit_log_offset, False) is None
             await asyncio.sleep(0.6)  # several check rounds past transactionTimeOut
@@ -79,7 +79,7 @@ def test_unknown_is_checked_back_and_answered(sem_config):
                     broker.end_transaction(group, half.commit_log_offset, True, from_check=True))
                 return True
 
-            broker.set_transaction_checker(checker)
+            broker.add_transaction_checker(checker)
             half = await broker.put_message(_prepared())
             assert await broker.end_transaction("P", half.commit_log_offset, None) is None
             for _ in range(100):
@@ -98,7 +98,7 @@ def test_unanswered_half_is_discarded_after_check_max(sem_config):
     async def main():
         async with Broker(sem_config) as broker:
             asked = []
-            broker.set_transaction_checker(lambda g, h: asked.append(h) or True)
+            broker.add_transaction_checker(lambda g, h: asked.append(h) or True)
             await broker.put_message(_prepared())
             for _ in range(200):
                 if broker.max_offset(CHECK_MAX_TIME_TOPIC, 0):
@@ -134,7 +134,7 @@ def test_pending_half_is_checked_after_restart(sem_config):
             await broker.put_message(_prepared(b"pending"))
         async with Broker(sem_config) as broker:
             asked = []
-            broker.set_transaction_checker(lambda g, h: asked.append(h.body) or True)
+            broker.add_transaction_checker(lambda g, h: asked.append(h.body) or True)
             for _ in range(100):
                 if asked:
                     break
