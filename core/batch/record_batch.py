@@ -42,6 +42,7 @@ __all__ = [
     "Record",
     "batch_payload",
     "build_batch",
+    "iter_payload_records",
     "iter_records",
     "parse_header",
     "record_keys",
@@ -231,6 +232,12 @@ def batch_payload(batch: Buffer) -> tuple[int, bytes]:
 def iter_records(batch: Buffer) -> Iterator[Record]:
     """Decode the records of one batch, decompressing its payload first when needed."""
     count, data = batch_payload(batch)
+    return _decode_records(data, count)
+
+
+def iter_payload_records(data: bytes, count: int) -> Iterator[Record]:
+    """Decode ``count`` records of a payload already decompressed: a caller that had to look
+    inside it (record_tags) does not pay for decompression twice."""
     return _decode_records(data, count)
 
 

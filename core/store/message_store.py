@@ -28,6 +28,7 @@ from typing import Callable, Iterator, Protocol
 from ..batch.message_batch import ENTRY_HEAD
 from ..batch.messages import batch_messages
 from ..batch.record_batch import iter_records, parse_header
+from ..batch.record_tags import batch_tags
 from ..config import BrokerConfig
 from ..message_id import offset_msg_id, offset_msg_id_template
 from ..errors import BrokerError, InvalidMessage, MessageTooLarge, StoreUnavailable
@@ -383,15 +384,34 @@ class MessageStore:
         return msg.queue_offset <= cq.max_offset - 1 < msg.queue_offset + count
 
     def _dispatch_from_record(self, phys: int, info: RecordInfo) -> _Dispatch:
-        if info.sys_flag & INNER_BATCH_FLAG:
-            count = int(info.properties.get(PROPERTY_INNER_NUM, "1"))
-            code = self._code_of(info.topic, info.properties)
-            entries = CQ_ENTRY.pack(phys, -info.total_size, code) * count
-        else:
-            entries = CQ_ENTRY.pack(phys, info.total_size,
-                                    self._code_of(info.topic, info.properties))
-        return _Dispatch(info.topic, info.queue_id, info.queue_offset, entries,
-                         phys + info.total_size)
+        """The ConsumeQueue entries live dispatch made for a scanned record. An inner batch
+        gets one tags code per record, from each record's tag header (core.batch.record_tags,
+        as the Kafka front-end computes them on produce), each through the store's tags-code
+        rule; its records are decoded only when the header's name occurs in them, and not
+        at all when a TAGS property says every record has that one tag."""
+        topic, props, size = info.topic, info.properties, info.total_size
+        if not info.sys_flag & INNER_BATCH_FLAG:
+            entries = CQ_ENTRY.pack(phys, size, self._code_of(topic, props))
+            return _Dispatch(topic, info.queue_id, info.queue_offset, entries, phys + size)
+        count = int(props.get(PROPERTY_INNER_NUM, "1"))
+        tags = None
+        if PROPERTY_TAGS not in props:
+            view = self.commitlog.slice(phys, size)
+            try:
+                tags = batch_tags(view[info.body_offset:info.body_offset + info.body_length],
+                                  self.config.kafka_tag_header)
+            except ValueError as exc:  # CorruptBatch: it was checked when stored, so rare
+                log.warning("inner batch at %d: no per-record tags (%s)", phys, exc)
+            if tags is not None and len(tags) != count:
+                log.warning("inner batch at %d: %d records, INNER_NUM %d", phys, len(tags), count)
+                tags = None
+        if tags is None:
+            entries = CQ_ENTRY.pack(phys, -size, self._code_of(topic, props)) * count
+        else:  # a record's code as the rule gives it for a message with that TAGS
+            entry = {tag: CQ_ENTRY.pack(phys, -size, self._code_of(
+                topic, {**props, PROPERTY_TAGS: tag} if tag else props)) for tag in set(tags)}
+            entries = b"".join(map(entry.__getitem__, tags))
+        return _Dispatch(topic, info.queue_id, info.queue_offset, entries, phys + size)
 
     # ================================================================ dispatch
     def _consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:

@@ -13,7 +13,6 @@ Never answers acks=0 (the session drops the response) and never touches sockets.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from collections.abc import Callable
 from typing import Any, Final
@@ -22,16 +21,15 @@ from rocketport.core.batch import (
     CompressionError,
     CorruptBatch,
     decompress,
-    iter_records,
     parse_header,
     split_batches,
     verify_crc,
 )
 from rocketport.core.batch.record_batch import ATTR_COMPRESSION_MASK, HEADER_SIZE
+from rocketport.core.batch.record_tags import codes_and_shared, payload_tags
 from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError, MessageTooLarge
 from rocketport.core.message import PROPERTY_TAGS
-from rocketport.core.tags import tags_code
 
 from .error_map import error_code_for
 from .errors import ErrorCode
@@ -62,8 +60,6 @@ class ProduceHandler:
         self.broker = broker
         self.producers = producers
         self.tag_header = tag_header
-        # re searches a memoryview in place, where ``in`` would need a copy to bytes
-        self._tag_search = re.compile(re.escape(tag_header.encode("utf-8"))).search
 
     async def handle(self, body: dict[str, Any], client_host: tuple[str, int],
                      may_write: Callable[[str], bool] | None = None) -> dict[str, Any]:
@@ -135,28 +131,19 @@ class ProduceHandler:
         if count > len(payload) // _MIN_RECORD_SIZE:
             # a count the payload cannot hold would make the store index phantom offsets
             raise CorruptBatch(f"{count} records cannot fit in {len(payload)} bytes")
-        if self._tag_search(payload) is not None:
-            tags_codes, properties = self._tags(view)
+        tags = payload_tags(payload, count, self.tag_header)  # None, undecoded, when no record has a tag
+        if tags is not None:
+            tags_codes, properties = self._tags(tags)
         return _Prepared(view, count, header.producer_id, header.producer_epoch, header.base_sequence,
                          header.base_timestamp, tags_codes, properties)
 
-    def _tags(self, view: memoryview) -> tuple[list[int], dict[str, str] | None]:
+    @staticmethod
+    def _tags(tags: list[str | None]) -> tuple[list[int], dict[str, str] | None]:
         """Per-record tags codes, and the batch's TAGS when all its records share one tag
-        (so exact filter checks and a crash recovery's re-dispatch see it too)."""
-        codes: list[int] = []
-        tags: set[str] = set()
-        name = self.tag_header
-        for record in iter_records(view):
-            tag = None
-            for hkey, hval in record.headers:
-                if hkey == name and hval is not None:
-                    tag = hval.decode("utf-8", "surrogateescape")
-                    break
-            codes.append(tags_code(tag))
-            tags.add(tag or "")
-        if len(tags) == 1 and "" not in tags:
-            return codes, {PROPERTY_TAGS: tags.pop()}
-        return codes, None
+        (so exact filter checks that read the batch whole see it too). Recovery derives the
+        same codes from the stored batch (core.batch.record_tags), so they survive a crash."""
+        codes, shared = codes_and_shared(tags)
+        return codes, ({PROPERTY_TAGS: shared} if shared is not None else None)
 
     async def _store(self, topic: str, partition: int, batch: _Prepared,
                      client_host: tuple[str, int]) -> tuple[ErrorCode, int]:
