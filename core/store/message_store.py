@@ -361,7 +361,9 @@ class MessageStore:
         self.recovery_report = {"reason": reason, "start": start, "verify_from": verify_from,
                                 "end": valid_end, "redispatched": dispatched,
                                 "truncated": scan.error}
-        log.info("store recovered: %s", self.recovery_report)
+        log.info("store recovered from %s: CommitLog %d..%d checked, %d records re-dispatched "
+                 "from %d%s", reason, verify_from, valid_end, dispatched, start,
+                 f"; torn tail cut: {scan.error}" if scan.error else "")
 
     def _cq_tail_ok(self, cq: ConsumeQueue) -> bool:
         """The last entry must point at a record of this queue with this queue offset."""
@@ -490,6 +492,8 @@ class MessageStore:
         key = (topic, queue_id)
         queue_offset = self._next_queue_offset.get(key, 0)
         now = time.time_ns() // 1_000_000
+        cq = self.consume_queues.get(key) or self._consume_queue(topic, queue_id)
+        cq.ensure_room(queue_offset, 1)  # a full disk refuses the put before it is written
         mf = self.commitlog.reserve(size)
         pos = mf.wrote_position
         phys = mf.file_from_offset + pos
@@ -508,7 +512,6 @@ class MessageStore:
         if self._sync:
             self._pending.append(_Dispatch(topic, queue_id, queue_offset, entry, end))
         else:
-            cq = self.consume_queues.get(key) or self._consume_queue(topic, queue_id)
             cq.put(queue_offset, entry, end)
             self.dispatched_offset = end
             for listener in self.dispatch_listeners:
@@ -578,6 +581,8 @@ class MessageStore:
             return out
         if start + total + END_FILE_MIN_BLANK_LENGTH > self.commitlog.file_size:
             return [self._append_alone(item) for item in items]  # the segment's end: rare
+        for key, (first, entries, _) in queues.items():  # a full disk refuses them here
+            (self.consume_queues.get(key) or self._consume_queue(*key)).ensure_room(first, len(entries))
         mf.view[start:start + total] = b"".join(parts)
         mf.wrote_position = start + total
         self.put_bytes += total
@@ -640,6 +645,7 @@ class MessageStore:
         offsets: list[int] = []
         cq_entries: list[bytes] = []
         parts: list[bytes | memoryview] = []
+        self._consume_queue(topic, queue_id).ensure_room(first, len(entries))
         mf = self.commitlog.reserve(total)
         phys = start = mf.file_from_offset + mf.wrote_position
         qo = first
@@ -703,6 +709,7 @@ class MessageStore:
             total = end - start
             if total > limit:
                 raise MessageTooLarge(total, limit)
+            self._consume_queue(topic, queue_id).ensure_room(first, len(offsets))
             mf = self.commitlog.reserve(total)
             if mf.file_from_offset + mf.wrote_position == start:
                 break
@@ -744,6 +751,7 @@ class MessageStore:
         base = QUEUE_OFFSET.pack(first)
         rest = memoryview(batch)[8:]
         crc = crc32(rest, crc32(base)) & 0x7FFFFFFF
+        self._consume_queue(topic, queue_id).ensure_room(first, count)
         # written in parts straight into the mapping: the batch is copied exactly once
         mf = self.commitlog.reserve(size)
         pos = mf.wrote_position
