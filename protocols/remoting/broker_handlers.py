@@ -46,7 +46,12 @@ from .codes import RequestCode, ResponseCode
 from .command import Buffer, RemotingCommand, make_response
 from .frame import JsonFrameTemplate
 from .errors import RemotingError
-from .headers import decode_header, decode_pull_message_header, decode_send_message_header
+from .headers import (
+    decode_header,
+    decode_pull_message_header,
+    decode_send_message_header,
+    encode_header,
+)
 from .lenient_json import loads_lenient
 from .mq_tables import MessageQueueKey as QueueKey, encode_body as encode_mq_body
 from .records import message_ext_record, pull_body
@@ -157,7 +162,8 @@ class BrokerHandlers:
         cfg = self.broker.groups.get(group)
         if cfg is not None and not cfg.notify_consumer_ids_changed_enable:
             return
-        self._push_to_consumers(group, RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group})
+        self._push_to_consumers(group, RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                                encode_header(headers.NotifyConsumerIdsChangedRequestHeader(group)))
 
     def _push_to_consumers(self, group: str, code: int, ext_fields: dict[str, str],
                            body: bytes = b"") -> None:
@@ -256,7 +262,8 @@ class BrokerHandlers:
                 return make_response(request, ResponseCode.QUERY_NOT_FOUND,
                                      "not found, maybe this group consumer boot first")
             offset = 0
-        return make_response(request, ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+        return make_response(request, ResponseCode.SUCCESS,
+                             ext_fields=encode_header(headers.QueryConsumerOffsetResponseHeader(offset)))
 
     async def update_consumer_offset(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
         h = decode_header(headers.UpdateConsumerOffsetRequestHeader, request.ext_fields)
@@ -266,17 +273,20 @@ class BrokerHandlers:
     async def search_offset(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
         h = decode_header(headers.SearchOffsetRequestHeader, request.ext_fields)
         offset = self.broker.offset_by_timestamp(h.topic, h.queue_id, h.timestamp)
-        return make_response(request, ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+        return make_response(request, ResponseCode.SUCCESS,
+                             ext_fields=encode_header(headers.SearchOffsetResponseHeader(offset)))
 
     async def get_max_offset(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
         h = decode_header(headers.GetMaxOffsetRequestHeader, request.ext_fields)
         offset = self.broker.max_offset(h.topic, h.queue_id)
-        return make_response(request, ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+        return make_response(request, ResponseCode.SUCCESS,
+                             ext_fields=encode_header(headers.GetMaxOffsetResponseHeader(offset)))
 
     async def get_min_offset(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
         h = decode_header(headers.GetMinOffsetRequestHeader, request.ext_fields)
         offset = self.broker.min_offset(h.topic, h.queue_id)
-        return make_response(request, ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+        return make_response(request, ResponseCode.SUCCESS,
+                             ext_fields=encode_header(headers.GetMinOffsetResponseHeader(offset)))
 
     async def get_earliest_msg_storetime(self, session: RemotingSession,
                                          request: RemotingCommand) -> RemotingCommand:
@@ -284,7 +294,8 @@ class BrokerHandlers:
         result = self.broker.get_messages(h.topic, h.queue_id,
                                           self.broker.min_offset(h.topic, h.queue_id), 1)
         stamp = next((m.store_timestamp for m in result.messages()), -1)
-        return make_response(request, ResponseCode.SUCCESS, ext_fields={"timestamp": str(stamp)})
+        return make_response(request, ResponseCode.SUCCESS,
+                             ext_fields=encode_header(headers.GetEarliestMsgStoretimeResponseHeader(stamp)))
 
     # ------------------------------------------------------------------ clients
     async def heart_beat(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
@@ -374,9 +385,9 @@ class BrokerHandlers:
         uniq = half.uniq_key or offset_id
         channel.push_oneway(RemotingCommand(
             code=RequestCode.CHECK_TRANSACTION_STATE,
-            ext_fields={"tranStateTableOffset": str(half.queue_offset),
-                        "commitLogOffset": str(half.commit_log_offset), "msgId": uniq,
-                        "transactionId": uniq, "offsetMsgId": offset_id},
+            ext_fields=encode_header(headers.CheckTransactionStateRequestHeader(
+                half.queue_offset, half.commit_log_offset, msg_id=uniq, transaction_id=uniq,
+                offset_msg_id=offset_id)),
             body=message_ext_record(shown)))
         return True
 
@@ -385,8 +396,8 @@ class BrokerHandlers:
         h = decode_header(headers.QueryMessageRequestHeader, request.ext_fields)
         found = self.broker.query_by_key(h.topic, h.key, max(1, min(h.max_num, 64)),
                                          h.begin_timestamp, h.end_timestamp or None)
-        fields = {"indexLastUpdateTimestamp": str(int(time.time() * 1000)),
-                  "indexLastUpdatePhyoffset": str(self.broker.stats().index_built_offset)}
+        fields = encode_header(headers.QueryMessageResponseHeader(
+            int(time.time() * 1000), self.broker.stats().index_built_offset))
         if not found:
             return make_response(request, ResponseCode.QUERY_NOT_FOUND,
                                  f"no message with key {h.key!r} in {h.topic!r}", fields)

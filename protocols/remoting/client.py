@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from .acl_sign import sign_request
 from .codes import RequestCode
-from .command import FLAG_ONEWAY, RemotingCommand
+from .command import RemotingCommand
 from .connection import RemotingConnection
 from .events import CommandReceived
 from .frame import encode_command
@@ -92,12 +92,6 @@ class RemotingClient:
             return await asyncio.wait_for(future, timeout_s)
         finally:
             self._pending.pop(request.opaque, None)
-
-    async def invoke_oneway(self, request: RemotingCommand) -> None:
-        request.opaque = next(self._opaque)
-        request.flag |= FLAG_ONEWAY
-        self._send(request)
-        await self._writer.drain()
 
     async def close(self) -> None:
         self._writer.close()

@@ -468,12 +468,6 @@ class UnregisterClientRequestHeader:
     consumer_group: str | None = None
 
 
-@dataclass(slots=True)
-class GetConsumerRunningInfoRequestHeader:
-    consumer_group: str
-    client_id: str
-    jstack_enable: bool = False
-
 
 # --- queries -------------------------------------------------------------------------------
 
@@ -555,10 +549,6 @@ class ResetOffsetRequestHeader:
     is_force: bool = ext("isForce", False)
 
 
-@dataclass(slots=True)
-class GetTopicsByClusterRequestHeader:
-    cluster: str
-
 
 @dataclass(slots=True)
 class QueryTopicConsumeByWhoRequestHeader:
@@ -606,28 +596,8 @@ class UnRegisterBrokerRequestHeader:
     broker_id: int
 
 
-@dataclass(slots=True)
-class DeleteTopicFromNamesrvRequestHeader:
-    topic: str
-    cluster_name: str | None = None
 
 
-@dataclass(slots=True)
-class WipeWritePermOfBrokerRequestHeader:
-    broker_name: str
-
-
-@dataclass(slots=True)
-class WipeWritePermOfBrokerResponseHeader:
-    wipe_topic_count: int
-
-
-@dataclass(slots=True)
-class QueryDataVersionRequestHeader:
-    broker_name: str
-    broker_addr: str
-    cluster_name: str
-    broker_id: int
 
 
 @dataclass(slots=True)

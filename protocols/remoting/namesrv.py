@@ -27,7 +27,7 @@ from . import bodies, headers
 from .client import RemotingClient, RemotingClientError, request
 from .codes import RequestCode, ResponseCode
 from .command import Buffer, RemotingCommand, make_response
-from .headers import decode_header
+from .headers import decode_header, encode_header
 from .session import RemotingSession
 
 log = logging.getLogger(__name__)
@@ -203,7 +203,8 @@ class NameServerHandlers:
                 self.routes.unregister(h.broker_addr)
                 return make_response(req, ResponseCode.SUCCESS)
             if code == RequestCode.QUERY_DATA_VERSION:
-                return make_response(req, ResponseCode.SUCCESS, ext_fields={"changed": "true"})
+                return make_response(req, ResponseCode.SUCCESS, ext_fields=encode_header(
+                    headers.QueryDataVersionResponseHeader(changed=True)))
         return make_response(req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                              f"request type {code} not supported")
 
@@ -216,7 +217,8 @@ class NameServerHandlers:
         body = bodies.decode_body(bodies.RegisterBrokerBody, req.body) if req.body else bodies.RegisterBrokerBody()
         registry.register(h.broker_addr, h.cluster_name, h.broker_name, h.broker_id,
                           body.topic_config_serialize_wrapper.topic_config_table)
-        return make_response(req, ResponseCode.SUCCESS, ext_fields={"haServerAddr": "", "masterAddr": ""},
+        return make_response(req, ResponseCode.SUCCESS, ext_fields=encode_header(
+                                 headers.RegisterBrokerResponseHeader(ha_server_addr="", master_addr="")),
                              body=bodies.encode_body(bodies.KVTable()))
 
 
