@@ -62,7 +62,8 @@ class CommitLog:
                 BLANK.pack_into(mf.view, mf.wrote_position, mf.remaining, BLANK_MAGIC_CODE)
                 mf.wrote_position = self.file_size
                 mf = next_file
-        except OSError as exc:  # e.g. ENOSPC from posix_fallocate: refuse the put, stay up
+        except OSError as exc:  # a full disk is DiskFull already (create_file); other
+            # failures to make a segment refuse the put too, and the broker stays up
             raise StoreUnavailable(f"cannot create a commit log segment: {exc.strerror}") from exc
         self._work_ahead(mf)
         return mf

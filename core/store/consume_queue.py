@@ -84,6 +84,25 @@ class ConsumeQueue:
         return max(self.min_logic_offset, self.queue.min_offset // CQ_ENTRY_SIZE)
 
     # -- write -----------------------------------------------------------------------------
+    def ensure_room(self, queue_offset: int, count: int) -> None:
+        """Make sure the segments ``count`` entries from ``queue_offset`` go to exist on disk.
+
+        The store calls it before it writes their record to the CommitLog: when the disk is
+        full, the put is then refused (DiskFull) with nothing written, instead of leaving a
+        stored record whose entry could not be written (a hole in the queue, and a put that
+        failed after its record was appended). A comparison when the last mapped segment has
+        room; else the missing segments are made (normally the preparer has made them, and
+        this finds them there), and `put` maps them when it gets there.
+        """
+        files = self.queue.files
+        end = (queue_offset + count) * CQ_ENTRY_SIZE
+        if files and end <= files[-1].file_from_offset + self.file_size:
+            return
+        pos = queue_offset * CQ_ENTRY_SIZE
+        start = files[-1].file_from_offset + self.file_size if files else pos - pos % self.file_size
+        for segment in range(start, end, self.file_size):
+            self.queue.make_file(segment)
+
     def put(self, queue_offset: int, entries: bytes, physical_end: int) -> None:
         """Write pre-packed entries starting at ``queue_offset``; ``physical_end`` is the
         commit-log offset just past their record(s).

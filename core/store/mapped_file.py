@@ -9,9 +9,16 @@ mapped page is first written.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap
 import os
+from collections.abc import Iterator
+
+from ..errors import DiskFull
+
+# what a file system answers when it has no room for a file (or its owner's quota is used)
+NO_SPACE = frozenset((errno.ENOSPC, errno.EDQUOT))
 
 
 def segment_name(offset: int) -> str:
@@ -30,6 +37,33 @@ def reserve(fd: int, path: str, file_size: int, preallocate: bool = True) -> Non
                 os.unlink(path)
                 raise
     os.ftruncate(fd, file_size)  # sparse (or a file system without fallocate)
+
+
+@contextlib.contextmanager
+def creating(path: str) -> Iterator[None]:
+    """Around the making of a file at ``path``: a full disk (ENOSPC, EDQUOT, from creating
+    the directory, the file or its reservation) is raised as DiskFull, a typed error the
+    front-ends answer with their own code; other OSErrors pass unchanged."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in NO_SPACE:
+            raise DiskFull(f"cannot create {path}: {exc.strerror}") from exc
+        raise
+
+
+def make_file(path: str, file_size: int) -> None:
+    """Create ``path`` on disk at its full size (reserved) unless it exists, without mapping
+    it; DiskFull if there is no room. Opening it later as a MappedFile cannot then fail for
+    space. Sized files already there (made by the SegmentPreparer) are left as they are."""
+    with creating(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size == 0:
+                reserve(fd, path, file_size)
+        finally:
+            os.close(fd)
 
 
 def drop_if_empty(path: str) -> bool:

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from .mapped_file import MappedFile, drop_if_empty, segment_name
+from .mapped_file import MappedFile, creating, drop_if_empty, make_file, segment_name
 from .segment_preparer import SUFFIX as PREPARING_SUFFIX
 from .segment_preparer import SegmentPreparer
 
@@ -44,10 +44,18 @@ class MappedFileQueue:
         return os.path.join(self.directory, segment_name(start_offset))
 
     def create_file(self, start_offset: int) -> MappedFile:
-        os.makedirs(self.directory, exist_ok=True)
-        mf = MappedFile(self.path_of(start_offset), self.file_size, create=True)
+        """Map segment ``start_offset`` as the new last one, creating it if needed;
+        DiskFull (nothing created) when the disk has no room for it."""
+        path = self.path_of(start_offset)
+        with creating(path):
+            os.makedirs(self.directory, exist_ok=True)
+            mf = MappedFile(path, self.file_size, create=True)
         self.files.append(mf)
         return mf
+
+    def make_file(self, start_offset: int) -> None:
+        """Create segment ``start_offset`` on disk without mapping it (see make_file)."""
+        make_file(self.path_of(start_offset), self.file_size)
 
     def prepare_next(self, preparer: SegmentPreparer, wanted: Callable[[], bool] = lambda: True,
                      owned_dir: str | None = None) -> Future:
