@@ -4,7 +4,7 @@ Run as a subprocess (the client is a C library: a crash must not take the caller
     python client.py produce NAMESRV TOPIC N [--mode sync|async|oneway|batch|orderly] [--tag T]
         [--key-prefix K] [--prop name=value ...]
     python client.py push NAMESRV TOPIC GROUP N [--expr EXPR] [--orderly]
-        [--timeout S]
+        [--timeout S] [--show-prop NAME ...]
     python client.py pull NAMESRV TOPIC GROUP N [--expr EXPR] [--timeout S]
 Every command takes --credentials ACCESS_KEY:SECRET_KEY (the client's ACL signing).
 Each line of stdout is one JSON object (a send result or a received message); the exit
@@ -103,7 +103,9 @@ def push(args: argparse.Namespace) -> int:
             received += 1
             _out({"topic": msg.topic, "body": msg.body.decode().rstrip("."), "tags": (msg.tags or b"").decode(),
                   "keys": (msg.keys or b"").decode(), "queue_id": msg.queue_id,
-                  "queue_offset": msg.queue_offset, "reconsume_times": msg.reconsume_times})
+                  "queue_offset": msg.queue_offset, "reconsume_times": msg.reconsume_times,
+                  "born_timestamp": msg.born_timestamp,
+                  "props": {name: (msg.get_property(name) or b"").decode() for name in args.show_prop}})
             if received >= args.n:
                 done.set()
 
@@ -155,6 +157,8 @@ def main() -> int:
     c.add_argument("--orderly", action="store_true")
     c.add_argument("--timeout", type=float, default=60)
     c.add_argument("--linger", type=float, default=1.0)
+    c.add_argument("--show-prop", action="append", default=[], metavar="NAME",
+                   help="print this user property of each message")
     q = sub.add_parser("pull")
     q.add_argument("namesrv")
     q.add_argument("topic")
