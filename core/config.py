@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -69,7 +70,9 @@ class BrokerConfig:
     broker_role: str = field(default="ASYNC_MASTER", metadata=_key(
         "brokerRole", choices=("ASYNC_MASTER", "SYNC_MASTER")))
     # store
-    store_path_root_dir: str = field(default="store", metadata=_key("storePathRootDir"))
+    # RocketMQ keeps its store under the user's home (~/store); Rocketport's is its own
+    # folder there, never the directory the broker happened to be started from
+    store_path_root_dir: str = field(default="~/rocketport/store", metadata=_key("storePathRootDir"))
     store_path_commit_log: str = field(default="", metadata=_key("storePathCommitLog"))
     mapped_file_size_commit_log: int = field(default=1 << 30, metadata=_key(
         "mappedFileSizeCommitLog", minimum=64 * 1024))
@@ -130,9 +133,12 @@ class BrokerConfig:
     # the Kafka record header whose value becomes a message's TAGS
     kafka_tag_header: str = field(default="tag", metadata=_key("kafkaTagHeader"))
 
+    def __post_init__(self) -> None:
+        self.store_path_root_dir = os.path.expanduser(self.store_path_root_dir)
+        self.store_path_commit_log = os.path.expanduser(self.store_path_commit_log)
+
     @property
     def commit_log_dir(self) -> str:
-        import os
         return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
 
     @property
