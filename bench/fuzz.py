@@ -97,11 +97,16 @@ class Sample:
     """A valid request: its parts, and how to frame parts into the bytes on the wire.
 
     Structure-aware mutations change one part and wrap again, so lengths and checksums
-    around the part stay right; raw mutations change `frame` itself.
+    around the part stay right; raw mutations change `frame` itself. A sample may also
+    carry its decoded `value` (a dict of fields) and `encode`, the whole way back to the
+    frame: value mutations change one field to an edge value of its kind and encode the
+    request again, well-formed, so they reach the handlers rather than the decoder.
     """
 
     parts: tuple[bytes, ...]
     wrap: Wrap
+    value: dict[str, Any] | None = None
+    encode: Callable[[dict[str, Any]], bytes] | None = None
     frame: bytes = b""
 
     def __post_init__(self) -> None:
@@ -127,7 +132,25 @@ def remoting_sample(command: RemotingCommand) -> Sample:
         header = encode_rocketmq_header(command)
     else:
         header = encode_json_header(command)
-    return Sample((header, bytes(command.body)), _remoting_wrap(int(command.serialize_type)))
+    body: Any = bytes(command.body)
+    if body[:1] == b"{":
+        body = json.loads(body)  # a JSON body's fields are mutated like the header's
+    value = {"code": command.code, "language": int(command.language), "version": command.version,
+             "opaque": command.opaque, "flag": command.flag, "remark": command.remark,
+             "ext": dict(command.ext_fields), "body": body}
+    return Sample((header, bytes(command.body)), _remoting_wrap(int(command.serialize_type)), value,
+                  _remoting_encoder(command.serialize_type))
+
+
+def _remoting_encoder(serialize_type: SerializeType) -> Callable[[dict[str, Any]], bytes]:
+    def encode(value: dict[str, Any]) -> bytes:
+        body = value["body"]
+        if not isinstance(body, (bytes, bytearray)):
+            body = json.dumps(body).encode()
+        command = RemotingCommand(value["code"], value["language"], value["version"], value["opaque"],
+                                  value["flag"], value["remark"], value["ext"], body, serialize_type)
+        return b"".join(bytes(part) for part in encode_command(command))
+    return encode
 
 
 def _req(code: int, ext: dict[str, str] | None = None, body: bytes = b"", opaque: int = 1,
@@ -472,6 +495,10 @@ def random_message(rng: random.Random, fields: tuple[Field, ...], version: int) 
     return {f.name: _random_value(rng, f.type, f, version) for f in fields if codec._in(f.versions, version)}
 
 
+def _kafka_encoder(api_key: int, version: int) -> Callable[[dict[str, Any]], bytes]:
+    return lambda body: _kafka_wrap((kafka_request(api_key, version, body),))
+
+
 def kafka_corpus() -> list[Sample]:
     rng = random.Random(0)
     samples: list[Sample] = []
@@ -486,7 +513,7 @@ def kafka_corpus() -> list[Sample]:
                     frame = kafka_request(key, version, body)
                 except (ValueError, TypeError, struct.error, AttributeError):
                     continue  # a template value this version cannot carry (null where not nullable)
-                samples.append(Sample((frame,), _kafka_wrap))
+                samples.append(Sample((frame,), _kafka_wrap, body, _kafka_encoder(key, version)))
             if key == ApiKey.PRODUCE and version >= 3:
                 for batch in batches:
                     def make_body(records: bytes, acks: int = 1) -> dict[str, Any]:
@@ -585,6 +612,51 @@ _JSON_LITERALS = (b'""', b"-1", b"0", b"2147483648", b"-2147483649", b"922337203
                   b'"%RETRY%x"', b'"TBW102"', b'"' + TOPIC.encode() + b'"', b'"\x01\x02"', b"123456789012345678901234567890")
 
 
+_EDGE_INTS = (0, 1, -1, -2, -3, 2, 7, 127, 128, 255, 256, 0x7FFF, -0x8000, 0xFFFF, 0x7FFFFFFF, -0x80000000,
+              0x80000000, 0x7FFFFFFFFFFFFFFF, -0x8000000000000000, 1 << 64, 1_000_000, 1 << 24)
+_EDGE_STRINGS = ("", " ", "x" * 256, "y" * 40_000, "\u00e9\u4e2d", "\x00", "\x01\x02", "\ud800", TOPIC, TOPIC + "x",
+                 GROUP, "%RETRY%" + GROUP, "%DLQ%" + GROUP, "TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC",
+                 "*", "a > ", "a BETWEEN 1 AND", "TagA || ", "-1", "0", "2147483648", "9223372036854775808", "1e3",
+                 " 12 ", "true", "null", "../../etc/passwd", "127.0.0.1:1", "C0A80001000018B4AAC2",
+                 "7F00000100002A9F00000000000000FF", "TAGS\x01a\x02KEYS\x01\x02")
+
+
+def mutate_value(rng: random.Random, value: Any, depth: int = 0) -> Any:
+    """A copy of ``value`` with one leaf (or one list or one key) changed to an edge value."""
+    if isinstance(value, dict) and value:
+        out = dict(value)
+        key = rng.choice(list(out))
+        r = rng.random()
+        if r < 0.05 and depth < 3:
+            del out[key]
+        elif r < 0.08:
+            out[rng.choice(("x", "topic", "queueId", "", key + "2"))] = rng.choice(_EDGE_STRINGS)
+        else:
+            out[key] = mutate_value(rng, out[key], depth + 1)
+        return out
+    if isinstance(value, list):
+        r = rng.random()
+        if not value or r < 0.25:
+            return rng.choice(([], None, value * rng.choice((2, 16, 500)), value[:-1]))
+        out = list(value)
+        i = rng.randrange(len(out))
+        out[i] = mutate_value(rng, out[i], depth + 1)
+        return out
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return rng.choice(_EDGE_INTS + (value + 1, value - 1, value * 1000, -value))
+    if isinstance(value, str):
+        return rng.choice(_EDGE_STRINGS)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        value = bytes(value)
+        return rng.choice((b"", None, rng.randbytes(rng.randrange(1, 64)), value + rng.randbytes(8),
+                           value[:rng.randrange(len(value) + 1)], bytes(100_000)))
+    if isinstance(value, float):
+        return rng.choice((0.0, -1.0, 1e308, float("inf")))
+    return rng.choice(("", 0, [], b"", None))
+
+
 class Mutator:
     """Inputs for one front-end: mutations of its corpus, random frames, random bytes."""
 
@@ -593,6 +665,7 @@ class Mutator:
         self.rng = rng
         self.corpus = corpus
         self.random_frame = random_frame
+        self.with_values = [sample for sample in corpus if sample.value is not None]
         self._ops = (self._flip, self._flip, self._set_byte, self._insert, self._delete, self._int_field,
                      self._int_field, self._truncate, self._splice, self._repeat, self._json_token, self._json_token,
                      self._varint_bomb)
@@ -602,6 +675,10 @@ class Mutator:
         r = rng.random()
         if r < 0.04:
             return rng.choice(self.corpus).frame
+        if r < 0.30 and self.with_values:
+            frame = self.mutate_value(rng.choice(self.with_values))
+            if frame is not None:
+                return frame
         if r < 0.80:
             return self.mutate(rng.choice(self.corpus))
         if r < 0.92 and self.random_frame is not None:
@@ -620,6 +697,20 @@ class Mutator:
         if rng.random() < 0.1:  # the frame's own length made wrong or huge
             data = self._length_prefix(data)
         return data
+
+    def mutate_value(self, sample: Sample) -> bytes | None:
+        """The sample with one field changed and encoded again (None if no try encodes)."""
+        for _ in range(4):
+            value = sample.value
+            for _ in range(self.rng.choice((1, 1, 1, 2, 3))):
+                value = mutate_value(self.rng, value)
+            try:
+                frame = sample.encode(value)  # type: ignore[misc]
+            except (ValueError, TypeError, KeyError, AttributeError, OverflowError, struct.error):
+                continue  # a value of a kind or range this field cannot carry
+            if len(frame) <= 1 << 20:
+                return frame
+        return None
 
     def havoc(self, data: bytes) -> bytes:
         buf = bytearray(data)
