@@ -7,6 +7,13 @@ batches, and 100-message record batches), ASYNC_FLUSH and SYNC_FLUSH (64 concurr
 putters), sequential reads through the zero-copy path, and how fast the index catches up
 on a backlog once puts stop; ceilings: sequential write with fdatasync and memcpy into a
 mapped file.
+
+``--only inner_pulls`` runs just the remoting pulls of a stored (inner) batch, in process:
+the store's get plus the remoting pull body (records expanded, filtered and encoded), with
+the number of batch decompressions they cost:
+    pull_32_of_inner_batch1000_lz4   32-message pulls until a 1,000-record lz4 batch is read
+    pull_tagA_of_inner_batch2000_alternating   one pull (max 1024) of tag A over a
+                                     2,000-record lz4 batch whose records alternate A/B
 """
 
 from __future__ import annotations
@@ -21,10 +28,15 @@ import tempfile
 import time
 
 from rocketport.core.batch import build_batch
+from rocketport.core.batch import record_batch as _record_batch
+from rocketport.core.batch.compression import LZ4
 from rocketport.core.batch.record_batch import Record
 from rocketport.core.config import BrokerConfig
 from rocketport.core.message import Message
+from rocketport.core.filter import compile_filter
 from rocketport.core.store.message_store import MessageStore
+from rocketport.core.tags import tags_code
+from rocketport.protocols.remoting.records import pull_body
 
 FLOORS = {
     "put_single_100B_async": 100_000,
@@ -168,7 +180,91 @@ async def bench_index_catch_up(root: str, size: int, n: int) -> float:
         await store.stop()
 
 
-async def run(directory: str, quick: bool) -> None:
+class _CountingDecompress:
+    """Counts batch decompressions: wraps the codec call that record batches are read
+    through (record_batch.decompress), the same name before and after the expander."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._real = _record_batch.decompress
+
+    def __enter__(self) -> "_CountingDecompress":
+        def counting(*args, **kwargs):
+            self.calls += 1
+            return self._real(*args, **kwargs)
+        _record_batch.decompress = counting
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _record_batch.decompress = self._real
+
+
+def _inner_records(n: int, tags: tuple[str, ...]) -> list[Record]:
+    return [Record(i, i, b"key-%d" % i, b"v" * 100, [("tag", tags[i % len(tags)].encode()), ("h", b"x")])
+            for i in range(n)]
+
+
+async def bench_inner_pulls(root: str, reps: int) -> None:
+    """Remoting pulls of stored Kafka batches (lz4), in process: get_messages + pull_body.
+    Each repetition reads a batch of its own (its own queue), so every one starts cold."""
+    store = MessageStore(_config(root, False))
+    store.open()
+    await store.start()
+    try:
+        now = int(time.time() * 1000)
+        # 32-message pulls until a 1,000-record batch is read
+        batch = build_batch(_inner_records(1000, ("A",)), base_timestamp=now, compression=LZ4)
+        for q in range(reps):
+            await store.put_inner_batch("InnerPull", q, batch, 1000, tags_codes=tags_code("A"))
+        pulls = messages = 0
+        with _CountingDecompress() as counter:
+            t = time.perf_counter()
+            for q in range(reps):
+                offset = 0
+                while offset < 1000:
+                    res = store.get_messages("InnerPull", q, offset, 32)
+                    body = pull_body(res)
+                    messages += res.message_count
+                    offset = res.next_begin_offset
+                    pulls += 1
+            dt = time.perf_counter() - t
+        assert messages == 1000 * reps and body
+        emit("pull_32_of_inner_batch1000_lz4", dt / pulls * 1e6, "us/pull",
+             pulls_per_s=round(pulls / dt), pulls_per_batch=pulls // reps,
+             decompressions_per_batch=counter.calls / reps, batches=reps,
+             note="100 B values, key, tag and one more header; get_messages + remoting pull_body")
+        # one filtered pull of tag A over 2,000 records alternating A/B
+        tags = ("A", "B")
+        batch = build_batch(_inner_records(2000, tags), base_timestamp=now, compression=LZ4)
+        codes = [tags_code(tags[i % 2]) for i in range(2000)]
+        flt = compile_filter("TAG", "A")
+        alt_reps = max(1, reps // 5)
+        for q in range(alt_reps):
+            await store.put_inner_batch("InnerAlt", q, batch, 2000, tags_codes=codes)
+        segments = got = 0
+        with _CountingDecompress() as counter:
+            t = time.perf_counter()
+            for q in range(alt_reps):
+                res = store.get_messages("InnerAlt", q, 0, 1024, message_filter=flt)
+                body = pull_body(res, flt)
+                segments += len(res.segments)
+                got += res.message_count
+            dt = time.perf_counter() - t
+        assert got == 1000 * alt_reps, got
+        emit("pull_tagA_of_inner_batch2000_alternating", dt / alt_reps * 1e6, "us/pull",
+             messages_per_pull=got // alt_reps, segments_per_pull=segments // alt_reps,
+             decompressions_per_pull=counter.calls / alt_reps, pulls=alt_reps,
+             note="one pull (max 1024) with TAG filter A; records alternate tags A and B")
+    finally:
+        await store.stop()
+
+
+async def run(directory: str, quick: bool, only: str | None = None) -> None:
+    if only == "inner_pulls":
+        root = tempfile.mkdtemp(dir=directory)
+        await bench_inner_pulls(root, 2 if quick else 10)
+        shutil.rmtree(root, ignore_errors=True)
+        return
     scale = 0.2 if quick else 1.0
     emit("ceiling_seq_write_fdatasync", ceiling_fdatasync_write(directory, int((512 << 20) * scale)), "MB/s")
     emit("ceiling_memcpy_into_mmap", ceiling_mmap_memcpy(directory, int((512 << 20) * scale)), "MB/s")
@@ -220,13 +316,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a fifth of the work")
     parser.add_argument("--dir", default=None, help="directory on the disk to measure (default: a temp dir)")
+    parser.add_argument("--only", choices=("inner_pulls",), default=None,
+                        help="run only these cases (inner_pulls: remoting pulls of stored batches)")
     args = parser.parse_args()
     directory = args.dir or tempfile.mkdtemp(prefix="rp-bench-")
     try:
         import uvloop
-        uvloop.run(run(directory, args.quick))
+        uvloop.run(run(directory, args.quick, args.only))
     except ImportError:
-        asyncio.run(run(directory, args.quick))
+        asyncio.run(run(directory, args.quick, args.only))
     finally:
         if args.dir is None:
             shutil.rmtree(directory, ignore_errors=True)
