@@ -15,67 +15,50 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from .batch.message_batch import decode_batch
 from .config import BrokerConfig
 from .consumer.allocate import allocate_averagely, allocate_averagely_by_circle
 from .consumer.delay_levels import parse_delay_levels
 from .consumer.groups import ConsumerManager, ProducerManager
 from .consumer.locks import MessageQueueKey, RebalanceLockManager
 from .consumer.long_polling import PullWaiters
+from .facade.produce import ProduceRole
 from .errors import (
-    BrokerError,
     ConsumeDisabled,
     GroupNotFound,
     InvalidMessage,
     MessageNotFound,
     QueueNotFound,
-    StoreUnavailable,
     TopicNotFound,
     TopicNotReadable,
     TransactionMismatch,
 )
 from .message import (
-    INNER_BATCH_FLAG,
-    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_TAGS,
-    PROPERTY_TIMER_DELAY_SEC,
-    PROPERTY_TIMER_DELIVER_MS,
-    PROPERTY_TRANSACTION_PREPARED,
-    TAGS_NEEDLES,
-    TRANSACTION_PREPARED_TYPE,
-    TRANSACTION_ROLLBACK_TYPE,
     Message,
     MessageExt,
-    property_bytes,
-    transaction_type,
 )
-from .message_id import decode_offset_msg_id, offset_msg_id
+from .message_id import decode_offset_msg_id
 from .metadata.groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from .metadata.offsets import ConsumerOffsetManager
-from .metadata.topics import PERM_READ, PERM_RW, PERM_WRITE, TopicConfig, TopicConfigManager, validate_topic
-from .retry import DEFAULT_MAX_RECONSUME_TIMES, DLQ_QUEUE_NUMS, RETRY_GROUP_TOPIC_PREFIX, build_send_back
+from .metadata.topics import PERM_READ, PERM_RW, TopicConfig, TopicConfigManager
+from .retry import RETRY_GROUP_TOPIC_PREFIX
 from .schedule import (
     SCHEDULE_TOPIC,
     DelayLevels,
     DelayOffsets,
     ScheduleMessageService,
-    needs_schedule,
-    now_ms,
     schedule_due_ms,
-    wrap_for_schedule,
 )
 from .store.get_result import GetResult, GetStatus
-from .store.message_store import EncodedPut, MessageStore, PutResult, TagsFilter
+from .store.message_store import MessageStore, PutResult, TagsFilter
 from .store.store_lock import StoreLock
-from .tags import tags_code, tags_code_of_value
+from .tags import tags_code
 from .transaction import (
     TransactionChecker,
     TransactionCheckService,
     committed_message,
     is_half,
-    is_prepared,
-    wrap_half,
 )
 
 log = logging.getLogger(__name__)
@@ -93,19 +76,6 @@ _CONSUME_FROM = {
     "FIRST": "FIRST", "CONSUME_FROM_FIRST_OFFSET": "FIRST", "CONSUME_FROM_MIN_OFFSET": "FIRST",
     "TIMESTAMP": "TIMESTAMP", "CONSUME_FROM_TIMESTAMP": "TIMESTAMP",
 }
-# Encoded properties naming any of these make put_message rewrite the message (delay,
-# transaction), so accept_now leaves such messages to it; a false match only costs speed.
-_DELAY, _DELIVER_MS, _DELAY_SEC, _PREPARED = (name.encode() + b"\x01" for name in (
-    PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC,
-    PROPERTY_TRANSACTION_PREPARED))
-
-
-def _may_wrap(properties: bytes) -> bool:
-    """Whether encoded properties may name a delay or a transaction: four `find`s, several
-    times faster than one regex alternation over a batch's bytes, and than `in` (which
-    acquires a buffer) on a single message's."""
-    find = properties.find
-    return find(_DELAY) >= 0 or find(_DELIVER_MS) >= 0 or find(_DELAY_SEC) >= 0 or find(_PREPARED) >= 0
 
 
 def _is_answer(result: GetResult) -> bool:
@@ -123,12 +93,6 @@ def _tags_code_of(topic: str, properties: dict[str, str]) -> int:
     return tags_code(properties.get(PROPERTY_TAGS)) if properties else 0
 
 
-def _check_batchable(msg: Message) -> None:
-    """As in RocketMQ, a batch may carry neither a delay nor a transaction."""
-    if (msg.properties and needs_schedule(msg.properties)) or is_prepared(msg):
-        raise InvalidMessage("delayed or transactional messages cannot be batched")
-
-
 @dataclass(slots=True)
 class BrokerStats:
     topics: int
@@ -144,7 +108,7 @@ class BrokerStats:
     disk_usage_ratio: float
 
 
-class Broker:
+class Broker(ProduceRole):
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         config_dir = os.path.join(config.store_path_root_dir, "config")
@@ -277,182 +241,11 @@ class Broker:
     def topic_names(self) -> list[str]:
         return sorted(self.topics.table)
 
-    def topic_for_write(self, topic: str) -> TopicConfig:
-        cfg = self.topics.get(topic)
-        if cfg is not None:
-            return cfg
-        validate_topic(topic)
-        if not self.config.auto_create_topic_enable:
-            raise TopicNotFound(topic)
-        log.info("auto-creating topic %s", topic)
-        return self.create_topic(topic)
-
-    def _select_queue(self, cfg: TopicConfig, queue_id: int) -> int:
-        if queue_id < 0:
-            rr = self._queue_rr.get(cfg.topic_name)
-            if rr is None:
-                rr = self._queue_rr[cfg.topic_name] = itertools.count()
-            return next(rr) % cfg.write_queue_nums
-        if queue_id >= cfg.write_queue_nums:
-            raise QueueNotFound(cfg.topic_name, queue_id)
-        return queue_id
-
-    def _writable(self, topic: str, queue_id: int) -> int:
-        cfg = self.topic_for_write(topic)
-        if not cfg.perm & PERM_WRITE:
-            raise InvalidMessage(f"topic {topic!r} is not writable")
-        return self._select_queue(cfg, queue_id)
-
     # ================================================================ put
-    async def put_message(self, msg: Message) -> PutResult:
-        """Store one message. A prepared transactional message becomes a half message; a
-        message with DELAY / TIMER_DELIVER_MS / TIMER_DELAY_SEC is parked in the schedule
-        topic. Either way the result names the real queue and the stored (half or
-        scheduled) record, whose commit-log offset END_TRANSACTION refers to."""
-        real_queue = self._route(msg)
-        result = await self.store.put_message(msg)
-        result.queue_id = real_queue
-        return result
-
-    def accept_now(self, topic: str, queue_id: int, properties: bytes,
-                   sys_flag: int) -> tuple[int, int] | None:
-        """Whether `put_now` may store this message as it is: (queue id, tags code), or
-        None when it needs `put_message` (a topic to auto-create or not writable, a
-        transaction or delay to wrap, or SYNC_FLUSH, which must wait). The properties are
-        given encoded, as a remoting send carries them, and stored as sent. The rules
-        that raise (the queue) are the calls `put_message` makes."""
-        cfg = self.topics.get(topic)
-        if (cfg is None or not cfg.perm & PERM_WRITE or self.store.sync_flush
-                or sys_flag & TRANSACTION_ROLLBACK_TYPE == TRANSACTION_PREPARED_TYPE
-                or topic == SCHEDULE_TOPIC
-                or (properties and _may_wrap(properties))):
-            return None
-        return (self._select_queue(cfg, queue_id),
-                tags_code_of_value(property_bytes(properties, TAGS_NEEDLES)) if properties else 0)
-
-    def put_now(self, messages: list[EncodedPut]) -> list[tuple[int, int] | BrokerError]:
-        """Store messages `accept_now` accepted, in order, synchronously and in one
-        append: (queue offset, commit-log offset) for each, or the error that refused
-        that message alone (too large...). Concurrent single sends gathered this way pay
-        the append's fixed costs once. Raises StoreUnavailable for all of them."""
-        return self.store.append_messages(messages)
-
-    def _route(self, msg: Message) -> int:
-        """Choose the queue of ``msg`` and wrap it, in place, as a half message when it is
-        prepared or as a scheduled one when it must wait; returns the real queue."""
-        msg.queue_id = real_queue = self._writable(msg.topic, msg.queue_id)
-        props = msg.properties
-        if props or msg.sys_flag:
-            if is_prepared(msg):
-                wrap_half(msg)  # RocketMQ ignores a delay on the prepare; the commit honours it
-            elif props and needs_schedule(props):
-                wrap_for_schedule(msg, self.delay_levels, now_ms())
-        return real_queue
-
-    async def put_restored(self, msgs: list[Message]) -> list[PutResult | BrokerError]:
-        """Put messages the schedule service restored as `put_message` would, in order
-        within each queue; one outcome per message (a BrokerError is that message's alone).
-
-        The messages of one queue are stored with one append (delivery of a due level is
-        mostly puts, and a batch pays the per-put costs once), and the queues are put
-        together, so under SYNC_FLUSH one group commit covers the round. A batch the store
-        refuses (one message too large...) is put again message by message. Raises
-        StoreUnavailable, which fails the whole round (it is delivered again).
-        """
-        outcomes: list[PutResult | BrokerError] = []
-        batches: dict[tuple[str, int], list[list[Message]]] = {}  # per queue, in order
-        room: dict[tuple[str, int], int] = {}  # body bytes the queue's last batch may take
-        byte_cap = self.config.max_message_size // 2  # property bytes are not counted
-        for msg in msgs:
-            try:
-                self._route(msg)
-            except StoreUnavailable:
-                raise
-            except BrokerError as exc:
-                outcomes.append(exc)
-                continue
-            key = (msg.topic, msg.queue_id)
-            size = len(msg.body)
-            if room.get(key, -1) < size:
-                batches.setdefault(key, []).append([])
-                room[key] = byte_cap
-            batches[key][-1].append(msg)
-            room[key] -= size
-        results = await asyncio.gather(*(self._put_batches(b) for b in batches.values()),
-                                       return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-            outcomes += result
-        return outcomes
-
-    async def _put_batches(self, batches: list[list[Message]]) -> list[PutResult | BrokerError]:
-        """One queue's batches, in turn (so its order holds)."""
-        outcomes: list[PutResult | BrokerError] = []
-        for batch in batches:
-            outcomes += await self._put_batch(batch)
-        return outcomes
-
-    async def _put_batch(self, msgs: list[Message]) -> list[PutResult | BrokerError]:
-        """Routed messages of one queue: one append, or one put each if that is refused."""
-        if len(msgs) > 1:
-            try:
-                return [await self.store.put_messages(msgs)] * len(msgs)
-            except StoreUnavailable:
-                raise
-            except BrokerError:  # refused before anything was written
-                pass
-        outcomes: list[PutResult | BrokerError] = []
-        for msg in msgs:
-            try:
-                outcomes.append(await self.store.put_message(msg))
-            except StoreUnavailable:
-                raise
-            except BrokerError as exc:
-                outcomes.append(exc)
-        return outcomes
-
     async def _put_system(self, msg: Message) -> PutResult:
         """A put into a system topic (op records, half copies): no routing, no topic config
         (system topics live in the store only, as clients never route to them)."""
         return await self.store.put_message(msg)
-
-    async def put_messages(self, msgs: list[Message]) -> PutResult:
-        """One topic, one queue, stored as contiguous records in one append. As in
-        RocketMQ, a batch may carry neither a delay nor a transaction."""
-        if not msgs:
-            raise InvalidMessage("empty batch")
-        for m in msgs:
-            _check_batchable(m)
-        queue_id = self._writable(msgs[0].topic, msgs[0].queue_id)
-        for m in msgs:
-            m.queue_id = queue_id
-        return await self.store.put_messages(msgs)
-
-    async def put_batch(self, topic: str, queue_id: int, batch: bytes, sys_flag: int,
-                        born_timestamp: int, born_host: tuple[str, int],
-                        reconsume_times: int) -> PutResult:
-        """A client's MessageBatch body (`core.batch.message_batch`) for one topic and queue,
-        as a remoting batch send carries it. Stored entry by entry with the properties as
-        sent; decoded first when its properties may name a delay or transaction (then
-        refused, as `put_messages` refuses them) or it goes to the schedule topic (whose
-        tags codes are due times)."""
-        if topic != SCHEDULE_TOPIC and transaction_type(sys_flag) != TRANSACTION_PREPARED_TYPE:
-            result = await self.store.put_message_batch(
-                topic, self._writable(topic, queue_id), batch, sys_flag=sys_flag,
-                born_timestamp=born_timestamp, born_host=born_host,
-                reconsume_times=reconsume_times, declines=_may_wrap)
-            if result is not None:
-                return result
-        return await self.put_messages([
-            Message(topic, m.body, m.properties, m.flag, queue_id, sys_flag, born_timestamp,
-                    born_host, reconsume_times) for m in decode_batch(batch)])
-
-    async def put_record_batch(self, topic: str, queue_id: int, batch: bytes | memoryview,
-                               count: int, **kwargs) -> PutResult:
-        """A record batch (v2 layout) stored whole as an inner batch of ``count`` messages."""
-        queue_id = self._writable(topic, queue_id)
-        return await self.store.put_inner_batch(topic, queue_id, batch, count, **kwargs)
 
     # ================================================================ get
     def check_readable(self, topic: str, queue_id: int) -> TopicConfig:
@@ -650,36 +443,6 @@ class Broker:
             commit_log_max_offset=s.commitlog.max_offset,
             dispatched_offset=s.dispatched_offset, index_built_offset=s.index.built_offset,
             disk_usage_ratio=s.disk_usage_ratio())
-
-    # ================================================================ retry and dead letters
-    async def send_back(self, group: str, commit_log_offset: int, *, delay_level: int = 0,
-                        max_reconsume_times: int | None = None,
-                        origin_msg_id: str | None = None) -> PutResult:
-        """RocketMQ's CONSUMER_SEND_MSG_BACK: the message at ``commit_log_offset`` goes to
-        ``%RETRY%{group}`` after delay level ``3 + reconsumeTimes`` (or ``delay_level``),
-        or to ``%DLQ%{group}`` once reconsumed ``max_reconsume_times`` times (default: the
-        group's retryMaxTimes) or when ``delay_level`` is negative."""
-        cfg = self.get_group(group)
-        if cfg is None:
-            raise GroupNotFound(group)
-        msg = self.message_by_offset(commit_log_offset)
-        if msg.sys_flag & INNER_BATCH_FLAG:
-            raise InvalidMessage("a record batch is sent back per record by its front-end")
-        max_times = max_reconsume_times if max_reconsume_times is not None else cfg.retry_max_times
-        back = build_send_back(
-            msg, group, delay_level=delay_level,
-            max_reconsume_times=max_times if max_times >= 0 else DEFAULT_MAX_RECONSUME_TIMES,
-            origin_msg_id=origin_msg_id,
-            offset_msg_id=offset_msg_id(self.store.store_host, msg.commit_log_offset))
-        topic = back.message.topic
-        if self.topics.get(topic) is None:
-            if back.dead_letter:  # written only, as RocketMQ 4: nobody consumes it by accident
-                self.create_topic(topic, read_queue_nums=DLQ_QUEUE_NUMS,
-                                  write_queue_nums=DLQ_QUEUE_NUMS, perm=PERM_WRITE)
-            else:
-                queues = max(1, cfg.retry_queue_nums)
-                self.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
-        return await self.put_message(back.message)
 
     # ================================================================ transactions
     def add_transaction_checker(self, checker: TransactionChecker) -> None:
