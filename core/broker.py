@@ -16,20 +16,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import BrokerConfig
-from .consumer.allocate import allocate_averagely, allocate_averagely_by_circle
 from .consumer.delay_levels import parse_delay_levels
 from .consumer.groups import ConsumerManager, ProducerManager
-from .consumer.locks import MessageQueueKey, RebalanceLockManager
+from .consumer.locks import RebalanceLockManager
 from .consumer.long_polling import PullWaiters
 from .facade.produce import ProduceRole
+from .facade.consume import ConsumeRole
 from .errors import (
-    ConsumeDisabled,
-    GroupNotFound,
     InvalidMessage,
     MessageNotFound,
-    QueueNotFound,
     TopicNotFound,
-    TopicNotReadable,
     TransactionMismatch,
 )
 from .message import (
@@ -41,8 +37,7 @@ from .message import (
 from .message_id import decode_offset_msg_id
 from .metadata.groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from .metadata.offsets import ConsumerOffsetManager
-from .metadata.topics import PERM_READ, PERM_RW, TopicConfig, TopicConfigManager
-from .retry import RETRY_GROUP_TOPIC_PREFIX
+from .metadata.topics import PERM_RW, TopicConfig, TopicConfigManager
 from .schedule import (
     SCHEDULE_TOPIC,
     DelayLevels,
@@ -50,8 +45,7 @@ from .schedule import (
     ScheduleMessageService,
     schedule_due_ms,
 )
-from .store.get_result import GetResult, GetStatus
-from .store.message_store import MessageStore, PutResult, TagsFilter
+from .store.message_store import MessageStore, PutResult
 from .store.store_lock import StoreLock
 from .tags import tags_code
 from .transaction import (
@@ -62,28 +56,6 @@ from .transaction import (
 )
 
 log = logging.getLogger(__name__)
-
-# Statuses after which a held pull waits for the queue to grow; the others (offset too
-# small, offset far beyond the end) are answered at once so the client can correct itself.
-_WAITABLE = frozenset({GetStatus.NO_MATCHED_MESSAGE, GetStatus.OFFSET_FOUND_NULL,
-                       GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.NO_MESSAGE_IN_QUEUE,
-                       GetStatus.NO_MATCHED_LOGIC_QUEUE})
-
-# consumeFromWhere as RocketMQ clients name it -> what a first start does
-_CONSUME_FROM = {
-    "LAST": "LAST", "CONSUME_FROM_LAST_OFFSET": "LAST", "CONSUME_FROM_MAX_OFFSET": "LAST",
-    "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST": "LAST",
-    "FIRST": "FIRST", "CONSUME_FROM_FIRST_OFFSET": "FIRST", "CONSUME_FROM_MIN_OFFSET": "FIRST",
-    "TIMESTAMP": "TIMESTAMP", "CONSUME_FROM_TIMESTAMP": "TIMESTAMP",
-}
-
-
-def _is_answer(result: GetResult) -> bool:
-    """Whether a pull's read is its answer: messages, or a status no wait can change."""
-    return bool(result.message_count) or result.status not in _WAITABLE
-
-
-_ALLOCATORS = {"AVG": allocate_averagely, "AVG_BY_CIRCLE": allocate_averagely_by_circle}
 
 
 def _tags_code_of(topic: str, properties: dict[str, str]) -> int:
@@ -108,7 +80,7 @@ class BrokerStats:
     disk_usage_ratio: float
 
 
-class Broker(ProduceRole):
+class Broker(ProduceRole, ConsumeRole):
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         config_dir = os.path.join(config.store_path_root_dir, "config")
@@ -247,134 +219,11 @@ class Broker(ProduceRole):
         (system topics live in the store only, as clients never route to them)."""
         return await self.store.put_message(msg)
 
-    # ================================================================ get
-    def check_readable(self, topic: str, queue_id: int) -> TopicConfig:
-        """The read rule every front-end's reads go through: the topic exists, its perm has
-        PERM_READ and ``queue_id`` is one of its read queues. TopicNotFound,
-        TopicNotReadable or QueueNotFound otherwise."""
-        cfg = self.topics.table.get(topic)
-        if cfg is None:
-            raise TopicNotFound(topic)
-        if not cfg.perm & PERM_READ:
-            raise TopicNotReadable(topic)
-        if not 0 <= queue_id < cfg.read_queue_nums:
-            raise QueueNotFound(topic, queue_id)
-        return cfg
-
-    def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int, *,
-                     max_bytes: int | None = None,
-                     message_filter: TagsFilter | None = None) -> GetResult:
-        """A read of one queue, under `check_readable`'s rule."""
-        self.check_readable(topic, queue_id)
-        return self.store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
-                                       message_filter=message_filter)
-
-    async def wait_for_message(self, topic: str, queue_id: int, offset: int,
-                               timeout_s: float) -> bool:
-        """Long polling: True once the queue holds a message at ``offset`` or beyond,
-        False when ``timeout_s`` passes first. Woken by the dispatcher; no polling."""
-        return await self.wait_for_messages([(topic, queue_id, offset)], timeout_s)
-
-    async def wait_for_messages(self, positions: list[tuple[str, int, int]], timeout_s: float) -> bool:
-        """`wait_for_message` on several (topic, queue id, offset): True once any holds
-        a message at or beyond its offset (a Kafka fetch waits on all its partitions)."""
-        max_offset = self.store.max_offset
-        for topic, queue_id, offset in positions:
-            if max_offset(topic, queue_id) > offset:
-                return True
-        return await self.pull_waiters.wait_any(positions, timeout_s)
-
-    async def pull(self, group: str, topic: str, queue_id: int, offset: int, max_count: int, *,
-                   message_filter: TagsFilter | None = None, hold_s: float = 0.0,
-                   max_bytes: int | None = None) -> GetResult:
-        """A consumer group's filtered get with long polling.
-
-        Filtering happens here, never in a client: the tagsCode prefilter runs on the
-        ConsumeQueue and the exact tag / SQL92 check on each candidate, so the segments
-        hold only matches (inner-batch records are filtered per record by their reader,
-        see ``core.batch_filter``). When nothing matches, the pull holds until a message
-        is dispatched to the queue or ``hold_s`` passes, re-checking after every wake;
-        filtered-out messages advance ``next_begin_offset`` so they are never re-read.
-        Refused with ConsumeDisabled when the group's consumeEnable is off, or when it
-        consumes in BROADCASTING mode and its consumeBroadcastEnable is off.
-        """
-        self.check_readable(topic, queue_id)
-        self._check_consumer(group)
-        store = self.store
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + hold_s
-        while True:
-            result = store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
-                                        message_filter=message_filter)
-            if _is_answer(result):
-                return result
-            scanned_to = max(offset, result.next_begin_offset)
-            if scanned_to < result.max_offset:
-                if scanned_to == offset:
-                    return result  # nothing readable here (deleted under us): let the client move
-                offset = scanned_to  # the scan limit stopped us: go on after letting others run
-                await asyncio.sleep(0)
-                continue
-            offset = scanned_to
-            remaining = deadline - loop.time()
-            if remaining <= 0 or not await self.pull_waiters.wait(topic, queue_id, offset, remaining):
-                return result
-
-    def pull_now(self, group: str, topic: str, queue_id: int, offset: int, max_count: int, *,
-                 message_filter: TagsFilter | None = None,
-                 max_bytes: int | None = None) -> GetResult | None:
-        """`pull`'s first read, synchronously (a front-end answers it without a coroutine):
-        its result when that is the answer whatever the hold, None when `pull` would
-        wait or scan on. Same checks and refusals as `pull`."""
-        self.check_readable(topic, queue_id)
-        self._check_consumer(group)
-        result = self.store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
-                                         message_filter=message_filter)
-        return result if _is_answer(result) else None
-
-    def _check_consumer(self, group: str) -> None:
-        cfg = self.get_group(group)
-        if cfg is None:
-            raise GroupNotFound(group)
-        if not cfg.consume_enable:
-            raise ConsumeDisabled(group)
-        if not cfg.consume_broadcast_enable:  # RocketMQ refuses broadcasting consumers then
-            info = self.consumer_manager.group_info(group)
-            if info is not None and info.message_model == "BROADCASTING":
-                raise ConsumeDisabled(group)
-
     # ================================================================ offsets
-    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        self.offsets.commit(group, topic, queue_id, offset)
-
-    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
-        return self.offsets.query(group, topic, queue_id)
-
-    def group_offsets(self, group: str) -> dict[str, dict[int, int]]:
-        """Every committed offset of ``group``: {topic: {queue id: offset}}."""
-        return {t: self.offsets.offsets_of(group, t) for t in self.offsets.topics_of(group)}
-
-    def clone_offsets(self, src_group: str, dest_group: str, topic: str | None = None) -> list[str]:
-        """Copy ``src_group``'s committed offsets to ``dest_group`` (RocketMQ's
-        CLONE_GROUP_OFFSET), for one topic or every existing topic it committed on;
-        returns the topics copied."""
-        topics = [topic] if topic else sorted(self.offsets.topics_of(src_group))
-        copied = []
-        for name in topics:
-            if self.topics.get(name) is None:
-                continue
-            for queue_id, offset in self.offsets.offsets_of(src_group, name).items():
-                self.offsets.commit(dest_group, name, queue_id, offset)
-            copied.append(name)
-        return copied
-
     def groups_consuming(self, topic: str) -> list[str]:
         """Groups online on ``topic`` or with offsets committed on it (RocketMQ's
         QUERY_TOPIC_CONSUME_BY_WHO)."""
         return sorted({*self.consumer_manager.groups_subscribing(topic), *self.offsets.groups_of(topic)})
-
-    def min_offset(self, topic: str, queue_id: int) -> int:
-        return self.store.min_offset(topic, queue_id)
 
     def delete_records(self, topic: str, queue_id: int, offset: int) -> int:
         """Raise a queue's min offset to ``offset`` (Kafka DeleteRecords); returns the new min.
@@ -386,22 +235,11 @@ class Broker(ProduceRole):
             raise TopicNotFound(topic)
         return self.store.truncate_queue_min(topic, queue_id, offset)
 
-    def max_offset(self, topic: str, queue_id: int) -> int:
-        return self.store.max_offset(topic, queue_id)
-
     def last_store_timestamp(self, topic: str, queue_id: int) -> int:
         """Store time of the queue's newest message; 0 for an empty queue."""
         newest = self.store.max_offset(topic, queue_id) - 1
         stamp = self.store.store_timestamp_at(topic, queue_id, newest) if newest >= 0 else None
         return stamp or 0
-
-    def offset_by_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
-        return self.store.offset_by_timestamp(topic, queue_id, timestamp_ms)
-
-    def offset_by_record_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> tuple[int, int]:
-        """Kafka's lookup by time: (first offset at or after it, its timestamp), or
-        (max offset, -1); see MessageStore.offset_by_record_timestamp."""
-        return self.store.offset_by_record_timestamp(topic, queue_id, timestamp_ms)
 
     # ================================================================ groups
     def get_group(self, group: str) -> SubscriptionGroupConfig | None:
@@ -490,66 +328,6 @@ class Broker(ProduceRole):
                 self.lock_manager.purge_expired()
             except Exception:  # a listener's bug must not take the broker's tasks down
                 log.exception("client scan failed")
-
-    def lock_batch(self, group: str, mqs: list[MessageQueueKey], client_id: str) -> set[MessageQueueKey]:
-        """LOCK_BATCH_MQ: the queues now held by ``client_id`` (renewed or newly granted)."""
-        return self.lock_manager.try_lock_batch(group, mqs, client_id)
-
-    def unlock_batch(self, group: str, mqs: list[MessageQueueKey], client_id: str) -> None:
-        self.lock_manager.unlock_batch(group, mqs, client_id)
-
-    def start_offset(self, group: str, topic: str, queue_id: int, consume_from_where: str,
-                     timestamp_ms: int | None = None) -> int:
-        """Where a group starts on a queue: its committed offset if it has one, else per
-        consumeFromWhere (RocketMQ names or LAST / FIRST / TIMESTAMP).
-
-        LAST starts at 0 while the queue still holds its first message (as the real broker
-        answers QUERY_CONSUMER_OFFSET), else at the max offset; retry topics always start
-        at their beginning. FIRST starts at the min offset; TIMESTAMP at the first message
-        stored at or after ``timestamp_ms`` (required).
-        """
-        committed = self.offsets.query(group, topic, queue_id)
-        if committed >= 0:
-            return committed
-        where = _CONSUME_FROM.get(str(consume_from_where).upper())
-        if where is None:
-            raise InvalidMessage(f"unknown consumeFromWhere {consume_from_where!r}")
-        min_off = self.store.min_offset(topic, queue_id)
-        if where == "FIRST" or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            return min_off
-        if where == "LAST":
-            return 0 if min_off == 0 else self.store.max_offset(topic, queue_id)
-        if timestamp_ms is None:
-            raise InvalidMessage("CONSUME_FROM_TIMESTAMP needs a timestamp")
-        return self.store.offset_by_timestamp(topic, queue_id, timestamp_ms)
-
-    def reset_offsets_by_timestamp(self, group: str, topic: str, timestamp_ms: int) -> dict[int, int]:
-        """mqadmin resetOffsetByTime: commit, for every queue of ``topic``, the first offset
-        stored at or after ``timestamp_ms``; returns the new offsets."""
-        cfg = self.topics.get(topic)
-        if cfg is None:
-            raise TopicNotFound(topic)
-        result = {}
-        for queue_id in range(cfg.read_queue_nums):
-            offset = self.store.offset_by_timestamp(topic, queue_id, timestamp_ms)
-            self.offsets.commit(group, topic, queue_id, offset)
-            result[queue_id] = offset
-        return result
-
-    def allocate_queues(self, group: str, topic: str, client_id: str,
-                        strategy: str = "AVG") -> list[int]:
-        """The queue ids of ``topic`` that ``client_id`` takes in ``group`` (clustering),
-        computed exactly as RocketMQ clients do, for front-ends that rebalance server-side."""
-        cfg = self.topics.get(topic)
-        if cfg is None:
-            raise TopicNotFound(topic)
-        allocate = _ALLOCATORS.get(strategy)
-        if allocate is None:
-            raise InvalidMessage(f"unknown allocation strategy {strategy!r}")
-        clients = self.consumer_manager.client_ids(group)
-        if client_id not in clients:
-            return []
-        return allocate(list(range(cfg.read_queue_nums)), clients, client_id)
 
     # ================================================================ message ids
     def message_by_unique_key(self, topic: str, uniq_key: str) -> MessageExt:
