@@ -12,8 +12,6 @@ import asyncio
 import itertools
 import logging
 import os
-from dataclasses import dataclass
-from typing import Any
 
 from .config import BrokerConfig
 from .consumer.delay_levels import parse_delay_levels
@@ -22,22 +20,19 @@ from .consumer.locks import RebalanceLockManager
 from .consumer.long_polling import PullWaiters
 from .facade.produce import ProduceRole
 from .facade.consume import ConsumeRole
+from .facade.admin import AdminRole, BrokerStats
 from .errors import (
-    InvalidMessage,
     MessageNotFound,
-    TopicNotFound,
     TransactionMismatch,
 )
 from .message import (
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_TAGS,
     Message,
-    MessageExt,
 )
-from .message_id import decode_offset_msg_id
-from .metadata.groups import SubscriptionGroupConfig, SubscriptionGroupManager
+from .metadata.groups import SubscriptionGroupManager
 from .metadata.offsets import ConsumerOffsetManager
-from .metadata.topics import PERM_RW, TopicConfig, TopicConfigManager
+from .metadata.topics import TopicConfigManager
 from .schedule import (
     SCHEDULE_TOPIC,
     DelayLevels,
@@ -55,6 +50,8 @@ from .transaction import (
     is_half,
 )
 
+__all__ = ["Broker", "BrokerStats"]
+
 log = logging.getLogger(__name__)
 
 
@@ -65,22 +62,7 @@ def _tags_code_of(topic: str, properties: dict[str, str]) -> int:
     return tags_code(properties.get(PROPERTY_TAGS)) if properties else 0
 
 
-@dataclass(slots=True)
-class BrokerStats:
-    topics: int
-    queues: int
-    put_messages: int
-    put_bytes: int
-    get_messages: int
-    get_bytes: int
-    commit_log_min_offset: int
-    commit_log_max_offset: int
-    dispatched_offset: int
-    index_built_offset: int
-    disk_usage_ratio: float
-
-
-class Broker(ProduceRole, ConsumeRole):
+class Broker(ProduceRole, ConsumeRole, AdminRole):
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         config_dir = os.path.join(config.store_path_root_dir, "config")
@@ -106,11 +88,6 @@ class Broker(ProduceRole, ConsumeRole):
         self.consumer_manager = ConsumerManager(config.channel_expired_timeout)
         self.producer_manager = ProducerManager(config.channel_expired_timeout)
         self.lock_manager = RebalanceLockManager(config.rebalance_lock_max_live_time)
-
-    @property
-    def store_host(self) -> bytes:
-        """This broker's store host (IPv4 + port, 8 bytes), the head of every offsetMsgId."""
-        return self.store.store_host
 
     # ================================================================ lifecycle
     async def start(self) -> None:
@@ -178,109 +155,11 @@ class Broker(ProduceRole, ConsumeRole):
                     log.exception("persisting consumer offsets failed")
                     self.offsets.dirty = True
 
-    # ================================================================ topics
-    def create_topic(self, topic: str, *, read_queue_nums: int | None = None,
-                     write_queue_nums: int | None = None, perm: int = PERM_RW,
-                     order: bool = False) -> TopicConfig:
-        """Create or update a topic (RocketMQ's UPDATE_AND_CREATE_TOPIC)."""
-        n = self.config.default_topic_queue_nums
-        cfg = TopicConfig(topic, read_queue_nums or write_queue_nums or n,
-                          write_queue_nums or read_queue_nums or n, perm, order=order)
-        if cfg.read_queue_nums < 1 or cfg.write_queue_nums < 1 or cfg.queue_nums > 1024:
-            raise InvalidMessage("queue numbers must be between 1 and 1024")
-        cfg = self.topics.put(cfg)
-        self.store.prepare_queues(topic, cfg.queue_nums)
-        return cfg
-
-    async def create_topic_ready(self, topic: str, **settings: Any) -> TopicConfig:
-        """create_topic for admin requests, answered once the new queues' files exist
-        (create_topic has them made in the background, up to 5 s): the topic's first
-        messages then find them rather than pay a fresh file's first write on the loop."""
-        cfg = self.create_topic(topic, **settings)
-        await self.store.queues_prepared()
-        return cfg
-
-    def delete_topic(self, topic: str) -> None:
-        if self.topics.remove(topic) is None:
-            raise TopicNotFound(topic)
-        self.store.delete_topic(topic)
-        self.offsets.remove_topic(topic)
-        self.pull_waiters.notify_all(topic)  # held pulls on it answer now, not at their timeout
-
-    def get_topic(self, topic: str) -> TopicConfig | None:
-        return self.topics.get(topic)
-
-    def topic_names(self) -> list[str]:
-        return sorted(self.topics.table)
-
     # ================================================================ put
     async def _put_system(self, msg: Message) -> PutResult:
         """A put into a system topic (op records, half copies): no routing, no topic config
         (system topics live in the store only, as clients never route to them)."""
         return await self.store.put_message(msg)
-
-    # ================================================================ offsets
-    def groups_consuming(self, topic: str) -> list[str]:
-        """Groups online on ``topic`` or with offsets committed on it (RocketMQ's
-        QUERY_TOPIC_CONSUME_BY_WHO)."""
-        return sorted({*self.consumer_manager.groups_subscribing(topic), *self.offsets.groups_of(topic)})
-
-    def delete_records(self, topic: str, queue_id: int, offset: int) -> int:
-        """Raise a queue's min offset to ``offset`` (Kafka DeleteRecords); returns the new min.
-
-        Only the logical start moves: the CommitLog keeps the bytes until retention removes
-        their segment, as RocketMQ's store never deletes from the middle of its log.
-        """
-        if self.topics.get(topic) is None:
-            raise TopicNotFound(topic)
-        return self.store.truncate_queue_min(topic, queue_id, offset)
-
-    def last_store_timestamp(self, topic: str, queue_id: int) -> int:
-        """Store time of the queue's newest message; 0 for an empty queue."""
-        newest = self.store.max_offset(topic, queue_id) - 1
-        stamp = self.store.store_timestamp_at(topic, queue_id, newest) if newest >= 0 else None
-        return stamp or 0
-
-    # ================================================================ groups
-    def get_group(self, group: str) -> SubscriptionGroupConfig | None:
-        cfg = self.groups.get(group)
-        if cfg is None and self.config.auto_create_subscription_group:
-            cfg = self.groups.put(SubscriptionGroupConfig(group))
-        return cfg
-
-    def update_group(self, config: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
-        return self.groups.put(config)
-
-    def delete_group(self, group: str) -> None:
-        self.groups.remove(group)
-        self.offsets.remove_group(group)
-
-    # ================================================================ lookups
-    def query_by_key(self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0,
-                     end_ms: int | None = None) -> list[MessageExt]:
-        return self.store.query_by_key(topic, key, max_num, begin_ms, end_ms)
-
-    def message_by_offset(self, commit_log_offset: int) -> MessageExt:
-        msg = self.store.message_at(commit_log_offset)
-        if msg is None:
-            raise MessageNotFound(f"no message at commit-log offset {commit_log_offset}")
-        return msg
-
-    def view_message(self, msg_id: str) -> MessageExt:
-        """By offsetMsgId (hex host + commit-log offset) as clients send it."""
-        return self.message_by_offset(decode_offset_msg_id(msg_id).commit_log_offset)
-
-    # ================================================================ stats
-    def stats(self) -> BrokerStats:
-        s = self.store
-        return BrokerStats(
-            topics=len(self.topics.table), queues=len(s.consume_queues),
-            put_messages=s.put_count, put_bytes=s.put_bytes,
-            get_messages=s.get_count, get_bytes=s.get_bytes,
-            commit_log_min_offset=s.commitlog.min_offset,
-            commit_log_max_offset=s.commitlog.max_offset,
-            dispatched_offset=s.dispatched_offset, index_built_offset=s.index.built_offset,
-            disk_usage_ratio=s.disk_usage_ratio())
 
     # ================================================================ transactions
     def add_transaction_checker(self, checker: TransactionChecker) -> None:
@@ -328,11 +207,3 @@ class Broker(ProduceRole, ConsumeRole):
                 self.lock_manager.purge_expired()
             except Exception:  # a listener's bug must not take the broker's tasks down
                 log.exception("client scan failed")
-
-    # ================================================================ message ids
-    def message_by_unique_key(self, topic: str, uniq_key: str) -> MessageExt:
-        """By the client's unique id (UNIQ_KEY), through the index."""
-        for msg in self.query_by_key(topic, uniq_key, max_num=8):
-            if msg.uniq_key == uniq_key:
-                return msg
-        raise MessageNotFound(f"no message {uniq_key!r} in topic {topic!r}")

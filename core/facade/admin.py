@@ -1,0 +1,167 @@
+"""Admin and metadata: what a front-end calls for management requests and lookups.
+
+Topics: `create_topic`, `create_topic_ready` (for admin requests: answered once the queues'
+files exist), `delete_topic`, `get_topic`, `topic_names`. Subscription groups: `get_group`
+(auto-created when the configuration allows), `update_group`, `delete_group`,
+`groups_consuming`. Kafka's DeleteRecords: `delete_records`. Stored messages by key or id:
+`query_by_key`, `view_message` (offsetMsgId), `message_by_offset`, `message_by_unique_key`.
+Figures: `stats`, `last_store_timestamp`, `store_host` (the head of every offsetMsgId).
+
+A front-end never changes the topic, group or offset tables (``broker.topics``...) around
+these calls: deleting a topic or group here also drops its queues, offsets and held pulls.
+Lookups read the index and the CommitLog, so no front-end calls them per message on a hot
+path. These methods never put a message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import BrokerConfig
+from ..consumer.groups import ConsumerManager
+from ..consumer.long_polling import PullWaiters
+from ..errors import InvalidMessage, MessageNotFound, TopicNotFound
+from ..message import MessageExt
+from ..message_id import decode_offset_msg_id
+from ..metadata.groups import SubscriptionGroupConfig, SubscriptionGroupManager
+from ..metadata.offsets import ConsumerOffsetManager
+from ..metadata.topics import PERM_RW, TopicConfig, TopicConfigManager
+from ..store.message_store import MessageStore
+
+@dataclass(slots=True)
+class BrokerStats:
+    topics: int
+    queues: int
+    put_messages: int
+    put_bytes: int
+    get_messages: int
+    get_bytes: int
+    commit_log_min_offset: int
+    commit_log_max_offset: int
+    dispatched_offset: int
+    index_built_offset: int
+    disk_usage_ratio: float
+
+
+class AdminRole:
+    """The admin and metadata calls of `core.broker.Broker` (see the module docstring).
+    State is the Broker's, set up in its constructor."""
+
+    config: BrokerConfig
+    store: MessageStore
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    offsets: ConsumerOffsetManager
+    pull_waiters: PullWaiters
+    consumer_manager: ConsumerManager
+
+    @property
+    def store_host(self) -> bytes:
+        """This broker's store host (IPv4 + port, 8 bytes), the head of every offsetMsgId."""
+        return self.store.store_host
+
+    # ---------------------------------------------------------------- topics
+    def create_topic(self, topic: str, *, read_queue_nums: int | None = None,
+                     write_queue_nums: int | None = None, perm: int = PERM_RW,
+                     order: bool = False) -> TopicConfig:
+        """Create or update a topic (RocketMQ's UPDATE_AND_CREATE_TOPIC)."""
+        n = self.config.default_topic_queue_nums
+        cfg = TopicConfig(topic, read_queue_nums or write_queue_nums or n,
+                          write_queue_nums or read_queue_nums or n, perm, order=order)
+        if cfg.read_queue_nums < 1 or cfg.write_queue_nums < 1 or cfg.queue_nums > 1024:
+            raise InvalidMessage("queue numbers must be between 1 and 1024")
+        cfg = self.topics.put(cfg)
+        self.store.prepare_queues(topic, cfg.queue_nums)
+        return cfg
+
+    async def create_topic_ready(self, topic: str, **settings: Any) -> TopicConfig:
+        """create_topic for admin requests, answered once the new queues' files exist
+        (create_topic has them made in the background, up to 5 s): the topic's first
+        messages then find them rather than pay a fresh file's first write on the loop."""
+        cfg = self.create_topic(topic, **settings)
+        await self.store.queues_prepared()
+        return cfg
+
+    def delete_topic(self, topic: str) -> None:
+        if self.topics.remove(topic) is None:
+            raise TopicNotFound(topic)
+        self.store.delete_topic(topic)
+        self.offsets.remove_topic(topic)
+        self.pull_waiters.notify_all(topic)  # held pulls on it answer now, not at their timeout
+
+    def get_topic(self, topic: str) -> TopicConfig | None:
+        return self.topics.get(topic)
+
+    def topic_names(self) -> list[str]:
+        return sorted(self.topics.table)
+
+    # ---------------------------------------------------------------- groups
+    def get_group(self, group: str) -> SubscriptionGroupConfig | None:
+        cfg = self.groups.get(group)
+        if cfg is None and self.config.auto_create_subscription_group:
+            cfg = self.groups.put(SubscriptionGroupConfig(group))
+        return cfg
+
+    def update_group(self, config: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
+        return self.groups.put(config)
+
+    def delete_group(self, group: str) -> None:
+        self.groups.remove(group)
+        self.offsets.remove_group(group)
+
+    def groups_consuming(self, topic: str) -> list[str]:
+        """Groups online on ``topic`` or with offsets committed on it (RocketMQ's
+        QUERY_TOPIC_CONSUME_BY_WHO)."""
+        return sorted({*self.consumer_manager.groups_subscribing(topic), *self.offsets.groups_of(topic)})
+
+    # ---------------------------------------------------------------- queues
+    def delete_records(self, topic: str, queue_id: int, offset: int) -> int:
+        """Raise a queue's min offset to ``offset`` (Kafka DeleteRecords); returns the new min.
+
+        Only the logical start moves: the CommitLog keeps the bytes until retention removes
+        their segment, as RocketMQ's store never deletes from the middle of its log.
+        """
+        if self.topics.get(topic) is None:
+            raise TopicNotFound(topic)
+        return self.store.truncate_queue_min(topic, queue_id, offset)
+
+    def last_store_timestamp(self, topic: str, queue_id: int) -> int:
+        """Store time of the queue's newest message; 0 for an empty queue."""
+        newest = self.store.max_offset(topic, queue_id) - 1
+        stamp = self.store.store_timestamp_at(topic, queue_id, newest) if newest >= 0 else None
+        return stamp or 0
+
+    # ---------------------------------------------------------------- lookups
+    def query_by_key(self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0,
+                     end_ms: int | None = None) -> list[MessageExt]:
+        return self.store.query_by_key(topic, key, max_num, begin_ms, end_ms)
+
+    def message_by_offset(self, commit_log_offset: int) -> MessageExt:
+        msg = self.store.message_at(commit_log_offset)
+        if msg is None:
+            raise MessageNotFound(f"no message at commit-log offset {commit_log_offset}")
+        return msg
+
+    def view_message(self, msg_id: str) -> MessageExt:
+        """By offsetMsgId (hex host + commit-log offset) as clients send it."""
+        return self.message_by_offset(decode_offset_msg_id(msg_id).commit_log_offset)
+
+    def message_by_unique_key(self, topic: str, uniq_key: str) -> MessageExt:
+        """By the client's unique id (UNIQ_KEY), through the index."""
+        for msg in self.query_by_key(topic, uniq_key, max_num=8):
+            if msg.uniq_key == uniq_key:
+                return msg
+        raise MessageNotFound(f"no message {uniq_key!r} in topic {topic!r}")
+
+    # ---------------------------------------------------------------- stats
+    def stats(self) -> BrokerStats:
+        s = self.store
+        return BrokerStats(
+            topics=len(self.topics.table), queues=len(s.consume_queues),
+            put_messages=s.put_count, put_bytes=s.put_bytes,
+            get_messages=s.get_count, get_bytes=s.get_bytes,
+            commit_log_min_offset=s.commitlog.min_offset,
+            commit_log_max_offset=s.commitlog.max_offset,
+            dispatched_offset=s.dispatched_offset, index_built_offset=s.index.built_offset,
+            disk_usage_ratio=s.disk_usage_ratio())
