@@ -1,9 +1,16 @@
 """The Broker facade: the one asyncio API every protocol front-end goes through.
 
 Front-ends translate their protocol to these calls and map the typed errors of
-``core.errors`` to their own codes; they never reach into the store. Rules live here (topic
-validation, auto-creation, queue selection, size limits), so a rule that holds for one
-protocol holds for all.
+``core.errors`` to their own codes; they never reach into the store. Rules live in the
+facade (topic validation, auto-creation, queue selection, size limits), so a rule that holds
+for one protocol holds for all.
+
+The calls are written by role, one module each under ``core/facade``: produce (puts, the
+send lane, send-back), consume (reads, pulls, long polling, offsets, queue locks), admin
+(topics, groups, lookups, stats) and transactions (END_TRANSACTION, check-back checkers).
+`Broker` composes them as plain base classes: one object, every call a method of it, its
+state set up here. This module keeps construction and the lifecycle: the store lock, start
+(open and recover the store, then the background tasks) and stop.
 """
 
 from __future__ import annotations
@@ -18,37 +25,19 @@ from .consumer.delay_levels import parse_delay_levels
 from .consumer.groups import ConsumerManager, ProducerManager
 from .consumer.locks import RebalanceLockManager
 from .consumer.long_polling import PullWaiters
-from .facade.produce import ProduceRole
-from .facade.consume import ConsumeRole
 from .facade.admin import AdminRole, BrokerStats
-from .errors import (
-    MessageNotFound,
-    TransactionMismatch,
-)
-from .message import (
-    PROPERTY_PRODUCER_GROUP,
-    PROPERTY_TAGS,
-    Message,
-)
+from .facade.consume import ConsumeRole
+from .facade.produce import ProduceRole
+from .facade.transactions import TransactionRole
+from .message import PROPERTY_TAGS
 from .metadata.groups import SubscriptionGroupManager
 from .metadata.offsets import ConsumerOffsetManager
 from .metadata.topics import TopicConfigManager
-from .schedule import (
-    SCHEDULE_TOPIC,
-    DelayLevels,
-    DelayOffsets,
-    ScheduleMessageService,
-    schedule_due_ms,
-)
-from .store.message_store import MessageStore, PutResult
+from .schedule import SCHEDULE_TOPIC, DelayLevels, DelayOffsets, ScheduleMessageService, schedule_due_ms
+from .store.message_store import MessageStore
 from .store.store_lock import StoreLock
 from .tags import tags_code
-from .transaction import (
-    TransactionChecker,
-    TransactionCheckService,
-    committed_message,
-    is_half,
-)
+from .transaction import TransactionCheckService
 
 __all__ = ["Broker", "BrokerStats"]
 
@@ -62,7 +51,10 @@ def _tags_code_of(topic: str, properties: dict[str, str]) -> int:
     return tags_code(properties.get(PROPERTY_TAGS)) if properties else 0
 
 
-class Broker(ProduceRole, ConsumeRole, AdminRole):
+class Broker(ProduceRole, ConsumeRole, AdminRole, TransactionRole):
+    """One per store. Its calls are the role classes' (``core/facade``); their shared state
+    is set up here."""
+
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         config_dir = os.path.join(config.store_path_root_dir, "config")
@@ -155,44 +147,6 @@ class Broker(ProduceRole, ConsumeRole, AdminRole):
                     log.exception("persisting consumer offsets failed")
                     self.offsets.dirty = True
 
-    # ================================================================ put
-    async def _put_system(self, msg: Message) -> PutResult:
-        """A put into a system topic (op records, half copies): no routing, no topic config
-        (system topics live in the store only, as clients never route to them)."""
-        return await self.store.put_message(msg)
-
-    # ================================================================ transactions
-    def add_transaction_checker(self, checker: TransactionChecker) -> None:
-        """One more who answers check-backs (each front-end with producers adds its own):
-        ``checker(producer_group, half) -> bool`` must ask a producer of the group without
-        blocking and return whether one was asked; checkers are tried in order."""
-        self.transactions.checkers.append(checker)
-
-    def remove_transaction_checker(self, checker: TransactionChecker) -> None:
-        if checker in self.transactions.checkers:
-            self.transactions.checkers.remove(checker)
-
-    async def end_transaction(self, producer_group: str, commit_log_offset: int,
-                              commit: bool | None, *, from_check: bool = False) -> PutResult | None:
-        """END_TRANSACTION for the half message at ``commit_log_offset``: True commits
-        (the real message is put and returned), False rolls back, None (unknown) leaves it
-        to the check-back. ``from_check`` only tells the log who answered."""
-        half = self.store.message_at(commit_log_offset)
-        if half is None or not is_half(half):
-            raise MessageNotFound(f"no half message at commit-log offset {commit_log_offset}")
-        owner = half.properties.get(PROPERTY_PRODUCER_GROUP)
-        if owner and producer_group and owner != producer_group:
-            raise TransactionMismatch(
-                f"half message {commit_log_offset} belongs to producer group {owner!r}, "
-                f"not {producer_group!r}")
-        if commit is None:
-            log.debug("transaction %d unknown (from check: %s)", commit_log_offset, from_check)
-            return None
-        result = await self.put_message(committed_message(half)) if commit else None
-        await self.transactions.resolve(half)
-        return result
-
-    # ================================================================ clients, locks, consume-from
     async def _scan_clients_loop(self) -> None:
         """Drop silent consumers and producers and purge lapsed queue locks."""
         interval = self.config.client_scan_interval / 1000
