@@ -19,6 +19,7 @@ calls beyond its compiled plans.
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field as dc_field
@@ -32,6 +33,7 @@ __all__ = [
     "PASS_THROUGH",
     "Buffer",
     "DecodeError",
+    "MAX_REQUEST_ITEMS",
     "RequestHeader",
     "UnsupportedApi",
     "decode_request",
@@ -71,6 +73,28 @@ _HEADER_FIXED: Final = struct.Struct(">hhi")  # api key, api version, correlatio
 
 class DecodeError(ValueError):
     """Bytes that do not form the declared message: truncated, bad lengths, bad UTF-8."""
+
+
+# A request may hold at most this many array items and tagged fields in all. Bytes alone
+# do not bound the work: an item can be two bytes, so a 2 MB Metadata request named a
+# million topics and held the event loop 7 s (a 100 MiB one, minutes and gigabytes).
+# The largest real requests (a consumer fetching or committing every partition it owns)
+# hold thousands. Responses, which only our own clients decode, are not limited.
+MAX_REQUEST_ITEMS: Final = 100_000
+
+
+class _Budget(threading.local):
+    """Array items (and tagged fields) the request being decoded on this thread may still
+    hold; negative for no limit (set by each decode_request and decode_response)."""
+
+    left = -1
+
+
+_BUDGET: Final = _Budget()
+
+
+def _over_budget() -> DecodeError:
+    return DecodeError(f"request holds more than {MAX_REQUEST_ITEMS} array items and tagged fields")
 
 
 class UnsupportedApi(KeyError):
@@ -231,6 +255,7 @@ def _blob_reader(kind: str, compact: bool, nullable: bool) -> _Reader:
 
 def _array_reader(item: _Reader, compact: bool, nullable: bool) -> _Reader:
     read_len = _length_reader(compact)
+    budget = _BUDGET
 
     def read(buf: memoryview, pos: int) -> tuple[Any, int]:
         n, pos = read_len(buf, pos)
@@ -240,6 +265,12 @@ def _array_reader(item: _Reader, compact: bool, nullable: bool) -> _Reader:
             raise DecodeError(f"invalid array length {n}")
         if n > len(buf) - pos:  # every item takes at least one byte: bounds hostile counts
             raise DecodeError(f"array of {n} items overruns the message")
+        if n:
+            left = budget.left  # inline: this runs for every array of every request
+            if left >= 0:
+                if left < n:
+                    raise _over_budget()
+                budget.left = left - n
         out = []
         append = out.append
         for _ in range(n):
@@ -345,6 +376,11 @@ class _StructPlan:
         for name, _, default in known.values():
             out[name] = _fresh(default)
         count, pos = _read_uvarint(buf, pos)
+        left = _BUDGET.left
+        if left >= 0:
+            if left < count:
+                raise _over_budget()
+            _BUDGET.left = left - count
         for _ in range(count):
             tag, pos = _read_uvarint(buf, pos)
             size, pos = _read_uvarint(buf, pos)
@@ -597,12 +633,16 @@ def _coalesce(parts: list) -> list[Buffer]:
 
 
 def decode_request(api_key: int, api_version: int, body: Buffer) -> Message:
-    """Decode a request body (the bytes after the request header)."""
-    return _decode(_plan(api_key, api_version, False), body)
+    """Decode a request body (the bytes after the request header); DecodeError too when
+    it holds more than MAX_REQUEST_ITEMS array items and tagged fields in all."""
+    plan = _plan(api_key, api_version, False)
+    _BUDGET.left = MAX_REQUEST_ITEMS
+    return _decode(plan, body)
 
 
 def decode_response(api_key: int, api_version: int, body: Buffer) -> Message:
     """Decode a response body (the bytes after the response header)."""
+    _BUDGET.left = -1
     return _decode(_plan(api_key, api_version, True), body)
 
 
@@ -640,6 +680,7 @@ def decode_request_header(frame: Buffer) -> tuple[RequestHeader, int]:
     view = frame if isinstance(frame, memoryview) else memoryview(frame)
     if len(view) < _HEADER_FIXED.size:
         raise DecodeError(f"request header needs 8 bytes, frame holds {len(view)}")
+    _BUDGET.left = MAX_REQUEST_ITEMS  # its tagged fields
     api_key, api_version, correlation_id = _HEADER_FIXED.unpack_from(view, 0)
     pos = _HEADER_FIXED.size
     try:
@@ -669,6 +710,7 @@ def encode_response_header(api_key: int, api_version: int, correlation_id: int) 
 def decode_response_header(api_key: int, api_version: int, frame: Buffer) -> tuple[int, int]:
     """(correlation id, body position) of a response frame."""
     view = frame if isinstance(frame, memoryview) else memoryview(frame)
+    _BUDGET.left = -1
     try:
         (correlation_id,) = _I32.unpack_from(view, 0)
         pos = 4

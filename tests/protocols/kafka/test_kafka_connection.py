@@ -78,6 +78,60 @@ def test_garbled_body_is_bad_request_with_header_fields() -> None:
     assert conn.closed
 
 
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    return bytes(out + bytes((value,)))
+
+
+def _request(api_key: int, version: int, body: bytes, correlation_id: int = 9) -> bytes:
+    payload = codec.encode_request_header(api_key, version, correlation_id, "c") + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _metadata_v9(topics: int) -> bytes:
+    """Metadata v9 naming ``topics`` empty topic names: two bytes a topic."""
+    return _request(3, 9, _uvarint(topics + 1) + b"\x01\x00" * topics + b"\x00\x00\x00\x00")
+
+
+def test_a_request_holds_a_bounded_number_of_array_items() -> None:
+    """Two bytes were enough for an item: a 2 MB Metadata request named a million topics
+    and its decode and handling held the event loop 7 s (a 100 MiB one, minutes and
+    gigabytes). Past MAX_REQUEST_ITEMS the request is refused before its items are built."""
+    limit = codec.MAX_REQUEST_ITEMS
+    [event] = KafkaServerConnection().receive_data(_metadata_v9(limit))
+    assert isinstance(event, RequestReceived) and len(event.body["topics"]) == limit
+    conn = KafkaServerConnection()
+    [event] = conn.receive_data(_metadata_v9(limit + 1))
+    assert isinstance(event, BadRequest) and "array items" in event.reason and event.correlation_id == 9
+    assert conn.closed
+
+
+def test_nested_arrays_and_tagged_fields_share_the_budget() -> None:
+    half = codec.MAX_REQUEST_ITEMS // 2
+    # OffsetFetch v7: group "g", two topics of `half` partition indexes each (2 + 2 * half items)
+    topic = b"\x02t" + _uvarint(half + 1) + b"\x00\x00\x00\x00" * half + b"\x00"
+    [event] = KafkaServerConnection().receive_data(_request(9, 7, b"\x02g" + b"\x03" + topic * 2 + b"\x00\x00"))
+    assert isinstance(event, BadRequest) and "array items" in event.reason
+    # ApiVersions v3 with a tag section of MAX_REQUEST_ITEMS + 1 empty unknown tagged fields
+    tags = _uvarint(codec.MAX_REQUEST_ITEMS + 1) + b"\x05\x00" * (codec.MAX_REQUEST_ITEMS + 1)
+    [event] = KafkaServerConnection().receive_data(_request(18, 3, b"\x01\x01" + tags))
+    assert isinstance(event, BadRequest) and "tagged fields" in event.reason
+
+
+def test_each_request_has_its_own_budget_and_responses_none() -> None:
+    conn = KafkaServerConnection()
+    events = conn.receive_data(_metadata_v9(codec.MAX_REQUEST_ITEMS) * 3)
+    assert [type(e) for e in events] == [RequestReceived] * 3
+    body = {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": 0,
+            "topics": [{"error_code": 0, "name": "t", "is_internal": False, "partitions": []}]
+            * (codec.MAX_REQUEST_ITEMS + 1)}
+    encoded = b"".join(bytes(p) for p in codec.encode_response(3, 9, body))
+    assert len(codec.decode_response(3, 9, encoded)["topics"]) == codec.MAX_REQUEST_ITEMS + 1
+
+
 def test_unsupported_version_and_unknown_key() -> None:
     conn = KafkaServerConnection()
     events = conn.receive_data(frame(1, 12, 5, {}))  # served
