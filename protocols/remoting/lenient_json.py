@@ -14,8 +14,11 @@ import orjson
 
 # A string literal (skipped whole, so nothing inside it is touched) or a bare key after
 # `{` or `,`. Scanning left to right, every quote opens a literal that the first branch
-# consumes, so the second branch only ever sees text outside strings.
-_STRING_OR_BARE_KEY = re.compile(r'("(?:[^"\\]|\\.)*")|([{,]\s*)([A-Za-z0-9_$.+-]+)(\s*:)')
+# consumes, so the second branch only ever sees text outside strings. A literal left open
+# runs to the end of the text (which then is no JSON): were the branch to fail there, the
+# scan would try again from each later quote and take time quadratic in the text (a 100 KB
+# body of `"\\` pairs took minutes). The possessive `*+` never gives back what it matched.
+_STRING_OR_BARE_KEY = re.compile(r'("(?:[^"\\]|\\[\s\S])*+(?:"|[\s\S]*))|([{,]\s*)([A-Za-z0-9_$.+-]+)(\s*:)')
 
 
 class LenientJSONError(ValueError):

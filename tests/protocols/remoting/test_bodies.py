@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from hypothesis import given
@@ -144,6 +145,27 @@ def test_lenient_json_leaves_strings_alone() -> None:
         loads_lenient(b"{a:}")
     with pytest.raises(LenientJSONError):
         loads_lenient(b"\xff{")
+
+
+@pytest.mark.parametrize("text", [b'{"a":' + b'"\\' * 50_000, b'{a:"' + b'\\"' * 50_000,
+                                  b'"' * 3 + b'\\"' * 50_000, b'{"x":"' + b'\\' * 100_001],
+                         ids=["quote-backslash", "escaped-quotes", "three-quotes", "backslashes"])
+def test_lenient_json_fails_unterminated_strings_in_linear_time(text: bytes) -> None:
+    """A string left open made the bare-key scan start again at every later quote: a
+    100 KB body of `"\\` pairs (a heartbeat, say) took minutes (32 KB: 10 s) on the
+    event loop. Now an open string runs to the end once, and the text is refused."""
+    started = time.perf_counter()
+    with pytest.raises(LenientJSONError):
+        loads_lenient(text)
+    assert time.perf_counter() - started < 1.0
+
+
+def test_lenient_json_quotes_keys_after_escapes_and_at_the_end() -> None:
+    assert loads_lenient('{a:"x\\\\", b:"\\"{c:1}\\"", d:{e:[]}}') == {"a": "x\\", "b": '"{c:1}"', "d": {"e": []}}
+    with pytest.raises(LenientJSONError):
+        loads_lenient('{a:"open')
+    with pytest.raises(LenientJSONError):
+        loads_lenient('{a:"ends in a backslash\\')
 
 
 @given(st.recursive(
