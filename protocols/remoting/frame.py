@@ -32,6 +32,10 @@ ROCKETMQ_FRAME_MAX_LENGTH = 16 * 1024 * 1024
 DEFAULT_MAX_FRAME_LENGTH = ROCKETMQ_FRAME_MAX_LENGTH + 64 * 1024
 
 MAX_HEADER_LENGTH = 0xFFFFFF  # the header length has 24 bits
+# extFields entries a header may carry. A request header has a few dozen at most (message
+# properties travel in one of them), but a 16 MiB binary header holds a million empty
+# ones, which took 2.2 s to decode on the event loop; past this a frame is refused.
+MAX_EXT_FIELDS = 4096
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 LENGTH = struct.Struct(">i")
@@ -189,10 +193,10 @@ def load_json_header(header: memoryview) -> dict[str, Any]:
     """The JSON header as a dict, unchecked (see `command_from_json`); raises FrameError.
 
     Split from the checks so a session can offer the dict to a handler's fast path
-    (`RequestHandler.send_lane`) before building a command. One check is made here: a
+    (`RequestHandler.send_lane`) before building a command. Two checks are made here: a
     `code` that is an array or object (no command has one) is refused, as `command_from_json`
     would refuse it, because fast paths look their code up in tables and must be able to
-    hash it."""
+    hash it; and more than MAX_EXT_FIELDS extFields are refused, as in binary headers."""
     try:
         obj = orjson.loads(header)
     except orjson.JSONDecodeError:
@@ -200,13 +204,19 @@ def load_json_header(header: memoryview) -> dict[str, Any]:
     if type(obj) is not dict:
         raise FrameError(f"header is a JSON {type(obj).__name__}, not an object")
     code = obj.get("code")
+    ext = obj.get("extFields")
     if type(code) is list or type(code) is dict:
-        try:
-            opaque: int | None = _coerce_int32(obj.get("opaque", 0), "opaque", None)
-        except FrameError:
-            opaque = None
-        raise FrameError("header field 'code' is not an integer", opaque)
+        raise FrameError("header field 'code' is not an integer", _opaque_of(obj))
+    if type(ext) is dict and len(ext) > MAX_EXT_FIELDS:
+        raise FrameError(f"header has more than {MAX_EXT_FIELDS} extFields", _opaque_of(obj))
     return obj
+
+
+def _opaque_of(obj: dict[str, Any]) -> int | None:
+    try:
+        return _coerce_int32(obj.get("opaque", 0), "opaque", None)
+    except FrameError:
+        return None
 
 
 def command_from_json(obj: dict[str, Any]) -> RemotingCommand:
@@ -295,7 +305,11 @@ def decode_rocketmq_header(header: memoryview) -> RemotingCommand:
         raise FrameError(f"binary header extFields length {ext_length} is out of range", opaque)
     ext: dict[str, str] = {}
     end = pos + ext_length
+    entries = 0  # not len(ext): repeated and empty keys cost as much to read
     while pos < end:
+        entries += 1
+        if entries > MAX_EXT_FIELDS:
+            raise FrameError(f"header has more than {MAX_EXT_FIELDS} extFields", opaque)
         if end - pos < 2:
             raise FrameError("binary header extFields entry is truncated", opaque)
         key_length = _I16.unpack_from(header, pos)[0]

@@ -356,6 +356,36 @@ def test_raw_frames_never_carry_a_code_that_cannot_be_hashed(header: bytes, opaq
     assert not event.fatal and "'code'" in event.reason and event.opaque == opaque
 
 
+def _binary_header(entries: list[tuple[bytes, bytes]], opaque: int = 7) -> bytes:
+    ext = b"".join(struct.pack(">h", len(k)) + k + struct.pack(">i", len(v)) + v for k, v in entries)
+    return struct.pack(">hBhii", 30, 0, 0, opaque, 0) + struct.pack(">i", 0) + struct.pack(">i", len(ext)) + ext
+
+
+@pytest.mark.parametrize("serialize_type", [0, 1])
+def test_a_header_carries_a_bounded_number_of_ext_fields(serialize_type: int) -> None:
+    """A 16 MiB binary header holds a million empty extFields and took 2.2 s to decode on
+    the event loop; past MAX_EXT_FIELDS entries (repeated or empty keys count too) the
+    frame is refused, answering its opaque, and the connection goes on."""
+    from rocketport.protocols.remoting.frame import MAX_EXT_FIELDS
+
+    def header(entries: list[tuple[bytes, bytes]]) -> bytes:
+        if serialize_type:
+            return _binary_header(entries)
+        return b'{"code":30,"opaque":7,"extFields":{%s}}' % b",".join(b'"%s":"%s"' % kv for kv in entries)
+
+    distinct = [(b"k%d" % i, b"") for i in range(MAX_EXT_FIELDS)]
+    conn = RemotingConnection()
+    command = only_command(conn.receive_data(frame(header(distinct), serialize_type=serialize_type)))
+    assert len(command.ext_fields) == MAX_EXT_FIELDS
+    too_many = [distinct + [(b"one", b"more")]]
+    if serialize_type:  # a JSON object keeps one of each key; binary entries all cost
+        too_many += [[(b"same", b"")] * (MAX_EXT_FIELDS + 1), [(b"", b"x")] * (MAX_EXT_FIELDS + 1)]
+    for entries in too_many:
+        error = error_of(conn.receive_data(frame(header(entries), serialize_type=serialize_type)))
+        assert not error.fatal and "extFields" in error.reason and error.opaque == 7
+    assert only_command(conn.receive_data(frame(b'{"code":2}'))).code == 2
+
+
 @pytest.mark.parametrize(
     "header, opaque",
     [
