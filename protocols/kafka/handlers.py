@@ -38,6 +38,20 @@ _EARLIEST: Final = -2
 _MAX_TIMESTAMP: Final = -3
 _RESOURCE_TOPIC: Final = 2
 _RESOURCE_BROKER: Final = 4
+_MAX_STRING: Final = 0x7FFF  # UTF-8 bytes an int16-length string (every non-flexible version) holds
+_ID_SUFFIX: Final = 37  # "-" and a UUID: the coordinator makes member ids of a client or instance id
+
+
+def _fits(text: str | None, room: int = _MAX_STRING) -> bool:
+    return text is None or len(text) * 4 <= room or len(text.encode("utf-8")) <= room
+
+
+def _is_topic_name(name: str) -> bool:
+    try:
+        validate_topic(name)
+    except BrokerError:
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +242,15 @@ class KafkaHandlers:
 
     async def _join_group(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         try:
+            # What a group keeps is echoed to its members and to DescribeGroups and ListGroups
+            # at any version: a string only flexible versions can carry (a 40 KB group id)
+            # would make those responses unencodable for everyone else.
+            if not _fits(body["group_id"]):
+                raise GroupError(ErrorCode.INVALID_GROUP_ID, body["member_id"])
+            if not (all(map(_fits, (body["member_id"], body["protocol_type"], *(p["name"] for p in body["protocols"]))))
+                    and _fits(body["group_instance_id"], _MAX_STRING - _ID_SUFFIX)
+                    and _fits(ctx.client_id, _MAX_STRING - _ID_SUFFIX)):
+                raise GroupError(ErrorCode.INVALID_REQUEST, body["member_id"])
             if not may_use_group(ctx, body["group_id"]):
                 raise GroupError(ErrorCode.GROUP_AUTHORIZATION_FAILED, body["member_id"])
             result = await self.coordinator.join(
@@ -331,8 +354,9 @@ class KafkaHandlers:
         return {"throttle_time_ms": 0, "topics": topics}
 
     def _committed(self, group_id: str, topics: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-        if topics is None:
-            wanted = [(name, sorted(offsets)) for name, offsets in self.broker.group_offsets(group_id).items()]
+        if topics is None:  # offsets committed (by remoting) on names no topic can have are not listed
+            wanted = [(name, sorted(offsets)) for name, offsets in self.broker.group_offsets(group_id).items()
+                      if _is_topic_name(name)]
         else:
             wanted = [(t["name"], t["partition_indexes"]) for t in topics]
         return [{"name": name, "partitions": [

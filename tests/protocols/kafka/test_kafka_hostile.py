@@ -17,29 +17,49 @@ from rocketport.protocols.kafka.handlers import KafkaHandlers, RequestContext
 from rocketport.protocols.kafka.schema import ApiKey
 
 
-def answer(config: BrokerConfig, frame: bytes) -> dict:
-    """Decode one request frame as the session does, run its handler on a real broker,
-    encode the response as the session does and decode it back."""
+def answers(config: BrokerConfig, frames: list[bytes], setup=None) -> list[dict]:
+    """Decode request frames as the session does, run their handlers in turn on one real
+    broker (after ``setup(broker)``), encode each response as the session does and decode
+    it back."""
     conn = KafkaServerConnection()
-    [event] = conn.receive_data(frame)
-    assert isinstance(event, RequestReceived), event
+    events = [event for frame in frames for event in conn.receive_data(frame)]
+    assert all(isinstance(event, RequestReceived) for event in events), events
 
     async def scenario() -> list:
         async with Broker(config) as broker:
+            if setup is not None:
+                setup(broker)
             handlers = KafkaHandlers(broker, ("127.0.0.1", 9092))
+            out = []
             try:
-                ctx = RequestContext(event.api_version, event.client_id, ("127.0.0.1", 1))
-                body = await handlers.table[event.api_key](ctx, event.body)
+                for event in events:
+                    ctx = RequestContext(event.api_version, event.client_id, ("127.0.0.1", 1))
+                    body = await handlers.table[event.api_key](ctx, event.body)
+                    out.append(conn.send_response(event.correlation_id, event.api_key, event.api_version, body))
             finally:
                 handlers.close()
-        return conn.send_response(event.correlation_id, event.api_key, event.api_version, body)
+        return out
 
-    data = b"".join(bytes(part) for part in asyncio.run(scenario()))
-    (size,) = struct.unpack_from(">i", data)
-    assert size == len(data) - 4
-    correlation, pos = codec.decode_response_header(event.api_key, event.api_version, data[4:])
-    assert correlation == event.correlation_id
-    return codec.decode_response(event.api_key, event.api_version, memoryview(data)[4 + pos:])
+    decoded = []
+    for event, parts in zip(events, asyncio.run(scenario())):
+        data = b"".join(bytes(part) for part in parts)
+        (size,) = struct.unpack_from(">i", data)
+        assert size == len(data) - 4
+        correlation, pos = codec.decode_response_header(event.api_key, event.api_version, data[4:])
+        assert correlation == event.correlation_id
+        decoded.append(codec.decode_response(event.api_key, event.api_version, memoryview(data)[4 + pos:]))
+    return decoded
+
+
+def answer(config: BrokerConfig, frame: bytes) -> dict:
+    [response] = answers(config, [frame])
+    return response
+
+
+def request(api_key: int, version: int, body: dict, client_id: str | None = "c") -> bytes:
+    payload = codec.encode_request_header(api_key, version, 5, client_id) + b"".join(
+        bytes(part) for part in codec.encode_request(api_key, version, body))
+    return struct.pack(">i", len(payload)) + payload
 
 
 def config(tmp_path) -> BrokerConfig:
@@ -64,3 +84,36 @@ def test_metadata_v10_v11_asking_by_topic_id_gets_an_empty_name_not_a_null(tmp_p
         assert by_id["error_code"] == ErrorCode.UNKNOWN_TOPIC_ID
         assert by_id["name"] == ("" if version < 12 else None)
         assert (by_name["name"], by_name["error_code"]) == ("A", ErrorCode.NONE)
+
+
+LONG = "g" * 40_000  # only flexible versions (compact strings) can carry it
+
+
+def test_offset_fetch_of_all_topics_leaves_out_names_no_topic_can_have(tmp_path) -> None:
+    """Remoting commits offsets on any string: a 40 KB "topic" in a group's offsets made
+    OffsetFetch v2-v5 for all of the group's topics unencodable (int16 string lengths), and
+    the asking client was disconnected."""
+    def setup(broker) -> None:
+        broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+        broker.commit_offset("grp", LONG, 0, 5)
+        broker.commit_offset("grp", "T", 0, 7)
+
+    frames = [request(ApiKey.OFFSET_FETCH, v, {"group_id": "grp", "topics": None}) for v in (2, 5)]
+    for response in answers(config(tmp_path), frames, setup):
+        assert [(t["name"], t["partitions"][0]["committed_offset"]) for t in response["topics"]] == [("T", 7)]
+
+
+def test_join_group_refuses_what_older_versions_could_not_echo(tmp_path) -> None:
+    """A group joined by a flexible JoinGroup with a 40 KB group id made ListGroups v0-v2
+    unencodable for every client, and a 32 KB client id made a member id that JoinGroup
+    v0-v5 could not carry: such joins are refused, and the group listing still answers."""
+    join = {"session_timeout_ms": 6000, "rebalance_timeout_ms": 100, "member_id": "", "group_instance_id": None,
+            "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
+    frames = [request(ApiKey.JOIN_GROUP, 6, dict(join, group_id=LONG)),
+              request(ApiKey.JOIN_GROUP, 6, dict(join, group_id="g", protocols=[{"name": LONG, "metadata": b""}])),
+              request(ApiKey.JOIN_GROUP, 6, dict(join, group_id="g", group_instance_id="i" * 32_740)),
+              request(ApiKey.JOIN_GROUP, 3, dict(join, group_id="g"), client_id="c" * 32_767),
+              request(ApiKey.LIST_GROUPS, 2, {})]
+    *joins, listing = answers(config(tmp_path), frames)
+    assert [j["error_code"] for j in joins] == [ErrorCode.INVALID_GROUP_ID] + [ErrorCode.INVALID_REQUEST] * 3
+    assert (listing["error_code"], listing["groups"]) == (ErrorCode.NONE, [])
