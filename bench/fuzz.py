@@ -513,6 +513,9 @@ def kafka_corpus() -> list[Sample]:
                     frame = kafka_request(key, version, body)
                 except (ValueError, TypeError, struct.error, AttributeError):
                     continue  # a template value this version cannot carry (null where not nullable)
+                if key == ApiKey.DELETE_TOPICS:  # a value mutation would name and delete the fuzz topic
+                    samples.append(Sample((frame,), _kafka_wrap))
+                    continue
                 samples.append(Sample((frame,), _kafka_wrap, body, _kafka_encoder(key, version)))
             if key == ApiKey.PRODUCE and version >= 3:
                 for batch in batches:
@@ -609,7 +612,8 @@ _JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.){0,200}"|-?\d+(?:\.\d+)?(?:[eE][+-]?\
 _JSON_LITERALS = (b'""', b"-1", b"0", b"2147483648", b"-2147483649", b"9223372036854775808", b"1e400", b"1.5",
                   b"-0", b"null", b"true", b"false", b"[]", b"{}", b'"\\ud800"', b'"\\u0000"', b'" 12 "',
                   b'"' + b"A" * 70000 + b'"', b"[" * 600 + b"]" * 600, b'{"a":' * 300 + b"1" + b"}" * 300,
-                  b'"%RETRY%x"', b'"TBW102"', b'"' + TOPIC.encode() + b'"', b'"\x01\x02"', b"123456789012345678901234567890")
+                  b'"%RETRY%x"', b'"TBW102"', b'"' + TOPIC.encode() + b'"', b'"\x01\x02"', b"123456789012345678901234567890",
+                  b'"\\' * 30_000)  # an open string: the lenient JSON fallback once took minutes on it
 
 
 _EDGE_INTS = (0, 1, -1, -2, -3, 2, 7, 127, 128, 255, 256, 0x7FFF, -0x8000, 0xFFFF, 0x7FFFFFFF, -0x80000000,
@@ -619,6 +623,25 @@ _EDGE_STRINGS = ("", " ", "x" * 256, "y" * 40_000, "\u00e9\u4e2d", "\x00", "\x01
                  "*", "a > ", "a BETWEEN 1 AND", "TagA || ", "-1", "0", "2147483648", "9223372036854775808", "1e3",
                  " 12 ", "true", "null", "../../etc/passwd", "127.0.0.1:1", "C0A80001000018B4AAC2",
                  "7F00000100002A9F00000000000000FF", "TAGS\x01a\x02KEYS\x01\x02")
+
+
+def _larger_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` would encode to more than about ``limit`` bytes (walks at most that
+    much): repeated lists of long strings must not be encoded to find out."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+            limit -= 8 * len(item)
+        elif isinstance(item, list):
+            stack.extend(item)
+            limit -= 8 * len(item)
+        elif isinstance(item, (str, bytes, bytearray, memoryview)):
+            limit -= len(item)
+        if limit < 0:
+            return True
+    return False
 
 
 def mutate_value(rng: random.Random, value: Any, depth: int = 0) -> Any:
@@ -637,7 +660,8 @@ def mutate_value(rng: random.Random, value: Any, depth: int = 0) -> Any:
     if isinstance(value, list):
         r = rng.random()
         if not value or r < 0.25:
-            return rng.choice(([], None, value * rng.choice((2, 16, 500)), value[:-1]))
+            factor = min(rng.choice((2, 16, 500, 500, 20_000)), max(1, 20_000 // max(1, len(value))))
+            return rng.choice(([], None, value * factor, value[:-1]))
         out = list(value)
         i = rng.randrange(len(out))
         out[i] = mutate_value(rng, out[i], depth + 1)
@@ -704,6 +728,8 @@ class Mutator:
             value = sample.value
             for _ in range(self.rng.choice((1, 1, 1, 2, 3))):
                 value = mutate_value(self.rng, value)
+            if _larger_than(value, 1 << 20):
+                continue
             try:
                 frame = sample.encode(value)  # type: ignore[misc]
             except (ValueError, TypeError, KeyError, AttributeError, OverflowError, struct.error):
@@ -975,11 +1001,15 @@ class Driver:
             transport, _ = await self.loop.create_connection(lambda: _Shot(payload, done), "127.0.0.1", port)
         except OSError:
             return  # the broker is gone or not accepting: the next probe finds out
-        timer = self.loop.call_later(SHOT_TIMEOUT, done.set_result, "stuck")
+        timer = self.loop.call_later(SHOT_TIMEOUT, lambda: done.done() or done.set_result("stuck"))
         try:
             if await done == "stuck":
                 phase.stuck += 1
                 transport.abort()
+                if phase.stuck <= 20:  # the broker kept the connection open after our EOF: keep its inputs
+                    os.makedirs(self.args.save, exist_ok=True)
+                    with open(os.path.join(self.args.save, f"{phase.name}-stuck-{phase.stuck}.bin"), "wb") as f:
+                        f.write(payload)
         finally:
             timer.cancel()
 
