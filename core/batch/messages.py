@@ -14,16 +14,14 @@ see a record of a stored batch the same way:
 - queue offset = the batch's base offset + the record's offset delta;
 - commit-log offset, store timestamp, hosts, queue id and topic: those of the batch record.
 
-It decodes; it never writes and never imports a protocol.
+This module holds the part that needs only the record (its properties); the store applies
+the rest, reading the batch's CommitLog record (``core.store.inner_batch``), through the
+one expander (``core.batch.expander``). It never imports the store or a protocol.
 """
 
 from __future__ import annotations
 
-from typing import Iterator
-
-from ..message import PROPERTY_KEYS, PROPERTY_TAGS, MessageExt
-from ..store.record import decode_record
-from .record_batch import iter_records, parse_header
+from ..message import PROPERTY_KEYS, PROPERTY_TAGS
 
 DEFAULT_TAG_HEADER = "tag"
 
@@ -39,26 +37,4 @@ def record_properties(key: bytes | None, headers: list[tuple[str, bytes | None]]
     return props
 
 
-def batch_messages(record: memoryview | bytes, tag_header: str = DEFAULT_TAG_HEADER,
-                   first_offset: int | None = None) -> Iterator[MessageExt]:
-    """Messages of the inner-batch CommitLog ``record`` (from ``first_offset`` on)."""
-    outer = decode_record(record)
-    batch = outer.body
-    header = parse_header(batch)
-    skip = 0 if first_offset is None else first_offset - outer.queue_offset
-    for rec in iter_records(batch):
-        if rec.offset_delta < skip:
-            continue
-        body = rec.value or b""
-        yield MessageExt(
-            topic=outer.topic, body=body,
-            properties=record_properties(rec.key, rec.headers, tag_header),
-            queue_id=outer.queue_id, queue_offset=outer.queue_offset + rec.offset_delta,
-            commit_log_offset=outer.commit_log_offset, store_size=outer.store_size,
-            body_crc=outer.body_crc, flag=outer.flag, sys_flag=outer.sys_flag,
-            born_timestamp=header.base_timestamp + rec.timestamp_delta,
-            born_host=outer.born_host, store_timestamp=outer.store_timestamp,
-            store_host=outer.store_host, reconsume_times=0, prepared_transaction_offset=0)
-
-
-__all__ = ["DEFAULT_TAG_HEADER", "batch_messages", "record_properties"]
+__all__ = ["DEFAULT_TAG_HEADER", "record_properties"]

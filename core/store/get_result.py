@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import Iterator
 
-from ..batch.messages import DEFAULT_TAG_HEADER, batch_messages
+from ..batch.messages import DEFAULT_TAG_HEADER
 from ..message import MessageExt
+from .inner_batch import batches_of
 from .record import decode_record
 
 
@@ -52,10 +52,12 @@ class GetResult:
 
     def messages(self, tag_header: str = DEFAULT_TAG_HEADER) -> Iterator[MessageExt]:
         """Decode every message (copies): plain records, and the wanted records of inner
-        batches through the one records-to-messages mapping (core.batch.messages)."""
-        for seg in self.segments:
-            if seg.is_inner_batch:
-                yield from islice(batch_messages(seg.view, tag_header, seg.first_offset), seg.count)
+        batches through the one expander (core.store.inner_batch: each batch decoded once,
+        however many segments or reads ask for it)."""
+        for seg, batch in batches_of(self.segments):
+            if batch is not None:
+                for _, i in batch.offsets(seg.first_offset, seg.count):
+                    yield batch.message(i, tag_header)
                 continue
             view, pos = seg.view, 0
             for _ in range(seg.count):

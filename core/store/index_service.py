@@ -11,11 +11,13 @@ lags; once nothing was stored or read since its last slice it only yields betwee
 so it catches up at full speed while a request that arrives waits one slice at most.
 Keys indexed per message: ``topic#KEYS`` (each key) and ``topic#UNIQ_KEY``; the records of
 an inner batch are indexed by their Kafka key (their KEYS, see core.batch.messages), read
-without decoding the records; a batch of keyless records with equal-size values (what most
-keyless producers send) is recognised in one regular-expression pass instead
-(record_batch.all_keyless), ~6x cheaper than reading its records' keys. Lookups first index
-up to QUERY_CATCH_UP more messages, so a key is findable as soon as its message can be
-consumed unless the index lags further than that.
+without decoding the records, from the payload the one expander holds
+(core.store.inner_batch: a compressed batch is decompressed once for the index and every
+reader); a batch of keyless records with equal-size values (what most keyless producers
+send) is recognised in one regular-expression pass instead (record_batch.all_keyless),
+~6x cheaper than reading its records' keys. Lookups first index up to QUERY_CATCH_UP more
+messages, so a key is findable as soon as its message can be consumed unless the index
+lags further than that.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..batch.record_batch import CorruptBatch, all_keyless, batch_payload, record_keys
+from ..batch.record_batch import CorruptBatch, all_keyless, record_keys
 from ..message import (
     INNER_BATCH_FLAG,
     KEY_SEPARATOR,
@@ -38,10 +40,10 @@ from ..message import (
     raw_property,
 )
 from .index_file import IndexFile, index_file_name
+from .inner_batch import open_batch as open_stored_batch
 from .mapped_file import drop_if_empty
 from .record import (
     BLANK_MAGIC_CODE,
-    HEADER_SIZE,
     I32,
     I64,
     POS_STORE_TIMESTAMP,
@@ -72,7 +74,7 @@ class _OpenBatch:
     """A stored record batch a slice stopped inside: where to resume reading its keys."""
 
     phys: int
-    data: bytes  # the records payload (decompressed): a copy, valid across slices
+    data: bytes  # the records payload (decompressed, the expander's): valid across slices
     pos: int
     left: int
 
@@ -183,10 +185,11 @@ class IndexService:
         else:
             view = store.commitlog.slice(phys, info.total_size)
             try:
-                left, data = batch_payload(view[HEADER_SIZE:HEADER_SIZE + info.body_length])
+                batch = open_stored_batch(view).batch
             except CorruptBatch as exc:
                 log.error("cannot index batch at %d: %s", phys, exc)
                 return 1, True
+            left, data = batch.count, batch.payload
             if left <= UNIFORM_CHECK_MAX and all_keyless(data):  # nothing to index
                 return left, True
             pos = 0

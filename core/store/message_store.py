@@ -26,7 +26,6 @@ from operator import itemgetter
 from typing import Callable, Iterator, Protocol
 
 from ..batch.message_batch import ENTRY_HEAD
-from ..batch.messages import batch_messages
 from ..batch.record_batch import iter_records, parse_header
 from ..batch.record_tags import batch_tags
 from ..config import BrokerConfig
@@ -51,6 +50,7 @@ from .consume_queue import CQ_ENTRY, CQ_ENTRY_SIZE, ConsumeQueue
 from .flush import FlushService
 from .get_result import GetResult, GetStatus, Segment
 from .index_service import IndexService
+from .inner_batch import batch_messages
 from .record import (
     BATCH_HEADER,
     END_FILE_MIN_BLANK_LENGTH,

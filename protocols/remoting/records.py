@@ -6,17 +6,17 @@ slices, untouched. Two cases need records built here, with the store's record en
 - inner-batch segments, where one CommitLog record holds a Kafka record batch: each wanted
   record that matches the subscription becomes a MessageExt (key -> KEYS, headers ->
   properties, tag header -> TAGS, as `core.batch.messages` maps them; queue offset = batch
-  base + delta,
-  commit-log offset = the batch record's, so an offset id finds the batch);
+  base + delta, commit-log offset = the batch record's, so an offset id finds the batch).
+  The batch is read through the core's one expander (`core.store.inner_batch`): decoded
+  once however many pulls or filter-cut segments read it, and only the records a pull
+  asks for are encoded;
 - messages the facade returns decoded (query by key, view by id).
 Nothing here does I/O or reads the store directly.
 """
 
 from __future__ import annotations
 
-from rocketport.core.batch.record_batch import parse_header
-from rocketport.core.batch.messages import DEFAULT_TAG_HEADER, record_properties
-from rocketport.core.batch_filter import matching_records
+from rocketport.core.batch.messages import DEFAULT_TAG_HEADER
 from rocketport.core.filter import MessageFilter
 from rocketport.core.message import (
     INNER_BATCH_FLAG,
@@ -24,7 +24,8 @@ from rocketport.core.message import (
     encode_properties,
 )
 from rocketport.core.store.get_result import GetResult, Segment
-from rocketport.core.store.record import decode_record, encode_record, ip_bytes
+from rocketport.core.store.inner_batch import StoredBatch, batches_of
+from rocketport.core.store.record import encode_record, ip_bytes
 
 from .command import Buffer
 
@@ -43,31 +44,37 @@ def message_ext_record(msg: MessageExt) -> bytes:
     )
 
 
-def _expand_inner_batch(segment: Segment, message_filter: MessageFilter | None,
+def _expand_inner_batch(batch: StoredBatch, segment: Segment, message_filter: MessageFilter | None,
                         tag_header: str) -> bytes:
     """The wanted records of an inner-batch segment that match, as MessageExt records.
 
     Filtering happens here because the store's exact check cannot look inside a batch;
-    `core.batch_filter` decides matches with the mapping of `core.batch.messages`, so a
-    filter sees the same message a consumer receives.
+    `StoredBatch.matching` decides matches with the mapping of `core.batch.messages`, so a
+    filter sees the same message a consumer receives (and the properties it built are the
+    ones encoded).
     """
-    outer = decode_record(segment.view)
-    header = parse_header(outer.body)
-    topic = outer.topic.encode()
-    born_ip, born_port = ip_bytes(outer.born_host[0]), outer.born_host[1]
-    store_ip, store_port = ip_bytes(outer.store_host[0]), outer.store_host[1]
-    common = {k: v for k, v in outer.properties.items() if not k.startswith("INNER_")}
-    sys_flag = outer.sys_flag & ~INNER_BATCH_FLAG
+    wanted = batch.matching(segment.first_offset, segment.count, message_filter, tag_header)
+    if not wanted:
+        return b""
+    topic = batch.topic.encode()
+    common = {k: v for k, v in batch.properties.items() if not k.startswith("INNER_")}
+    sys_flag = batch.sys_flag & ~INNER_BATCH_FLAG
+    record_at = batch.batch.record
+    properties = batch.batch.properties
+    base_timestamp = batch.batch.base_timestamp
     out: list[bytes] = []
-    for offset, record in matching_records(segment, message_filter, tag_header=tag_header):
-        properties = {**common, **record_properties(record.key, record.headers, tag_header)}
+    for offset, i in wanted:
+        record = record_at(i)
+        props = properties(i, tag_header)
         out.append(encode_record(
-            topic_bytes=topic, body=record.value or b"", props_bytes=encode_properties(properties),
-            queue_id=outer.queue_id, flag=outer.flag, queue_offset=offset,
-            physical_offset=outer.commit_log_offset, sys_flag=sys_flag,
-            born_timestamp=header.base_timestamp + record.timestamp_delta, born_ip=born_ip,
-            born_port=born_port, store_timestamp=outer.store_timestamp, store_ip=store_ip,
-            store_port=store_port, reconsume_times=0, prepared_transaction_offset=0,
+            topic_bytes=topic, body=record.value or b"",
+            props_bytes=encode_properties({**common, **props} if common else props),
+            queue_id=batch.queue_id, flag=batch.flag, queue_offset=offset,
+            physical_offset=batch.commit_log_offset, sys_flag=sys_flag,
+            born_timestamp=base_timestamp + record.timestamp_delta, born_ip=batch.born_ip,
+            born_port=batch.born_port, store_timestamp=batch.store_timestamp,
+            store_ip=batch.store_ip, store_port=batch.store_port, reconsume_times=0,
+            prepared_transaction_offset=0,
         ))
     return b"".join(out)
 
@@ -76,9 +83,9 @@ def pull_body(result: GetResult, message_filter: MessageFilter | None = None,
               tag_header: str = DEFAULT_TAG_HEADER) -> list[Buffer]:
     """The PULL_MESSAGE body for `result`: CommitLog slices, inner batches expanded."""
     body: list[Buffer] = []
-    for seg in result.segments:
-        if seg.batch_base is None:
+    for seg, batch in batches_of(result.segments):
+        if batch is None:
             body.append(seg.view)
         else:
-            body.append(_expand_inner_batch(seg, message_filter, tag_header))
+            body.append(_expand_inner_batch(batch, seg, message_filter, tag_header))
     return body

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rocketport.core.batch import Record, build_batch
 from rocketport.core.batch.messages import record_properties
-from rocketport.core.batch_filter import matching_records
+from rocketport.core.store.inner_batch import matching_records
 from rocketport.core.broker import Broker
 from rocketport.core.filter import compile_filter
 from rocketport.core.tags import tags_code

@@ -239,7 +239,7 @@ def test_retention_waits_for_delete_when_hour(small_config):
 def test_inner_batch_records_are_indexed_by_key(small_config):
     from rocketport.core.batch import build_batch
     from rocketport.core.batch.record_batch import Record
-    from rocketport.core.batch.messages import batch_messages
+    from rocketport.core.store.inner_batch import batch_messages
 
     async def main():
         async with open_store(small_config) as store:
