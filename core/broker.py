@@ -82,6 +82,11 @@ class Broker(ProduceRole, ConsumeRole, AdminRole, TransactionRole):
         self.lock_manager = RebalanceLockManager(config.rebalance_lock_max_live_time)
 
     # ================================================================ lifecycle
+    @property
+    def recovered_from_crash(self) -> bool:
+        """True when the last start found no clean-shutdown mark and ran crash recovery."""
+        return self.store.recovered_from_crash
+
     async def start(self) -> None:
         """Lock the store, then open (and recover) it before anything can be served.
 

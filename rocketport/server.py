@@ -52,12 +52,11 @@ class BrokerServer:
             log.info("store closed cleanly")
 
     def _log_store(self) -> None:
-        store = self.broker.store
-        report = store.recovery_report
+        stats = self.broker.stats()
         log.info("store %s opened after a %s (log end %d, %d topics); CommitLog segments of %s",
                  os.path.abspath(self.config.store_path_root_dir),
-                 "crash: recovered" if store.recovered_from_crash else "clean shutdown",
-                 report.get("end", 0), len(self.broker.topics.table),
+                 "crash: recovered" if self.broker.recovered_from_crash else "clean shutdown",
+                 stats.commit_log_max_offset, stats.topics,
                  _size_text(self.config.mapped_file_size_commit_log))
 
 

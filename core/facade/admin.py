@@ -97,6 +97,14 @@ class AdminRole:
         return sorted(self.topics.table)
 
     # ---------------------------------------------------------------- groups
+    def find_group(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config if it exists; never creates one (see `get_group`)."""
+        return self.groups.get(group)
+
+    def groups_table(self) -> dict[str, SubscriptionGroupConfig]:
+        """Every subscription group's config, by name (a copy)."""
+        return dict(self.groups.table)
+
     def get_group(self, group: str) -> SubscriptionGroupConfig | None:
         cfg = self.groups.get(group)
         if cfg is None and self.config.auto_create_subscription_group:

@@ -105,7 +105,7 @@ class ConsumeRole:
         Filtering happens here, never in a client: the tagsCode prefilter runs on the
         ConsumeQueue and the exact tag / SQL92 check on each candidate, so the segments
         hold only matches (inner-batch records are filtered per record by their reader,
-        see ``core.batch_filter``). When nothing matches, the pull holds until a message
+        see ``core.store.inner_batch``). When nothing matches, the pull holds until a message
         is dispatched to the queue or ``hold_s`` passes, re-checking after every wake;
         filtered-out messages advance ``next_begin_offset`` so they are never re-read.
         Refused with ConsumeDisabled when the group's consumeEnable is off, or when it

@@ -949,7 +949,7 @@ class MessageStore:
         properties are found from the fixed header in the mapped segment and handed to the
         filter as bytes. Nothing is built for an entry that fails. Inner-batch entries
         (negative size) pass the exact check: their reader filters per record
-        (core.batch_filter).
+        (core.store.inner_batch).
         """
         if codes is None:
             entries = enumerate(_CQ_ENTRY_WORDS.iter_unpack(chunk))

@@ -159,7 +159,7 @@ class BrokerHandlers:
         self.producers.channel_closed(session)
 
     def _consumer_ids_changed(self, group: str, client_ids: list[str]) -> None:
-        cfg = self.broker.groups.get(group)
+        cfg = self.broker.find_group(group)
         if cfg is not None and not cfg.notify_consumer_ids_changed_enable:
             return
         self._push_to_consumers(group, RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
@@ -455,7 +455,7 @@ class BrokerHandlers:
 
     async def get_all_subscription_groups(self, session: RemotingSession,
                                           request: RemotingCommand) -> RemotingCommand:
-        table = {name: cfg.to_json() for name, cfg in self.broker.groups.table.items()}
+        table = {name: cfg.to_json() for name, cfg in self.broker.groups_table().items()}
         return make_response(request, ResponseCode.SUCCESS, body=orjson.dumps(
             {"subscriptionGroupTable": table, "dataVersion": {"timestamp": 0, "counter": 0}}))
 
