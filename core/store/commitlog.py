@@ -5,6 +5,13 @@ fit ends its segment with a BLANK record and goes to the next one. Reads hand ou
 memoryview slices of the mapping (no copies). Recovery walks records from a known-good
 offset, checks each, and truncates the torn or garbled tail. This module never decides
 visibility or queue offsets: the message store does.
+
+Segments are backed by disk blocks a window at a time (BACKING_WINDOW, see mapped_file):
+a fresh store's first 1 GiB segment takes 64 MiB of disk, not 1 GiB. The segment
+preparer's thread allocates the next window once the writer is within half a window of the
+backed end; ``reserve`` compares against the backed end instead of the segment's end, so a
+put pays one comparison for both, and backs the segment itself (DiskFull, before anything
+is written) only when the thread fell behind or the disk is full.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ from __future__ import annotations
 import time
 from typing import Iterator
 
-from ..errors import MessageTooLarge, StoreUnavailable
+from ..errors import DiskFull, MessageTooLarge, StoreUnavailable
 from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
 from .page_warmer import PageWarmer
@@ -29,11 +36,14 @@ from .record import (
 )
 from .segment_preparer import SegmentPreparer
 
+BACKING_WINDOW = 64 << 20  # disk blocks a segment gets at first, and per extension
+
 
 class CommitLog:
     def __init__(self, directory: str, file_size: int, *, warm: bool = True,
-                 preparer: SegmentPreparer | None = None) -> None:
-        self.queue = MappedFileQueue(directory, file_size)
+                 preparer: SegmentPreparer | None = None, window: int | None = None) -> None:
+        self.window = min(file_size, window or BACKING_WINDOW)
+        self.queue = MappedFileQueue(directory, file_size, self.window)
         self.file_size = file_size
         self.warmer = PageWarmer() if warm else None
         self._ahead_file: MappedFile | None = None
@@ -45,23 +55,32 @@ class CommitLog:
 
     # -- writing -----------------------------------------------------------------------
     def reserve(self, size: int) -> MappedFile:
-        """The segment that has room for ``size`` bytes, padding the current one if not."""
+        """The segment that has room for ``size`` bytes, padding the current one if not;
+        [write position, + size) of it is backed by disk blocks (DiskFull, with nothing
+        written, when the disk has no room for them)."""
         if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             raise MessageTooLarge(size, self.file_size - END_FILE_MIN_BLANK_LENGTH)
         files = self.queue.files
         if files:
             mf = files[-1]
-            if mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH <= self.file_size:
+            # backed <= file_size: one comparison says there is room and it has blocks
+            if mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH <= mf.backed:
                 if mf.wrote_position >= self._ahead_next or mf is not self._ahead_file:
                     self._work_ahead(mf)
                 return mf
         try:
             mf = self.queue.last_for_write()
-            if mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            end = mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH
+            if end > self.file_size:
+                mf.ensure_backed(mf.wrote_position + END_FILE_MIN_BLANK_LENGTH)  # the BLANK's
                 next_file = self.queue.create_file(mf.end_offset)
                 BLANK.pack_into(mf.view, mf.wrote_position, mf.remaining, BLANK_MAGIC_CODE)
                 mf.wrote_position = self.file_size
                 mf = next_file
+                end = size + END_FILE_MIN_BLANK_LENGTH
+            mf.ensure_backed(end)  # the fallback: the preparer's thread did not get there first
+        except DiskFull:
+            raise
         except OSError as exc:  # a full disk is DiskFull already (create_file); other
             # failures to make a segment refuse the put too, and the broker stays up
             raise StoreUnavailable(f"cannot create a commit log segment: {exc.strerror}") from exc
@@ -69,18 +88,22 @@ class CommitLog:
         return mf
 
     def _work_ahead(self, mf: MappedFile) -> None:
-        """Warm the pages after the write position, and have the next segment made once
-        this one is half full; sets where the writer calls again."""
+        """Have the next window of this segment backed once the writer is within half a
+        window of its backed end, warm the (backed) pages after the write position, and
+        have the next segment made once this one is half full; sets where the writer
+        calls again."""
         self._ahead_file = mf
         again = 1 << 62
-        if self.preparer is not None and self._next_prepared != mf.end_offset:
-            if mf.wrote_position >= self.file_size // 2:
-                self._next_prepared = mf.end_offset
-                self.queue.prepare_next(self.preparer)
-            else:
-                again = self.file_size // 2
+        if self.preparer is not None:
+            again = self.preparer.back_ahead(mf, mf.wrote_position)
+            if self._next_prepared != mf.end_offset:
+                if mf.wrote_position >= self.file_size // 2:
+                    self._next_prepared = mf.end_offset
+                    self.queue.prepare_next(self.preparer)
+                else:
+                    again = min(again, self.file_size // 2)
         if self.warmer is not None:
-            again = min(again, self.warmer.advance(mf.mm, mf.wrote_position))
+            again = min(again, self.warmer.advance(mf.mm, mf.wrote_position, mf.backed))
         self._ahead_next = again
 
     # -- reading -----------------------------------------------------------------------
@@ -121,11 +144,17 @@ class CommitLog:
         return LogScan(self, start, check_crc)
 
     def truncate(self, valid_end: int) -> None:
-        """Make ``valid_end`` the write position and zero whatever lies beyond it."""
+        """Make ``valid_end`` the write position and zero whatever lies beyond it; then back
+        a window after it (recovery runs before the loop serves: the first put does not pay
+        it), unless the disk is full (the writer then tries, and refuses puts meanwhile)."""
         self.queue.set_write_offset(valid_end)
         last = self.queue.last
         if last is not None and last.wrote_position < last.file_size:
             last.zero_from(last.wrote_position)
+            try:
+                last.extend_backing(last.wrote_position, self.window)
+            except (DiskFull, OSError):
+                pass
 
     def close(self) -> None:
         if self.warmer is not None:

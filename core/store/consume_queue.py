@@ -6,6 +6,11 @@ The logical (queue) offset of a message is the index of its entry. Entries of on
 batch all point at the batch's CommitLog record; the record's queueOffset is the batch's
 first logical offset, so an entry's position inside the batch is its offset minus that.
 minOffset rises when old segments are deleted; maxOffset is the next offset to write.
+
+Segments are backed by disk blocks BACKING_WINDOW at a time (see mapped_file): a new queue
+takes 256 KiB of disk, not 6 MB. ``ensure_room`` (before the record is written) compares
+against the backed end and backs more itself only when the segment preparer's thread,
+asked once the writer is within half a window of that end, has not.
 """
 
 from __future__ import annotations
@@ -19,23 +24,27 @@ from .segment_preparer import SegmentPreparer
 
 CQ_ENTRY = struct.Struct(">qiq")
 CQ_ENTRY_SIZE = CQ_ENTRY.size  # 20
+BACKING_WINDOW = 256 << 10  # disk blocks a segment gets at first, and per extension
 
 
 class ConsumeQueue:
     def __init__(self, root_dir: str, topic: str, queue_id: int, file_size: int,
-                 preparer: SegmentPreparer | None = None) -> None:
+                 preparer: SegmentPreparer | None = None, window: int | None = None) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size - file_size % CQ_ENTRY_SIZE
         self.entries_per_file = self.file_size // CQ_ENTRY_SIZE
         self.directory = os.path.join(root_dir, topic, str(queue_id))
-        self.queue = MappedFileQueue(self.directory, self.file_size)
+        self.queue = MappedFileQueue(self.directory, self.file_size,
+                                     min(self.file_size, window or BACKING_WINDOW))
         self.min_logic_offset = 0  # in entries
         self.max_physical_end = 0  # commit-log offset just past the last indexed record
         # the next segment is made by the preparer once the last one is half written, so the
-        # put that starts it does not pay a fresh file's first write (~4 ms) on the loop
+        # put that starts it does not pay a fresh file's first write (~4 ms) on the loop;
+        # the next window of the last one is backed by it ahead of the writer
         self.preparer = preparer
-        self._prepare_at = self.file_size // 2  # byte position that asks for the next one
+        self._ahead_at = 0  # byte position at which a put calls _work_ahead
+        self._prepared_after = -1  # the segment whose successor the preparer was asked for
         self._gone = False
 
     # -- load / recover --------------------------------------------------------------------
@@ -51,6 +60,7 @@ class ConsumeQueue:
         for i, f in enumerate(files):
             end = self._written_end(f)
             f.wrote_position = f.flushed_position = end
+            f.assume_backed(end)  # written entries have blocks
             if end < f.file_size:
                 for later in files[i + 1:]:
                     later.destroy()
@@ -96,12 +106,17 @@ class ConsumeQueue:
         """
         files = self.queue.files
         end = (queue_offset + count) * CQ_ENTRY_SIZE
-        if files and end <= files[-1].file_from_offset + self.file_size:
-            return
-        pos = queue_offset * CQ_ENTRY_SIZE
-        start = files[-1].file_from_offset + self.file_size if files else pos - pos % self.file_size
+        if files:
+            last = files[-1]
+            if end <= last.file_from_offset + last.backed:  # backed <= the segment's size
+                return
+            last.ensure_backed(min(end - last.file_from_offset, self.file_size))
+            start = last.end_offset
+        else:
+            pos = queue_offset * CQ_ENTRY_SIZE
+            start = pos - pos % self.file_size
         for segment in range(start, end, self.file_size):
-            self.queue.make_file(segment)
+            self.queue.make_file(segment, end - segment)
 
     def put(self, queue_offset: int, entries: bytes, physical_end: int) -> None:
         """Write pre-packed entries starting at ``queue_offset``; ``physical_end`` is the
@@ -116,14 +131,13 @@ class ConsumeQueue:
             mf = files[-1]
             w = mf.wrote_position
             n = len(entries)
-            if mf.file_from_offset + w == pos and w + n <= mf.file_size:
+            if mf.file_from_offset + w == pos and w + n <= mf.backed:  # backed <= file_size
                 mf.view[w:w + n] = entries
                 mf.wrote_position = w + n
                 if physical_end > self.max_physical_end:
                     self.max_physical_end = physical_end
-                if pos + n >= self._prepare_at:
-                    self._prepare_at = mf.end_offset + self.file_size // 2
-                    self.prepare_next()
+                if pos + n >= self._ahead_at:
+                    self._work_ahead(mf)
                 return
         if not self.queue.files:
             self.queue.create_file(pos - pos % self.file_size)
@@ -137,6 +151,7 @@ class ConsumeQueue:
                 mf = self.queue.create_file(self.queue.last.end_offset)
             rel = pos - mf.file_from_offset
             n = min(total - done, mf.file_size - rel)
+            mf.ensure_backed(rel + n)  # done by ensure_room before the record: a no-op here
             mf.write_at(rel, view[done:done + n])
             if rel + n > mf.wrote_position:
                 mf.wrote_position = rel + n
@@ -215,11 +230,30 @@ class ConsumeQueue:
         self.correct_min_offset(commit_log_min)
         return n
 
+    def _work_ahead(self, mf) -> None:
+        """Ask the preparer for the next window of ``mf`` (the last segment) when the
+        writer is near its backed end, and for the next segment once ``mf`` is half
+        written; sets the position at which a put calls again."""
+        at = 1 << 62
+        if self.preparer is not None:
+            base, w = mf.file_from_offset, mf.wrote_position
+            at = base + self.preparer.back_ahead(mf, w, self._wanted)
+            if self._prepared_after != base:
+                if w >= self.file_size // 2:
+                    self._prepared_after = base
+                    self.prepare_next()
+                else:
+                    at = min(at, base + self.file_size // 2)
+        self._ahead_at = at
+
+    def _wanted(self) -> bool:
+        return not self._gone
+
     def prepare_next(self, wanted: Callable[[], bool] | None = None) -> None:
         """Have the segment after the last one (the first, if none) made in the background,
         unless the queue is destroyed first (or ``wanted()`` turns false)."""
         if self.preparer is not None:
-            self.queue.prepare_next(self.preparer, wanted or (lambda: not self._gone),
+            self.queue.prepare_next(self.preparer, wanted or self._wanted,
                                     owned_dir=os.path.dirname(self.directory))  # the topic's
 
     def destroy(self) -> None:

@@ -9,6 +9,13 @@ One difference from RocketMQ: keyHash is CRC32 of the UTF-8 key (RocketMQ uses J
 String.hashCode); it is only a prefilter, lookups always verify the message itself.
 Files are named by the creation time (yyyyMMddHHmmssSSS). Index entries are hints: a lookup
 returns candidate commit-log offsets that the caller checks against the real message.
+
+A file is made at its full size (~420 MB by default) with the header, every slot (slots are
+written anywhere) and ENTRY_WINDOW of entries backed by disk blocks (~24 MB); entries are
+written in order, and ``put`` backs the next window before it writes past the backed end
+(the index builder usually has, in a worker thread, see index_service). On a full disk that
+is DiskFull, raised before anything is written; a write into an unbacked page would be
+SIGBUS instead, which kills the broker.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ INDEX_HEADER_SIZE = INDEX_HEADER.size  # 40
 SLOT = struct.Struct(">i")
 INDEX_ENTRY = struct.Struct(">iqii")
 INDEX_ENTRY_SIZE = INDEX_ENTRY.size  # 20
+ENTRY_WINDOW = 4 << 20  # entries backed by disk blocks at first, and per extension
 
 
 def key_hash(key: str) -> int:
@@ -40,22 +48,34 @@ class IndexFile:
         self.slot_num = slot_num
         self.index_num = index_num
         size = index_file_size(slot_num, index_num)
-        # sparse: slots and entries fill as keys arrive
-        self.file = MappedFile(path, size, create=create, preallocate=False)
+        self._entries_base = INDEX_HEADER_SIZE + slot_num * SLOT.size
+        # backed: the header and slots, and a window of entries (a file loaded from disk
+        # is backed from 0 by its first put); entries fill as keys arrive
+        self.file = MappedFile(path, size, create=create, window=ENTRY_WINDOW,
+                               head=self._entries_base)
         self.view = self.file.view
         (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
          self.hash_slot_count, self.index_count) = INDEX_HEADER.unpack_from(self.view, 0)
         if self.index_count == 0:
             self.index_count = 1  # position 0 means "empty slot"
-        self._entries_base = INDEX_HEADER_SIZE + slot_num * SLOT.size
 
     @property
     def is_full(self) -> bool:
         return self.index_count >= self.index_num
 
+    @property
+    def entries_end(self) -> int:
+        """The file position just past the next entry to write."""
+        return self._entries_base + (self.index_count + 1) * INDEX_ENTRY_SIZE
+
     def put(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        """Index ``key``; False when the file is full. DiskFull (nothing written) when the
+        next entry needs disk blocks the disk has no room for."""
         if self.is_full:
             return False
+        end = self._entries_base + (self.index_count + 1) * INDEX_ENTRY_SIZE
+        if end > self.file.backed:  # a file loaded from disk is backed from 0 (slots too)
+            self.file.ensure_backed(end)
         h = key_hash(key)
         slot_pos = INDEX_HEADER_SIZE + (h % self.slot_num) * SLOT.size
         (prev,) = SLOT.unpack_from(self.view, slot_pos)

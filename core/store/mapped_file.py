@@ -2,9 +2,22 @@
 
 The file is named by the 20-digit logical offset of its first byte. Writes are memcpy into
 the mapping (the event loop never makes a syscall per message); ``sync`` runs fdatasync
-and is meant to be called from a worker thread. Space is reserved with posix_fallocate so
-that a full disk fails when a segment is created (a clear error), never as SIGBUS when a
-mapped page is first written.
+and is meant to be called from a worker thread.
+
+A file is made at its full size (ftruncate: offsets and the mapping never change size) but
+only a *window* of it is backed by disk blocks at first (posix_fallocate of [0, window));
+``backed`` says how far. A write into a mapped page that has no block, on a full disk, is
+SIGBUS, which kills the process: so no byte at or past ``backed`` may ever be written (or
+populated, see page_warmer), and writers extend the backing first (``ensure_backed``, a
+posix_fallocate: on a full disk a DiskFull error, raised before anything is written). The
+owners ask for the next window in a worker thread ahead of the writer (segment_preparer),
+so the writer's own extension is only a fallback. ``window=None`` backs the whole file.
+
+``backed`` never claims more than the disk holds: it starts at the window for a file made
+here, at 0 for a file mapped from disk (its allocation is unknown: recovery raises it to
+the write position, as written bytes have blocks), and only posix_fallocate raises it.
+Several threads may extend one file at once: posix_fallocate of a backed range is a cheap
+no-op, and a racing assignment can only leave ``backed`` lower than the truth.
 """
 
 from __future__ import annotations
@@ -19,24 +32,42 @@ from ..errors import DiskFull
 
 # what a file system answers when it has no room for a file (or its owner's quota is used)
 NO_SPACE = frozenset((errno.ENOSPC, errno.EDQUOT))
+# what it answers when it cannot reserve blocks at all: the file stays sparse (as before
+# the backing existed), and nothing better can be done there
+CANNOT_RESERVE = frozenset((errno.EOPNOTSUPP, errno.EINVAL))
+PAGE = mmap.PAGESIZE
 
 
 def segment_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
-def reserve(fd: int, path: str, file_size: int, preallocate: bool = True) -> None:
-    """Size a new file: reserved with posix_fallocate (a full disk fails here, removing the
-    file), or sparse where the file system cannot reserve."""
-    if preallocate:
-        try:
-            os.posix_fallocate(fd, 0, file_size)
-            return
-        except OSError as exc:
-            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # e.g. ENOSPC
-                os.unlink(path)
-                raise
-    os.ftruncate(fd, file_size)  # sparse (or a file system without fallocate)
+def _page_up(n: int) -> int:
+    return n + -n % PAGE
+
+
+def backing_end(file_size: int, window: int | None) -> int:
+    """How much of a new file of ``file_size`` bytes is backed at creation."""
+    return file_size if window is None else min(file_size, _page_up(window))
+
+
+def reserve(fd: int, path: str, file_size: int, backed: int | None = None) -> int:
+    """Size a new file to ``file_size`` and back [0, ``backed``) of it with disk blocks (all
+    of it when None); returns how much is backed. A full disk fails here, removing the
+    file. ftruncate comes first: a crash between the two leaves a sparse full-size file,
+    which loads like any other (its backing unknown, so rebuilt from its write position)."""
+    backed = file_size if backed is None else min(backed, file_size)
+    os.ftruncate(fd, file_size)
+    if backed <= 0:
+        return 0
+    try:
+        os.posix_fallocate(fd, 0, backed)
+    except OSError as exc:
+        if exc.errno in CANNOT_RESERVE:
+            return file_size  # sparse: a file system without fallocate
+        os.unlink(path)  # e.g. ENOSPC
+        raise
+    return backed
 
 
 @contextlib.contextmanager
@@ -52,18 +83,35 @@ def creating(path: str) -> Iterator[None]:
         raise
 
 
-def make_file(path: str, file_size: int) -> None:
-    """Create ``path`` on disk at its full size (reserved) unless it exists, without mapping
-    it; DiskFull if there is no room. Opening it later as a MappedFile cannot then fail for
-    space. Sized files already there (made by the SegmentPreparer) are left as they are."""
+def make_file(path: str, file_size: int, window: int | None = None, need: int = 0) -> None:
+    """Create ``path`` on disk at its full size unless it exists, without mapping it, with
+    [0, max(window, need)) backed; DiskFull if there is no room. A file already there (made
+    by the SegmentPreparer) is backed that far too: a no-op for the window it was made with,
+    so opening it later as a MappedFile cannot then fail for space."""
+    backed = max(backing_end(file_size, window), min(_page_up(need), file_size))
     with creating(path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             if os.fstat(fd).st_size == 0:
-                reserve(fd, path, file_size)
+                reserve(fd, path, file_size, backed)
+            else:
+                _allocate(fd, 0, backed)
         finally:
             os.close(fd)
+
+
+def _allocate(fd: int, start: int, end: int) -> bool:
+    """posix_fallocate [start, end); False where the file system cannot reserve blocks."""
+    if end <= start:
+        return True
+    try:
+        os.posix_fallocate(fd, start, end - start)
+    except OSError as exc:
+        if exc.errno in CANNOT_RESERVE:
+            return False
+        raise
+    return True
 
 
 def drop_if_empty(path: str) -> bool:
@@ -77,23 +125,33 @@ def drop_if_empty(path: str) -> bool:
 
 class MappedFile:
     __slots__ = ("path", "file_from_offset", "file_size", "mm", "view", "wrote_position",
-                 "flushed_position")
+                 "flushed_position", "backed", "window", "backing_asked")
 
-    def __init__(self, path: str, file_size: int, *, create: bool, preallocate: bool = True) -> None:
+    def __init__(self, path: str, file_size: int, *, create: bool, window: int | None = None,
+                 head: int = 0) -> None:
+        """Map ``path``; with ``create``, make it (or take the one made ahead) with [0, head +
+        window) backed. ``window`` is also the step ``ensure_backed`` extends by."""
         self.path = path
         self.file_size = file_size
+        self.window = file_size if window is None else max(PAGE, _page_up(window))
         name = os.path.basename(path)
         self.file_from_offset = int(name) if name.isdigit() else 0
+        initial = file_size if window is None else min(file_size, _page_up(head + window))
         fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
         try:
             actual = os.fstat(fd).st_size
             if create and actual == 0:
-                reserve(fd, path, file_size, preallocate)
+                self.backed = reserve(fd, path, file_size, initial)
             elif actual != file_size:
                 raise ValueError(f"{path}: size {actual} != configured segment size {file_size}")
+            elif create:  # made ahead (preparer, make_file) with this window: a no-op
+                self.backed = initial if _allocate(fd, 0, initial) else file_size
+            else:
+                self.backed = 0  # unknown: recovery sets it from the write position
             self.mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         finally:
             os.close(fd)
+        self.backing_asked = self.backed  # how far a background extension was asked for
         self.view = memoryview(self.mm)
         self.wrote_position = 0
         self.flushed_position = 0
@@ -106,8 +164,60 @@ class MappedFile:
     def remaining(self) -> int:
         return self.file_size - self.wrote_position
 
+    # -- backing ---------------------------------------------------------------------------
+    def ensure_backed(self, end: int) -> None:
+        """The writer's check before writing up to ``end``: one comparison when [0, end) is
+        backed; else back it now, with a window beyond it if the disk has room for one.
+        DiskFull (nothing written, nothing changed) if not even [0, end) fits."""
+        if end > self.backed:
+            self.extend_backing(end, self.window)
+
+    def extend_backing(self, end: int, ahead: int = 0) -> None:
+        """Back [0, end + ahead) of the file (blocking: a posix_fallocate of what is not yet
+        backed), or at least [0, end) when the disk has no room for ``ahead`` more. Raises
+        DiskFull when [0, end) does not fit, other OSErrors as they are (a deleted file)."""
+        start = self.backed
+        target = min(self.file_size, _page_up(end + ahead))
+        if target <= start:
+            return
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            try:
+                reserved = _allocate(fd, start, target)
+            except OSError as exc:
+                need = min(self.file_size, _page_up(end))
+                if exc.errno not in NO_SPACE:
+                    raise
+                if need >= target:
+                    raise DiskFull(f"cannot extend {self.path}: {exc.strerror}") from exc
+                try:  # the last of the disk: no window beyond, but this write fits
+                    reserved = _allocate(fd, start, need)
+                except OSError as exc2:
+                    if exc2.errno in NO_SPACE:
+                        raise DiskFull(f"cannot extend {self.path}: {exc2.strerror}") from exc2
+                    raise
+                target = need
+        finally:
+            os.close(fd)
+        if not reserved:
+            target = self.file_size  # a file system that cannot reserve: as sparse as before
+        if target > self.backed:
+            self.backed = target
+        if target > self.backing_asked:
+            self.backing_asked = target
+
+    def assume_backed(self, end: int) -> None:
+        """[0, end) is known to have blocks (it holds written data): after a restart."""
+        end = min(end, self.file_size)
+        if end > self.backed:
+            self.backed = end
+        if end > self.backing_asked:
+            self.backing_asked = end
+
+    # -- writing ---------------------------------------------------------------------------
     def write(self, data: bytes | memoryview) -> int:
-        """Append at the write position; returns the position written at."""
+        """Append at the write position; returns the position written at. The caller has
+        made sure the bytes are backed (``ensure_backed``)."""
         pos = self.wrote_position
         end = pos + len(data)
         self.view[pos:end] = data
@@ -126,13 +236,21 @@ class MappedFile:
             os.close(fd)
 
     def zero_from(self, pos: int) -> None:
-        """Zero the bytes from ``pos`` to the end, skipping chunks that are already zero."""
+        """Zero the bytes from ``pos`` to the end, writing only the pages that hold non-zero
+        bytes: those have blocks, while the unbacked tail of a file may not (a write there
+        on a full disk would be SIGBUS). All-zero 1 MiB chunks are skipped in one compare."""
         chunk = 1 << 20
         zeros = bytes(chunk)
+        view = self.view
         while pos < self.file_size:
             end = min(pos + chunk, self.file_size)
-            if self.view[pos:end] != zeros[:end - pos]:
-                self.view[pos:end] = zeros[:end - pos]
+            if view[pos:end] != zeros[:end - pos]:
+                page = pos
+                while page < end:
+                    stop = min(page - page % PAGE + PAGE, end)
+                    if view[page:stop] != zeros[:stop - page]:
+                        view[page:stop] = zeros[:stop - page]
+                    page = stop
             pos = end
 
     def close(self) -> None:

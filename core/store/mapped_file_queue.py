@@ -1,4 +1,7 @@
-"""MappedFileQueue: the ordered segments of one logical log, addressed by logical offset."""
+"""MappedFileQueue: the ordered segments of one logical log, addressed by logical offset.
+
+``window`` is how much of each new segment is backed by disk blocks at first, and the step
+its backing grows by (see mapped_file); None backs whole segments."""
 
 from __future__ import annotations
 
@@ -12,9 +15,10 @@ from .segment_preparer import SegmentPreparer
 
 
 class MappedFileQueue:
-    def __init__(self, directory: str, file_size: int) -> None:
+    def __init__(self, directory: str, file_size: int, window: int | None = None) -> None:
         self.directory = directory
         self.file_size = file_size
+        self.window = window
         self.files: list[MappedFile] = []
 
     def load(self) -> None:
@@ -28,7 +32,7 @@ class MappedFileQueue:
         for name in names:
             path = os.path.join(self.directory, name)
             if not drop_if_empty(path):
-                self.files.append(MappedFile(path, self.file_size, create=False))
+                self.files.append(MappedFile(path, self.file_size, create=False, window=self.window))
         for prev, nxt in zip(self.files, self.files[1:]):
             if prev.end_offset != nxt.file_from_offset:
                 raise ValueError(f"{self.directory}: segments are not contiguous at "
@@ -49,13 +53,14 @@ class MappedFileQueue:
         path = self.path_of(start_offset)
         with creating(path):
             os.makedirs(self.directory, exist_ok=True)
-            mf = MappedFile(path, self.file_size, create=True)
+            mf = MappedFile(path, self.file_size, create=True, window=self.window)
         self.files.append(mf)
         return mf
 
-    def make_file(self, start_offset: int) -> None:
-        """Create segment ``start_offset`` on disk without mapping it (see make_file)."""
-        make_file(self.path_of(start_offset), self.file_size)
+    def make_file(self, start_offset: int, need: int = 0) -> None:
+        """Create segment ``start_offset`` on disk without mapping it, with at least [0,
+        need) of it backed (see make_file)."""
+        make_file(self.path_of(start_offset), self.file_size, self.window, need)
 
     def prepare_next(self, preparer: SegmentPreparer, wanted: Callable[[], bool] = lambda: True,
                      owned_dir: str | None = None) -> Future:
@@ -63,7 +68,7 @@ class MappedFileQueue:
         so that create_file finds it made (see SegmentPreparer.prepare)."""
         last = self.last
         return preparer.prepare(self.path_of(last.end_offset if last else 0), self.file_size,
-                                wanted, owned_dir)
+                                wanted, owned_dir, self.window)
 
     def last_for_write(self, start_offset: int = 0) -> MappedFile:
         """The segment to append to, creating the first or the next one when needed."""
@@ -102,13 +107,17 @@ class MappedFileQueue:
         return self.min_offset
 
     def set_write_offset(self, offset: int) -> None:
-        """Truncate logically at ``offset``: later segments are deleted, positions reset."""
+        """Truncate logically at ``offset``: later segments are deleted, positions reset.
+        The bytes of the segment ``offset`` falls in before it were written, so they have
+        blocks (see MappedFile.backed); the segments before it are finished."""
         keep: list[MappedFile] = []
         for f in self.files:
             if f.file_from_offset < offset or (not keep and f.file_from_offset == offset):
                 pos = min(offset - f.file_from_offset, f.file_size)
                 f.wrote_position = pos
                 f.flushed_position = min(f.flushed_position, pos)
+                if pos < f.file_size:
+                    f.assume_backed(pos)
                 keep.append(f)
             else:
                 f.destroy()

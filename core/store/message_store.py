@@ -583,6 +583,8 @@ class MessageStore:
             return [self._append_alone(item) for item in items]  # the segment's end: rare
         for key, (first, entries, _) in queues.items():  # a full disk refuses them here
             (self.consume_queues.get(key) or self._consume_queue(*key)).ensure_room(first, len(entries))
+        if start + total + END_FILE_MIN_BLANK_LENGTH > mf.backed:  # reserve(0) backed less
+            mf.ensure_backed(start + total + END_FILE_MIN_BLANK_LENGTH)  # DiskFull: nothing written
         mf.view[start:start + total] = b"".join(parts)
         mf.wrote_position = start + total
         self.put_bytes += total

@@ -8,7 +8,9 @@ madvise(MADV_POPULATE_WRITE), which faults pages in without writing to them, so 
 race with the writer. The call goes through ctypes, which drops the GIL for its duration.
 Where the kernel lacks MADV_POPULATE_WRITE (before Linux 5.14) the warmer turns itself off.
 Populated pages of a shared file mapping are dirty: a flush before the writer reaches them
-writes them as zeros, at most one extra write of each page.
+writes them as zeros, at most one extra write of each page. The window never goes past the
+file's backed end (see mapped_file): populating a page that has no disk block would need
+one, and on a full disk fail.
 """
 
 from __future__ import annotations
@@ -48,9 +50,10 @@ class PageWarmer:
         self._thread: threading.Thread | None = None
         self._stopped = False
 
-    def advance(self, mm: mmap.mmap, position: int) -> int:
-        """Ask for [position, position + lead) of ``mm`` to be warm; returns the position at
-        which to call again (the caller compares on its hot path)."""
+    def advance(self, mm: mmap.mmap, position: int, limit: int | None = None) -> int:
+        """Ask for [position, position + lead) of ``mm`` to be warm, never past ``limit``
+        (the file's backed end); returns the position at which to call again (the caller
+        compares on its hot path)."""
         if not self.enabled or self._stopped:
             return 1 << 62
         with self._cond:
@@ -58,7 +61,10 @@ class PageWarmer:
                 self._mm, self._anchor = mm, ctypes.c_char.from_buffer(mm)
                 self._done = position - position % mmap.PAGESIZE
             end = position + self.lead
-            self._target = min(end + -end % mmap.PAGESIZE, len(mm))  # madvise wants whole pages
+            end = min(end + -end % mmap.PAGESIZE, len(mm))  # madvise wants whole pages
+            if limit is not None:
+                end = min(end, limit - limit % mmap.PAGESIZE)  # whole pages, all backed
+            self._target = end
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="page-warmer", daemon=True)
                 self._thread.start()

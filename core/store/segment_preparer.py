@@ -14,6 +14,12 @@ the prepared one is dropped. A crash leaves at most a temporary file, which Mapp
 ignores and removes. A prepared segment nothing was written to is dropped when the store
 opens (ConsumeQueue load and CommitLog recovery both drop segments past the written end),
 or loads as the empty next one when the segment before it is exactly full.
+
+The same thread extends the backing of the file being written ahead of its writer
+(``back_ahead``, see mapped_file): once the write position is within half a window of the
+backed end, the next window is allocated here, so that a put extends the backing itself
+only when this thread fell behind or failed (a full disk: the writer's own attempt then
+refuses the put with DiskFull).
 """
 
 from __future__ import annotations
@@ -25,22 +31,24 @@ import os
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from .mapped_file import reserve
+from ..errors import StoreUnavailable
+from .mapped_file import MappedFile, backing_end, reserve
 
 log = logging.getLogger(__name__)
 
 SUFFIX = ".prep"
 
 
-def prepare_file(path: str, size: int) -> bool:
-    """Create ``path`` (``size`` bytes, first page resident) unless it exists; True if made."""
+def prepare_file(path: str, size: int, window: int | None = None) -> bool:
+    """Create ``path`` (``size`` bytes, [0, window) backed, first page resident) unless it
+    exists; True if made."""
     if os.path.exists(path):
         return False
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = path + SUFFIX
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        reserve(fd, tmp, size)
+        reserve(fd, tmp, size, backing_end(size, window))
         with mmap.mmap(fd, size) as mm:
             mm[0] = 0  # the costly first write, made here
         os.link(tmp, path)
@@ -72,21 +80,23 @@ class SegmentPreparer:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="segment-preparer")
 
     def prepare(self, path: str, size: int, wanted: Callable[[], bool] = lambda: True,
-                owned_dir: str | None = None) -> Future:
+                owned_dir: str | None = None, window: int | None = None) -> Future:
         """Prepare ``path`` in the background if ``wanted()`` still holds when its turn comes.
 
         If ``wanted()`` turns false meanwhile (its topic was deleted), the file is removed
         again, with the empty directories from its own up to ``owned_dir``: a deletion that
         raced the job (and maybe removed a half-made file under it) leaves nothing behind.
         """
-        return self._pool.submit(self._run, path, size, wanted, owned_dir or os.path.dirname(path))
+        return self._pool.submit(self._run, path, size, wanted, owned_dir or os.path.dirname(path),
+                                 window)
 
     @staticmethod
-    def _run(path: str, size: int, wanted: Callable[[], bool], owned_dir: str) -> bool:
+    def _run(path: str, size: int, wanted: Callable[[], bool], owned_dir: str,
+             window: int | None = None) -> bool:
         if not wanted():
             return False
         try:
-            made = prepare_file(path, size)
+            made = prepare_file(path, size, window)
         except OSError as exc:  # a full disk (the writer will create it and report it), or
             made = False        # a deletion that removed the directory under the job
             if wanted():
@@ -98,6 +108,37 @@ class SegmentPreparer:
                 os.unlink(path)
         _remove_empty_dirs(os.path.dirname(path), owned_dir)
         return False
+
+    def back_ahead(self, mf: MappedFile, position: int,
+                   wanted: Callable[[], bool] = lambda: True) -> int:
+        """Called by ``mf``'s writer (on the loop) at write position ``position``: once it is
+        within half a window of the end backed or asked for, ask for the next window in the
+        background. Returns the position at which to call again."""
+        half = mf.window // 2
+        asked = mf.backing_asked
+        if asked < mf.backed:
+            asked = mf.backed
+        if asked >= mf.file_size:
+            return 1 << 62
+        if position + half >= asked:
+            asked = min(mf.file_size, max(asked, position) + mf.window)
+            mf.backing_asked = asked
+            try:
+                self._pool.submit(self._back, mf, asked, wanted)
+            except RuntimeError:  # closed: the store is stopping, the writer backs itself
+                mf.backing_asked = mf.backed
+        return asked - half
+
+    @staticmethod
+    def _back(mf: MappedFile, end: int, wanted: Callable[[], bool]) -> None:
+        if not wanted():
+            return
+        try:
+            mf.extend_backing(end)
+        except (OSError, StoreUnavailable) as exc:  # a full disk (DiskFull) or a file deleted
+            mf.backing_asked = mf.backed  # under the job: the writer asks again or backs itself
+            if wanted():
+                log.info("could not extend %s ahead of its writer: %s", mf.path, exc)
 
     def barrier(self) -> Future:
         """Done once every preparation queued before it is (one worker, in order)."""
