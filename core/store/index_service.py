@@ -18,6 +18,13 @@ send) is recognised in one regular-expression pass instead (record_batch.all_key
 ~6x cheaper than reading its records' keys. Lookups first index up to QUERY_CATCH_UP more
 messages, so a key is findable as soon as its message can be consumed unless the index
 lags further than that.
+
+Index files are backed by disk blocks a window of entries at a time (see index_file): the
+builder has the next window allocated in a worker thread before the current file's entries
+get near the end of the backed range, and a put past it backs it itself. On a full disk
+(DiskFull: a new file or a window that does not fit, refused before anything is written)
+the builder stops at the record it was indexing and tries again every DISK_FULL_RETRY_S;
+lookups meanwhile serve what is indexed, and the broker keeps serving everything else.
 """
 
 from __future__ import annotations
@@ -39,9 +46,10 @@ from ..message import (
     property_needles,
     raw_property,
 )
+from ..errors import DiskFull
 from .index_file import IndexFile, index_file_name
 from .inner_batch import open_batch as open_stored_batch
-from .mapped_file import drop_if_empty
+from .mapped_file import creating, drop_if_empty
 from .record import (
     BLANK_MAGIC_CODE,
     I32,
@@ -67,6 +75,7 @@ IDLE_POLL_S = 0.2
 BACKOFF = 9  # sleep 9x the time a slice took: indexing takes <= 10% of a core under load
 MAX_BACKOFF = 99  # while the loop is busy: <= 1%
 LATE_S = 0.002  # a wake-up this late means the loop is busy (uvloop's timers have 1 ms steps)
+DISK_FULL_RETRY_S = 1.0  # how often the builder tries again while the disk is full
 
 
 @dataclass(slots=True)
@@ -91,6 +100,7 @@ class IndexService:
         self._open: _OpenBatch | None = None
         self._stopping = False
         self._wakeup: asyncio.Event | None = None
+        self.disk_full: DiskFull | None = None  # why the last build stopped short, if so
 
     def load(self) -> None:
         if not os.path.isdir(self.directory):
@@ -115,8 +125,9 @@ class IndexService:
             name = index_file_name(now_ms)
             while any(os.path.basename(f.path) == name for f in self.files):
                 name = str(int(name) + 1)
-            self.files.append(IndexFile(os.path.join(self.directory, name), self.slot_num,
-                                        self.index_num, create=True))
+            path = os.path.join(self.directory, name)
+            with creating(path):  # a full disk: DiskFull, the file removed again
+                self.files.append(IndexFile(path, self.slot_num, self.index_num, create=True))
         return self.files[-1]
 
     def _put(self, key: str, phys: int, store_ts: int) -> None:
@@ -134,7 +145,12 @@ class IndexService:
         Records below the dispatched offset are known good, so the walk reads only what it
         needs at fixed positions (size, sys flag, body length, topic and properties bytes)
         and looks KEYS and UNIQ_KEY up undecoded: a record with neither costs a few
-        struct reads, not a decoded header and properties dict."""
+        struct reads, not a decoded header and properties dict.
+
+        When the disk has no room for an index file or its next window, the walk stops at
+        the record being indexed (``disk_full`` says why; a later build indexes it again
+        whole: keys it had already put are found twice, which lookups dedupe)."""
+        self.disk_full = None
         limit = store.dispatched_offset
         if not self.enabled:
             self.built_offset = limit
@@ -152,28 +168,49 @@ class IndexService:
             view, base, size = mf.view, mf.file_from_offset, mf.file_size
             pos = phys - base
             end = min(size, limit - base)
-            while pos < end:
-                if n >= max_records or (deadline is not None and time.perf_counter() >= deadline):
-                    self.built_offset = base + pos
-                    return n
-                total, magic = size_magic(view, pos)
-                if magic == BLANK_MAGIC_CODE:
-                    pos = size
-                    break
-                if int32(view, pos + POS_SYS_FLAG)[0] & INNER_BATCH_FLAG:
-                    info = parse_record_info(view, pos, size, False)
-                    done, finished = self._index_batch(store, base + pos, info, max_records - n, deadline)
-                    n += done
-                    if not finished:
+            try:
+                while pos < end:
+                    if n >= max_records or (deadline is not None and time.perf_counter() >= deadline):
                         self.built_offset = base + pos
                         return n
-                else:
-                    n += 1
-                    self._index_record(view, pos, base + pos)
-                pos += total
+                    total, magic = size_magic(view, pos)
+                    if magic == BLANK_MAGIC_CODE:
+                        pos = size
+                        break
+                    if int32(view, pos + POS_SYS_FLAG)[0] & INNER_BATCH_FLAG:
+                        info = parse_record_info(view, pos, size, False)
+                        done, finished = self._index_batch(store, base + pos, info, max_records - n,
+                                                           deadline)
+                        n += done
+                        if not finished:
+                            self.built_offset = base + pos
+                            return n
+                    else:
+                        n += 1
+                        self._index_record(view, pos, base + pos)
+                    pos += total
+            except DiskFull as exc:
+                self.built_offset = base + pos
+                self._open = None
+                self.disk_full = exc
+                return n
             phys = base + (size if pos >= size else pos)
         self.built_offset = min(phys, limit)
         return n
+
+    def back_ahead(self) -> tuple[IndexFile, int] | None:
+        """(file, end) when the current index file's entries are within half a window of
+        its backed end: back it to ``end`` (off the loop) before the builder gets there."""
+        if not self.files:
+            return None
+        f = self.files[-1]
+        mf = f.file
+        if f.is_full or mf.backed >= mf.file_size:
+            return None
+        end = f.entries_end
+        if end + mf.window // 2 < mf.backed:
+            return None
+        return f, end + mf.window
 
     def _index_batch(self, store: "MessageStore", phys: int, info, max_records: int,
                      deadline: float | None) -> tuple[int, bool]:
@@ -234,13 +271,33 @@ class IndexService:
         self._wakeup = asyncio.Event()
         backoff = BACKOFF
         traffic = -1
+        paused: DiskFull | None = None
+        ahead_again = 0.0  # after a failed extension ahead (a full disk), not before this
         while not self._stopping:
+            ahead = self.back_ahead()
+            if ahead is not None and time.monotonic() >= ahead_again:
+                try:  # allocate the next window in a thread, not on the loop
+                    await asyncio.to_thread(ahead[0].file.extend_backing, ahead[1])
+                except (DiskFull, OSError):  # the builder's own put tries again, and
+                    ahead_again = time.monotonic() + DISK_FULL_RETRY_S  # reports a full disk
             started = time.perf_counter()
             try:
                 done = self.build(store, deadline=started + SLICE_S)
             except Exception:
                 log.exception("index build failed at %d", self.built_offset)
                 done = 0
+            if self.disk_full is not None:
+                if paused is None:
+                    log.warning("index building paused at %d: %s", self.built_offset, self.disk_full)
+                paused = self.disk_full
+                try:  # lookups and everything else go on meanwhile (the event: stop)
+                    await asyncio.wait_for(self._wakeup.wait(), DISK_FULL_RETRY_S)
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            if paused is not None and done:
+                log.info("index building resumed at %d", self.built_offset)
+                paused = None
             if done:
                 seen = store.put_count + store.get_count
                 if seen == traffic:  # nothing stored or read since the last slice: catch up
