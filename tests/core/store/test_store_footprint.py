@@ -1,0 +1,90 @@
+"""The disk a fresh store takes: a real broker process with the default segment sizes (a
+1 GiB CommitLog segment, 6 MB ConsumeQueue files, ~420 MB index files) and three messages
+sent takes tens of MiB of disk blocks, because files are made at their full size but backed
+a window at a time (docs/store-format.md, "Disk blocks"). The sizes (what offsets and
+mappings see) stay the configured ones."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rocketport.protocols.remoting.client import RemotingClient, request
+from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
+from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
+from tests.support.remoting import free_port
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def disk_usage(root: Path) -> tuple[int, int]:
+    """(bytes of disk blocks, apparent bytes) of every file under ``root``: what du counts."""
+    blocks = apparent = 0
+    for directory, _, names in os.walk(root):
+        for name in names:
+            st = os.stat(os.path.join(directory, name))
+            blocks += st.st_blocks * 512
+            apparent += st.st_size
+    return blocks, apparent
+
+
+def _send(port: int, topic: str, bodies: list[bytes]) -> list[int]:
+    async def main() -> list[int]:
+        client = await RemotingClient.connect(f"127.0.0.1:{port}")
+        try:
+            codes = []
+            for i, body in enumerate(bodies):
+                props = f"UNIQ_KEY\x01{os.getpid():08X}{i:024X}\x02KEYS\x01key{i}\x02"  # as clients
+                header = SendMessageRequestHeader("pg", topic, "TBW102", 8, i % 8, 0, 0, 0, props)
+                response = await client.invoke(request(
+                    RequestCode.SEND_MESSAGE_V2, encode_send_message_header_v2(header), body), 30)
+                codes.append(response.code)
+            return codes
+        finally:
+            await client.close()
+
+    return asyncio.run(main())
+
+
+def test_a_fresh_store_with_the_default_segment_sizes_takes_tens_of_mib(tmp_path):
+    root = tmp_path / "store"
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rocketport", "broker", "-c", "conf/broker.yaml",
+         "--set", f"storePathRootDir={root}", "--set", f"listenPort={port}",
+         "--set", "namesrv.port=0", "--set", "kafka.port=0"],
+        stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        seen = ""
+        deadline = time.monotonic() + 60
+        while "ready" not in seen and time.monotonic() < deadline and proc.poll() is None:
+            seen += proc.stderr.readline()
+        assert "ready" in seen, seen
+        assert "CommitLog segments of 1 GiB" in seen, seen  # the default sizes
+        assert _send(port, "Footprint", [b"one", b"two", b"three"]) == [ResponseCode.SUCCESS] * 3
+        time.sleep(1.5)  # the index builder, the flushes and the preparer's work are done
+        blocks, apparent = disk_usage(root)
+        commit_log = root / "commitlog" / "00000000000000000000"
+        assert commit_log.stat().st_size == 1 << 30  # offsets and the mapping are 1 GiB
+        cq_files = list((root / "consumequeue" / "Footprint").glob("*/" + "0" * 20))
+        index_files = list((root / "index").iterdir())
+        assert len(cq_files) == 8 and all(f.stat().st_size == 6_000_000 for f in cq_files)
+        assert index_files and all(f.stat().st_size > 400_000_000 for f in index_files)
+        assert apparent > (1 << 30) + 8 * 6_000_000 + 400_000_000
+        assert blocks < 128 << 20, f"{blocks / (1 << 20):.1f} MiB of disk for three messages"
+        print(f"fresh store: {blocks / (1 << 20):.1f} MiB of disk blocks, "
+              f"{apparent / (1 << 20):.1f} MiB apparent")
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0
