@@ -11,6 +11,11 @@ When less than ``min_bytes`` is available the request waits on the facade's
 ``wait_for_messages`` on all requested partitions at once, up to ``max_wait_ms``; it never polls on
 a timer. Isolation levels 0 and 1 read the same data: the store has no open transactions.
 This module never touches sockets.
+
+Sizes follow Kafka's rule (KIP-74): a response never carries more than ``max_bytes`` in all
+nor more than a partition's ``partition_max_bytes`` for it, counted in the batch bytes sent,
+except that the first batch of the first partition with data is always sent whole, so a
+consumer makes progress past a batch larger than its limits.
 """
 
 from __future__ import annotations
@@ -134,9 +139,10 @@ class FetchHandler:
                     continue
                 offset = p["fetch_offset"]
                 room = min(p["partition_max_bytes"], budget - total)
+                first = total == 0  # the first partition with data gets its first batch whole
                 try:  # the core's read rule (Broker.check_readable), applied once
-                    if room > 0:
-                        result = broker.get_messages(topic, index, offset, _MAX_COUNT, max_bytes=room)
+                    if room > 0 or first:
+                        result = broker.get_messages(topic, index, offset, _MAX_COUNT, max_bytes=max(room, 1))
                     else:  # a full response still reports every partition's offsets
                         broker.check_readable(topic, index)
                         result = None
@@ -156,9 +162,17 @@ class FetchHandler:
                     waits.append((topic, index, offset))
                     continue
                 parts = self._batches(topic, index, result.segments)
-                size = sum(len(b) for b in parts)
-                out["records"] = parts
-                total += size
+                # The store counts stored bytes; the limits count the batches sent: keep the
+                # whole batches that fit (all of them but the first may have to go).
+                kept = size = 0
+                for part in parts:
+                    if size + len(part) > room and not (first and kept == 0):
+                        break
+                    size += len(part)
+                    kept += 1
+                if kept:
+                    out["records"] = parts[:kept]
+                    total += size
             responses.append({"topic": topic, "partitions": partitions})
         return responses, total, waits
 
