@@ -193,7 +193,7 @@ class KafkaHandlers:
 
     async def _fetch(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         may_read = None if ctx.principal is None else (lambda topic: may_use_topic(ctx, topic, SUB))
-        return await self.fetch.handle(body, may_read)
+        return await self.fetch.handle(body, may_read, ctx.client_host)
 
     async def _list_offsets(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         broker = self.broker

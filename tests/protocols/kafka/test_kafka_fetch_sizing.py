@@ -1,19 +1,25 @@
-"""Fetch response sizing.
+"""Fetch response sizing and pacing.
 
-A response never carries more than ``max_bytes`` in all, nor more than a partition's
+Sizes: a response never carries more than ``max_bytes`` in all, nor more than a partition's
 ``partition_max_bytes`` for it (counted in the batch bytes sent, whole batches only), except
 that the first batch of the first partition with data is always sent whole (Kafka's KIP-74
 rule, so a consumer gets past a batch larger than its limits).
+
+Pacing: a connection whose client stalls (a partition left with data behind is fetched
+again 0.5-5 s later, as librdkafka does for fetch.queue.backoff.ms when its queue is full)
+gets its responses paced below the rate that filled it; other connections never are.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from rocketport.core.batch import iter_records
 from rocketport.core.batch.record_batch import split_batches
 from rocketport.core.message import Message
+from rocketport.protocols.kafka.fetch import FetchPacer
 from rocketport.protocols.kafka.schema import ApiKey
 
 from tests.support.live_broker import LiveBroker
@@ -118,3 +124,79 @@ def test_plain_records_honour_the_limits(live_broker):
             seen += [r.value[:3] for r in got]
             offset = int(got[-1].value[1:3]) + 1
         assert seen == [b"v%02d" % i for i in range(50)]
+
+
+# --------------------------------------------------------------------------- pacing
+def burst(pacer: FetchPacer, start: float, responses: int, records: int, every: float) -> float:
+    """``responses`` responses of ``records`` each, ``every`` seconds apart, each leaving data
+    behind on partition 0; returns when the last went out."""
+    t = start
+    for i in range(responses):
+        t = start + i * every
+        pacer.hold(request(i * records), t)
+        pacer.answered(t, records, [("t", 0, (i + 1) * records)])
+    return t
+
+
+def request(offset: int) -> dict[str, Any]:
+    return {"topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": offset}]}]}
+
+
+def test_a_client_that_fetches_again_at_once_is_never_paced():
+    pacer = FetchPacer()
+    last = burst(pacer, 0.0, 50, 10_000, 0.01)  # a tuned client: 10 ms queue backoffs at most
+    assert pacer.hold(request(500_000), last + 0.01) == 0.0
+    assert pacer.rate is None
+    # a long pause (a restart, a paused partition) is not a queue backoff either
+    assert pacer.hold(request(500_000), last + 30.0) == 0.0
+    assert pacer.rate is None
+
+
+def test_a_stall_paces_below_the_rate_that_filled_the_client():
+    pacer = FetchPacer()
+    last = burst(pacer, 0.0, 4, 30_000, 0.05)  # 90,000 records in 0.15 s after the first
+    resume = last + 1.0  # librdkafka's default fetch.queue.backoff.ms
+    assert pacer.hold(request(120_000), resume) == 0.0
+    assert pacer.rate == pytest.approx(0.7 * 90_000 / 0.15)
+    pacer.answered(resume, 42_000, [("t", 0, 162_000)])  # 0.1 s worth at that rate
+    delay = pacer.hold(request(162_000), resume + 0.01)
+    assert delay == pytest.approx(0.09)
+    assert pacer.rate > 0.7 * 90_000 / 0.15  # held back, so the rate grows ...
+    assert pacer.filled == pytest.approx(90_000 / 0.15)
+    near = pacer.rate = 0.85 * pacer.filled  # ... slowly once near the rate that filled the client
+    pacer.answered(resume + 0.02, 1000, [("t", 0, 163_000)])
+    pacer.grown_at = resume + 0.02
+    pacer.hold(request(163_000), resume + 0.021)
+    assert pacer.rate == pytest.approx(near * (1 + 0.03 * 0.001))
+    # another stall lowers the rate again, from where it was
+    rate = pacer.rate
+    pacer.answered(resume + 0.1, 1000, [("t", 0, 164_000)])
+    pacer.hold(request(164_000), resume + 1.2)
+    assert pacer.rate == pytest.approx(0.7 * min(rate, 43_000 / 0.1))
+
+
+def test_a_stalled_raw_client_is_paced_and_reads_everything(live_broker):
+    """End to end: a client that leaves a partition alone for 0.6 s with data behind gets a
+    pace; the data still arrives whole and in order."""
+    create_topic(live_broker, "pace", 1)
+    with RawClient(live_broker.port) as client:
+        for i in range(20):
+            assert client.produce("pace", 0, encode_batch([b"%04d" % (i * 10 + j) for j in range(10)]))[0] == 0
+        offset, seen = 0, []
+
+        def step() -> None:
+            nonlocal offset
+            part = fetch(client, "pace", [offset], 200, 1 << 20)[0]
+            got = [r.value for b in batches(part) for r in iter_records(b)]
+            seen.extend(got)
+            offset += len(got)
+
+        for _ in range(3):
+            step()
+        time.sleep(0.6)
+        step()
+        pacers = live_broker.run(lambda: list(live_broker.server.front_ends["kafka"].handlers.fetch._pacers.values()))
+        assert [p.rate is not None for p in pacers] == [True]
+        while offset < 200:
+            step()
+        assert seen == [b"%04d" % i for i in range(200)]
