@@ -4,10 +4,11 @@ The first write to a fresh file costs milliseconds here (3-4 ms measured, whatev
 mapping or preallocation: the first page of a new file's page cache), and whichever
 request writes first pays it on the event loop: for a new topic once per queue, and at
 every CommitLog roll (with the reservation of a 1 GiB segment, 6-7 ms in all). A thread
-pays it instead: the file is made under a temporary name, reserved to its full size, its
-first page written, then linked into place. Used for a new topic's ConsumeQueues, and
-for the next segment of the CommitLog and of each ConsumeQueue once the current one is
-half full (RocketMQ's AllocateMappedFileService does it for the CommitLog).
+pays it instead: the file is made under a temporary name at its full size with its first
+window backed by disk blocks (see mapped_file), its first page written, then linked into
+place. Used for a new topic's ConsumeQueues, and for the next segment of the CommitLog
+and of each ConsumeQueue once the current one is half full (RocketMQ's
+AllocateMappedFileService does it for the CommitLog).
 
 Linking never replaces a file: if the writer created the segment itself in the meantime,
 the prepared one is dropped. A crash leaves at most a temporary file, which MappedFileQueue
