@@ -17,6 +17,8 @@ def _soak(tmp_path, *args: str) -> tuple[int, dict[str, dict]]:
     done = subprocess.run([sys.executable, SOAK, "--dir", str(tmp_path), "--max-run", "1.5", *args],
                           capture_output=True, text=True, timeout=90, cwd=ROOT)
     rows = {row["case"]: row for row in map(json.loads, done.stdout.splitlines())}
+    if done.returncode not in (0, 1):  # 2: the soak itself failed (a broker that did not start ...)
+        raise AssertionError(f"crash_soak exited {done.returncode}:\n{done.stderr[-3000:]}")
     return done.returncode, rows
 
 
