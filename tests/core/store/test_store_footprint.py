@@ -67,12 +67,16 @@ def test_a_fresh_store_with_the_default_segment_sizes_takes_tens_of_mib(tmp_path
         assert "ready" in seen, seen
         assert "CommitLog segments of 1 GiB" in seen, seen  # the default sizes
         assert _send(port, "Footprint", [b"one", b"two", b"three"]) == [ResponseCode.SUCCESS] * 3
-        time.sleep(1.5)  # the index builder, the flushes and the preparer's work are done
+        index_dir = root / "index"
+        deadline = time.monotonic() + 30
+        while not (index_dir.is_dir() and any(index_dir.iterdir())) and time.monotonic() < deadline:
+            time.sleep(0.1)  # the index builder makes its first file
+        time.sleep(1.0)  # the flushes and the preparer's work are done too
         blocks, apparent = disk_usage(root)
         commit_log = root / "commitlog" / "00000000000000000000"
         assert commit_log.stat().st_size == 1 << 30  # offsets and the mapping are 1 GiB
         cq_files = list((root / "consumequeue" / "Footprint").glob("*/" + "0" * 20))
-        index_files = list((root / "index").iterdir())
+        index_files = list(index_dir.iterdir())
         assert len(cq_files) == 8 and all(f.stat().st_size == 6_000_000 for f in cq_files)
         assert index_files and all(f.stat().st_size > 400_000_000 for f in index_files)
         assert apparent > (1 << 30) + 8 * 6_000_000 + 400_000_000
