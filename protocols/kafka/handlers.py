@@ -149,7 +149,8 @@ class KafkaHandlers:
             names = [n for n in self.broker.topic_names() if may_use_topic(ctx, n)]
             auto_create = False
         else:
-            names = [t["name"] for t in requested]
+            # each topic once, as Kafka does with a set (by id, all alike here: none is known)
+            names = list(dict.fromkeys(t["name"] for t in requested))
             auto_create = body["allow_auto_topic_creation"] and self.broker.config.auto_create_topic_enable
         topics = []
         for name in names:
@@ -301,7 +302,7 @@ class KafkaHandlers:
 
     async def _describe_groups(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         groups = []
-        for group_id in body["groups"]:
+        for group_id in dict.fromkeys(body["groups"]):  # each once: members times repeats made GBs
             group = self.coordinator.groups.get(group_id)
             if not may_use_group(ctx, group_id):
                 groups.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id,
@@ -364,12 +365,20 @@ class KafkaHandlers:
              "committed_leader_epoch": -1, "metadata": "", "error_code": ErrorCode.NONE}
             for i in indexes]} for name, indexes in wanted]
 
+    @staticmethod
+    def _each_group_once(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The first entry naming each group: a group is answered once however often named."""
+        first: dict[str, dict[str, Any]] = {}
+        for g in groups:
+            first.setdefault(g["group_id"], g)
+        return list(first.values())
+
     async def _offset_fetch(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         if ctx.api_version >= 8:
             groups = [{"group_id": g["group_id"], "topics": self._committed(g["group_id"], g["topics"]),
                        "error_code": ErrorCode.NONE} if may_use_group(ctx, g["group_id"]) else
                       {"group_id": g["group_id"], "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
-                      for g in body["groups"]]
+                      for g in self._each_group_once(body["groups"])]
             return {"throttle_time_ms": 0, "groups": groups}
         if not may_use_group(ctx, body["group_id"]):
             return {"throttle_time_ms": 0, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}

@@ -117,3 +117,25 @@ def test_join_group_refuses_what_older_versions_could_not_echo(tmp_path) -> None
     *joins, listing = answers(config(tmp_path), frames)
     assert [j["error_code"] for j in joins] == [ErrorCode.INVALID_GROUP_ID] + [ErrorCode.INVALID_REQUEST] * 3
     assert (listing["error_code"], listing["groups"]) == (ErrorCode.NONE, [])
+
+
+def test_a_name_repeated_in_a_request_is_answered_once(tmp_path) -> None:
+    """A response grows with what the broker keeps times how often a request names it: a
+    DescribeGroups naming one group 20,000 times (300 KB) over a group of many members held
+    the event loop while the broker built a response of many GB and was OOM-killed. Each
+    group (and each Metadata topic, as Kafka does with a set) is answered once."""
+    def setup(broker) -> None:
+        broker.create_topic("T", read_queue_nums=64, write_queue_nums=64)
+        broker.commit_offset("grp", "T", 0, 7)
+
+    join = {"group_id": "grp", "session_timeout_ms": 6000, "rebalance_timeout_ms": 100, "member_id": "",
+            "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": bytes(1000)}]}
+    frames = [request(ApiKey.JOIN_GROUP, 0, join),
+              request(ApiKey.DESCRIBE_GROUPS, 2, {"groups": ["grp", "other"] * 5000}),
+              request(ApiKey.METADATA, 1, {"topics": [{"name": "T"}] * 5000}),
+              request(ApiKey.OFFSET_FETCH, 8, {"groups": [{"group_id": "grp", "topics": None}] * 5000})]
+    _, described, metadata, offsets = answers(config(tmp_path), frames, setup)
+    assert [g["group_id"] for g in described["groups"]] == ["grp", "other"]
+    assert [(t["name"], len(t["partitions"])) for t in metadata["topics"]] == [("T", 64)]
+    assert [g["group_id"] for g in offsets["groups"]] == ["grp"]
