@@ -27,7 +27,6 @@ from typing import Callable, Iterator, Protocol
 
 from ..batch.message_batch import ENTRY_HEAD
 from ..batch.record_batch import iter_records, parse_header
-from ..batch.record_tags import batch_tags
 from ..config import BrokerConfig
 from ..message_id import offset_msg_id, offset_msg_id_template
 from ..errors import BrokerError, InvalidMessage, MessageTooLarge, StoreUnavailable
@@ -47,6 +46,7 @@ from ..tags import tags_code, tags_code_of_value
 from .checkpoint import Checkpoint, CheckpointFile
 from .commitlog import CommitLog, now_ms
 from .consume_queue import CQ_ENTRY, CQ_ENTRY_SIZE, ConsumeQueue
+from .dispatch import StoreDispatch, _Dispatch
 from .flush import FlushService
 from .get_result import GetResult, GetStatus, Segment
 from .index_service import IndexService
@@ -68,12 +68,12 @@ from .record import (
     PROPS_LEN,
     QUEUE_OFFSET,
     SHARED_FIELDS,
-    RecordInfo,
     crc32,
     decode_record,
     ip_bytes,
     topic_and_properties,
 )
+from .recovery import StoreRecovery
 from .segment_preparer import SegmentPreparer
 
 log = logging.getLogger(__name__)
@@ -129,15 +129,6 @@ EncodedMessage = tuple[bytes | memoryview, bytes, int, int, int, int, tuple[str,
 # A message for append_messages: (topic, queue id, body, encoded properties, tags code,
 # flag, sys flag, born timestamp, born host, reconsume times).
 EncodedPut = tuple[str, int, bytes | memoryview, bytes, int, int, int, int, tuple[str, int], int]
-
-
-@dataclass(slots=True)
-class _Dispatch:
-    topic: str
-    queue_id: int
-    queue_offset: int
-    entries: bytes
-    end: int  # commit-log offset just past the record(s)
 
 
 @lru_cache(maxsize=4096)
@@ -211,7 +202,7 @@ def _topic_head(topic: str) -> bytes:
     return bytes((len(data),)) + data
 
 
-class MessageStore:
+class MessageStore(StoreRecovery, StoreDispatch):
     def __init__(self, config: BrokerConfig,
                  tags_code_of: Callable[[str, dict[str, str]], int] | None = None) -> None:
         self.config = config
@@ -302,142 +293,6 @@ class MessageStore:
                 await fn()
             except Exception:  # a background service logs and goes on; it never kills the broker
                 log.exception("store service %s failed", getattr(fn, "__name__", fn))
-
-    # ================================================================ recovery
-    def _load_consume_queues(self) -> None:
-        if not os.path.isdir(self.cq_root):
-            return
-        for topic in os.listdir(self.cq_root):
-            tdir = os.path.join(self.cq_root, topic)
-            if not os.path.isdir(tdir):
-                continue
-            for qid in os.listdir(tdir):
-                if qid.lstrip("-").isdigit():
-                    cq = ConsumeQueue(self.cq_root, topic, int(qid),
-                                      self.config.mapped_file_size_consume_queue, self._preparer)
-                    cq.load()
-                    self.consume_queues[(topic, int(qid))] = cq
-
-    def _recover(self, cp: Checkpoint | None) -> None:
-        """Re-dispatch from the checkpoint, CRC-check the tail, truncate what is torn."""
-        cl = self.commitlog
-        start = cl.min_offset
-        reason = "no checkpoint"
-        if cp is not None:
-            damaged = [k for k, max_off in cp.queues.items()
-                       if k not in self.consume_queues or self.consume_queues[k].max_offset < max_off]
-            damaged += [k for k, cq in self.consume_queues.items() if not self._cq_tail_ok(cq)]
-            if damaged:
-                reason = f"rebuilding damaged consume queues {sorted(set(damaged))[:5]}"
-                for k in set(damaged):
-                    if k in self.consume_queues:
-                        self.consume_queues.pop(k).destroy()
-            elif cl.min_offset <= cp.dispatched_offset <= cl.max_offset:
-                start = cp.dispatched_offset
-                reason = "checkpoint"
-        verify_from = start if cp is None else max(cl.min_offset, min(start, cp.verify_from))
-        check_crc = self.config.check_crc_on_recover
-        dispatched = 0
-        scan = cl.scan(verify_from, check_crc)
-        for phys, info in scan:  # before ``start`` only verified; re-dispatch is idempotent
-            if phys >= start:
-                self._dispatch(self._dispatch_from_record(phys, info), notify=False)
-                dispatched += 1
-        valid_end = scan.end
-        if scan.error:
-            log.warning("commit log: truncating the tail at %d: %s", valid_end, scan.error)
-        cl.truncate(valid_end)
-        for cq in self.consume_queues.values():
-            if cq.max_physical_end > valid_end:
-                cq.truncate_to_physical(valid_end)
-            cq.correct_min_offset(cl.min_offset)
-        self._next_queue_offset = {k: cq.max_offset for k, cq in self.consume_queues.items()}
-        self.dispatched_offset = valid_end
-        self._verify_from = verify_from
-        self._last_checkpoint_dispatched = valid_end
-        for mf in cl.queue.files:
-            mf.flushed_position = mf.wrote_position
-        self.index.recover(cp.index_offset if cp else cl.min_offset, valid_end)
-        self.recovery_report = {"reason": reason, "start": start, "verify_from": verify_from,
-                                "end": valid_end, "redispatched": dispatched,
-                                "truncated": scan.error}
-        log.info("store recovered from %s: CommitLog %d..%d checked, %d records re-dispatched "
-                 "from %d%s", reason, verify_from, valid_end, dispatched, start,
-                 f"; torn tail cut: {scan.error}" if scan.error else "")
-
-    def _cq_tail_ok(self, cq: ConsumeQueue) -> bool:
-        """The last entry must point at a record of this queue with this queue offset."""
-        entry = cq.last_entry()
-        if entry is None:
-            return True
-        phys, size, _ = entry
-        if phys < self.commitlog.min_offset:
-            return True  # its record was deleted by retention: nothing left to check
-        rec = self.commitlog.record_at(phys)
-        if rec is None:
-            return phys >= self.commitlog.max_offset  # beyond the log: truncated later
-        try:
-            msg = decode_record(rec)
-        except ValueError:
-            return False
-        if msg.topic != cq.topic or msg.queue_id != cq.queue_id or len(rec) != abs(size):
-            return False
-        count = int(msg.properties.get(PROPERTY_INNER_NUM, 1)) if size < 0 else 1
-        return msg.queue_offset <= cq.max_offset - 1 < msg.queue_offset + count
-
-    def _dispatch_from_record(self, phys: int, info: RecordInfo) -> _Dispatch:
-        """The ConsumeQueue entries live dispatch made for a scanned record. An inner batch
-        gets one tags code per record, from each record's tag header (core.batch.record_tags,
-        as the Kafka front-end computes them on produce), each through the store's tags-code
-        rule; its records are decoded only when the header's name occurs in them, and not
-        at all when a TAGS property says every record has that one tag."""
-        topic, props, size = info.topic, info.properties, info.total_size
-        if not info.sys_flag & INNER_BATCH_FLAG:
-            entries = CQ_ENTRY.pack(phys, size, self._code_of(topic, props))
-            return _Dispatch(topic, info.queue_id, info.queue_offset, entries, phys + size)
-        count = int(props.get(PROPERTY_INNER_NUM, "1"))
-        tags = None
-        if PROPERTY_TAGS not in props:
-            view = self.commitlog.slice(phys, size)
-            try:
-                tags = batch_tags(view[info.body_offset:info.body_offset + info.body_length],
-                                  self.config.kafka_tag_header)
-            except ValueError as exc:  # CorruptBatch: it was checked when stored, so rare
-                log.warning("inner batch at %d: no per-record tags (%s)", phys, exc)
-            if tags is not None and len(tags) != count:
-                log.warning("inner batch at %d: %d records, INNER_NUM %d", phys, len(tags), count)
-                tags = None
-        if tags is None:
-            entries = CQ_ENTRY.pack(phys, -size, self._code_of(topic, props)) * count
-        else:  # a record's code as the rule gives it for a message with that TAGS
-            entry = {tag: CQ_ENTRY.pack(phys, -size, self._code_of(
-                topic, {**props, PROPERTY_TAGS: tag} if tag else props)) for tag in set(tags)}
-            entries = b"".join(map(entry.__getitem__, tags))
-        return _Dispatch(topic, info.queue_id, info.queue_offset, entries, phys + size)
-
-    # ================================================================ dispatch
-    def _consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
-        key = (topic, queue_id)
-        cq = self.consume_queues.get(key)
-        if cq is None:
-            cq = ConsumeQueue(self.cq_root, topic, queue_id,
-                              self.config.mapped_file_size_consume_queue, self._preparer)
-            self.consume_queues[key] = cq
-        return cq
-
-    def _dispatch(self, d: _Dispatch, notify: bool = True) -> None:
-        cq = self.consume_queues.get((d.topic, d.queue_id)) or self._consume_queue(d.topic, d.queue_id)
-        cq.put(d.queue_offset, d.entries, d.end)
-        self.dispatched_offset = d.end
-        if notify:
-            max_offset = d.queue_offset + len(d.entries) // CQ_ENTRY_SIZE
-            for listener in self.dispatch_listeners:
-                listener(d.topic, d.queue_id, max_offset)
-
-    def _on_flushed(self, flushed: int) -> None:
-        pending = self._pending
-        while pending and pending[0].end <= flushed:
-            self._dispatch(pending.popleft())
 
     # ================================================================ put
     def _finish_put(self, topic: str, queue_id: int, queue_offset: int, entries: bytes,
