@@ -79,10 +79,17 @@ class Tmpfs:
     @full.setter
     def full(self, full: bool) -> None:
         if full:
-            st = os.statvfs(self.mount_point)
             fd = os.open(self.filler, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                os.posix_fallocate(fd, 0, st.f_bavail * st.f_frsize)
+            try:  # the broker's threads (index builder, preparer) allocate meanwhile: take
+                for _ in range(100):  # what is free until nothing is
+                    st = os.statvfs(self.mount_point)
+                    if st.f_bavail == 0:
+                        break
+                    try:
+                        os.posix_fallocate(fd, os.fstat(fd).st_size, st.f_bavail * st.f_frsize)
+                    except OSError as exc:
+                        if exc.errno != errno.ENOSPC:  # ENOSPC: taken since statvfs, look again
+                            raise
             finally:
                 os.close(fd)
             assert os.statvfs(self.mount_point).f_bavail == 0
