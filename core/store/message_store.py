@@ -19,62 +19,44 @@ import struct
 import time
 from bisect import bisect_right
 from collections import deque
-from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
-from operator import itemgetter
 from typing import Callable, Iterator, Protocol
 
-from ..batch.message_batch import ENTRY_HEAD
 from ..batch.record_batch import iter_records, parse_header
 from ..config import BrokerConfig
-from ..message_id import offset_msg_id, offset_msg_id_template
-from ..errors import BrokerError, InvalidMessage, MessageTooLarge, StoreUnavailable
 from ..message import (
     INNER_BATCH_FLAG,
     PROPERTY_INNER_NUM,
     PROPERTY_KEYS,
-    PROPERTY_TAGS,
-    TAGS_NEEDLES,
-    Message,
     MessageExt,
-    encode_properties,
     property_bytes,
     property_needles,
 )
-from ..tags import tags_code, tags_code_of_value
 from .checkpoint import Checkpoint, CheckpointFile
 from .commitlog import CommitLog, now_ms
-from .consume_queue import CQ_ENTRY, CQ_ENTRY_SIZE, ConsumeQueue
+from .consume_queue import CQ_ENTRY_SIZE, ConsumeQueue
 from .dispatch import StoreDispatch, _Dispatch
 from .flush import FlushService
 from .get_result import GetResult, GetStatus, Segment
 from .index_service import IndexService
 from .inner_batch import batch_messages
 from .record import (
-    BATCH_HEADER,
-    END_FILE_MIN_BLANK_LENGTH,
-    HEADER,
     HEADER_SIZE,
-    MAX_PROPERTIES_LENGTH,
-    MAX_TOPIC_LENGTH,
     I32,
-    MESSAGE_MAGIC_CODE,
     POS_BODY_LENGTH,
     POS_BORN_TIMESTAMP,
     POS_QUEUE_OFFSET,
     POS_STORE_TIMESTAMP,
     POS_SYS_FLAG,
-    PROPS_LEN,
     QUEUE_OFFSET,
-    SHARED_FIELDS,
-    crc32,
     decode_record,
-    ip_bytes,
     topic_and_properties,
 )
 from .recovery import StoreRecovery
 from .segment_preparer import SegmentPreparer
+# PutResult and the encoded-message shapes are imported from here by the facade and tests
+from .writer import EncodedMessage, EncodedPut, PutResult, StoreWriter, _host_bytes  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -94,115 +76,7 @@ class TagsFilter(Protocol):
     def raw_matcher(self) -> Callable[[bytes], bool]: ...
 
 
-@dataclass(slots=True)
-class PutResult:
-    queue_id: int
-    queue_offset: int  # first logical offset written
-    commit_log_offset: int
-    wrote_bytes: int
-    store_timestamp: int
-    count: int = 1
-    store_host: bytes = b""
-    record_offsets: tuple[int, ...] = ()  # per-message commit-log offsets of a record batch
-
-    @property
-    def msg_id(self) -> str:
-        return offset_msg_id(self.store_host, self.commit_log_offset)
-
-    @property
-    def msg_ids(self) -> list[str]:
-        offsets = self.record_offsets or (self.commit_log_offset,)
-        return [offset_msg_id(self.store_host, o) for o in offsets]
-
-    @property
-    def joined_msg_ids(self) -> str:
-        """`msg_ids` joined by commas, as a batch send's response carries them."""
-        template = offset_msg_id_template(self.store_host)
-        offsets = self.record_offsets or (self.commit_log_offset,)
-        return b",".join([template % o for o in offsets]).decode()
-
-
-
-# A message for put_batch: (body, encoded properties, tags code, flag, sys flag, born
-# timestamp, born host, reconsume times, prepared transaction offset).
-EncodedMessage = tuple[bytes | memoryview, bytes, int, int, int, int, tuple[str, int], int, int]
-# A message for append_messages: (topic, queue id, body, encoded properties, tags code,
-# flag, sys flag, born timestamp, born host, reconsume times).
-EncodedPut = tuple[str, int, bytes | memoryview, bytes, int, int, int, int, tuple[str, int], int]
-
-
-@lru_cache(maxsize=4096)
-def _host_bytes(host: str) -> bytes:
-    return ip_bytes(host)
-
-
-def _batch_records(batch: bytes, start: int, first: int, queue_id: int, shared: bytes,
-                   topic_head: bytes) -> tuple[list[bytes], list[bytes], list[int], list[bytes], int]:
-    """(record parts, ConsumeQueue entries, commit-log offsets, encoded properties, end
-    offset) of a MessageBatch body's entries written from ``start`` with queue offsets from
-    ``first``."""
-    end = len(batch)
-    head = ENTRY_HEAD.size
-    grow = HEADER_SIZE + len(topic_head) - head  # a record is this much longer than its entry
-    unpack_head, unpack_props_len = ENTRY_HEAD.unpack_from, PROPS_LEN.unpack_from  # i16 in both
-    pack, cq_pack = BATCH_HEADER.pack, CQ_ENTRY.pack
-    parts: list[bytes] = []
-    cq_entries: list[bytes] = []
-    offsets: list[int] = []
-    properties: list[bytes] = []
-    pos = 0
-    phys = start
-    queue_offset = first
-    try:
-        while pos < end:
-            size, _magic, _crc, flag, body_len = unpack_head(batch, pos)
-            props_at = pos + head + body_len
-            next_pos = pos + size
-            if (body_len < 0 or props_at + 2 > next_pos or next_pos > end
-                    or props_at + 2 + unpack_props_len(batch, props_at)[0] != next_pos):
-                raise InvalidMessage(f"batch entry at {pos} has inconsistent lengths")
-            body = batch[pos + head:props_at]  # bytes, not views: views are tracked by the GC
-            record_size = size + grow
-            parts += (pack(record_size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id,
-                           flag, queue_offset, phys, shared, body_len),
-                      body, topic_head, batch[props_at:next_pos])
-            props = batch[props_at + 2:next_pos]
-            properties.append(props)
-            cq_entries.append(cq_pack(phys, record_size,
-                                      tags_code_of_value(property_bytes(props, TAGS_NEEDLES))))
-            offsets.append(phys)
-            phys += record_size
-            queue_offset += 1
-            pos = next_pos
-    except struct.error:  # fewer bytes left than an entry's head
-        raise InvalidMessage(f"batch entry at {pos} is truncated") from None
-    return parts, cq_entries, offsets, properties, phys
-
-
-@lru_cache(maxsize=4096)
-def _inner_tail(topic: str, count: int) -> bytes:
-    """The bytes after an inner batch's body when INNER_NUM is its only property: a
-    producer's batches repeat a few sizes, so most puts find theirs here."""
-    return _tail(topic, encode_properties({PROPERTY_INNER_NUM: str(count)}))
-
-
-def _tail(topic: str, props: bytes) -> bytes:
-    """topicLength + topic + propertiesLength + properties: the bytes after the body."""
-    if len(props) > MAX_PROPERTIES_LENGTH:
-        raise InvalidMessage(f"properties longer than {MAX_PROPERTIES_LENGTH} bytes")
-    return _topic_head(topic) + PROPS_LEN.pack(len(props)) + props
-
-
-@lru_cache(maxsize=4096)
-def _topic_head(topic: str) -> bytes:
-    """topicLength (1 byte) + topic, as it follows the body in a record."""
-    data = topic.encode()
-    if not data or len(data) > MAX_TOPIC_LENGTH:
-        raise InvalidMessage(f"topic must be 1..{MAX_TOPIC_LENGTH} bytes")
-    return bytes((len(data),)) + data
-
-
-class MessageStore(StoreRecovery, StoreDispatch):
+class MessageStore(StoreRecovery, StoreWriter, StoreDispatch):
     def __init__(self, config: BrokerConfig,
                  tags_code_of: Callable[[str, dict[str, str]], int] | None = None) -> None:
         self.config = config
@@ -293,343 +167,6 @@ class MessageStore(StoreRecovery, StoreDispatch):
                 await fn()
             except Exception:  # a background service logs and goes on; it never kills the broker
                 log.exception("store service %s failed", getattr(fn, "__name__", fn))
-
-    # ================================================================ put
-    def _finish_put(self, topic: str, queue_id: int, queue_offset: int, entries: bytes,
-                    count: int, end: int, size: int):
-        self._next_queue_offset[(topic, queue_id)] = queue_offset + count
-        self.put_count += count
-        self.put_bytes += size
-        d = _Dispatch(topic, queue_id, queue_offset, entries, end)
-        if self._sync:
-            self._pending.append(d)
-            return self.flush_service.wait_flushed(end)
-        self._dispatch(d)
-        return None
-
-    def _code_of(self, topic: str, properties: dict[str, str]) -> int:
-        if self._tags_code_of is not None:
-            return self._tags_code_of(topic, properties)
-        return tags_code(properties.get(PROPERTY_TAGS)) if properties else 0
-
-    async def put_message(self, msg: Message) -> PutResult:
-        properties = msg.properties
-        props = encode_properties(properties) if properties else b""
-        code = (self._tags_code_of(msg.topic, properties) if self._tags_code_of
-                else tags_code(properties.get(PROPERTY_TAGS)) if properties else 0)
-        queue_offset, phys, end, now = self.append_message(
-            msg.topic, msg.queue_id, msg.body, props, code, msg.flag, msg.sys_flag,
-            msg.born_timestamp, msg.born_host, msg.reconsume_times, msg.prepared_transaction_offset)
-        if self._sync:
-            await self.flush_service.wait_flushed(end)
-        return PutResult(msg.queue_id, queue_offset, phys, end - phys, now, 1, self.store_host)
-
-    def append_message(self, topic: str, queue_id: int, body: bytes | memoryview, props: bytes,
-                       code: int, flag: int, sys_flag: int, born_timestamp: int,
-                       born_host: tuple[str, int], reconsume_times: int = 0,
-                       prepared_transaction_offset: int = 0) -> tuple[int, int, int, int]:
-        """Append one record with its properties already encoded; no await, so a front-end
-        can answer a send without a coroutine. Returns (queue offset, commit-log offset,
-        end offset, store timestamp). Dispatched at once under ASYNC_FLUSH; under
-        SYNC_FLUSH the caller must await ``flush_service.wait_flushed(end)`` before
-        answering, as the record becomes visible only once flushed."""
-        # The hot path, kept flat on purpose: each call or object costs ~0.3 µs here.
-        if not self._running:
-            raise StoreUnavailable("the store is not running")
-        body_len = len(body)
-        if body_len > self.config.max_message_size:
-            raise MessageTooLarge(body_len, self.config.max_message_size)
-        props_len = len(props)
-        if props_len > MAX_PROPERTIES_LENGTH:
-            raise InvalidMessage(f"properties longer than {MAX_PROPERTIES_LENGTH} bytes")
-        topic_head = _topic_head(topic)
-        size = HEADER_SIZE + body_len + len(topic_head) + 2 + props_len
-        key = (topic, queue_id)
-        queue_offset = self._next_queue_offset.get(key, 0)
-        now = time.time_ns() // 1_000_000
-        cq = self.consume_queues.get(key) or self._consume_queue(topic, queue_id)
-        cq.ensure_room(queue_offset, 1)  # a full disk refuses the put before it is written
-        mf = self.commitlog.reserve(size)
-        pos = mf.wrote_position
-        phys = mf.file_from_offset + pos
-        mf.view[pos:pos + size] = b"".join((HEADER.pack(
-            size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag,
-            queue_offset, phys, sys_flag, born_timestamp or now,
-            _host_bytes(born_host[0]), born_host[1], now, self._store_ip, self._store_port,
-            reconsume_times, prepared_transaction_offset, body_len),
-            body, topic_head, PROPS_LEN.pack(props_len), props))
-        mf.wrote_position = pos + size
-        self._next_queue_offset[key] = queue_offset + 1
-        self.put_count += 1
-        self.put_bytes += size
-        entry = CQ_ENTRY.pack(phys, size, code)
-        end = phys + size
-        if self._sync:
-            self._pending.append(_Dispatch(topic, queue_id, queue_offset, entry, end))
-        else:
-            cq.put(queue_offset, entry, end)
-            self.dispatched_offset = end
-            for listener in self.dispatch_listeners:
-                listener(topic, queue_id, queue_offset + 1)
-        return queue_offset, phys, end, now
-
-    def append_messages(self, items: list[EncodedPut]) -> list[tuple[int, int] | BrokerError]:
-        """Append messages of any topics and queues, in order, as contiguous records in
-        one write: (queue offset, commit-log offset) per message, or the error that
-        refused that message alone. ASYNC_FLUSH only (records are dispatched at once).
-        The per-put costs (reserving, writing, dispatching, waking pulls) are paid once
-        per call and once per queue, which is what concurrent single sends need."""
-        if not self._running:
-            raise StoreUnavailable("the store is not running")
-        if self._sync:
-            raise RuntimeError("append_messages serves ASYNC_FLUSH only")
-        # One pass, assuming the records fit the current segment; nothing is written or
-        # counted until they do (else one by one, which rolls the segment over).
-        mf = self.commitlog.reserve(0)
-        start = mf.wrote_position
-        phys = base = mf.file_from_offset + start
-        max_size = self.config.max_message_size
-        now = time.time_ns() // 1_000_000
-        store_ip, store_port = self._store_ip, self._store_port
-        next_offset = self._next_queue_offset
-        out: list[tuple[int, int] | BrokerError] = []
-        parts: list[bytes | memoryview] = []
-        queues: dict[tuple[str, int], list] = {}  # per queue: [first offset, entries, end]
-        last_topic = last_host = topic_head = host = None
-        for topic, queue_id, body, props, code, flag, sys_flag, born_ts, born_host, reconsume in items:
-            body_len = len(body)
-            props_len = len(props)
-            if body_len > max_size:
-                out.append(MessageTooLarge(body_len, max_size))
-                continue
-            if props_len > MAX_PROPERTIES_LENGTH:
-                out.append(InvalidMessage(f"properties longer than {MAX_PROPERTIES_LENGTH} bytes"))
-                continue
-            if topic is not last_topic:  # a read's sends mostly share topic and host
-                try:
-                    topic_head = _topic_head(topic)
-                except InvalidMessage as exc:
-                    out.append(exc)
-                    continue
-                last_topic = topic
-            if born_host is not last_host:
-                host, last_host = _host_bytes(born_host[0]), born_host
-            size = HEADER_SIZE + body_len + len(topic_head) + 2 + props_len
-            key = (topic, queue_id)
-            queue = queues.get(key)
-            if queue is None:
-                queue_offset = next_offset.get(key, 0)
-                queue = queues[key] = [queue_offset, [], 0]
-            else:
-                queue_offset = queue[0] + len(queue[1])
-            parts += (HEADER.pack(
-                size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag,
-                queue_offset, phys, sys_flag, born_ts or now, host, born_host[1], now,
-                store_ip, store_port, reconsume, 0, body_len),
-                body, topic_head, PROPS_LEN.pack(props_len), props)
-            queue[1].append(CQ_ENTRY.pack(phys, size, code))
-            out.append((queue_offset, phys))
-            phys += size
-            queue[2] = phys
-        total = phys - base
-        if not total:
-            return out
-        if start + total + END_FILE_MIN_BLANK_LENGTH > self.commitlog.file_size:
-            return [self._append_alone(item) for item in items]  # the segment's end: rare
-        for key, (first, entries, _) in queues.items():  # a full disk refuses them here
-            (self.consume_queues.get(key) or self._consume_queue(*key)).ensure_room(first, len(entries))
-        if start + total + END_FILE_MIN_BLANK_LENGTH > mf.backed:  # reserve(0) backed less
-            mf.ensure_backed(start + total + END_FILE_MIN_BLANK_LENGTH)  # DiskFull: nothing written
-        mf.view[start:start + total] = b"".join(parts)
-        mf.wrote_position = start + total
-        self.put_bytes += total
-        for key, (first, entries, end) in queues.items():
-            next_offset[key] = first + len(entries)
-            self.put_count += len(entries)
-            cq = self.consume_queues.get(key) or self._consume_queue(*key)
-            cq.put(first, b"".join(entries), end)
-            for listener in self.dispatch_listeners:
-                listener(key[0], key[1], first + len(entries))
-        self.dispatched_offset = phys
-        return out
-
-    def _append_alone(self, item: EncodedPut) -> tuple[int, int] | BrokerError:
-        try:
-            return self.append_message(*item)[:2]
-        except BrokerError as exc:
-            return exc
-
-    @property
-    def sync_flush(self) -> bool:
-        return self._sync
-
-    async def put_messages(self, msgs: list[Message]) -> PutResult:
-        """Store several messages of one topic and queue as contiguous records (one append)."""
-        if not msgs:
-            raise InvalidMessage("empty batch")
-        topic, queue_id = msgs[0].topic, msgs[0].queue_id
-        code_of = self._code_of
-        entries = []
-        for m in msgs:
-            if m.topic != topic or m.queue_id != queue_id:
-                raise InvalidMessage("a batch must hold one topic and one queue")
-            entries.append((m.body, encode_properties(m.properties), code_of(topic, m.properties),
-                            m.flag, m.sys_flag, m.born_timestamp, m.born_host, m.reconsume_times,
-                            m.prepared_transaction_offset))
-        return await self.put_batch(topic, queue_id, entries)
-
-    async def put_batch(self, topic: str, queue_id: int, entries: list[EncodedMessage]) -> PutResult:
-        """Store messages whose properties are already encoded as contiguous records of one
-        topic and queue, in one append: a remoting batch send copies each message's
-        properties from the request without decoding them. The limits are put_message's,
-        the size limit applying to the whole batch."""
-        if not self._running:
-            raise StoreUnavailable("the store is not running")
-        if not entries:
-            raise InvalidMessage("empty batch")
-        topic_head = _topic_head(topic)
-        fixed = HEADER_SIZE + len(topic_head) + 2
-        props_lengths = list(map(len, map(_SECOND, entries)))  # C-level: no loop per message
-        if max(props_lengths) > MAX_PROPERTIES_LENGTH:
-            raise InvalidMessage(f"properties longer than {MAX_PROPERTIES_LENGTH} bytes")
-        total = fixed * len(entries) + sum(map(len, map(_FIRST, entries))) + sum(props_lengths)
-        limit = self.config.max_message_size
-        if total > limit:
-            raise MessageTooLarge(total, limit)
-        first = self._next_queue_offset.get((topic, queue_id), 0)
-        now = time.time_ns() // 1_000_000
-        store_ip, store_port = self._store_ip, self._store_port
-        offsets: list[int] = []
-        cq_entries: list[bytes] = []
-        parts: list[bytes | memoryview] = []
-        self._consume_queue(topic, queue_id).ensure_room(first, len(entries))
-        mf = self.commitlog.reserve(total)
-        phys = start = mf.file_from_offset + mf.wrote_position
-        qo = first
-        last_host = host = None
-        for body, props, code, flag, sys_flag, born_ts, born_host, reconsume, prepared in entries:
-            body_len = len(body)
-            size = fixed + body_len + len(props)
-            if born_host is not last_host:  # one host for a whole remoting batch
-                host, last_host = _host_bytes(born_host[0]), born_host
-            parts += (HEADER.pack(
-                size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag, qo,
-                phys, sys_flag, born_ts or now, host, born_host[1],
-                now, store_ip, store_port, reconsume, prepared, body_len),
-                body, topic_head, PROPS_LEN.pack(len(props)), props)
-            offsets.append(phys)
-            cq_entries.append(CQ_ENTRY.pack(phys, size, code))
-            phys += size
-            qo += 1
-        mf.write(b"".join(parts))
-        waiter = self._finish_put(topic, queue_id, first, b"".join(cq_entries), len(entries),
-                                  start + total, total)
-        if waiter is not None:
-            await waiter
-        return PutResult(queue_id, first, start, total, now, len(entries), self.store_host,
-                         tuple(offsets))
-
-    async def put_message_batch(self, topic: str, queue_id: int, batch: bytes, *, sys_flag: int,
-                                born_timestamp: int, born_host: tuple[str, int],
-                                reconsume_times: int = 0,
-                                declines: Callable[[bytes], bool] | None = None) -> PutResult | None:
-        """A client's MessageBatch body (`core.batch.message_batch`) stored as one record per
-        entry, walked once with no per-message objects: the remoting batch send's hot path.
-
-        Each record is the shared head fields packed once, the entry's body and properties
-        sliced from ``batch``, and the topic; its tags code is the TAGS hash (a caller sends
-        topics with other rules through `put_messages`). ``declines`` sees every entry's
-        properties joined by \\x02 before anything is written: when it answers true, nothing
-        is and None is returned (the broker's test for delays and transactions, which go
-        through `put_messages`). InvalidMessage when an entry's lengths do not add up, and
-        the size limit for the whole batch, both before anything is written.
-        """
-        if not self._running:
-            raise StoreUnavailable("the store is not running")
-        if not batch:
-            raise InvalidMessage("empty batch")
-        limit = self.config.max_message_size
-        if len(batch) > limit:
-            raise MessageTooLarge(len(batch), limit)
-        topic_head = _topic_head(topic)
-        first = self._next_queue_offset.get((topic, queue_id), 0)
-        now = time.time_ns() // 1_000_000
-        shared = SHARED_FIELDS.pack(sys_flag, born_timestamp or now, _host_bytes(born_host[0]),
-                                    born_host[1], now, self._store_ip, self._store_port,
-                                    reconsume_times, 0)
-        start = self.commitlog.max_offset
-        while True:  # twice when the batch opens a new segment: its offsets move
-            parts, cq_entries, offsets, properties, end = _batch_records(
-                batch, start, first, queue_id, shared, topic_head)
-            if declines is not None and declines(b"\x02".join(properties)):
-                return None
-            total = end - start
-            if total > limit:
-                raise MessageTooLarge(total, limit)
-            self._consume_queue(topic, queue_id).ensure_room(first, len(offsets))
-            mf = self.commitlog.reserve(total)
-            if mf.file_from_offset + mf.wrote_position == start:
-                break
-            start = mf.file_from_offset + mf.wrote_position
-        mf.write(b"".join(parts))
-        waiter = self._finish_put(topic, queue_id, first, b"".join(cq_entries), len(offsets),
-                                  end, total)
-        if waiter is not None:
-            await waiter
-        return PutResult(queue_id, first, start, total, now, len(offsets), self.store_host,
-                         tuple(offsets))
-
-    async def put_inner_batch(self, topic: str, queue_id: int, batch: bytes | memoryview,
-                              count: int, *, tags_codes: int | list[int] = 0,
-                              properties: dict[str, str] | None = None,
-                              born_timestamp: int = 0, born_host: tuple[str, int] = ("127.0.0.1", 0),
-                              flag: int = 0, sys_flag: int = 0) -> PutResult:
-        """Store a record batch (v2 layout) whole: one CommitLog record, ``count`` offsets.
-
-        The batch's first 8 bytes (its baseOffset) are rewritten to the first logical offset
-        it receives, so reads can serve the stored bytes unchanged.
-        """
-        if not self._running:
-            raise StoreUnavailable("the store is not running")
-        body_len = len(batch)
-        if count <= 0 or body_len < 8:
-            raise InvalidMessage("an inner batch needs at least one record")
-        if body_len > self.config.max_message_size:
-            raise MessageTooLarge(body_len, self.config.max_message_size)
-        if not isinstance(tags_codes, int) and len(tags_codes) != count:
-            raise InvalidMessage("one tags code per record is needed")
-        if properties:
-            tail = _tail(topic, encode_properties({**properties, PROPERTY_INNER_NUM: str(count)}))
-        else:
-            tail = _inner_tail(topic, count)
-        size = HEADER_SIZE + body_len + len(tail)
-        first = self._next_queue_offset.get((topic, queue_id), 0)
-        now = time.time_ns() // 1_000_000
-        base = QUEUE_OFFSET.pack(first)
-        rest = memoryview(batch)[8:]
-        crc = crc32(rest, crc32(base)) & 0x7FFFFFFF
-        self._consume_queue(topic, queue_id).ensure_room(first, count)
-        # written in parts straight into the mapping: the batch is copied exactly once
-        mf = self.commitlog.reserve(size)
-        pos = mf.wrote_position
-        phys = mf.file_from_offset + pos
-        view = mf.view
-        body_at = pos + HEADER_SIZE
-        view[pos:body_at + 8] = HEADER.pack(
-            size, MESSAGE_MAGIC_CODE, crc, queue_id, flag, first, phys,
-            sys_flag | INNER_BATCH_FLAG, born_timestamp or now, _host_bytes(born_host[0]),
-            born_host[1], now, self._store_ip, self._store_port, 0, 0, body_len) + base
-        view[body_at + 8:body_at + body_len] = rest
-        view[body_at + body_len:pos + size] = tail
-        mf.wrote_position = pos + size
-        if isinstance(tags_codes, int):
-            entries = CQ_ENTRY.pack(phys, -size, tags_codes) * count
-        else:
-            entries = b"".join([CQ_ENTRY.pack(phys, -size, c) for c in tags_codes])
-        waiter = self._finish_put(topic, queue_id, first, entries, count, phys + size, size)
-        if waiter is not None:
-            await waiter
-        return PutResult(queue_id, first, phys, size, now, count, self.store_host)
 
     # ================================================================ get
     def get_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
@@ -1051,7 +588,6 @@ class MessageStore(StoreRecovery, StoreDispatch):
 _CQ_ENTRY_WORDS = struct.Struct(">qiii")
 _CODE_AT = CQ_ENTRY_SIZE - 4  # where that low word sits in an entry
 MAX_RUN = 1024  # entries `_collect_run` unpacks at once; longer reads take the loop
-_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 
 @lru_cache(maxsize=32)
