@@ -275,6 +275,19 @@ from rocketport.core.errors import DiskFull
 from rocketport.core.message import Message
 from rocketport.core.store.message_store import MessageStore
 
+def fill(root):
+    # take the file system's free space (again when a store thread took some meanwhile)
+    fd = os.open(os.path.join(root, "filler"), os.O_RDWR | os.O_CREAT)
+    for _ in range(100):
+        st = os.statvfs(root)
+        if st.f_bavail == 0:
+            break
+        try:
+            os.posix_fallocate(fd, os.fstat(fd).st_size, st.f_bavail * st.f_frsize)
+        except OSError:
+            pass
+    os.close(fd)
+
 async def main(root):
     config = BrokerConfig(store_path_root_dir=os.path.join(root, "store"),
                           mapped_file_size_commit_log=1 << 20,
@@ -284,10 +297,7 @@ async def main(root):
     store.open()
     await store.start()
     await store.put_message(Message("T", b"x", {"KEYS": "k"}, queue_id=0))
-    st = os.statvfs(root)
-    fd = os.open(os.path.join(root, "filler"), os.O_RDWR | os.O_CREAT)
-    os.posix_fallocate(fd, 0, st.f_bavail * st.f_frsize)
-    os.close(fd)
+    fill(root)
     taken = []
     for i in range(1000):  # fit the segments made before the disk filled
         try:

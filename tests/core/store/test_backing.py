@@ -291,6 +291,19 @@ commitlog.BACKING_WINDOW = 256 << 10
 consume_queue.BACKING_WINDOW = 8 << 10
 index_file.ENTRY_WINDOW = 4 << 10  # runs out first: 204 keys
 
+def fill(root):
+    # take the file system's free space (again when a store thread took some meanwhile)
+    fd = os.open(os.path.join(root, "filler"), os.O_RDWR | os.O_CREAT)
+    for _ in range(100):
+        st = os.statvfs(root)
+        if st.f_bavail == 0:
+            break
+        try:
+            os.posix_fallocate(fd, os.fstat(fd).st_size, st.f_bavail * st.f_frsize)
+        except OSError:
+            pass
+    os.close(fd)
+
 async def main(root):
     config = BrokerConfig(store_path_root_dir=os.path.join(root, "store"),
                           mapped_file_size_commit_log=4 << 20,  # 16 windows
@@ -302,10 +315,7 @@ async def main(root):
     for q in range(8):  # the queues' files exist before the disk fills
         await store.put_message(Message("T", b"x", {"KEYS": "first%d" % q}, queue_id=q))
     await asyncio.sleep(0.5)  # the first index file is made
-    st = os.statvfs(root)
-    fd = os.open(os.path.join(root, "filler"), os.O_RDWR | os.O_CREAT)
-    os.posix_fallocate(fd, 0, st.f_bavail * st.f_frsize)
-    os.close(fd)
+    fill(root)
     taken = []
     refused = 0
     for i in range(20_000):  # past the windows backed before the disk filled
