@@ -150,7 +150,7 @@ def test_offset_errors_answer_at_once(sem_config):
 
 
 def test_scan_limit_does_not_end_a_pull_early(sem_config, monkeypatch):
-    import rocketport.core.store.message_store as ms
+    import rocketport.core.store.reader as ms
     monkeypatch.setattr(ms, "MAX_SCAN_PER_GET", 100)
 
     async def main():

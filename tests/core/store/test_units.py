@@ -68,7 +68,7 @@ def test_index_file_lookup_chain_time_range_and_full(tmp_path):
 
 
 def test_code_hits_finds_aligned_tags_codes_only():
-    from rocketport.core.store.message_store import _code_hits
+    from rocketport.core.store.reader import _code_hits
 
     a, b = 0x41, -5  # b's bytes and a's also occur inside offsets and sizes (misaligned)
     entries = [(0x41_0000_0041, 0x41, 7), (1, 2, a), (0xFFFF_FFFB, -5, 3), (4, 5, b),
