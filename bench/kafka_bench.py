@@ -17,6 +17,9 @@ pipelines Fetch requests over 4 partitions and counts records from the batch hea
 without materialising them. Both tell the broker's limits apart from a client library's:
 the confluent-kafka figures (linger.ms=5, batch.size=1 MiB, consume(10000); latency: one
 message per poll at 10,000 msg/s) include librdkafka's and Python's per-message costs.
+The *_confluent_default rows run confluent-kafka with every setting at librdkafka's default
+but bootstrap.servers (and the consumer's group.id and assignment), as users run it; their
+floor is the peer's figure from the same run (at least tansu), when a peer runs.
 """
 
 from __future__ import annotations
@@ -90,6 +93,8 @@ def start_broker(store: str, port: int, log: Any, settings: list[str]) -> subpro
         [sys.executable, "-m", "rocketport", "broker", "--set", f"storePathRootDir={store}",
          "--set", f"kafka.port={port}", "--set", "autoCreateTopicEnable=true",
          "--set", f"defaultTopicQueueNums={PARTITIONS}", "--set", "mappedFileSizeCommitLog=268435456",
+         # free ports for the other listeners too: another broker on this machine keeps the defaults
+         "--set", f"listenPort={free_port()}", "--set", f"namesrv.port={free_port()}",
          *(arg for setting in settings for arg in ("--set", setting))],
         stdout=subprocess.DEVNULL, stderr=log)
     wait_for_port(port, proc)
@@ -298,13 +303,23 @@ async def raw_latency(port: int, topic: str, rate: int, seconds: float) -> list[
 
 
 # --------------------------------------------------------------------------- confluent-kafka
-def confluent_produce(port: int, topic: str, size: int, messages: int, acks: str) -> float:
-    """Messages per second, from the first produce() until every message is acknowledged."""
+# tuned settings of the confluent-kafka rows; the *_default rows use none of them
+PRODUCER_TUNED = {"linger.ms": 5, "batch.size": 1 << 20, "queue.buffering.max.messages": 1_000_000,
+                  "queue.buffering.max.kbytes": 1 << 20}
+# librdkafka's fetch sizes (larger ones were measured slower), but a short
+# fetch.queue.backoff.ms: with its default of 1 s, a client whose queue holds
+# queued.min.messages (100,000 for the whole consumer) stops fetching for a second.
+CONSUMER_TUNED = {"fetch.queue.backoff.ms": 10, "enable.auto.commit": False}
+
+
+def confluent_produce(port: int, topic: str, size: int, messages: int, acks: str | None,
+                      settings: dict[str, Any] | None = None) -> float:
+    """Messages per second, from the first produce() until every message is acknowledged;
+    ``acks`` None leaves librdkafka's default (all); ``settings`` default to PRODUCER_TUNED."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "linger.ms": 5, "batch.size": 1 << 20,
-                  "acks": acks, "queue.buffering.max.messages": 1_000_000,
-                  "queue.buffering.max.kbytes": 1 << 20})
+    p = Producer({"bootstrap.servers": f"127.0.0.1:{port}", **(PRODUCER_TUNED if settings is None else settings),
+                  **({} if acks is None else {"acks": acks})})
     value = bytes(size)
     started = time.perf_counter()
     for i in range(messages):
@@ -318,16 +333,13 @@ def confluent_produce(port: int, topic: str, size: int, messages: int, acks: str
     return messages / (time.perf_counter() - started)
 
 
-def confluent_consume(port: int, topic: str, messages: int) -> float:
-    """Messages per second after the first batch arrived."""
+def confluent_consume(port: int, topic: str, messages: int, settings: dict[str, Any] | None = None) -> float:
+    """Messages per second after the first batch arrived, assigned from offset 0;
+    ``settings`` default to CONSUMER_TUNED."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    # librdkafka's fetch sizes (larger ones were measured slower), but a short
-    # fetch.queue.backoff.ms: with its default of 1 s, a broker that fills the client's queue
-    # past queued.min.messages makes librdkafka idle for a second (measured: 150k vs 450k
-    # msg/s for 100 B records, for Rocketport and tansu alike).
-    c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "bench", "enable.auto.commit": False,
-                  "fetch.queue.backoff.ms": 10})
+    c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "bench",
+                  **(CONSUMER_TUNED if settings is None else settings)})
     c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     count = 0
     started = None
@@ -496,6 +508,18 @@ def run_cases(targets: list[Target], args: argparse.Namespace) -> None:
             report(f"produce_{label}_confluent_acks{acks}_mb", "MB/s", None, mb(produced, size), targets)
             # as fetch passes, consume passes read the same first n records
             best(f"consume_{label}_confluent", alternating(CONSUME_PASSES, n, confluent_consume, topic, n))
+        # librdkafka's defaults, as users run it: the floor is the peer in the same run
+        n, topic = args.messages, "cf-default-100B"
+        for t in targets:
+            run(create_topic(t.port, topic))
+        for case, (passes, fn, *rest) in (
+                ("produce_100B_confluent_default", (PRODUCE_PASSES, confluent_produce, 100, n, None, {})),
+                ("consume_100B_confluent_default", (CONSUME_PASSES, confluent_consume, n, {}))):
+            per_target = alternating(passes, n, fn, topic, *rest)
+            floor = round(max(r for r, _ in per_target[1]), 1) if len(targets) > 1 else None
+            rows = best(case, per_target, floor)
+            if case.startswith("produce"):
+                report(f"{case}_mb", "MB/s", None, mb(rows, 100), targets)
     for t in targets:
         run(create_topic(t.port, "latency"))
     for kind, case in (("raw", blocking(raw_latency)), ("confluent", confluent_latency)):
