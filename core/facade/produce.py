@@ -74,8 +74,16 @@ def _may_wrap(properties: bytes) -> bool:
 
 def _check_batchable(msg: Message) -> None:
     """As in RocketMQ, a batch may carry neither a delay nor a transaction."""
+    _check_sys_flag(msg.sys_flag)
     if (msg.properties and needs_schedule(msg.properties)) or is_prepared(msg):
         raise InvalidMessage("delayed or transactional messages cannot be batched")
+
+
+def _check_sys_flag(sys_flag: int) -> None:
+    """A client never sets the inner-batch flag: only the store's record-batch path does, and
+    a plain record claiming it would make its INNER_NUM property size the ConsumeQueue."""
+    if sys_flag & INNER_BATCH_FLAG:
+        raise InvalidMessage("sysFlag 128 (inner batch) is reserved for stored record batches")
 
 
 class ProduceRole:
@@ -94,6 +102,7 @@ class ProduceRole:
         message with DELAY / TIMER_DELIVER_MS / TIMER_DELAY_SEC is parked in the schedule
         topic. Either way the result names the real queue and the stored (half or
         scheduled) record, whose commit-log offset END_TRANSACTION refers to."""
+        _check_sys_flag(msg.sys_flag)
         real_queue = self._route(msg)
         result = await self.store.put_message(msg)
         result.queue_id = real_queue
@@ -119,6 +128,7 @@ class ProduceRole:
         sent; decoded first when its properties may name a delay or transaction (then
         refused, as `put_messages` refuses them) or it goes to the schedule topic (whose
         tags codes are due times)."""
+        _check_sys_flag(sys_flag)
         if topic != SCHEDULE_TOPIC and transaction_type(sys_flag) != TRANSACTION_PREPARED_TYPE:
             result = await self.store.put_message_batch(
                 topic, self._writable(topic, queue_id), batch, sys_flag=sys_flag,
@@ -145,6 +155,7 @@ class ProduceRole:
         that raise (the queue) are the calls `put_message` makes."""
         cfg = self.topics.get(topic)
         if (cfg is None or not cfg.perm & PERM_WRITE or self.store.sync_flush
+                or sys_flag & INNER_BATCH_FLAG  # refused by put_message, which says why
                 or sys_flag & TRANSACTION_ROLLBACK_TYPE == TRANSACTION_PREPARED_TYPE
                 or topic == SCHEDULE_TOPIC
                 or (properties and _may_wrap(properties))):

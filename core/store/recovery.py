@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 
+from ..batch.record_batch import parse_header
 from ..batch.record_tags import batch_tags
 from ..message import INNER_BATCH_FLAG, PROPERTY_INNER_NUM, PROPERTY_TAGS
 from .checkpoint import Checkpoint
@@ -123,12 +124,20 @@ class StoreRecovery:
             entries = CQ_ENTRY.pack(phys, size, self._code_of(topic, props))
             return _Dispatch(topic, info.queue_id, info.queue_offset, entries, phys + size)
         count = int(props.get(PROPERTY_INNER_NUM, "1"))
+        view = self.commitlog.slice(phys, size)
+        body = view[info.body_offset:info.body_offset + info.body_length]
+        try:  # INNER_NUM must be what the stored batch says: never trust it to size the queue
+            stated = parse_header(body).records_count
+        except ValueError:
+            stated = -1
+        if stated != count or count < 1:
+            log.warning("inner batch at %d: INNER_NUM %d but the batch holds %d records; "
+                        "indexed as one entry", phys, count, stated)
+            count = 1
         tags = None
         if PROPERTY_TAGS not in props:
-            view = self.commitlog.slice(phys, size)
             try:
-                tags = batch_tags(view[info.body_offset:info.body_offset + info.body_length],
-                                  self.config.kafka_tag_header)
+                tags = batch_tags(body, self.config.kafka_tag_header)
             except ValueError as exc:  # CorruptBatch: it was checked when stored, so rare
                 log.warning("inner batch at %d: no per-record tags (%s)", phys, exc)
             if tags is not None and len(tags) != count:
