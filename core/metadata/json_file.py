@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from typing import Any
 
 from ..store.checkpoint import write_atomically
@@ -20,6 +21,9 @@ log = logging.getLogger(__name__)
 class JsonFile:
     def __init__(self, path: str) -> None:
         self.path = path
+        # saves run in worker threads and may overlap (a persist loop and a request both
+        # saving): one at a time, or one's rename takes the other's temp file away
+        self._saving = threading.Lock()
 
     def load(self) -> Any | None:
         for candidate in (self.path, self.path + ".bak"):
@@ -33,11 +37,12 @@ class JsonFile:
         return None
 
     def save(self, data: Any) -> None:
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         encoded = json.dumps(data, indent=1, sort_keys=True).encode()
-        if os.path.exists(self.path):
-            try:
-                os.replace(self.path, self.path + ".bak")
-            except OSError:
-                pass
-        write_atomically(self.path, encoded)
+        with self._saving:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            if os.path.exists(self.path):
+                try:
+                    os.replace(self.path, self.path + ".bak")
+                except OSError:
+                    pass
+            write_atomically(self.path, encoded)

@@ -39,3 +39,29 @@ def test_offset_msg_id_template_formats_what_offset_msg_id_returns():
         assert decode_offset_msg_id((template % offset).decode()).commit_log_offset == offset
     batch = PutResult(0, 0, 100, 30, 0, 3, host, (100, 110, 120))
     assert batch.joined_msg_ids == ",".join(batch.msg_ids)
+
+
+def test_concurrent_saves_of_one_file_all_succeed(tmp_path):
+    """Saves run in worker threads (a persist loop beside a request): they must not take
+    each other's temp file away (FileNotFoundError was seen under load)."""
+    import threading
+
+    from rocketport.core.metadata.json_file import JsonFile
+
+    file = JsonFile(str(tmp_path / "state.json"))
+    errors: list[BaseException] = []
+
+    def saver(n: int) -> None:
+        try:
+            for i in range(200):
+                file.save({"writer": n, "i": i})
+        except BaseException as exc:  # collected: the assertion below names it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=saver, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    assert file.load()["i"] == 199
