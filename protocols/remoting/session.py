@@ -19,6 +19,8 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from rocketport.core.errors import BrokerError
+
 from .. import eager
 from ..listener import ConnectionLimits, Listener
 from ..session_base import Session
@@ -174,9 +176,9 @@ class RemotingSession(Session):
     def _failure(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
         """The error response for a handler's exception, logged by kind."""
         code, remark = code_for(exc)
-        if isinstance(exc, ValueError):  # a malformed request: the client hears why
+        if isinstance(exc, (ValueError, BrokerError)):  # the client's request: it hears why
             log.debug("request %d from %s:%d refused: %s", request.code, *self.peer, remark)
-        elif code == ResponseCode.SYSTEM_ERROR:
+        elif code == ResponseCode.SYSTEM_ERROR:  # a bug of ours: logged with its traceback
             log.warning("request %d from %s:%d failed: %s", request.code, *self.peer, remark,
                         exc_info=exc)
         return make_response(request, code, remark)
