@@ -493,7 +493,11 @@ def build_batch(
             varint(len(r.headers)),
         ]
         for hkey, hval in r.headers:
-            encoded = hkey.encode("utf-8")
+            try:
+                encoded = hkey.encode("utf-8")
+            except UnicodeEncodeError:  # a name read from bytes that were not UTF-8 (a
+                # remoting property): Kafka's header keys are UTF-8 strings, so U+FFFD
+                encoded = hkey.encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode()
             fields.append(varint(len(encoded)))
             fields.append(encoded)
             if hval is None:

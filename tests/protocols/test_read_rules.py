@@ -73,3 +73,24 @@ def test_the_facade_refuses_reads_of_an_unreadable_topic(broker):
     from rocketport.core.errors import TopicNotReadable
     with pytest.raises(TopicNotReadable):
         broker.call(lambda: broker.server.broker.get_messages("Sealed", 0, 0, 32))
+
+
+def test_a_property_name_that_is_not_utf8_does_not_make_a_topic_unfetchable(broker):
+    """Property names from remoting are bytes, read with surrogateescape; a Kafka fetch
+    gives them as valid UTF-8 (U+FFFD for the bad bytes) instead of failing (which closed every consumer's
+    connection on that partition)."""
+    from rocketport.core.message import decode_properties, encode_properties
+    raw = b"bad\xffname\x01v\x02"
+    props = decode_properties(raw)
+    assert encode_properties(props) == raw
+    broker.call(lambda: broker.server.broker.create_topic("Odd", read_queue_nums=1,
+                                                          write_queue_nums=1))
+    broker.call(broker.server.broker.put_message(Message("Odd", b"body", props, queue_id=0)))
+    with RawClient(broker.port) as client:
+        partition = client.fetch("Odd", 0, 0)
+    assert partition["error_code"] == ErrorCode.NONE
+    from rocketport.core.batch import iter_records
+    parts = partition["records"] if isinstance(partition["records"], list) else [partition["records"]]
+    records = [r for part in parts for r in iter_records(part)]
+    assert records[0].value == b"body"
+    assert ("bad\ufffdname", b"v") in records[0].headers  # a valid UTF-8 key, the value intact
