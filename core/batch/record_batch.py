@@ -108,10 +108,6 @@ class BatchHeader:
         return self.attributes & ATTR_COMPRESSION_MASK
 
     @property
-    def is_log_append_time(self) -> bool:
-        return bool(self.attributes & ATTR_TIMESTAMP_TYPE)
-
-    @property
     def is_transactional(self) -> bool:
         return bool(self.attributes & ATTR_TRANSACTIONAL)
 
