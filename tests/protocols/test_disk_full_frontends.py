@@ -37,29 +37,19 @@ from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
 from rocketport.protocols.remoting.messages import decode_message_ext_records
 from tests.protocols.kafka.kafka_raw import PRODUCE_V, RawClient
+from tests.support.disk import SimulatedFullDisk
 from tests.support.live_broker import LiveBroker, start_live_broker
 
 VALUE = 4000  # bytes per large message: 16 fill a 64 KiB CommitLog segment
 CQ_ENTRIES = 64  # small_config's ConsumeQueue segment
 
 
-class SimulatedDisk:
-    """posix_fallocate fails with ENOSPC while ``full`` is set (every thread: the loop's
-    and the segment preparer's)."""
+class SimulatedDisk(SimulatedFullDisk):
+    """A full disk simulated under a temporary directory's store."""
 
     def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        super().__init__(monkeypatch)
         self.store_dir = str(root / "store")
-        self.full = False
-        self.refused = 0
-        real = os.posix_fallocate
-
-        def fallocate(fd: int, offset: int, length: int) -> None:
-            if self.full:
-                self.refused += 1
-                raise OSError(errno.ENOSPC, "No space left on device")
-            real(fd, offset, length)
-
-        monkeypatch.setattr(os, "posix_fallocate", fallocate)
 
 
 class Tmpfs:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import errno
 import os
 
 import pytest
@@ -23,25 +22,12 @@ from rocketport.core.batch.message_batch import BatchMessage, encode_batch
 from rocketport.core.errors import DiskFull, StoreUnavailable
 from rocketport.core.message import Message
 from rocketport.core.store.message_store import MessageStore
+from tests.support.disk import SimulatedFullDisk
 
 from .helpers import crash, drain, open_store, run
 
 
-class Disk:
-    """posix_fallocate that fails with ENOSPC while ``full`` is set."""
-
-    def __init__(self, monkeypatch) -> None:
-        self.full = False
-        self.refused = 0
-        real = os.posix_fallocate
-
-        def fallocate(fd: int, offset: int, length: int) -> None:
-            if self.full:
-                self.refused += 1
-                raise OSError(errno.ENOSPC, "No space left on device")
-            real(fd, offset, length)
-
-        monkeypatch.setattr(os, "posix_fallocate", fallocate)
+Disk = SimulatedFullDisk
 
 
 @pytest.fixture(params=["ASYNC_FLUSH", "SYNC_FLUSH"])
