@@ -23,6 +23,7 @@ import os
 from .config import BrokerConfig
 from .consumer.delay_levels import parse_delay_levels
 from .consumer.groups import ConsumerManager, ProducerManager
+from .consumer._clock import Clock, monotonic_ms
 from .consumer.locks import RebalanceLockManager
 from .consumer.long_polling import PullWaiters
 from .facade.admin import AdminRole, BrokerStats
@@ -55,7 +56,8 @@ class Broker(ProduceRole, ConsumeRole, AdminRole, TransactionRole):
     """One per store. Its calls are the role classes' (``core/facade``); their shared state
     is set up here."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, *, clock: Clock = monotonic_ms) -> None:
+        """``clock`` (milliseconds) times client and lock expiry; tests pass a fake one."""
         self.config = config
         config_dir = os.path.join(config.store_path_root_dir, "config")
         self._lock = StoreLock(config.store_path_root_dir)
@@ -77,9 +79,9 @@ class Broker(ProduceRole, ConsumeRole, AdminRole, TransactionRole):
         self.transactions = TransactionCheckService(
             self.store, self.offsets, put=self._put_system, timeout_ms=config.transaction_time_out,
             check_max=config.transaction_check_max, interval_ms=config.transaction_check_interval)
-        self.consumer_manager = ConsumerManager(config.channel_expired_timeout)
-        self.producer_manager = ProducerManager(config.channel_expired_timeout)
-        self.lock_manager = RebalanceLockManager(config.rebalance_lock_max_live_time)
+        self.consumer_manager = ConsumerManager(config.channel_expired_timeout, clock)
+        self.producer_manager = ProducerManager(config.channel_expired_timeout, clock)
+        self.lock_manager = RebalanceLockManager(config.rebalance_lock_max_live_time, clock)
 
     # ================================================================ lifecycle
     @property

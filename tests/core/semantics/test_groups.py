@@ -17,28 +17,51 @@ from rocketport.core.message_id import decode_offset_msg_id, encode_offset_msg_i
 from tests.support.aio import run
 
 
+class FakeClock:
+    """Milliseconds that pass only when a test says so: expiry without real waiting."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+async def _until(condition, seconds: float = 5.0) -> None:
+    """Let the broker's scan loop (a real 20 ms timer) run until ``condition`` holds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not condition() and loop.time() < deadline:
+        await asyncio.sleep(0.01)
+
+
 def test_locks_are_exclusive_per_group_and_expire(sem_config):
     cfg = sem_config.with_overrides(rebalance_lock_max_live_time=100, client_scan_interval=20)
+    clock = FakeClock()
 
     async def main():
-        async with Broker(cfg) as broker:
+        async with Broker(cfg, clock=clock) as broker:
             mqs = [MessageQueueKey("T", "broker-a", q) for q in range(4)]
             assert broker.lock_batch("g", mqs[:3], "c1") == set(mqs[:3])
             assert broker.lock_batch("g", mqs, "c2") == {mqs[3]}
             assert broker.lock_batch("other", mqs, "c2") == set(mqs)
             broker.unlock_batch("g", mqs[:1], "c1")
             assert broker.lock_batch("g", mqs[:1], "c2") == {mqs[0]}
-            await asyncio.sleep(0.3)  # c1 stopped renewing: its locks lapse and are purged
+            clock.now += 99
+            assert broker.lock_batch("g", mqs, "c2") == {mqs[0], mqs[3]}  # c1's still live
+            clock.now += 2  # c1 stopped renewing: its locks lapse
             assert broker.lock_batch("g", mqs, "c2") == set(mqs)
+            await _until(lambda: len(broker.lock_manager) == 4)
             assert len(broker.lock_manager) == 4  # the "other" group's lapsed locks were purged
     run(main())
 
 
 def test_silent_clients_are_dropped_by_the_owned_scan(sem_config):
     cfg = sem_config.with_overrides(channel_expired_timeout=100, client_scan_interval=20)
+    clock = FakeClock()
 
     async def main():
-        async with Broker(cfg) as broker:
+        async with Broker(cfg, clock=clock) as broker:
             changes = []
             broker.consumer_manager.add_listener(lambda g, ids: changes.append((g, ids)))
             broker.consumer_manager.register("g", "c1", object(), "PUSH", "CLUSTERING",
@@ -46,7 +69,10 @@ def test_silent_clients_are_dropped_by_the_owned_scan(sem_config):
                                              {"T": SubscriptionData.from_expression("T", "*")})
             broker.producer_manager.register("P", "p1", object())
             assert broker.consumer_manager.client_ids("g") == ["c1"]
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(0.1)  # scans run, but no time passes on the clock
+            assert broker.consumer_manager.client_ids("g") == ["c1"]
+            clock.now += 101
+            await _until(lambda: broker.consumer_manager.client_ids("g") == [])
             assert broker.consumer_manager.client_ids("g") == []
             assert broker.producer_manager.client_ids("P") == []
             assert changes[-1] == ("g", [])
