@@ -34,7 +34,7 @@ from rocketport.core.store.segment_preparer import SegmentPreparer
 from tests.protocols.test_disk_full_frontends import mounted_tmpfs
 
 from .helpers import crash, drain, open_store, run
-from .test_disk_full import HOWS, Disk, _bodies, _put
+from .test_disk_full import FLUSH_HOWS, Disk, _bodies, _put
 from .test_page_warmer import mapped_bytes
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -232,17 +232,14 @@ def test_a_store_writes_reads_finds_and_recovers_across_many_windows(windowed):
     run(main())
 
 
-@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
 @pytest.mark.parametrize("runs_out", ["commitlog", "consumequeue"])
-@pytest.mark.parametrize("how", HOWS)
+@pytest.mark.parametrize("flush,how", FLUSH_HOWS)
 def test_a_put_past_the_backed_window_on_a_full_disk_is_refused_whole(windowed, monkeypatch, how,
                                                                       runs_out, flush):
     """Not a new segment this time: the next window of the current CommitLog segment (large
     messages) or ConsumeQueue file (small ones) does not fit. The put that needs it is
     refused with nothing written, the ones before it are whole, and puts resume."""
     config = dataclasses.replace(windowed, flush_disk_type=flush)
-    if how == "append_messages" and config.sync_flush:
-        pytest.skip("append_messages serves ASYNC_FLUSH only")
     tag, per_put = (b"b" * 2000, 10) if runs_out == "commitlog" else (b"b", 50)
     if how == "single":
         per_put = 1  # one message per put: all or nothing

@@ -71,12 +71,13 @@ def _bodies(store: MessageStore, topic: str, how: str) -> list[bytes]:
 
 
 HOWS = ["single", "batch", "message_batch", "inner_batch", "append_messages"]
+# every put path under each flush mode it serves (append_messages: ASYNC_FLUSH only)
+FLUSH_HOWS = [(flush, how) for flush in ("ASYNC_FLUSH", "SYNC_FLUSH") for how in HOWS
+              if not (how == "append_messages" and flush == "SYNC_FLUSH")]
 
 
-@pytest.mark.parametrize("how", HOWS)
+@pytest.mark.parametrize("config,how", FLUSH_HOWS, indirect=["config"])
 def test_a_new_queue_on_a_full_disk_refuses_the_put_and_writes_nothing(config, monkeypatch, how):
-    if how == "append_messages" and config.sync_flush:
-        pytest.skip("append_messages serves ASYNC_FLUSH only")
     disk = Disk(monkeypatch)
 
     async def main():
@@ -96,12 +97,10 @@ def test_a_new_queue_on_a_full_disk_refuses_the_put_and_writes_nothing(config, m
     run(main())
 
 
-@pytest.mark.parametrize("how", HOWS)
+@pytest.mark.parametrize("config,how", FLUSH_HOWS, indirect=["config"])
 def test_a_consume_queue_segment_the_disk_has_no_room_for_refuses_the_put(config, monkeypatch, how):
     """small_config's ConsumeQueue segments hold 64 entries: the put that needs the next one
     is refused whole while the disk is full; the queue continues densely afterwards."""
-    if how == "append_messages" and config.sync_flush:
-        pytest.skip("append_messages serves ASYNC_FLUSH only")
     disk = Disk(monkeypatch)
 
     async def main():
