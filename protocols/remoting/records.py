@@ -83,9 +83,12 @@ def pull_body(result: GetResult, message_filter: MessageFilter | None = None,
               tag_header: str = DEFAULT_TAG_HEADER) -> list[Buffer]:
     """The PULL_MESSAGE body for `result`: CommitLog slices, inner batches expanded."""
     body: list[Buffer] = []
-    for seg, batch in batches_of(result.segments):
-        if batch is None:
-            body.append(seg.view)
-        else:
-            body.append(_expand_inner_batch(batch, seg, message_filter, tag_header))
+    segments = result.segments
+    for i, seg in enumerate(segments):
+        if seg.batch_base is not None:  # from the first inner batch on, records are opened
+            for rest, batch in batches_of(segments[i:]):
+                body.append(rest.view if batch is None
+                            else _expand_inner_batch(batch, rest, message_filter, tag_header))
+            break
+        body.append(seg.view)  # plain records: the mmap slices as they are, no generator
     return body
