@@ -15,9 +15,7 @@ cannot be made either while the disk is full, and the builder waits for space.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import errno
 import os
 import subprocess
 import sys
@@ -37,7 +35,7 @@ from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
 from rocketport.protocols.remoting.messages import decode_message_ext_records
 from tests.protocols.kafka.kafka_raw import PRODUCE_V, RawClient
-from tests.support.disk import SimulatedFullDisk
+from tests.support.disk import REPO, SimulatedFullDisk, fill_filesystem, mounted_tmpfs
 from tests.support.live_broker import LiveBroker, start_live_broker
 
 VALUE = 4000  # bytes per large message: 16 fill a 64 KiB CommitLog segment
@@ -69,37 +67,11 @@ class Tmpfs:
     @full.setter
     def full(self, full: bool) -> None:
         if full:
-            fd = os.open(self.filler, os.O_RDWR | os.O_CREAT, 0o644)
-            try:  # the broker's threads (index builder, preparer) allocate meanwhile: take
-                for _ in range(100):  # what is free until nothing is
-                    st = os.statvfs(self.mount_point)
-                    if st.f_bavail == 0:
-                        break
-                    try:
-                        os.posix_fallocate(fd, os.fstat(fd).st_size, st.f_bavail * st.f_frsize)
-                    except OSError as exc:
-                        if exc.errno != errno.ENOSPC:  # ENOSPC: taken since statvfs, look again
-                            raise
-            finally:
-                os.close(fd)
+            fill_filesystem(self.mount_point, self.filler.name)
             assert os.statvfs(self.mount_point).f_bavail == 0
         else:
             self.filler.unlink()
         self._full = full
-
-
-@contextlib.contextmanager
-def mounted_tmpfs(path: Path, size: str = "8m") -> Iterator[Path]:
-    path.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          capture_output=True, text=True, timeout=30)
-    if done.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
-        yield path
-    finally:
-        if subprocess.run(["umount", str(path)], capture_output=True, timeout=30).returncode:
-            subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
 
 
 @pytest.fixture(params=["simulated", "tmpfs"])
@@ -265,18 +237,8 @@ from rocketport.core.errors import DiskFull
 from rocketport.core.message import Message
 from rocketport.core.store.message_store import MessageStore
 
-def fill(root):
-    # take the file system's free space (again when a store thread took some meanwhile)
-    fd = os.open(os.path.join(root, "filler"), os.O_RDWR | os.O_CREAT)
-    for _ in range(100):
-        st = os.statvfs(root)
-        if st.f_bavail == 0:
-            break
-        try:
-            os.posix_fallocate(fd, os.fstat(fd).st_size, st.f_bavail * st.f_frsize)
-        except OSError:
-            pass
-    os.close(fd)
+sys.path.insert(0, sys.argv[2])  # the repository: tests.support
+from tests.support.disk import fill_filesystem as fill
 
 async def main(root):
     config = BrokerConfig(store_path_root_dir=os.path.join(root, "store"),
@@ -318,6 +280,6 @@ def test_the_index_on_a_full_disk_does_not_kill_the_broker(tmp_path):
     each extension fail with DiskFull on a full disk, never SIGBUS on a write): the builder
     waits, the store serves on, and once space returns the builder catches up."""
     with mounted_tmpfs(tmp_path / "disk") as mount_point:
-        done = subprocess.run([sys.executable, "-c", _INDEX_CHILD, str(mount_point)],
+        done = subprocess.run([sys.executable, "-c", _INDEX_CHILD, str(mount_point), REPO],
                               capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"exit {done.returncode} (-7: SIGBUS): {done.stderr[-2000:]}"

@@ -10,13 +10,10 @@ Windows are shrunk here so that files have many of them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import errno
 import os
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -31,7 +28,7 @@ from rocketport.core.store.mapped_file import PAGE, MappedFile
 from rocketport.core.store.mapped_file_queue import MappedFileQueue
 from rocketport.core.store.message_store import MessageStore
 from rocketport.core.store.segment_preparer import SegmentPreparer
-from tests.protocols.test_disk_full_frontends import mounted_tmpfs
+from tests.support.disk import REPO, SimulatedFullDisk, mounted_tmpfs
 
 from .helpers import crash, drain, open_store, run
 from .test_disk_full import FLUSH_HOWS, Disk, _bodies, _put
@@ -45,23 +42,7 @@ def blocks(path: str) -> int:
     return os.stat(path).st_blocks * 512
 
 
-class Fallocations:
-    """Records each posix_fallocate as (thread name, offset, length); ``fail_above`` makes
-    longer ones fail with ENOSPC (a disk with that much room left), ``full`` all of them."""
-
-    def __init__(self, monkeypatch) -> None:
-        self.calls: list[tuple[str, int, int]] = []
-        self.fail_above: int | None = None
-        self.full = False
-        real = os.posix_fallocate
-
-        def fallocate(fd: int, offset: int, length: int) -> None:
-            self.calls.append((threading.current_thread().name, offset, length))
-            if self.full or (self.fail_above is not None and length > self.fail_above):
-                raise OSError(errno.ENOSPC, "No space left on device")
-            real(fd, offset, length)
-
-        monkeypatch.setattr(os, "posix_fallocate", fallocate)
+Fallocations = SimulatedFullDisk
 
 
 # ------------------------------------------------------------------ MappedFile
@@ -288,18 +269,8 @@ commitlog.BACKING_WINDOW = 256 << 10
 consume_queue.BACKING_WINDOW = 8 << 10
 index_file.ENTRY_WINDOW = 4 << 10  # runs out first: 204 keys
 
-def fill(root):
-    # take the file system's free space (again when a store thread took some meanwhile)
-    fd = os.open(os.path.join(root, "filler"), os.O_RDWR | os.O_CREAT)
-    for _ in range(100):
-        st = os.statvfs(root)
-        if st.f_bavail == 0:
-            break
-        try:
-            os.posix_fallocate(fd, os.fstat(fd).st_size, st.f_bavail * st.f_frsize)
-        except OSError:
-            pass
-    os.close(fd)
+sys.path.insert(0, sys.argv[2])  # the repository: tests.support
+from tests.support.disk import fill_filesystem as fill
 
 async def main(root):
     config = BrokerConfig(store_path_root_dir=os.path.join(root, "store"),
@@ -352,6 +323,6 @@ def test_a_really_full_disk_refuses_puts_and_pauses_the_index_without_sigbus(tmp
     """On a 16 MiB tmpfs: the CommitLog, ConsumeQueue and index windows run out while the
     disk is full, inside their files; every writer gets DiskFull instead of SIGBUS."""
     with mounted_tmpfs(tmp_path / "disk", size="16m") as mount_point:
-        done = subprocess.run([sys.executable, "-c", _CHILD, str(mount_point)],
+        done = subprocess.run([sys.executable, "-c", _CHILD, str(mount_point), REPO],
                               capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"exit {done.returncode} (-7: SIGBUS): {done.stderr[-3000:]}"
