@@ -3,39 +3,13 @@ the store as it was. Real broker processes throughout."""
 
 from __future__ import annotations
 
-import signal
 import socket
 import subprocess
 import sys
-import time
-from pathlib import Path
 
-_EPHEMERAL = ["--set", "listenPort=0", "--set", "namesrv.port=0", "--set", "kafka.port=0"]
+from tests.support.processes import run_broker, start_broker, stop, wait_ready
 
-
-def _broker(root: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "rocketport", "broker", "-c", "conf/broker.yaml",
-                             "--set", f"storePathRootDir={root}", *extra],
-                            stderr=subprocess.PIPE, text=True)
-
-
-def _wait_ready(proc: subprocess.Popen, timeout: float = 60) -> str:
-    seen = ""
-    deadline = time.monotonic() + timeout
-    while "ready" not in seen and time.monotonic() < deadline and proc.poll() is None:
-        seen += proc.stderr.readline()
-    assert "ready" in seen, seen
-    return seen
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+_EPHEMERAL = ["listenPort=0", "namesrv.port=0", "kafka.port=0"]
 
 
 def _run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -45,12 +19,10 @@ def _run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 def test_a_second_broker_on_the_same_store_refuses_to_start(tmp_path):
     root = tmp_path / "store"
-    first = _broker(root, *_EPHEMERAL)
+    first = start_broker(root, *_EPHEMERAL)
     try:
-        _wait_ready(first)
-        second = subprocess.run([sys.executable, "-m", "rocketport", "broker", "-c", "conf/broker.yaml",
-                                 "--set", f"storePathRootDir={root}", *_EPHEMERAL],
-                                capture_output=True, text=True, timeout=60)
+        wait_ready(first)
+        second = run_broker(root, *_EPHEMERAL)
         assert second.returncode == 1
         lines = second.stderr.strip().splitlines()
         assert lines[-1] == (f"rocketport: store {root} is in use by process {first.pid} "
@@ -62,7 +34,7 @@ def test_a_second_broker_on_the_same_store_refuses_to_start(tmp_path):
         assert f"a live broker (pid {first.pid}) holds this store" in verify.stdout
         assert first.poll() is None
     finally:
-        _stop(first)
+        stop(first)
     assert first.returncode == 0
     assert not (root / "abort").exists()
     verify = _run("store", "verify", str(root))
@@ -71,18 +43,18 @@ def test_a_second_broker_on_the_same_store_refuses_to_start(tmp_path):
 
 def test_a_sigkilled_broker_leaves_no_stale_lock(tmp_path):
     root = tmp_path / "store"
-    first = _broker(root, *_EPHEMERAL)
+    first = start_broker(root, *_EPHEMERAL)
     try:
-        _wait_ready(first)
+        wait_ready(first)
     finally:
         first.kill()
         first.wait()
-    second = _broker(root, *_EPHEMERAL)
+    second = start_broker(root, *_EPHEMERAL)
     try:
-        seen = _wait_ready(second)
+        seen = wait_ready(second)
         assert "after a crash" in seen
     finally:
-        _stop(second)
+        stop(second)
     assert second.returncode == 0
 
 
@@ -92,29 +64,24 @@ def test_a_taken_port_fails_in_one_line_before_the_store_is_touched(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        r = subprocess.run([sys.executable, "-m", "rocketport", "broker", "-c", "conf/broker.yaml",
-                            "--set", f"storePathRootDir={root}", "--set", "listenPort=0",
-                            "--set", "namesrv.port=0", "--set", f"kafka.port={port}"],
-                           capture_output=True, text=True, timeout=60)
+        r = run_broker(root, "listenPort=0", "namesrv.port=0", f"kafka.port={port}")
     assert r.returncode == 1
     assert r.stderr.strip().splitlines()[-1] == (
         f"rocketport: cannot listen on 127.0.0.1:{port} (kafka): address already in use"), r.stderr
     assert "Traceback" not in r.stderr
     assert not (root / "abort").exists() and not (root / "checkpoint").exists()
     # and the next start is a clean one, not a crash recovery
-    proc = _broker(root, *_EPHEMERAL)
+    proc = start_broker(root, *_EPHEMERAL)
     try:
-        assert "after a clean shutdown" in _wait_ready(proc)
+        assert "after a clean shutdown" in wait_ready(proc)
     finally:
-        _stop(proc)
+        stop(proc)
 
 
 def test_a_store_path_that_is_a_file_fails_in_one_line(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    r = subprocess.run([sys.executable, "-m", "rocketport", "broker", "-c", "conf/broker.yaml",
-                        "--set", f"storePathRootDir={blocker / 'store'}", *_EPHEMERAL],
-                       capture_output=True, text=True, timeout=60)
+    r = run_broker(blocker / "store", *_EPHEMERAL)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.strip().splitlines()[-1] == (
         f"rocketport: cannot use {blocker / 'store'}: not a directory"), r.stderr

@@ -8,18 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
+from tests.support.processes import start_broker, stop, wait_ready
 from tests.support.remoting import free_port
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def disk_usage(root: Path) -> tuple[int, int]:
@@ -54,17 +50,9 @@ def _send(port: int, topic: str, bodies: list[bytes]) -> list[int]:
 def test_a_fresh_store_with_the_default_segment_sizes_takes_tens_of_mib(tmp_path):
     root = tmp_path / "store"
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rocketport", "broker", "-c", "conf/broker.yaml",
-         "--set", f"storePathRootDir={root}", "--set", f"listenPort={port}",
-         "--set", "namesrv.port=0", "--set", "kafka.port=0"],
-        stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = start_broker(root, f"listenPort={port}", "namesrv.port=0", "kafka.port=0")
     try:
-        seen = ""
-        deadline = time.monotonic() + 60
-        while "ready" not in seen and time.monotonic() < deadline and proc.poll() is None:
-            seen += proc.stderr.readline()
-        assert "ready" in seen, seen
+        seen = wait_ready(proc)
         assert "CommitLog segments of 1 GiB" in seen, seen  # the default sizes
         assert _send(port, "Footprint", [b"one", b"two", b"three"]) == [ResponseCode.SUCCESS] * 3
         index_dir = root / "index"
@@ -84,11 +72,5 @@ def test_a_fresh_store_with_the_default_segment_sizes_takes_tens_of_mib(tmp_path
         print(f"fresh store: {blocks / (1 << 20):.1f} MiB of disk blocks, "
               f"{apparent / (1 << 20):.1f} MiB apparent")
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc)
     assert proc.returncode == 0
