@@ -46,6 +46,9 @@ class ProtocolConfig:
     enabled: bool
     port: int
     host: str = "127.0.0.1"
+    # a second listener serving the same protocol over WebSocket (STOMP's wsPort); 0 = none.
+    # Only sections listed in _WS_SECTIONS accept the key.
+    ws_port: int = 0
 
 
 @dataclass(slots=True, frozen=True)
@@ -126,7 +129,8 @@ class BrokerConfig:
     # front-ends
     namesrv: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 9876))
     kafka: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 9092))
-    stomp: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(False, 61613))
+    stomp: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(False, 61613, ws_port=15674))
+    amqp: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(False, 5672))
     # SASL on the Kafka port ("PLAIN", or "" for none); accounts come from plainAclFile
     kafka_sasl_mechanisms: str = field(default="", metadata=_key(
         "kafkaSaslMechanisms", choices=("", "PLAIN")))
@@ -190,8 +194,8 @@ class BrokerConfig:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name in _PROTOCOL_FIELDS:
-                for sub in dataclasses.fields(value):
-                    out[f"{key_of(f)}.{sub.name}"] = _text(getattr(value, sub.name))
+                for sub in _section_keys(f.name):
+                    out[f"{key_of(f)}.{sub}"] = _text(getattr(value, "ws_port" if sub == "wsPort" else sub))
             else:
                 out[key_of(f)] = _text(value)
         return out
@@ -201,8 +205,13 @@ def _text(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
-_PROTOCOL_FIELDS = {"namesrv", "kafka", "stomp"}
+_PROTOCOL_FIELDS = {"namesrv", "kafka", "stomp", "amqp"}
 _PROTOCOL_KEYS = ("enabled", "port", "host")
+_WS_SECTIONS = {"stomp"}  # sections with a WebSocket listener: they also take wsPort
+
+
+def _section_keys(section: str) -> tuple[str, ...]:
+    return _PROTOCOL_KEYS + (("wsPort",) if section in _WS_SECTIONS else ())
 
 
 def _sections(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -263,7 +272,7 @@ def key_of(f: dataclasses.Field) -> str:
 
 # every key a file may name, sections' keys dotted: what a misspelt key is compared with
 _ALL_KEYS = tuple(key_of(f) for f in dataclasses.fields(BrokerConfig) if f.name not in _PROTOCOL_FIELDS) \
-    + tuple(f"{section}.{sub}" for section in sorted(_PROTOCOL_FIELDS) for sub in _PROTOCOL_KEYS) \
+    + tuple(f"{section}.{sub}" for section in sorted(_PROTOCOL_FIELDS) for sub in _section_keys(section)) \
     + tuple(sorted(_PROTOCOL_FIELDS))
 
 
@@ -323,7 +332,7 @@ def _protocol_section(key: str, f: dataclasses.Field, raw: Any,
     value goes to ``problems`` by its dotted name (``kafka.port``), None if there was one."""
     default: ProtocolConfig = f.default_factory()  # type: ignore[misc]
     if not isinstance(raw, Mapping):
-        problems.append((key, f"{key}: expected a section with {', '.join(_PROTOCOL_KEYS)}, got {raw!r}"))
+        problems.append((key, f"{key}: expected a section with {', '.join(_section_keys(key))}, got {raw!r}"))
         return None
     values: dict[str, Any] = {}
     found = len(problems)
@@ -336,6 +345,8 @@ def _protocol_section(key: str, f: dataclasses.Field, raw: Any,
                 values[sub] = _integer(value, 0, MAX_PORT)
             elif sub == "host":
                 values[sub] = "" if value is None else str(value).strip()
+            elif sub == "wsPort" and key in _WS_SECTIONS:
+                values["ws_port"] = _integer(value, 0, MAX_PORT)
             else:
                 problems.append((full, _unknown(full, _ALL_KEYS)))
         except ValueError as exc:

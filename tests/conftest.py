@@ -1,6 +1,6 @@
 import pytest
 
-from rocketport.core.config import BrokerConfig
+from rocketport.core.config import BrokerConfig, ProtocolConfig
 
 
 @pytest.fixture
@@ -14,4 +14,7 @@ def small_config(tmp_path) -> BrokerConfig:
         max_index_num=256,
         flush_interval_commit_log=20,
         flush_interval_consume_queue=50,
+        # front-ends a test does not turn on stay off, and never on their default ports
+        stomp=ProtocolConfig(False, 0),
+        amqp=ProtocolConfig(False, 0),
     )

@@ -17,7 +17,8 @@ def kafka_config(store_dir: str, **overrides: Any) -> BrokerConfig:
         kafka=ProtocolConfig(True, 0, "127.0.0.1"),
         # ephemeral remoting and name-server ports too: a broker already running on the
         # defaults (10911, 9876) must not fail these tests
-        **{"listen_port": 0, "namesrv": ProtocolConfig(True, 0, "127.0.0.1"), **overrides},
+        **{"listen_port": 0, "namesrv": ProtocolConfig(True, 0, "127.0.0.1"),
+           "stomp": ProtocolConfig(False, 0), "amqp": ProtocolConfig(False, 0), **overrides},
     )
 
 
