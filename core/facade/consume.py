@@ -161,11 +161,17 @@ class ConsumeRole:
         return await self.pull_waiters.wait_any(positions, timeout_s)
 
     # ---------------------------------------------------------------- positions
-    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        self.offsets.commit(group, topic, queue_id, offset)
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int,
+                      metadata: str | None = None) -> None:
+        """Commit ``offset``; ``metadata`` (Kafka's commit metadata) is kept with it."""
+        self.offsets.commit(group, topic, queue_id, offset, metadata)
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         return self.offsets.query(group, topic, queue_id)
+
+    def query_offset_metadata(self, group: str, topic: str, queue_id: int) -> str:
+        """The metadata committed with the group's offset ("" when none)."""
+        return self.offsets.query_metadata(group, topic, queue_id)
 
     def group_offsets(self, group: str) -> dict[str, dict[int, int]]:
         """Every committed offset of ``group``: {topic: {queue id: offset}}."""

@@ -3,6 +3,10 @@
 ``topic@group -> {queueId: offset}``, persisted in config/consumerOffset.json every
 flushConsumerOffsetInterval and at shutdown. Commits are in memory first (as RocketMQ), so
 a crash can replay at most one interval: consumers are at-least-once.
+
+A commit may carry a metadata string (Kafka's OffsetCommit ``metadata``); it is kept beside
+the offset in ``metadataTable`` (same keys), so the file's ``offsetTable`` stays RocketMQ's
+format, and a commit without metadata clears the queue's earlier one.
 """
 
 from __future__ import annotations
@@ -18,12 +22,15 @@ class ConsumerOffsetManager:
     def __init__(self, config_dir: str) -> None:
         self.file = JsonFile(os.path.join(config_dir, "consumerOffset.json"))
         self.table: dict[str, dict[int, int]] = {}
+        self.metadata: dict[str, dict[int, str]] = {}
         self.dirty = False
 
     def load(self) -> None:
         data = self.file.load() or {}
         for key, queues in data.get("offsetTable", {}).items():
             self.table[key] = {int(q): int(o) for q, o in queues.items()}
+        for key, queues in data.get("metadataTable", {}).items():
+            self.metadata[key] = {int(q): str(m) for q, m in queues.items()}
 
     def persist(self) -> None:
         self.file.save(self.snapshot())
@@ -31,15 +38,29 @@ class ConsumerOffsetManager:
     def snapshot(self) -> dict:
         """A copy to persist from a worker thread while the loop goes on committing."""
         self.dirty = False
-        return {"offsetTable": {k: {str(q): o for q, o in v.items()} for k, v in self.table.items()}}
+        data = {"offsetTable": {k: {str(q): o for q, o in v.items()} for k, v in self.table.items()}}
+        metadata = {k: {str(q): m for q, m in v.items()} for k, v in self.metadata.items() if v}
+        if metadata:  # only Kafka commits carry any: RocketMQ's file stays as it was
+            data["metadataTable"] = metadata
+        return data
 
-    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        self.table.setdefault(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {})[queue_id] = offset
+    def commit(self, group: str, topic: str, queue_id: int, offset: int,
+               metadata: str | None = None) -> None:
+        key = f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"
+        self.table.setdefault(key, {})[queue_id] = offset
+        if metadata:
+            self.metadata.setdefault(key, {})[queue_id] = metadata
+        elif key in self.metadata:
+            self.metadata[key].pop(queue_id, None)
         self.dirty = True
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1 if the group never committed for this queue."""
         return self.table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {}).get(queue_id, -1)
+
+    def query_metadata(self, group: str, topic: str, queue_id: int) -> str:
+        """The metadata committed with the offset ("" when none was)."""
+        return self.metadata.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {}).get(queue_id, "")
 
     def offsets_of(self, group: str, topic: str) -> dict[int, int]:
         return dict(self.table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {}))
@@ -55,9 +76,11 @@ class ConsumerOffsetManager:
     def remove_topic(self, topic: str) -> None:
         for key in [k for k in self.table if k.split(TOPIC_GROUP_SEPARATOR, 1)[0] == topic]:
             del self.table[key]
+            self.metadata.pop(key, None)
             self.dirty = True
 
     def remove_group(self, group: str) -> None:
         for key in [k for k in self.table if k.split(TOPIC_GROUP_SEPARATOR, 1)[1] == group]:
             del self.table[key]
+            self.metadata.pop(key, None)
             self.dirty = True

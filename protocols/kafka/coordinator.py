@@ -362,23 +362,30 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ offsets and admin
     def validate_commit(self, group_id: str, generation: int, member_id: str,
-                        instance_id: str | None) -> ErrorCode:
-        """Whether an OffsetCommit may write: simple (assign) consumers commit to groups
-        without members; a member must belong to the current generation."""
+                        instance_id: str | None, *, transactional: bool = False) -> ErrorCode:
+        """Whether an OffsetCommit (or TxnOffsetCommit) may write, by Kafka's classic-group
+        rule: generation -1 without membership stores offsets only while the group is Empty
+        (or unknown: a simple consumer's group); anything naming a member or a generation
+        must be that member, in this generation, and not while the group completes a
+        rebalance. A zombie (revoked, left, expired) hears UNKNOWN_MEMBER_ID,
+        ILLEGAL_GENERATION or FENCED_INSTANCE_ID and its offsets are not written."""
         group = self.groups.get(group_id)
-        if group is None or (not group.members and generation < 0):
+        if group is None:
+            return ErrorCode.NONE if generation < 0 else ErrorCode.ILLEGAL_GENERATION
+        if generation < 0 and group.state is GroupState.EMPTY:
             return ErrorCode.NONE
-        if generation < 0 and not member_id:
-            return ErrorCode.NONE if not group.members else ErrorCode.UNKNOWN_MEMBER_ID
-        try:
-            group, member = self._member(group_id, member_id, instance_id)
-        except GroupError as exc:
-            return exc.code
-        if generation != group.generation:
-            return ErrorCode.ILLEGAL_GENERATION
-        if group.state is GroupState.PREPARING_REBALANCE:
+        if generation >= 0 or member_id or instance_id is not None:
+            try:
+                group, member = self._member(group_id, member_id, instance_id)
+            except GroupError as exc:
+                return exc.code
+            if generation != group.generation:
+                return ErrorCode.ILLEGAL_GENERATION
+            self._touch(group, member)
+        elif not transactional:
+            return ErrorCode.UNKNOWN_MEMBER_ID  # no member named: only an Empty group takes it
+        if group.state is GroupState.COMPLETING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
-        self._touch(group, member)
         return ErrorCode.NONE
 
     # ------------------------------------------------------------------ internals

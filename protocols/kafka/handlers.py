@@ -39,6 +39,7 @@ _MAX_TIMESTAMP: Final = -3
 _RESOURCE_TOPIC: Final = 2
 _RESOURCE_BROKER: Final = 4
 _MAX_STRING: Final = 0x7FFF  # UTF-8 bytes an int16-length string (every non-flexible version) holds
+OFFSET_METADATA_MAX_BYTES: Final = 4096  # Kafka's offset.metadata.max.bytes
 _ID_SUFFIX: Final = 37  # "-" and a UUID: the coordinator makes member ids of a client or instance id
 
 
@@ -348,8 +349,11 @@ class KafkaHandlers:
                         pcode = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                     elif not self._has_partition(t["name"], p["partition_index"]):
                         pcode = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    elif not _fits(p["committed_metadata"], OFFSET_METADATA_MAX_BYTES):
+                        pcode = ErrorCode.OFFSET_METADATA_TOO_LARGE
                     else:
-                        self.broker.commit_offset(group_id, t["name"], p["partition_index"], p["committed_offset"])
+                        self.broker.commit_offset(group_id, t["name"], p["partition_index"],
+                                                  p["committed_offset"], p["committed_metadata"])
                 partitions.append({"partition_index": p["partition_index"], "error_code": pcode})
             topics.append({"name": t["name"], "partitions": partitions})
         return {"throttle_time_ms": 0, "topics": topics}
@@ -362,7 +366,8 @@ class KafkaHandlers:
             wanted = [(t["name"], t["partition_indexes"]) for t in topics]
         return [{"name": name, "partitions": [
             {"partition_index": i, "committed_offset": self.broker.query_offset(group_id, name, i),
-             "committed_leader_epoch": -1, "metadata": "", "error_code": ErrorCode.NONE}
+             "committed_leader_epoch": -1, "metadata": self.broker.query_offset_metadata(group_id, name, i),
+             "error_code": ErrorCode.NONE}
             for i in indexes]} for name, indexes in wanted]
 
     @staticmethod
