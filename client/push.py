@@ -1,0 +1,441 @@
+"""The push consumer: rebalance, one puller and one consumer per held queue, retries.
+
+Clustering: the group's queues are shared out (average or average-by-circle) among the
+consumers the broker knows, again every 20 s and whenever the broker says the group
+changed; a queue that moves away is dropped after its in-flight batch and its offset is
+committed. Broadcasting: every consumer takes every queue and keeps offsets in a local
+file. Per queue, a pull task long-polls batches of `pull_batch_size` into a buffer (paused
+above `pull_threshold_for_queue` cached messages) and a consume task hands them to the
+listener in order, `consume_batch_size` at a time. RECONSUME_LATER or a listener exception
+sends the batch back to the group's retry topic (CONSUMER_SEND_MSG_BACK; the broker moves it
+to the DLQ past `max_reconsume_times`); a message that cannot be sent back is retried here.
+Orderly consumers hold the broker's lock on each queue (renewed every 20 s) and retry a
+failed batch in place. Offsets are committed every 5 s and on shutdown; heartbeats carry
+the subscriptions; shutdown unregisters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from rocketport.protocols.remoting import RemotingCommand, RequestCode, ResponseCode
+from rocketport.protocols.remoting.bodies import (
+    BodyError,
+    ConsumeFromWhere,
+    ConsumerData,
+    ConsumeType,
+    GetConsumerListByGroupResponseBody,
+    HeartbeatData,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    MessageModel,
+    MessageQueue,
+    SubscriptionData,
+    decode_body,
+    encode_body,
+)
+
+from .errors import ClientError
+from .message import ConsumeResult, MessageExt
+from .offsets import LocalOffsetStore, OffsetStore, RemoteOffsetStore
+from .pulling import PullStatus, Puller, Subscription
+from .rebalance import STRATEGIES
+from .routing import queue_order
+from .runtime import ClientRuntime, log
+from .transport import Connection
+
+Listener = Callable[[list[MessageExt]], Awaitable[ConsumeResult]]
+
+RETRY_PREFIX = "%RETRY%"
+_FROM_WHERE = {"last": ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+               "first": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+               "timestamp": ConsumeFromWhere.CONSUME_FROM_TIMESTAMP}
+_MODELS = {"clustering": MessageModel.CLUSTERING, "broadcasting": MessageModel.BROADCASTING}
+
+
+class _QueueWork:
+    """One held queue: its pull position, buffered batches and the two tasks."""
+
+    __slots__ = ("mq", "next_offset", "buffer", "cached", "ready", "room", "dropped", "locked",
+                 "tasks", "consuming")
+
+    def __init__(self, mq: MessageQueue, offset: int) -> None:
+        self.mq = mq
+        self.next_offset = offset
+        self.buffer: deque[MessageExt] = deque()
+        self.cached = 0
+        self.ready = asyncio.Event()
+        self.room = asyncio.Event()
+        self.room.set()
+        self.dropped = False
+        self.locked = False
+        self.consuming = False
+        self.tasks: list[asyncio.Task[None]] = []
+
+
+class PushConsumer:
+    """Messages pushed to a listener; see the module docstring for the behaviour."""
+
+    def __init__(self, group: str, namesrv: str | None = None, *, model: str = "clustering",
+                 consume_from: str = "last", consume_timestamp: float | None = None,
+                 orderly: bool = False, allocate: str = "avg", pull_batch_size: int = 32,
+                 consume_batch_size: int = 1, pull_threshold_for_queue: int = 1000,
+                 max_reconsume_times: int = 16, offset_store_dir: str | Path | None = None,
+                 instance_name: str | None = None, rebalance_interval_s: float = 20.0,
+                 persist_interval_s: float = 5.0, heartbeat_interval_s: float = 30.0,
+                 suspend_current_queue_s: float = 1.0, pull_retry_delay_s: float = 1.0) -> None:
+        if model not in _MODELS:
+            raise ValueError(f"model must be one of {sorted(_MODELS)}")
+        if consume_from not in _FROM_WHERE:
+            raise ValueError(f"consume_from must be one of {sorted(_FROM_WHERE)}")
+        if allocate not in STRATEGIES:
+            raise ValueError(f"allocate must be one of {sorted(STRATEGIES)}")
+        self.group = group
+        self.model = _MODELS[model]
+        self.consume_from = consume_from
+        self.consume_timestamp = consume_timestamp if consume_timestamp is not None else time.time() - 1800
+        self.orderly = orderly
+        self.pull_batch_size = pull_batch_size
+        self.consume_batch_size = consume_batch_size
+        self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.max_reconsume_times = max_reconsume_times
+        self.suspend_current_queue_s = suspend_current_queue_s
+        self.pull_retry_delay_s = pull_retry_delay_s
+        self._allocate = STRATEGIES[allocate]
+        self._rebalance_interval_s = rebalance_interval_s
+        self._persist_interval_s = persist_interval_s
+        self.runtime = ClientRuntime(namesrv, heartbeat_interval_s=heartbeat_interval_s,
+                                     instance_name=instance_name)
+        self.runtime.heartbeat_data = self._heartbeat_data
+        self.runtime.handlers[RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] = self._ids_changed
+        self.subscriptions: dict[str, Subscription] = {}
+        self._listener: Listener | None = None
+        self._puller = Puller(group)
+        self._work: dict[MessageQueue, _QueueWork] = {}
+        self._offsets: OffsetStore
+        if self.model is MessageModel.BROADCASTING:
+            root = Path(offset_store_dir) if offset_store_dir else Path.home() / ".rocketmq_offsets"
+            self._offsets = LocalOffsetStore(
+                root / f"{self.runtime.ip}@{instance_name or 'DEFAULT'}" / group / "offsets.json")
+        else:
+            self._offsets = RemoteOffsetStore(self.runtime, group)
+        self._rebalance_wanted: asyncio.Event | None = None
+        self._rebalancer: asyncio.Task[None] | None = None
+        self._started = False
+
+    # ---------------------------------------------------------------- configuration
+    def subscribe(self, topic: str, expression: str = "*", *, sql: str | None = None) -> None:
+        """Receive `topic`'s messages whose tags match `expression` ("TagA || TagB", "*"),
+        or, with `sql`, whose properties satisfy the SQL92 condition."""
+        self.subscriptions[topic] = (Subscription(topic, sql, "SQL92") if sql is not None
+                                     else Subscription(topic, expression or "*", "TAG"))
+
+    def register(self, listener: Listener) -> None:
+        """`async def listener(msgs) -> ConsumeResult`; an exception counts as RECONSUME_LATER."""
+        self._listener = listener
+
+    def _all_subscriptions(self) -> dict[str, Subscription]:
+        subs = dict(self.subscriptions)
+        if self.model is MessageModel.CLUSTERING:
+            retry = RETRY_PREFIX + self.group
+            subs[retry] = Subscription(retry)
+        return subs
+
+    def _heartbeat_data(self) -> HeartbeatData:
+        return HeartbeatData(self.runtime.client_id, consumer_data_set=[ConsumerData(
+            self.group, ConsumeType.CONSUME_PASSIVELY, self.model, _FROM_WHERE[self.consume_from],
+            [SubscriptionData(s.topic, s.expression, expression_type=s.expression_type,
+                              tags_set=sorted(s.tags or ()))
+             for s in self._all_subscriptions().values()])])
+
+    # ---------------------------------------------------------------- life cycle
+    async def start(self) -> None:
+        if self._started:
+            return
+        if self._listener is None or not self.subscriptions:
+            raise ClientError("register a listener and subscribe to a topic before start()")
+        self._rebalance_wanted = asyncio.Event()
+        for topic in self.subscriptions:
+            if await self.runtime.routes.route(topic) is None:
+                raise ClientError(f"topic {topic} does not exist", ResponseCode.TOPIC_NOT_EXIST)
+        await self.runtime.start()
+        await self.runtime.heartbeat()
+        self._started = True
+        self.runtime.spawn(self._persist_interval_s, self._offsets.persist)
+        if self.orderly:
+            self.runtime.spawn(20.0, self._lock_all)
+        await self.rebalance()
+        self._rebalancer = asyncio.create_task(self._rebalance_loop())
+
+    async def shutdown(self) -> None:
+        """Stop consuming, commit offsets, release locks, unregister from the brokers."""
+        if not self._started:
+            return
+        self._started = False
+        if self._rebalancer is not None:
+            self._rebalancer.cancel()
+            await asyncio.gather(self._rebalancer, return_exceptions=True)
+        held = list(self._work)
+        await asyncio.gather(*(self._drop(mq, persist=False) for mq in held))
+        await self._offsets.persist()
+        if self.orderly:
+            await self._unlock(held)
+        await self.runtime.unregister(consumer_group=self.group)
+        await self.runtime.close()
+
+    async def __aenter__(self) -> PushConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    @property
+    def assigned(self) -> list[MessageQueue]:
+        """The queues this consumer holds now."""
+        return sorted(self._work, key=queue_order)
+
+    # ---------------------------------------------------------------- rebalance
+    def _ids_changed(self, conn: Connection, command: RemotingCommand) -> None:
+        if self._rebalance_wanted is not None:
+            self._rebalance_wanted.set()
+
+    async def _rebalance_loop(self) -> None:
+        assert self._rebalance_wanted is not None
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._rebalance_wanted.wait(), self._rebalance_interval_s)
+            self._rebalance_wanted.clear()
+            try:
+                await self.rebalance()
+            except ClientError as exc:
+                log.warning("rebalance of %s failed: %s", self.group, exc)
+
+    async def _consumer_ids(self, topic_queues: list[MessageQueue]) -> list[str]:
+        addr = self.runtime.routes.broker_addr(topic_queues[0].broker_name)
+        response = await self.runtime.invoke_ok(addr, RemotingCommand(
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP, ext_fields={"consumerGroup": self.group}),
+            "consumer list")
+        try:
+            return sorted(decode_body(GetConsumerListByGroupResponseBody, response.body).consumer_id_list)
+        except BodyError as exc:
+            raise ClientError(f"bad consumer list: {exc}") from None
+
+    async def rebalance(self) -> None:
+        """Work out this consumer's queues now and start or drop queue work to match."""
+        wanted: list[MessageQueue] = []
+        for topic in self._all_subscriptions():
+            try:
+                queues = await self.runtime.routes.subscribe_queues(topic, refresh=True)
+            except ClientError as exc:
+                if exc.code == ResponseCode.TOPIC_NOT_EXIST and topic.startswith(RETRY_PREFIX):
+                    continue  # the broker creates the retry topic on first send-back
+                raise
+            if not queues:
+                continue
+            if self.model is MessageModel.BROADCASTING:
+                wanted += queues
+            else:
+                wanted += self._allocate(queues, await self._consumer_ids(queues),
+                                         self.runtime.client_id)
+        keep = set(wanted)
+        await asyncio.gather(*(self._drop(mq) for mq in list(self._work) if mq not in keep))
+        new = [mq for mq in wanted if mq not in self._work]
+        if self.orderly and new:
+            new = await self._lock(new)
+        for mq in new:
+            offset = await self._initial_offset(mq)
+            work = self._work[mq] = _QueueWork(mq, offset)
+            work.locked = self.orderly
+            work.tasks = [asyncio.create_task(self._pull_loop(work)),
+                          asyncio.create_task(self._consume_loop(work))]
+
+    async def _initial_offset(self, mq: MessageQueue) -> int:
+        """Where a queue's consumption starts: the committed offset, else `consume_from`."""
+        offset = await self._offsets.read(mq)
+        if offset >= 0:
+            return offset
+        if self.consume_from == "first" or mq.topic.startswith(RETRY_PREFIX):
+            return 0
+        addr = self.runtime.routes.broker_addr(mq.broker_name)
+        fields = {"topic": mq.topic, "queueId": str(mq.queue_id)}
+        if self.consume_from == "last":
+            request = RemotingCommand(RequestCode.GET_MAX_OFFSET, ext_fields=fields)
+        else:
+            fields["timestamp"] = str(int(self.consume_timestamp * 1000))
+            request = RemotingCommand(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, ext_fields=fields)
+        response = await self.runtime.invoke_ok(addr, request, "offset lookup")
+        return int(response.ext_fields.get("offset", 0))
+
+    async def _drop(self, mq: MessageQueue, persist: bool = True) -> None:
+        """Stop a queue's work (its in-flight batch finishes first) and commit its offset."""
+        work = self._work.pop(mq, None)
+        if work is None:
+            return
+        work.dropped = True
+        puller, consumer = work.tasks
+        puller.cancel()
+        work.ready.set()
+        work.room.set()
+        await asyncio.gather(puller, return_exceptions=True)
+        try:
+            await asyncio.wait_for(consumer, 30.0)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            pass
+        if persist:
+            await self._offsets.persist([mq])
+            self._offsets.remove(mq)
+            if self.orderly:
+                await self._unlock([mq])
+
+    # ---------------------------------------------------------------- orderly locks
+    def _by_broker(self, mqs: list[MessageQueue]) -> dict[str, list[MessageQueue]]:
+        grouped: dict[str, list[MessageQueue]] = {}
+        for mq in mqs:
+            grouped.setdefault(mq.broker_name, []).append(mq)
+        return grouped
+
+    async def _lock(self, mqs: list[MessageQueue]) -> list[MessageQueue]:
+        """Lock `mqs` on their brokers; the ones granted, in the order given."""
+        granted: set[MessageQueue] = set()
+        for broker, group in self._by_broker(mqs).items():
+            body = encode_body(LockBatchRequestBody(self.group, self.runtime.client_id, group))
+            try:
+                response = await self.runtime.invoke_ok(
+                    self.runtime.routes.broker_addr(broker),
+                    RemotingCommand(RequestCode.LOCK_BATCH_MQ, body=body), "queue lock")
+                granted.update(decode_body(LockBatchResponseBody, response.body).lock_ok_mq_set)
+            except (ClientError, BodyError) as exc:
+                log.warning("locking queues on %s failed: %s", broker, exc)
+        return [mq for mq in mqs if mq in granted]
+
+    async def _lock_all(self) -> None:
+        held = list(self._work)
+        granted = set(await self._lock(held))
+        for mq in held:
+            work = self._work.get(mq)
+            if work is not None:
+                work.locked = mq in granted
+                if work.locked:
+                    work.ready.set()
+
+    async def _unlock(self, mqs: list[MessageQueue]) -> None:
+        for broker, group in self._by_broker(mqs).items():
+            body = encode_body(LockBatchRequestBody(self.group, self.runtime.client_id, group))
+            with contextlib.suppress(ClientError):
+                await self.runtime.invoke(self.runtime.routes.broker_addr(broker),
+                                          RemotingCommand(RequestCode.UNLOCK_BATCH_MQ, body=body))
+
+    # ---------------------------------------------------------------- per-queue work
+    async def _pull_loop(self, work: _QueueWork) -> None:
+        mq = work.mq
+        sub = self._all_subscriptions().get(mq.topic)
+        if sub is None:
+            return
+        routes, pool, puller = self.runtime.routes, self.runtime.pool, self._puller
+        threshold, batch = self.pull_threshold_for_queue, self.pull_batch_size
+        clustering = self.model is MessageModel.CLUSTERING
+        while not work.dropped:
+            if work.cached >= threshold:  # flow control: wait for the listener to catch up
+                work.room.clear()
+                await work.room.wait()
+                continue
+            try:
+                conn = await pool.get(routes.broker_addr(mq.broker_name))
+                commit = self._offsets.offsets.get(mq, -1) if clustering else -1
+                result = await puller.pull(conn, mq, work.next_offset, batch, sub,
+                                           suspend=True, send_subscription=False,
+                                           commit_offset=commit)
+            except ClientError as exc:
+                log.debug("pull of %s failed: %s", mq, exc)
+                await asyncio.sleep(self.pull_retry_delay_s)
+                continue
+            if work.dropped:
+                return
+            work.next_offset = result.next_begin_offset
+            if result.messages:
+                work.buffer.extend(result.messages)
+                work.cached += len(result.messages)
+                work.ready.set()
+            elif result.status is PullStatus.OFFSET_ILLEGAL or (not work.cached and not work.consuming):
+                self._offsets.update(mq, result.next_begin_offset)
+
+    async def _consume_loop(self, work: _QueueWork) -> None:
+        listener = self._listener
+        assert listener is not None
+        buffer, size = work.buffer, self.consume_batch_size
+        offsets, mq, room = self._offsets, work.mq, work.room
+        threshold = self.pull_threshold_for_queue
+        retry_topic = mq.topic.startswith(RETRY_PREFIX)
+        while True:
+            if not buffer or (self.orderly and not work.locked):
+                if work.dropped:
+                    return
+                work.ready.clear()
+                if self.orderly and not work.locked:
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(work.ready.wait(), 1.0)
+                else:
+                    await work.ready.wait()
+                continue
+            batch = [buffer.popleft() for _ in range(min(size, len(buffer)))]
+            if retry_topic:
+                for msg in batch:
+                    msg.reset_retry_topic()
+            work.consuming = True
+            try:
+                ok = await self._deliver(listener, batch, work)
+            finally:
+                work.consuming = False
+            if not ok:  # orderly, to be retried in place; or could not be sent back
+                buffer.extendleft(reversed(batch))
+                await asyncio.sleep(self.suspend_current_queue_s)
+                continue
+            work.cached -= len(batch)
+            offsets.update(mq, batch[-1].queue_offset + 1)
+            if work.cached < threshold:
+                room.set()
+
+    async def _deliver(self, listener: Listener, batch: list[MessageExt], work: _QueueWork) -> bool:
+        """Hand `batch` to the listener; True when it is done with (consumed, or sent back)."""
+        try:
+            result = await listener(batch)
+        except Exception as exc:  # the user's code: any failure means "later"
+            log.warning("listener of %s raised %r: reconsuming later", self.group, exc)
+            result = ConsumeResult.RECONSUME_LATER
+        if result is ConsumeResult.SUCCESS:
+            return True
+        if self.model is MessageModel.BROADCASTING:
+            log.warning("broadcast messages %s not consumed: dropped, as RocketMQ does",
+                        [m.msg_id for m in batch])
+            return True
+        if self.orderly:
+            if all(m.reconsume_times < self.max_reconsume_times for m in batch):
+                for msg in batch:
+                    msg.reconsume_times += 1
+                return False
+        # orderly past the limit: straight to the dead letters (a negative delay level)
+        delay_level = -1 if self.orderly else 0
+        sent = await asyncio.gather(*(self._send_back(m, delay_level) for m in batch))
+        return all(sent)
+
+    async def _send_back(self, msg: MessageExt, delay_level: int) -> bool:
+        """CONSUMER_SEND_MSG_BACK: the broker stores a copy in the retry topic (the DLQ
+        past the limit); False when it could not be done (the message is retried here)."""
+        fields = {"offset": str(msg.commit_log_offset), "group": self.group, "delayLevel": str(delay_level),
+                  "originMsgId": msg.msg_id, "originTopic": msg.topic,
+                  "maxReconsumeTimes": str(self.max_reconsume_times)}
+        try:
+            await self.runtime.invoke_ok(self.runtime.routes.broker_addr(msg.broker_name),
+                                         RemotingCommand(RequestCode.CONSUMER_SEND_MSG_BACK,
+                                                         ext_fields=fields), "send back")
+        except ClientError as exc:
+            log.warning("sending %s back failed: %s", msg.msg_id, exc)
+            return False
+        return True
+

@@ -1,0 +1,134 @@
+"""Topic routes from the name servers, and the queues they make.
+
+A `RouteTable` asks the name servers (`NAMESRV_ADDR` when no address is given; several
+separated by ';', tried in turn) for a topic's route, keeps it, and refreshes every known
+topic every 30 s so that brokers joining or leaving are noticed. It turns a route into
+the queues a producer writes (`publish_queues`) and a consumer reads
+(`subscribe_queues`), and names each broker's master address. It never sends messages.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+from rocketport.protocols.remoting import RemotingCommand, RequestCode, ResponseCode
+from rocketport.protocols.remoting.bodies import (
+    BodyError,
+    MessageQueue,
+    TopicRouteData,
+    decode_body,
+)
+
+from .errors import ClientError
+from .transport import ConnectionPool
+
+AUTO_CREATE_TOPIC = "TBW102"  # a new topic's sends borrow this route; the broker creates it
+PERM_WRITE = 0x2
+PERM_READ = 0x4
+MASTER_ID = 0
+ROUTE_REFRESH_S = 30.0
+
+
+def namesrv_addrs(namesrv: str | None) -> list[str]:
+    text = namesrv or os.environ.get("NAMESRV_ADDR", "")
+    addrs = [a.strip() for a in text.split(";") if a.strip()]
+    if not addrs:
+        raise ClientError("no name server: pass namesrv='host:port' or set NAMESRV_ADDR")
+    return addrs
+
+
+def queue_order(mq: MessageQueue) -> tuple[str, str, int]:
+    """The order every client of a group sorts queues in before allocating them."""
+    return mq.topic, mq.broker_name, mq.queue_id
+
+
+class RouteTable:
+    def __init__(self, namesrv: str | None, pool: ConnectionPool, timeout_s: float = 3.0) -> None:
+        self.addrs = namesrv_addrs(namesrv)
+        self._start = random.randrange(len(self.addrs))
+        self._pool = pool
+        self._timeout_s = timeout_s
+        self.routes: dict[str, TopicRouteData] = {}
+        self.brokers: dict[str, str] = {}  # broker name -> master address
+        self._publish: dict[str, list[MessageQueue]] = {}
+
+    async def invoke(self, request: RemotingCommand) -> RemotingCommand:
+        """Send to the name servers in turn until one answers."""
+        error: ClientError | None = None
+        for i in range(len(self.addrs)):
+            addr = self.addrs[(self._start + i) % len(self.addrs)]
+            try:
+                conn = await self._pool.get(addr)
+                return await conn.invoke(RemotingCommand(request.code, ext_fields=request.ext_fields,
+                                                         body=request.body), self._timeout_s)
+            except ClientError as exc:
+                error = exc
+                self._start = (self._start + 1) % len(self.addrs)
+        raise error  # type: ignore[misc]
+
+    async def fetch(self, topic: str) -> TopicRouteData | None:
+        """The name servers' route for `topic`, kept; None when no broker serves it."""
+        response = await self.invoke(RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                                     ext_fields={"topic": topic}))
+        if response.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None
+        if response.code != ResponseCode.SUCCESS:
+            raise ClientError(response.remark or "route lookup failed", response.code)
+        try:
+            route = decode_body(TopicRouteData, response.body)
+        except BodyError as exc:
+            raise ClientError(f"bad route for {topic}: {exc}") from None
+        self.routes[topic] = route
+        self._publish.pop(topic, None)
+        for broker in route.broker_datas:
+            master = broker.broker_addrs.get(MASTER_ID)
+            if master:
+                self.brokers[broker.broker_name] = master
+        return route
+
+    async def refresh(self) -> None:
+        for topic in list(self.routes):
+            try:
+                await self.fetch(topic)
+            except ClientError:
+                pass  # keep the last good route; the next refresh tries again
+
+    async def route(self, topic: str) -> TopicRouteData | None:
+        route = self.routes.get(topic)
+        return route if route is not None else await self.fetch(topic)
+
+    async def publish_queues(self, topic: str) -> list[MessageQueue]:
+        """Writable queues of `topic`, by broker name then queue id; a topic no broker
+        knows yet borrows TBW102's queue count (the broker creates it on first send)."""
+        queues = self._publish.get(topic)
+        if queues is not None:
+            return queues
+        route = await self.route(topic)
+        source = route if route is not None else await self.fetch(AUTO_CREATE_TOPIC)
+        if source is None:
+            raise ClientError(f"no route for topic {topic} and auto-creation is off",
+                              ResponseCode.TOPIC_NOT_EXIST)
+        queues = [MessageQueue(topic, qd.broker_name, i)
+                  for qd in sorted(source.queue_datas, key=lambda q: q.broker_name)
+                  if qd.perm & PERM_WRITE and qd.broker_name in self.brokers
+                  for i in range(qd.write_queue_nums)]
+        if route is not None:  # a borrowed route is asked again next time
+            self._publish[topic] = queues
+        if not queues:
+            raise ClientError(f"no writable queue for topic {topic}")
+        return queues
+
+    async def subscribe_queues(self, topic: str, refresh: bool = False) -> list[MessageQueue]:
+        route = await self.fetch(topic) if refresh else await self.route(topic)
+        if route is None:
+            raise ClientError(f"topic {topic} does not exist", ResponseCode.TOPIC_NOT_EXIST)
+        return sorted((MessageQueue(topic, qd.broker_name, i) for qd in route.queue_datas
+                       if qd.perm & PERM_READ and qd.broker_name in self.brokers
+                       for i in range(qd.read_queue_nums)), key=queue_order)
+
+    def broker_addr(self, broker_name: str) -> str:
+        addr = self.brokers.get(broker_name)
+        if addr is None:
+            raise ClientError(f"no master address for broker {broker_name}")
+        return addr
