@@ -6,7 +6,8 @@ facade (topic validation, auto-creation, queue selection, size limits), so a rul
 for one protocol holds for all.
 
 The calls are written by role, one module each under ``core/facade``: produce (puts, the
-send lane, send-back), consume (reads, pulls, long polling, offsets, queue locks), admin
+send lane, send-back), consume (reads, pulls, long polling, offsets, queue locks), delivery
+(groups the broker pushes to one message at a time: STOMP, AMQP), admin
 (topics, groups, lookups, stats) and transactions (END_TRANSACTION, check-back checkers).
 `Broker` composes them as plain base classes: one object, every call a method of it, its
 state set up here. This module keeps construction and the lifecycle: the store lock, start
@@ -28,6 +29,7 @@ from .consumer.locks import RebalanceLockManager
 from .consumer.long_polling import PullWaiters
 from .facade.admin import AdminRole, BrokerStats
 from .facade.consume import ConsumeRole
+from .facade.delivery import DeliveryRole
 from .facade.produce import ProduceRole
 from .facade.transactions import TransactionRole
 from .message import PROPERTY_TAGS
@@ -52,7 +54,7 @@ def _tags_code_of(topic: str, properties: dict[str, str]) -> int:
     return tags_code(properties.get(PROPERTY_TAGS)) if properties else 0
 
 
-class Broker(ProduceRole, ConsumeRole, AdminRole, TransactionRole):
+class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole):
     """One per store. Its calls are the role classes' (``core/facade``); their shared state
     is set up here."""
 
@@ -68,6 +70,7 @@ class Broker(ProduceRole, ConsumeRole, AdminRole, TransactionRole):
         self._queue_rr: dict[str, itertools.count] = {}
         self.pull_waiters = PullWaiters()
         self._tasks: asyncio.TaskGroup | None = None
+        self._delivery_groups = {}
         self._stop = asyncio.Event()
         self.running = False
         # ---- messaging semantics (schedule, transactions, clients)
@@ -125,6 +128,7 @@ class Broker(ProduceRole, ConsumeRole, AdminRole, TransactionRole):
         self._stop.set()
         self.schedule.stop()
         self.transactions.stop()
+        await self._close_delivery_groups()
         self.pull_waiters.close()  # held pulls return now instead of at their timeout
         await self._tasks.__aexit__(None, None, None)
         await self.schedule.persist()

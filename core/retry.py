@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .message import (
+    INNER_BATCH_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_RECONSUME_TIME,
@@ -68,6 +69,7 @@ def build_send_back(msg: MessageExt, group: str, *, delay_level: int, max_recons
     else:
         topic = retry_topic(group)
         props[PROPERTY_DELAY_TIME_LEVEL] = str(delay_level or RETRY_BASE_DELAY_LEVEL + reconsume)
-    copy = Message(topic, msg.body, props, msg.flag, 0, msg.sys_flag, msg.born_timestamp,
+    # a record read out of a stored batch is sent back as a message of its own
+    copy = Message(topic, msg.body, props, msg.flag, 0, msg.sys_flag & ~INNER_BATCH_FLAG, msg.born_timestamp,
                    msg.born_host, reconsume + 1, 0)
     return SendBack(copy, dead)

@@ -43,6 +43,7 @@ from ..message import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     Message,
+    MessageExt,
     property_bytes,
     transaction_type,
 )
@@ -173,16 +174,25 @@ class ProduceRole:
     async def send_back(self, group: str, commit_log_offset: int, *, delay_level: int = 0,
                         max_reconsume_times: int | None = None,
                         origin_msg_id: str | None = None) -> PutResult:
-        """RocketMQ's CONSUMER_SEND_MSG_BACK: the message at ``commit_log_offset`` goes to
+        """RocketMQ's CONSUMER_SEND_MSG_BACK for the message at ``commit_log_offset``
+        (see `send_back_message`)."""
+        msg = self.message_by_offset(commit_log_offset)
+        if msg.sys_flag & INNER_BATCH_FLAG:
+            raise InvalidMessage("a record batch is sent back per record by its front-end")
+        return await self.send_back_message(group, msg, delay_level=delay_level,
+                                            max_reconsume_times=max_reconsume_times,
+                                            origin_msg_id=origin_msg_id)
+
+    async def send_back_message(self, group: str, msg: MessageExt, *, delay_level: int = 0,
+                                max_reconsume_times: int | None = None,
+                                origin_msg_id: str | None = None) -> PutResult:
+        """``msg`` (a stored message as read, records of batches included) goes to
         ``%RETRY%{group}`` after delay level ``3 + reconsumeTimes`` (or ``delay_level``),
         or to ``%DLQ%{group}`` once reconsumed ``max_reconsume_times`` times (default: the
         group's retryMaxTimes) or when ``delay_level`` is negative."""
         cfg = self.get_group(group)
         if cfg is None:
             raise GroupNotFound(group)
-        msg = self.message_by_offset(commit_log_offset)
-        if msg.sys_flag & INNER_BATCH_FLAG:
-            raise InvalidMessage("a record batch is sent back per record by its front-end")
         max_times = max_reconsume_times if max_reconsume_times is not None else cfg.retry_max_times
         back = build_send_back(
             msg, group, delay_level=delay_level,

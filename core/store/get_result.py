@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ..batch.messages import DEFAULT_TAG_HEADER
 from ..message import MessageExt
 from .inner_batch import batches_of
 from .record import decode_record
+
+if TYPE_CHECKING:
+    from ..filter.base import MessageFilter
 
 
 class GetStatus(enum.Enum):
@@ -50,13 +53,15 @@ class GetResult:
     message_count: int = 0
     total_bytes: int = 0
 
-    def messages(self, tag_header: str = DEFAULT_TAG_HEADER) -> Iterator[MessageExt]:
+    def messages(self, tag_header: str = DEFAULT_TAG_HEADER,
+                 message_filter: MessageFilter | None = None) -> Iterator[MessageExt]:
         """Decode every message (copies): plain records, and the wanted records of inner
         batches through the one expander (core.store.inner_batch: each batch decoded once,
-        however many segments or reads ask for it)."""
+        however many segments or reads ask for it). Give the read's ``message_filter`` to
+        have batch records checked one by one (the store filtered plain records already)."""
         for seg, batch in batches_of(self.segments):
             if batch is not None:
-                for _, i in batch.offsets(seg.first_offset, seg.count):
+                for _, i in batch.matching(seg.first_offset, seg.count, message_filter, tag_header):
                     yield batch.message(i, tag_header)
                 continue
             view, pos = seg.view, 0

@@ -1,0 +1,6 @@
+"""Server-side delivery: consumer groups whose messages the broker hands out one by one
+(STOMP subscriptions, AMQP queues), on the same offsets every other protocol uses."""
+
+from .group import MAX_UNACKED, Delivery, DeliveryGroup, Source, Subscriber
+
+__all__ = ["MAX_UNACKED", "Delivery", "DeliveryGroup", "Source", "Subscriber"]

@@ -1,0 +1,456 @@
+"""A consumer group whose messages the broker hands out one by one (STOMP, AMQP).
+
+RocketMQ and Kafka consumers pull whole queues and keep their own place; STOMP and AMQP
+clients subscribe and expect the broker to push each message to one of the competing
+subscribers, honour their prefetch, take acks in any order, give back what a closed
+subscriber held and send a refused message to the retry topic. A `DeliveryGroup` is that
+behaviour once, on the core's own records: it reads its sources' queues through the
+facade's read rule, remembers per queue which offsets still wait for an answer
+(`QueueLedger`) and commits, as the group's consumer offset, the lowest of them, so a
+restart redelivers exactly what was never acknowledged and every protocol sees the same
+offsets and lag. It reads its own ``%RETRY%{group}`` topic too, as RocketMQ push
+consumers do. Deliveries are made on the event loop by one pump task per group; a
+subscriber's ``deliver`` callback must only write and return.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from ..errors import BrokerError
+from ..filter import EXPRESSION_TYPE_SQL92, EXPRESSION_TYPE_TAG, MessageFilter, compile_filter
+from ..message import PROPERTY_RETRY_TOPIC, MessageExt
+from ..retry import RETRY_GROUP_TOPIC_PREFIX, retry_topic
+from .ledger import QueueLedger
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger(__name__)
+
+# Unacknowledged deliveries a subscriber with prefetch 0 may hold: it bounds the broker's
+# memory for a client that never acks.
+MAX_UNACKED = 10_000
+_READ_BATCH = 256     # messages read from one queue at a time
+_DISPATCH_SLICE = 512  # deliveries between yields, so transports can push back (pause)
+_IDLE_WAIT_S = 1.0     # a pump with nothing to read rechecks new queues this often
+_MISSING_WAIT_S = 0.25  # ... or this often while a source topic does not exist yet
+
+Start = Literal["first", "last"]
+_QueueKey = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One topic the group reads, and which of its messages the group takes."""
+
+    topic: str
+    expression: str = "*"  # a RocketMQ tag expression, or SQL92 when ``sql``
+    sql: bool = False
+    match: Callable[[MessageExt], bool] | None = None  # checked after decoding
+
+
+@dataclass(slots=True)
+class Delivery:
+    tag: int  # unique within its group, increasing
+    message: MessageExt
+    redelivered: bool
+    subscriber: Subscriber | None  # None for a `DeliveryGroup.get`
+
+
+class Subscriber:
+    """One consumer of a group (made by `DeliveryGroup.subscribe`)."""
+
+    __slots__ = ("_group", "deliver", "prefetch", "auto_ack", "unacked", "paused", "active")
+
+    def __init__(self, group: DeliveryGroup, deliver: Callable[[Delivery], None],
+                 prefetch: int, auto_ack: bool) -> None:
+        self._group = group
+        self.deliver = deliver
+        self.prefetch = prefetch
+        self.auto_ack = auto_ack
+        self.unacked = 0
+        self.paused = False
+        self.active = True
+
+    @property
+    def credit(self) -> int:
+        if self.paused or not self.active:
+            return 0
+        if self.auto_ack:
+            return _READ_BATCH
+        return (self.prefetch or MAX_UNACKED) - self.unacked
+
+    def pause(self) -> None:
+        """Deliver nothing more until `resume` (the session's write buffer is full)."""
+        self.paused = True
+
+    def resume(self) -> None:
+        self.paused = False
+        self._group._wake.set()
+
+    def set_prefetch(self, prefetch: int) -> None:
+        self.prefetch = prefetch
+        self._group._wake.set()
+
+
+class _TopicReader:
+    """How the group reads one topic: one store-side filter when a single source names the
+    topic, else every source's check after decoding (several AMQP bindings)."""
+
+    __slots__ = ("topic", "store_filter", "accept")
+
+    def __init__(self, topic: str, sources: list[Source]) -> None:
+        self.topic = topic
+        if len(sources) == 1:
+            self.store_filter = _compile(sources[0])
+            self.accept = sources[0].match
+        else:
+            checks = [(_compile(s), s.match) for s in sources]
+            self.store_filter = None
+            self.accept = lambda m: any(
+                (f is None or f.match(m.tags, m.properties)) and (p is None or p(m))
+                for f, p in checks)
+
+
+def _compile(source: Source) -> MessageFilter | None:
+    if not source.sql and source.expression.strip() in ("", "*"):
+        return None
+    kind = EXPRESSION_TYPE_SQL92 if source.sql else EXPRESSION_TYPE_TAG
+    return compile_filter(kind, source.expression)
+
+
+class DeliveryGroup:
+    """See the module docstring. Made by `Broker.delivery_group`, one per group name."""
+
+    def __init__(self, broker: Broker, name: str, sources: list[Source], *,
+                 start: Start = "first") -> None:
+        if start not in ("first", "last"):
+            raise ValueError(f"start must be 'first' or 'last', not {start!r}")
+        self.name = name
+        self._broker = broker
+        self._start = start
+        self._readers: dict[str, _TopicReader] = {}
+        self._ledgers: dict[_QueueKey, QueueLedger] = {}
+        self._ready: deque[tuple[MessageExt, bool, _QueueKey]] = deque()
+        self._unacked: dict[int, tuple[Delivery, _QueueKey, int]] = {}
+        self._subscribers: list[Subscriber] = []
+        self._rr = 0
+        self._read_rr = 0
+        self._tags = itertools.count(1)
+        self._dirty: set[_QueueKey] = set()
+        self._wake = asyncio.Event()
+        self._closed = False
+        self.set_sources(sources, start=start)
+        self._pump_task = asyncio.get_running_loop().create_task(self._pump(), name=f"delivery:{name}")
+
+    # ------------------------------------------------------------------ subscribers
+    def subscribe(self, deliver: Callable[[Delivery], None], *, prefetch: int = 0,
+                  auto_ack: bool = False) -> Subscriber:
+        sub = Subscriber(self, deliver, max(0, prefetch), auto_ack)
+        self._subscribers.append(sub)
+        self._wake.set()
+        return sub
+
+    async def unsubscribe(self, sub: Subscriber) -> None:
+        """Remove ``sub``; what it held unacknowledged goes back, marked redelivered."""
+        self._drop(sub)
+
+    @property
+    def consumer_count(self) -> int:
+        return len(self._subscribers)
+
+    @property
+    def message_count(self) -> int:
+        """Messages not yet handed out (an estimate: unread messages a filter will skip count)."""
+        max_offset = self._broker.max_offset
+        unread = sum(max(0, max_offset(t, q) - ledger.read_to) for (t, q), ledger in self._all_ledgers())
+        return len(self._ready) + unread
+
+    # ------------------------------------------------------------------ answers
+    def ack(self, tags: Iterable[int]) -> int:
+        """Acknowledge deliveries; returns how many of ``tags`` were outstanding."""
+        count = 0
+        unacked = self._unacked
+        for tag in tags:
+            entry = unacked.pop(tag, None)
+            if entry is None:
+                continue
+            delivery, key, offset = entry
+            if delivery.subscriber is not None:
+                delivery.subscriber.unacked -= 1
+            self._finish(key, offset)
+            count += 1
+        if count:
+            self._commit()
+            self._wake.set()
+        return count
+
+    async def nack(self, tags: Iterable[int], *, requeue: bool, delay_level: int = 0) -> int:
+        """Refuse deliveries: back to the group marked redelivered (``requeue``), else to
+        ``%RETRY%{group}`` after ``delay_level`` (0: RocketMQ's 3 + reconsume count) or to
+        ``%DLQ%{group}`` once the group's retryMaxTimes is reached (negative: at once)."""
+        tags = [tag for tag in tags if tag in self._unacked]
+        if requeue:
+            self._requeue(tags)
+            return len(tags)
+        for tag in tags:
+            delivery, key, offset = self._unacked[tag]
+            await self._broker.send_back_message(self.name, delivery.message, delay_level=delay_level)
+            if self._unacked.pop(tag, None) is not None:  # not acked or requeued meanwhile
+                if delivery.subscriber is not None:
+                    delivery.subscriber.unacked -= 1
+                self._finish(key, offset)
+        self._commit()
+        self._wake.set()
+        return len(tags)
+
+    async def get(self, *, auto_ack: bool = False) -> Delivery | None:
+        """One message now without a subscription (AMQP basic.get), or None."""
+        if not self._ready:
+            self._read(1)
+            self._commit()
+        if not self._ready:
+            return None
+        msg, redelivered, key = self._ready.popleft()
+        delivery = Delivery(next(self._tags), msg, redelivered, None)
+        if auto_ack:
+            self._finish(key, msg.queue_offset)
+            self._commit()
+        else:
+            self._unacked[delivery.tag] = (delivery, key, msg.queue_offset)
+        return delivery
+
+    # ------------------------------------------------------------------ administration
+    def set_sources(self, sources: list[Source], *, start: Start = "last") -> None:
+        """Read these sources from now on. A topic the group has no offsets on starts at
+        its end (``start="last"``: only what is sent from now) or at its beginning."""
+        by_topic: dict[str, list[Source]] = {}
+        for source in sources:
+            by_topic.setdefault(source.topic, []).append(source)
+        by_topic.setdefault(retry_topic(self.name), [Source(retry_topic(self.name))])
+        if start == "last":
+            self._start_at_end(t for t in by_topic if t not in self._readers
+                               and not t.startswith(RETRY_GROUP_TOPIC_PREFIX))
+        self._readers = {topic: _TopicReader(topic, group) for topic, group in by_topic.items()}
+        kept = deque(item for item in self._ready if item[2][0] in self._readers)
+        for msg, _, key in self._ready:
+            if key[0] not in self._readers:
+                self._finish(key, msg.queue_offset)
+        self._ready = kept
+        for key in [k for k in self._ledgers if k[0] not in self._readers]:
+            del self._ledgers[key]
+        self._commit()
+        self._wake.set()
+
+    async def purge(self) -> int:
+        """Drop every message not yet handed out; returns how many (an estimate, as
+        `message_count`). Unacknowledged deliveries stay outstanding."""
+        dropped = len(self._ready)
+        for msg, _, key in self._ready:
+            self._finish(key, msg.queue_offset)
+        self._ready.clear()
+        max_offset = self._broker.max_offset
+        for key, ledger in self._all_ledgers():
+            end = max_offset(*key)
+            if end > ledger.read_to:
+                dropped += end - ledger.read_to
+                ledger.read_to = end
+                self._dirty.add(key)
+        self._commit()
+        return dropped
+
+    async def close(self) -> None:
+        """Stop delivering and commit; what is unacknowledged is redelivered after a restart."""
+        if self._closed:
+            return
+        self._closed = True
+        for sub in self._subscribers:
+            sub.active = False
+        self._pump_task.cancel()
+        try:
+            await self._pump_task
+        except asyncio.CancelledError:
+            pass
+        self._commit()
+
+    # ------------------------------------------------------------------ internals
+    def _start_at_end(self, topics: Iterable[str]) -> None:
+        """Commit the end of every queue of ``topics`` the group has no offset on."""
+        broker = self._broker
+        for topic in topics:
+            cfg = broker.topics.get(topic)
+            if cfg is None:
+                continue  # created later: everything in it is new, read from its start
+            for queue_id in range(cfg.read_queue_nums):
+                if broker.query_offset(self.name, topic, queue_id) < 0:
+                    broker.commit_offset(self.name, topic, queue_id, broker.max_offset(topic, queue_id))
+
+    def _all_ledgers(self) -> list[tuple[_QueueKey, QueueLedger]]:
+        """A ledger for every queue of every source topic that exists now."""
+        out = []
+        get_topic = self._broker.topics.get
+        for topic in self._readers:
+            cfg = get_topic(topic)
+            if cfg is not None:
+                out.extend(((topic, q), self._ledger((topic, q))) for q in range(cfg.read_queue_nums))
+        return out
+
+    def _ledger(self, key: _QueueKey) -> QueueLedger:
+        ledger = self._ledgers.get(key)
+        if ledger is None:
+            committed = self._broker.query_offset(self.name, *key)
+            ledger = self._ledgers[key] = QueueLedger(
+                committed if committed >= 0 else self._broker.min_offset(*key))
+        return ledger
+
+    def _finish(self, key: _QueueKey, offset: int) -> None:
+        ledger = self._ledgers.get(key)
+        if ledger is not None:
+            ledger.finished(offset)
+            self._dirty.add(key)
+
+    def _commit(self) -> None:
+        if not self._dirty:
+            return
+        commit = self._broker.commit_offset
+        for key in self._dirty:
+            ledger = self._ledgers.get(key)
+            if ledger is not None:
+                commit(self.name, key[0], key[1], ledger.committed)
+        self._dirty.clear()
+
+    def _requeue(self, tags: list[int]) -> None:
+        back = []
+        for tag in tags:
+            entry = self._unacked.pop(tag, None)
+            if entry is None:
+                continue
+            delivery, key, _ = entry
+            if delivery.subscriber is not None:
+                delivery.subscriber.unacked -= 1
+            back.append((delivery.message, True, key))
+        self._ready.extendleft(reversed(back))
+        if back:
+            self._wake.set()
+
+    def _drop(self, sub: Subscriber) -> None:
+        sub.active = False
+        if sub in self._subscribers:
+            self._subscribers.remove(sub)
+        self._requeue(sorted(tag for tag, (d, _, _) in self._unacked.items() if d.subscriber is sub))
+
+    def _credit(self) -> int:
+        return sum(sub.credit for sub in self._subscribers)
+
+    def _read(self, wanted: int) -> bool:
+        """Read up to ``wanted`` messages into the ready list, queue after queue; True when
+        any queue's read position moved (so another read may find more)."""
+        moved = False
+        queues = self._all_ledgers()
+        if not queues:
+            return False
+        broker = self._broker
+        tag_header = broker.config.kafka_tag_header
+        start = self._read_rr % len(queues)
+        for (topic, queue_id), ledger in queues[start:] + queues[:start]:
+            if len(self._ready) >= wanted:
+                break
+            reader = self._readers[topic]
+            try:
+                result = broker.get_messages(topic, queue_id, ledger.read_to,
+                                             min(_READ_BATCH, max(1, wanted - len(self._ready))),
+                                             message_filter=reader.store_filter)
+            except BrokerError:
+                continue  # not readable now (perm, deleted): its place is kept
+            key = (topic, queue_id)
+            accept = reader.accept
+            from_retry = topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+            for msg in result.messages(tag_header, reader.store_filter):
+                if accept is not None and not accept(msg):
+                    continue
+                if from_retry:  # delivered as the topic it was first sent to, as RocketMQ does
+                    msg.topic = msg.properties.get(PROPERTY_RETRY_TOPIC, msg.topic)
+                ledger.taken(msg.queue_offset)
+                self._ready.append((msg, False, key))
+            next_offset = result.next_begin_offset
+            if next_offset < result.min_offset:
+                next_offset = result.min_offset  # retention removed what we had not read
+            if next_offset != ledger.read_to:
+                ledger.read_to = next_offset
+                self._dirty.add(key)
+                moved = True
+        self._read_rr = start + 1
+        return moved
+
+    def _dispatch(self) -> None:
+        ready, subs = self._ready, self._subscribers
+        sent = 0
+        while ready and subs and sent < _DISPATCH_SLICE:
+            n = len(subs)
+            for step in range(n):
+                sub = subs[(self._rr + step) % n]
+                if sub.credit > 0:
+                    self._rr = (self._rr + step + 1) % n
+                    break
+            else:
+                return
+            msg, redelivered, key = ready.popleft()
+            delivery = Delivery(next(self._tags), msg, redelivered, sub)
+            try:
+                sub.deliver(delivery)
+            except Exception:
+                log.exception("delivery to a subscriber of %s failed; the subscriber is dropped", self.name)
+                ready.appendleft((msg, redelivered, key))
+                self._drop(sub)
+                continue
+            if sub.auto_ack:
+                self._finish(key, msg.queue_offset)
+            else:
+                self._unacked[delivery.tag] = (delivery, key, msg.queue_offset)
+                sub.unacked += 1
+            sent += 1
+
+    async def _pump(self) -> None:
+        while True:
+            try:
+                self._dispatch()
+                self._commit()
+                credit = self._credit()
+                if credit <= 0:
+                    self._wake.clear()
+                    await self._wake.wait()
+                elif self._ready:
+                    await asyncio.sleep(0)  # a full slice went out: let transports push back
+                elif self._read(credit):
+                    await asyncio.sleep(0)  # a long filtered scan must not hold the loop
+                else:
+                    await self._wait_for_messages()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("delivery group %s: pump failed; retrying in 1 s", self.name)
+                await asyncio.sleep(1.0)
+
+    async def _wait_for_messages(self) -> None:
+        """Until a source queue grows, the group is woken (subscribe, ack, sources), or
+        the idle wait passes (new topics and queues are found then)."""
+        positions = [(t, q, ledger.read_to) for (t, q), ledger in self._ledgers.items()
+                     if t in self._readers]
+        missing = any(self._broker.topics.get(t) is None for t in self._readers
+                      if not t.startswith(RETRY_GROUP_TOPIC_PREFIX))
+        self._wake.clear()
+        grown = asyncio.ensure_future(
+            self._broker.wait_for_messages(positions, _MISSING_WAIT_S if missing else _IDLE_WAIT_S))
+        woken = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait((grown, woken), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            grown.cancel()
+            woken.cancel()
