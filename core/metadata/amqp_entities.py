@@ -1,0 +1,188 @@
+"""AMQP exchanges, queues and bindings, persisted in config/amqpEntities.json.
+
+An exchange is a topic of the same name and a queue is a delivery group (and a topic of its
+own, for the default exchange); what the topic and group tables cannot say (an exchange's
+type, a queue's arguments, the bindings between them) is kept here. Only durable entities
+are written; transient ones live in memory and are gone after a restart, as in RabbitMQ.
+A binding is durable when both its ends are. The AMQP front-end owns the rules; this module
+only stores records.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from .json_file import JsonFile
+
+EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers")
+
+
+def _plain(value: Any) -> Any:
+    """An AMQP field value as JSON can hold it (bytes as text, decimals and times as numbers)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, datetime.datetime):
+        return int(value.timestamp())
+    return value
+
+
+@dataclass(slots=True)
+class AmqpExchange:
+    name: str
+    type: str
+    durable: bool = True
+    auto_delete: bool = False
+    internal: bool = False
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "type": self.type, "durable": self.durable,
+                "autoDelete": self.auto_delete, "internal": self.internal, "arguments": self.arguments}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "AmqpExchange":
+        return cls(d["name"], d["type"], bool(d.get("durable", True)), bool(d.get("autoDelete", False)),
+                   bool(d.get("internal", False)), dict(d.get("arguments", {})))
+
+
+@dataclass(slots=True)
+class AmqpQueue:
+    name: str
+    durable: bool = True
+    exclusive: bool = False
+    auto_delete: bool = False
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "durable": self.durable, "exclusive": self.exclusive,
+                "autoDelete": self.auto_delete, "arguments": self.arguments}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "AmqpQueue":
+        return cls(d["name"], bool(d.get("durable", True)), bool(d.get("exclusive", False)),
+                   bool(d.get("autoDelete", False)), dict(d.get("arguments", {})))
+
+
+@dataclass(frozen=True, slots=True)
+class AmqpBinding:
+    queue: str
+    exchange: str
+    routing_key: str
+    # a binding's arguments (headers exchanges match on them), as sorted (key, value) pairs
+    arguments: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def argument_map(self) -> dict[str, Any]:
+        return dict(self.arguments)
+
+    def to_json(self) -> dict:
+        return {"queue": self.queue, "exchange": self.exchange, "routingKey": self.routing_key,
+                "arguments": dict(self.arguments)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "AmqpBinding":
+        return cls(d["queue"], d["exchange"], d.get("routingKey", ""), binding_arguments(d.get("arguments")))
+
+
+def binding_arguments(arguments: dict[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((str(k), _plain(v)) for k, v in (arguments or {}).items()))
+
+
+def plain_arguments(arguments: dict[str, Any] | None) -> dict[str, Any]:
+    return _plain(dict(arguments or {}))
+
+
+class AmqpEntityManager:
+    """Every declared exchange, queue and binding; durable ones saved on each change."""
+
+    def __init__(self, config_dir: str) -> None:
+        self.file = JsonFile(os.path.join(config_dir, "amqpEntities.json"))
+        self.exchanges: dict[str, AmqpExchange] = {}
+        self.queues: dict[str, AmqpQueue] = {}
+        self.bindings: set[AmqpBinding] = set()
+
+    def load(self) -> None:
+        data = self.file.load() or {}
+        for d in data.get("exchanges", []):
+            exchange = AmqpExchange.from_json(d)
+            self.exchanges[exchange.name] = exchange
+        for d in data.get("queues", []):
+            queue = AmqpQueue.from_json(d)
+            self.queues[queue.name] = queue
+        for d in data.get("bindings", []):
+            binding = AmqpBinding.from_json(d)
+            if binding.queue in self.queues and binding.exchange in self.exchanges:
+                self.bindings.add(binding)
+
+    def persist(self) -> None:
+        self.file.save({
+            "exchanges": [e.to_json() for e in self.exchanges.values() if e.durable],
+            "queues": [q.to_json() for q in self.queues.values() if q.durable],
+            "bindings": sorted((b.to_json() for b in self.bindings if self._durable(b)),
+                               key=lambda d: (d["queue"], d["exchange"], d["routingKey"])),
+        })
+
+    def _durable(self, binding: AmqpBinding) -> bool:
+        queue, exchange = self.queues.get(binding.queue), self.exchanges.get(binding.exchange)
+        return queue is not None and exchange is not None and queue.durable and exchange.durable
+
+    # each change saves only when it touches something durable
+    def put_exchange(self, exchange: AmqpExchange) -> None:
+        self.exchanges[exchange.name] = exchange
+        if exchange.durable:
+            self.persist()
+
+    def remove_exchange(self, name: str) -> AmqpExchange | None:
+        exchange = self.exchanges.pop(name, None)
+        if exchange is not None:
+            self.bindings = {b for b in self.bindings if b.exchange != name}
+            if exchange.durable:
+                self.persist()
+        return exchange
+
+    def put_queue(self, queue: AmqpQueue) -> None:
+        self.queues[queue.name] = queue
+        if queue.durable:
+            self.persist()
+
+    def remove_queue(self, name: str) -> AmqpQueue | None:
+        queue = self.queues.pop(name, None)
+        if queue is not None:
+            self.bindings = {b for b in self.bindings if b.queue != name}
+            if queue.durable:
+                self.persist()
+        return queue
+
+    def bind(self, binding: AmqpBinding) -> bool:
+        """False when the binding existed already."""
+        if binding in self.bindings:
+            return False
+        self.bindings.add(binding)
+        if self._durable(binding):
+            self.persist()
+        return True
+
+    def unbind(self, binding: AmqpBinding) -> bool:
+        if binding not in self.bindings:
+            return False
+        durable = self._durable(binding)
+        self.bindings.discard(binding)
+        if durable:
+            self.persist()
+        return True
+
+    def bindings_of_queue(self, queue: str) -> list[AmqpBinding]:
+        return [b for b in self.bindings if b.queue == queue]
+
+    def bindings_of_exchange(self, exchange: str) -> list[AmqpBinding]:
+        return [b for b in self.bindings if b.exchange == exchange]

@@ -1,0 +1,92 @@
+"""What the sans-IO AMQP connection reports to its session: small immutable records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pamqp.base import Frame
+from pamqp.commands import Basic
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderReceived:
+    """The client's protocol header was AMQP 0-9-1: answer with connection.start."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderMismatch:
+    """Another protocol or version: write ``PROTOCOL_HEADER`` and close (the spec's answer)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StartOkReceived:
+    mechanism: str
+    response: bytes
+    client_properties: dict
+
+
+@dataclass(frozen=True, slots=True)
+class OpenReceived:
+    virtual_host: str
+
+
+@dataclass(frozen=True, slots=True)
+class MethodReceived:
+    """A method other than the connection class's, on an open channel number."""
+
+    channel: int
+    method: Frame
+
+
+@dataclass(frozen=True, slots=True)
+class ContentReceived:
+    """A basic.publish with its properties and whole body (assembled from body frames)."""
+
+    channel: int
+    method: Basic.Publish
+    properties: Basic.Properties
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ContentTooLarge:
+    """A publish whose declared body exceeds the broker's limit; its body was discarded."""
+
+    channel: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelCloseOkReceived:
+    """The client confirmed a channel.close we sent: the channel number is free again."""
+
+    channel: int
+
+
+@dataclass(frozen=True, slots=True)
+class CloseReceived:
+    """The client closes the connection: answer close-ok and drop it."""
+
+    reply_code: int
+    reply_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class CloseOkReceived:
+    """The client confirmed our connection.close."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionFailed:
+    """A connection-level error (501, 502, 503, 504, 505, 530, 540): the session closes the
+    connection with it (``close`` on the connection)."""
+
+    code: int
+    text: str
+    class_id: int = 0
+    method_id: int = 0
+
+
+Event = (HeaderReceived | HeaderMismatch | StartOkReceived | OpenReceived | MethodReceived
+         | ContentReceived | ContentTooLarge | ChannelCloseOkReceived | CloseReceived
+         | CloseOkReceived | ConnectionFailed)

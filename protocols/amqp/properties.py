@@ -1,0 +1,136 @@
+"""AMQP basic properties and headers to message properties, and back.
+
+Every protocol shares one store, so what an AMQP publisher sets must be what a Kafka
+consumer sees as headers and a RocketMQ consumer as user properties: each basic property is
+stored under its spec name (``content_type``, ``correlation_id``, ``reply_to``, ``type`` ...)
+and each header under its own name, as text (``timestamp`` in seconds since the epoch).
+The routing key is the message's TAGS. Going back, the same names become the basic
+properties and every other non-system property a header (a string: typed header values
+are not kept; see docs/protocol-amqp.md). The core's own properties (TAGS, KEYS, UNIQ_KEY,
+DELAY, ...) are never shown as headers, except DELAY and the timer keys a publisher may set
+to use the core's delay path.
+"""
+
+from __future__ import annotations
+
+import datetime
+import struct
+from collections.abc import Mapping
+from typing import Final
+
+from pamqp import encode
+from pamqp.commands import Basic
+
+from rocketport.core import message as core_message
+from rocketport.core.message import PROPERTY_TAGS, PROPERTY_TIMER_DELIVER_MS
+
+# (property name, flag bit, kind) in the spec's order; kind: s shortstr, o octet, t u64
+_FIELDS: Final = (
+    ("content_type", 15, "s"), ("content_encoding", 14, "s"), ("headers", 13, "F"),
+    ("delivery_mode", 12, "o"), ("priority", 11, "o"), ("correlation_id", 10, "s"),
+    ("reply_to", 9, "s"), ("expiration", 8, "s"), ("message_id", 7, "s"),
+    ("timestamp", 6, "t"), ("type", 5, "s"), ("user_id", 4, "s"), ("app_id", 3, "s"),
+)
+BASIC_NAMES: Final = frozenset(name for name, _, _ in _FIELDS if name != "headers")
+# pamqp calls `type` message_type
+_PAMQP_NAME: Final = {"type": "message_type"}
+_U16 = struct.Struct(">H")
+_U64 = struct.Struct(">Q")
+
+# the core's property names (RocketMQ's MessageConst): not headers
+SYSTEM_NAMES: Final = frozenset(
+    value for name, value in vars(core_message).items() if name.startswith("PROPERTY_") and isinstance(value, str))
+# the amqp headers RabbitMQ's delayed-message plugin uses: milliseconds to wait
+X_DELAY: Final = "x-delay"
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime.datetime):
+        return str(int(value.replace(tzinfo=value.tzinfo or datetime.timezone.utc).timestamp()))
+    return str(value)
+
+
+def to_message_properties(props: Basic.Properties | None, routing_key: str,
+                          now_ms: int) -> dict[str, str]:
+    """A publish's properties as stored: TAGS = routing key, basic properties by name,
+    headers by name. ``x-delay`` (ms) becomes the core's TIMER_DELIVER_MS."""
+    out: dict[str, str] = {}
+    if props is not None:
+        headers = props.headers
+        if headers:
+            for key, value in headers.items():
+                if key == X_DELAY:
+                    try:
+                        delay = int(value)  # type: ignore[arg-type]
+                    except (TypeError, ValueError):
+                        continue
+                    if delay > 0:
+                        out[PROPERTY_TIMER_DELIVER_MS] = str(now_ms + delay)
+                    continue
+                if value is not None and "\x01" not in key and "\x02" not in key:
+                    out[key] = _text(value).replace("\x01", " ").replace("\x02", " ")
+        for name, _, _ in _FIELDS:
+            if name == "headers":
+                continue
+            value = getattr(props, _PAMQP_NAME.get(name, name))
+            if value is not None and value != "":
+                out[name] = _text(value)
+    if routing_key:
+        out[PROPERTY_TAGS] = routing_key
+    return out
+
+
+def _shortstr(text: str) -> bytes:
+    raw = text.encode("utf-8", "surrogateescape")[:255]
+    return bytes((len(raw),)) + raw
+
+
+def encode_properties(properties: Mapping[str, str]) -> bytes:
+    """A stored message's properties as a content header's property flags and list."""
+    flags = 0
+    parts: list[bytes] = []
+    headers: dict[str, object] | None = None
+    for key, value in properties.items():
+        if key in BASIC_NAMES or (key in SYSTEM_NAMES and key != "DELAY"):
+            continue
+        if headers is None:
+            headers = {}
+        headers[key] = value
+    for name, bit, kind in _FIELDS:
+        if name == "headers":
+            if headers:
+                flags |= 1 << bit
+                try:
+                    parts.append(encode.field_table(headers))  # type: ignore[arg-type]
+                except (TypeError, ValueError):
+                    parts.append(encode.field_table({k: v.encode("utf-8", "surrogateescape")
+                                                     for k, v in headers.items()}))  # type: ignore[union-attr]
+            continue
+        value = properties.get(name)
+        if value is None:
+            continue
+        if kind == "s":
+            parts.append(_shortstr(value))
+        else:
+            try:
+                number = int(value)
+            except ValueError:
+                continue
+            if kind == "o":
+                if not 0 <= number <= 255:
+                    continue
+                parts.append(bytes((number,)))
+            else:
+                if not 0 <= number < 1 << 64:
+                    continue
+                parts.append(_U64.pack(number))
+        flags |= 1 << bit
+    return _U16.pack(flags) + b"".join(parts)
+
+
+def routing_key_of(properties: Mapping[str, str]) -> str:
+    return properties.get(PROPERTY_TAGS, "")
