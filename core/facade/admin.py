@@ -1,7 +1,7 @@
 """Admin and metadata: what a front-end calls for management requests and lookups.
 
 Topics: `create_topic`, `create_topic_ready` (for admin requests: answered once the queues'
-files exist), `delete_topic`, `get_topic`, `topic_names`. Subscription groups: `get_group`
+files exist), `delete_topic`, `get_topic`, `set_topic_attributes`, `topic_names`. Subscription groups: `get_group`
 (auto-created when the configuration allows), `update_group`, `delete_group`,
 `groups_consuming`. Kafka's DeleteRecords: `delete_records`. Stored messages by key or id:
 `query_by_key`, `view_message` (offsetMsgId), `message_by_offset`, `message_by_unique_key`.
@@ -64,11 +64,16 @@ class AdminRole:
     # ---------------------------------------------------------------- topics
     def create_topic(self, topic: str, *, read_queue_nums: int | None = None,
                      write_queue_nums: int | None = None, perm: int = PERM_RW,
-                     order: bool = False) -> TopicConfig:
-        """Create or update a topic (RocketMQ's UPDATE_AND_CREATE_TOPIC)."""
+                     order: bool = False, attributes: dict[str, str] | None = None) -> TopicConfig:
+        """Create or update a topic (RocketMQ's UPDATE_AND_CREATE_TOPIC); ``attributes``
+        None keeps an existing topic's attributes."""
         n = self.config.default_topic_queue_nums
+        if attributes is None:
+            old = self.topics.get(topic)
+            attributes = dict(old.attributes) if old is not None else {}
         cfg = TopicConfig(topic, read_queue_nums or write_queue_nums or n,
-                          write_queue_nums or read_queue_nums or n, perm, order=order)
+                          write_queue_nums or read_queue_nums or n, perm, order=order,
+                          attributes=attributes)
         if cfg.read_queue_nums < 1 or cfg.write_queue_nums < 1 or cfg.queue_nums > 1024:
             raise InvalidMessage("queue numbers must be between 1 and 1024")
         cfg = self.topics.put(cfg)
@@ -89,6 +94,14 @@ class AdminRole:
         self.store.delete_topic(topic)
         self.offsets.remove_topic(topic)
         self.pull_waiters.notify_all(topic)  # held pulls on it answer now, not at their timeout
+
+    def set_topic_attributes(self, topic: str, attributes: dict[str, str]) -> TopicConfig:
+        """Replace a topic's attributes (its per-topic settings), persisted at once."""
+        cfg = self.topics.get(topic)
+        if cfg is None:
+            raise TopicNotFound(topic)
+        cfg.attributes = dict(attributes)
+        return self.topics.put(cfg)
 
     def get_topic(self, topic: str) -> TopicConfig | None:
         return self.topics.get(topic)

@@ -1,10 +1,15 @@
-"""Topic configurations (RocketMQ's TopicConfigManager), persisted in config/topics.json."""
+"""Topic configurations (RocketMQ's TopicConfigManager), persisted in config/topics.json.
+
+``attributes`` are a topic's per-topic settings by name, as RocketMQ 5's TopicConfig keeps
+them (the Kafka front-end stores its dynamic topic configs there: ``cleanup.policy``,
+``max.message.bytes`` ...); they are written with the topic and kept across restart.
+"""
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import InvalidTopicName
 from .json_file import JsonFile
@@ -45,6 +50,7 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    attributes: dict[str, str] = field(default_factory=dict)
 
     @property
     def queue_nums(self) -> int:
@@ -54,13 +60,14 @@ class TopicConfig:
         return {"topicName": self.topic_name, "readQueueNums": self.read_queue_nums,
                 "writeQueueNums": self.write_queue_nums, "perm": self.perm,
                 "topicFilterType": self.topic_filter_type, "topicSysFlag": self.topic_sys_flag,
-                "order": self.order}
+                "order": self.order, "attributes": dict(self.attributes)}
 
     @classmethod
     def from_json(cls, d: dict) -> "TopicConfig":
         return cls(d["topicName"], int(d.get("readQueueNums", 8)), int(d.get("writeQueueNums", 8)),
                    int(d.get("perm", PERM_RW)), d.get("topicFilterType", "SINGLE_TAG"),
-                   int(d.get("topicSysFlag", 0)), bool(d.get("order", False)))
+                   int(d.get("topicSysFlag", 0)), bool(d.get("order", False)),
+                   {str(k): str(v) for k, v in (d.get("attributes") or {}).items()})
 
 
 class TopicConfigManager:

@@ -29,6 +29,7 @@ from .produce import ProduceHandler
 from .producer_state import ProducerStateManager
 from .sasl import SaslPlain
 from .schema import APIS, ApiKey
+from .topic_configs import TOPIC_CONFIGS, ConfigType, InvalidConfig, described, validate
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,40 @@ def _is_topic_name(name: str) -> bool:
     except BrokerError:
         return False
     return True
+
+
+_SET, _DELETE, _APPEND, _SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs operations
+
+
+def _apply_ops(current: dict[str, str], ops: list[dict[str, Any]]) -> dict[str, str]:
+    """A topic's configs after IncrementalAlterConfigs' operations; InvalidConfig when one
+    cannot apply (APPEND and SUBTRACT only work on list configs)."""
+    result = dict(current)
+    for op in ops:
+        name, kind, value = op["name"], op["config_operation"], op["value"]
+        if name not in TOPIC_CONFIGS:
+            raise InvalidConfig(f"unknown topic config {name!r}")
+        if kind == _SET:
+            validate(name, value)
+            result[name] = value
+        elif kind == _DELETE:
+            result.pop(name, None)
+        elif kind in (_APPEND, _SUBTRACT):
+            if TOPIC_CONFIGS[name].type != ConfigType.LIST or value is None:
+                raise InvalidConfig(f"{name}: APPEND and SUBTRACT need a list config and a value")
+            items = [v for v in result.get(name, "").split(",") if v]
+            changes = [v.strip() for v in value.split(",") if v.strip()]
+            if kind == _APPEND:
+                items += [v for v in changes if v not in items]
+            else:
+                items = [v for v in items if v not in changes]
+            if items:
+                result[name] = ",".join(items)
+            else:
+                result.pop(name, None)
+        else:
+            raise InvalidConfig(f"{name}: unknown operation {kind}")
+    return result
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +156,8 @@ class KafkaHandlers:
             ApiKey.DELETE_RECORDS: self._delete_records,
             ApiKey.INIT_PRODUCER_ID: self._init_producer_id,
             ApiKey.DESCRIBE_CONFIGS: self._describe_configs,
+            ApiKey.ALTER_CONFIGS: self._alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
             ApiKey.CREATE_PARTITIONS: self._create_partitions,
         }
 
@@ -404,13 +441,26 @@ class KafkaHandlers:
             results.append(out)
             code, message = self._check_new_topic(name, n, t["replication_factor"]) if is_admin(ctx) \
                 else (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "creating topics needs an admin account")
+            attributes: dict[str, str] = {}
+            if code == ErrorCode.NONE:
+                try:
+                    for c in t["configs"]:
+                        validate(c["name"], c["value"])
+                        attributes[c["name"]] = c["value"]
+                except InvalidConfig as exc:
+                    code, message = ErrorCode.INVALID_CONFIG, str(exc)
             if code == ErrorCode.NONE and not body["validate_only"]:
                 try:
-                    await self.broker.create_topic_ready(name, read_queue_nums=n, write_queue_nums=n)
+                    await self.broker.create_topic_ready(name, read_queue_nums=n, write_queue_nums=n,
+                                                         attributes=attributes)
                 except BrokerError as exc:
                     code, message = error_code_for(exc), str(exc)
             if code != ErrorCode.NONE:
                 out.update(error_code=code, error_message=message, num_partitions=-1, replication_factor=-1)
+            else:
+                out["configs"] = [{k: v for k, v in described(name, attributes, self.broker.config, False).items()
+                                   if k in ("name", "value", "read_only", "config_source", "is_sensitive")}
+                                  for name in TOPIC_CONFIGS]
         return {"throttle_time_ms": 0, "topics": results}
 
     def _check_new_topic(self, name: str, partitions: int, replication: int) -> tuple[ErrorCode, str | None]:
@@ -479,29 +529,75 @@ class KafkaHandlers:
                                    "resource_type": r["resource_type"], "resource_name": r["resource_name"],
                                    "configs": []}
             results.append(out)
+            keys = r["configuration_keys"]
             if r["resource_type"] == _RESOURCE_TOPIC:
                 if not may_use_topic(ctx, r["resource_name"]):
                     out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                     continue
-                if self.broker.get_topic(r["resource_name"]) is None:
+                topic = self.broker.get_topic(r["resource_name"])
+                if topic is None:
                     out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
-                values = {"cleanup.policy": "delete", "compression.type": "producer",
-                          "retention.ms": str(config.file_reserved_time * 3_600_000),
-                          "max.message.bytes": str(config.max_message_size)}
-            elif r["resource_type"] == _RESOURCE_BROKER:
-                values = {"broker.id": str(NODE_ID), "message.max.bytes": str(config.max_message_size),
-                          "auto.create.topics.enable": str(config.auto_create_topic_enable).lower(),
-                          "num.partitions": str(config.default_topic_queue_nums)}
-            else:
+                out["configs"] = [described(name, topic.attributes, config, body["include_synonyms"])
+                                  for name in TOPIC_CONFIGS if keys is None or name in keys]
+                continue
+            if r["resource_type"] != _RESOURCE_BROKER:
                 out.update(error_code=ErrorCode.INVALID_REQUEST, error_message="unsupported resource type")
                 continue
-            keys = r["configuration_keys"]
+            values = {"broker.id": str(NODE_ID), "message.max.bytes": str(config.max_message_size),
+                      "auto.create.topics.enable": str(config.auto_create_topic_enable).lower(),
+                      "num.partitions": str(config.default_topic_queue_nums),
+                      "offset.metadata.max.bytes": str(OFFSET_METADATA_MAX_BYTES)}
             out["configs"] = [{"name": k, "value": v, "read_only": True, "is_default": True,
                                "config_source": 5, "is_sensitive": False, "synonyms": [],
                                "config_type": 0, "documentation": None}
                               for k, v in values.items() if keys is None or k in keys]
         return {"throttle_time_ms": 0, "results": results}
+
+    async def _alter_configs(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        """The legacy API: the given configs replace the topic's dynamic configs whole."""
+        responses = []
+        for r in body["resources"]:
+            configs = {c["name"]: c["value"] for c in r["configs"]}
+            responses.append(self._alter_topic(ctx, r, lambda _current: configs, body["validate_only"]))
+        return {"throttle_time_ms": 0, "responses": responses}
+
+    async def _incremental_alter_configs(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        responses = []
+        for r in body["resources"]:
+            responses.append(self._alter_topic(ctx, r, lambda current, ops=r["configs"]: _apply_ops(current, ops),
+                                               body["validate_only"]))
+        return {"throttle_time_ms": 0, "responses": responses}
+
+    def _alter_topic(self, ctx: RequestContext, resource: dict[str, Any],
+                     change: Callable[[dict[str, str]], dict[str, str | None]],
+                     validate_only: bool) -> dict[str, Any]:
+        """Validate a topic's new dynamic configs and store them (kept across restart)."""
+        name = resource["resource_name"]
+        out: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None,
+                               "resource_type": resource["resource_type"], "resource_name": name}
+        if resource["resource_type"] != _RESOURCE_TOPIC:
+            out.update(error_code=ErrorCode.INVALID_REQUEST,
+                       error_message="only topic configs can be altered on this broker")
+            return out
+        topic = self.broker.get_topic(name)
+        if not is_admin(ctx):
+            out.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                       error_message="altering configs needs an admin account")
+            return out
+        if topic is None:
+            out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return out
+        try:
+            new = change(dict(topic.attributes))
+            for key, value in new.items():
+                validate(key, value)
+        except InvalidConfig as exc:
+            out.update(error_code=ErrorCode.INVALID_CONFIG, error_message=str(exc))
+            return out
+        if not validate_only:
+            self.broker.set_topic_attributes(name, {k: v for k, v in new.items() if v is not None})
+        return out
 
     async def _delete_records(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         broker = self.broker

@@ -25,7 +25,7 @@ from rocketport.core.batch import (
     split_batches,
     verify_crc,
 )
-from rocketport.core.batch.record_batch import ATTR_COMPRESSION_MASK, HEADER_SIZE
+from rocketport.core.batch.record_batch import ATTR_COMPRESSION_MASK, HEADER_SIZE, iter_payload_records
 from rocketport.core.batch.record_tags import codes_and_shared, payload_tags
 from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError, MessageTooLarge
@@ -34,11 +34,24 @@ from rocketport.core.message import PROPERTY_TAGS
 from .error_map import error_code_for
 from .errors import ErrorCode
 from .producer_state import NO_PRODUCER_ID, ProducerStateManager, SequenceCheck
+from .topic_configs import is_compacted
 
 log = logging.getLogger(__name__)
 
 _MAGIC_POS: Final = 16
 _MIN_RECORD_SIZE: Final = 7  # length, attributes, 2 deltas, key/value lengths, header count
+
+
+_NO_RECORD_ERRORS: Final[list[dict[str, Any]]] = []
+
+
+class _InvalidRecords(Exception):
+    """A batch refused for some of its records (INVALID_RECORD, with Produce v8+'s
+    record_errors naming each): the whole partition's data is refused."""
+
+    def __init__(self, record_errors: list[dict[str, Any]]) -> None:
+        super().__init__(f"{len(record_errors)} invalid records")
+        self.record_errors = record_errors
 
 
 @dataclass(slots=True)
@@ -71,15 +84,20 @@ class ProduceHandler:
             denied = may_write is not None and not may_write(topic)
             partitions = []
             for p in topic_data["partition_data"]:
-                code, base_offset = ErrorCode.INVALID_REQUIRED_ACKS, -1
+                code, base_offset, record_errors = ErrorCode.INVALID_REQUIRED_ACKS, -1, _NO_RECORD_ERRORS
                 if denied:
                     code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 elif acks in (0, 1, -1):
-                    code, base_offset = await self._produce_partition(topic, p["index"], p["records"], client_host)
+                    try:
+                        code, base_offset = await self._produce_partition(topic, p["index"], p["records"],
+                                                                          client_host)
+                    except _InvalidRecords as exc:
+                        code, record_errors = ErrorCode.INVALID_RECORD, exc.record_errors
                 partitions.append({
                     "index": p["index"], "error_code": code, "base_offset": base_offset,
                     "log_start_offset": self._log_start(topic, p["index"], code),
-                    "record_errors": [],
+                    "record_errors": record_errors,
+                    "error_message": record_errors[0]["batch_index_error_message"] if record_errors else None,
                 })
             responses.append({"name": topic, "partition_responses": partitions})
         return {"responses": responses}
@@ -98,8 +116,14 @@ class ProduceHandler:
             return ErrorCode.CORRUPT_MESSAGE, -1
         if len(records) > _MAGIC_POS and records[_MAGIC_POS] != 2:
             return ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, -1
+        attributes = cfg.attributes
+        limit = self.broker.config.max_message_size
+        if attributes:  # the topic's own configs (protocols/kafka/topic_configs.py)
+            limit = min(limit, int(attributes.get("max.message.bytes", limit)))
+        needs_keys = bool(attributes) and is_compacted(attributes)
         try:
-            prepared = [self._prepare(records[pos:pos + size]) for pos, size in split_batches(records)]
+            prepared = [self._prepare(records[pos:pos + size], limit, needs_keys)
+                        for pos, size in split_batches(records)]
         except (CorruptBatch, CompressionError, BrokerError) as exc:
             log.debug("produce to %s-%d refused: %s", topic, partition, exc)
             return error_code_for(exc), -1
@@ -112,15 +136,16 @@ class ProduceHandler:
                 first_offset = offset
         return ErrorCode.NONE, first_offset
 
-    def _prepare(self, view: memoryview) -> _Prepared:
-        """Check one batch and work out its records' tags; raises CorruptBatch or MessageTooLarge."""
+    def _prepare(self, view: memoryview, limit: int, needs_keys: bool) -> _Prepared:
+        """Check one batch and work out its records' tags; raises CorruptBatch or
+        MessageTooLarge, and _InvalidRecords when ``needs_keys`` (a compacted topic) and a
+        record has no key."""
         header = parse_header(view)
         if not verify_crc(view):
             raise CorruptBatch("CRC32C mismatch")
         count = header.records_count
         if count < 1 or header.last_offset_delta != count - 1:
             raise CorruptBatch(f"{count} records but last offset delta {header.last_offset_delta}")
-        limit = self.broker.config.max_message_size
         if len(view) > limit:
             raise MessageTooLarge(len(view), limit)
         tags_codes: int | list[int] = 0
@@ -131,6 +156,12 @@ class ProduceHandler:
         if count > len(payload) // _MIN_RECORD_SIZE:
             # a count the payload cannot hold would make the store index phantom offsets
             raise CorruptBatch(f"{count} records cannot fit in {len(payload)} bytes")
+        if needs_keys:
+            keyless = [i for i, r in enumerate(iter_payload_records(bytes(payload), count)) if r.key is None]
+            if keyless:
+                raise _InvalidRecords([{"batch_index": i, "batch_index_error_message":
+                                        "Compacted topic cannot accept message without key."}
+                                       for i in keyless])
         tags = payload_tags(payload, count, self.tag_header)  # None, undecoded, when no record has a tag
         if tags is not None:
             tags_codes, properties = self._tags(tags)

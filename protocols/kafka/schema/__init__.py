@@ -10,6 +10,7 @@ from enum import IntEnum
 from typing import Final
 
 from ._dsl import Api, Field
+from .alter_configs import ALTER_CONFIGS
 from .api_versions import API_VERSIONS
 from .create_partitions import CREATE_PARTITIONS
 from .create_topics import CREATE_TOPICS
@@ -20,6 +21,7 @@ from .describe_groups import DESCRIBE_GROUPS
 from .fetch import FETCH
 from .find_coordinator import FIND_COORDINATOR
 from .heartbeat import HEARTBEAT
+from .incremental_alter_configs import INCREMENTAL_ALTER_CONFIGS
 from .init_producer_id import INIT_PRODUCER_ID
 from .join_group import JOIN_GROUP
 from .leave_group import LEAVE_GROUP
@@ -57,8 +59,10 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
+    INCREMENTAL_ALTER_CONFIGS = 44
 
 
 APIS: Final[dict[int, Api]] = {
@@ -84,7 +88,9 @@ APIS: Final[dict[int, Api]] = {
         DELETE_RECORDS,
         INIT_PRODUCER_ID,
         DESCRIBE_CONFIGS,
+        ALTER_CONFIGS,
         SASL_AUTHENTICATE,
         CREATE_PARTITIONS,
+        INCREMENTAL_ALTER_CONFIGS,
     )
 }

@@ -22,6 +22,7 @@ SERVED = {  # kafka.md's "serve" column plus the admin APIs: (min, max)
     ApiKey.LEAVE_GROUP: (0, 5), ApiKey.CREATE_TOPICS: (0, 7), ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.LIST_GROUPS: (0, 5), ApiKey.DELETE_TOPICS: (0, 6), ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DESCRIBE_CONFIGS: (0, 4), ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.ALTER_CONFIGS: (0, 2), ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2),
 }
 
