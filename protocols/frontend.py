@@ -50,11 +50,17 @@ def _kafka(broker: Broker) -> FrontEnd:
     return KafkaFrontEnd(broker)
 
 
+def _amqp(broker: Broker) -> FrontEnd:
+    from .amqp.frontend import AmqpFrontEnd
+    return AmqpFrontEnd(broker)
+
+
 # In start order; stop runs in reverse. Remoting is always on: it is the broker's own
 # protocol (its name server answers route lookups for every other client).
 REGISTRY: tuple[FrontEndEntry, ...] = (
     FrontEndEntry("remoting", lambda config: True, _remoting),
     FrontEndEntry("kafka", lambda config: config.kafka.enabled, _kafka),
+    FrontEndEntry("amqp", lambda config: config.amqp.enabled, _amqp),
 )
 
 

@@ -1,0 +1,127 @@
+"""Exchange types as routing rules: a binding becomes a predicate, a queue's bindings its
+delivery group's Sources.
+
+A publish stores one message in its exchange's topic with the routing key as TAGS; a
+queue is a delivery group reading every topic it is bound to, each through one Source
+whose filter is the union of the queue's bindings to that exchange: direct = tag equality
+(the tag expression lets the ConsumeQueue's tags codes skip other keys before any message
+is read), fanout = everything, topic = the ``*``/``#`` pattern over the routing key's
+words, headers = ``x-match`` all/any over the message's properties. The same predicates
+answer "does any queue get this publish" for mandatory publishes. No I/O, no state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
+
+from rocketport.core.delivery import Source
+from rocketport.core.message import PROPERTY_TAGS, MessageExt
+from rocketport.core.metadata.amqp_entities import AmqpBinding, AmqpExchange
+
+from .properties import _text
+
+Predicate = Callable[[str, Mapping[str, str]], bool]  # (routing key, properties) -> routed
+
+
+@lru_cache(maxsize=65536)
+def topic_matches(pattern: str, key: str) -> bool:
+    """AMQP topic matching: words split on '.', '*' one word, '#' zero or more words."""
+    return _match(tuple(pattern.split(".")), tuple(key.split(".")) if key else ())
+
+
+def _match(pattern: tuple[str, ...], words: tuple[str, ...]) -> bool:
+    # positions reachable in ``words`` after each pattern word (a small NFA, no recursion)
+    reachable = {0}
+    for token in pattern:
+        if token == "#":
+            start = min(reachable) if reachable else None
+            reachable = set(range(start, len(words) + 1)) if start is not None else set()
+        else:
+            reachable = {i + 1 for i in reachable if i < len(words) and (token == "*" or words[i] == token)}
+        if not reachable:
+            return False
+    return len(words) in reachable
+
+
+def headers_match(arguments: Mapping[str, object], properties: Mapping[str, str]) -> bool:
+    """RabbitMQ's headers exchange: ``x-match`` all (default) or any over the binding's
+    other non-``x-`` arguments; a void argument matches the header's presence."""
+    mode = _text(arguments.get("x-match", "all"))
+    wanted = [(k, v) for k, v in arguments.items() if not k.startswith("x-")]
+    if mode == "any":
+        return any(k in properties and (v is None or properties[k] == _text(v)) for k, v in wanted)
+    return all(k in properties and (v is None or properties[k] == _text(v)) for k, v in wanted)
+
+
+def binding_predicate(exchange_type: str, binding: AmqpBinding) -> Predicate:
+    key = binding.routing_key
+    if exchange_type == "fanout":
+        return lambda rk, props: True
+    if exchange_type == "topic":
+        return lambda rk, props: topic_matches(key, rk)
+    if exchange_type == "headers":
+        arguments = binding.argument_map
+        return lambda rk, props: headers_match(arguments, props)
+    return lambda rk, props: rk == key
+
+
+def _tag_expression(exchange_type: str, bindings: list[AmqpBinding]) -> str:
+    """The tag prefilter: the direct keys, when each is a plain tag; else all."""
+    if exchange_type != "direct":
+        return "*"
+    keys = {b.routing_key for b in bindings}
+    if any(not k or "||" in k or k != k.strip() or k == "*" for k in keys):
+        return "*"
+    return " || ".join(sorted(keys))
+
+
+def queue_sources(queue: str, bindings: Iterable[AmqpBinding],
+                  exchanges: Mapping[str, AmqpExchange]) -> list[Source]:
+    """The Sources of ``queue``'s delivery group: its own topic (the default exchange) and
+    one per bound exchange."""
+    by_exchange: dict[str, list[AmqpBinding]] = {}
+    for binding in bindings:
+        if binding.exchange in exchanges:
+            by_exchange.setdefault(binding.exchange, []).append(binding)
+    sources = [Source(queue)]
+    for name, group in sorted(by_exchange.items()):
+        kind = exchanges[name].type
+        predicates = [binding_predicate(kind, b) for b in group]
+        sources.append(Source(name, _tag_expression(kind, group), match=_message_match(predicates)))
+    return sources
+
+
+def _message_match(predicates: list[Predicate]) -> Callable[[MessageExt], bool]:
+    if len(predicates) == 1:
+        only = predicates[0]
+
+        def match_one(message: MessageExt) -> bool:
+            props = message.properties
+            return only(props.get(PROPERTY_TAGS, ""), props)
+        return match_one
+
+    def match_any(message: MessageExt) -> bool:
+        props = message.properties
+        rk = props.get(PROPERTY_TAGS, "")
+        return any(p(rk, props) for p in predicates)
+    return match_any
+
+
+class Router:
+    """Which queues a publish to an exchange reaches (for mandatory and basic.return)."""
+
+    def __init__(self) -> None:
+        self._routes: dict[str, list[tuple[str, Predicate]]] = {}
+
+    def rebuild(self, exchanges: Mapping[str, AmqpExchange], bindings: Iterable[AmqpBinding]) -> None:
+        routes: dict[str, list[tuple[str, Predicate]]] = {}
+        for binding in bindings:
+            exchange = exchanges.get(binding.exchange)
+            if exchange is not None:
+                routes.setdefault(exchange.name, []).append(
+                    (binding.queue, binding_predicate(exchange.type, binding)))
+        self._routes = routes
+
+    def routed(self, exchange: str, routing_key: str, properties: Mapping[str, str]) -> bool:
+        return any(pred(routing_key, properties) for _, pred in self._routes.get(exchange, ()))

@@ -1,0 +1,84 @@
+"""The AMQP 0-9-1 front-end: its listener, the virtual host its connections share, and the
+background work they leave behind (a closed connection's consumers and exclusive queues are
+released by tasks this front-end owns and awaits on stop, so nothing outlives it).
+
+The broker must be started before and stopped after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from rocketport.core.auth.plain_acl import PlainAcl
+from rocketport.core.broker import Broker
+from rocketport.core.metadata.amqp_entities import AmqpEntityManager
+
+from ..listener import Listener
+from ..session_base import Session
+from .session import AmqpSession
+from .vhost import VirtualHost
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HEARTBEAT_S = 60  # RabbitMQ's offer
+
+
+class AmqpFrontEnd:
+    name = "amqp"
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        config = broker.config
+        section = config.amqp
+        self.vhost = VirtualHost(broker, AmqpEntityManager(
+            os.path.join(config.store_path_root_dir, "config")))
+        self.acl = PlainAcl(config.plain_acl_file) if config.acl_enable else None
+        self.heartbeat = DEFAULT_HEARTBEAT_S
+        self.listener = Listener("amqp", section.host, section.port, self._new_session,
+                                 config.connection_limits)
+        self._tasks: set[asyncio.Task] = set()
+        self._opened = False
+
+    def _new_session(self, on_open: Callable[[Session], bool],
+                     on_closed: Callable[[Session], None]) -> AmqpSession:
+        return AmqpSession(self, on_open=on_open, on_closed=on_closed)
+
+    @property
+    def port(self) -> int:
+        return self.listener.port
+
+    @property
+    def sessions(self) -> set[Session]:
+        return self.listener.sessions
+
+    def endpoints(self) -> list[tuple[str, str, int]]:
+        return [("amqp", self.listener.host, self.listener.port)]
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run a connection's clean-up after it is gone; `stop` waits for it."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("AMQP clean-up failed", exc_info=task.exception())
+
+    async def bind(self) -> None:
+        await self.listener.bind()
+
+    async def start(self) -> None:
+        if not self._opened:
+            self.vhost.open()  # the store is open: topics and groups can be made
+            self._opened = True
+        await self.listener.start()
+
+    async def stop(self) -> None:
+        await self.listener.stop()
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -1,0 +1,714 @@
+"""One AMQP 0-9-1 client connection: connection events to vhost and Broker-facade calls.
+
+The sans-IO `AmqpServerConnection` frames the bytes; this session authenticates (PLAIN and
+AMQPLAIN against the ACL accounts when aclEnable is on), serves the channel methods, and
+writes. Methods of one channel run in order: a method that waits (a transaction commit, a
+get, a queue delete) holds the ones after it on its channel, not other channels'. A publish
+does not wait in line: its put starts at once (so stores keep publish order) and its
+confirm goes out when the store has it (under SYNC_FLUSH after the fsync); confirms of
+publishes stored together leave as one ack with ``multiple``. Deliveries come from the
+core's delivery engine (`rocketport.core.delivery`) and are written as they come; frames
+written within one loop iteration leave in one ``writelines``. A channel error closes its
+channel only; a connection error, a protocol violation or a bug of ours closes this
+connection only (logged), never the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pamqp import decode
+from pamqp.base import Frame
+from pamqp.commands import Basic, Channel as ChannelMethods, Confirm, Connection, Exchange, Queue, Tx
+
+from rocketport.core.auth.plain_acl import PUB, SUB, Account, AclError
+from rocketport.core.errors import BrokerError, StoreUnavailable
+from rocketport.core.message import PROPERTY_RETRY_TOPIC, Message
+from rocketport.core.schedule import now_ms
+
+from .. import eager
+from ..session_base import Session
+from . import codec
+from .channel import Channel, Consumer, Unacked, group_tags
+from .connection import AmqpServerConnection
+from .errors import ChannelError, ConnectionError_, Reply, channel_error
+from .events import (
+    ChannelCloseOkReceived,
+    CloseOkReceived,
+    CloseReceived,
+    ConnectionFailed,
+    ContentReceived,
+    ContentTooLarge,
+    HeaderMismatch,
+    HeaderReceived,
+    MethodReceived,
+    OpenReceived,
+    StartOkReceived,
+)
+from .properties import encode_properties, to_message_properties
+from .vhost import DEFAULT_EXCHANGE
+
+if TYPE_CHECKING:
+    from .frontend import AmqpFrontEnd
+
+log = logging.getLogger(__name__)
+
+MECHANISMS = "PLAIN AMQPLAIN"
+MAX_PUTS_IN_FLIGHT = 4096  # per connection: reading pauses above it
+_U32 = struct.Struct(">I")
+
+SERVER_PROPERTIES: dict[str, Any] = {
+    "product": "Rocketport",
+    "platform": "Python",
+    "version": "0.1.0",
+    "capabilities": {
+        "publisher_confirms": True, "exchange_exchange_bindings": False, "basic.nack": True,
+        "consumer_cancel_notify": True, "connection.blocked": True, "consumer_priorities": False,
+        "authentication_failure_close": True, "per_consumer_qos": True, "direct_reply_to": False,
+    },
+}
+
+
+class AmqpSession(Session):
+    def __init__(self, front_end: AmqpFrontEnd, on_open: Callable[[Session], bool] | None = None,
+                 on_closed: Callable[[Session], None] | None = None) -> None:
+        super().__init__(on_open, on_closed)
+        self.front_end = front_end
+        self.broker = front_end.broker
+        self.vhost = front_end.vhost
+        config = self.broker.config
+        self.conn = AmqpServerConnection(heartbeat=front_end.heartbeat, max_body=config.max_message_size)
+        self.channels: dict[int, Channel] = {}
+        self.account: Account | None = None
+        self.client_capabilities: dict[str, Any] = {}
+        self._puts = 0  # puts running
+        self._out: list[bytes | memoryview] = []
+        self._flush_scheduled = False
+        self._dirty_confirms: set[Channel] = set()
+        self._closing = False
+        self._heartbeat_timer: asyncio.TimerHandle | None = None
+        self._last_output = self._loop.time()
+        self._blocked = False
+        self._handlers: dict[type, Callable[[Channel, Any], Any]] = {
+            ChannelMethods.Close: self._channel_close, ChannelMethods.Flow: self._channel_flow,
+            ChannelMethods.FlowOk: lambda ch, m: None,
+            Exchange.Declare: self._exchange_declare, Exchange.Delete: self._exchange_delete,
+            Queue.Declare: self._queue_declare, Queue.Bind: self._queue_bind,
+            Queue.Unbind: self._queue_unbind, Queue.Purge: self._queue_purge,
+            Queue.Delete: self._queue_delete,
+            Basic.Qos: self._basic_qos, Basic.Consume: self._basic_consume,
+            Basic.Cancel: self._basic_cancel, Basic.Get: self._basic_get,
+            Basic.Ack: self._basic_ack, Basic.Nack: self._basic_nack,
+            Basic.Reject: self._basic_reject, Basic.Recover: self._basic_recover,
+            Basic.RecoverAsync: self._basic_recover,
+            Confirm.Select: self._confirm_select,
+            Tx.Select: self._tx_select, Tx.Commit: self._tx_commit, Tx.Rollback: self._tx_rollback,
+        }
+
+    # ================================================================ transport
+    @property
+    def in_flight(self) -> int:
+        return self._puts
+
+    def _busy(self) -> bool:
+        return self._puts >= MAX_PUTS_IN_FLIGHT
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing and self.conn.state == "closed":
+            return
+        events = self.conn.receive_data(data)
+        self._note_input(bool(events), self.conn.buffered > 0)
+        for event in events:
+            try:
+                self._event(event)
+            except Exception:
+                log.exception("AMQP connection from %s:%d failed; closing it", *self.peer)
+                self._close_connection(Reply.INTERNAL_ERROR, "INTERNAL_ERROR")
+                break
+        self._flush()
+        self._update_reading()
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        for channel in self.channels.values():
+            for consumer in channel.consumers.values():
+                if consumer.subscriber is not None:
+                    consumer.subscriber.pause()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        for channel in self.channels.values():
+            if channel.active:
+                for consumer in channel.consumers.values():
+                    if consumer.subscriber is not None and not consumer.cancelled:
+                        consumer.subscriber.resume()
+
+    def _send(self, data: bytes | memoryview) -> None:
+        self._out.append(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self._dirty_confirms:
+            for channel in self._dirty_confirms:
+                for ack, tag, multiple in channel.due_confirms():
+                    method = Basic.Ack(tag, multiple) if ack else Basic.Nack(tag, multiple, requeue=False)
+                    self._out.append(codec.method_frame(channel.number, method))
+            self._dirty_confirms.clear()
+        out = self._out
+        if out and self.transport is not None:
+            self.transport.writelines(out)
+            self._last_output = self._loop.time()
+        out.clear()
+
+    def _closed_hook(self) -> None:
+        self._closing = True
+        if self._heartbeat_timer is not None:
+            self._heartbeat_timer.cancel()
+        channels = list(self.channels.values())
+        self.channels.clear()
+        self.front_end.spawn(self._release(channels))
+
+    async def _release(self, channels: list[Channel]) -> None:
+        """What a closed connection held: consumers, unacked deliveries, exclusive queues."""
+        for channel in channels:
+            await self._teardown(channel)
+        await self.vhost.connection_closed(self)
+
+    # ================================================================ connection events
+    def _event(self, event: Any) -> None:
+        kind = type(event)
+        if kind is ContentReceived:
+            self._on_channel(event.channel, self._publish, event)
+        elif kind is MethodReceived:
+            self._method(event.channel, event.method)
+        elif kind is HeaderReceived:
+            self._send(self.conn.send_start(SERVER_PROPERTIES, MECHANISMS))
+        elif kind is StartOkReceived:
+            self._start_ok(event)
+        elif kind is OpenReceived:
+            if event.virtual_host not in ("/", ""):
+                self._close_connection(Reply.NOT_ALLOWED,
+                                       f"NOT_ALLOWED - vhost {event.virtual_host} not found", 10, 40)
+                return
+            self._send(self.conn.send_open_ok())
+            self._start_heartbeats()
+        elif kind is ContentTooLarge:
+            self._on_channel(event.channel, self._too_large, event)
+        elif kind is ChannelCloseOkReceived:
+            self.channels.pop(event.channel, None)
+        elif kind is CloseReceived:
+            self._send(self.conn.send_close_ok())
+            self._flush()
+            self._closing = True
+            if self.transport is not None:
+                self.transport.close()
+        elif kind is CloseOkReceived:
+            self._closing = True
+            if self.transport is not None:
+                self.transport.close()
+        elif kind is HeaderMismatch:
+            self._send(codec.PROTOCOL_HEADER)
+            self._flush()
+            self._closing = True
+            if self.transport is not None:
+                self.transport.close()
+        elif kind is ConnectionFailed:
+            log.info("AMQP client %s:%d: %s; closing the connection", *self.peer, event.text)
+            self._close_connection(event.code, event.text, event.class_id, event.method_id)
+
+    def _close_connection(self, code: int, text: str, class_id: int = 0, method_id: int = 0) -> None:
+        """Our connection.close; the transport closes at the client's close-ok (or its timeout)."""
+        if self._closing:
+            return
+        self._closing = True
+        self._send(self.conn.close(code, text, class_id, method_id))
+        self._flush()
+        self._loop.call_later(5.0, self.close)  # a client that never answers close-ok
+
+    def _start_ok(self, event: StartOkReceived) -> None:
+        capabilities = event.client_properties.get("capabilities")
+        self.client_capabilities = dict(capabilities) if isinstance(capabilities, dict) else {}
+        acl = self.front_end.acl
+        if acl is not None:
+            try:
+                user, password = _credentials(event.mechanism, event.response)
+                self.account = acl.authenticate(user, password)
+            except AclError as exc:
+                log.info("AMQP client %s:%d: %s", *self.peer, exc)
+                self._close_connection(Reply.ACCESS_REFUSED, f"ACCESS_REFUSED - {exc}", 10, 11)
+                return
+        elif event.mechanism not in MECHANISMS.split():
+            self._close_connection(Reply.ACCESS_REFUSED,
+                                   f"ACCESS_REFUSED - unsupported mechanism {event.mechanism}", 10, 11)
+            return
+        self._send(self.conn.send_tune())
+
+    def _start_heartbeats(self) -> None:
+        interval = self.conn.heartbeat
+        if interval > 0:
+            self._heartbeat_timer = self._loop.call_later(interval / 2, self._heartbeat)
+
+    def _heartbeat(self) -> None:
+        """Send a heartbeat when we have been silent; close after two missed client intervals."""
+        interval = self.conn.heartbeat
+        now = self._loop.time()
+        if now - self.last_input > 2 * interval:
+            log.info("AMQP client %s:%d missed its heartbeats; closing", *self.peer)
+            self.abort()
+            return
+        if now - self._last_output >= interval / 2:
+            self._send(codec.HEARTBEAT_FRAME)
+        self._heartbeat_timer = self._loop.call_later(interval / 2, self._heartbeat)
+
+    # ================================================================ channel methods
+    def _method(self, number: int, method: Frame) -> None:
+        if isinstance(method, ChannelMethods.Open):
+            if number in self.channels:
+                self._close_connection(Reply.CHANNEL_ERROR, f"CHANNEL_ERROR - channel {number} already open",
+                                       20, 10)
+                return
+            self.channels[number] = Channel(number)
+            self._send(self.conn.send_method(number, ChannelMethods.OpenOk()))
+            return
+        handler = self._handlers.get(type(method))
+        if handler is None:
+            class_id, method_id = divmod(method.index, 1 << 16)
+            if isinstance(method, (Exchange.Bind, Exchange.Unbind)):
+                self._close_connection(Reply.NOT_IMPLEMENTED, "NOT_IMPLEMENTED - exchange-to-exchange "
+                                       "bindings are not supported", class_id, method_id)
+            else:
+                self._close_connection(Reply.COMMAND_INVALID, f"COMMAND_INVALID - {method.name} is "
+                                       "not a method a client sends", class_id, method_id)
+            return
+        self._on_channel(number, handler, method)
+
+    def _on_channel(self, number: int, handler: Callable[[Channel, Any], Any], arg: Any) -> None:
+        channel = self.channels.get(number)
+        if channel is None:
+            self._close_connection(Reply.CHANNEL_ERROR, f"CHANNEL_ERROR - expected 'channel.open' on "
+                                   f"channel {number}")
+            return
+        if channel.busy is not None:
+            channel.backlog.append((handler, arg))
+            return
+        self._run(channel, handler, arg)
+
+    def _run(self, channel: Channel, handler: Callable[[Channel, Any], Any], arg: Any) -> None:
+        try:
+            result = handler(channel, arg)
+        except Exception as exc:  # noqa: BLE001 - mapped to the protocol's answer
+            self._failed(channel, arg, exc)
+            return
+        if result is None:
+            return
+        outcome = eager.start(result)
+        if type(outcome) is eager.Done:
+            try:
+                outcome.result()
+            except Exception as exc:  # noqa: BLE001
+                self._failed(channel, arg, exc)
+            return
+        channel.busy = outcome
+        outcome.add_done_callback(lambda task: self._resume(channel, task, arg))
+
+    def _resume(self, channel: Channel, task: asyncio.Future, arg: Any) -> None:
+        channel.busy = None
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            self._failed(channel, arg, exc)
+        while channel.backlog and channel.busy is None and self.channels.get(channel.number) is channel:
+            handler, next_arg = channel.backlog.popleft()
+            self._run(channel, handler, next_arg)
+        self._flush()
+
+    def _failed(self, channel: Channel, arg: Any, exc: BaseException) -> None:
+        method = arg.method if isinstance(arg, ContentReceived) else arg
+        class_id, method_id = divmod(method.index, 1 << 16) if isinstance(method, Frame) else (0, 0)
+        if isinstance(exc, BrokerError):
+            exc = channel_error(exc)
+        if isinstance(exc, ChannelError):
+            log.debug("AMQP client %s:%d channel %d: %s", *self.peer, channel.number, exc.text)
+            self._close_channel(channel, exc.code, exc.text, class_id, method_id)
+        elif isinstance(exc, ConnectionError_):
+            self._close_connection(exc.code, exc.text, class_id, method_id)
+        else:
+            log.error("AMQP %s from %s:%d failed; closing the connection", getattr(method, "name", method),
+                      *self.peer, exc_info=exc)
+            self._close_connection(Reply.INTERNAL_ERROR, "INTERNAL_ERROR", class_id, method_id)
+
+    def _close_channel(self, channel: Channel, code: int, text: str, class_id: int, method_id: int) -> None:
+        """A channel error: channel.close to the client; the channel is freed at its close-ok."""
+        if self.channels.get(channel.number) is not channel:
+            return
+        self._send(self.conn.close_channel(channel.number, code, text, class_id, method_id))
+        channel.backlog.clear()
+        channel.active = False
+        self.front_end.spawn(self._teardown(channel))
+
+    async def _teardown(self, channel: Channel) -> None:
+        """Cancel the channel's consumers; its unacked deliveries go back, redelivered."""
+        consumers = list(channel.consumers.values())
+        channel.consumers.clear()
+        for consumer in consumers:
+            await self._drop_consumer(consumer)
+        taken = channel.take_all()
+        for group, tags in group_tags(taken).items():
+            await group.nack(tags, requeue=True)
+
+    async def _drop_consumer(self, consumer: Consumer) -> None:
+        state = self.vhost.queues.get(consumer.queue)
+        if consumer.subscriber is not None and state is not None:
+            state.consumers.discard(consumer)
+            await state.group.unsubscribe(consumer.subscriber)
+            await self.vhost.consumer_gone(consumer.queue)
+
+    # ---------------------------------------------------------------- channel class
+    async def _channel_close(self, channel: Channel, method: ChannelMethods.Close) -> None:
+        self.channels.pop(channel.number, None)
+        self.conn.forget_channel(channel.number)
+        await self._teardown(channel)
+        self._send(self.conn.send_method(channel.number, ChannelMethods.CloseOk()))
+
+    def _channel_flow(self, channel: Channel, method: ChannelMethods.Flow) -> None:
+        channel.active = method.active
+        for consumer in channel.consumers.values():
+            if consumer.subscriber is not None and not consumer.cancelled:
+                if method.active:
+                    consumer.subscriber.resume()
+                else:
+                    consumer.subscriber.pause()
+        self._send(self.conn.send_method(channel.number, ChannelMethods.FlowOk(method.active)))
+
+    # ---------------------------------------------------------------- permissions
+    def _allow(self, resource: str, needed: int) -> None:
+        account = self.account
+        if account is not None and not account.permits(resource, needed):
+            what = "write to" if needed == PUB else "read from"
+            raise ChannelError(Reply.ACCESS_REFUSED, f"user '{account.access_key}' may not {what} '{resource}'")
+
+    def _admin(self, what: str) -> None:
+        account = self.account
+        if account is not None and not account.admin:
+            raise ChannelError(Reply.ACCESS_REFUSED,
+                               f"user '{account.access_key}' is not an admin: cannot {what}")
+
+    # ---------------------------------------------------------------- exchange class
+    def _exchange_declare(self, channel: Channel, method: Exchange.Declare) -> None:
+        if not method.passive:
+            self._admin(f"declare exchange '{method.exchange}'")
+        self.vhost.declare_exchange(method.exchange, method.exchange_type, passive=method.passive,
+                                    durable=method.durable, auto_delete=method.auto_delete,
+                                    internal=method.internal, arguments=method.arguments)
+        if not method.nowait:
+            self._send(self.conn.send_method(channel.number, Exchange.DeclareOk()))
+
+    def _exchange_delete(self, channel: Channel, method: Exchange.Delete) -> None:
+        self._admin(f"delete exchange '{method.exchange}'")
+        self.vhost.delete_exchange(method.exchange, if_unused=method.if_unused)
+        if not method.nowait:
+            self._send(self.conn.send_method(channel.number, Exchange.DeleteOk()))
+
+    # ---------------------------------------------------------------- queue class
+    def _queue_name(self, channel: Channel, name: str) -> str:
+        if name:
+            return name
+        if not channel.last_queue:
+            raise ChannelError(Reply.NOT_FOUND, "no previously declared queue")
+        return channel.last_queue
+
+    def _queue_declare(self, channel: Channel, method: Queue.Declare) -> None:
+        if not method.passive:
+            self._admin(f"declare queue '{method.queue}'")
+        state = self.vhost.declare_queue(method.queue, passive=method.passive, durable=method.durable,
+                                         exclusive=method.exclusive, auto_delete=method.auto_delete,
+                                         arguments=method.arguments, owner=self)
+        name = state.entity.name
+        channel.last_queue = name
+        if not method.nowait:
+            self._send(self.conn.send_method(channel.number, Queue.DeclareOk(
+                name, state.group.message_count, state.group.consumer_count)))
+
+    def _queue_bind(self, channel: Channel, method: Queue.Bind) -> None:
+        self._admin(f"bind queue '{method.queue}'")
+        self.vhost.bind(self._queue_name(channel, method.queue), method.exchange, method.routing_key,
+                        method.arguments, self)
+        if not method.nowait:
+            self._send(self.conn.send_method(channel.number, Queue.BindOk()))
+
+    def _queue_unbind(self, channel: Channel, method: Queue.Unbind) -> None:
+        self._admin(f"unbind queue '{method.queue}'")
+        self.vhost.unbind(self._queue_name(channel, method.queue), method.exchange, method.routing_key,
+                          method.arguments, self)
+        self._send(self.conn.send_method(channel.number, Queue.UnbindOk()))
+
+    async def _queue_purge(self, channel: Channel, method: Queue.Purge) -> None:
+        name = self._queue_name(channel, method.queue)
+        self._allow(name, SUB)
+        count = await self.vhost.purge_queue(name, self)
+        if not method.nowait:
+            self._send(self.conn.send_method(channel.number, Queue.PurgeOk(count)))
+
+    async def _queue_delete(self, channel: Channel, method: Queue.Delete) -> None:
+        name = self._queue_name(channel, method.queue)
+        self._admin(f"delete queue '{name}'")
+        count = await self.vhost.delete_queue(name, if_unused=method.if_unused, if_empty=method.if_empty,
+                                              owner=self)
+        if not method.nowait:
+            self._send(self.conn.send_method(channel.number, Queue.DeleteOk(count)))
+
+    # ---------------------------------------------------------------- basic: publish
+    def _publish(self, channel: Channel, event: ContentReceived) -> None:
+        method = event.method
+        exchange, routing_key = method.exchange, method.routing_key
+        topic = self.vhost.publish_topic(exchange, routing_key)
+        if topic is not None:
+            self._allow(topic, PUB)
+        seq = channel.next_publish()
+        properties = to_message_properties(event.properties, routing_key, now_ms())
+        routed = topic is not None and (exchange == DEFAULT_EXCHANGE
+                                        or self.vhost.router.routed(exchange, routing_key, properties))
+        if not routed and method.mandatory:
+            self._send(self.conn.send_method(channel.number, Basic.Return(
+                Reply.NO_ROUTE, "NO_ROUTE", exchange, routing_key)))
+            self._out.extend(codec.content_frames(channel.number, encode_properties(properties),
+                                                  event.body, self.conn.frame_max))
+        if topic is None or (not routed and method.mandatory):
+            self._confirm(channel, seq, True)
+            return
+        message = Message(topic, event.body, properties, born_host=self.peer)
+        if channel.tx:
+            channel.tx_publishes.append(message)
+            return
+        self._puts += 1
+        outcome = eager.start(self.broker.put_message(message))
+        if type(outcome) is eager.Done:
+            self._put_done(channel, seq, outcome)
+        else:
+            outcome.add_done_callback(lambda task: self._put_done(channel, seq, task))
+
+    def _put_done(self, channel: Channel, seq: int, outcome: Any) -> None:
+        self._puts -= 1
+        error: BaseException | None = None
+        try:
+            outcome.result()
+        except asyncio.CancelledError:
+            return
+        except Exception as exc:  # noqa: BLE001 - reported to the client below
+            error = exc
+        if error is None:
+            if self._blocked:
+                self._blocked = False
+                if self.client_capabilities.get("connection.blocked"):
+                    self._send(self.conn.send_method(0, Connection.Unblocked()))
+            self._confirm(channel, seq, True)
+        else:
+            if isinstance(error, StoreUnavailable) and not self._blocked:
+                self._blocked = True
+                if self.client_capabilities.get("connection.blocked"):
+                    self._send(self.conn.send_method(0, Connection.Blocked(str(error)[:255])))
+            if channel.confirm:
+                self._confirm(channel, seq, False)
+            elif self.channels.get(channel.number) is channel and channel.active:
+                self._failed(channel, Basic.Publish(), error)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+        self._update_reading()
+
+    def _confirm(self, channel: Channel, seq: int, ok: bool) -> None:
+        if channel.confirm:
+            channel.settle(seq, ok)
+            self._dirty_confirms.add(channel)
+
+    def _too_large(self, channel: Channel, event: ContentTooLarge) -> None:
+        raise ChannelError(Reply.PRECONDITION_FAILED, f"message size {event.size} is larger than the "
+                           f"configured max size {self.broker.config.max_message_size}")
+
+    def _confirm_select(self, channel: Channel, method: Confirm.Select) -> None:
+        if channel.tx:
+            raise ChannelError(Reply.PRECONDITION_FAILED, "cannot switch from tx to confirm mode")
+        channel.confirm = True
+        if not method.nowait:
+            self._send(self.conn.send_method(channel.number, Confirm.SelectOk()))
+
+    # ---------------------------------------------------------------- basic: consume
+    def _basic_qos(self, channel: Channel, method: Basic.Qos) -> None:
+        channel.prefetch = method.prefetch_count
+        for consumer in channel.consumers.values():
+            if consumer.subscriber is not None:
+                consumer.subscriber.set_prefetch(method.prefetch_count)
+        self._send(self.conn.send_method(channel.number, Basic.QosOk()))
+
+    def _basic_consume(self, channel: Channel, method: Basic.Consume) -> None:
+        name = self._queue_name(channel, method.queue)
+        state = self.vhost.queue(name, self)
+        self._allow(name, SUB)
+        tag = method.consumer_tag or "amq.ctag-" + uuid.uuid4().hex[:22]
+        if tag in channel.consumers:
+            raise ConnectionError_(Reply.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'")
+        if state.exclusive_consumer or (method.exclusive and state.group.consumer_count):
+            raise ChannelError(Reply.ACCESS_REFUSED, f"queue '{name}' in vhost '/' in exclusive use")
+        consumer = Consumer(tag, tag.encode()[:255], name, method.no_ack, channel, self._queue_deleted)
+        channel.consumers[tag] = consumer
+        if not method.nowait:  # consume-ok before the first delivery
+            self._send(self.conn.send_method(channel.number, Basic.ConsumeOk(tag)))
+        group = state.group
+        consumer.subscriber = group.subscribe(self._deliverer(channel, consumer, group, name),
+                                              prefetch=channel.prefetch, auto_ack=method.no_ack)
+        if not channel.active or self._write_paused:
+            consumer.subscriber.pause()
+        state.consumers.add(consumer)
+        state.had_consumer = True
+        state.exclusive_consumer = method.exclusive
+
+    def _deliverer(self, channel: Channel, consumer: Consumer, group: Any, queue: str) -> Callable[[Any], None]:
+        number = channel.number
+        tag_bytes = consumer.tag_bytes
+        no_ack = consumer.no_ack
+        conn = self.conn
+        out = self._out
+        add = channel.add_delivery
+        deliver_frame = codec.deliver_frame
+        content_frames = codec.content_frames
+
+        def deliver(delivery: Any) -> None:
+            message = delivery.message
+            props = message.properties
+            tag = add(group, delivery.tag, consumer, no_ack)
+            exchange = props.get(PROPERTY_RETRY_TOPIC, message.topic)
+            out.append(deliver_frame(number, tag_bytes, tag, delivery.redelivered or message.reconsume_times > 0,
+                                     b"" if exchange == queue else exchange.encode(),
+                                     props.get("TAGS", "").encode()[:255]))
+            out.extend(content_frames(number, encode_properties(props), message.body, conn.frame_max))
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                self._loop.call_soon(self._flush)
+        return deliver
+
+    def _queue_deleted(self, consumer: Consumer) -> None:
+        """consumer_cancel_notify: the server cancels consumers of a deleted queue."""
+        channel = consumer.channel
+        if channel.consumers.pop(consumer.tag, None) is None:
+            return
+        consumer.subscriber = None
+        if self.client_capabilities.get("consumer_cancel_notify") and self.channels.get(channel.number) is channel:
+            self._send(self.conn.send_method(channel.number, Basic.Cancel(consumer.tag, nowait=True)))
+
+    async def _basic_cancel(self, channel: Channel, method: Basic.Cancel) -> None:
+        consumer = channel.consumers.pop(method.consumer_tag, None)
+        if consumer is not None:
+            consumer.cancelled = True
+            state = self.vhost.queues.get(consumer.queue)
+            if state is not None:
+                state.exclusive_consumer = False
+            await self._drop_consumer(consumer)
+        if not method.nowait:
+            self._send(self.conn.send_method(channel.number, Basic.CancelOk(method.consumer_tag)))
+
+    async def _basic_get(self, channel: Channel, method: Basic.Get) -> None:
+        name = self._queue_name(channel, method.queue)
+        state = self.vhost.queue(name, self)
+        self._allow(name, SUB)
+        delivery = await state.group.get(auto_ack=method.no_ack)
+        if delivery is None:
+            self._send(self.conn.send_method(channel.number, Basic.GetEmpty()))
+            return
+        message = delivery.message
+        props = message.properties
+        tag = channel.add_delivery(state.group, delivery.tag, None, method.no_ack)
+        exchange = props.get(PROPERTY_RETRY_TOPIC, message.topic)
+        self._send(codec.get_ok_frame(channel.number, tag, delivery.redelivered or message.reconsume_times > 0,
+                                      b"" if exchange == name else exchange.encode(),
+                                      props.get("TAGS", "").encode()[:255],
+                                      min(state.group.message_count, 0xFFFFFFFF)))
+        self._out.extend(codec.content_frames(channel.number, encode_properties(props), message.body,
+                                              self.conn.frame_max))
+
+    def _basic_ack(self, channel: Channel, method: Basic.Ack) -> None:
+        if channel.tx:
+            channel.tx_answers.append((method.delivery_tag, method.multiple, None))
+            return
+        self._ack(channel.take(method.delivery_tag, method.multiple))
+
+    @staticmethod
+    def _ack(taken: list[Unacked]) -> None:
+        for group, tags in group_tags(taken).items():
+            group.ack(tags)
+
+    async def _nack(self, channel: Channel, tag: int, multiple: bool, requeue: bool) -> None:
+        if channel.tx:
+            channel.tx_answers.append((tag, multiple, requeue))
+            return
+        await self._settle_nack(channel.take(tag, multiple), requeue)
+
+    @staticmethod
+    async def _settle_nack(taken: list[Unacked], requeue: bool) -> None:
+        for group, tags in group_tags(taken).items():
+            # without requeue: straight to the group's %DLQ% (RabbitMQ drops or dead-letters)
+            await group.nack(tags, requeue=requeue, **({} if requeue else {"delay_level": -1}))
+
+    async def _basic_nack(self, channel: Channel, method: Basic.Nack) -> None:
+        await self._nack(channel, method.delivery_tag, method.multiple, method.requeue)
+
+    async def _basic_reject(self, channel: Channel, method: Basic.Reject) -> None:
+        await self._nack(channel, method.delivery_tag, False, method.requeue)
+
+    async def _basic_recover(self, channel: Channel, method: Any) -> None:
+        await self._settle_nack(channel.take_all(), True)
+        if isinstance(method, Basic.Recover):
+            self._send(self.conn.send_method(channel.number, Basic.RecoverOk()))
+
+    # ---------------------------------------------------------------- tx
+    def _tx_select(self, channel: Channel, method: Tx.Select) -> None:
+        if channel.confirm:
+            raise ChannelError(Reply.PRECONDITION_FAILED, "cannot switch from confirm to tx mode")
+        channel.tx = True
+        self._send(self.conn.send_method(channel.number, Tx.SelectOk()))
+
+    async def _tx_commit(self, channel: Channel, method: Tx.Commit) -> None:
+        if not channel.tx:
+            raise ChannelError(Reply.PRECONDITION_FAILED, "channel is not transactional")
+        publishes, channel.tx_publishes = channel.tx_publishes, []
+        answers, channel.tx_answers = channel.tx_answers, []
+        for message in publishes:
+            await self.broker.put_message(message)
+        for tag, multiple, requeue in answers:
+            taken = channel.take(tag, multiple)
+            if requeue is None:
+                self._ack(taken)
+            else:
+                await self._settle_nack(taken, requeue)
+        self._send(self.conn.send_method(channel.number, Tx.CommitOk()))
+
+    def _tx_rollback(self, channel: Channel, method: Tx.Rollback) -> None:
+        if not channel.tx:
+            raise ChannelError(Reply.PRECONDITION_FAILED, "channel is not transactional")
+        channel.tx_publishes.clear()
+        channel.tx_answers.clear()  # the deliveries stay unacknowledged
+        self._send(self.conn.send_method(channel.number, Tx.RollbackOk()))
+
+
+def _credentials(mechanism: str, response: bytes) -> tuple[str, str]:
+    """The user name and password of a PLAIN or AMQPLAIN start-ok response."""
+    if mechanism == "PLAIN":
+        parts = response.split(b"\0")
+        if len(parts) != 3:
+            raise AclError("Authentication failed: malformed PLAIN response")
+        return parts[1].decode("utf-8", "replace"), parts[2].decode("utf-8", "replace")
+    if mechanism == "AMQPLAIN":
+        try:
+            _, table = decode.field_table(_U32.pack(len(response)) + response)
+        except (ValueError, struct.error, IndexError) as exc:
+            raise AclError(f"Authentication failed: malformed AMQPLAIN response ({exc})") from None
+        return str(table.get("LOGIN", "")), str(table.get("PASSWORD", ""))
+    raise AclError(f"Authentication failed: unsupported mechanism {mechanism}")

@@ -1,0 +1,268 @@
+"""The AMQP virtual host ``/``: declared exchanges, queues and bindings, and their rules.
+
+Every connection of the front-end shares one `VirtualHost`. It keeps RabbitMQ's rules for
+declarations (equivalence on redeclare, passive declares, ``amq.`` names reserved,
+server-named queues, exclusive queues owned by one connection, auto-delete, if-unused /
+if-empty deletes) and turns them into core calls: an exchange is a topic of its name
+(one queue, so a queue bound to it keeps publish order), a queue is a delivery group and a
+topic of its own (the default exchange's target), and every binding change re-derives the
+group's Sources (`exchanges.queue_sources`). Errors are `ChannelError`s with the code a
+RabbitMQ client expects.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from rocketport.core.broker import Broker
+from rocketport.core.delivery import DeliveryGroup
+from rocketport.core.errors import BrokerError
+from rocketport.core.metadata.amqp_entities import (
+    EXCHANGE_TYPES,
+    AmqpBinding,
+    AmqpEntityManager,
+    AmqpExchange,
+    AmqpQueue,
+    binding_arguments,
+    plain_arguments,
+)
+from rocketport.core.metadata.topics import validate_topic
+
+from .errors import ChannelError, ConnectionError_, Reply, channel_error
+from .exchanges import Router, queue_sources
+
+log = logging.getLogger(__name__)
+
+DEFAULT_EXCHANGE = ""
+# RabbitMQ's pre-declared exchanges
+STANDARD_EXCHANGES = (("amq.direct", "direct"), ("amq.fanout", "fanout"), ("amq.topic", "topic"),
+                      ("amq.headers", "headers"), ("amq.match", "headers"))
+# an exchange's or a queue's topic: one queue keeps AMQP's per-queue order
+ENTITY_QUEUE_NUMS = 1
+
+
+@dataclass(slots=True)
+class QueueState:
+    """A declared queue's live side: its group and who may use it."""
+
+    entity: AmqpQueue
+    group: DeliveryGroup
+    owner: object | None = None  # the connection of an exclusive queue
+    had_consumer: bool = False
+    exclusive_consumer: bool = False  # a basic.consume with exclusive holds it
+    consumers: set = field(default_factory=set)  # live consumer objects (cancel notify)
+
+
+def _name(name: str, what: str) -> str:
+    try:
+        validate_topic(name)
+    except BrokerError as exc:
+        raise ChannelError(Reply.PRECONDITION_FAILED, f"{what} name {name!r}: {exc}") from None
+    return name
+
+
+class VirtualHost:
+    def __init__(self, broker: Broker, entities: AmqpEntityManager) -> None:
+        self.broker = broker
+        self.entities = entities
+        self.router = Router()
+        self.queues: dict[str, QueueState] = {}
+
+    # ------------------------------------------------------------------ start / stop
+    def open(self) -> None:
+        """Load what was declared durably, add the standard exchanges, open the groups."""
+        self.entities.load()
+        for name, kind in STANDARD_EXCHANGES:
+            if name not in self.entities.exchanges:
+                self.entities.put_exchange(AmqpExchange(name, kind))
+        for exchange in self.entities.exchanges.values():
+            self._topic(exchange.name)
+        for queue in list(self.entities.queues.values()):
+            self._topic(queue.name)
+            self.queues[queue.name] = QueueState(queue, self._group(queue.name))
+        self.router.rebuild(self.entities.exchanges, self.entities.bindings)
+
+    def _topic(self, name: str) -> None:
+        if self.broker.get_topic(name) is None:
+            self.broker.create_topic(name, read_queue_nums=ENTITY_QUEUE_NUMS,
+                                     write_queue_nums=ENTITY_QUEUE_NUMS)
+
+    def _group(self, queue: str) -> DeliveryGroup:
+        sources = queue_sources(queue, self.entities.bindings_of_queue(queue), self.entities.exchanges)
+        try:
+            return self.broker.delivery_group(queue, sources, start="last")
+        except BrokerError as exc:
+            raise channel_error(exc) from None
+
+    # ------------------------------------------------------------------ exchanges
+    def exchange(self, name: str) -> AmqpExchange | None:
+        return self.entities.exchanges.get(name)
+
+    def declare_exchange(self, name: str, kind: str, *, passive: bool, durable: bool,
+                         auto_delete: bool, internal: bool, arguments: dict[str, Any] | None) -> None:
+        if name == DEFAULT_EXCHANGE:
+            if passive:
+                return
+            raise ChannelError(Reply.ACCESS_REFUSED, "operation not permitted on the default exchange")
+        existing = self.entities.exchanges.get(name)
+        if passive:
+            if existing is None:
+                raise ChannelError(Reply.NOT_FOUND, f"no exchange '{name}' in vhost '/'")
+            return
+        if existing is not None:
+            if existing.type != kind:
+                raise ChannelError(Reply.PRECONDITION_FAILED,
+                                   f"inequivalent arg 'type' for exchange '{name}' in vhost '/': "
+                                   f"received '{kind}' but current is '{existing.type}'")
+            if existing.durable != durable:
+                raise ChannelError(Reply.PRECONDITION_FAILED,
+                                   f"inequivalent arg 'durable' for exchange '{name}' in vhost '/': "
+                                   f"received '{str(durable).lower()}' but current is "
+                                   f"'{str(existing.durable).lower()}'")
+            return
+        if name.startswith("amq."):
+            raise ChannelError(Reply.ACCESS_REFUSED,
+                               f"exchange name '{name}' contains reserved prefix 'amq.*'")
+        if kind not in EXCHANGE_TYPES:
+            raise ConnectionError_(Reply.COMMAND_INVALID, f"unknown exchange type '{kind}'")
+        _name(name, "exchange")
+        if name in self.entities.queues:
+            raise ChannelError(Reply.PRECONDITION_FAILED,
+                               f"'{name}' names a queue; exchanges and queues share the topic names")
+        self._topic(name)
+        self.entities.put_exchange(AmqpExchange(name, kind, durable, auto_delete, internal,
+                                                plain_arguments(arguments)))
+
+    def delete_exchange(self, name: str, *, if_unused: bool) -> None:
+        if name == DEFAULT_EXCHANGE or name.startswith("amq."):
+            raise ChannelError(Reply.ACCESS_REFUSED, f"operation not permitted on exchange '{name}'")
+        if name not in self.entities.exchanges:
+            return  # RabbitMQ 3.x: deleting a missing exchange succeeds
+        if if_unused and self.entities.bindings_of_exchange(name):
+            raise ChannelError(Reply.PRECONDITION_FAILED, f"exchange '{name}' in vhost '/' in use")
+        queues = {b.queue for b in self.entities.bindings_of_exchange(name)}
+        self.entities.remove_exchange(name)
+        self._rebind(queues)
+
+    # ------------------------------------------------------------------ queues
+    def queue(self, name: str, owner: object) -> QueueState:
+        """A declared queue another connection does not hold exclusively."""
+        state = self.queues.get(name)
+        if state is None:
+            raise ChannelError(Reply.NOT_FOUND, f"no queue '{name}' in vhost '/'")
+        if state.owner is not None and state.owner is not owner:
+            raise ChannelError(Reply.RESOURCE_LOCKED,
+                               f"cannot obtain exclusive access to locked queue '{name}' in vhost '/'")
+        return state
+
+    def declare_queue(self, name: str, *, passive: bool, durable: bool, exclusive: bool,
+                      auto_delete: bool, arguments: dict[str, Any] | None, owner: object) -> QueueState:
+        if passive:
+            return self.queue(name, owner)
+        if not name:
+            name = "amq.gen-" + uuid.uuid4().hex[:22]
+        elif name.startswith("amq."):
+            raise ChannelError(Reply.ACCESS_REFUSED, f"queue name '{name}' contains reserved prefix 'amq.*'")
+        existing = self.queues.get(name)
+        if existing is not None:
+            state = self.queue(name, owner)
+            entity = state.entity
+            for arg, mine, theirs in (("durable", entity.durable, durable),
+                                      ("exclusive", state.owner is not None, exclusive),
+                                      ("auto_delete", entity.auto_delete, auto_delete)):
+                if mine != theirs:
+                    raise ChannelError(Reply.PRECONDITION_FAILED,
+                                       f"inequivalent arg '{arg}' for queue '{name}' in vhost '/': "
+                                       f"received '{str(theirs).lower()}' but current is '{str(mine).lower()}'")
+            return state
+        _name(name, "queue")
+        if name in self.entities.exchanges:
+            raise ChannelError(Reply.PRECONDITION_FAILED,
+                               f"'{name}' names an exchange; exchanges and queues share the topic names")
+        self._topic(name)
+        entity = AmqpQueue(name, durable and not exclusive, exclusive, auto_delete, plain_arguments(arguments))
+        group = self._group(name)
+        self.entities.put_queue(entity)
+        state = self.queues[name] = QueueState(entity, group, owner if exclusive else None)
+        return state
+
+    async def delete_queue(self, name: str, *, if_unused: bool, if_empty: bool, owner: object) -> int:
+        state = self.queues.get(name)
+        if state is None:
+            return 0  # RabbitMQ 3.x: deleting a missing queue succeeds
+        self.queue(name, owner)
+        if if_unused and state.group.consumer_count:
+            raise ChannelError(Reply.PRECONDITION_FAILED, f"queue '{name}' in vhost '/' in use")
+        count = state.group.message_count
+        if if_empty and count:
+            raise ChannelError(Reply.PRECONDITION_FAILED, f"queue '{name}' in vhost '/' is not empty")
+        await self._remove_queue(state)
+        return count
+
+    async def _remove_queue(self, state: QueueState) -> None:
+        name = state.entity.name
+        self.queues.pop(name, None)
+        self.entities.remove_queue(name)
+        self.router.rebuild(self.entities.exchanges, self.entities.bindings)
+        for consumer in list(state.consumers):
+            consumer.queue_deleted()
+        await self.broker.drop_delivery_group(name, forget_offsets=True)
+
+    async def purge_queue(self, name: str, owner: object) -> int:
+        return await self.queue(name, owner).group.purge()
+
+    async def connection_closed(self, owner: object) -> None:
+        """An exclusive queue goes with its connection."""
+        for state in [s for s in self.queues.values() if s.owner is owner]:
+            await self._remove_queue(state)
+
+    async def consumer_gone(self, name: str) -> None:
+        """An auto-delete queue goes once it had a consumer and has none left."""
+        state = self.queues.get(name)
+        if state is not None and state.entity.auto_delete and state.had_consumer and not state.consumers:
+            await self._remove_queue(state)
+
+    # ------------------------------------------------------------------ bindings
+    def bind(self, queue: str, exchange: str, routing_key: str, arguments: dict[str, Any] | None,
+             owner: object) -> None:
+        self._check_binding(queue, exchange, owner)
+        binding = AmqpBinding(queue, exchange, routing_key, binding_arguments(arguments))
+        if self.entities.bind(binding):
+            self._rebind({queue})
+
+    def unbind(self, queue: str, exchange: str, routing_key: str, arguments: dict[str, Any] | None,
+               owner: object) -> None:
+        self._check_binding(queue, exchange, owner)
+        if self.entities.unbind(AmqpBinding(queue, exchange, routing_key, binding_arguments(arguments))):
+            self._rebind({queue})
+
+    def _check_binding(self, queue: str, exchange: str, owner: object) -> None:
+        if exchange == DEFAULT_EXCHANGE:
+            raise ChannelError(Reply.ACCESS_REFUSED, "operation not permitted on the default exchange")
+        self.queue(queue, owner)
+        if exchange not in self.entities.exchanges:
+            raise ChannelError(Reply.NOT_FOUND, f"no exchange '{exchange}' in vhost '/'")
+
+    def _rebind(self, queues: set[str]) -> None:
+        self.router.rebuild(self.entities.exchanges, self.entities.bindings)
+        for name in queues:
+            state = self.queues.get(name)
+            if state is not None:
+                state.group.set_sources(queue_sources(
+                    name, self.entities.bindings_of_queue(name), self.entities.exchanges))
+
+    # ------------------------------------------------------------------ publishing
+    def publish_topic(self, exchange: str, routing_key: str) -> str | None:
+        """The topic a publish is stored in, or None when the default exchange names no queue."""
+        if exchange == DEFAULT_EXCHANGE:
+            return routing_key if routing_key in self.queues else None
+        found = self.entities.exchanges.get(exchange)
+        if found is None:
+            raise ChannelError(Reply.NOT_FOUND, f"no exchange '{exchange}' in vhost '/'")
+        if found.internal:
+            raise ChannelError(Reply.ACCESS_REFUSED, f"cannot publish to internal exchange '{exchange}'")
+        return exchange
+
