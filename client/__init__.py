@@ -7,6 +7,7 @@ is the shared remoting codec (`rocketport.protocols.remoting`); this package add
 connections, producers, consumers, transactions and administration on top of it.
 """
 
+from .admin import AdminClient
 from .errors import ClientError
 from .message import (
     ConsumeResult,
@@ -18,9 +19,12 @@ from .message import (
     SendStatus,
 )
 from .producer import Producer
+from .pull import PullConsumer
 from .push import PushConsumer
+from .transaction import TransactionProducer
 
 __all__ = [
+    "AdminClient",
     "ClientError",
     "ConsumeResult",
     "LocalTransactionState",
@@ -28,7 +32,9 @@ __all__ = [
     "MessageExt",
     "MessageQueue",
     "Producer",
+    "PullConsumer",
     "PushConsumer",
     "SendResult",
     "SendStatus",
+    "TransactionProducer",
 ]

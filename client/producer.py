@@ -206,6 +206,8 @@ class Producer:
         template = _TEMPLATES[batch, oneway]
         timeout_s = timeout_s or self.send_timeout_s
         attempts = 1 if fixed is not None or oneway else 1 + self.retry_times_when_send_failed
+        if fixed is not None and fixed.broker_name not in routes.brokers:
+            await routes.publish_queues(topic)  # learns the brokers' addresses
         avoid: str | None = None
         error: ClientError | None = None
         for _ in range(attempts):

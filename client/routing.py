@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Callable
 
 from rocketport.protocols.remoting import RemotingCommand, RequestCode, ResponseCode
 from rocketport.protocols.remoting.bodies import (
     BodyError,
+    ClusterInfo,
     MessageQueue,
+    QueueData,
     TopicRouteData,
     decode_body,
 )
@@ -27,6 +30,7 @@ AUTO_CREATE_TOPIC = "TBW102"  # a new topic's sends borrow this route; the broke
 PERM_WRITE = 0x2
 PERM_READ = 0x4
 MASTER_ID = 0
+NEW_TOPIC_QUEUE_NUMS = 4  # a new topic's queues when no TBW102 route says (producers' default)
 ROUTE_REFRESH_S = 30.0
 
 
@@ -52,6 +56,9 @@ class RouteTable:
         self.routes: dict[str, TopicRouteData] = {}
         self.brokers: dict[str, str] = {}  # broker name -> master address
         self._publish: dict[str, list[MessageQueue]] = {}
+        # told of each master address seen for the first time (the runtime sends it a
+        # heartbeat at once, so the broker knows this client before its first request)
+        self.on_new_broker: Callable[[str], None] = lambda addr: None
 
     async def invoke(self, request: RemotingCommand) -> RemotingCommand:
         """Send to the name servers in turn until one answers."""
@@ -83,8 +90,9 @@ class RouteTable:
         self._publish.pop(topic, None)
         for broker in route.broker_datas:
             master = broker.broker_addrs.get(MASTER_ID)
-            if master:
+            if master and self.brokers.get(broker.broker_name) != master:
                 self.brokers[broker.broker_name] = master
+                self.on_new_broker(master)
         return route
 
     async def refresh(self) -> None:
@@ -106,9 +114,8 @@ class RouteTable:
             return queues
         route = await self.route(topic)
         source = route if route is not None else await self.fetch(AUTO_CREATE_TOPIC)
-        if source is None:
-            raise ClientError(f"no route for topic {topic} and auto-creation is off",
-                              ResponseCode.TOPIC_NOT_EXIST)
+        if source is None:  # a standalone name server publishes no TBW102: every master
+            source = await self._every_master()
         queues = [MessageQueue(topic, qd.broker_name, i)
                   for qd in sorted(source.queue_datas, key=lambda q: q.broker_name)
                   if qd.perm & PERM_WRITE and qd.broker_name in self.brokers
@@ -118,6 +125,20 @@ class RouteTable:
         if not queues:
             raise ClientError(f"no writable queue for topic {topic}")
         return queues
+
+    async def _every_master(self) -> TopicRouteData:
+        """A route over every master the name servers know, with the queue count a new
+        topic gets; the brokers decide whether to create the topic on the first send."""
+        response = await self.invoke(RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO))
+        try:
+            info = decode_body(ClusterInfo, response.body)
+        except BodyError as exc:
+            raise ClientError(f"bad cluster info: {exc}") from None
+        datas = [d for _, d in sorted(info.broker_addr_table.items()) if MASTER_ID in d.broker_addrs]
+        for data in datas:
+            self.brokers.setdefault(data.broker_name, data.broker_addrs[MASTER_ID])
+        return TopicRouteData([QueueData(d.broker_name, NEW_TOPIC_QUEUE_NUMS, NEW_TOPIC_QUEUE_NUMS)
+                               for d in datas], datas)
 
     async def subscribe_queues(self, topic: str, refresh: bool = False) -> list[MessageQueue]:
         route = await self.fetch(topic) if refresh else await self.route(topic)

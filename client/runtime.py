@@ -49,6 +49,10 @@ class ClientRuntime:
         self.heartbeat_data: Callable[[], HeartbeatData] = lambda: HeartbeatData(self.client_id)
         self._heartbeat_interval_s = heartbeat_interval_s
         self._tasks: list[asyncio.Task[None]] = []
+        self.routes.on_new_broker = self._greet
+
+    def _greet(self, addr: str) -> None:
+        self._tasks.append(asyncio.create_task(self._heartbeat_to(addr)))
 
     def _on_request(self, conn: Connection, command: RemotingCommand) -> None:
         handler = self.handlers.get(command.code)
@@ -59,8 +63,8 @@ class ClientRuntime:
                                        f"request code {command.code} not supported by this client"))
 
     async def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._every(ROUTE_REFRESH_S, self.routes.refresh)),
-                       asyncio.create_task(self._every(self._heartbeat_interval_s, self.heartbeat))]
+        self._tasks += [asyncio.create_task(self._every(ROUTE_REFRESH_S, self.routes.refresh)),
+                        asyncio.create_task(self._every(self._heartbeat_interval_s, self.heartbeat))]
 
     def spawn(self, interval_s: float, job: Callable[[], Awaitable[None]]) -> None:
         """Run `job` every `interval_s` until `close` (owned here, like the refresh)."""
@@ -97,13 +101,15 @@ class ClientRuntime:
     async def heartbeat(self) -> None:
         """Send the heartbeat (producer and consumer groups, subscriptions) to every
         known master broker."""
-        body = encode_body(self.heartbeat_data())
-        for addr in set(self.routes.brokers.values()):
-            try:
-                await self.invoke_ok(addr, RemotingCommand(RequestCode.HEART_BEAT, body=body),
-                                     "heartbeat")
-            except ClientError as exc:
-                log.warning("heartbeat to %s failed: %s", addr, exc)
+        await asyncio.gather(*(self._heartbeat_to(addr) for addr in set(self.routes.brokers.values())))
+
+    async def _heartbeat_to(self, addr: str) -> None:
+        try:
+            await self.invoke_ok(addr, RemotingCommand(RequestCode.HEART_BEAT,
+                                                       body=encode_body(self.heartbeat_data())),
+                                 "heartbeat")
+        except ClientError as exc:
+            log.warning("heartbeat to %s failed: %s", addr, exc)
 
     async def unregister(self, producer_group: str | None = None,
                          consumer_group: str | None = None) -> None:

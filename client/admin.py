@@ -1,0 +1,231 @@
+"""The admin client: topics, groups, offsets and lookups, as mqadmin asks them.
+
+Every method is one or a few remoting requests a RocketMQ 4.x broker or name server
+answers the same way (Rocketport's or Apache's). A refusal raises ClientError with the
+peer's code and remark. It never sends or consumes messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import orjson
+
+from rocketport.protocols.remoting import RemotingCommand, RequestCode, ResponseCode
+from rocketport.protocols.remoting.bodies import (
+    BodyError,
+    ClusterInfo,
+    GetConsumerListByGroupResponseBody,
+    MessageQueue,
+    TopicList,
+    TopicRouteData,
+    decode_body,
+)
+from rocketport.protocols.remoting.messages import (
+    MessageFormatError,
+    decode_offset_msg_id,
+    unpack_message_ext_records,
+)
+
+from .errors import ClientError
+from .message import MessageExt
+from .routing import MASTER_ID
+from .runtime import ClientRuntime
+
+
+def _decode(cls: Any, body: Any, what: str) -> Any:
+    try:
+        return decode_body(cls, body)
+    except BodyError as exc:
+        raise ClientError(f"bad {what}: {exc}") from None
+
+
+class AdminClient:
+    """``async with AdminClient(namesrv) as admin: await admin.create_topic("T")``"""
+
+    def __init__(self, namesrv: str | None = None, *, timeout_s: float = 5.0) -> None:
+        self.runtime = ClientRuntime(namesrv, timeout_s=timeout_s)
+
+    async def __aenter__(self) -> AdminClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.runtime.close()
+
+    async def _namesrv(self, code: RequestCode, fields: dict[str, str] | None = None) -> RemotingCommand:
+        response = await self.runtime.routes.invoke(RemotingCommand(code, ext_fields=fields or {}))
+        if response.code != ResponseCode.SUCCESS:
+            raise ClientError(response.remark or f"name server refused request {int(code)}",
+                              response.code)
+        return response
+
+    async def _broker(self, addr: str, code: RequestCode, fields: dict[str, str] | None = None,
+                      body: bytes = b"") -> RemotingCommand:
+        return await self.runtime.invoke_ok(addr, RemotingCommand(code, ext_fields=fields or {},
+                                                                  body=body),
+                                            f"{addr} refused request {int(code)}")
+
+    # ---------------------------------------------------------------- cluster and routes
+    async def cluster_info(self) -> ClusterInfo:
+        response = await self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)
+        return _decode(ClusterInfo, response.body, "cluster info")
+
+    async def master_addrs(self, cluster: str | None = None) -> list[str]:
+        """Master addresses of every broker (of `cluster` only, when given)."""
+        info = await self.cluster_info()
+        names = info.cluster_addr_table.get(cluster, []) if cluster else list(info.broker_addr_table)
+        return sorted(addr for name in names if name in info.broker_addr_table
+                      if (addr := info.broker_addr_table[name].broker_addrs.get(MASTER_ID)))
+
+    async def topic_route(self, topic: str) -> TopicRouteData:
+        route = await self.runtime.routes.fetch(topic)
+        if route is None:
+            raise ClientError(f"topic {topic} does not exist", ResponseCode.TOPIC_NOT_EXIST)
+        return route
+
+    async def topic_list(self) -> list[str]:
+        response = await self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        return sorted(_decode(TopicList, response.body, "topic list").topic_list)
+
+    # ---------------------------------------------------------------- topics
+    async def create_topic(self, topic: str, *, queue_nums: int = 8, perm: int = 6,
+                           order: bool = False, cluster: str | None = None,
+                           broker_addr: str | None = None) -> list[str]:
+        """Create or update `topic` on `broker_addr`, else on every master (of `cluster`);
+        returns the brokers that did it."""
+        addrs = [broker_addr] if broker_addr else await self.master_addrs(cluster)
+        if not addrs:
+            raise ClientError("the name server knows no broker")
+        fields = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queue_nums),
+                  "writeQueueNums": str(queue_nums), "perm": str(perm),
+                  "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0",
+                  "order": "true" if order else "false"}
+        await asyncio.gather(*(self._broker(a, RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+                               for a in addrs))
+        self.runtime.routes.routes.pop(topic, None)
+        return addrs
+
+    async def delete_topic(self, topic: str) -> None:
+        """Delete `topic` from every broker that serves it."""
+        route = await self.topic_route(topic)
+        addrs = {a for b in route.broker_datas if (a := b.broker_addrs.get(MASTER_ID))}
+        await asyncio.gather(*(self._broker(a, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+                               for a in addrs))
+        self.runtime.routes.routes.pop(topic, None)
+
+    async def queues(self, topic: str) -> list[MessageQueue]:
+        return await self.runtime.routes.subscribe_queues(topic, refresh=True)
+
+    async def _queue_offset(self, code: RequestCode, mq: MessageQueue) -> int:
+        await self.runtime.routes.route(mq.topic)
+        response = await self._broker(self.runtime.routes.broker_addr(mq.broker_name), code,
+                                      {"topic": mq.topic, "queueId": str(mq.queue_id)})
+        return int(response.ext_fields.get("offset", 0))
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        return await self._queue_offset(RequestCode.GET_MIN_OFFSET, mq)
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        """The offset the next message of `mq` will get."""
+        return await self._queue_offset(RequestCode.GET_MAX_OFFSET, mq)
+
+    # ---------------------------------------------------------------- groups and offsets
+    async def create_group(self, group: str, *, retry_max_times: int = 16,
+                           broadcast: bool = True, cluster: str | None = None) -> list[str]:
+        body = orjson.dumps({"groupName": group, "consumeEnable": True,
+                             "consumeBroadcastEnable": broadcast, "retryQueueNums": 1,
+                             "retryMaxTimes": retry_max_times, "brokerId": 0,
+                             "whichBrokerWhenConsumeSlowly": 1,
+                             "notifyConsumerIdsChangedEnable": True})
+        addrs = await self.master_addrs(cluster)
+        await asyncio.gather(*(self._broker(a, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                                            body=body) for a in addrs))
+        return addrs
+
+    async def delete_group(self, group: str, cluster: str | None = None) -> None:
+        addrs = await self.master_addrs(cluster)
+        await asyncio.gather(*(self._broker(a, RequestCode.DELETE_SUBSCRIPTIONGROUP,
+                                            {"groupName": group}) for a in addrs))
+
+    async def consumer_ids(self, group: str, topic: str) -> list[str]:
+        """Client ids of the group's online consumers, as the brokers of `topic` know them."""
+        route = await self.topic_route(topic)
+        ids: set[str] = set()
+        for broker in route.broker_datas:
+            addr = broker.broker_addrs.get(MASTER_ID)
+            if not addr:
+                continue
+            response = await self.runtime.invoke(addr, RemotingCommand(
+                RequestCode.GET_CONSUMER_LIST_BY_GROUP, ext_fields={"consumerGroup": group}))
+            if response.code == ResponseCode.SUCCESS:
+                ids.update(_decode(GetConsumerListByGroupResponseBody, response.body,
+                                   "consumer list").consumer_id_list)
+        return sorted(ids)
+
+    async def committed_offset(self, group: str, mq: MessageQueue) -> int:
+        """The group's committed offset of `mq`; -1 when it has none."""
+        await self.runtime.routes.route(mq.topic)
+        response = await self.runtime.invoke(self.runtime.routes.broker_addr(mq.broker_name),
+                                             RemotingCommand(RequestCode.QUERY_CONSUMER_OFFSET,
+                                                             ext_fields={"consumerGroup": group,
+                                                                         "topic": mq.topic,
+                                                                         "queueId": str(mq.queue_id)}))
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return -1
+        if response.code != ResponseCode.SUCCESS:
+            raise ClientError(response.remark or "offset query refused", response.code)
+        return int(response.ext_fields.get("offset", -1))
+
+    async def reset_offset_by_time(self, group: str, topic: str, timestamp_s: float) -> None:
+        """Move the group's offsets of `topic` to the first message stored at or after
+        `timestamp_s` (epoch seconds) on every broker of the topic."""
+        route = await self.topic_route(topic)
+        fields = {"topic": topic, "group": group, "timestamp": str(int(timestamp_s * 1000)),
+                  "isForce": "true"}
+        await asyncio.gather(*(self._broker(a, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields)
+                               for b in route.broker_datas
+                               if (a := b.broker_addrs.get(MASTER_ID))))
+
+    # ---------------------------------------------------------------- messages
+    async def view_message(self, offset_msg_id: str) -> MessageExt:
+        """The message an offset message id (SendResult.offset_msg_id) names."""
+        try:
+            host, port, offset = decode_offset_msg_id(offset_msg_id)
+        except MessageFormatError as exc:
+            raise ClientError(str(exc)) from None
+        addr = f"{host}:{port}"
+        response = await self._broker(addr, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offset)})
+        names = {a: n for n, a in self.runtime.routes.brokers.items()}
+        return self._messages(response, names.get(addr, ""))[0]
+
+    async def query_by_key(self, topic: str, key: str, *, max_num: int = 32,
+                           begin_s: float = 0, end_s: float | None = None) -> list[MessageExt]:
+        """Messages of `topic` whose KEYS hold `key`, from every broker of the topic."""
+        route = await self.topic_route(topic)
+        fields = {"topic": topic, "key": key, "maxNum": str(max_num),
+                  "beginTimestamp": str(int(begin_s * 1000)),
+                  "endTimestamp": str(int((end_s or time.time() + 60) * 1000))}
+        found: list[MessageExt] = []
+        for broker in route.broker_datas:
+            addr = broker.broker_addrs.get(MASTER_ID)
+            if not addr:
+                continue
+            response = await self.runtime.invoke(addr, RemotingCommand(
+                RequestCode.QUERY_MESSAGE, ext_fields=fields))
+            if response.code == ResponseCode.SUCCESS:
+                found += self._messages(response, broker.broker_name)
+            elif response.code != ResponseCode.QUERY_NOT_FOUND:
+                raise ClientError(response.remark or "query refused", response.code)
+        return found
+
+    @staticmethod
+    def _messages(response: RemotingCommand, broker_name: str) -> list[MessageExt]:
+        try:
+            return [MessageExt(raw, broker_name) for raw in unpack_message_ext_records(response.body)]
+        except MessageFormatError as exc:
+            raise ClientError(f"bad message records: {exc}") from None
