@@ -860,6 +860,7 @@ class BrokerProcess:
             "maxIndexNum": "400000",
             "namesrv.enabled": "true",
             "kafka.enabled": "true",
+            "amqp.enabled": "false",
             **{key: str(port) for key, port in self.ports.items()},
         }
         args = [sys.executable, "-m", "rocketport", "broker"]

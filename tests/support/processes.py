@@ -13,10 +13,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def broker_command(root: Path, *settings: str) -> list[str]:
-    """``rocketport broker -c conf/broker.yaml`` on store ``root`` with ``--set`` settings."""
+    """``rocketport broker -c conf/broker.yaml`` on store ``root`` with ``--set`` settings
+    (the AMQP port is a free one unless a setting names it: never the default's 5672)."""
     args = [arg for setting in settings for arg in ("--set", setting)]
     return [sys.executable, "-m", "rocketport", "broker", "-c", "conf/broker.yaml",
-            "--set", f"storePathRootDir={root}", *args]
+            "--set", f"storePathRootDir={root}", "--set", "amqp.port=0", *args]
 
 
 def start_broker(root: Path, *settings: str) -> subprocess.Popen:
