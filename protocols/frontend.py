@@ -50,6 +50,11 @@ def _kafka(broker: Broker) -> FrontEnd:
     return KafkaFrontEnd(broker)
 
 
+def _stomp(broker: Broker) -> FrontEnd:
+    from .stomp.frontend import StompFrontEnd
+    return StompFrontEnd(broker)
+
+
 def _amqp(broker: Broker) -> FrontEnd:
     from .amqp.frontend import AmqpFrontEnd
     return AmqpFrontEnd(broker)
@@ -61,6 +66,7 @@ REGISTRY: tuple[FrontEndEntry, ...] = (
     FrontEndEntry("remoting", lambda config: True, _remoting),
     FrontEndEntry("kafka", lambda config: config.kafka.enabled, _kafka),
     FrontEndEntry("amqp", lambda config: config.amqp.enabled, _amqp),
+    FrontEndEntry("stomp", lambda config: config.stomp.enabled, _stomp),
 )
 
 

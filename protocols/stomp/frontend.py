@@ -1,0 +1,71 @@
+"""The STOMP front-end: a TCP listener on ``stomp.port`` and a WebSocket one on
+``stomp.wsPort`` (0 = none), serving one kind of session.
+
+Both listeners share one `StompContext` (the Broker facade, the ACL when ``aclEnable`` is
+on, the frame limits). ``stop`` closes both listeners and their connections, then awaits the
+release of the subscriptions those connections held (their unacked messages go back to
+their groups), so nothing outlives it. The broker is started before and stopped after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from rocketport.core.auth.plain_acl import PlainAcl
+from rocketport.core.broker import Broker
+
+from ..listener import Listener
+from ..session_base import Session
+from .codec import Limits
+from .session import StompContext, StompSession
+from .websocket import WebSocketStompSession
+
+TCP_ROLE = "stomp"
+WS_ROLE = "stomp (websocket)"
+
+
+class StompFrontEnd:
+    name = "stomp"
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        config = broker.config
+        section = config.stomp
+        acl = PlainAcl(config.plain_acl_file) if config.acl_enable else None
+        self.ctx = StompContext(broker, acl, Limits(max_body=config.max_message_size))
+        limits = config.connection_limits
+        self.listeners = [Listener(TCP_ROLE, section.host, section.port, self._tcp_session, limits)]
+        # wsPort 0 means no WebSocket listener, except with port 0 (tests): both on free ports
+        if section.ws_port or section.port == 0:
+            self.listeners.append(Listener(WS_ROLE, section.host, section.ws_port, self._ws_session, limits))
+
+    def _tcp_session(self, on_open: Callable[[Session], bool],
+                     on_closed: Callable[[Session], None]) -> StompSession:
+        return StompSession(self.ctx, on_open=on_open, on_closed=on_closed)
+
+    def _ws_session(self, on_open: Callable[[Session], bool],
+                    on_closed: Callable[[Session], None]) -> StompSession:
+        return WebSocketStompSession(self.ctx, on_open=on_open, on_closed=on_closed)
+
+    @property
+    def sessions(self) -> set[Session]:
+        return set().union(*(listener.sessions for listener in self.listeners))
+
+    def endpoints(self) -> list[tuple[str, str, int]]:
+        return [(listener.role, listener.host, listener.port) for listener in self.listeners]
+
+    async def bind(self) -> None:
+        for listener in self.listeners:
+            await listener.bind()
+
+    async def start(self) -> None:
+        await self.bind()
+        for listener in self.listeners:
+            await listener.start()
+
+    async def stop(self) -> None:
+        for listener in self.listeners:
+            await listener.stop()
+        while self.ctx.cleanups:
+            await asyncio.gather(*list(self.ctx.cleanups), return_exceptions=True)

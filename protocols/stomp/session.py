@@ -1,0 +1,632 @@
+"""One STOMP client connection: frames to Broker-facade calls and delivery-engine subscriptions.
+
+Frames are handled in the order they arrive and their answers (RECEIPT, ERROR) leave in
+that order, but a SEND's store write does not hold back the frames behind it: each frame's
+handler starts at once (`eager.start`) and only its answer waits its turn, so a pipelining
+producer under SYNC_FLUSH has many writes in one fsync. At most ``max_in_flight`` frames
+wait for their answer; past that, reading pauses. DISCONNECT is answered once everything
+before it is, so its RECEIPT means every earlier SEND is stored (synced under SYNC_FLUSH).
+
+Consuming is the core's delivery engine (`core.delivery`): SUBSCRIBE joins a group
+(`destinations` says which), the engine calls back with each delivery and the session writes
+the MESSAGE; ACK/NACK map onto the group's ack and nack (NACK = the retry path, or a requeue
+with ``requeue:true``). A delivery's ``ack``/``message-id`` is ``{subscription serial}-{tag}``,
+so an ACK finds its subscription in any version. Writes are gathered and leave once per loop
+iteration; while the transport's buffer is full every subscriber is paused, so a slow
+consumer never makes the broker buffer without bound.
+
+Transactions are buffers of SEND/ACK/NACK frames applied at COMMIT. Heart-beats are
+negotiated as the specification says; a client silent for twice its interval is dropped.
+Any protocol or broker error is an ERROR frame (``message``, and ``receipt-id`` when the frame
+asked for one) and the connection closes; nothing here can reach another connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import secrets
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from rocketport.core import message as _message
+from rocketport.core.auth.plain_acl import PUB, SUB, Account, AclError, PlainAcl, group_resource
+from rocketport.core.broker import Broker
+from rocketport.core.errors import BrokerError
+from rocketport.core.message import (
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_TIMER_DELIVER_MS,
+    Message,
+)
+
+from .. import eager
+from ..session_base import Session
+from . import destinations
+from .codec import V10, V12, VERSIONS, Frame, Limits
+from .connection import ProtocolError, StompConnection
+from .destinations import QUEUE, Destination, DestinationError
+
+if TYPE_CHECKING:
+    from rocketport.core.delivery import Delivery, DeliveryGroup, Source, Subscriber
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_IN_FLIGHT: Final = 1024
+DEFAULT_PREFETCH: Final = 100
+SERVER_NAME: Final = "Rocketport/0.1.0"
+# the heart-beat we offer: we can send as often as every 100 ms and would like the client's
+# at least every 10 s; a client asking for more than that (0 = none) gets what it asks for
+_MIN_BEAT_MS: Final = 100
+# SEND headers that steer the frame rather than become message properties
+_FRAME_HEADERS: Final = frozenset({
+    "destination", "receipt", "transaction", "content-length", "x-tags", "x-keys", "x-delay"})
+# properties a MESSAGE does not show as headers: the store's own (TAGS and KEYS come back
+# as x-tags and x-keys); any other property is a header, whoever sent it
+_HIDDEN: Final = frozenset(value for name, value in vars(_message).items()
+                           if name.startswith("PROPERTY_") and isinstance(value, str))
+_ACK_MODES: Final = ("auto", "client", "client-individual")
+
+
+class StompError(Exception):
+    """What the client did wrong; the text is the ERROR frame's message."""
+
+
+@dataclass(slots=True)
+class StompContext:
+    """What every STOMP connection of one front-end shares."""
+
+    broker: Broker
+    acl: PlainAcl | None
+    limits: Limits
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    cleanups: set[asyncio.Task] = field(default_factory=set)  # subscriptions ending after a close
+    serials: itertools.count = field(default_factory=lambda: itertools.count(1))
+
+    def spawn(self, coro: Any, name: str) -> None:
+        """Work that outlives a connection (its subscriptions' release); the front-end's
+        stop awaits what is still running."""
+        task = asyncio.ensure_future(coro)
+        self.cleanups.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task) -> None:
+        self.cleanups.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("releasing a STOMP subscription failed: %r", task.exception())
+
+
+@dataclass(slots=True)
+class _Subscription:
+    serial: int
+    id: str
+    destination: str  # as the client wrote it: MESSAGE frames carry it back
+    group: DeliveryGroup
+    ack: str
+    drop_group: bool  # a non-durable topic subscription's own group: dropped when it ends
+    sub: Subscriber | None = None
+    unacked: dict[int, None] = field(default_factory=dict)  # delivery tags, in delivery order
+    head: bytes = b""  # the start of each MESSAGE frame, encoded once
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A frame awaiting its turn to be answered."""
+
+    result: asyncio.Future | eager.Done
+    receipt: str | None
+    disconnect: bool = False
+
+
+def negotiate_version(accept: str | None) -> str | None:
+    """The best version both sides speak; no accept-version header means 1.0."""
+    if accept is None:
+        return V10
+    offered = {v.strip() for v in accept.split(",")}
+    return next((v for v in VERSIONS if v in offered), None)
+
+
+def negotiate_heart_beat(header: str | None) -> tuple[int, int]:
+    """(ms between our beats, ms within which the client's must come); 0 = none."""
+    if not header:
+        return 0, 0
+    try:
+        cx, cy = (int(part.strip()) for part in header.split(","))
+    except ValueError:
+        raise StompError(f"heart-beat {header[:64]!r} is not two integers") from None
+    if cx < 0 or cy < 0:
+        raise StompError("heart-beat values must not be negative")
+    send = max(cy, _MIN_BEAT_MS) if cy else 0
+    receive = max(cx, _MIN_BEAT_MS) if cx else 0
+    return send, receive
+
+
+class StompSession(Session):
+    def __init__(self, ctx: StompContext, on_open: Callable[[Session], bool] | None = None,
+                 on_closed: Callable[[Session], None] | None = None) -> None:
+        super().__init__(on_open, on_closed)
+        self.ctx = ctx
+        self.broker = ctx.broker
+        self.conn = StompConnection(ctx.limits)
+        self.serial = next(ctx.serials)
+        self.connected = False
+        self.account: Account | None = None
+        self._temp_prefix = f"stomp-temp-{secrets.token_hex(4)}"
+        self._subs: dict[str, _Subscription] = {}
+        self._by_serial: dict[int, _Subscription] = {}
+        self._tx: dict[str, list[Frame]] = {}
+        self._queue: deque[_Pending] = deque()
+        self._backlog: deque[Frame | ProtocolError] = deque()
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
+        self._closing = False
+        self._beat_send = 0
+        self._beat_receive = 0
+        self._beat_timer: asyncio.TimerHandle | None = None
+        self._last_output = self._loop.time()
+
+    # ------------------------------------------------------------------ transport callbacks
+    def data_received(self, data: bytes) -> None:
+        self._receive(data)
+
+    def _receive(self, data: bytes | bytearray | memoryview) -> None:
+        if self._closing:
+            return
+        events = self.conn.receive_data(data)
+        self._note_input(bool(events), self.conn.buffered > 0)
+        self._backlog.extend(events)
+        self._pump()
+
+    def _busy(self) -> bool:
+        return bool(self._backlog) or len(self._queue) >= self.ctx.max_in_flight
+
+    @property
+    def in_flight(self) -> int:
+        """Frames awaiting their answer, and subscriptions awaiting messages: a subscriber
+        with nothing to read is not idle (the listener's idle sweep must leave it open)."""
+        return len(self._queue) + len(self._subs)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        for s in self._subs.values():
+            if s.sub is not None:
+                s.sub.pause()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        for s in self._subs.values():
+            if s.sub is not None:
+                s.sub.resume()
+
+    def _closed_hook(self) -> None:
+        self._closing = True
+        if self._beat_timer is not None:
+            self._beat_timer.cancel()
+        for pending in self._queue:
+            pending.result.cancel()
+        self._queue.clear()
+        self._backlog.clear()
+        self._tx.clear()
+        subs = list(self._subs.values())
+        self._subs.clear()
+        self._by_serial.clear()
+        if subs:
+            self.ctx.spawn(self._release_all(subs), f"stomp-release-{self.serial}")
+
+    async def _release_all(self, subs: list[_Subscription]) -> None:
+        for s in subs:
+            await self._release(s)
+
+    # ------------------------------------------------------------------ output
+    def _emit(self, data: bytes) -> None:
+        self._out.append(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        out, self._out = self._out, []
+        if out and self.transport is not None and not self.transport.is_closing():
+            self._write(out)
+            self._last_output = self._loop.time()
+
+    def _write(self, frames: list[bytes]) -> None:
+        """Put whole frames (and heart-beat EOLs) on the wire; WebSocket wraps each one."""
+        self.transport.writelines(frames)  # type: ignore[union-attr]
+
+    def _fail(self, message: str, receipt: str | None = None, detail: str = "") -> None:
+        """ERROR, then close: the specification's answer to anything the server refuses."""
+        if self._closing:
+            return
+        headers = {"message": message[:1000], "content-type": "text/plain"}
+        if receipt is not None:
+            headers["receipt-id"] = receipt
+        body = (detail or message).encode("utf-8", "replace")
+        headers["content-length"] = str(len(body))
+        log.info("STOMP client %s:%d: %s; closing", *self.peer, message)
+        self._emit(self.conn.send("ERROR", headers, body))
+        self._close_after_output()
+
+    def _close_after_output(self) -> None:
+        self._closing = True
+        self._backlog.clear()
+        self._flush()
+        if self.transport is not None:
+            self.transport.close()  # sends what is buffered first
+
+    # ------------------------------------------------------------------ frames
+    def _pump(self) -> None:
+        backlog, queue = self._backlog, self._queue
+        limit = self.ctx.max_in_flight
+        while backlog and len(queue) < limit and not self._closing:
+            event = backlog.popleft()
+            if type(event) is ProtocolError:
+                self._answer_in_turn(eager.Done(error=StompError(event.reason)), None)
+                break
+            frame: Frame = event  # type: ignore[assignment]
+            receipt = frame.headers.get("receipt")
+            if not self.connected:
+                self._connect(frame)
+                continue
+            handler = self._handlers.get(frame.command)
+            if frame.command == "DISCONNECT":
+                self._queue.append(_Pending(eager.Done(), receipt, disconnect=True))
+                backlog.clear()
+                break
+            if handler is None:  # CONNECT again
+                outcome: asyncio.Future | eager.Done = eager.Done(
+                    error=StompError(f"{frame.command} on a connected session"))
+            else:
+                outcome = eager.start(handler(self, frame))
+            self._answer_in_turn(outcome, receipt)
+        self._answer_ready()
+        self._update_reading()
+
+    def _answer_in_turn(self, outcome: asyncio.Future | eager.Done, receipt: str | None) -> None:
+        self._queue.append(_Pending(outcome, receipt))
+        if type(outcome) is not eager.Done:
+            outcome.add_done_callback(self._on_done)
+
+    def _on_done(self, _: Any) -> None:
+        if not self._closing:
+            self._answer_ready()
+            self._pump()
+
+    def _answer_ready(self) -> None:
+        queue = self._queue
+        while queue and queue[0].result.done() and not self._closing:
+            pending = queue.popleft()
+            try:
+                pending.result.result()
+            except (StompError, BrokerError, DestinationError) as exc:
+                self._fail(str(exc), pending.receipt)
+                return
+            except asyncio.CancelledError:
+                return
+            except Exception as exc:  # our bug: this connection only
+                log.exception("STOMP frame from %s:%d failed", *self.peer)
+                self._fail(f"internal error: {type(exc).__name__}", pending.receipt)
+                return
+            if pending.receipt is not None:
+                self._emit(self.conn.send("RECEIPT", {"receipt-id": pending.receipt}))
+            if pending.disconnect:
+                self._close_after_output()
+                return
+
+    # ------------------------------------------------------------------ CONNECT
+    def _connect(self, frame: Frame) -> None:
+        receipt = frame.headers.get("receipt")
+        if frame.command not in ("CONNECT", "STOMP"):
+            self._fail(f"expected CONNECT or STOMP, got {frame.command}", receipt)
+            return
+        headers = frame.headers
+        version = negotiate_version(headers.get("accept-version"))
+        if version is None:
+            body = f"Supported protocol versions are {' '.join(reversed(VERSIONS))}"
+            self._emit(self.conn.send("ERROR", {"version": ",".join(reversed(VERSIONS)),
+                                               "content-type": "text/plain",
+                                               "message": "Supported protocol versions are 1.0 1.1 1.2"},
+                                      body.encode()))
+            self._close_after_output()
+            return
+        self.conn.version = version
+        try:
+            send_ms, receive_ms = (negotiate_heart_beat(headers.get("heart-beat"))
+                                   if version != V10 else (0, 0))
+            if self.ctx.acl is not None:
+                login = headers.get("login")
+                if not login:
+                    raise StompError("Authentication failed: login and passcode are required")
+                self.account = self.ctx.acl.authenticate(login, headers.get("passcode", ""))
+        except (StompError, AclError) as exc:
+            self._fail(str(exc), receipt)
+            return
+        self.connected = True
+        self._beat_send, self._beat_receive = send_ms, receive_ms
+        reply = {"version": version, "server": SERVER_NAME, "session": f"session-{self.serial}",
+                 "heart-beat": f"{send_ms},{receive_ms}"}
+        self._emit(self.conn.send("CONNECTED", reply))
+        if send_ms or receive_ms:
+            self._schedule_beat()
+
+    def _schedule_beat(self) -> None:
+        intervals = [ms for ms in (self._beat_send, self._beat_receive) if ms]
+        self._beat_timer = self._loop.call_later(min(intervals) / 2000, self._beat)
+
+    def _beat(self) -> None:
+        if self._closing or self.transport is None:
+            return
+        now = self._loop.time()
+        if self._beat_receive and now - self.last_input > 2 * self._beat_receive / 1000:
+            log.info("STOMP client %s:%d sent no heart-beat for %.1f s; closing", *self.peer,
+                     now - self.last_input)
+            self._closing = True
+            self.abort()
+            return
+        if self._beat_send and now - self._last_output >= self._beat_send / 2000:
+            self._emit(b"\n")
+        self._schedule_beat()
+
+    # ------------------------------------------------------------------ SEND
+    def _destination(self, headers: dict[str, str]) -> tuple[str, Destination]:
+        text = headers.get("destination")
+        if not text:
+            raise StompError("the frame has no destination header")
+        return text, destinations.parse(text, self._temp_prefix)
+
+    def _message(self, frame: Frame) -> Message:
+        """A SEND frame as the message to store: headers are properties (x-tags and x-keys
+        the TAGS and KEYS, x-delay milliseconds a delivery time through the delay path)."""
+        headers = frame.headers
+        _, dest = self._destination(headers)
+        if self.account is not None and not self.account.permits(dest.topic, PUB):
+            raise StompError(f"No permission to send to topic {dest.topic} "
+                             f"(login={self.account.access_key})")
+        properties: dict[str, str] = {}
+        for name, value in headers.items():
+            if name in _FRAME_HEADERS:
+                continue
+            if "\x01" in name or "\x02" in name or "\x01" in value or "\x02" in value:
+                raise StompError(f"header {name[:64]!r}: the octets 0x01 and 0x02 are reserved")
+            properties[name] = value
+        tags = headers.get("x-tags", dest.tag)
+        if tags:
+            properties[PROPERTY_TAGS] = tags
+        keys = headers.get("x-keys")
+        if keys:
+            properties[PROPERTY_KEYS] = keys
+        delay = headers.get("x-delay")
+        if delay is not None:
+            if not delay.strip().isdigit():
+                raise StompError(f"x-delay {delay[:32]!r} is not a number of milliseconds")
+            properties[PROPERTY_TIMER_DELIVER_MS] = str(int(time.time() * 1000) + int(delay))
+        reply_to = properties.get("reply-to")
+        if reply_to is not None:
+            properties["reply-to"] = destinations.reply_to(reply_to, self._temp_prefix)
+        return Message(dest.topic, frame.body, properties, born_host=self.peer)
+
+    async def _send(self, frame: Frame) -> None:
+        tx = frame.headers.get("transaction")
+        if tx is not None:
+            self._buffer(tx, frame)
+            return
+        await self.broker.put_message(self._message(frame))
+
+    def _buffer(self, tx: str, frame: Frame) -> None:
+        try:
+            self._tx[tx].append(frame)
+        except KeyError:
+            raise StompError(f"transaction {tx[:64]!r} was not begun") from None
+
+    # ------------------------------------------------------------------ transactions
+    async def _begin(self, frame: Frame) -> None:
+        tx = self._tx_id(frame)
+        if tx in self._tx:
+            raise StompError(f"transaction {tx[:64]!r} is already open")
+        self._tx[tx] = []
+
+    async def _commit(self, frame: Frame) -> None:
+        frames = self._tx.pop(self._tx_id(frame), None)
+        if frames is None:
+            raise StompError(f"transaction {self._tx_id(frame)[:64]!r} was not begun")
+        messages = [self._message(f) for f in frames if f.command == "SEND"]  # all checked first
+        sends = iter(messages)
+        for f in frames:
+            if f.command == "SEND":
+                await self.broker.put_message(next(sends))
+            elif f.command == "ACK":
+                self._apply_ack(f)
+            else:
+                await self._apply_nack(f)
+
+    async def _abort(self, frame: Frame) -> None:
+        if self._tx.pop(self._tx_id(frame), None) is None:
+            raise StompError(f"transaction {self._tx_id(frame)[:64]!r} was not begun")
+
+    @staticmethod
+    def _tx_id(frame: Frame) -> str:
+        tx = frame.headers.get("transaction")
+        if not tx:
+            raise StompError(f"{frame.command} needs a transaction header")
+        return tx
+
+    # ------------------------------------------------------------------ SUBSCRIBE
+    async def _subscribe(self, frame: Frame) -> None:
+        headers = frame.headers
+        text, dest = self._destination(headers)
+        sub_id = headers.get("id")
+        if sub_id is None:
+            if self.conn.version != V10:
+                raise StompError("SUBSCRIBE needs an id header")
+            sub_id = text
+        if sub_id in self._subs:
+            raise StompError(f"subscription id {sub_id[:64]!r} is already in use")
+        ack = headers.get("ack", "auto")
+        if ack not in _ACK_MODES:
+            raise StompError(f"ack mode {ack[:32]!r}; use auto, client or client-individual")
+        prefetch = self._prefetch(headers)
+        group_name, start, drop = self._group_of(dest, headers, sub_id)
+        if self.account is not None:
+            for resource, what in ((dest.topic, f"topic {dest.topic}"),
+                                   (group_resource(group_name), f"group {group_name}")):
+                if not self.account.permits(resource, SUB):
+                    raise StompError(f"No permission to subscribe: {what} "
+                                     f"(login={self.account.access_key})")
+        group = self.broker.delivery_group(group_name, [self._source(dest, headers)], start=start)
+        s = _Subscription(next(self.ctx.serials), sub_id, text, group, ack, drop)
+        s.head = self._message_head(s)
+        self._subs[sub_id] = s
+        self._by_serial[s.serial] = s
+        s.sub = group.subscribe(lambda d, s=s: self._deliver(s, d), prefetch=prefetch,
+                                auto_ack=ack == "auto")
+        if self._write_paused:
+            s.sub.pause()
+
+    @staticmethod
+    def _prefetch(headers: dict[str, str]) -> int:
+        text = headers.get("prefetch-count", headers.get("activemq.prefetchSize"))
+        if text is None:
+            return DEFAULT_PREFETCH
+        if not text.strip().isdigit():
+            raise StompError(f"prefetch {text[:32]!r} is not a non-negative integer")
+        return int(text)
+
+    def _group_of(self, dest: Destination, headers: dict[str, str], sub_id: str) -> tuple[str, str, bool]:
+        """(group, where a new group starts, whether the group ends with the subscription)."""
+        if dest.kind == QUEUE:
+            return destinations.queue_group(dest, headers.get("x-group")), "first", False
+        durable = headers.get("x-durable-name") or headers.get("activemq.subscriptionName")
+        if not durable and headers.get("durable") == "true":  # RabbitMQ: the id names it
+            durable = sub_id
+        if durable:
+            return destinations.group_name(durable), "last", False
+        return f"stomp-sub-{secrets.token_hex(8)}", "last", True
+
+    @staticmethod
+    def _source(dest: Destination, headers: dict[str, str]) -> Source:
+        from rocketport.core.delivery import Source  # TEMP until the engine lands
+        tag_filter = headers.get("x-tag-filter") or dest.tag
+        selector = headers.get("selector")
+        if selector:
+            if tag_filter:
+                wanted = {t.strip() for t in tag_filter.split("||")}
+                return Source(dest.topic, selector, sql=True,
+                              match=lambda m: "*" in wanted or m.tags in wanted)
+            return Source(dest.topic, selector, sql=True)
+        return Source(dest.topic, tag_filter or "*")
+
+    async def _unsubscribe(self, frame: Frame) -> None:
+        sub_id = frame.headers.get("id")
+        if sub_id is None and self.conn.version == V10:
+            sub_id = frame.headers.get("destination")
+        if sub_id is None:
+            raise StompError("UNSUBSCRIBE needs an id header")
+        s = self._subs.pop(sub_id, None)
+        if s is None:
+            raise StompError(f"no subscription {sub_id[:64]!r}")
+        del self._by_serial[s.serial]
+        await self._release(s)
+
+    async def _release(self, s: _Subscription) -> None:
+        if s.sub is not None:
+            await s.group.unsubscribe(s.sub)
+            s.sub = None
+        if s.drop_group:
+            await self.broker.drop_delivery_group(s.group.name, forget_offsets=True)
+
+    # ------------------------------------------------------------------ MESSAGE
+    def _message_head(self, s: _Subscription) -> bytes:
+        return self.conn.send("MESSAGE", {"subscription": s.id, "destination": s.destination},
+                              b"")[:-3]  # without the last EOL, blank line and NUL
+
+    def _deliver(self, s: _Subscription, delivery: Delivery) -> None:
+        """The engine's callback: write one MESSAGE (gathered into this iteration's write)."""
+        if self._closing:
+            return  # unacked deliveries go back when the subscription is released
+        msg = delivery.message
+        ack_id = f"{s.serial}-{delivery.tag}"
+        if s.ack != "auto":
+            s.unacked[delivery.tag] = None
+        headers = [("message-id", ack_id)]
+        if s.ack != "auto" and self.conn.version == V12:
+            headers.append(("ack", ack_id))
+        if delivery.redelivered or msg.reconsume_times:
+            headers.append(("redelivered", "true"))
+        if msg.reconsume_times:
+            headers.append(("x-reconsume-times", str(msg.reconsume_times)))
+        for name, value in msg.properties.items():
+            if name not in _HIDDEN:
+                headers.append((name, value))
+        tags = msg.properties.get(PROPERTY_TAGS)
+        if tags:
+            headers.append(("x-tags", tags))
+        keys = msg.properties.get(PROPERTY_KEYS)
+        if keys:
+            headers.append(("x-keys", keys))
+        body = msg.body
+        headers.append(("content-length", str(len(body))))
+        rest = self.conn.send("MESSAGE", headers, body)
+        self._emit(s.head + rest[7:])  # "MESSAGE" replaced by the subscription's head
+
+    # ------------------------------------------------------------------ ACK / NACK
+    async def _ack(self, frame: Frame) -> None:
+        tx = frame.headers.get("transaction")
+        if tx is not None:
+            self._find(frame)  # refused now, not at COMMIT, when it names nothing
+            self._buffer(tx, frame)
+            return
+        self._apply_ack(frame)
+
+    async def _nack(self, frame: Frame) -> None:
+        tx = frame.headers.get("transaction")
+        if tx is not None:
+            self._find(frame)
+            self._buffer(tx, frame)
+            return
+        await self._apply_nack(frame)
+
+    def _find(self, frame: Frame) -> tuple[_Subscription, list[int]]:
+        """The subscription an ACK/NACK names and the delivery tags it settles."""
+        headers = frame.headers
+        ack_id = headers.get("id") if self.conn.version == V12 else headers.get("message-id")
+        if ack_id is None:
+            need = "id" if self.conn.version == V12 else "message-id"
+            raise StompError(f"{frame.command} needs a {need} header")
+        serial, _, tag_text = ack_id.partition("-")
+        s = self._by_serial.get(int(serial)) if serial.isdigit() else None
+        if s is None or not tag_text.isdigit():
+            raise StompError(f"{frame.command} of unknown message {ack_id[:64]!r}")
+        tag = int(tag_text)
+        if tag not in s.unacked:
+            raise StompError(f"{frame.command} of {ack_id[:64]!r}, which is not awaiting "
+                             "acknowledgement on this connection")
+        if s.ack == "client":  # cumulative: everything up to it
+            tags = list(itertools.takewhile(lambda t: t != tag, s.unacked))
+            tags.append(tag)
+        else:
+            tags = [tag]
+        return s, tags
+
+    def _settle(self, frame: Frame) -> tuple[_Subscription, list[int]]:
+        s, tags = self._find(frame)
+        for t in tags:
+            del s.unacked[t]
+        return s, tags
+
+    def _apply_ack(self, frame: Frame) -> None:
+        s, tags = self._settle(frame)
+        s.group.ack(tags)
+
+    async def _apply_nack(self, frame: Frame) -> None:
+        s, tags = self._settle(frame)
+        await s.group.nack(tags, requeue=frame.headers.get("requeue") == "true")
+
+    _handlers: dict[str, Callable[[StompSession, Frame], Any]] = {
+        "SEND": _send, "SUBSCRIBE": _subscribe, "UNSUBSCRIBE": _unsubscribe, "ACK": _ack,
+        "NACK": _nack, "BEGIN": _begin, "COMMIT": _commit, "ABORT": _abort,
+    }

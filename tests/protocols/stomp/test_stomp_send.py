@@ -1,0 +1,103 @@
+"""CONNECT, SEND, RECEIPT, DISCONNECT and ERROR with stomp.py and raw bytes against a live
+broker: what is sent is stored with its headers as properties."""
+
+from __future__ import annotations
+
+import pytest
+
+from .stomp_support import RawClient, connect, endpoint, stored
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.1", "1.2"])
+def test_send_with_receipt_stores_body_headers_and_tag(stomp_broker, version):
+    conn, listener = connect(stomp_broker, version)
+    conn.send("/queue/orders", b"\0binary\0body", headers={"color": "red", "x-tags": "TagA",
+                                                           "x-keys": "k1 k2", "content-type": "app/x"},
+              receipt="r-1")
+    listener.wait_receipt("r-1")
+    conn.disconnect()
+    [msg] = stored(stomp_broker, "orders")
+    assert msg.body == b"\0binary\0body"
+    assert msg.tags == "TagA" and msg.keys == ["k1", "k2"]
+    assert msg.properties["color"] == "red" and msg.properties["content-type"] == "app/x"
+    assert "destination" not in msg.properties and "receipt" not in msg.properties
+
+
+def test_header_escapes_survive_into_properties(stomp_broker):
+    raw = RawClient(endpoint(stomp_broker))
+    raw.send(b"CONNECT\naccept-version:1.2\nhost:x\n\n\0")
+    assert raw.frame().startswith(b"CONNECTED\nversion:1.2\n")
+    raw.send(b"SEND\ndestination:/queue/esc\nk\\cey:a\\nb\\\\c\nreceipt:1\n\nx\0")
+    assert raw.frame() == b"RECEIPT\nreceipt-id:1\n\n\0"
+    raw.send(b"DISCONNECT\nreceipt:bye\n\n\0")
+    assert raw.frame() == b"RECEIPT\nreceipt-id:bye\n\n\0"
+    assert raw.closed()
+    [msg] = stored(stomp_broker, "esc")
+    assert msg.properties["k:ey"] == "a\nb\\c"
+
+
+def test_disconnect_receipt_comes_after_every_earlier_send_is_stored(stomp_broker):
+    conn, listener = connect(stomp_broker)
+    for i in range(500):
+        conn.send("/queue/many", b"m%d" % i)
+    conn.disconnect(receipt="done")
+    assert sorted(m.body for m in stored(stomp_broker, "many")) == sorted(b"m%d" % i for i in range(500))
+
+
+def test_connect_negotiates_the_best_common_version(stomp_broker):
+    raw = RawClient(endpoint(stomp_broker))
+    raw.send(b"STOMP\naccept-version:1.0,1.1\nhost:x\nheart-beat:0,0\n\n\0")
+    frame = raw.frame()
+    assert frame.startswith(b"CONNECTED\n") and b"version:1.1\n" in frame
+
+
+def test_unsupported_version_gets_error_with_the_supported_ones(stomp_broker):
+    raw = RawClient(endpoint(stomp_broker))
+    raw.send(b"CONNECT\naccept-version:2.0\nhost:x\n\n\0")
+    frame = raw.frame()
+    assert frame.startswith(b"ERROR\n") and b"version:1.0,1.1,1.2\n" in frame
+    assert raw.closed()
+
+
+@pytest.mark.parametrize("frame,message", [
+    (b"SEND\ndestination:/queue/a\n\n\0", b"expected CONNECT"),
+])
+def test_a_frame_before_connect_is_refused(stomp_broker, frame, message):
+    raw = RawClient(endpoint(stomp_broker))
+    raw.send(frame)
+    error = raw.frame()
+    assert error.startswith(b"ERROR\n") and message in error
+    assert raw.closed()
+
+
+@pytest.mark.parametrize("frame,message", [
+    (b"SEND\ndestination:/nowhere/a\nreceipt:77\n\n\0", b"unsupported destination"),
+    (b"SEND\nreceipt:77\n\n\0", b"no destination"),
+    (b"SEND\ndestination:/queue/a b\nreceipt:77\n\n\0", b"only letters"),
+    (b"SEND\ndestination:/queue/a\ntransaction:nope\nreceipt:77\n\n\0", b"not begun"),
+    (b"ACK\nid:9-9\nreceipt:77\n\n\0", b"unknown message"),
+    (b"CONNECT\naccept-version:1.2\nreceipt:77\n\n\0", b"on a connected session"),
+])
+def test_errors_carry_message_and_receipt_id_then_close(stomp_broker, frame, message):
+    raw = RawClient(endpoint(stomp_broker))
+    raw.send(b"CONNECT\naccept-version:1.2\nhost:x\n\n\0")
+    assert raw.frame().startswith(b"CONNECTED")
+    raw.send(frame)
+    error = raw.frame()
+    assert error.startswith(b"ERROR\n") and b"receipt-id:77\n" in error and b"message:" in error
+    assert message in error
+    assert raw.closed()
+
+
+def test_malformed_frame_gets_error_and_the_broker_serves_others(stomp_broker):
+    raw = RawClient(endpoint(stomp_broker))
+    raw.send(b"CONNECT\naccept-version:1.2\n\n\0BOGUS\n\n\0")
+    assert raw.frame().startswith(b"CONNECTED")
+    error = raw.frame()
+    assert error.startswith(b"ERROR\n") and b"unknown command" in error
+    assert raw.closed()
+    conn, listener = connect(stomp_broker)
+    conn.send("/queue/after", b"ok", receipt="r")
+    listener.wait_receipt("r")
+    conn.disconnect()
+    assert [m.body for m in stored(stomp_broker, "after")] == [b"ok"]
