@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from rocketport.core.delivery import DeliveryGroup, Subscriber
+from rocketport.core.message import MessageExt
 
 from .errors import ChannelError, Reply
 
@@ -39,7 +40,8 @@ class Consumer:
 class Unacked:
     group: DeliveryGroup
     group_tag: int
-    consumer: Consumer | None  # None for basic.get
+    queue: str
+    message: MessageExt  # dead-lettered from here on a reject without requeue
 
 
 @dataclass(slots=True, eq=False)  # kept in sets: hashed by identity
@@ -63,12 +65,12 @@ class Channel:
     backlog: deque = field(default_factory=deque)
 
     # ------------------------------------------------------------------ deliveries
-    def add_delivery(self, group: DeliveryGroup, group_tag: int, consumer: Consumer | None,
+    def add_delivery(self, group: DeliveryGroup, group_tag: int, queue: str, message: MessageExt,
                      auto_ack: bool) -> int:
         tag = self.next_tag
         self.next_tag = tag + 1
         if not auto_ack:
-            self.unacked[tag] = Unacked(group, group_tag, consumer)
+            self.unacked[tag] = Unacked(group, group_tag, queue, message)
         return tag
 
     def take(self, tag: int, multiple: bool) -> list[Unacked]:

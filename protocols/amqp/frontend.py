@@ -25,6 +25,7 @@ from .vhost import VirtualHost
 log = logging.getLogger(__name__)
 
 DEFAULT_HEARTBEAT_S = 60  # RabbitMQ's offer
+_SWEEP_INTERVAL_S = 1.0
 
 
 class AmqpFrontEnd:
@@ -42,6 +43,7 @@ class AmqpFrontEnd:
                                  config.connection_limits)
         self._tasks: set[asyncio.Task] = set()
         self._opened = False
+        self._sweeper: asyncio.Task | None = None
 
     def _new_session(self, on_open: Callable[[Session], bool],
                      on_closed: Callable[[Session], None]) -> AmqpSession:
@@ -77,8 +79,23 @@ class AmqpFrontEnd:
             self.vhost.open()  # the store is open: topics and groups can be made
             self._opened = True
         await self.listener.start()
+        if self._sweeper is None:
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep(), name="amqp-expires")
+
+    async def _sweep(self) -> None:
+        """x-expires, checked once a second."""
+        while True:
+            await asyncio.sleep(_SWEEP_INTERVAL_S)
+            try:
+                await self.vhost.expire_unused()
+            except Exception:
+                log.exception("AMQP queue expiry failed")
 
     async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
+            self._sweeper = None
         await self.listener.stop()
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -28,7 +28,7 @@ from pamqp.commands import Basic, Channel as ChannelMethods, Confirm, Connection
 
 from rocketport.core.auth.plain_acl import PUB, SUB, Account, AclError
 from rocketport.core.errors import BrokerError, StoreUnavailable
-from rocketport.core.message import PROPERTY_RETRY_TOPIC, Message
+from rocketport.core.message import PROPERTY_RETRY_TOPIC, Message, MessageExt
 from rocketport.core.schedule import now_ms
 
 from .. import eager
@@ -50,8 +50,9 @@ from .events import (
     OpenReceived,
     StartOkReceived,
 )
-from .properties import encode_properties, to_message_properties
-from .vhost import DEFAULT_EXCHANGE
+from .properties import SYSTEM_NAMES, encode_properties, to_message_properties
+from .queue_args import REJECTED
+from .vhost import DEFAULT_EXCHANGE, QueueState
 
 if TYPE_CHECKING:
     from .frontend import AmqpFrontEnd
@@ -563,7 +564,7 @@ class AmqpSession(Session):
         if not method.nowait:  # consume-ok before the first delivery
             self._send(self.conn.send_method(channel.number, Basic.ConsumeOk(tag)))
         group = state.group
-        consumer.subscriber = group.subscribe(self._deliverer(channel, consumer, group, name),
+        consumer.subscriber = group.subscribe(self._deliverer(channel, consumer, state),
                                               prefetch=channel.prefetch, auto_ack=method.no_ack)
         if not channel.active or self._write_paused:
             consumer.subscriber.pause()
@@ -571,7 +572,8 @@ class AmqpSession(Session):
         state.had_consumer = True
         state.exclusive_consumer = method.exclusive
 
-    def _deliverer(self, channel: Channel, consumer: Consumer, group: Any, queue: str) -> Callable[[Any], None]:
+    def _deliverer(self, channel: Channel, consumer: Consumer, state: QueueState) -> Callable[[Any], None]:
+        group, queue, policy = state.group, state.entity.name, state.policy
         number = channel.number
         tag_bytes = consumer.tag_bytes
         no_ack = consumer.no_ack
@@ -584,7 +586,9 @@ class AmqpSession(Session):
         def deliver(delivery: Any) -> None:
             message = delivery.message
             props = message.properties
-            tag = add(group, delivery.tag, consumer, no_ack)
+            if (policy.drops or "expiration" in props) and self._dropped(state, delivery, no_ack):
+                return
+            tag = add(group, delivery.tag, queue, message, no_ack)
             exchange = props.get(PROPERTY_RETRY_TOPIC, message.topic)
             out.append(deliver_frame(number, tag_bytes, tag, delivery.redelivered or message.reconsume_times > 0,
                                      b"" if exchange == queue else exchange.encode(),
@@ -615,17 +619,63 @@ class AmqpSession(Session):
         if not method.nowait:
             self._send(self.conn.send_method(channel.number, Basic.CancelOk(method.consumer_tag)))
 
+    def _dropped(self, state: QueueState, delivery: Any, auto_ack: bool) -> bool:
+        """A delivery the queue's TTL or max length refuses: dead-lettered (or dropped) and
+        acknowledged on the next loop turn (the engine records it when `deliver` returns)."""
+        message = delivery.message
+        reason = state.policy.drop_reason(message, state.group.message_count, now_ms())
+        if reason is None:
+            return False
+        group = state.group
+        if auto_ack:
+            if state.policy.dead_letter_exchange is not None:
+                self.front_end.spawn(self._dead_letter(state, [message], reason))
+        else:
+            self.front_end.spawn(self._drop_later(state, group, delivery.tag, message, reason))
+        return True
+
+    async def _drop_later(self, state: QueueState, group: Any, tag: int, message: MessageExt,
+                          reason: str) -> None:
+        await asyncio.sleep(0)
+        if state.policy.dead_letter_exchange is not None:
+            await self._dead_letter(state, [message], reason)
+        group.ack([tag])
+
+    async def _dead_letter(self, state: QueueState, messages: list[MessageExt], reason: str) -> None:
+        """Publish copies to the queue's dead-letter exchange, as RabbitMQ does, with the
+        x-first-death-* headers saying why and from where."""
+        policy = state.policy
+        exchange = policy.dead_letter_exchange or ""
+        for message in messages:
+            routing_key = policy.dead_letter_routing_key or message.properties.get("TAGS", "")
+            try:
+                topic = self.vhost.publish_topic(exchange, routing_key)
+            except ChannelError as exc:
+                log.info("AMQP queue %s: dead-letter exchange: %s; message dropped", state.entity.name, exc.text)
+                return
+            if topic is None:
+                continue
+            properties = {k: v for k, v in message.properties.items() if k not in SYSTEM_NAMES}
+            properties.update({"x-first-death-reason": reason, "x-first-death-queue": state.entity.name,
+                               "x-first-death-exchange": message.topic})
+            if routing_key:
+                properties["TAGS"] = routing_key
+            await self.broker.put_message(Message(topic, message.body, properties))
+
     async def _basic_get(self, channel: Channel, method: Basic.Get) -> None:
         name = self._queue_name(channel, method.queue)
         state = self.vhost.queue(name, self)
         self._allow(name, SUB)
-        delivery = await state.group.get(auto_ack=method.no_ack)
-        if delivery is None:
-            self._send(self.conn.send_method(channel.number, Basic.GetEmpty()))
-            return
+        while True:  # bounded by the queue's messages: each one is dropped or handed out
+            delivery = await state.group.get(auto_ack=method.no_ack)
+            if delivery is None:
+                self._send(self.conn.send_method(channel.number, Basic.GetEmpty()))
+                return
+            props = delivery.message.properties
+            if not ((state.policy.drops or "expiration" in props) and self._dropped(state, delivery, method.no_ack)):
+                break
         message = delivery.message
-        props = message.properties
-        tag = channel.add_delivery(state.group, delivery.tag, None, method.no_ack)
+        tag = channel.add_delivery(state.group, delivery.tag, name, message, method.no_ack)
         exchange = props.get(PROPERTY_RETRY_TOPIC, message.topic)
         self._send(codec.get_ok_frame(channel.number, tag, delivery.redelivered or message.reconsume_times > 0,
                                       b"" if exchange == name else exchange.encode(),
@@ -651,11 +701,20 @@ class AmqpSession(Session):
             return
         await self._settle_nack(channel.take(tag, multiple), requeue)
 
-    @staticmethod
-    async def _settle_nack(taken: list[Unacked], requeue: bool) -> None:
-        for group, tags in group_tags(taken).items():
-            # without requeue: straight to the group's %DLQ% (RabbitMQ drops or dead-letters)
-            await group.nack(tags, requeue=requeue, **({} if requeue else {"delay_level": -1}))
+    async def _settle_nack(self, taken: list[Unacked], requeue: bool) -> None:
+        """Requeue (redelivered), or without requeue: to the queue's dead-letter exchange
+        when it has one, else straight to the group's ``%DLQ%`` topic (RabbitMQ would drop)."""
+        if requeue:
+            for group, tags in group_tags(taken).items():
+                await group.nack(tags, requeue=True)
+            return
+        for entry in taken:
+            state = self.vhost.queues.get(entry.queue)
+            if state is not None and state.policy.dead_letter_exchange is not None:
+                await self._dead_letter(state, [entry.message], REJECTED)
+                entry.group.ack([entry.group_tag])
+            else:
+                await entry.group.nack([entry.group_tag], requeue=False, delay_level=-1)
 
     async def _basic_nack(self, channel: Channel, method: Basic.Nack) -> None:
         await self._nack(channel, method.delivery_tag, method.multiple, method.requeue)

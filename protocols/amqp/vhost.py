@@ -13,6 +13,7 @@ RabbitMQ client expects.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,7 @@ from rocketport.core.metadata.topics import validate_topic
 
 from .errors import ChannelError, ConnectionError_, Reply, channel_error
 from .exchanges import Router, queue_sources
+from .queue_args import QueuePolicy
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,8 @@ class QueueState:
 
     entity: AmqpQueue
     group: DeliveryGroup
+    policy: QueuePolicy
+    last_used: float  # monotonic seconds: x-expires counts from here
     owner: object | None = None  # the connection of an exclusive queue
     had_consumer: bool = False
     exclusive_consumer: bool = False  # a basic.consume with exclusive holds it
@@ -82,7 +86,8 @@ class VirtualHost:
             self._topic(exchange.name)
         for queue in list(self.entities.queues.values()):
             self._topic(queue.name)
-            self.queues[queue.name] = QueueState(queue, self._group(queue.name))
+            self.queues[queue.name] = QueueState(queue, self._group(queue.name),
+                                                 QueuePolicy.of(queue.arguments), time.monotonic())
         self.router.rebuild(self.entities.exchanges, self.entities.bindings)
 
     def _topic(self, name: str) -> None:
@@ -156,6 +161,7 @@ class VirtualHost:
         if state.owner is not None and state.owner is not owner:
             raise ChannelError(Reply.RESOURCE_LOCKED,
                                f"cannot obtain exclusive access to locked queue '{name}' in vhost '/'")
+        state.last_used = time.monotonic()
         return state
 
     def declare_queue(self, name: str, *, passive: bool, durable: bool, exclusive: bool,
@@ -179,6 +185,7 @@ class VirtualHost:
                                        f"received '{str(theirs).lower()}' but current is '{str(mine).lower()}'")
             return state
         _name(name, "queue")
+        policy = QueuePolicy.of(arguments)
         if name in self.entities.exchanges:
             raise ChannelError(Reply.PRECONDITION_FAILED,
                                f"'{name}' names an exchange; exchanges and queues share the topic names")
@@ -186,7 +193,8 @@ class VirtualHost:
         entity = AmqpQueue(name, durable and not exclusive, exclusive, auto_delete, plain_arguments(arguments))
         group = self._group(name)
         self.entities.put_queue(entity)
-        state = self.queues[name] = QueueState(entity, group, owner if exclusive else None)
+        state = self.queues[name] = QueueState(entity, group, policy, time.monotonic(),
+                                               owner if exclusive else None)
         return state
 
     async def delete_queue(self, name: str, *, if_unused: bool, if_empty: bool, owner: object) -> int:
@@ -222,8 +230,20 @@ class VirtualHost:
     async def consumer_gone(self, name: str) -> None:
         """An auto-delete queue goes once it had a consumer and has none left."""
         state = self.queues.get(name)
-        if state is not None and state.entity.auto_delete and state.had_consumer and not state.consumers:
+        if state is None:
+            return
+        state.last_used = time.monotonic()
+        if state.entity.auto_delete and state.had_consumer and not state.consumers:
             await self._remove_queue(state)
+
+    async def expire_unused(self) -> None:
+        """x-expires: drop the queues unused (no consumer, get or declare) for that long."""
+        now = time.monotonic()
+        for state in list(self.queues.values()):
+            expires = state.policy.expires
+            if expires is not None and not state.consumers and now - state.last_used >= expires / 1000:
+                log.info("AMQP queue %s unused for %d ms (x-expires): deleted", state.entity.name, expires)
+                await self._remove_queue(state)
 
     # ------------------------------------------------------------------ bindings
     def bind(self, queue: str, exchange: str, routing_key: str, arguments: dict[str, Any] | None,
