@@ -31,12 +31,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from rocketport.core import message as _message
 from rocketport.core.auth.plain_acl import PUB, SUB, Account, AclError, PlainAcl, group_resource
 from rocketport.core.broker import Broker
+from rocketport.core.delivery import Delivery, DeliveryGroup, Source, Subscriber
 from rocketport.core.errors import BrokerError
+from rocketport.core.filter import FilterError
 from rocketport.core.message import (
     PROPERTY_KEYS,
     PROPERTY_TAGS,
@@ -50,9 +52,6 @@ from . import destinations
 from .codec import V10, V12, VERSIONS, Frame, Limits
 from .connection import ProtocolError, StompConnection
 from .destinations import QUEUE, Destination, DestinationError
-
-if TYPE_CHECKING:
-    from rocketport.core.delivery import Delivery, DeliveryGroup, Source, Subscriber
 
 log = logging.getLogger(__name__)
 
@@ -477,7 +476,13 @@ class StompSession(Session):
                 if not self.account.permits(resource, SUB):
                     raise StompError(f"No permission to subscribe: {what} "
                                      f"(login={self.account.access_key})")
-        group = self.broker.delivery_group(group_name, [self._source(dest, headers)], start=start)
+        source = self._source(dest, headers)
+        try:
+            group = self.broker.delivery_group(group_name, [source], start=start)
+            if group.consumer_count == 0:  # an idle open group takes its new first subscriber's filter
+                group.set_sources([source], start=start)
+        except FilterError as exc:
+            raise StompError(f"selector or tag filter refused: {exc}") from None
         s = _Subscription(next(self.ctx.serials), sub_id, text, group, ack, drop)
         s.head = self._message_head(s)
         self._subs[sub_id] = s
@@ -509,7 +514,6 @@ class StompSession(Session):
 
     @staticmethod
     def _source(dest: Destination, headers: dict[str, str]) -> Source:
-        from rocketport.core.delivery import Source  # TEMP until the engine lands
         tag_filter = headers.get("x-tag-filter") or dest.tag
         selector = headers.get("selector")
         if selector:

@@ -64,7 +64,9 @@ class Recorder(stomp.ConnectionListener):
 def connect(live: LiveBroker, version: str = "1.2", **kwargs) -> tuple[stomp.Connection, Recorder]:
     cls = {"1.0": stomp.Connection10, "1.1": stomp.Connection11, "1.2": stomp.Connection12}[version]
     beats = kwargs.pop("heartbeats", (0, 0))
-    options = {"timeout": TIMEOUT} if version == "1.0" else {"timeout": TIMEOUT, "heartbeats": beats}
+    options = {"timeout": TIMEOUT, "auto_decode": False}
+    if version != "1.0":
+        options["heartbeats"] = beats
     conn = cls([endpoint(live)], **options)
     listener = Recorder()
     conn.set_listener("test", listener)
@@ -73,13 +75,13 @@ def connect(live: LiveBroker, version: str = "1.2", **kwargs) -> tuple[stomp.Con
 
 
 def stored(live: LiveBroker, topic: str) -> list[MessageExt]:
-    """Every message of ``topic``, queue by queue, as the store holds them."""
+    """Every message of ``topic``, queue by queue, as the store holds them (DLQ topics too)."""
     def read() -> list[MessageExt]:
         broker = live.server.broker
         out = []
         config = broker.topics.get(topic)
         for qid in range(config.read_queue_nums if config is not None else 0):
-            out.extend(broker.get_messages(topic, qid, 0, 10_000).messages())
+            out.extend(broker.store.get_messages(topic, qid, 0, 10_000).messages())
         return out
     return live.call(read)
 

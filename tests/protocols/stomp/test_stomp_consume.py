@@ -1,0 +1,240 @@
+"""Consuming with stomp.py on the core's delivery engine: /queue and /topic semantics, ack
+modes, NACK to retry and DLQ, redelivery after a close, durable subscriptions, selectors,
+tags, transactions, flow control."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rocketport.core.metadata.groups import SubscriptionGroupConfig
+
+from .stomp_support import RawClient, connect, endpoint, stored
+
+
+def send_all(live, destination: str, bodies: list[bytes], **headers) -> None:
+    conn, listener = connect(live)
+    for body in bodies:
+        conn.send(destination, body, headers=dict(headers))
+    conn.disconnect(receipt="sent")
+
+
+def bodies(messages) -> list[bytes]:
+    return [body for _, body in messages]
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.1", "1.2"])
+def test_queue_keeps_what_was_sent_before_its_first_subscriber(stomp_broker, version):
+    send_all(stomp_broker, "/queue/early", [b"a", b"b", b"c"], color="red")
+    conn, listener = connect(stomp_broker, version)
+    conn.subscribe("/queue/early", id="s1", ack="auto")
+    got = listener.wait_messages(3)
+    assert sorted(bodies(got)) == [b"a", b"b", b"c"]
+    headers = got[0][0]
+    assert headers["destination"] == "/queue/early" and headers["color"] == "red"
+    assert headers["subscription"] == "s1" and headers["message-id"]
+    conn.disconnect()
+
+
+def test_queue_subscribers_compete_and_topic_subscribers_each_get_everything(stomp_broker):
+    q1, l1 = connect(stomp_broker)
+    q2, l2 = connect(stomp_broker)
+    t1, m1 = connect(stomp_broker)
+    t2, m2 = connect(stomp_broker)
+    for conn in (q1, q2):
+        conn.subscribe("/queue/work", id="q", ack="auto")
+    for conn in (t1, t2):
+        conn.subscribe("/topic/news", id="t", ack="auto", receipt="sub")
+    m1.wait_receipt("sub")
+    m2.wait_receipt("sub")
+    send_all(stomp_broker, "/queue/work", [b"w%d" % i for i in range(40)])
+    send_all(stomp_broker, "/topic/news", [b"n%d" % i for i in range(10)])
+    assert l1.wait(lambda: len(l1.messages) + len(l2.messages) >= 40)
+    assert sorted(bodies(l1.messages) + bodies(l2.messages)) == sorted(b"w%d" % i for i in range(40))
+    assert l1.messages and l2.messages, "both queue subscribers got some"
+    for listener in (m1, m2):
+        assert sorted(bodies(listener.wait_messages(10))) == sorted(b"n%d" % i for i in range(10))
+    for conn in (q1, q2, t1, t2):
+        conn.disconnect()
+
+
+def test_topic_subscription_sees_only_what_is_sent_after_it(stomp_broker):
+    send_all(stomp_broker, "/topic/late", [b"before"])
+    conn, listener = connect(stomp_broker)
+    conn.subscribe("/topic/late", id="t", ack="auto", receipt="sub")
+    listener.wait_receipt("sub")
+    send_all(stomp_broker, "/topic/late", [b"after"])
+    assert bodies(listener.wait_messages(1)) == [b"after"]
+    time.sleep(0.3)
+    assert bodies(listener.messages) == [b"after"]
+    conn.disconnect()
+
+
+def test_client_individual_ack_and_redelivery_of_unacked_after_close(stomp_broker):
+    send_all(stomp_broker, "/queue/redo", [b"1", b"2", b"3"])
+    conn, listener = connect(stomp_broker)
+    conn.subscribe("/queue/redo", id="s", ack="client-individual")
+    got = listener.wait_messages(3)
+    by_body = {body: headers for headers, body in got}
+    conn.ack(by_body[b"2"]["ack"], receipt="acked")
+    listener.wait_receipt("acked")
+    conn.disconnect()
+    again, listener2 = connect(stomp_broker)
+    again.subscribe("/queue/redo", id="s", ack="client-individual")
+    got2 = listener2.wait_messages(2)
+    assert sorted(bodies(got2)) == [b"1", b"3"]
+    assert all(h.get("redelivered") == "true" for h, _ in got2)
+    for headers, _ in got2:
+        again.ack(headers["ack"])
+    again.disconnect(receipt="bye")
+    third, listener3 = connect(stomp_broker)
+    third.subscribe("/queue/redo", id="s", ack="client-individual")
+    time.sleep(0.5)
+    assert listener3.messages == []
+    third.disconnect()
+
+
+def test_client_ack_is_cumulative(stomp_broker):
+    send_all(stomp_broker, "/queue/cumul", [b"%d" % i for i in range(5)])
+    conn, listener = connect(stomp_broker, "1.1")
+    conn.subscribe("/queue/cumul", id="s", ack="client", headers={"prefetch-count": "10"})
+    got = listener.wait_messages(5)
+    conn.ack(got[3][0]["message-id"], "s", receipt="a")  # the first four
+    listener.wait_receipt("a")
+    conn.disconnect()
+    again, listener2 = connect(stomp_broker)
+    again.subscribe("/queue/cumul", id="s", ack="auto")
+    assert bodies(listener2.wait_messages(1)) == [got[4][1]]
+    again.disconnect()
+
+
+def test_nack_goes_to_retry_then_dlq(stomp_broker):
+    broker = stomp_broker.server.broker
+    stomp_broker.call(lambda: broker.update_group(SubscriptionGroupConfig("PoisonGroup", retry_max_times=2)))
+    send_all(stomp_broker, "/queue/poison", [b"bad"], color="red")
+    conn, listener = connect(stomp_broker)
+    conn.subscribe("/queue/poison", id="s", ack="client-individual", headers={"x-group": "PoisonGroup"})
+    seen = []
+    deadline = time.monotonic() + 60
+    while len(seen) < 3 and time.monotonic() < deadline:
+        if listener.wait(lambda: len(listener.messages) > len(seen), 5):
+            headers, body = listener.messages[len(seen)]
+            assert body == b"bad"
+            seen.append(headers)
+            conn.nack(headers["ack"], receipt=f"n{len(seen)}")
+            listener.wait_receipt(f"n{len(seen)}")
+    assert [h.get("x-reconsume-times") for h in seen] == [None, "1", "2"]
+    assert all(h["destination"] == "/queue/poison" and h["color"] == "red" for h in seen)
+    [dead] = stored(stomp_broker, "%DLQ%PoisonGroup")
+    assert dead.body == b"bad" and dead.properties["color"] == "red"
+    time.sleep(0.5)
+    assert len(listener.messages) == 3, "dead-lettered: not delivered again"
+    conn.disconnect()
+
+
+def test_nack_with_requeue_comes_back_redelivered(stomp_broker):
+    send_all(stomp_broker, "/queue/requeue", [b"x"])
+    conn, listener = connect(stomp_broker)
+    conn.subscribe("/queue/requeue", id="s", ack="client-individual")
+    [(headers, _)] = listener.wait_messages(1)
+    assert "redelivered" not in headers
+    conn.nack(headers["ack"], requeue="true")
+    got = listener.wait_messages(2)
+    assert got[1][1] == b"x" and got[1][0]["redelivered"] == "true"
+    conn.disconnect()
+
+
+def test_durable_topic_subscription_resumes_after_reconnect(stomp_broker):
+    conn, listener = connect(stomp_broker)
+    conn.subscribe("/topic/ticks", id="d", ack="client-individual",
+                   headers={"x-durable-name": "ticker"}, receipt="sub")
+    listener.wait_receipt("sub")
+    conn.disconnect()
+    send_all(stomp_broker, "/topic/ticks", [b"while-away"])
+    again, listener2 = connect(stomp_broker)
+    again.subscribe("/topic/ticks", id="d", ack="auto", headers={"activemq.subscriptionName": "ticker"})
+    assert bodies(listener2.wait_messages(1)) == [b"while-away"]
+    again.disconnect()
+
+
+def test_selector_and_tag_filter_are_evaluated_in_the_broker(stomp_broker):
+    conn, listener = connect(stomp_broker)
+    conn.subscribe("/topic/sel", id="a", ack="auto", headers={"selector": "color = 'red' AND size > 2"})
+    conn.subscribe("/topic/sel", id="b", ack="auto", headers={"x-tag-filter": "TagA || TagC"},
+                   receipt="subs")
+    listener.wait_receipt("subs")
+    producer, plistener = connect(stomp_broker)
+    for i, (color, size, tag) in enumerate([("red", "3", "TagA"), ("blue", "5", "TagB"),
+                                            ("red", "1", "TagC"), ("red", "9", "TagB")]):
+        producer.send("/topic/sel", b"m%d" % i, headers={"color": color, "size": size, "x-tags": tag})
+    producer.disconnect(receipt="sent")
+    got = listener.wait_messages(4)
+    time.sleep(0.3)
+    by_sub = {}
+    for headers, body in listener.messages:
+        by_sub.setdefault(headers["subscription"], []).append(body)
+    assert sorted(by_sub["a"]) == [b"m0", b"m3"]
+    assert sorted(by_sub["b"]) == [b"m0", b"m2"]
+    assert got
+
+
+def test_bad_selector_gets_an_error(stomp_broker):
+    raw = RawClient(endpoint(stomp_broker))
+    raw.send(b"CONNECT\naccept-version:1.2\nhost:x\n\n\0")
+    assert raw.frame().startswith(b"CONNECTED")
+    raw.send(b"SUBSCRIBE\ndestination:/queue/s\nid:1\nselector:a = = 1\nreceipt:9\n\n\0")
+    error = raw.frame()
+    assert error.startswith(b"ERROR\n") and b"receipt-id:9" in error and b"selector" in error
+    assert raw.closed()
+
+
+def test_transaction_sends_and_acks_apply_at_commit_only(stomp_broker):
+    send_all(stomp_broker, "/queue/txq", [b"in"])
+    conn, listener = connect(stomp_broker)
+    conn.subscribe("/queue/txq", id="s", ack="client-individual")
+    [(headers, _)] = listener.wait_messages(1)
+    tx = conn.begin()
+    conn.send("/queue/txout", b"t1", transaction=tx)
+    conn.send("/queue/txout", b"t2", transaction=tx)
+    conn.ack(headers["ack"], transaction=tx)
+    aborted = conn.begin()
+    conn.send("/queue/txout", b"never", transaction=aborted)
+    conn.abort(aborted, receipt="aborted")
+    listener.wait_receipt("aborted")
+    assert stored(stomp_broker, "txout") == []
+    conn.commit(tx, receipt="committed")
+    listener.wait_receipt("committed")
+    assert sorted(m.body for m in stored(stomp_broker, "txout")) == [b"t1", b"t2"]
+    conn.disconnect()
+    again, listener2 = connect(stomp_broker)
+    again.subscribe("/queue/txq", id="s", ack="auto")
+    time.sleep(0.5)
+    assert listener2.messages == [], "the ack committed with the transaction"
+    again.disconnect()
+
+
+def test_prefetch_bounds_what_an_unacking_consumer_holds(stomp_broker):
+    send_all(stomp_broker, "/queue/pf", [b"%d" % i for i in range(30)])
+    conn, listener = connect(stomp_broker)
+    conn.subscribe("/queue/pf", id="s", ack="client-individual", headers={"prefetch-count": "5"})
+    listener.wait_messages(5)
+    time.sleep(0.5)
+    assert len(listener.messages) == 5
+    conn.ack(listener.messages[0][0]["ack"])
+    listener.wait_messages(6)
+    time.sleep(0.3)
+    assert len(listener.messages) == 6
+    conn.disconnect()
+
+
+def test_unsubscribe_stops_deliveries(stomp_broker):
+    conn, listener = connect(stomp_broker)
+    conn.subscribe("/topic/unsub", id="t", ack="auto", receipt="sub")
+    listener.wait_receipt("sub")
+    conn.unsubscribe("t", receipt="unsub")
+    listener.wait_receipt("unsub")
+    send_all(stomp_broker, "/topic/unsub", [b"x"])
+    time.sleep(0.5)
+    assert listener.messages == []
+    conn.disconnect()
