@@ -117,7 +117,7 @@ class Broker:
                     "--set", "flushDiskType=SYNC_FLUSH",
                     "--set", f"listenPort={self.remoting_port}",
                     "--set", f"kafka.port={self.kafka_port}",
-                    "--set", "namesrv.port=0", "--set", "amqp.enabled=false",
+                    "--set", "namesrv.port=0", "--set", "amqp.enabled=false", "--set", "stomp.enabled=false",
                     # small segments: CommitLog and ConsumeQueue rolls happen during the soak
                     "--set", "mappedFileSizeCommitLog=4194304",
                     "--set", "mappedFileSizeConsumeQueue=40960",

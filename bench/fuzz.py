@@ -861,6 +861,7 @@ class BrokerProcess:
             "namesrv.enabled": "true",
             "kafka.enabled": "true",
             "amqp.enabled": "false",
+            "stomp.enabled": "false",
             **{key: str(port) for key, port in self.ports.items()},
         }
         args = [sys.executable, "-m", "rocketport", "broker"]

@@ -91,7 +91,7 @@ def free_port() -> int:
 def start_broker(store: str, port: int, log: Any, settings: list[str]) -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, "-m", "rocketport", "broker", "--set", f"storePathRootDir={store}",
-         "--set", f"kafka.port={port}", "--set", "autoCreateTopicEnable=true", "--set", "amqp.enabled=false",
+         "--set", f"kafka.port={port}", "--set", "autoCreateTopicEnable=true", "--set", "amqp.enabled=false", "--set", "stomp.enabled=false",
          "--set", f"defaultTopicQueueNums={PARTITIONS}", "--set", "mappedFileSizeCommitLog=268435456",
          # free ports for the other listeners too: another broker on this machine keeps the defaults
          "--set", f"listenPort={free_port()}", "--set", f"namesrv.port={free_port()}",

@@ -63,7 +63,7 @@ def _broker_main(store_dir: str, ready: mp.connection.Connection, acl_file: str 
     async def serve() -> None:
         config = BrokerConfig(store_path_root_dir=store_dir, listen_port=0,
                               namesrv=ProtocolConfig(False, 0), kafka=ProtocolConfig(False, 0),
-                              amqp=ProtocolConfig(False, 0),
+                              amqp=ProtocolConfig(False, 0), stomp=ProtocolConfig(False, 0),
                               acl_enable=acl_file is not None, plain_acl_file=acl_file or "")
         server = BrokerServer(config)
         await server.start()

@@ -129,7 +129,7 @@ class BrokerConfig:
     # front-ends
     namesrv: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 9876))
     kafka: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 9092))
-    stomp: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(False, 61613, ws_port=15674))
+    stomp: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 61613, ws_port=15674))
     amqp: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 5672))
     # SASL on the Kafka port ("PLAIN", or "" for none); accounts come from plainAclFile
     kafka_sasl_mechanisms: str = field(default="", metadata=_key(

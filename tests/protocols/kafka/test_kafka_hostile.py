@@ -65,7 +65,7 @@ def request(api_key: int, version: int, body: dict, client_id: str | None = "c")
 def config(tmp_path) -> BrokerConfig:
     return BrokerConfig(store_path_root_dir=str(tmp_path / "store"), mapped_file_size_commit_log=1 << 20,
                         kafka=ProtocolConfig(True, 0), namesrv=ProtocolConfig(False, 0), listen_port=0,
-                        amqp=ProtocolConfig(False, 0))
+                        amqp=ProtocolConfig(False, 0), stomp=ProtocolConfig(False, 0))
 
 
 def test_metadata_v10_v11_asking_by_topic_id_gets_an_empty_name_not_a_null(tmp_path) -> None:
