@@ -19,6 +19,7 @@ from rocketport.core.delivery import Source
 from rocketport.core.message import PROPERTY_TAGS, MessageExt
 from rocketport.core.metadata.amqp_entities import AmqpBinding, AmqpExchange
 
+from .properties import DEFAULT_EXCHANGE_MARK as _MARK
 from .properties import _text
 
 Predicate = Callable[[str, Mapping[str, str]], bool]  # (routing key, properties) -> routed
@@ -55,15 +56,17 @@ def headers_match(arguments: Mapping[str, object], properties: Mapping[str, str]
 
 
 def binding_predicate(exchange_type: str, binding: AmqpBinding) -> Predicate:
+    """A binding's test; a publish through the default exchange into a queue's topic that
+    shares the exchange's name is never the exchange's (`DEFAULT_EXCHANGE_MARK`)."""
     key = binding.routing_key
     if exchange_type == "fanout":
-        return lambda rk, props: True
+        return lambda rk, props: _MARK not in props
     if exchange_type == "topic":
-        return lambda rk, props: topic_matches(key, rk)
+        return lambda rk, props: topic_matches(key, rk) and _MARK not in props
     if exchange_type == "headers":
         arguments = binding.argument_map
-        return lambda rk, props: headers_match(arguments, props)
-    return lambda rk, props: rk == key
+        return lambda rk, props: headers_match(arguments, props) and _MARK not in props
+    return lambda rk, props: rk == key and _MARK not in props
 
 
 def _tag_expression(exchange_type: str, bindings: list[AmqpBinding]) -> str:
@@ -84,12 +87,18 @@ def queue_sources(queue: str, bindings: Iterable[AmqpBinding],
     for binding in bindings:
         if binding.exchange in exchanges:
             by_exchange.setdefault(binding.exchange, []).append(binding)
-    sources = [Source(queue)]
+    # the queue's own topic: everything, unless an exchange shares its name (then only what
+    # the default exchange put there)
+    sources = [Source(queue, match=_marked) if queue in exchanges else Source(queue)]
     for name, group in sorted(by_exchange.items()):
         kind = exchanges[name].type
         predicates = [binding_predicate(kind, b) for b in group]
         sources.append(Source(name, _tag_expression(kind, group), match=_message_match(predicates)))
     return sources
+
+
+def _marked(message: MessageExt) -> bool:
+    return _MARK in message.properties
 
 
 def _message_match(predicates: list[Predicate]) -> Callable[[MessageExt], bool]:

@@ -42,6 +42,10 @@ SYSTEM_NAMES: Final = frozenset(
     value for name, value in vars(core_message).items() if name.startswith("PROPERTY_") and isinstance(value, str))
 # the amqp headers RabbitMQ's delayed-message plugin uses: milliseconds to wait
 X_DELAY: Final = "x-delay"
+# marks a publish through the default exchange into a queue's topic that is also an
+# exchange's (kombu and Celery name both alike): the queue takes it, the exchange's
+# bindings do not. Never shown as a header.
+DEFAULT_EXCHANGE_MARK: Final = "AMQP_TO_QUEUE"
 
 
 def _text(value: object) -> str:
@@ -95,7 +99,7 @@ def encode_properties(properties: Mapping[str, str]) -> bytes:
     parts: list[bytes] = []
     headers: dict[str, object] | None = None
     for key, value in properties.items():
-        if key in BASIC_NAMES or (key in SYSTEM_NAMES and key != "DELAY"):
+        if key in BASIC_NAMES or (key in SYSTEM_NAMES and key != "DELAY") or key == DEFAULT_EXCHANGE_MARK:
             continue
         if headers is None:
             headers = {}

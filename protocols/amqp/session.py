@@ -50,7 +50,7 @@ from .events import (
     OpenReceived,
     StartOkReceived,
 )
-from .properties import SYSTEM_NAMES, encode_properties, to_message_properties
+from .properties import DEFAULT_EXCHANGE_MARK, SYSTEM_NAMES, encode_properties, to_message_properties
 from .queue_args import REJECTED
 from .vhost import DEFAULT_EXCHANGE, QueueState
 
@@ -486,6 +486,8 @@ class AmqpSession(Session):
         if topic is None or (not routed and method.mandatory):
             self._confirm(channel, seq, True)
             return
+        if self.vhost.needs_mark(exchange, topic):
+            properties[DEFAULT_EXCHANGE_MARK] = "1"
         message = Message(topic, event.body, properties, born_host=self.peer)
         if channel.tx:
             channel.tx_publishes.append(message)
@@ -591,13 +593,20 @@ class AmqpSession(Session):
             tag = add(group, delivery.tag, queue, message, no_ack)
             exchange = props.get(PROPERTY_RETRY_TOPIC, message.topic)
             out.append(deliver_frame(number, tag_bytes, tag, delivery.redelivered or message.reconsume_times > 0,
-                                     b"" if exchange == queue else exchange.encode(),
+                                     self._exchange_out(exchange, queue, props),
                                      props.get("TAGS", "").encode()[:255]))
             out.extend(content_frames(number, encode_properties(props), message.body, conn.frame_max))
             if not self._flush_scheduled:
                 self._flush_scheduled = True
                 self._loop.call_soon(self._flush)
         return deliver
+
+    def _exchange_out(self, topic: str, queue: str, props: dict[str, str]) -> bytes:
+        """The exchange a delivery names: "" for the queue's own topic (the default
+        exchange), else the exchange whose topic it came from."""
+        if topic == queue and (DEFAULT_EXCHANGE_MARK in props or topic not in self.vhost.entities.exchanges):
+            return b""
+        return topic.encode()
 
     def _queue_deleted(self, consumer: Consumer) -> None:
         """consumer_cancel_notify: the server cancels consumers of a deleted queue."""
@@ -655,11 +664,14 @@ class AmqpSession(Session):
                 return
             if topic is None:
                 continue
-            properties = {k: v for k, v in message.properties.items() if k not in SYSTEM_NAMES}
+            properties = {k: v for k, v in message.properties.items()
+                          if k not in SYSTEM_NAMES and k != DEFAULT_EXCHANGE_MARK}
             properties.update({"x-first-death-reason": reason, "x-first-death-queue": state.entity.name,
                                "x-first-death-exchange": message.topic})
             if routing_key:
                 properties["TAGS"] = routing_key
+            if self.vhost.needs_mark(exchange, topic):
+                properties[DEFAULT_EXCHANGE_MARK] = "1"
             await self.broker.put_message(Message(topic, message.body, properties))
 
     async def _basic_get(self, channel: Channel, method: Basic.Get) -> None:
@@ -678,7 +690,7 @@ class AmqpSession(Session):
         tag = channel.add_delivery(state.group, delivery.tag, name, message, method.no_ack)
         exchange = props.get(PROPERTY_RETRY_TOPIC, message.topic)
         self._send(codec.get_ok_frame(channel.number, tag, delivery.redelivered or message.reconsume_times > 0,
-                                      b"" if exchange == name else exchange.encode(),
+                                      self._exchange_out(exchange, name, props),
                                       props.get("TAGS", "").encode()[:255],
                                       min(state.group.message_count, 0xFFFFFFFF)))
         self._out.extend(codec.content_frames(channel.number, encode_properties(props), message.body,

@@ -134,12 +134,11 @@ class VirtualHost:
         if kind not in EXCHANGE_TYPES:
             raise ConnectionError_(Reply.COMMAND_INVALID, f"unknown exchange type '{kind}'")
         _name(name, "exchange")
-        if name in self.entities.queues:
-            raise ChannelError(Reply.PRECONDITION_FAILED,
-                               f"'{name}' names a queue; exchanges and queues share the topic names")
         self._topic(name)
         self.entities.put_exchange(AmqpExchange(name, kind, durable, auto_delete, internal,
                                                 plain_arguments(arguments)))
+        if name in self.queues:  # the queue's own topic is now the exchange's too
+            self._rebind({name})
 
     def delete_exchange(self, name: str, *, if_unused: bool) -> None:
         if name == DEFAULT_EXCHANGE or name.startswith("amq."):
@@ -148,7 +147,7 @@ class VirtualHost:
             return  # RabbitMQ 3.x: deleting a missing exchange succeeds
         if if_unused and self.entities.bindings_of_exchange(name):
             raise ChannelError(Reply.PRECONDITION_FAILED, f"exchange '{name}' in vhost '/' in use")
-        queues = {b.queue for b in self.entities.bindings_of_exchange(name)}
+        queues = {b.queue for b in self.entities.bindings_of_exchange(name)} | {name}
         self.entities.remove_exchange(name)
         self._rebind(queues)
 
@@ -186,9 +185,6 @@ class VirtualHost:
             return state
         _name(name, "queue")
         policy = QueuePolicy.of(arguments)
-        if name in self.entities.exchanges:
-            raise ChannelError(Reply.PRECONDITION_FAILED,
-                               f"'{name}' names an exchange; exchanges and queues share the topic names")
         self._topic(name)
         entity = AmqpQueue(name, durable and not exclusive, exclusive, auto_delete, plain_arguments(arguments))
         group = self._group(name)
@@ -276,7 +272,9 @@ class VirtualHost:
 
     # ------------------------------------------------------------------ publishing
     def publish_topic(self, exchange: str, routing_key: str) -> str | None:
-        """The topic a publish is stored in, or None when the default exchange names no queue."""
+        """The topic a publish is stored in, or None when the default exchange names no queue.
+        A default-exchange publish into a topic an exchange shares carries
+        `DEFAULT_EXCHANGE_MARK` (the session adds it: `needs_mark`)."""
         if exchange == DEFAULT_EXCHANGE:
             return routing_key if routing_key in self.queues else None
         found = self.entities.exchanges.get(exchange)
@@ -286,3 +284,6 @@ class VirtualHost:
             raise ChannelError(Reply.ACCESS_REFUSED, f"cannot publish to internal exchange '{exchange}'")
         return exchange
 
+    def needs_mark(self, exchange: str, topic: str) -> bool:
+        """Whether a publish must carry `DEFAULT_EXCHANGE_MARK` (see `publish_topic`)."""
+        return exchange == DEFAULT_EXCHANGE and topic in self.entities.exchanges

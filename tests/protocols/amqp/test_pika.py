@@ -349,3 +349,25 @@ def test_frame_errors_close_the_connection_with_the_protocol_code(amqp_port):
         assert closed.value.reply_code == 505
     with _connect(amqp_port) as conn:  # the broker and other connections are fine
         conn.channel().queue_declare("after-error")
+
+
+def test_an_exchange_and_a_queue_may_share_a_name_as_kombu_and_celery_declare_them(amqp_port):
+    with _connect(amqp_port) as conn:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.exchange_declare("celery", "direct")
+        ch.queue_declare("celery")
+        ch.queue_bind("celery", "celery", "celery")
+        ch.queue_declare("spy")
+        ch.queue_bind("spy", "celery", "celery")
+        ch.basic_publish("celery", "celery", b"via the exchange")
+        ch.basic_publish("celery", "other", b"routed nowhere")
+        ch.basic_publish("", "celery", b"via the default exchange")
+        got = _drain(ch, "celery", 2)
+        assert sorted((m.exchange, b) for m, _, b in got) == [("", b"via the default exchange"),
+                                                             ("celery", b"via the exchange")]
+        spied = _drain(ch, "spy", 1)
+        assert [b for _, _, b in spied] == [b"via the exchange"]
+        time.sleep(0.3)
+        assert ch.basic_get("spy") == (None, None, None), "the default exchange's publish is the queue's alone"
+        assert ch.basic_get("celery") == (None, None, None)
