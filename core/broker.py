@@ -41,6 +41,7 @@ from .store.message_store import MessageStore
 from .store.store_lock import StoreLock
 from .tags import tags_code
 from .transaction import TransactionCheckService
+from .txn.coordinator import TxnCoordinator
 
 __all__ = ["Broker", "BrokerStats"]
 
@@ -82,6 +83,11 @@ class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole)
         self.transactions = TransactionCheckService(
             self.store, self.offsets, put=self._put_system, timeout_ms=config.transaction_time_out,
             check_max=config.transaction_check_max, interval_ms=config.transaction_check_interval)
+        self.txn = TxnCoordinator(
+            config_dir, put_marker=self._put_marker, max_offset=self.store.max_offset,
+            min_offset=self.store.min_offset, commit_offset=self.offsets.commit,
+            notify=self.pull_waiters.notify, sync=config.sync_flush)
+        self.txn_queues = self.txn.queues
         self.consumer_manager = ConsumerManager(config.channel_expired_timeout, clock)
         self.producer_manager = ProducerManager(config.channel_expired_timeout, clock)
         self.lock_manager = RebalanceLockManager(config.rebalance_lock_max_live_time, clock)
@@ -112,11 +118,14 @@ class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole)
         self.store.dispatch_listeners.append(self.pull_waiters.notify)
         await self.store.start()
         self.transactions.load()
+        self.txn.load()
+        await self.txn.recover()  # before anything is served: killed EndTxns completed
         self._tasks = asyncio.TaskGroup()
         await self._tasks.__aenter__()
         self._tasks.create_task(self._persist_offsets_loop(), name="persist-offsets")
         await self.schedule.run(self._tasks)
         self._tasks.create_task(self.transactions.run(), name="transaction-check")
+        self._tasks.create_task(self.txn.run(), name="transaction-timeouts")
         self._tasks.create_task(self._scan_clients_loop(), name="scan-clients")
         self.running = True
 
@@ -128,9 +137,11 @@ class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole)
         self._stop.set()
         self.schedule.stop()
         self.transactions.stop()
+        self.txn.stop()
         await self._close_delivery_groups()
         self.pull_waiters.close()  # held pulls return now instead of at their timeout
         await self._tasks.__aexit__(None, None, None)
+        self.txn.close()
         await self.schedule.persist()
         await asyncio.to_thread(self.offsets.persist)
         await self.store.stop()

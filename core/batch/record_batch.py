@@ -460,9 +460,11 @@ def build_batch(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     transactional: bool = False,
+    control: bool = False,
     partition_leader_epoch: int = -1,
 ) -> bytes:
-    """Encode ``records`` as one magic-2 batch with a valid CRC32C."""
+    """Encode ``records`` as one magic-2 batch with a valid CRC32C (``control``: a
+    transaction marker's batch)."""
     if not records:
         raise ValueError("a record batch holds at least one record")
     varint = _varint
@@ -508,7 +510,8 @@ def build_batch(
     payload = b"".join(parts)
     if compression:
         payload = compress(compression, payload)
-    attributes = (compression & ATTR_COMPRESSION_MASK) | (ATTR_TRANSACTIONAL if transactional else 0)
+    attributes = ((compression & ATTR_COMPRESSION_MASK) | (ATTR_TRANSACTIONAL if transactional else 0)
+                  | (ATTR_CONTROL if control else 0))
     out = bytearray(HEADER_SIZE + len(payload))
     HEADER.pack_into(
         out,

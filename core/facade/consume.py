@@ -12,7 +12,9 @@ consumeFromWhere), `min_offset` / `max_offset`, `offset_by_timestamp` /
 consumers' queue locks) and `allocate_queues` (for front-ends that rebalance server-side).
 
 The read rules live here, once for every protocol: the read rule, the group's consumeEnable
-and broadcast checks, the tags-code prefilter and exact filter. A front-end never reads the
+and broadcast checks, the tags-code prefilter and exact filter, and the transactions' read
+rule (a queue written by in-place transactions is read below its last stable offset, without
+markers and aborted batches; core/txn/visibility.py). A front-end never reads the
 store around these calls and never holds a pull by polling (it waits here). These methods
 never write a message and never create a topic; `get_messages` and `pull_now` are the read
 hot path and stay flat: no coroutine, no call or attribute chain added per read.
@@ -39,6 +41,7 @@ from ..metadata.topics import PERM_READ, TopicConfig, TopicConfigManager
 from ..retry import RETRY_GROUP_TOPIC_PREFIX
 from ..store.get_result import GetResult, GetStatus
 from ..store.message_store import MessageStore, TagsFilter
+from ..txn.visibility import Isolation, QueueTxnState
 
 # Statuses after which a held pull waits for the queue to grow; the others (offset too
 # small, offset far beyond the end) are answered at once so the client can correct itself.
@@ -74,6 +77,7 @@ class ConsumeRole:
     pull_waiters: PullWaiters
     consumer_manager: ConsumerManager
     lock_manager: RebalanceLockManager
+    txn_queues: dict[tuple[str, int], QueueTxnState]  # the transactions' read rule, by queue
 
     # ---------------------------------------------------------------- reads
     def check_readable(self, topic: str, queue_id: int) -> TopicConfig:
@@ -90,12 +94,18 @@ class ConsumeRole:
         return cfg
 
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int, *,
-                     max_bytes: int | None = None,
-                     message_filter: TagsFilter | None = None) -> GetResult:
-        """A read of one queue, under `check_readable`'s rule."""
+                     max_bytes: int | None = None, message_filter: TagsFilter | None = None,
+                     isolation: Isolation = Isolation.VISIBLE) -> GetResult:
+        """A read of one queue, under `check_readable`'s rule and the transactions' read
+        rule (``isolation``: every reader sees VISIBLE; a Kafka fetch asks for its raw
+        read_uncommitted or read_committed view, see core/txn/visibility.py)."""
         self.check_readable(topic, queue_id)
-        return self.store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
-                                       message_filter=message_filter)
+        txn = self.txn_queues.get((topic, queue_id))
+        if txn is None or isolation is Isolation.KAFKA_UNCOMMITTED:
+            return self.store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
+                                           message_filter=message_filter)
+        return self._stable_read(txn, topic, queue_id, offset, max_count, max_bytes, message_filter,
+                                 isolation is Isolation.VISIBLE)
 
     async def pull(self, group: str, topic: str, queue_id: int, offset: int, max_count: int, *,
                    message_filter: TagsFilter | None = None, hold_s: float = 0.0,
@@ -117,8 +127,13 @@ class ConsumeRole:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + hold_s
         while True:
-            result = store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
-                                        message_filter=message_filter)
+            txn = self.txn_queues.get((topic, queue_id))
+            if txn is None:
+                result = store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
+                                            message_filter=message_filter)
+            else:
+                result = self._stable_read(txn, topic, queue_id, offset, max_count, max_bytes,
+                                           message_filter, True)
             if _is_answer(result):
                 return result
             scanned_to = max(offset, result.next_begin_offset)
@@ -141,8 +156,13 @@ class ConsumeRole:
         wait or scan on. Same checks and refusals as `pull`."""
         self.check_readable(topic, queue_id)
         self._check_consumer(group)
-        result = self.store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
-                                         message_filter=message_filter)
+        txn = self.txn_queues.get((topic, queue_id))
+        if txn is None:
+            result = self.store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
+                                             message_filter=message_filter)
+        else:
+            result = self._stable_read(txn, topic, queue_id, offset, max_count, max_bytes,
+                                       message_filter, True)
         return result if _is_answer(result) else None
 
     async def wait_for_message(self, topic: str, queue_id: int, offset: int,
@@ -267,6 +287,26 @@ class ConsumeRole:
         return allocate(list(range(cfg.read_queue_nums)), clients, client_id)
 
     # ---------------------------------------------------------------- internals
+    def _stable_read(self, txn: QueueTxnState, topic: str, queue_id: int, offset: int, max_count: int,
+                     max_bytes: int | None, message_filter: TagsFilter | None,
+                     visible_only: bool) -> GetResult:
+        """A read of a queue that transactions wrote to: nothing at or past the last stable
+        offset; ``visible_only`` (every reader but a Kafka fetch) also reports the LSO as the
+        queue's end, so a held pull waits for the transaction's end as for a new message,
+        and drops markers and aborted batches."""
+        store = self.store
+        max_offset = store.max_offset(topic, queue_id)
+        lso = txn.lso(max_offset)
+        if lso <= offset <= max_offset and offset >= store.min_offset(topic, queue_id):
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, store.min_offset(topic, queue_id),
+                             lso if visible_only else max_offset)
+        result = store.get_messages(topic, queue_id, offset, min(max_count, max(lso - offset, 1)),
+                                    max_bytes=max_bytes, message_filter=message_filter)
+        if visible_only:
+            result.max_offset = min(result.max_offset, lso)
+            txn.drop_invisible(result)
+        return result
+
     def _check_consumer(self, group: str) -> None:
         cfg = self.get_group(group)
         if cfg is None:

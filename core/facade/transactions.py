@@ -1,4 +1,5 @@
-"""Transactions: what a front-end calls for RocketMQ's transactional messages.
+"""Transactions: what a front-end calls for RocketMQ's transactional messages and for
+in-place (Kafka KIP-98) transactions.
 
 A prepared message is put like any other (`put_message` stores it as a half message). The
 producer's END_TRANSACTION calls `end_transaction`: commit puts the real message, rollback
@@ -11,16 +12,34 @@ another way (the op record `end_transaction` has written is what ends its checks
 never blocks: it asks a producer and returns whether one was asked. `_put_system` is the
 check service's put into those system topics, which bypasses every write rule; nothing else
 calls it.
+
+In-place transactions (``core/txn``, docs/semantics.md): `init_transactional_producer`,
+`add_partitions_to_txn`, `add_offsets_to_txn`, `txn_offset_commit`, `end_txn` (markers to
+every covered queue, then the offsets), `check_transactional_write` (before a producer's
+transactional batch is stored), `last_stable_offset` / `aborted_transactions` (what a Kafka
+read_committed fetch reports), `has_pending_txn_offsets`, `transactions_matching` /
+`transaction` (admin). A front-end never writes a marker itself.
 """
 
 from __future__ import annotations
 
 import logging
+import struct
+from typing import Final
 
+from ..batch import Record, build_batch
 from ..errors import MessageNotFound, TransactionMismatch
 from ..message import PROPERTY_PRODUCER_GROUP, Message
+from ..schedule import now_ms
 from ..store.message_store import MessageStore, PutResult
 from ..transaction import TransactionChecker, TransactionCheckService, committed_message, is_half
+from ..txn.coordinator import TxnCoordinator, TxnMetadata
+from ..txn.visibility import AbortedRange
+
+# a control record: key = version 0 and type (0 abort, 1 commit), value = version 0 and
+# the coordinator epoch (one coordinator here: 0), as Kafka writes its markers
+_MARKER_KEYS: Final = {commit: struct.pack(">hh", 0, int(commit)) for commit in (False, True)}
+_MARKER_VALUE: Final = struct.pack(">hi", 0, 0)
 
 # the facade's log lines keep the logger name they have always had, whichever role writes them
 log = logging.getLogger("rocketport.core.broker")
@@ -32,6 +51,7 @@ class TransactionRole:
 
     store: MessageStore
     transactions: TransactionCheckService
+    txn: TxnCoordinator
 
     def add_transaction_checker(self, checker: TransactionChecker) -> None:
         """One more who answers check-backs (each front-end with producers adds its own):
@@ -68,3 +88,64 @@ class TransactionRole:
         """A put into a system topic (op records, half copies): no routing, no topic config
         (system topics live in the store only, as clients never route to them)."""
         return await self.store.put_message(msg)
+
+    # ---------------------------------------------------------------- in-place transactions
+    async def init_transactional_producer(self, transactional_id: str, timeout_ms: int,
+                                          producer_id: int = -1, producer_epoch: int = -1) -> tuple[int, int]:
+        """(producer id, epoch) for ``transactional_id``: a new id, or the known one's next
+        epoch, its older producer fenced and its open transaction aborted first."""
+        return await self.txn.init_producer(transactional_id, timeout_ms, producer_id, producer_epoch)
+
+    def add_partitions_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                              queues: list[tuple[str, int]]) -> None:
+        self.txn.add_partitions(transactional_id, producer_id, producer_epoch, queues)
+
+    def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                           group: str) -> None:
+        self.txn.add_offsets(transactional_id, producer_id, producer_epoch, group)
+
+    def txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int, group: str,
+                          offsets: list[tuple[str, int, int, str | None]]) -> None:
+        """Offsets (topic, queue id, offset, metadata) committed when the transaction commits."""
+        self.txn.txn_offset_commit(transactional_id, producer_id, producer_epoch, group, offsets)
+
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                      commit: bool) -> None:
+        await self.txn.end_txn(transactional_id, producer_id, producer_epoch, commit)
+
+    def check_transactional_write(self, producer_id: int, producer_epoch: int, topic: str,
+                                  queue_id: int) -> None:
+        """Before a transactional batch is stored: the producer is current and its open
+        transaction covers the queue (ProducerFenced, InvalidTxnState ... otherwise)."""
+        self.txn.before_write(producer_id, producer_epoch, topic, queue_id)
+
+    def last_stable_offset(self, topic: str, queue_id: int) -> int:
+        state = self.txn.queues.get((topic, queue_id))
+        max_offset = self.store.max_offset(topic, queue_id)
+        return max_offset if state is None else state.lso(max_offset)
+
+    def aborted_transactions(self, topic: str, queue_id: int, start: int, end: int) -> list[AbortedRange]:
+        """Aborted ranges overlapping [start, end) of the queue (a read_committed fetch's)."""
+        state = self.txn.queues.get((topic, queue_id))
+        return [] if state is None else state.aborted_between(start, end)
+
+    def has_pending_txn_offsets(self, group: str, topic: str, queue_id: int) -> bool:
+        return self.txn.has_pending_offsets(group, topic, queue_id)
+
+    def transactions_matching(self, states: list[str], producer_ids: list[int],
+                              min_duration_ms: int = -1) -> list[TxnMetadata]:
+        return self.txn.matching(states, producer_ids, min_duration_ms)
+
+    def transaction(self, transactional_id: str) -> TxnMetadata | None:
+        return self.txn.transactions.get(transactional_id)
+
+    async def _put_marker(self, topic: str, queue_id: int, producer_id: int, producer_epoch: int,
+                          commit: bool) -> int:
+        """The coordinator's marker put: one control batch, stored like a producer's batch
+        (whatever the topic's perm: a transaction must end); returns its offset."""
+        now = now_ms()
+        batch = build_batch([Record(0, 0, _MARKER_KEYS[commit], _MARKER_VALUE)], base_timestamp=now,
+                            producer_id=producer_id, producer_epoch=producer_epoch,
+                            transactional=True, control=True)
+        result = await self.store.put_inner_batch(topic, queue_id, batch, 1, born_timestamp=now)
+        return result.queue_offset

@@ -20,6 +20,14 @@ from rocketport.core.errors import (
     TopicNotReadable,
 )
 
+from rocketport.core.txn.errors import (
+    ConcurrentTransactions,
+    InvalidProducerIdMapping,
+    InvalidTransactionTimeout,
+    InvalidTxnState,
+    ProducerFenced,
+)
+
 from .errors import ErrorCode
 
 _CODES: Final[tuple[tuple[type[BaseException], ErrorCode], ...]] = (
@@ -32,6 +40,13 @@ _CODES: Final[tuple[tuple[type[BaseException], ErrorCode], ...]] = (
     (CompressionError, ErrorCode.CORRUPT_MESSAGE),
     (InvalidMessage, ErrorCode.INVALID_REQUEST),
     (StoreUnavailable, ErrorCode.KAFKA_STORAGE_ERROR),
+    # a fenced producer's writes: INVALID_PRODUCER_EPOCH, which every client version knows;
+    # the coordinator's APIs answer PRODUCER_FENCED where the version allows (handlers.py)
+    (ProducerFenced, ErrorCode.INVALID_PRODUCER_EPOCH),
+    (InvalidProducerIdMapping, ErrorCode.INVALID_PRODUCER_ID_MAPPING),
+    (InvalidTxnState, ErrorCode.INVALID_TXN_STATE),
+    (ConcurrentTransactions, ErrorCode.CONCURRENT_TRANSACTIONS),
+    (InvalidTransactionTimeout, ErrorCode.INVALID_TRANSACTION_TIMEOUT),
 )
 
 

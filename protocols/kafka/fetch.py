@@ -9,7 +9,11 @@ cache, since consumers of one group and retried fetches ask for the same runs ag
 
 When less than ``min_bytes`` is available the request waits on the facade's
 ``wait_for_messages`` on all requested partitions at once, up to ``max_wait_ms``; it never polls on
-a timer. Isolation levels 0 and 1 read the same data: the store has no open transactions.
+a timer. Isolation level 0 (read_uncommitted) reads everything, transaction markers included;
+level 1 (read_committed) reads below the core's last stable offset and gets the aborted
+transactions overlapping what it returns, whose batches the client drops itself (KIP-98; the
+read rule is the core's, core/txn/visibility.py). A read_committed fetch held at the LSO waits
+for the queue's next message (the marker that ends the transaction is one).
 This module never touches sockets.
 
 Sizes follow Kafka's rule (KIP-74): a response never carries more than ``max_bytes`` in all
@@ -46,6 +50,7 @@ from rocketport.core.message import (
     PROPERTY_WAIT_STORE_MSG_OK,
 )
 from rocketport.core.store.get_result import GetStatus, Segment
+from rocketport.core.txn.visibility import Isolation
 from rocketport.core.store.record import (
     HEADER_SIZE,
     I32,
@@ -244,6 +249,8 @@ class FetchHandler:
         """One pass over the requested partitions: (responses, record bytes, where to wait,
         (records sent, partitions with data left behind))."""
         broker = self.broker
+        committed = body["isolation_level"] == 1
+        isolation = Isolation.KAFKA_COMMITTED if committed else Isolation.KAFKA_UNCOMMITTED
         budget = body["max_bytes"]
         total = 0
         records = 0
@@ -269,7 +276,8 @@ class FetchHandler:
                 first = total == 0  # the first partition with data gets its first batch whole
                 try:  # the core's read rule (Broker.check_readable), applied once
                     if room > 0 or first:
-                        result = broker.get_messages(topic, index, offset, _MAX_COUNT, max_bytes=max(room, 1))
+                        result = broker.get_messages(topic, index, offset, _MAX_COUNT, max_bytes=max(room, 1),
+                                                     isolation=isolation)
                     else:  # a full response still reports every partition's offsets
                         broker.check_readable(topic, index)
                         result = None
@@ -277,7 +285,8 @@ class FetchHandler:
                     out["error_code"] = error_code_for(exc)
                     continue
                 low, high = broker.min_offset(topic, index), broker.max_offset(topic, index)
-                out["high_watermark"] = out["last_stable_offset"] = high
+                stable = broker.last_stable_offset(topic, index)
+                out["high_watermark"], out["last_stable_offset"] = high, stable
                 out["log_start_offset"] = low
                 if result is None:
                     if 0 <= offset < high:
@@ -288,7 +297,8 @@ class FetchHandler:
                     out["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                     continue
                 if not result.segments:
-                    waits.append((topic, index, offset))
+                    # held at the LSO, the data beyond it is there already: wait for more
+                    waits.append((topic, index, high if committed and stable <= offset < high else offset))
                     continue
                 parts = self._batches(topic, index, result.segments)
                 # The store counts stored bytes; the limits count the batches sent: keep the
@@ -305,6 +315,10 @@ class FetchHandler:
                     left_behind.append((topic, index, next_offset))
                 if kept:
                     out["records"] = parts[:kept]
+                    if committed:
+                        out["aborted_transactions"] = [
+                            {"producer_id": r.producer_id, "first_offset": r.first_offset}
+                            for r in broker.aborted_transactions(topic, index, offset, next_offset)]
                     total += size
                     records += sum(seg.count for seg in segments[:kept])
             responses.append({"topic": topic, "partitions": partitions})

@@ -20,6 +20,8 @@ from rocketport.core.auth.plain_acl import ANY, PUB, SUB, Account, PlainAcl, gro
 from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError
 from rocketport.core.metadata.topics import validate_topic
+from rocketport.core.txn.coordinator import TxnState
+from rocketport.core.txn.errors import ProducerFenced
 
 from .coordinator import GroupCoordinator, GroupError, GroupState
 from .error_map import error_code_for
@@ -90,6 +92,14 @@ def _apply_ops(current: dict[str, str], ops: list[dict[str, Any]]) -> dict[str, 
     return result
 
 
+def _txn_code(exc: BaseException, knows_producer_fenced: bool) -> ErrorCode:
+    """A coordinator refusal's code; PRODUCER_FENCED only for versions whose clients know it
+    (older ones hear INVALID_PRODUCER_EPOCH, as Kafka answers them)."""
+    if isinstance(exc, ProducerFenced) and knows_producer_fenced:
+        return ErrorCode.PRODUCER_FENCED
+    return error_code_for(exc)
+
+
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     api_version: int
@@ -155,6 +165,12 @@ class KafkaHandlers:
             ApiKey.DELETE_TOPICS: self._delete_topics,
             ApiKey.DELETE_RECORDS: self._delete_records,
             ApiKey.INIT_PRODUCER_ID: self._init_producer_id,
+            ApiKey.ADD_PARTITIONS_TO_TXN: self._add_partitions_to_txn,
+            ApiKey.ADD_OFFSETS_TO_TXN: self._add_offsets_to_txn,
+            ApiKey.END_TXN: self._end_txn,
+            ApiKey.TXN_OFFSET_COMMIT: self._txn_offset_commit,
+            ApiKey.LIST_TRANSACTIONS: self._list_transactions,
+            ApiKey.DESCRIBE_TRANSACTIONS: self._describe_transactions,
             ApiKey.DESCRIBE_CONFIGS: self._describe_configs,
             ApiKey.ALTER_CONFIGS: self._alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
@@ -271,7 +287,7 @@ class KafkaHandlers:
     async def _find_coordinator(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         host, port = self.advertised
         keys = body["coordinator_keys"] if ctx.api_version >= 4 else [body["key"]]
-        # group keys need the group's permission; transactional ids are not served anyway
+        # group keys need the group's permission; this broker coordinates every transactional id too
         codes = [ErrorCode.NONE if body["key_type"] != 0 or may_use_group(ctx, k)
                  else ErrorCode.GROUP_AUTHORIZATION_FAILED for k in keys]
         return {"throttle_time_ms": 0, "error_code": codes[0] if codes else ErrorCode.NONE, "error_message": None,
@@ -395,13 +411,17 @@ class KafkaHandlers:
             topics.append({"name": t["name"], "partitions": partitions})
         return {"throttle_time_ms": 0, "topics": topics}
 
-    def _committed(self, group_id: str, topics: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    def _committed(self, group_id: str, topics: list[dict[str, Any]] | None,
+                   require_stable: bool = False) -> list[dict[str, Any]]:
         if topics is None:  # offsets committed (by remoting) on names no topic can have are not listed
             wanted = [(name, sorted(offsets)) for name, offsets in self.broker.group_offsets(group_id).items()
                       if _is_topic_name(name)]
         else:
             wanted = [(t["name"], t["partition_indexes"]) for t in topics]
         return [{"name": name, "partitions": [
+            {"partition_index": i, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+             "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT}
+            if require_stable and self.broker.has_pending_txn_offsets(group_id, name, i) else
             {"partition_index": i, "committed_offset": self.broker.query_offset(group_id, name, i),
              "committed_leader_epoch": -1, "metadata": self.broker.query_offset_metadata(group_id, name, i),
              "error_code": ErrorCode.NONE}
@@ -417,14 +437,16 @@ class KafkaHandlers:
 
     async def _offset_fetch(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         if ctx.api_version >= 8:
-            groups = [{"group_id": g["group_id"], "topics": self._committed(g["group_id"], g["topics"]),
+            groups = [{"group_id": g["group_id"],
+                       "topics": self._committed(g["group_id"], g["topics"], body["require_stable"]),
                        "error_code": ErrorCode.NONE} if may_use_group(ctx, g["group_id"]) else
                       {"group_id": g["group_id"], "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
                       for g in self._each_group_once(body["groups"])]
             return {"throttle_time_ms": 0, "groups": groups}
         if not may_use_group(ctx, body["group_id"]):
             return {"throttle_time_ms": 0, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
-        return {"throttle_time_ms": 0, "topics": self._committed(body["group_id"], body["topics"]),
+        return {"throttle_time_ms": 0,
+                "topics": self._committed(body["group_id"], body["topics"], body["require_stable"]),
                 "error_code": ErrorCode.NONE}
 
     # ------------------------------------------------------------------ admin
@@ -624,10 +646,15 @@ class KafkaHandlers:
         return {"throttle_time_ms": 0, "topics": topics}
 
     async def _init_producer_id(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
-        if body["transactional_id"] is not None:
-            # Transactions (EndTxn, AddPartitionsToTxn, markers) are not served.
-            return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                    "producer_id": -1, "producer_epoch": -1}
+        if body["transactional_id"] is not None:  # the core's transaction coordinator
+            try:
+                pid, epoch = await self.broker.init_transactional_producer(
+                    body["transactional_id"], body["transaction_timeout_ms"], body["producer_id"],
+                    body["producer_epoch"])
+            except BrokerError as exc:
+                return {"throttle_time_ms": 0, "error_code": _txn_code(exc, ctx.api_version >= 4),
+                        "producer_id": -1, "producer_epoch": -1}
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": pid, "producer_epoch": epoch}
         pid, epoch = body["producer_id"], body["producer_epoch"]
         if pid >= 0 and 0 <= epoch < 32767:
             epoch += 1  # KIP-360: an existing producer bumps its epoch and restarts sequences
@@ -636,3 +663,113 @@ class KafkaHandlers:
             # saved before answering: a producer id is never handed out twice, even after a crash
             await asyncio.to_thread(self.producers.file.save, self.producers.snapshot())
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": pid, "producer_epoch": epoch}
+
+    # ------------------------------------------------------------------ transactions (the core's coordinator)
+    async def _add_partitions_to_txn(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        wanted: dict[str, list[int]] = {}
+        for t in body["v3_and_below_topics"]:
+            partitions = wanted.setdefault(t["name"], [])
+            partitions += [p for p in dict.fromkeys(t["partitions"]) if p not in partitions]
+        codes: dict[tuple[str, int], ErrorCode] = {}
+        for name, partitions in wanted.items():
+            for p in partitions:
+                if not may_use_topic(ctx, name, PUB):
+                    codes[(name, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif not self._has_partition(name, p):
+                    codes[(name, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if codes:  # as Kafka: nothing is added when one partition cannot be
+            code = ErrorCode.OPERATION_NOT_ATTEMPTED
+        else:
+            try:
+                self.broker.add_partitions_to_txn(
+                    body["v3_and_below_transactional_id"], body["v3_and_below_producer_id"],
+                    body["v3_and_below_producer_epoch"], [(n, p) for n, ps in wanted.items() for p in ps])
+                code = ErrorCode.NONE
+            except BrokerError as exc:
+                code = _txn_code(exc, ctx.api_version >= 2)
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
+            {"name": name, "results_by_partition": [
+                {"partition_index": p, "partition_error_code": codes.get((name, p), code)} for p in partitions]}
+            for name, partitions in wanted.items()]}
+
+    async def _add_offsets_to_txn(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        if not may_use_group(ctx, body["group_id"]):
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+        try:
+            self.broker.add_offsets_to_txn(body["transactional_id"], body["producer_id"], body["producer_epoch"],
+                                           body["group_id"])
+        except BrokerError as exc:
+            return {"throttle_time_ms": 0, "error_code": _txn_code(exc, ctx.api_version >= 2)}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE}
+
+    async def _txn_offset_commit(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        group_id = body["group_id"]
+        code = self.coordinator.validate_commit(group_id, body["generation_id"], body["member_id"],
+                                                body["group_instance_id"], transactional=True) \
+            if may_use_group(ctx, group_id) else ErrorCode.GROUP_AUTHORIZATION_FAILED
+        codes: dict[tuple[str, int], ErrorCode] = {}
+        offsets = []
+        for t in body["topics"]:
+            for p in t["partitions"]:
+                key = (t["name"], p["partition_index"])
+                if code != ErrorCode.NONE:
+                    codes[key] = code
+                elif not may_use_topic(ctx, t["name"], SUB):
+                    codes[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif not self._has_partition(*key):
+                    codes[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif not _fits(p["committed_metadata"], OFFSET_METADATA_MAX_BYTES):
+                    codes[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                else:
+                    offsets.append((*key, p["committed_offset"], p["committed_metadata"]))
+        if offsets:
+            try:
+                self.broker.txn_offset_commit(body["transactional_id"], body["producer_id"],
+                                              body["producer_epoch"], group_id, offsets)
+                txn_code = ErrorCode.NONE
+            except BrokerError as exc:
+                txn_code = _txn_code(exc, ctx.api_version >= 2)
+            for topic, partition, _, _ in offsets:
+                codes[(topic, partition)] = txn_code
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"], "error_code": codes[(t["name"], p["partition_index"])]}
+                for p in t["partitions"]]} for t in body["topics"]]}
+
+    async def _end_txn(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            await self.broker.end_txn(body["transactional_id"], body["producer_id"], body["producer_epoch"],
+                                      body["committed"])
+        except BrokerError as exc:
+            return {"throttle_time_ms": 0, "error_code": _txn_code(exc, ctx.api_version >= 2)}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE}
+
+    async def _list_transactions(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        known = {s.value for s in TxnState}
+        states = [s for s in body["state_filters"] if s in known]
+        unknown = [s for s in body["state_filters"] if s not in known]
+        found = [] if unknown and not states else self.broker.transactions_matching(
+            states, body["producer_id_filters"], body["duration_filter"])
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "unknown_state_filters": unknown,
+                "transaction_states": [{"transactional_id": m.transactional_id, "producer_id": m.producer_id,
+                                        "transaction_state": m.state.value} for m in found]}
+
+    async def _describe_transactions(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        states = []
+        for tid in dict.fromkeys(body["transactional_ids"]):
+            meta = self.broker.transaction(tid)
+            if meta is None:
+                states.append({"error_code": ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "transactional_id": tid,
+                               "transaction_state": "", "transaction_timeout_ms": 0,
+                               "transaction_start_time_ms": -1, "producer_id": -1, "producer_epoch": -1,
+                               "topics": []})
+                continue
+            topics: dict[str, list[int]] = {}
+            for topic, partition in meta.partitions:
+                topics.setdefault(topic, []).append(partition)
+            states.append({"error_code": ErrorCode.NONE, "transactional_id": tid,
+                           "transaction_state": meta.state.value, "transaction_timeout_ms": meta.timeout_ms,
+                           "transaction_start_time_ms": meta.start_ms, "producer_id": meta.producer_id,
+                           "producer_epoch": meta.producer_epoch,
+                           "topics": [{"topic": t, "partitions": sorted(ps)} for t, ps in topics.items()]})
+        return {"throttle_time_ms": 0, "transaction_states": states}

@@ -64,6 +64,7 @@ class _Prepared:
     producer_epoch: int
     base_sequence: int
     born_timestamp: int
+    transactional: bool
     tags_codes: int | list[int]
     properties: dict[str, str] | None
 
@@ -165,8 +166,10 @@ class ProduceHandler:
         tags = payload_tags(payload, count, self.tag_header)  # None, undecoded, when no record has a tag
         if tags is not None:
             tags_codes, properties = self._tags(tags)
+        if header.is_control:
+            raise CorruptBatch("control batches are written by the transaction coordinator only")
         return _Prepared(view, count, header.producer_id, header.producer_epoch, header.base_sequence,
-                         header.base_timestamp, tags_codes, properties)
+                         header.base_timestamp, header.is_transactional, tags_codes, properties)
 
     @staticmethod
     def _tags(tags: list[str | None]) -> tuple[list[int], dict[str, str] | None]:
@@ -180,6 +183,12 @@ class ProduceHandler:
                      client_host: tuple[str, int]) -> tuple[ErrorCode, int]:
         pid = batch.producer_id
         idempotent = pid != NO_PRODUCER_ID and pid >= 0
+        if batch.transactional:  # the core's coordinator: a current producer, an added partition
+            try:
+                self.broker.check_transactional_write(pid, batch.producer_epoch, topic, partition)
+            except BrokerError as exc:
+                log.debug("transactional produce to %s-%d refused: %s", topic, partition, exc)
+                return error_code_for(exc), -1
         if idempotent:
             verdict, offset = self.producers.check(pid, batch.producer_epoch, topic, partition,
                                                    batch.base_sequence, batch.count)

@@ -10,6 +10,8 @@ from enum import IntEnum
 from typing import Final
 
 from ._dsl import Api, Field
+from .add_offsets_to_txn import ADD_OFFSETS_TO_TXN
+from .add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from .alter_configs import ALTER_CONFIGS
 from .api_versions import API_VERSIONS
 from .create_partitions import CREATE_PARTITIONS
@@ -18,6 +20,8 @@ from .delete_records import DELETE_RECORDS
 from .delete_topics import DELETE_TOPICS
 from .describe_configs import DESCRIBE_CONFIGS
 from .describe_groups import DESCRIBE_GROUPS
+from .describe_transactions import DESCRIBE_TRANSACTIONS
+from .end_txn import END_TXN
 from .fetch import FETCH
 from .find_coordinator import FIND_COORDINATOR
 from .heartbeat import HEARTBEAT
@@ -27,6 +31,7 @@ from .join_group import JOIN_GROUP
 from .leave_group import LEAVE_GROUP
 from .list_groups import LIST_GROUPS
 from .list_offsets import LIST_OFFSETS
+from .list_transactions import LIST_TRANSACTIONS
 from .metadata import METADATA
 from .offset_commit import OFFSET_COMMIT
 from .offset_fetch import OFFSET_FETCH
@@ -34,6 +39,7 @@ from .produce import PRODUCE
 from .sasl_authenticate import SASL_AUTHENTICATE
 from .sasl_handshake import SASL_HANDSHAKE
 from .sync_group import SYNC_GROUP
+from .txn_offset_commit import TXN_OFFSET_COMMIT
 
 __all__ = ["APIS", "Api", "ApiKey", "Field"]
 
@@ -58,11 +64,17 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 APIS: Final[dict[int, Api]] = {
@@ -87,10 +99,16 @@ APIS: Final[dict[int, Api]] = {
         DELETE_TOPICS,
         DELETE_RECORDS,
         INIT_PRODUCER_ID,
+        ADD_PARTITIONS_TO_TXN,
+        ADD_OFFSETS_TO_TXN,
+        END_TXN,
+        TXN_OFFSET_COMMIT,
         DESCRIBE_CONFIGS,
         ALTER_CONFIGS,
         SASL_AUTHENTICATE,
         CREATE_PARTITIONS,
         INCREMENTAL_ALTER_CONFIGS,
+        DESCRIBE_TRANSACTIONS,
+        LIST_TRANSACTIONS,
     )
 }

@@ -1,0 +1,374 @@
+"""The transaction coordinator of in-place (Kafka KIP-98) transactions.
+
+It owns every transactional id's state (`TxnMetadata`), the per-queue read rule's state
+(`QueueTxnState`, see visibility.py), the timeout of open transactions and the markers that
+end them; its changes are appended to the coordinator log (log.py) before they are acted
+on, so a restart (even after SIGKILL) replays them: open transactions reopen (and their
+timeout runs on), transactions killed between EndTxn and their markers are completed. The
+states and records are docs/semantics.md's "Transactions that write in place".
+
+It writes only markers, through the ``put_marker`` it is given (the Broker's put path), and
+commits a transaction's offsets through ``commit_offset``; it never reads messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..errors import BrokerError
+from ..schedule import now_ms
+from .errors import (
+    ConcurrentTransactions,
+    InvalidProducerIdMapping,
+    InvalidTransactionTimeout,
+    InvalidTxnState,
+    ProducerFenced,
+)
+from .log import CoordinatorLog
+from .visibility import AbortedRange, QueueTxnState
+
+log = logging.getLogger(__name__)
+
+MAX_TIMEOUT_MS: Final = 900_000  # Kafka's transaction.max.timeout.ms
+FIRST_PRODUCER_ID: Final = 1 << 32  # transactional producer ids, apart from idempotent ones
+_MAX_EPOCH: Final = 32766  # past it the id gets a new producer id (epoch 32767 is reserved)
+
+Queue = tuple[str, int]
+PutMarker = Callable[[str, int, int, int, bool], Awaitable[int]]
+
+
+class TxnState(enum.Enum):
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+
+
+_PREPARING: Final = frozenset({TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT})
+
+
+@dataclass(slots=True)
+class TxnMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState = TxnState.EMPTY
+    start_ms: int = -1
+    # queue -> the transaction's first offset there (the queue's max offset when it was
+    # added, then when its first transactional batch was stored: never above the batch)
+    partitions: dict[Queue, int] = field(default_factory=dict)
+    groups: set[str] = field(default_factory=set)
+    # (group, topic, queue) -> (offset, metadata), committed when the transaction commits
+    offsets: dict[tuple[str, str, int], tuple[int, str | None]] = field(default_factory=dict)
+    written: set[Queue] = field(default_factory=set)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.transactional_id, "pid": self.producer_id, "epoch": self.producer_epoch,
+                "timeout": self.timeout_ms, "state": self.state.value, "start": self.start_ms,
+                "parts": [[t, q, o] for (t, q), o in self.partitions.items()],
+                "written": [[t, q] for t, q in self.written],
+                "groups": sorted(self.groups),
+                "offsets": [[g, t, q, o, m] for (g, t, q), (o, m) in self.offsets.items()]}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "TxnMetadata":
+        return cls(d["id"], int(d["pid"]), int(d["epoch"]), int(d["timeout"]), TxnState(d["state"]),
+                   int(d["start"]), {(t, int(q)): int(o) for t, q, o in d["parts"]},
+                   set(d["groups"]), {(g, t, int(q)): (int(o), m) for g, t, q, o, m in d["offsets"]},
+                   {(t, int(q)) for t, q in d.get("written", [])})
+
+
+class TxnCoordinator:
+    """Every transactional id of this broker (it coordinates all of them)."""
+
+    def __init__(self, config_dir: str, *, put_marker: PutMarker, max_offset: Callable[[str, int], int],
+                 min_offset: Callable[[str, int], int],
+                 commit_offset: Callable[[str, str, int, int, str | None], None],
+                 notify: Callable[[str, int, int], None], sync: bool,
+                 check_interval_ms: int = 1000, clock: Callable[[], int] = now_ms) -> None:
+        self.log = CoordinatorLog(os.path.join(config_dir, "transactions.log"), sync=sync)
+        self._put_marker = put_marker
+        self._max_offset = max_offset
+        self._min_offset = min_offset
+        self._commit_offset = commit_offset
+        self._notify = notify
+        self.check_interval_ms = check_interval_ms
+        self._clock = clock
+        self.transactions: dict[str, TxnMetadata] = {}
+        self._by_pid: dict[int, TxnMetadata] = {}
+        self.queues: dict[Queue, QueueTxnState] = {}  # the read rule's state, by queue
+        self.next_producer_id = FIRST_PRODUCER_ID
+        self._stop = asyncio.Event()
+
+    # ------------------------------------------------------------------ recovery
+    def load(self) -> None:
+        """Replay the coordinator log: ids, aborted ranges, and open transactions' first
+        offsets back in the read rule (so their records stay invisible)."""
+        for record in self.log.replay():
+            if "next_pid" in record:
+                self.next_producer_id = max(self.next_producer_id, int(record["next_pid"]))
+            for t, q, pid, first, last in record.get("aborted", ()):
+                self._queue(t, int(q)).aborted.append(AbortedRange(int(pid), int(first), int(last)))
+            if "id" in record:
+                meta = TxnMetadata.from_json(record)
+                self.transactions[meta.transactional_id] = meta
+        for meta in self.transactions.values():
+            self._by_pid[meta.producer_id] = meta
+            if meta.state is TxnState.ONGOING or meta.state in _PREPARING:
+                for (t, q), first in meta.partitions.items():
+                    self._queue(t, q).open[meta.producer_id] = first
+        self.log.open()
+
+    async def recover(self) -> None:
+        """Complete the transactions a crash left between EndTxn and their markers."""
+        for meta in list(self.transactions.values()):
+            if meta.state in _PREPARING:
+                log.info("completing transaction %r (%s) left by the last run", meta.transactional_id,
+                         meta.state.value)
+                async with meta.lock:
+                    await self._complete(meta)
+
+    # ------------------------------------------------------------------ producer ids
+    async def init_producer(self, transactional_id: str, timeout_ms: int, producer_id: int = -1,
+                            producer_epoch: int = -1) -> tuple[int, int]:
+        """InitProducerId with a transactional id: (producer id, epoch). A known id's epoch
+        is bumped (fencing every older incarnation) after its open transaction is aborted."""
+        if not 0 < timeout_ms <= MAX_TIMEOUT_MS:
+            raise InvalidTransactionTimeout(
+                f"transaction.timeout.ms {timeout_ms} is not in (0, {MAX_TIMEOUT_MS}]")
+        meta = self.transactions.get(transactional_id)
+        if meta is None:
+            meta = TxnMetadata(transactional_id, self._allocate(), 0, timeout_ms)
+            self.transactions[transactional_id] = meta
+            self._by_pid[meta.producer_id] = meta
+            self._save(meta, next_pid=self.next_producer_id)
+            return meta.producer_id, meta.producer_epoch
+        async with meta.lock:
+            if producer_id >= 0 and (producer_id, producer_epoch) != (meta.producer_id, meta.producer_epoch):
+                raise ProducerFenced(f"producer {producer_id} epoch {producer_epoch} is not the current "
+                                     f"one of {transactional_id!r}")
+            if meta.state in _PREPARING:
+                await self._complete(meta)
+            if meta.state is TxnState.ONGOING:  # the older producer's transaction: abort it
+                self._bump(meta)
+                meta.state = TxnState.PREPARE_ABORT
+                self._save(meta, next_pid=self.next_producer_id)
+                await self._complete(meta)
+            else:
+                self._bump(meta)
+            meta.timeout_ms = timeout_ms
+            meta.state = TxnState.EMPTY
+            self._save(meta, next_pid=self.next_producer_id)
+            return meta.producer_id, meta.producer_epoch
+
+    def _allocate(self) -> int:
+        pid = self.next_producer_id
+        self.next_producer_id += 1
+        return pid
+
+    def _bump(self, meta: TxnMetadata) -> None:
+        if meta.producer_epoch >= _MAX_EPOCH:
+            del self._by_pid[meta.producer_id]
+            meta.producer_id, meta.producer_epoch = self._allocate(), 0
+            self._by_pid[meta.producer_id] = meta
+        else:
+            meta.producer_epoch += 1
+
+    # ------------------------------------------------------------------ what a transaction covers
+    def _checked(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TxnMetadata:
+        meta = self.transactions.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            raise InvalidProducerIdMapping(f"{transactional_id!r} is not producer {producer_id}")
+        if producer_epoch != meta.producer_epoch:
+            raise ProducerFenced(f"epoch {producer_epoch} of {transactional_id!r} is fenced "
+                                 f"(current {meta.producer_epoch})")
+        if meta.state in _PREPARING or meta.lock.locked():
+            raise ConcurrentTransactions(f"{transactional_id!r} is completing its transaction")
+        return meta
+
+    def _begin(self, meta: TxnMetadata) -> None:
+        if meta.state is not TxnState.ONGOING:
+            meta.state = TxnState.ONGOING
+            meta.start_ms = self._clock()
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       queues: list[Queue]) -> None:
+        """AddPartitionsToTxn: the transaction will write to ``queues`` (which exist)."""
+        meta = self._checked(transactional_id, producer_id, producer_epoch)
+        new = [q for q in queues if q not in meta.partitions]
+        if not new and meta.state is TxnState.ONGOING:
+            return
+        self._begin(meta)
+        for topic, queue_id in new:
+            meta.partitions[(topic, queue_id)] = self._max_offset(topic, queue_id)
+        self._save(meta)
+
+    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group: str) -> None:
+        """AddOffsetsToTxn: the transaction will commit offsets of ``group``."""
+        meta = self._checked(transactional_id, producer_id, producer_epoch)
+        if group in meta.groups and meta.state is TxnState.ONGOING:
+            return
+        self._begin(meta)
+        meta.groups.add(group)
+        self._save(meta)
+
+    def txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          group: str, offsets: list[tuple[str, int, int, str | None]]) -> None:
+        """TxnOffsetCommit: offsets committed for ``group`` when the transaction commits."""
+        meta = self._checked(transactional_id, producer_id, producer_epoch)
+        if meta.state is not TxnState.ONGOING or group not in meta.groups:
+            raise InvalidTxnState(f"{transactional_id!r} did not add group {group!r} (AddOffsetsToTxn)")
+        for topic, queue_id, offset, metadata in offsets:
+            meta.offsets[(group, topic, queue_id)] = (offset, metadata)
+        self._save(meta)
+
+    def has_pending_offsets(self, group: str, topic: str, queue_id: int) -> bool:
+        """Whether an unfinished transaction will commit an offset of this group and queue
+        (Kafka's OffsetFetch require_stable answers UNSTABLE_OFFSET_COMMIT then)."""
+        key = (group, topic, queue_id)
+        return any(key in m.offsets for m in self.transactions.values()
+                   if m.state is TxnState.ONGOING or m.state in _PREPARING)
+
+    # ------------------------------------------------------------------ writes
+    def before_write(self, producer_id: int, producer_epoch: int, topic: str, queue_id: int) -> None:
+        """A transactional batch is about to be stored: the producer must be current and
+        its transaction must cover the queue. The queue's LSO is held from here (at the
+        queue's max offset, which the batch's offset cannot be below)."""
+        meta = self._by_pid.get(producer_id)
+        if meta is None:
+            raise InvalidProducerIdMapping(f"producer {producer_id} has no transactional id")
+        if producer_epoch != meta.producer_epoch:
+            raise ProducerFenced(f"producer {producer_id} epoch {producer_epoch} is fenced")
+        key = (topic, queue_id)
+        if meta.state is not TxnState.ONGOING or key not in meta.partitions:
+            raise InvalidTxnState(f"{meta.transactional_id!r} did not add {topic}-{queue_id}")
+        if key in meta.written:
+            return
+        first = self._max_offset(topic, queue_id)
+        meta.partitions[key] = first
+        meta.written.add(key)
+        self._queue(topic, queue_id).open[producer_id] = first
+        self._save(meta)
+
+    # ------------------------------------------------------------------ the end
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                      commit: bool) -> None:
+        """EndTxn: markers written to every covered queue, then (commit) its offsets."""
+        meta = self._checked(transactional_id, producer_id, producer_epoch)
+        async with meta.lock:
+            if meta.state is TxnState.ONGOING:
+                meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+                self._save(meta)
+                await self._complete(meta)
+                return
+            done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+            if meta.state is not done:  # a retried EndTxn of what just ended is answered again
+                raise InvalidTxnState(f"{transactional_id!r} has no open transaction to "
+                                      f"{'commit' if commit else 'abort'} ({meta.state.value})")
+
+    async def _complete(self, meta: TxnMetadata) -> None:
+        commit = meta.state is TxnState.PREPARE_COMMIT
+        aborted = []
+        pid = meta.producer_id
+        for (topic, queue_id), first in meta.partitions.items():
+            try:
+                marker = await self._put_marker(topic, queue_id, pid, meta.producer_epoch, commit)
+            except BrokerError as exc:  # the topic went away: nothing there to end
+                log.warning("no %s marker in %s-%d for %r: %s", "commit" if commit else "abort",
+                            topic, queue_id, meta.transactional_id, exc)
+                marker = -1
+            state = self.queues.get((topic, queue_id))
+            if state is not None:
+                state.open.pop(pid, None)
+            if not commit and marker >= 0:
+                self._queue(topic, queue_id).aborted.append(AbortedRange(pid, first, marker))
+                aborted.append([topic, queue_id, pid, first, marker])
+            if marker >= 0:  # readers held at the LSO look again
+                self._notify(topic, queue_id, self._max_offset(topic, queue_id))
+        if commit:
+            for (group, topic, queue_id), (offset, metadata) in meta.offsets.items():
+                self._commit_offset(group, topic, queue_id, offset, metadata)
+        meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        meta.partitions.clear()
+        meta.written.clear()
+        meta.groups.clear()
+        meta.offsets.clear()
+        meta.start_ms = -1
+        self._save(meta, aborted=aborted)
+        if self.log.wants_compaction:
+            self._compact()
+
+    # ------------------------------------------------------------------ timeouts
+    async def run(self) -> None:
+        """Abort transactions open longer than their timeout (and fence their producer)."""
+        while not self._stop.is_set():
+            try:
+                await asyncio.wait_for(self._stop.wait(), self.check_interval_ms / 1000)
+            except asyncio.TimeoutError:
+                pass
+            if self._stop.is_set():
+                return
+            try:
+                await self.abort_expired()
+            except Exception:  # retried at the next interval
+                log.exception("aborting timed-out transactions failed")
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def close(self) -> None:
+        """After `run` has ended: the log is closed (a later change would reopen it)."""
+        self.log.close()
+
+    async def abort_expired(self) -> int:
+        now = self._clock()
+        expired = [m for m in self.transactions.values()
+                   if m.state is TxnState.ONGOING and now - m.start_ms > m.timeout_ms]
+        for meta in expired:
+            async with meta.lock:
+                if meta.state is not TxnState.ONGOING:
+                    continue
+                log.info("transaction %r timed out after %d ms: aborted", meta.transactional_id,
+                         meta.timeout_ms)
+                self._bump(meta)  # its producer is fenced: it learns on its next request
+                meta.state = TxnState.PREPARE_ABORT
+                self._save(meta, next_pid=self.next_producer_id)
+                await self._complete(meta)
+        return len(expired)
+
+    # ------------------------------------------------------------------ admin
+    def matching(self, states: list[str], producer_ids: list[int], min_duration_ms: int = -1) -> list[TxnMetadata]:
+        """ListTransactions' filters (empty: any; a duration: open at least that long)."""
+        now = self._clock()
+        return [m for m in self.transactions.values()
+                if (not states or m.state.value in states)
+                and (not producer_ids or m.producer_id in producer_ids)
+                and (min_duration_ms < 0 or (m.start_ms >= 0 and now - m.start_ms >= min_duration_ms))]
+
+    # ------------------------------------------------------------------ internals
+    def _queue(self, topic: str, queue_id: int) -> QueueTxnState:
+        state = self.queues.get((topic, queue_id))
+        if state is None:
+            state = self.queues[(topic, queue_id)] = QueueTxnState()
+        return state
+
+    def _save(self, meta: TxnMetadata, **extra: Any) -> None:
+        self.log.append({**meta.to_json(), **extra})
+
+    def _compact(self) -> None:
+        ranges = []
+        for (topic, queue_id), state in self.queues.items():
+            state.forget_before(self._min_offset(topic, queue_id))
+            ranges += [[topic, queue_id, r.producer_id, r.first_offset, r.last_offset] for r in state.aborted]
+        self.log.rewrite([{"next_pid": self.next_producer_id, "aborted": ranges},
+                          *(m.to_json() for m in self.transactions.values())])
