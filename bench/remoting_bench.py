@@ -260,8 +260,24 @@ def _cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _wait_idle(pid: int, timeout: float = 15.0) -> None:
+    """Until the broker uses under 5% of a CPU over 200 ms (or ``timeout``): the sends just
+    measured leave a flush and the index build of their keys running for about a second, and
+    a pull case must measure pulls, not that catch-up."""
+    deadline = time.monotonic() + timeout
+    before = _cpu_seconds(pid)
+    while before is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        after = _cpu_seconds(pid)
+        if after is None or after - before < 0.01:
+            return
+        before = after
+
+
 def run_case(port: int, case: Case, processes: int, broker_pid: int) -> dict:
     ctx = mp.get_context("spawn")
+    if case.kind == "pull":
+        _wait_idle(broker_pid)
     pipes, procs = [], []
     cpu_before = _cpu_seconds(broker_pid)
     for _ in range(processes):
