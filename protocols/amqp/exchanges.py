@@ -28,7 +28,7 @@ Predicate = Callable[[str, Mapping[str, str]], bool]  # (routing key, properties
 @lru_cache(maxsize=65536)
 def topic_matches(pattern: str, key: str) -> bool:
     """AMQP topic matching: words split on '.', '*' one word, '#' zero or more words."""
-    return _match(tuple(pattern.split(".")), tuple(key.split(".")) if key else ())
+    return _match(tuple(pattern.split(".")), tuple(key.split(".")))  # "" is one empty word, as in RabbitMQ
 
 
 def _match(pattern: tuple[str, ...], words: tuple[str, ...]) -> bool:

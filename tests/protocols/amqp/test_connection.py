@@ -1,0 +1,127 @@
+"""The sans-IO AMQP connection, byte by byte: no sockets."""
+
+from __future__ import annotations
+
+from pamqp import commands, frame
+from pamqp.body import ContentBody
+from pamqp.header import ContentHeader
+
+from rocketport.protocols.amqp import codec
+from rocketport.protocols.amqp.connection import AmqpServerConnection
+from rocketport.protocols.amqp.events import (
+    CloseReceived,
+    ConnectionFailed,
+    ContentReceived,
+    ContentTooLarge,
+    HeaderMismatch,
+    HeaderReceived,
+    MethodReceived,
+    OpenReceived,
+    StartOkReceived,
+)
+
+
+def _open(frame_max: int = 131072, max_body: int = 1 << 20) -> AmqpServerConnection:
+    conn = AmqpServerConnection(frame_max=frame_max, max_body=max_body)
+    assert conn.receive_data(codec.PROTOCOL_HEADER) == [HeaderReceived()]
+    events = conn.receive_data(frame.marshal(commands.Connection.StartOk(
+        client_properties={}, mechanism="PLAIN", response="\0u\0p"), 0))
+    assert isinstance(events[0], StartOkReceived) and events[0].response == b"\0u\0p"
+    conn.send_tune()
+    assert conn.receive_data(frame.marshal(commands.Connection.TuneOk(100, frame_max, 0), 0)) == []
+    assert conn.receive_data(frame.marshal(commands.Connection.Open("/"), 0)) == [OpenReceived("/")]
+    conn.send_open_ok()
+    return conn
+
+
+def _publish_frames(channel: int, body: bytes, frame_max: int) -> bytes:
+    out = frame.marshal(commands.Basic.Publish(exchange="x", routing_key="k"), channel)
+    out += frame.marshal(ContentHeader(body_size=len(body), properties=commands.Basic.Properties(
+        content_type="text/plain")), channel)
+    for part in codec.content_frames(channel, b"\x00\x00", body, frame_max)[1:]:
+        out += bytes(part)
+    return out
+
+
+def test_a_wrong_protocol_header_is_answered_by_ours():
+    conn = AmqpServerConnection()
+    assert conn.receive_data(b"AMQP\x00\x00\x08\x00") == [HeaderMismatch()]
+    assert AmqpServerConnection().receive_data(b"GET / HTTP/1.1\r\n") == [HeaderMismatch()]
+
+
+def test_frames_split_anywhere_reassemble_and_bodies_assemble_across_frames():
+    conn = _open(frame_max=4096)
+    body = bytes(range(256)) * 40  # 10,240 bytes: three body frames at frame_max 4096
+    data = _publish_frames(3, body, 4096)
+    events = []
+    for i in range(0, len(data), 7):  # seven bytes per read
+        events += conn.receive_data(data[i:i + 7])
+    assert len(events) == 1 and isinstance(events[0], ContentReceived)
+    assert events[0].channel == 3 and events[0].body == body
+    assert events[0].method.routing_key == "k" and events[0].properties.content_type == "text/plain"
+
+
+def test_a_frame_over_frame_max_is_a_frame_error():
+    conn = _open(frame_max=4096)
+    events = conn.receive_data(b"\x03\x00\x01\x00\x00\x20\x00" + b"x" * 8192 + b"\xce")
+    assert isinstance(events[0], ConnectionFailed) and events[0].code == 501
+
+
+def test_a_bad_frame_end_and_an_unknown_frame_type_are_frame_errors():
+    conn = _open()
+    assert conn.receive_data(b"\x01\x00\x01\x00\x00\x00\x04\x00\x14\x00\x0a\x00")[0].code == 501
+    conn = _open()
+    assert conn.receive_data(b"\x09\x00\x01\x00\x00\x00\x00\xce")[0].code == 501
+
+
+def test_content_out_of_order_is_unexpected_frame():
+    conn = _open()
+    events = conn.receive_data(frame.marshal(ContentBody(b"x"), 1))
+    assert events[0].code == 505
+    conn = _open()
+    data = frame.marshal(commands.Basic.Publish(exchange="x"), 1) + frame.marshal(commands.Queue.Declare(), 1)
+    assert conn.receive_data(data)[0].code == 505
+
+
+def test_unknown_methods_and_bad_arguments():
+    conn = _open()
+    events = conn.receive_data(b"\x01\x00\x01\x00\x00\x00\x04\x00\x63\x00\x01\xce")
+    assert events[0].code == 540
+    conn = _open()
+    truncated = b"\x00\x32\x00\x0a\xff"  # queue.declare whose queue name claims 255 bytes
+    events = conn.receive_data(b"\x01\x00\x01" + len(truncated).to_bytes(4, "big") + truncated + b"\xce")
+    assert events[0].code == 502
+
+
+def test_a_body_over_the_limit_is_read_and_reported_without_being_kept():
+    conn = _open(max_body=100)
+    events = conn.receive_data(_publish_frames(1, b"y" * 500, 131072))
+    assert events == [ContentTooLarge(1, 500)]
+
+
+def test_after_our_close_only_close_and_close_ok_are_read():
+    conn = _open()
+    conn.close(320, "CONNECTION_FORCED - bye")
+    assert conn.receive_data(frame.marshal(commands.Queue.Declare(), 1)) == []
+    events = conn.receive_data(frame.marshal(commands.Connection.Close(200, "bye", 0, 0), 0))
+    assert events == [CloseReceived(200, "bye")]
+
+
+def test_a_closing_channel_drops_its_frames_until_close_ok():
+    conn = _open()
+    conn.close_channel(1, 404, "NOT_FOUND")
+    assert conn.receive_data(frame.marshal(commands.Queue.Declare(), 1)) == []
+    assert conn.receive_data(frame.marshal(commands.Channel.CloseOk(), 1))[0].channel == 1
+    events = conn.receive_data(frame.marshal(commands.Queue.Declare(queue="q"), 1))
+    assert isinstance(events[0], MethodReceived) and events[0].method.queue == "q"
+
+
+def test_deliver_frames_decode_as_pamqp_encodes_them():
+    raw = codec.deliver_frame(2, b"ctag", 7, True, b"ex", b"rk")
+    used, channel, method = frame.unmarshal(raw)
+    assert (used, channel) == (len(raw), 2)
+    assert (method.consumer_tag, method.delivery_tag, method.redelivered, method.exchange,
+            method.routing_key) == ("ctag", 7, True, "ex", "rk")
+    raw = codec.get_ok_frame(1, 9, False, b"", b"q", 3)
+    _, _, method = frame.unmarshal(raw)
+    assert (method.delivery_tag, method.exchange, method.routing_key, method.message_count) == (9, "", "q", 3)
