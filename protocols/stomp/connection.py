@@ -4,7 +4,9 @@
 client frame; the first frame that breaks the grammar or a limit ends the stream with a
 `ProtocolError` (after it nothing more is parsed: the session answers ERROR and closes, as
 the specification says). The negotiated version, which decides header escaping both ways,
-is set by the session once it has answered CONNECT. Same shape as the remoting and Kafka
+is set by the session once it has answered CONNECT (`negotiated`): until then parsing
+stops after a CONNECT frame, so frames pipelined behind it are read with the version's
+escaping, not 1.0's. Same shape as the remoting and Kafka
 connections: no asyncio, no sockets, never raises whatever it is fed.
 """
 
@@ -28,7 +30,7 @@ _COMPACT_AT = 1 << 16
 
 
 class StompConnection:
-    __slots__ = ("limits", "version", "_buf", "_pos", "_failed")
+    __slots__ = ("limits", "version", "_buf", "_pos", "_failed", "_connected")
 
     def __init__(self, limits: Limits | None = None) -> None:
         self.limits = limits or Limits()
@@ -36,6 +38,13 @@ class StompConnection:
         self._buf = bytearray()
         self._pos = 0
         self._failed = False
+        self._connected = False
+
+    def negotiated(self, version: str) -> list[Event]:
+        """CONNECT was accepted with ``version``: the frames already buffered behind it."""
+        self.version = version
+        self._connected = True
+        return self.receive_data(b"")
 
     @property
     def failed(self) -> bool:
@@ -63,6 +72,8 @@ class StompConnection:
                     break
                 frame, pos = parsed
                 out.append(frame)
+                if not self._connected:
+                    break  # CONNECT (or whatever came first): the rest waits for `negotiated`
         except FrameError as exc:
             self._failed = True
             out.append(ProtocolError(str(exc)))

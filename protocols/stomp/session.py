@@ -333,7 +333,6 @@ class StompSession(Session):
                                       body.encode()))
             self._close_after_output()
             return
-        self.conn.version = version
         try:
             send_ms, receive_ms = (negotiate_heart_beat(headers.get("heart-beat"))
                                    if version != V10 else (0, 0))
@@ -346,6 +345,7 @@ class StompSession(Session):
             self._fail(str(exc), receipt)
             return
         self.connected = True
+        self._backlog.extend(self.conn.negotiated(version))
         self._beat_send, self._beat_receive = send_ms, receive_ms
         reply = {"version": version, "server": SERVER_NAME, "session": f"session-{self.serial}",
                  "heart-beat": f"{send_ms},{receive_ms}"}

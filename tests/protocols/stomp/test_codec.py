@@ -11,7 +11,7 @@ from rocketport.protocols.stomp.connection import ProtocolError, StompConnection
 
 def feed(data: bytes, version: str = V12, limits: Limits | None = None) -> list:
     conn = StompConnection(limits)
-    conn.version = version
+    assert conn.negotiated(version) == []
     return conn.receive_data(data)
 
 
@@ -35,6 +35,7 @@ def test_content_length_body_may_hold_nul_octets():
 def test_a_frame_split_at_every_octet_comes_out_once():
     data = b"SEND\ndestination:/queue/a\ncontent-length:3\n\n\0a\0\0SEND\ndestination:/q\n\nz\0"
     conn = StompConnection()
+    conn.negotiated(V12)
     out = []
     for i in range(len(data)):
         out += conn.receive_data(data[i:i + 1])
@@ -95,6 +96,14 @@ def test_escape_round_trip_and_serialize():
 def test_malformed_frames(data, reason):
     events = feed(data)
     assert isinstance(events[-1], ProtocolError) and reason in events[-1].reason
+
+
+def test_frames_behind_connect_wait_for_the_negotiated_version():
+    conn = StompConnection()
+    [connect] = conn.receive_data(b"CONNECT\naccept-version:1.2\n\n\0SEND\ndestination:/q\nk:a\\cb\n\n\0")
+    assert connect.command == "CONNECT" and conn.buffered > 0
+    [send] = conn.negotiated(V12)
+    assert send.headers["k"] == "a:b" and conn.buffered == 0
 
 
 def test_nothing_is_parsed_after_an_error():
