@@ -267,7 +267,8 @@ class KafkaHandlers:
                 if not self._has_partition(t["name"], index):
                     out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
-                high = broker.max_offset(t["name"], index)
+                high = broker.max_offset(t["name"], index) if body["isolation_level"] != 1 \
+                    else broker.last_stable_offset(t["name"], index)  # read_committed: the LSO
                 if ts == _EARLIEST:
                     offset = broker.min_offset(t["name"], index)
                 elif ts in (_LATEST, _MAX_TIMESTAMP):
