@@ -238,3 +238,50 @@ def test_unsubscribe_stops_deliveries(stomp_broker):
     time.sleep(0.5)
     assert listener.messages == []
     conn.disconnect()
+
+
+@pytest.mark.parametrize("name,value", [("DELAY", "1"), ("x-delay", "1000"), ("TIMER_DELIVER_MS", None)])
+def test_delivery_delay_through_the_core_delay_path(stomp_broker, name, value):
+    headers = {name: value or str(int(time.time() * 1000) + 1000)}
+    conn, listener = connect(stomp_broker)
+    conn.subscribe("/queue/later", id="s", ack="auto")
+    sent = time.monotonic()
+    conn.send("/queue/later", b"delayed", headers=headers, receipt="r")
+    listener.wait_receipt("r")
+    [(got, body)] = listener.wait_messages(1)
+    assert body == b"delayed" and time.monotonic() - sent >= 0.9
+    assert "DELAY" not in got and "TIMER_DELIVER_MS" not in got
+    conn.disconnect()
+
+
+def test_exchange_routing_key_is_the_tag(stomp_broker):
+    conn, listener = connect(stomp_broker)
+    conn.subscribe("/exchange/logs/error", id="e", ack="auto")
+    conn.subscribe("/exchange/logs", id="all", ack="auto", receipt="subs")
+    listener.wait_receipt("subs")
+    conn.send("/exchange/logs/error", b"bad")
+    conn.send("/exchange/logs/info", b"fine")
+    got = listener.wait_messages(3)
+    time.sleep(0.3)
+    by_sub = {}
+    for headers, body in listener.messages:
+        by_sub.setdefault(headers["subscription"], []).append((headers["x-tags"], body))
+    assert by_sub["e"] == [("error", b"bad")]
+    assert sorted(by_sub["all"]) == [("error", b"bad"), ("info", b"fine")]
+    assert got
+    conn.disconnect()
+
+
+def test_temp_queue_reply_to_reaches_the_requester(stomp_broker):
+    requester, replies = connect(stomp_broker)
+    requester.subscribe("/temp-queue/replies", id="r", ack="auto")
+    requester.send("/queue/requests", b"ping", headers={"reply-to": "/temp-queue/replies"}, receipt="s")
+    replies.wait_receipt("s")
+    server, requests = connect(stomp_broker)
+    server.subscribe("/queue/requests", id="q", ack="auto")
+    [(headers, body)] = requests.wait_messages(1)
+    assert body == b"ping" and headers["reply-to"].startswith("/queue/stomp-temp-")
+    server.send(headers["reply-to"], b"pong")
+    assert [body for _, body in replies.wait_messages(1)] == [b"pong"]
+    server.disconnect()
+    requester.disconnect()
