@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
+from confluent_kafka import Producer as ConfluentProducer
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from rocketport.core.batch import iter_records
 from rocketport.core.filter import compile_filter
 from rocketport.core.message import Message
 from rocketport.core.store.record import HEADER_SIZE, I32, POS_BODY_LENGTH
+from rocketport.protocols.remoting.broker_handlers import SUBSCRIPTION_FLAG, SUSPEND_FLAG
+from rocketport.protocols.remoting.client import RemotingClient, request
+from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
+from rocketport.protocols.remoting.messages import decode_message_ext_records
 
 from tests.support.live_broker import LiveBroker
 
@@ -86,3 +92,58 @@ def test_kafka_group_offsets_are_the_shared_offsets(live_broker):
     tp = TopicPartition("x-off", 0)
     assert c.committed(tp) == 7
     c.close()
+
+
+def _remoting_pull(offset: int, *, hold_ms: int = 0) -> object:
+    return request(RequestCode.PULL_MESSAGE, {
+        "consumerGroup": "rg", "topic": "x-txn", "queueId": "0", "queueOffset": str(offset),
+        "maxMsgNums": "32", "sysFlag": str(SUBSCRIPTION_FLAG | (SUSPEND_FLAG if hold_ms else 0)),
+        "commitOffset": "0", "suspendTimeoutMillis": str(hold_ms), "subscription": "*",
+        "subVersion": "0", "expressionType": "TAG"})
+
+
+def test_remoting_consumer_sees_only_committed_kafka_transactions(live_broker):
+    """One read rule for every protocol: a remoting consumer of a topic written by a Kafka
+    transactional producer stops at the last stable offset, never sees an aborted or open
+    transactional record nor a marker, and a held pull is answered by the commit."""
+    create_topic(live_broker, "x-txn")
+    p = ConfluentProducer({"bootstrap.servers": live_broker.bootstrap, "transactional.id": "x-txn-1"})
+    p.init_transactions(TIMEOUT_S)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        async with await RemotingClient.connect(live_broker.addr) as client:
+            p.begin_transaction()
+            for i in range(3):
+                p.produce("x-txn", value=b"aborted-%d" % i, partition=0)
+            p.flush(TIMEOUT_S)
+            resp = await client.invoke(_remoting_pull(0))  # open: nothing, the queue "ends" at the LSO
+            assert resp.code == ResponseCode.PULL_NOT_FOUND and resp.ext_fields["maxOffset"] == "0"
+            p.abort_transaction(TIMEOUT_S)
+            resp = await client.invoke(_remoting_pull(0))  # aborted records and the marker are skipped,
+            assert resp.code == ResponseCode.PULL_RETRY_IMMEDIATELY and not resp.body  # as filtered ones
+            assert resp.ext_fields["nextBeginOffset"] == resp.ext_fields["maxOffset"] == "4"
+
+            p.begin_transaction()
+            for i in range(3):
+                p.produce("x-txn", value=b"committed-%d" % i, key=b"k%d" % i, partition=0)
+            p.flush(TIMEOUT_S)
+            started = time.monotonic()
+            held = asyncio.ensure_future(client.invoke(_remoting_pull(4, hold_ms=10_000), timeout_s=15))
+            await asyncio.sleep(0.5)
+            assert not held.done()  # held at the LSO while the transaction is open
+            await loop.run_in_executor(None, p.commit_transaction, TIMEOUT_S)
+            resp = await held
+            assert time.monotonic() - started < 8  # answered by the commit, not the hold's end
+            got = decode_message_ext_records(resp.body)
+            assert [(m.queue_offset, m.body, m.keys) for m in got] == [
+                (4, b"committed-0", ["k0"]), (5, b"committed-1", ["k1"]), (6, b"committed-2", ["k2"])]
+            resp = await client.invoke(_remoting_pull(0))  # from the start: the same three only
+            assert [m.body for m in decode_message_ext_records(resp.body)] == [
+                b"committed-0", b"committed-1", b"committed-2"]
+            assert resp.ext_fields["nextBeginOffset"] == "8"  # past the commit marker
+
+    asyncio.run(main())
+    # the facade's own reads (every front-end's) obey the same rule
+    result = live_broker.run(lambda: live_broker.server.broker.get_messages("x-txn", 0, 0, 32))
+    assert result.message_count == 3
