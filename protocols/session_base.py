@@ -2,7 +2,9 @@
 
 A protocol's session subclasses `Session` and keeps only its request pipeline (feeding its
 sans-IO connection, running handlers, ordering answers). The base holds the transport and
-the peer, pauses reading while the transport's write buffer is above its high-water mark
+the peer, coalesces writes (`_queue`: every frame queued in one loop iteration goes out in
+one ``writelines``, so a pipelining client costs one syscall per burst, not per answer),
+pauses reading while the transport's write buffer is above its high-water mark
 or the subclass says it is busy (its in-flight bound), records when input last came and
 whether a frame is half received (the listener's idle and frame timeouts read these), and
 gives the listener one way to close and await any session. It must never block, and never
@@ -14,6 +16,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Union
+
+Buffer = Union[bytes, bytearray, memoryview]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +37,7 @@ class Session(asyncio.Protocol):
         self._on_closed = on_closed
         self._read_paused = False
         self._write_paused = False
+        self._out: list[Buffer] = []
         self._ended = self._loop.create_future()
         self.last_input = self._loop.time()
         self.partial_since: float | None = None  # when a frame began that has not ended
@@ -83,6 +89,18 @@ class Session(asyncio.Protocol):
         elif self.partial_since is None:
             self.partial_since = now
 
+    def _queue(self, buffers: list[Buffer]) -> None:
+        """Queue one frame's buffers; what is queued in one loop iteration goes out in one
+        write. Bounded by the subclass's in-flight limit, since answers come from requests."""
+        if not self._out:
+            self._loop.call_soon(self._flush)
+        self._out.extend(buffers)
+
+    def _flush(self) -> None:
+        out, self._out = self._out, []
+        if out and self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(out)
+
     def _update_reading(self) -> None:
         transport = self.transport
         if transport is None:
@@ -106,8 +124,9 @@ class Session(asyncio.Protocol):
         return 0
 
     def close(self) -> None:
-        """Close this connection only; subclasses write what is queued first."""
+        """Close this connection only, after writing what is queued."""
         if self.transport is not None:
+            self._flush()
             self.transport.close()
 
     def abort(self) -> None:

@@ -80,7 +80,6 @@ class RemotingSession(Session):
         self._max_in_flight = max_in_flight
         self._tasks: set[asyncio.Task[None]] = set()
         self._opaque = itertools.count(1)
-        self._out: list[Buffer] = []
 
     # ------------------------------------------------------------------ asyncio callbacks
     def data_received(self, data: bytes) -> None:
@@ -204,21 +203,6 @@ class RemotingSession(Session):
                                                    flag=command.flag, remark="response too large"))
         self._queue(frame)
 
-    def _queue(self, frame: list[Buffer]) -> None:
-        """Queue a frame's buffers; frames queued in one loop iteration go out in one write.
-
-        Pipelining clients get many responses per iteration, so coalescing saves a
-        syscall per response; the queue is bounded by the in-flight limit.
-        """
-        if not self._out:
-            self._loop.call_soon(self._flush)
-        self._out.extend(frame)
-
-    def _flush(self) -> None:
-        out, self._out = self._out, []
-        if out and self.transport is not None and not self.transport.is_closing():
-            self.transport.writelines(out)
-
     # ------------------------------------------------------------------ public
     @property
     def in_flight(self) -> int:
@@ -229,12 +213,6 @@ class RemotingSession(Session):
         request.opaque = next(self._opaque)
         request.flag |= FLAG_ONEWAY
         self._write(request)
-
-    def close(self) -> None:
-        """Close after queued responses are written; running requests are cancelled."""
-        if self.transport is not None:
-            self._flush()
-            self.transport.close()
 
     async def wait_closed(self) -> None:
         await super().wait_closed()
