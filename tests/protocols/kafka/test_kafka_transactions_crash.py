@@ -1,0 +1,184 @@
+"""Exactly-once across SIGKILL, with real processes: the broker killed while a transaction is
+open and between EndTxn and its markers (committed transactions visible after the restart,
+aborted, open and timed-out ones never), and a consume-transform-produce worker killed
+mid-run whose successor leaves the output without a duplicate or a loss."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.kafka import start_broker as start_live_broker
+from tests.support.processes import REPO, start_broker, stop, wait_ready
+
+TIMEOUT_S = 30
+_SETTINGS = ("listenPort=0", "namesrv.port=0", "kafka.port=0", "mappedFileSizeCommitLog=67108864")
+
+
+def broker_process(root: Path) -> tuple[subprocess.Popen, str]:
+    proc = start_broker(root, *_SETTINGS)
+    seen = wait_ready(proc)
+    port = re.search(r"kafka listening on 127\.0\.0\.1:(\d+)", seen)
+    assert port, seen
+    return proc, f"127.0.0.1:{port.group(1)}"
+
+
+def kill(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(TIMEOUT_S)
+
+
+def txn_producer(bootstrap: str, txn_id: str, **conf) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5, **conf})
+    p.init_transactions(TIMEOUT_S)
+    return p
+
+
+def committed_values(bootstrap: str, topic: str, settle_s: float = 1.0) -> list[bytes]:
+    """Every value a read_committed consumer reads from the start of partition 0."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}",
+                  "isolation.level": "read_committed", "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    eof_at = None
+    while time.monotonic() < deadline and not (eof_at and time.monotonic() - eof_at > settle_s):
+        msg = c.poll(0.1)
+        if msg is None:
+            continue
+        if msg.error():
+            assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+            eof_at = eof_at or time.monotonic()
+            continue
+        eof_at = None
+        got.append(msg.value())
+    c.close()
+    return got
+
+
+def create(bootstrap: str, *topics: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
+        future.result(TIMEOUT_S)
+
+
+def test_broker_killed_with_open_and_prepared_transactions(tmp_path):
+    root = tmp_path / "store"
+    proc, bootstrap = broker_process(root)
+    try:
+        create(bootstrap, "crash")
+        done = txn_producer(bootstrap, "done")
+        done.begin_transaction()
+        for i in range(3):
+            done.produce("crash", value=b"committed-%d" % i, partition=0)
+        done.commit_transaction(TIMEOUT_S)
+        open_ = txn_producer(bootstrap, "open", **{"transaction.timeout.ms": 10_000})
+        open_.begin_transaction()
+        open_.produce("crash", value=b"open", partition=0)
+        open_.flush(TIMEOUT_S)
+        plain = Producer({"bootstrap.servers": bootstrap})
+        plain.produce("crash", value=b"plain-after-open", partition=0)
+        assert plain.flush(TIMEOUT_S) == 0
+        # two more transactions whose EndTxn the kill will interrupt (below)
+        ending = {}
+        for name in ("to-commit", "to-abort"):
+            ending[name] = txn_producer(bootstrap, name)
+            ending[name].begin_transaction()
+            ending[name].produce("crash", value=name.encode(), partition=0)
+            ending[name].flush(TIMEOUT_S)
+    finally:
+        kill(proc)
+
+    # a kill between EndTxn and its markers leaves the coordinator log with the prepare
+    # record as the last word on the transaction: append exactly that for two of them
+    log_path = root / "config" / "transactions.log"
+    last = {}
+    for line in log_path.read_text().splitlines():
+        record = json.loads(line)
+        if "id" in record:
+            last[record["id"]] = record
+    assert last["open"]["state"] == "Ongoing" and last["to-commit"]["state"] == "Ongoing"
+    with log_path.open("a") as f:
+        for name, state in (("to-commit", "PrepareCommit"), ("to-abort", "PrepareAbort")):
+            f.write(json.dumps({**last[name], "state": state}) + "\n")
+
+    proc, bootstrap = broker_process(root)
+    try:
+        # restarted: the prepared ones completed before serving; the open one holds the LSO
+        assert committed_values(bootstrap, "crash") == [b"committed-0", b"committed-1", b"committed-2"]
+        deadline = time.monotonic() + TIMEOUT_S
+        values: list[bytes] = []
+        while time.monotonic() < deadline:  # the open transaction's timeout (10 s) aborts it
+            values = committed_values(bootstrap, "crash", settle_s=0.3)
+            if len(values) > 3:
+                break
+            time.sleep(0.5)
+        assert values == [b"committed-0", b"committed-1", b"committed-2", b"plain-after-open", b"to-commit"]
+        # the aborted and timed-out ones stay invisible across another restart
+        stop(proc)
+        proc, bootstrap = broker_process(root)
+        assert committed_values(bootstrap, "crash") == values
+        again = txn_producer(bootstrap, "open")  # the id goes on, at a newer epoch
+        again.begin_transaction()
+        again.produce("crash", value=b"open-again", partition=0)
+        again.commit_transaction(TIMEOUT_S)
+        assert committed_values(bootstrap, "crash") == [*values, b"open-again"]
+    finally:
+        stop(proc)
+    assert proc.returncode == 0
+
+
+def test_consume_transform_produce_worker_killed_keeps_exactly_once(tmp_path):
+    total = 1000
+    live = start_live_broker(str(tmp_path / "store"))
+    try:
+        create(live.bootstrap, "eos-in", "eos-out")
+        p = Producer({"bootstrap.servers": live.bootstrap})
+        for i in range(total):
+            p.produce("eos-in", value=b"record-%d" % i, partition=0)
+        assert p.flush(TIMEOUT_S) == 0
+        command = [sys.executable, "-m", "tests.protocols.kafka.eos_worker", live.bootstrap, str(total)]
+        first = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, text=True)
+        try:
+            progress, line = 0, ""
+            deadline = time.monotonic() + TIMEOUT_S
+            while not (progress >= 300 and line.startswith("open")) and time.monotonic() < deadline:
+                line = first.stdout.readline()
+                if not line:
+                    break
+                if line.startswith("committed"):
+                    progress = int(line.split()[1])
+            assert 300 <= progress < total and line.startswith("open"), (progress, line)
+        finally:
+            kill(first)  # inside a transaction whose records are stored
+        second = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=150)
+        assert second.returncode == 0, second.stderr
+        assert second.stdout.splitlines()[-1] == f"committed {total}"
+
+        c = Consumer({"bootstrap.servers": live.bootstrap, "group.id": "verify",
+                      "isolation.level": "read_committed", "enable.partition.eof": True})
+        c.assign([TopicPartition("eos-out", 0, 0)])
+        out = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:
+            msg = c.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error():
+                assert msg.error().code() == KafkaError._PARTITION_EOF
+                break
+            out.append((int(msg.key()), msg.value()))
+        c.close()
+        assert sorted(out) == [(i, b"RECORD-%d" % i) for i in range(total)]  # none twice, none lost
+        # the killed worker's last transaction is in the log, aborted: read_uncommitted shows it
+        assert live.run(live.server.broker.max_offset, "eos-out", 0) > total + total // 50
+    finally:
+        live.stop()
