@@ -3,8 +3,9 @@
 The codec modules (frame, connection, command, codes, headers, bodies, messages,
 records, errors) turn bytes into typed values and back; they never import asyncio, open
 sockets or call into the broker. The I/O side lives beside them, in its own modules:
-`session` (connections and listeners), `broker_handlers` and `namesrv` (requests to
-Broker-facade calls), `client` (Rocketport as a client) and `frontend` (assembly).
+`session` (connections and listeners), `handlers` (broker requests to Broker-facade calls),
+`namesrv` (the name server: its route registry and requests), `client` (Rocketport as a
+client) and `frontend` (assembly).
 """
 
 from .codes import LanguageCode, RequestCode, ResponseCode, SerializeType

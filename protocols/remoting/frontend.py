@@ -13,7 +13,7 @@ from rocketport.core.auth.plain_acl import PlainAcl
 from rocketport.core.broker import Broker
 
 from .acl_hook import AclCheckedHandlers
-from .broker_handlers import BrokerHandlers
+from .handlers import BrokerHandlers
 from .namesrv import BrokerRegistrar, LocalRoutes, NameServerHandlers
 from .session import RemotingListener
 

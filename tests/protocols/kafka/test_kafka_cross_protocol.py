@@ -11,7 +11,7 @@ from rocketport.core.batch import iter_records
 from rocketport.core.filter import compile_filter
 from rocketport.core.message import Message
 from rocketport.core.store.record import HEADER_SIZE, I32, POS_BODY_LENGTH
-from rocketport.protocols.remoting.broker_handlers import SUBSCRIPTION_FLAG, SUSPEND_FLAG
+from rocketport.protocols.remoting.handlers import SUBSCRIPTION_FLAG, SUSPEND_FLAG
 from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.messages import decode_message_ext_records

@@ -9,7 +9,7 @@ import rocketport.protocols.remoting as package
 
 FORBIDDEN = {"asyncio", "socket", "selectors", "trio", "uvloop"}
 # The front-end's I/O side lives beside the codec; every other module must stay sans-IO.
-IO_MODULES = {"session", "client", "broker_handlers", "namesrv", "frontend"}
+IO_MODULES = {"session", "client", "handlers", "namesrv", "frontend"}
 
 
 def test_no_module_imports_io() -> None:
