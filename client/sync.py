@@ -41,7 +41,9 @@ def _background_loop() -> asyncio.AbstractEventLoop:
     global _loop
     with _lock:
         if _loop is None:
-            _loop = asyncio.new_event_loop()
+            # a plain selector loop, whatever event-loop policy is installed (trio-asyncio's
+            # policy would hand out loops that only run inside Trio)
+            _loop = asyncio.SelectorEventLoop()
             threading.Thread(target=_loop.run_forever, name="rocketport-client",
                              daemon=True).start()
             atexit.register(_loop.call_soon_threadsafe, _loop.stop)
