@@ -13,10 +13,12 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from pamqp import commands
+from dataclasses import dataclass
+from typing import Any
+
+from pamqp import commands, decode
 from pamqp.base import Frame
 from pamqp.exceptions import UnmarshalingException
-from pamqp.header import ContentHeader
 
 FRAME_METHOD: Final = 1
 FRAME_HEADER: Final = 2
@@ -38,6 +40,36 @@ _BODY_HEAD = struct.Struct(">BHI")
 _DELIVER_ID_BYTES: Final = _METHOD_ID.pack((60 << 16) | 60)
 _GET_OK_ID_BYTES: Final = _METHOD_ID.pack((60 << 16) | 71)
 _U32 = struct.Struct(">I")
+_U16 = struct.Struct(">H")
+PUBLISH_ID: Final = (60 << 16) | 40
+PUBLISH_ID_BYTES: Final = _METHOD_ID.pack(PUBLISH_ID)
+# content header properties in flag order (bit 15 down): name and kind (s shortstr,
+# F table, o octet, t u64 timestamp)
+PROPERTY_FIELDS: Final = (
+    ("content_type", "s"), ("content_encoding", "s"), ("headers", "F"), ("delivery_mode", "o"),
+    ("priority", "o"), ("correlation_id", "s"), ("reply_to", "s"), ("expiration", "s"),
+    ("message_id", "s"), ("timestamp", "t"), ("type", "s"), ("user_id", "s"), ("app_id", "s"),
+    ("cluster_id", "s"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """basic.publish, decoded by hand (every published message costs one; pamqp's generic
+    unmarshal was the largest item of a publish's broker CPU)."""
+
+    exchange: str
+    routing_key: str
+    mandatory: bool
+    immediate: bool
+    index: int = PUBLISH_ID
+    name: str = "Basic.Publish"
+
+
+@dataclass(frozen=True, slots=True)
+class ContentHeader:
+    body_size: int
+    properties: dict[str, Any]  # the basic properties present, by spec name (``type``, ...)
 
 
 class FrameError(Exception):
@@ -71,17 +103,57 @@ def decode_method(payload: memoryview) -> Frame:
     return method
 
 
-def decode_content_header(payload: memoryview) -> ContentHeader:
-    """A content header's class, body size and properties (pamqp's Basic.Properties)."""
-    if len(payload) < 14:
-        raise FrameError(502, "SYNTAX_ERROR - content header too short")
-    header = ContentHeader()
+def decode_publish(payload: memoryview) -> Publish:
+    """basic.publish's arguments (after the method id): ticket, exchange, routing key, bits."""
     try:
-        header.unmarshal(bytes(payload))
-    except (struct.error, ValueError, TypeError, IndexError, UnicodeDecodeError,
-            UnmarshalingException) as exc:
+        pos = 6
+        size = payload[pos]
+        exchange = str(payload[pos + 1:pos + 1 + size], "utf-8", "surrogateescape")
+        pos += 1 + size
+        size = payload[pos]
+        routing_key = str(payload[pos + 1:pos + 1 + size], "utf-8", "surrogateescape")
+        pos += 1 + size
+        bits = payload[pos]
+    except IndexError:
+        raise FrameError(502, "SYNTAX_ERROR - basic.publish arguments are truncated", 60, 40) from None
+    return Publish(exchange, routing_key, bool(bits & 1), bool(bits & 2))
+
+
+def decode_content_header(payload: memoryview) -> ContentHeader:
+    """A content header's body size and properties (class 60 only)."""
+    try:
+        class_id, _, body_size = _HEADER_FIXED.unpack_from(payload)
+        if class_id != 60:
+            raise FrameError(505, f"UNEXPECTED_FRAME - content header of class {class_id}")
+        (flags,) = _U16.unpack_from(payload, 12)
+        if flags & 1:
+            raise FrameError(502, "SYNTAX_ERROR - content header property flags continue past 16 bits")
+        properties: dict[str, Any] = {}
+        pos = 14
+        bit = 15
+        for name, kind in PROPERTY_FIELDS:
+            if flags >> bit & 1:
+                if kind == "s":
+                    size = payload[pos]
+                    end = pos + 1 + size
+                    if end > len(payload):
+                        raise IndexError
+                    properties[name] = str(payload[pos + 1:end], "utf-8", "surrogateescape")
+                    pos = end
+                elif kind == "o":
+                    properties[name] = payload[pos]
+                    pos += 1
+                elif kind == "t":
+                    properties[name] = _U64.unpack_from(payload, pos)[0]
+                    pos += 8
+                else:
+                    used, table = decode.field_table(bytes(payload[pos:]))
+                    properties[name] = table
+                    pos += used
+            bit -= 1
+    except (struct.error, ValueError, TypeError, IndexError, UnmarshalingException) as exc:
         raise FrameError(502, f"SYNTAX_ERROR - cannot decode the content header: {exc}") from None
-    return header
+    return ContentHeader(body_size, properties)
 
 
 def method_frame(channel: int, method: Frame) -> bytes:

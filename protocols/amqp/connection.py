@@ -15,11 +15,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
+from typing import Any
+
 from pamqp.base import Frame
-from pamqp.commands import Basic, Channel, Connection
+from pamqp.commands import Channel, Connection
 
 from . import codec
-from .codec import FRAME_BODY, FRAME_END, FRAME_HEAD, FRAME_HEADER, FRAME_HEARTBEAT, FRAME_METHOD, FrameError
+from .codec import (
+    FRAME_BODY,
+    FRAME_END,
+    FRAME_HEAD,
+    FRAME_HEADER,
+    FRAME_HEARTBEAT,
+    FRAME_METHOD,
+    PUBLISH_ID_BYTES,
+    FrameError,
+    Publish,
+)
 from .events import (
     ChannelCloseOkReceived,
     CloseOkReceived,
@@ -52,8 +64,8 @@ DEFAULT_CHANNEL_MAX: Final = 2047  # RabbitMQ's
 class _Assembly:
     """A publish whose header or body frames are still arriving."""
 
-    method: Basic.Publish
-    properties: Basic.Properties | None = None
+    method: Publish
+    properties: dict[str, Any] | None = None
     size: int = -1  # from the content header
     parts: list[bytes] = field(default_factory=list)
     received: int = 0
@@ -144,6 +156,13 @@ class AmqpServerConnection:
         if channel > self.channel_max:
             raise FrameError(504, f"CHANNEL_ERROR - channel {channel} exceeds channel_max {self.channel_max}")
         if frame_type == FRAME_METHOD:
+            if payload[:4] == PUBLISH_ID_BYTES and state == OPEN and channel \
+                    and channel not in self._closing_channels:
+                if channel in self._assembling:
+                    raise FrameError(505, "UNEXPECTED_FRAME - expected content header for class 60, "
+                                          f"got basic.publish on channel {channel}")
+                self._assembling[channel] = _Assembly(codec.decode_publish(payload))
+                return
             method = codec.decode_method(payload)
             if channel == 0:
                 self._connection_method(method, events)
@@ -161,9 +180,6 @@ class AmqpServerConnection:
             if channel in self._assembling:
                 raise FrameError(505, f"UNEXPECTED_FRAME - expected content header for class 60, "
                                       f"got {method.name} on channel {channel}")
-            if isinstance(method, Basic.Publish):
-                self._assembling[channel] = _Assembly(method)
-                return
             if method.name.startswith("Connection."):
                 raise FrameError(503, f"COMMAND_INVALID - {method.name} on channel {channel}")
             events.append(MethodReceived(channel, method))
@@ -175,8 +191,6 @@ class AmqpServerConnection:
                 raise FrameError(505, f"UNEXPECTED_FRAME - content header on channel {channel} "
                                       "without a publish before it")
             header = codec.decode_content_header(payload)
-            if header.class_id != 60:
-                raise FrameError(505, f"UNEXPECTED_FRAME - content header of class {header.class_id}")
             assembly.properties = header.properties
             assembly.size = header.body_size
             assembly.discard = header.body_size > self.max_body

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import Any
+
 from pamqp.base import Frame
-from pamqp.commands import Basic
+
+from .codec import Publish
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +46,8 @@ class ContentReceived:
     """A basic.publish with its properties and whole body (assembled from body frames)."""
 
     channel: int
-    method: Basic.Publish
-    properties: Basic.Properties
+    method: Publish
+    properties: dict[str, Any]  # the basic properties present, by spec name
     body: bytes
 
 

@@ -16,10 +16,9 @@ from __future__ import annotations
 import datetime
 import struct
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
 from pamqp import encode
-from pamqp.commands import Basic
 
 from rocketport.core import message as core_message
 from rocketport.core.message import PROPERTY_TAGS, PROPERTY_TIMER_DELIVER_MS
@@ -32,8 +31,6 @@ _FIELDS: Final = (
     ("timestamp", 6, "t"), ("type", 5, "s"), ("user_id", 4, "s"), ("app_id", 3, "s"),
 )
 BASIC_NAMES: Final = frozenset(name for name, _, _ in _FIELDS if name != "headers")
-# pamqp calls `type` message_type
-_PAMQP_NAME: Final = {"type": "message_type"}
 _U16 = struct.Struct(">H")
 _U64 = struct.Struct(">Q")
 
@@ -58,13 +55,13 @@ def _text(value: object) -> str:
     return str(value)
 
 
-def to_message_properties(props: Basic.Properties | None, routing_key: str,
-                          now_ms: int) -> dict[str, str]:
-    """A publish's properties as stored: TAGS = routing key, basic properties by name,
-    headers by name. ``x-delay`` (ms) becomes the core's TIMER_DELIVER_MS."""
+def to_message_properties(props: Mapping[str, Any], routing_key: str, now_ms: int) -> dict[str, str]:
+    """A publish's properties (`codec.ContentHeader.properties`) as stored: TAGS = routing
+    key, basic properties by name, headers by name. ``x-delay`` (ms) becomes the core's
+    TIMER_DELIVER_MS."""
     out: dict[str, str] = {}
-    if props is not None:
-        headers = props.headers
+    if props:
+        headers = props.get("headers")
         if headers:
             for key, value in headers.items():
                 if key == X_DELAY:
@@ -77,11 +74,8 @@ def to_message_properties(props: Basic.Properties | None, routing_key: str,
                     continue
                 if value is not None and "\x01" not in key and "\x02" not in key:
                     out[key] = _text(value).replace("\x01", " ").replace("\x02", " ")
-        for name, _, _ in _FIELDS:
-            if name == "headers":
-                continue
-            value = getattr(props, _PAMQP_NAME.get(name, name))
-            if value is not None and value != "":
+        for name, value in props.items():
+            if name in BASIC_NAMES and value != "":
                 out[name] = _text(value)
     if routing_key:
         out[PROPERTY_TAGS] = routing_key

@@ -29,7 +29,7 @@ from pamqp.commands import Basic, Channel as ChannelMethods, Confirm, Connection
 from rocketport.core.auth.plain_acl import PUB, SUB, Account, AclError
 from rocketport.core.errors import BrokerError, StoreUnavailable
 from rocketport.core.message import PROPERTY_RETRY_TOPIC, Message, MessageExt
-from rocketport.core.schedule import now_ms
+from rocketport.core.schedule import needs_schedule, now_ms
 
 from .. import eager
 from ..session_base import Session
@@ -87,7 +87,9 @@ class AmqpSession(Session):
         self.channels: dict[int, Channel] = {}
         self.account: Account | None = None
         self.client_capabilities: dict[str, Any] = {}
-        self._puts = 0  # puts running
+        self._puts = 0  # puts gathered or running
+        # publishes of this read not stored yet, by topic: (channel, sequence, message)
+        self._gathered: dict[str, list[tuple[Channel, int, Message]]] = {}
         self._out: list[bytes | memoryview] = []
         self._flush_scheduled = False
         self._dirty_confirms: set[Channel] = set()
@@ -126,11 +128,15 @@ class AmqpSession(Session):
         self._note_input(bool(events), self.conn.buffered > 0)
         for event in events:
             try:
+                if self._gathered and type(event) is not ContentReceived:
+                    self._store_gathered()
                 self._event(event)
             except Exception:
                 log.exception("AMQP connection from %s:%d failed; closing it", *self.peer)
                 self._close_connection(Reply.INTERNAL_ERROR, "INTERNAL_ERROR")
                 break
+        if self._gathered:
+            self._store_gathered()
         self._flush()
         self._update_reading()
 
@@ -329,12 +335,17 @@ class AmqpSession(Session):
             self._failed(channel, arg, exc)
         while channel.backlog and channel.busy is None and self.channels.get(channel.number) is channel:
             handler, next_arg = channel.backlog.popleft()
+            if self._gathered and handler != self._publish:
+                self._store_gathered()
             self._run(channel, handler, next_arg)
+        if self._gathered:
+            self._store_gathered()
         self._flush()
 
     def _failed(self, channel: Channel, arg: Any, exc: BaseException) -> None:
         method = arg.method if isinstance(arg, ContentReceived) else arg
-        class_id, method_id = divmod(method.index, 1 << 16) if isinstance(method, Frame) else (0, 0)
+        index = getattr(method, "index", None)
+        class_id, method_id = divmod(index, 1 << 16) if isinstance(index, int) else (0, 0)
         if isinstance(exc, BrokerError):
             exc = channel_error(exc)
         if isinstance(exc, ChannelError):
@@ -493,14 +504,38 @@ class AmqpSession(Session):
             channel.tx_publishes.append(message)
             return
         self._puts += 1
-        outcome = eager.start(self.broker.put_message(message))
-        if type(outcome) is eager.Done:
-            self._put_done(channel, seq, outcome)
-        else:
-            outcome.add_done_callback(lambda task: self._put_done(channel, seq, task))
+        batch = self._gathered.get(topic)
+        if batch is None:
+            batch = self._gathered[topic] = []
+        batch.append((channel, seq, message))
 
-    def _put_done(self, channel: Channel, seq: int, outcome: Any) -> None:
-        self._puts -= 1
+    def _store_gathered(self) -> None:
+        """Store the publishes gathered since the last call: one append per topic for plain
+        messages (a pipelining publisher's read holds many), one put each for those the
+        core must wrap (a delay). Called before any other method runs, so a method after a
+        publish sees it stored in order."""
+        gathered, self._gathered = self._gathered, {}
+        for entries in gathered.values():
+            plain = []
+            for entry in entries:
+                if needs_schedule(entry[2].properties):
+                    self._start_put([entry], self.broker.put_message(entry[2]))
+                else:
+                    plain.append(entry)
+            if len(plain) == 1:
+                self._start_put(plain, self.broker.put_message(plain[0][2]))
+            elif plain:
+                self._start_put(plain, self.broker.put_messages([e[2] for e in plain]))
+
+    def _start_put(self, entries: list[tuple[Channel, int, Message]], put: Any) -> None:
+        outcome = eager.start(put)
+        if type(outcome) is eager.Done:
+            self._put_done(entries, outcome)
+        else:
+            outcome.add_done_callback(lambda task: self._put_done(entries, task))
+
+    def _put_done(self, entries: list[tuple[Channel, int, Message]], outcome: Any) -> None:
+        self._puts -= len(entries)
         error: BaseException | None = None
         try:
             outcome.result()
@@ -513,16 +548,18 @@ class AmqpSession(Session):
                 self._blocked = False
                 if self.client_capabilities.get("connection.blocked"):
                     self._send(self.conn.send_method(0, Connection.Unblocked()))
-            self._confirm(channel, seq, True)
+            for channel, seq, _ in entries:
+                self._confirm(channel, seq, True)
         else:
             if isinstance(error, StoreUnavailable) and not self._blocked:
                 self._blocked = True
                 if self.client_capabilities.get("connection.blocked"):
                     self._send(self.conn.send_method(0, Connection.Blocked(str(error)[:255])))
-            if channel.confirm:
-                self._confirm(channel, seq, False)
-            elif self.channels.get(channel.number) is channel and channel.active:
-                self._failed(channel, Basic.Publish(), error)
+            for channel, seq, _ in entries:
+                if channel.confirm:
+                    self._confirm(channel, seq, False)
+                elif self.channels.get(channel.number) is channel and channel.active:
+                    self._failed(channel, Basic.Publish(), error)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
