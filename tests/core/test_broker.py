@@ -99,11 +99,8 @@ def test_wait_for_message_wakes_on_put_and_times_out(small_config):
             other = asyncio.create_task(broker.wait_for_message("W", 1, 0, 0.3))
             await asyncio.sleep(0.05)
             assert not waiter.done()
-            loop = asyncio.get_running_loop()
-            t0 = loop.time()
             await broker.put_message(Message("W", b"x", queue_id=0))
-            assert await waiter is True
-            assert loop.time() - t0 < 0.05
+            assert await waiter is True  # woken by the put (its own timeout is 10 s)
             assert await other is False  # a put to another queue does not wake it
             assert await broker.wait_for_message("W", 0, 0, 1) is True  # data already there
     run(main())

@@ -208,20 +208,10 @@ def test_close_wakes_everyone_and_refuses_new_holds():
     run(main())
 
 
-def test_notify_with_nobody_waiting_is_cheap():
-    waiters = PullWaiters()
-    calls = 200_000
-    started = time.perf_counter()
-    for i in range(calls):
-        waiters.notify("T", i & 7, i)
-    per_call_us = (time.perf_counter() - started) / calls * 1e6
-    assert per_call_us < 2.0, per_call_us
-
-
 @pytest.mark.parametrize("loop_name", LOOPS)
-def test_ten_thousand_idle_waiters_cost_no_cpu_and_wake_fast(loop_name, frozen_heap):
-    """10,000 held pulls over 10 queues: < 5 % of a core over 1 s idle; a notify wakes all
-    1,000 holders of its queue within 50 ms and nobody else."""
+def test_ten_thousand_idle_waiters_each_woken_by_its_queue_only(loop_name, frozen_heap):
+    """10,000 held pulls over 10 queues: a notify wakes all 1,000 holders of its queue and
+    nobody else (their idle CPU and wake latency: bench/long_poll_bench.py)."""
     queues = 10
 
     async def main():
@@ -237,32 +227,19 @@ def test_ten_thousand_idle_waiters_cost_no_cpu_and_wake_fast(loop_name, frozen_h
         await _settle()
         assert len(waiters) == IDLE_WAITERS
 
-        cpu_before = time.process_time()
-        wall_before = time.perf_counter()
-        await asyncio.sleep(1.0)
-        idle_cpu = (time.process_time() - cpu_before) / (time.perf_counter() - wall_before)
-
-        latencies = []
         for queue_id in range(queues):
             woke_at.clear()
-            notified = time.perf_counter()
             waiters.notify("T", queue_id, 101)
             await asyncio.sleep(0)
             deadline = time.monotonic() + 1.0
             while len(woke_at) < IDLE_WAITERS // queues and time.monotonic() < deadline:
                 await asyncio.sleep(0.001)
             assert len(woke_at) == IDLE_WAITERS // queues
-            latencies.append(max(woke_at) - notified)
             # The queues not yet notified are all still held.
             assert len(waiters) == IDLE_WAITERS // queues * (queues - queue_id - 1)
         assert all(await asyncio.gather(*tasks))
-        return idle_cpu, latencies
 
-    idle_cpu, latencies = run(main(), LOOPS[loop_name])
-    print(f"{loop_name}: idle CPU {idle_cpu:.2%} of one core; wake latency per queue (ms): "
-          + ", ".join(f"{lat * 1000:.1f}" for lat in latencies))
-    assert idle_cpu < 0.05
-    assert max(latencies) < 0.050
+    run(main(), LOOPS[loop_name])
 
 
 async def _wake_latency(waiters: PullWaiters | None, count: int) -> float:
