@@ -69,14 +69,13 @@ class TxnMetadata:
     groups: set[str] = field(default_factory=set)
     # (group, topic, queue) -> (offset, metadata), committed when the transaction commits
     offsets: dict[tuple[str, str, int], tuple[int, str | None]] = field(default_factory=dict)
-    written: set[Queue] = field(default_factory=set)
+    written: set[Queue] = field(default_factory=set)  # queues holding the LSO for it
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.transactional_id, "pid": self.producer_id, "epoch": self.producer_epoch,
                 "timeout": self.timeout_ms, "state": self.state.value, "start": self.start_ms,
                 "parts": [[t, q, o] for (t, q), o in self.partitions.items()],
-                "written": [[t, q] for t, q in self.written],
                 "groups": sorted(self.groups),
                 "offsets": [[g, t, q, o, m] for (g, t, q), (o, m) in self.offsets.items()]}
 
@@ -84,8 +83,7 @@ class TxnMetadata:
     def from_json(cls, d: dict[str, Any]) -> "TxnMetadata":
         return cls(d["id"], int(d["pid"]), int(d["epoch"]), int(d["timeout"]), TxnState(d["state"]),
                    int(d["start"]), {(t, int(q)): int(o) for t, q, o in d["parts"]},
-                   set(d["groups"]), {(g, t, int(q)): (int(o), m) for g, t, q, o, m in d["offsets"]},
-                   {(t, int(q)) for t, q in d.get("written", [])})
+                   set(d["groups"]), {(g, t, int(q)): (int(o), m) for g, t, q, o, m in d["offsets"]})
 
 
 class TxnCoordinator:
@@ -125,6 +123,8 @@ class TxnCoordinator:
         for meta in self.transactions.values():
             self._by_pid[meta.producer_id] = meta
             if meta.state is TxnState.ONGOING or meta.state in _PREPARING:
+                # every added queue may hold its records: each holds the LSO from its bound
+                meta.written = set(meta.partitions)
                 for (t, q), first in meta.partitions.items():
                     self._queue(t, q).open[meta.producer_id] = first
         self.log.open()
@@ -254,11 +254,11 @@ class TxnCoordinator:
             raise InvalidTxnState(f"{meta.transactional_id!r} did not add {topic}-{queue_id}")
         if key in meta.written:
             return
+        # not logged: after a crash the bound logged by add_partitions (never above this) holds
         first = self._max_offset(topic, queue_id)
         meta.partitions[key] = first
         meta.written.add(key)
         self._queue(topic, queue_id).open[producer_id] = first
-        self._save(meta)
 
     # ------------------------------------------------------------------ the end
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -280,12 +280,16 @@ class TxnCoordinator:
         commit = meta.state is TxnState.PREPARE_COMMIT
         aborted = []
         pid = meta.producer_id
-        for (topic, queue_id), first in meta.partitions.items():
-            try:
-                marker = await self._put_marker(topic, queue_id, pid, meta.producer_epoch, commit)
-            except BrokerError as exc:  # the topic went away: nothing there to end
+        # every queue's marker at once (under SYNC_FLUSH they share the group commit)
+        markers = await asyncio.gather(*(self._put_marker(topic, queue_id, pid, meta.producer_epoch, commit)
+                                         for topic, queue_id in meta.partitions), return_exceptions=True)
+        for ((topic, queue_id), first), marker in zip(meta.partitions.items(), markers):
+            if isinstance(marker, BaseException):
+                if not isinstance(marker, BrokerError):
+                    raise marker
+                # the topic went away: nothing there to end
                 log.warning("no %s marker in %s-%d for %r: %s", "commit" if commit else "abort",
-                            topic, queue_id, meta.transactional_id, exc)
+                            topic, queue_id, meta.transactional_id, marker)
                 marker = -1
             state = self.queues.get((topic, queue_id))
             if state is not None:
