@@ -1,0 +1,140 @@
+"""The core's in-place transactions without a protocol: the Broker facade's coordinator, its
+read rule for every reader, and its log across a restart (a torn line, a compaction)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from rocketport.core.batch import Record, build_batch
+from rocketport.core.broker import Broker
+from rocketport.core.store.get_result import GetStatus
+from rocketport.core.txn.errors import (
+    ConcurrentTransactions,
+    InvalidProducerIdMapping,
+    InvalidTransactionTimeout,
+    InvalidTxnState,
+    ProducerFenced,
+)
+from rocketport.core.txn.visibility import Isolation
+
+from tests.support.aio import run
+
+
+async def write(broker: Broker, pid: int, epoch: int, value: bytes, *, queue_id: int = 0) -> int:
+    """A transactional batch of one record, as a front-end stores it."""
+    broker.check_transactional_write(pid, epoch, "T", queue_id)
+    batch = build_batch([Record(0, 0, None, value)], base_timestamp=int(time.time() * 1000),
+                        producer_id=pid, producer_epoch=epoch, base_sequence=0, transactional=True)
+    return (await broker.put_record_batch("T", queue_id, batch, 1)).queue_offset
+
+
+async def plain(broker: Broker, value: bytes) -> int:
+    batch = build_batch([Record(0, 0, None, value)], base_timestamp=int(time.time() * 1000))
+    return (await broker.put_record_batch("T", 0, batch, 1)).queue_offset
+
+
+def bodies(broker: Broker, isolation: Isolation = Isolation.VISIBLE) -> list[bytes]:
+    result = broker.get_messages("T", 0, 0, 100, isolation=isolation)
+    return [m.body for m in result.messages()]
+
+
+def test_visibility_for_every_reader_and_the_kafka_views(small_config):
+    async def main() -> None:
+        async with Broker(small_config) as broker:
+            broker.create_topic("T", read_queue_nums=2, write_queue_nums=2)
+            pid, epoch = await broker.init_transactional_producer("t1", 60_000)
+            broker.add_partitions_to_txn("t1", pid, epoch, [("T", 0)])
+            await write(broker, pid, epoch, b"aborted")
+            await plain(broker, b"plain-1")
+            assert bodies(broker) == [] and broker.last_stable_offset("T", 0) == 0
+            await broker.end_txn("t1", pid, epoch, False)
+            assert bodies(broker) == [b"plain-1"]  # the aborted record and the marker are gone
+            assert broker.get_messages("T", 0, 0, 100).max_offset == 3
+            assert [(r.producer_id, r.first_offset, r.last_offset)
+                    for r in broker.aborted_transactions("T", 0, 0, 3)] == [(pid, 0, 2)]
+            broker.add_partitions_to_txn("t1", pid, epoch, [("T", 0)])
+            await write(broker, pid, epoch, b"committed")
+            held = broker.get_messages("T", 0, 3, 100)
+            assert held.status is GetStatus.OFFSET_OVERFLOW_ONE and held.max_offset == 3
+            await broker.end_txn("t1", pid, epoch, True)
+            assert bodies(broker) == [b"plain-1", b"committed"]
+            raw = [m.body for m in broker.get_messages("T", 0, 0, 100, isolation=Isolation.KAFKA_UNCOMMITTED)
+                   .messages()]
+            assert raw[:2] == [b"aborted", b"plain-1"] and len(raw) == 5  # markers included
+            # the other queue never saw a transaction: no state, reads unchanged
+            assert ("T", 1) not in broker.txn_queues
+
+    run(main())
+
+
+def test_coordinator_refusals(small_config):
+    async def main() -> None:
+        async with Broker(small_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            with pytest.raises(InvalidTransactionTimeout):
+                await broker.init_transactional_producer("t", 900_001)
+            pid, epoch = await broker.init_transactional_producer("t", 1000)
+            with pytest.raises(InvalidTxnState):
+                await broker.end_txn("t", pid, epoch, True)  # nothing open
+            with pytest.raises(InvalidTxnState):
+                await write(broker, pid, epoch, b"x")  # partition not added
+            with pytest.raises(InvalidProducerIdMapping):
+                broker.add_partitions_to_txn("t", pid + 1, epoch, [("T", 0)])
+            broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+            with pytest.raises(InvalidTxnState):
+                broker.txn_offset_commit("t", pid, epoch, "g", [("T", 0, 5, None)])  # group not added
+            pid2, epoch2 = await broker.init_transactional_producer("t", 1000)
+            assert (pid2, epoch2) == (pid, epoch + 1)
+            with pytest.raises(ProducerFenced):
+                broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+            with pytest.raises(ProducerFenced):
+                await broker.init_transactional_producer("t", 1000, pid, epoch)  # KIP-360 with a stale epoch
+            meta = broker.transaction("t")
+            await meta.lock.acquire()  # as while its markers are being written
+            with pytest.raises(ConcurrentTransactions):
+                broker.add_partitions_to_txn("t", pid2, epoch2, [("T", 0)])
+            meta.lock.release()
+
+    run(main())
+
+
+def test_restart_keeps_open_transactions_closed_and_aborted_ranges(small_config):
+    async def first_run() -> int:
+        async with Broker(small_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            pid, epoch = await broker.init_transactional_producer("t", 60_000)
+            broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+            await write(broker, pid, epoch, b"aborted")
+            await broker.end_txn("t", pid, epoch, False)
+            broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+            await write(broker, pid, epoch, b"open-before")
+            await plain(broker, b"plain")
+            return pid
+
+    async def second_run(pid: int) -> None:
+        async with Broker(small_config) as broker:
+            assert bodies(broker) == []  # the open transaction holds the LSO at offset 2
+            assert broker.last_stable_offset("T", 0) == 2
+            epoch = broker.transaction("t").producer_epoch
+            await write(broker, pid, epoch, b"open-after")  # the producer goes on after the restart
+            assert broker.last_stable_offset("T", 0) == 2  # still from the logged bound
+            await broker.end_txn("t", pid, epoch, True)
+            assert bodies(broker) == [b"open-before", b"plain", b"open-after"]
+
+    async def third_run() -> None:
+        async with Broker(small_config) as broker:
+            broker.txn.log.compact_after = 0  # the next completion rewrites the log
+            pid, epoch = await broker.init_transactional_producer("t", 60_000)
+            broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+            await broker.end_txn("t", pid, epoch, True)
+            assert broker.txn.log.lines == 2  # the snapshot: allocator and ranges, one id
+        with open(broker.txn.log.path, "ab") as f:
+            f.write(b'{"id": "t", "pid"')  # a write cut short by a crash
+        async with Broker(small_config) as broker:
+            assert bodies(broker) == [b"open-before", b"plain", b"open-after"]  # still no "aborted"
+            assert [r.first_offset for r in broker.aborted_transactions("T", 0, 0, 100)] == [0]
+
+    pid = run(first_run())
+    run(second_run(pid))
+    run(third_run())
