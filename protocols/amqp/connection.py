@@ -110,10 +110,13 @@ class AmqpServerConnection:
         pos = 0
         size = len(buf)
         view = memoryview(buf)
+        unpack = FRAME_HEAD.unpack_from
+        assembling = self._assembling
+        max_payload = self.frame_max - codec.FRAME_OVERHEAD
         try:
             while size - pos >= 7 and self.state != CLOSED:
-                frame_type, channel, length = FRAME_HEAD.unpack_from(buf, pos)
-                if length > self.frame_max - codec.FRAME_OVERHEAD:
+                frame_type, channel, length = unpack(buf, pos)
+                if length > max_payload:
                     raise FrameError(501, f"FRAME_ERROR - frame of {length} bytes exceeds frame_max "
                                           f"{self.frame_max}")
                 end = pos + 7 + length
@@ -121,6 +124,15 @@ class AmqpServerConnection:
                     break
                 if buf[end] != FRAME_END:
                     raise FrameError(501, "FRAME_ERROR - frame does not end with 0xCE")
+                if frame_type == FRAME_BODY:  # the common case, inline: a body in one frame
+                    assembly = assembling.get(channel)
+                    if (assembly is not None and assembly.size == length and not assembly.received
+                            and not assembly.discard and self.state == OPEN):
+                        del assembling[channel]
+                        events.append(ContentReceived(channel, assembly.method, assembly.properties,  # type: ignore[arg-type]
+                                                      bytes(view[pos + 7:end])))
+                        pos = end + 1
+                        continue
                 self._frame(frame_type, channel, view[pos + 7:end], events)
                 pos = end + 1
         except FrameError as exc:

@@ -87,32 +87,34 @@ def _shortstr(text: str) -> bytes:
     return bytes((len(raw),)) + raw
 
 
+_BASIC_FIELDS: Final = {name: (bit, kind) for name, bit, kind in _FIELDS if name != "headers"}
+_HEADERS_FLAG: Final = 1 << 13
+_HIDDEN: Final = (SYSTEM_NAMES - {"DELAY"}) | {DEFAULT_EXCHANGE_MARK}
+_encoded: dict[tuple[tuple[str, str], ...], bytes] = {}  # messages of one publisher look alike
+_ENCODED_MAX = 4096
+
+
 def encode_properties(properties: Mapping[str, str]) -> bytes:
-    """A stored message's properties as a content header's property flags and list."""
+    """A stored message's properties as a content header's property flags and list (the
+    drain's hot path: one pass, and recent property sets are remembered)."""
+    key = tuple(properties.items())
+    done = _encoded.get(key)
+    if done is not None:
+        return done
     flags = 0
-    parts: list[bytes] = []
+    found: list[tuple[int, bytes]] = []
     headers: dict[str, object] | None = None
-    for key, value in properties.items():
-        if key in BASIC_NAMES or (key in SYSTEM_NAMES and key != "DELAY") or key == DEFAULT_EXCHANGE_MARK:
+    for name, value in key:
+        field = _BASIC_FIELDS.get(name)
+        if field is None:
+            if name not in _HIDDEN:
+                if headers is None:
+                    headers = {}
+                headers[name] = value
             continue
-        if headers is None:
-            headers = {}
-        headers[key] = value
-    for name, bit, kind in _FIELDS:
-        if name == "headers":
-            if headers:
-                flags |= 1 << bit
-                try:
-                    parts.append(encode.field_table(headers))  # type: ignore[arg-type]
-                except (TypeError, ValueError):
-                    parts.append(encode.field_table({k: v.encode("utf-8", "surrogateescape")
-                                                     for k, v in headers.items()}))  # type: ignore[union-attr]
-            continue
-        value = properties.get(name)
-        if value is None:
-            continue
+        bit, kind = field
         if kind == "s":
-            parts.append(_shortstr(value))
+            found.append((bit, _shortstr(value)))
         else:
             try:
                 number = int(value)
@@ -121,13 +123,25 @@ def encode_properties(properties: Mapping[str, str]) -> bytes:
             if kind == "o":
                 if not 0 <= number <= 255:
                     continue
-                parts.append(bytes((number,)))
+                found.append((bit, bytes((number,))))
             else:
                 if not 0 <= number < 1 << 64:
                     continue
-                parts.append(_U64.pack(number))
+                found.append((bit, _U64.pack(number)))
         flags |= 1 << bit
-    return _U16.pack(flags) + b"".join(parts)
+    if headers:
+        flags |= _HEADERS_FLAG
+        try:
+            table = encode.field_table(headers)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            table = encode.field_table({k: str(v).encode("utf-8", "surrogateescape") for k, v in headers.items()})
+        found.append((13, table))
+    found.sort(reverse=True)
+    encoded = _U16.pack(flags) + b"".join(part for _, part in found)
+    if len(_encoded) >= _ENCODED_MAX:
+        _encoded.clear()
+    _encoded[key] = encoded
+    return encoded
 
 
 def routing_key_of(properties: Mapping[str, str]) -> str:

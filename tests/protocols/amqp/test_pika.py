@@ -115,12 +115,14 @@ def test_competing_consumers_share_round_robin_and_prefetch_bounds_unacked(amqp_
         settle = time.monotonic() + 1.0
         while time.monotonic() < settle:
             conn.process_data_events(time_limit=0.1)
-        assert len(seen["a"]) == 2 and len(seen["b"]) == 2, "prefetch 2 each, nothing acked yet"
+        assert (len(seen["a"]), len(seen["b"])) == (2, 2), "prefetch 2 each, nothing acked yet"
         deadline = time.monotonic() + TIMEOUT
+        acked = {"a": 0, "b": 0}
         while len(seen["a"]) + len(seen["b"]) < 20 and time.monotonic() < deadline:
             for name, channel in (("a", a), ("b", b)):
-                if seen[name]:
-                    channel.basic_ack(seen[name][-1][0], multiple=True)
+                if seen[name] and seen[name][-1][0] > acked[name]:
+                    acked[name] = seen[name][-1][0]
+                    channel.basic_ack(acked[name], multiple=True)
             conn.process_data_events(time_limit=0.2)
         bodies = sorted(int(body) for _, body in seen["a"] + seen["b"])
         assert bodies == list(range(20))
