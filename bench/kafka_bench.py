@@ -20,6 +20,13 @@ message per poll at 10,000 msg/s) include librdkafka's and Python's per-message 
 The *_confluent_default rows run confluent-kafka with every setting at librdkafka's default
 but bootstrap.servers (and the consumer's group.id and assignment), as users run it; their
 floor is the peer's figure from the same run (at least tansu), when a peer runs.
+
+Transactions (Rocketport only, not run against a peer): confluent-kafka producing 100 B
+records in transactions of 1,000 (acks=all, idempotent, tuned as above) beside the same
+produce without transactions (acks=all), then consumer passes over the transactional topic
+with isolation.level read_uncommitted and read_committed. Floors: transactional produce
+>= 0.7x the plain produce and read_committed >= 0.8x read_uncommitted, both of this run.
+--quick: 100,000 records per 100 B case, two passes, no *_default and no latency rows.
 """
 
 from __future__ import annotations
@@ -407,6 +414,29 @@ class Target:
     pid: int
 
 
+def confluent_txn_produce(port: int, topic: str, size: int, messages: int, per_txn: int) -> float:
+    """Messages per second in transactions of ``per_txn`` records, from the first begin until
+    the last commit (init_transactions is before the clock starts)."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": f"127.0.0.1:{port}", **PRODUCER_TUNED,
+                  "transactional.id": f"bench-{time.monotonic_ns()}"})
+    p.init_transactions(30)
+    value = bytes(size)
+    started = time.perf_counter()
+    for first in range(0, messages, per_txn):
+        p.begin_transaction()
+        for i in range(first, min(first + per_txn, messages)):
+            while True:
+                try:
+                    p.produce(topic, value, partition=i % PARTITIONS)
+                    break
+                except BufferError:
+                    p.poll(0.001)
+        p.commit_transaction(120)
+    return messages / (time.perf_counter() - started)
+
+
 def wait_idle(pid: int, budget: float = 30.0) -> None:
     """Return once the broker used at most one clock tick of CPU in half a second, so work a
     case left behind (the index builder catching up) is charged to that case and never runs
@@ -508,6 +538,7 @@ def run_cases(targets: list[Target], args: argparse.Namespace) -> None:
             report(f"produce_{label}_confluent_acks{acks}_mb", "MB/s", None, mb(produced, size), targets)
             # as fetch passes, consume passes read the same first n records
             best(f"consume_{label}_confluent", alternating(CONSUME_PASSES, n, confluent_consume, topic, n))
+    if not args.skip_confluent and not args.latency_only and not args.quick:
         # librdkafka's defaults, as users run it: the floor is the peer in the same run
         n, topic = args.messages, "cf-default-100B"
         for t in targets:
@@ -520,6 +551,10 @@ def run_cases(targets: list[Target], args: argparse.Namespace) -> None:
             rows = best(case, per_target, floor)
             if case.startswith("produce"):
                 report(f"{case}_mb", "MB/s", None, mb(rows, 100), targets)
+    if not args.skip_confluent and not args.latency_only and not args.skip_transactions:
+        transactional_rows(targets[0], args, run)
+    if args.quick:
+        return
     for t in targets:
         run(create_topic(t.port, "latency"))
     for kind, case in (("raw", blocking(raw_latency)), ("confluent", confluent_latency)):
@@ -539,6 +574,39 @@ def run_cases(targets: list[Target], args: argparse.Namespace) -> None:
                **({"peer_worst": p99[1][-1]} if len(targets) > 1 else {}))
 
 
+def transactional_rows(target: Target, args: argparse.Namespace, run: Callable[..., Any]) -> None:
+    """Transactional produce beside plain produce (both acks=all), then read_committed
+    beside read_uncommitted over the transactional topic, on Rocketport alone; the floors
+    are fractions of the plain figures of this run."""
+    n, per_txn = args.messages // 2, 1000
+    passes = 2 if args.quick else PRODUCE_PASSES
+    for topic in ("txn-plain-100B", "txn-100B"):
+        run(create_topic(target.port, topic))
+
+    def best_of(case: Callable[..., float], *case_args: Any, passes: int = passes) -> tuple[float, float, list[float]]:
+        runs = [measure(target, n, case, *case_args) for _ in range(passes)]
+        return max(r for r, _ in runs), sum(c for _, c in runs) / len(runs), [round(r) for r, _ in runs]
+
+    plain, plain_cpu, plain_runs = best_of(confluent_produce, "txn-plain-100B", 100, n, "all")
+    emit("produce_100B_confluent_acksall_plain", plain, "msg/s", None,
+         broker_cpu_us_per_msg=round(plain_cpu, 3), runs=plain_runs)
+    txn, txn_cpu, txn_runs = best_of(confluent_txn_produce, "txn-100B", 100, n, per_txn)
+    emit(f"produce_100B_confluent_txn{per_txn}", txn, "msg/s", round(0.7 * plain, 1),
+         broker_cpu_us_per_msg=round(txn_cpu, 3), runs=txn_runs, ratio=round(txn / plain, 3))
+    # every consume pass reads the first n records of the transactional topic
+    consume_passes = 2 if args.quick else CONSUME_PASSES
+    uncommitted, u_cpu, u_runs = best_of(confluent_consume, "txn-100B", n,
+                                         {**CONSUMER_TUNED, "isolation.level": "read_uncommitted"},
+                                         passes=consume_passes)
+    emit("consume_100B_confluent_txn_read_uncommitted", uncommitted, "msg/s", None,
+         broker_cpu_us_per_msg=round(u_cpu, 3), runs=u_runs)
+    committed, c_cpu, c_runs = best_of(confluent_consume, "txn-100B", n,
+                                       {**CONSUMER_TUNED, "isolation.level": "read_committed"},
+                                       passes=consume_passes)
+    emit("consume_100B_confluent_txn_read_committed", committed, "msg/s", round(0.8 * uncommitted, 1),
+         broker_cpu_us_per_msg=round(c_cpu, 3), runs=c_runs, ratio=round(committed / uncommitted, 3))
+
+
 def start_tansu(binary: str, port: int, log: Any) -> subprocess.Popen:
     """The peer: tansu (memory storage, not durable) on ``port``."""
     url = f"tcp://127.0.0.1:{port}"
@@ -552,6 +620,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1_000_000, help="records per 100 B case")
     parser.add_argument("--skip-confluent", action="store_true")
+    parser.add_argument("--skip-transactions", action="store_true", help="no transactional rows")
+    parser.add_argument("--quick", action="store_true",
+                        help="100,000 records per 100 B case, two passes, no *_default and no latency rows")
     parser.add_argument("--latency-only", action="store_true",
                         help="only the produce->consume latency case, on a fresh broker")
     parser.add_argument("--broker-log", help="file for the brokers' logs (default: discarded)")
@@ -559,6 +630,10 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a broker setting for Rocketport (e.g. messageIndexEnable=false)")
     args = parser.parse_args()
+    if args.quick:
+        args.messages = min(args.messages, 100_000)
+        global CONSUME_PASSES, PRODUCE_PASSES, RAW_PASSES
+        CONSUME_PASSES = PRODUCE_PASSES = RAW_PASSES = 2
     with contextlib.ExitStack() as stack:
         log = stack.enter_context(open(args.broker_log, "ab")) if args.broker_log else subprocess.DEVNULL
         store = stack.enter_context(tempfile.TemporaryDirectory(prefix="kafka-bench-"))
