@@ -138,13 +138,15 @@ class DeliveryGroup:
         self._start = start
         self._readers: dict[str, _TopicReader] = {}
         self._ledgers: dict[_QueueKey, QueueLedger] = {}
-        self._ready: deque[tuple[MessageExt, bool, _QueueKey]] = deque()
-        self._unacked: dict[int, tuple[Delivery, _QueueKey, int]] = {}
+        # what is read and not handed out yet, and what is handed out and not answered,
+        # each with the ledger of its queue
+        self._ready: deque[tuple[MessageExt, bool, QueueLedger]] = deque()
+        self._unacked: dict[int, tuple[Delivery, QueueLedger, int]] = {}
         self._subscribers: list[Subscriber] = []
         self._rr = 0
         self._read_rr = 0
         self._tags = itertools.count(1)
-        self._dirty: set[_QueueKey] = set()
+        self._dirty: set[QueueLedger] = set()  # answered since the last commit
         self._wake = asyncio.Event()
         self._closed = False
         self.set_sources(sources, start=start)
@@ -170,7 +172,8 @@ class DeliveryGroup:
     def message_count(self) -> int:
         """Messages not yet handed out (an estimate: unread messages a filter will skip count)."""
         max_offset = self._broker.max_offset
-        unread = sum(max(0, max_offset(t, q) - ledger.read_to) for (t, q), ledger in self._all_ledgers())
+        unread = sum(max(0, max_offset(ledger.topic, ledger.queue_id) - ledger.read_to)
+                     for ledger in self._all_ledgers())
         return len(self._ready) + unread
 
     # ------------------------------------------------------------------ answers
@@ -182,10 +185,11 @@ class DeliveryGroup:
             entry = unacked.pop(tag, None)
             if entry is None:
                 continue
-            delivery, key, offset = entry
+            delivery, ledger, offset = entry
             if delivery.subscriber is not None:
                 delivery.subscriber.unacked -= 1
-            self._finish(key, offset)
+            ledger.finished(offset)
+            self._dirty.add(ledger)
             count += 1
         if count:
             self._commit()
@@ -201,12 +205,13 @@ class DeliveryGroup:
             self._requeue(tags)
             return len(tags)
         for tag in tags:
-            delivery, key, offset = self._unacked[tag]
+            delivery, ledger, offset = self._unacked[tag]
             await self._broker.send_back_message(self.name, delivery.message, delay_level=delay_level)
             if self._unacked.pop(tag, None) is not None:  # not acked or requeued meanwhile
                 if delivery.subscriber is not None:
                     delivery.subscriber.unacked -= 1
-                self._finish(key, offset)
+                ledger.finished(offset)
+                self._dirty.add(ledger)
         self._commit()
         self._wake.set()
         return len(tags)
@@ -218,13 +223,14 @@ class DeliveryGroup:
             self._commit()
         if not self._ready:
             return None
-        msg, redelivered, key = self._ready.popleft()
+        msg, redelivered, ledger = self._ready.popleft()
         delivery = Delivery(next(self._tags), msg, redelivered, None)
         if auto_ack:
-            self._finish(key, msg.queue_offset)
+            ledger.finished(msg.queue_offset)
+            self._dirty.add(ledger)
             self._commit()
         else:
-            self._unacked[delivery.tag] = (delivery, key, msg.queue_offset)
+            self._unacked[delivery.tag] = (delivery, ledger, msg.queue_offset)
         return delivery
 
     # ------------------------------------------------------------------ administration
@@ -239,10 +245,11 @@ class DeliveryGroup:
             self._start_at_end(t for t in by_topic if t not in self._readers
                                and not t.startswith(RETRY_GROUP_TOPIC_PREFIX))
         self._readers = {topic: _TopicReader(topic, group) for topic, group in by_topic.items()}
-        kept = deque(item for item in self._ready if item[2][0] in self._readers)
-        for msg, _, key in self._ready:
-            if key[0] not in self._readers:
-                self._finish(key, msg.queue_offset)
+        kept = deque(item for item in self._ready if item[2].topic in self._readers)
+        for msg, _, ledger in self._ready:
+            if ledger.topic not in self._readers:
+                ledger.finished(msg.queue_offset)
+                self._dirty.add(ledger)
         self._ready = kept
         for key in [k for k in self._ledgers if k[0] not in self._readers]:
             del self._ledgers[key]
@@ -253,16 +260,17 @@ class DeliveryGroup:
         """Drop every message not yet handed out; returns how many (an estimate, as
         `message_count`). Unacknowledged deliveries stay outstanding."""
         dropped = len(self._ready)
-        for msg, _, key in self._ready:
-            self._finish(key, msg.queue_offset)
+        for msg, _, ledger in self._ready:
+            ledger.finished(msg.queue_offset)
+            self._dirty.add(ledger)
         self._ready.clear()
         max_offset = self._broker.max_offset
-        for key, ledger in self._all_ledgers():
-            end = max_offset(*key)
+        for ledger in self._all_ledgers():
+            end = max_offset(ledger.topic, ledger.queue_id)
             if end > ledger.read_to:
                 dropped += end - ledger.read_to
                 ledger.read_to = end
-                self._dirty.add(key)
+                self._dirty.add(ledger)
         self._commit()
         return dropped
 
@@ -292,38 +300,30 @@ class DeliveryGroup:
                 if broker.query_offset(self.name, topic, queue_id) < 0:
                     broker.commit_offset(self.name, topic, queue_id, broker.max_offset(topic, queue_id))
 
-    def _all_ledgers(self) -> list[tuple[_QueueKey, QueueLedger]]:
+    def _all_ledgers(self) -> list[QueueLedger]:
         """A ledger for every queue of every source topic that exists now."""
         out = []
         get_topic = self._broker.topics.get
         for topic in self._readers:
             cfg = get_topic(topic)
             if cfg is not None:
-                out.extend(((topic, q), self._ledger((topic, q))) for q in range(cfg.read_queue_nums))
+                out.extend(self._ledger(topic, q) for q in range(cfg.read_queue_nums))
         return out
 
-    def _ledger(self, key: _QueueKey) -> QueueLedger:
-        ledger = self._ledgers.get(key)
+    def _ledger(self, topic: str, queue_id: int) -> QueueLedger:
+        ledger = self._ledgers.get((topic, queue_id))
         if ledger is None:
-            committed = self._broker.query_offset(self.name, *key)
-            ledger = self._ledgers[key] = QueueLedger(
-                committed if committed >= 0 else self._broker.min_offset(*key))
+            committed = self._broker.query_offset(self.name, topic, queue_id)
+            ledger = self._ledgers[(topic, queue_id)] = QueueLedger(
+                topic, queue_id, committed if committed >= 0 else self._broker.min_offset(topic, queue_id))
         return ledger
-
-    def _finish(self, key: _QueueKey, offset: int) -> None:
-        ledger = self._ledgers.get(key)
-        if ledger is not None:
-            ledger.finished(offset)
-            self._dirty.add(key)
 
     def _commit(self) -> None:
         if not self._dirty:
             return
         commit = self._broker.commit_offset
-        for key in self._dirty:
-            ledger = self._ledgers.get(key)
-            if ledger is not None:
-                commit(self.name, key[0], key[1], ledger.committed)
+        for ledger in self._dirty:
+            commit(self.name, ledger.topic, ledger.queue_id, ledger.committed)
         self._dirty.clear()
 
     def _requeue(self, tags: list[int]) -> None:
@@ -332,10 +332,10 @@ class DeliveryGroup:
             entry = self._unacked.pop(tag, None)
             if entry is None:
                 continue
-            delivery, key, _ = entry
+            delivery, ledger, _ = entry
             if delivery.subscriber is not None:
                 delivery.subscriber.unacked -= 1
-            back.append((delivery.message, True, key))
+            back.append((delivery.message, True, ledger))
         self._ready.extendleft(reversed(back))
         if back:
             self._wake.set()
@@ -358,64 +358,73 @@ class DeliveryGroup:
             return False
         broker = self._broker
         tag_header = broker.config.kafka_tag_header
+        ready = self._ready
         start = self._read_rr % len(queues)
-        for (topic, queue_id), ledger in queues[start:] + queues[:start]:
-            if len(self._ready) >= wanted:
+        for ledger in queues[start:] + queues[:start]:
+            if len(ready) >= wanted:
                 break
+            topic = ledger.topic
             reader = self._readers[topic]
             try:
-                result = broker.get_messages(topic, queue_id, ledger.read_to,
-                                             min(_READ_BATCH, max(1, wanted - len(self._ready))),
+                result = broker.get_messages(topic, ledger.queue_id, ledger.read_to,
+                                             min(_READ_BATCH, max(1, wanted - len(ready))),
                                              message_filter=reader.store_filter)
             except BrokerError:
                 continue  # not readable now (perm, deleted): its place is kept
-            key = (topic, queue_id)
-            accept = reader.accept
-            from_retry = topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
-            for msg in result.messages(tag_header, reader.store_filter):
-                if accept is not None and not accept(msg):
-                    continue
-                if from_retry:  # delivered as the topic it was first sent to, as RocketMQ does
-                    msg.topic = msg.properties.get(PROPERTY_RETRY_TOPIC, msg.topic)
-                ledger.taken(msg.queue_offset)
-                self._ready.append((msg, False, key))
-            next_offset = result.next_begin_offset
-            if next_offset < result.min_offset:
-                next_offset = result.min_offset  # retention removed what we had not read
+            msgs = list(result.messages(tag_header, reader.store_filter))
+            if reader.accept is not None:
+                msgs = [m for m in msgs if reader.accept(m)]
+            if msgs:
+                if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                    for msg in msgs:  # delivered as the topic it was first sent to, as RocketMQ does
+                        msg.topic = msg.properties.get(PROPERTY_RETRY_TOPIC, msg.topic)
+                ledger.taken([m.queue_offset for m in msgs])
+                ready.extend((m, False, ledger) for m in msgs)
+            next_offset = max(result.next_begin_offset, result.min_offset)  # retention may pass us
             if next_offset != ledger.read_to:
                 ledger.read_to = next_offset
-                self._dirty.add(key)
+                self._dirty.add(ledger)
                 moved = True
         self._read_rr = start + 1
         return moved
 
     def _dispatch(self) -> None:
+        """Hand ready messages out, one per subscriber with credit in turn, a slice at a time."""
         ready, subs = self._ready, self._subscribers
-        sent = 0
-        while ready and subs and sent < _DISPATCH_SLICE:
-            n = len(subs)
+        if not ready or not subs:
+            return
+        credits = [sub.credit for sub in subs]
+        n = len(subs)
+        i = self._rr % n
+        unacked, tags, dirty = self._unacked, self._tags, self._dirty
+        for _ in range(min(len(ready), _DISPATCH_SLICE)):
             for step in range(n):
-                sub = subs[(self._rr + step) % n]
-                if sub.credit > 0:
-                    self._rr = (self._rr + step + 1) % n
+                j = (i + step) % n
+                if credits[j] > 0:
                     break
             else:
-                return
-            msg, redelivered, key = ready.popleft()
-            delivery = Delivery(next(self._tags), msg, redelivered, sub)
+                break
+            sub = subs[j]
+            i = j + 1
+            msg, redelivered, ledger = ready.popleft()
+            delivery = Delivery(next(tags), msg, redelivered, sub)
+            if not sub.auto_ack:  # before the callback, which may ack it at once
+                unacked[delivery.tag] = (delivery, ledger, msg.queue_offset)
+                sub.unacked += 1
             try:
                 sub.deliver(delivery)
             except Exception:
                 log.exception("delivery to a subscriber of %s failed; the subscriber is dropped", self.name)
-                ready.appendleft((msg, redelivered, key))
+                if unacked.pop(delivery.tag, None) is not None:
+                    sub.unacked -= 1
+                ready.appendleft((msg, redelivered, ledger))
                 self._drop(sub)
-                continue
+                return  # the subscriber list changed: the pump comes back
             if sub.auto_ack:
-                self._finish(key, msg.queue_offset)
-            else:
-                self._unacked[delivery.tag] = (delivery, key, msg.queue_offset)
-                sub.unacked += 1
-            sent += 1
+                ledger.finished(msg.queue_offset)
+                dirty.add(ledger)
+            credits[j] = sub.credit if sub.paused else credits[j] - 1  # the callback may pause it
+        self._rr = i % n
 
     async def _pump(self) -> None:
         while True:
@@ -441,8 +450,8 @@ class DeliveryGroup:
     async def _wait_for_messages(self) -> None:
         """Until a source queue grows, the group is woken (subscribe, ack, sources), or
         the idle wait passes (new topics and queues are found then)."""
-        positions = [(t, q, ledger.read_to) for (t, q), ledger in self._ledgers.items()
-                     if t in self._readers]
+        positions = [(ledger.topic, ledger.queue_id, ledger.read_to)
+                     for ledger in self._ledgers.values() if ledger.topic in self._readers]
         missing = any(self._broker.topics.get(t) is None for t in self._readers
                       if not t.startswith(RETRY_GROUP_TOPIC_PREFIX))
         self._wake.clear()

@@ -13,16 +13,18 @@ from collections import deque
 
 
 class QueueLedger:
-    __slots__ = ("read_to", "_outstanding", "_finished")
+    __slots__ = ("topic", "queue_id", "read_to", "_outstanding", "_finished")
 
-    def __init__(self, read_to: int) -> None:
+    def __init__(self, topic: str, queue_id: int, read_to: int) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
         self.read_to = read_to  # next offset to read
         self._outstanding: deque[int] = deque()
         self._finished: set[int] = set()
 
-    def taken(self, offset: int) -> None:
-        """A message read at ``offset`` now waits for its answer."""
-        self._outstanding.append(offset)
+    def taken(self, offsets: list[int]) -> None:
+        """Messages read at ``offsets`` (increasing) now wait for their answers."""
+        self._outstanding.extend(offsets)
 
     def finished(self, offset: int) -> None:
         """The message at ``offset`` is acknowledged, dead-lettered or dropped."""
