@@ -18,9 +18,10 @@ def amqp_config(config: BrokerConfig, **changes) -> BrokerConfig:
                                mapped_file_size_commit_log=8 << 20, **changes)
 
 
-@pytest.fixture
-def amqp_broker(small_config) -> Iterator[LiveBroker]:
-    live = start_live_broker(amqp_config(small_config))
+@pytest.fixture(params=["uvloop", "asyncio"])
+def amqp_broker(request, small_config) -> Iterator[LiveBroker]:
+    """On both loops: `rocketport broker` runs uvloop, whose transports differ in detail."""
+    live = start_live_broker(amqp_config(small_config), request.param)
     try:
         yield live
     finally:
