@@ -119,9 +119,12 @@ class TransactionRole:
         transaction covers the queue (ProducerFenced, InvalidTxnState ... otherwise)."""
         self.txn.before_write(producer_id, producer_epoch, topic, queue_id)
 
-    def last_stable_offset(self, topic: str, queue_id: int) -> int:
+    def last_stable_offset(self, topic: str, queue_id: int, max_offset: int | None = None) -> int:
+        """The queue's LSO (its max offset when no transaction is open on it); a caller that
+        has just read the max offset passes it."""
         state = self.txn.queues.get((topic, queue_id))
-        max_offset = self.store.max_offset(topic, queue_id)
+        if max_offset is None:
+            max_offset = self.store.max_offset(topic, queue_id)
         return max_offset if state is None else state.lso(max_offset)
 
     def aborted_transactions(self, topic: str, queue_id: int, start: int, end: int) -> list[AbortedRange]:

@@ -285,7 +285,7 @@ class FetchHandler:
                     out["error_code"] = error_code_for(exc)
                     continue
                 low, high = broker.min_offset(topic, index), broker.max_offset(topic, index)
-                stable = broker.last_stable_offset(topic, index)
+                stable = broker.last_stable_offset(topic, index, high)
                 out["high_watermark"], out["last_stable_offset"] = high, stable
                 out["log_start_offset"] = low
                 if result is None:
