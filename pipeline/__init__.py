@@ -1,0 +1,21 @@
+"""Rocketport's data pipeline on Apache Spark (PySpark's Python Data Source API).
+
+``rocketport.pipeline.register(spark)`` registers the `rocketport` source and sink (batch
+and streaming, over the remoting protocol through the native client) and the
+`rocketport-store` source (a store directory's CommitLog read offline). See
+docs/pipeline.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def register(spark: Any) -> None:
+    """Register every Rocketport data source with this SparkSession."""
+    from .source import RocketportDataSource
+
+    spark.dataSource.register(RocketportDataSource)
+
+
+__all__ = ["register"]

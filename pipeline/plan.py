@@ -1,0 +1,102 @@
+"""Queue ranges: what one Spark partition reads, how they are planned, and how one is read.
+
+A `QueueRange` is one queue's offsets [start, end) on the broker that hosts it, with the
+broker-side filter (tag expression or SQL92) to send with every pull. Planning resolves the
+offsets specs against the broker (earliest, latest, timestamps, per-queue JSON), narrows
+them by the pushed filters (`pushdown.Pushed`) and splits ranges longer than
+`maxOffsetsPerPartition`. Reading pulls the range in broker-filtered chunks and yields
+Arrow RecordBatches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+
+from rocketport.client.message import MessageQueue
+from rocketport.client.pulling import PullStatus
+
+from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions
+from .remote import MAX_PULL, Link, subscription
+from .schema import RowBuffer
+
+ROWS_PER_BATCH = 8192
+
+
+@dataclass(frozen=True)
+class QueueRange(InputPartition):
+    topic: str
+    broker: str
+    addr: str
+    queue_id: int
+    start: int
+    end: int
+    tags: str | None
+    sql: str | None
+
+    @property
+    def mq(self) -> MessageQueue:
+        return MessageQueue(self.topic, self.broker, self.queue_id)
+
+
+def queue_key(mq: MessageQueue) -> str:
+    """How a queue is named in offsets JSON: "broker:queueId"."""
+    return f"{mq.broker_name}:{mq.queue_id}"
+
+
+def resolve(link: Link, spec: OffsetSpec, mqs: list[MessageQueue], *,
+            mins: list[int], maxs: list[int], unnamed: int = EARLIEST) -> list[int]:
+    """Per queue, the offset `spec` names (clamped to what the queue holds); a queue
+    per-queue JSON does not name gets `unnamed` (EARLIEST or LATEST)."""
+    if spec.kind == "earliest":
+        return list(mins)
+    if spec.kind == "latest":
+        return list(maxs)
+    if spec.kind == "timestamp":
+        found = link.offsets_by_time(mqs, spec.timestamp_ms)
+        return [min(max(o, lo), hi) for o, lo, hi in zip(found, mins, maxs)]
+    out = []
+    for mq, lo, hi in zip(mqs, mins, maxs):
+        value = spec.for_queue(mq.topic, mq.broker_name, mq.queue_id)
+        if value is None:
+            value = unnamed
+        if value == LATEST:
+            out.append(hi)
+        elif value == EARLIEST:
+            out.append(lo)
+        else:
+            out.append(min(max(value, lo), hi))
+    return out
+
+
+def split(template: QueueRange, max_len: int) -> list[QueueRange]:
+    """The range cut into pieces of at most `max_len` offsets."""
+    return [QueueRange(template.topic, template.broker, template.addr, template.queue_id,
+                       s, min(s + max_len, template.end), template.tags, template.sql)
+            for s in range(template.start, template.end, max_len)]
+
+
+def read_range(r: QueueRange, group: str, namesrv: str) -> Iterator[pa.RecordBatch]:
+    """Every message of the range that the broker's filter accepts, as RecordBatches."""
+    mq = r.mq
+    sub = subscription(r.topic, r.tags, r.sql)
+    rows = RowBuffer()
+    offset = r.start
+    with Link(namesrv, group) as link:
+        while offset < r.end:
+            result = link.pull(r.addr, mq, offset, min(r.end - offset, MAX_PULL), sub)
+            for m in result.messages:
+                if m.queue_offset >= r.end:
+                    break
+                rows.add(r.topic, r.queue_id, m.queue_offset, m.body, m.properties,
+                         m.born_timestamp, m.store_timestamp, m.msg_id, m.reconsume_times)
+            if len(rows) >= ROWS_PER_BATCH:
+                yield rows.take()
+            if result.status is PullStatus.NO_NEW_MSG or result.next_begin_offset <= offset:
+                break  # the queue ends before the range (or cannot move on)
+            offset = result.next_begin_offset
+    if len(rows):
+        yield rows.take()

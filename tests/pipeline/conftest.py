@@ -1,0 +1,86 @@
+"""One local[2] SparkSession and one live broker for the whole folder (each extra session
+costs 7-18 s here); every test uses topics of its own."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from rocketport.client import AdminClient, Message, Producer
+from rocketport.core.config import BrokerConfig, ProtocolConfig
+from tests.support.aio import run
+from tests.support.live_broker import LiveBroker, start_live_broker
+from tests.support.remoting import free_port
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from rocketport.pipeline import register
+
+    session = (SparkSession.builder.master("local[2]").appName("rocketport-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.python.filterPushdown.enabled", "true")
+               .config("spark.driver.memory", "1g")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def pipeline_config(tmp_path_factory) -> BrokerConfig:
+    return BrokerConfig(
+        store_path_root_dir=str(tmp_path_factory.mktemp("pipeline") / "store"),
+        mapped_file_size_commit_log=4 << 20,
+        flush_interval_commit_log=20,
+        flush_interval_consume_queue=50,
+        listen_port=free_port(),  # offset message ids embed the configured port
+        namesrv=ProtocolConfig(True, 0),
+        kafka=ProtocolConfig(False, 0),
+        stomp=ProtocolConfig(False, 0),
+        amqp=ProtocolConfig(False, 0),
+    )
+
+
+@pytest.fixture(scope="session")
+def broker(pipeline_config: BrokerConfig) -> Iterator[LiveBroker]:
+    live = start_live_broker(pipeline_config)
+    try:
+        yield live
+    finally:
+        live.stop()
+
+
+def create_topic(broker: LiveBroker, topic: str, queues: int = 4) -> None:
+    async def main() -> None:
+        async with AdminClient(broker.namesrv) as admin:
+            await admin.create_topic(topic, queue_nums=queues)
+    run(main())
+
+
+def produce(broker: LiveBroker, messages: list[Message], *, per_queue: dict[int, list[Message]] | None = None,
+            batch: int = 256) -> None:
+    """Send `messages` round robin in batches (or `per_queue`: each list to its queue)."""
+    async def main() -> None:
+        async with Producer(broker.namesrv, "pipeline-test-producer") as producer:
+            queues = await producer.runtime.routes.publish_queues(
+                (messages or next(iter(per_queue.values())))[0].topic)
+            plan = per_queue or {q.queue_id: messages[i::len(queues)] for i, q in enumerate(queues)}
+            for mq in queues:
+                msgs = plan.get(mq.queue_id, [])
+                for i in range(0, len(msgs), batch):
+                    await producer.send_batch(msgs[i:i + batch], queue=mq)
+    run(main())

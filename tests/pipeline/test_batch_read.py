@@ -1,0 +1,76 @@
+"""Batch reads through the `rocketport` source: partitions per queue, schema, options,
+and filters pushed into the broker (queue pruning, offset ranges, broker-side tags/SQL)."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from rocketport.client import Message
+from tests.pipeline.conftest import create_topic, produce
+
+
+def reader(spark, broker, topic, **options):
+    r = spark.read.format("rocketport").option("namesrv", broker.namesrv).option("topic", topic)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+@pytest.fixture(scope="module")
+def orders(broker):
+    """400 messages on 4 queues: tag A for every 100th, B otherwise; a region property."""
+    create_topic(broker, "SparkOrders", 4)
+    msgs = [Message("SparkOrders", b"order-%d" % i, tags="A" if i % 100 == 0 else "B",
+                    keys=[f"k{i}", "x"], properties={"region": "eu" if i % 2 else "us", "n": str(i)})
+            for i in range(400)]
+    produce(broker, msgs)
+    return msgs
+
+
+def test_reads_every_queue_with_the_schema(spark, broker, orders):
+    df = reader(spark, broker, "SparkOrders")
+    assert df.rdd.getNumPartitions() == 4  # one per queue
+    rows = df.collect()
+    assert sorted(r.value for r in rows) == sorted(m.body for m in orders)
+    by_value = {r.value: r for r in rows}
+    r = by_value[b"order-200"]
+    assert (r.topic, r.tags, r.keys, r.properties["region"], r.properties["n"]) == (
+        "SparkOrders", "A", ["k200", "x"], "us", "200")
+    assert "TAGS" not in r.properties and r.msg_id == r.properties["UNIQ_KEY"]
+    assert isinstance(r.store_timestamp, datetime.datetime) and r.reconsume_times == 0
+    # offsets are each queue's 0..99
+    per_queue = {}
+    for row in rows:
+        per_queue.setdefault(row.queue_id, []).append(row.offset)
+    assert {q: sorted(o) for q, o in per_queue.items()} == {q: list(range(100)) for q in range(4)}
+
+
+def test_large_ranges_split_into_several_partitions(spark, broker, orders):
+    df = reader(spark, broker, "SparkOrders", maxOffsetsPerPartition="30")
+    assert df.rdd.getNumPartitions() == 4 * 4  # 0-30, 30-60, 60-90, 90-100 per queue
+    assert df.count() == 400
+
+
+def test_offsets_options(spark, broker, orders):
+    starting = '{"SparkOrders": {"0": 90, "1": 95}}'
+    ending = '{"SparkOrders": {"0": 95, "2": 10}}'
+    df = reader(spark, broker, "SparkOrders", startingOffsets=starting, endingOffsets=ending)
+    got = sorted((r.queue_id, r.offset) for r in df.select("queue_id", "offset").collect())
+    # queue 0: 90..94; queue 1: 95..99 (ends latest); queue 2: 0..9 (starts earliest);
+    # queue 3, named by neither: 0..99
+    want = ([(0, o) for o in range(90, 95)] + [(1, o) for o in range(95, 100)]
+            + [(2, o) for o in range(10)] + [(3, o) for o in range(100)])
+    assert got == want
+    # a timestamp after every message: nothing; latest..latest: nothing
+    later = str(int(datetime.datetime.now().timestamp() * 1000) + 60_000)
+    assert reader(spark, broker, "SparkOrders", startingOffsets=later).count() == 0
+    assert reader(spark, broker, "SparkOrders", startingOffsets="latest").count() == 0
+
+
+def test_bad_options_are_named(spark, broker, orders):
+    with pytest.raises(Exception, match="startingOffsets"):
+        reader(spark, broker, "SparkOrders", startingOffsets="yesterday").collect()
+    with pytest.raises(Exception, match="namesrv"):
+        spark.read.format("rocketport").option("topic", "SparkOrders").load().collect()
