@@ -206,11 +206,11 @@ class PushConsumer:
             self._rebalance_wanted.set()
 
     async def _rebalance_loop(self) -> None:
-        assert self._rebalance_wanted is not None
+        wanted = self._rebalance_wanted
+        assert wanted is not None
         while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._rebalance_wanted.wait(), self._rebalance_interval_s)
-            self._rebalance_wanted.clear()
+            await _wait(wanted, self._rebalance_interval_s)
+            wanted.clear()
             try:
                 await self.rebalance()
             except ClientError as exc:
@@ -283,10 +283,9 @@ class PushConsumer:
         work.ready.set()
         work.room.set()
         await asyncio.gather(puller, return_exceptions=True)
-        try:
-            await asyncio.wait_for(consumer, 30.0)
-        except (asyncio.TimeoutError, asyncio.CancelledError):
-            pass
+        _, stuck = await asyncio.wait([consumer], timeout=30.0)
+        for task in stuck:  # a listener busy for 30 s more is interrupted
+            task.cancel()
         if persist:
             await self._offsets.persist([mq])
             self._offsets.remove(mq)
@@ -377,11 +376,7 @@ class PushConsumer:
                 if work.dropped:
                     return
                 work.ready.clear()
-                if self.orderly and not work.locked:
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(work.ready.wait(), 1.0)
-                else:
-                    await work.ready.wait()
+                await _wait(work.ready, 1.0 if self.orderly and not work.locked else None)
                 continue
             batch = [buffer.popleft() for _ in range(min(size, len(buffer)))]
             if retry_topic:
@@ -439,3 +434,16 @@ class PushConsumer:
             return False
         return True
 
+
+
+async def _wait(event: asyncio.Event, timeout_s: float | None) -> None:
+    """Until `event` is set or `timeout_s` passed. Not `asyncio.wait_for`: on 3.11 a
+    cancellation arriving as its timeout fires can be lost, which hung shutdown."""
+    if timeout_s is None:
+        await event.wait()
+        return
+    timer = asyncio.get_running_loop().call_later(timeout_s, event.set)
+    try:
+        await event.wait()
+    finally:
+        timer.cancel()
