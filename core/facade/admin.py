@@ -28,6 +28,7 @@ from ..metadata.groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from ..metadata.offsets import ConsumerOffsetManager
 from ..metadata.topics import PERM_RW, TopicConfig, TopicConfigManager
 from ..store.message_store import MessageStore
+from ..txn.coordinator import TxnCoordinator
 
 @dataclass(slots=True)
 class BrokerStats:
@@ -55,6 +56,7 @@ class AdminRole:
     offsets: ConsumerOffsetManager
     pull_waiters: PullWaiters
     consumer_manager: ConsumerManager
+    txn: TxnCoordinator
 
     @property
     def store_host(self) -> bytes:
@@ -93,6 +95,7 @@ class AdminRole:
             raise TopicNotFound(topic)
         self.store.delete_topic(topic)
         self.offsets.remove_topic(topic)
+        self.txn.forget_topic(topic)  # its transactions' read-rule state (core/txn)
         self.pull_waiters.notify_all(topic)  # held pulls on it answer now, not at their timeout
 
     def set_topic_attributes(self, topic: str, attributes: dict[str, str]) -> TopicConfig:

@@ -28,8 +28,9 @@ import struct
 from typing import Final
 
 from ..batch import Record, build_batch
-from ..errors import MessageNotFound, TransactionMismatch
+from ..errors import MessageNotFound, TopicNotFound, TransactionMismatch
 from ..message import PROPERTY_PRODUCER_GROUP, Message
+from ..metadata.topics import TopicConfigManager
 from ..schedule import now_ms
 from ..store.message_store import MessageStore, PutResult
 from ..transaction import TransactionChecker, TransactionCheckService, committed_message, is_half
@@ -50,6 +51,7 @@ class TransactionRole:
     the Broker's, set up in its constructor; calls `put_message` of the produce role."""
 
     store: MessageStore
+    topics: TopicConfigManager
     transactions: TransactionCheckService
     txn: TxnCoordinator
 
@@ -146,6 +148,8 @@ class TransactionRole:
                           commit: bool) -> int:
         """The coordinator's marker put: one control batch, stored like a producer's batch
         (whatever the topic's perm: a transaction must end); returns its offset."""
+        if self.topics.get(topic) is None:  # deleted since: no queue to end anything in
+            raise TopicNotFound(topic)
         now = now_ms()
         batch = build_batch([Record(0, 0, _MARKER_KEYS[commit], _MARKER_VALUE)], base_timestamp=now,
                             producer_id=producer_id, producer_epoch=producer_epoch,

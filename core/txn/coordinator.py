@@ -115,8 +115,13 @@ class TxnCoordinator:
         for record in self.log.replay():
             if "next_pid" in record:
                 self.next_producer_id = max(self.next_producer_id, int(record["next_pid"]))
+            # queues that hold markers: their readers skip them, even when nothing is open
+            for t, q in record.get("ended", ()):
+                self._queue(t, int(q))
             for t, q, pid, first, last in record.get("aborted", ()):
                 self._queue(t, int(q)).aborted.append(AbortedRange(int(pid), int(first), int(last)))
+            if "forget_topic" in record:  # deleted: a new topic of that name starts afresh
+                self._forget(record["forget_topic"])
             if "id" in record:
                 meta = TxnMetadata.from_json(record)
                 self.transactions[meta.transactional_id] = meta
@@ -280,6 +285,8 @@ class TxnCoordinator:
         commit = meta.state is TxnState.PREPARE_COMMIT
         aborted = []
         pid = meta.producer_id
+        for topic, queue_id in meta.partitions:  # before the markers: readers must skip them
+            self._queue(topic, queue_id)
         # every queue's marker at once (under SYNC_FLUSH they share the group commit)
         markers = await asyncio.gather(*(self._put_marker(topic, queue_id, pid, meta.producer_epoch, commit)
                                          for topic, queue_id in meta.partitions), return_exceptions=True)
@@ -291,11 +298,10 @@ class TxnCoordinator:
                 log.warning("no %s marker in %s-%d for %r: %s", "commit" if commit else "abort",
                             topic, queue_id, meta.transactional_id, marker)
                 marker = -1
-            state = self.queues.get((topic, queue_id))
-            if state is not None:
-                state.open.pop(pid, None)
+            state = self._queue(topic, queue_id)
+            state.open.pop(pid, None)
             if not commit and marker >= 0:
-                self._queue(topic, queue_id).aborted.append(AbortedRange(pid, first, marker))
+                state.aborted.append(AbortedRange(pid, first, marker))
                 aborted.append([topic, queue_id, pid, first, marker])
             if marker >= 0:  # readers held at the LSO look again
                 self._notify(topic, queue_id, self._max_offset(topic, queue_id))
@@ -303,12 +309,13 @@ class TxnCoordinator:
             for (group, topic, queue_id), (offset, metadata) in meta.offsets.items():
                 self._commit_offset(group, topic, queue_id, offset, metadata)
         meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        ended = [[t, q] for t, q in meta.partitions]
         meta.partitions.clear()
         meta.written.clear()
         meta.groups.clear()
         meta.offsets.clear()
         meta.start_ms = -1
-        self._save(meta, aborted=aborted)
+        self._save(meta, aborted=aborted, ended=ended)
         if self.log.wants_compaction:
             self._compact()
 
@@ -359,7 +366,18 @@ class TxnCoordinator:
                 and (not producer_ids or m.producer_id in producer_ids)
                 and (min_duration_ms < 0 or (m.start_ms >= 0 and now - m.start_ms >= min_duration_ms))]
 
+    def forget_topic(self, topic: str) -> None:
+        """The topic was deleted: its queues' read-rule state goes (a topic created again
+        under the name starts at offset 0, where old aborted ranges must not apply)."""
+        if any(t == topic for t, _ in self.queues):
+            self._forget(topic)
+            self.log.append({"forget_topic": topic})
+
     # ------------------------------------------------------------------ internals
+    def _forget(self, topic: str) -> None:
+        for key in [k for k in self.queues if k[0] == topic]:
+            del self.queues[key]
+
     def _queue(self, topic: str, queue_id: int) -> QueueTxnState:
         state = self.queues.get((topic, queue_id))
         if state is None:
@@ -374,5 +392,6 @@ class TxnCoordinator:
         for (topic, queue_id), state in self.queues.items():
             state.forget_before(self._min_offset(topic, queue_id))
             ranges += [[topic, queue_id, r.producer_id, r.first_offset, r.last_offset] for r in state.aborted]
-        self.log.rewrite([{"next_pid": self.next_producer_id, "aborted": ranges},
+        self.log.rewrite([{"next_pid": self.next_producer_id, "aborted": ranges,
+                           "ended": [[t, q] for t, q in self.queues]},
                           *(m.to_json() for m in self.transactions.values())])

@@ -138,3 +138,23 @@ def test_restart_keeps_open_transactions_closed_and_aborted_ranges(small_config)
     pid = run(first_run())
     run(second_run(pid))
     run(third_run())
+
+
+def test_a_topic_deleted_and_created_again_starts_without_old_aborted_ranges(small_config):
+    async def main() -> None:
+        async with Broker(small_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            pid, epoch = await broker.init_transactional_producer("t", 60_000)
+            broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+            await write(broker, pid, epoch, b"aborted")
+            await broker.end_txn("t", pid, epoch, False)
+            broker.delete_topic("T")
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+            assert await write(broker, pid, epoch, b"new") == 0  # the old range's offsets again
+            await broker.end_txn("t", pid, epoch, True)
+            assert bodies(broker) == [b"new"]
+        async with Broker(small_config) as broker:  # and so after a restart
+            assert bodies(broker) == [b"new"]
+
+    run(main())
