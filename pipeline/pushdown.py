@@ -5,7 +5,8 @@ Handled fully (never yielded back, so Spark does not re-check them): equality an
 comparisons and equality on `offset` (ranges narrowed), equality and IN on `tags` (a tag
 expression the broker evaluates), IS NOT NULL on columns that are never null. Narrowed
 but yielded back: comparisons on `store_timestamp` (ranges cut where the broker's
-timestamp search says, which is exact only up to equal timestamps). Everything else is
+timestamp search says; exact while store times grow along each queue, which a wall clock
+stepping back would break, so Spark checks them again). Everything else is
 yielded back to Spark unchanged.
 """
 
@@ -29,9 +30,10 @@ _NEVER_NULL = frozenset({"topic", "queue_id", "offset", "value", "keys", "proper
                          "born_timestamp", "store_timestamp", "msg_id", "reconsume_times"})
 
 
-def _ms(value: object) -> int | None:
+def _us(value: object) -> int | None:
+    """A pushed timestamp in epoch microseconds (a naive one is local time, as Spark's)."""
     if isinstance(value, datetime.datetime):
-        return int(value.timestamp() * 1000)
+        return round(value.timestamp() * 1_000_000)
     return None
 
 
@@ -84,14 +86,16 @@ class Pushed:
         if col in ("queue_id", "offset"):
             return self._take_int(col, f, value)
         if col == "store_timestamp":
-            ms = _ms(value)
-            if ms is not None:
+            us = _us(value)
+            if us is not None:  # a message stored at m ms has the timestamp m * 1000 us
+                floor_ms, ceil_ms = us // 1000, -(-us // 1000)
                 if isinstance(f, (GreaterThan, GreaterThanOrEqual)):
-                    self.store_lo_ms = ms if self.store_lo_ms is None else max(self.store_lo_ms, ms)
+                    lo = floor_ms + 1 if isinstance(f, GreaterThan) else ceil_ms
+                    self.store_lo_ms = lo if self.store_lo_ms is None else max(self.store_lo_ms, lo)
                 elif isinstance(f, (LessThan, LessThanOrEqual)):
-                    hi = ms + 1
+                    hi = ceil_ms if isinstance(f, LessThan) else floor_ms + 1
                     self.store_hi_ms = hi if self.store_hi_ms is None else min(self.store_hi_ms, hi)
-            return False  # narrowed only: Spark checks the exact bound
+            return False  # store times only grow along a queue, but a clock may step back
         return False
 
     def _take_int(self, col: str, f: Filter, value: object) -> bool:
