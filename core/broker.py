@@ -27,6 +27,7 @@ from .consumer.groups import ConsumerManager, ProducerManager
 from .consumer._clock import Clock, monotonic_ms
 from .consumer.locks import RebalanceLockManager
 from .consumer.long_polling import PullWaiters
+from .dedup import DedupWindow
 from .facade.admin import AdminRole, BrokerStats
 from .facade.consume import ConsumeRole
 from .facade.delivery import DeliveryRole
@@ -69,6 +70,7 @@ class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole)
         self.groups = SubscriptionGroupManager(config_dir)
         self.offsets = ConsumerOffsetManager(config_dir)
         self._queue_rr: dict[str, itertools.count] = {}
+        self.dedup = DedupWindow()
         self.pull_waiters = PullWaiters()
         self._tasks: asyncio.TaskGroup | None = None
         self._delivery_groups = {}

@@ -25,6 +25,7 @@ import logging
 
 from ..batch.message_batch import decode_batch
 from ..config import BrokerConfig
+from ..dedup import DEDUP_NEEDLE, DedupWindow, dedup_key
 from ..errors import (
     BrokerError,
     GroupNotFound,
@@ -59,18 +60,20 @@ from ..transaction import is_prepared, wrap_half
 log = logging.getLogger("rocketport.core.broker")
 
 # Encoded properties naming any of these make put_message rewrite the message (delay,
-# transaction), so accept_now leaves such messages to it; a false match only costs speed.
+# transaction) or check it (a dedup key, core/dedup.py), so accept_now leaves such messages
+# to it; a false match only costs speed.
 _DELAY, _DELIVER_MS, _DELAY_SEC, _PREPARED = (name.encode() + b"\x01" for name in (
     PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TRANSACTION_PREPARED))
 
 
 def _may_wrap(properties: bytes) -> bool:
-    """Whether encoded properties may name a delay or a transaction: four `find`s, several
-    times faster than one regex alternation over a batch's bytes, and than `in` (which
-    acquires a buffer) on a single message's."""
+    """Whether encoded properties may name a delay, a transaction or a dedup key: five
+    `find`s, several times faster than one regex alternation over a batch's bytes, and
+    than `in` (which acquires a buffer) on a single message's."""
     find = properties.find
-    return find(_DELAY) >= 0 or find(_DELIVER_MS) >= 0 or find(_DELAY_SEC) >= 0 or find(_PREPARED) >= 0
+    return (find(_DELAY) >= 0 or find(_DELIVER_MS) >= 0 or find(_DELAY_SEC) >= 0
+            or find(_PREPARED) >= 0 or find(DEDUP_NEEDLE) >= 0)
 
 
 def _check_batchable(msg: Message) -> None:
@@ -96,13 +99,21 @@ class ProduceRole:
     store: MessageStore
     topics: TopicConfigManager
     delay_levels: DelayLevels
+    dedup: DedupWindow
     _queue_rr: dict[str, itertools.count]
 
     async def put_message(self, msg: Message) -> PutResult:
         """Store one message. A prepared transactional message becomes a half message; a
         message with DELAY / TIMER_DELIVER_MS / TIMER_DELAY_SEC is parked in the schedule
         topic. Either way the result names the real queue and the stored (half or
-        scheduled) record, whose commit-log offset END_TRANSACTION refers to."""
+        scheduled) record, whose commit-log offset END_TRANSACTION refers to. A message
+        whose DEDUP_KEY is stored already is not stored again (core/dedup.py)."""
+        if dedup_key(msg) is not None:
+            return await self.dedup.put([msg], self._put_routed)
+        return await self._put_routed([msg])
+
+    async def _put_routed(self, msgs: list[Message]) -> PutResult:
+        msg = msgs[0]
         _check_sys_flag(msg.sys_flag)
         real_queue = self._route(msg)
         result = await self.store.put_message(msg)
@@ -111,9 +122,15 @@ class ProduceRole:
 
     async def put_messages(self, msgs: list[Message]) -> PutResult:
         """One topic, one queue, stored as contiguous records in one append. As in
-        RocketMQ, a batch may carry neither a delay nor a transaction."""
+        RocketMQ, a batch may carry neither a delay nor a transaction. Messages whose
+        DEDUP_KEY is stored already are left out (core/dedup.py)."""
         if not msgs:
             raise InvalidMessage("empty batch")
+        if any(dedup_key(m) is not None for m in msgs):
+            return await self.dedup.put(msgs, self._put_batchable)
+        return await self._put_batchable(msgs)
+
+    async def _put_batchable(self, msgs: list[Message]) -> PutResult:
         for m in msgs:
             _check_batchable(m)
         queue_id = self._writable(msgs[0].topic, msgs[0].queue_id)
