@@ -13,7 +13,9 @@ answer "does any queue get this publish" for mandatory publishes. No I/O, no sta
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+import re
 from functools import lru_cache
+from urllib.parse import unquote
 
 from rocketport.core.delivery import Source
 from rocketport.core.message import PROPERTY_TAGS, MessageExt
@@ -23,6 +25,24 @@ from .properties import DEFAULT_EXCHANGE_MARK as _MARK
 from .properties import _text
 
 Predicate = Callable[[str, Mapping[str, str]], bool]  # (routing key, properties) -> routed
+_PLAIN = re.compile(r"[|a-zA-Z0-9_.-]+")
+_PLAIN_CHAR = re.compile(r"[|a-zA-Z0-9_.-]")
+
+
+def topic_of(name: str) -> str:
+    """The topic (and group) of an exchange or queue name: itself when it is a valid topic
+    name, else with every other character percent-encoded (Celery's
+    ``celery@host.celery.pidbox``: ``celery%40host.celery.pidbox``), '%' included, so the
+    mapping is one to one."""
+    if _PLAIN.fullmatch(name):
+        return name
+    return "".join(c if _PLAIN_CHAR.fullmatch(c) else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogateescape"))
+                   for c in name)
+
+
+def name_of(topic: str) -> str:
+    """The exchange or queue name of a topic (`topic_of` reversed)."""
+    return unquote(topic, errors="surrogateescape") if "%" in topic else topic
 
 
 @lru_cache(maxsize=65536)
@@ -89,11 +109,12 @@ def queue_sources(queue: str, bindings: Iterable[AmqpBinding],
             by_exchange.setdefault(binding.exchange, []).append(binding)
     # the queue's own topic: everything, unless an exchange shares its name (then only what
     # the default exchange put there)
-    sources = [Source(queue, match=_marked) if queue in exchanges else Source(queue)]
+    own = topic_of(queue)
+    sources = [Source(own, match=_marked) if queue in exchanges else Source(own)]
     for name, group in sorted(by_exchange.items()):
         kind = exchanges[name].type
         predicates = [binding_predicate(kind, b) for b in group]
-        sources.append(Source(name, _tag_expression(kind, group), match=_message_match(predicates)))
+        sources.append(Source(topic_of(name), _tag_expression(kind, group), match=_message_match(predicates)))
     return sources
 
 

@@ -37,6 +37,7 @@ from . import codec
 from .channel import Channel, Consumer, Unacked, group_tags
 from .connection import AmqpServerConnection
 from .errors import ChannelError, ConnectionError_, Reply, channel_error
+from .exchanges import name_of
 from .events import (
     ChannelCloseOkReceived,
     CloseOkReceived,
@@ -497,7 +498,7 @@ class AmqpSession(Session):
         if topic is None or (not routed and method.mandatory):
             self._confirm(channel, seq, True)
             return
-        if self.vhost.needs_mark(exchange, topic):
+        if self.vhost.needs_mark(exchange, routing_key):
             properties[DEFAULT_EXCHANGE_MARK] = "1"
         message = Message(topic, event.body, properties, born_host=self.peer)
         if channel.tx:
@@ -641,9 +642,10 @@ class AmqpSession(Session):
     def _exchange_out(self, topic: str, queue: str, props: dict[str, str]) -> bytes:
         """The exchange a delivery names: "" for the queue's own topic (the default
         exchange), else the exchange whose topic it came from."""
-        if topic == queue and (DEFAULT_EXCHANGE_MARK in props or topic not in self.vhost.entities.exchanges):
+        name = name_of(topic)
+        if name == queue and (DEFAULT_EXCHANGE_MARK in props or name not in self.vhost.entities.exchanges):
             return b""
-        return topic.encode()
+        return name.encode()[:255]
 
     def _queue_deleted(self, consumer: Consumer) -> None:
         """consumer_cancel_notify: the server cancels consumers of a deleted queue."""
@@ -704,10 +706,10 @@ class AmqpSession(Session):
             properties = {k: v for k, v in message.properties.items()
                           if k not in SYSTEM_NAMES and k != DEFAULT_EXCHANGE_MARK}
             properties.update({"x-first-death-reason": reason, "x-first-death-queue": state.entity.name,
-                               "x-first-death-exchange": message.topic})
+                               "x-first-death-exchange": name_of(message.topic)})
             if routing_key:
                 properties["TAGS"] = routing_key
-            if self.vhost.needs_mark(exchange, topic):
+            if self.vhost.needs_mark(exchange, routing_key):
                 properties[DEFAULT_EXCHANGE_MARK] = "1"
             await self.broker.put_message(Message(topic, message.body, properties))
 

@@ -33,7 +33,7 @@ from rocketport.core.metadata.amqp_entities import (
 from rocketport.core.metadata.topics import validate_topic
 
 from .errors import ChannelError, ConnectionError_, Reply, channel_error
-from .exchanges import Router, queue_sources
+from .exchanges import Router, queue_sources, topic_of
 from .queue_args import QueuePolicy
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class QueueState:
 
 def _name(name: str, what: str) -> str:
     try:
-        validate_topic(name)
+        validate_topic(topic_of(name))
     except BrokerError as exc:
         raise ChannelError(Reply.PRECONDITION_FAILED, f"{what} name {name!r}: {exc}") from None
     return name
@@ -91,14 +91,15 @@ class VirtualHost:
         self.router.rebuild(self.entities.exchanges, self.entities.bindings)
 
     def _topic(self, name: str) -> None:
-        if self.broker.get_topic(name) is None:
-            self.broker.create_topic(name, read_queue_nums=ENTITY_QUEUE_NUMS,
+        topic = topic_of(name)
+        if self.broker.get_topic(topic) is None:
+            self.broker.create_topic(topic, read_queue_nums=ENTITY_QUEUE_NUMS,
                                      write_queue_nums=ENTITY_QUEUE_NUMS)
 
     def _group(self, queue: str) -> DeliveryGroup:
         sources = queue_sources(queue, self.entities.bindings_of_queue(queue), self.entities.exchanges)
         try:
-            return self.broker.delivery_group(queue, sources, start="last")
+            return self.broker.delivery_group(topic_of(queue), sources, start="last")
         except BrokerError as exc:
             raise channel_error(exc) from None
 
@@ -213,7 +214,7 @@ class VirtualHost:
         self.router.rebuild(self.entities.exchanges, self.entities.bindings)
         for consumer in list(state.consumers):
             consumer.queue_deleted()
-        await self.broker.drop_delivery_group(name, forget_offsets=True)
+        await self.broker.drop_delivery_group(topic_of(name), forget_offsets=True)
 
     async def purge_queue(self, name: str, owner: object) -> int:
         return await self.queue(name, owner).group.purge()
@@ -276,14 +277,14 @@ class VirtualHost:
         A default-exchange publish into a topic an exchange shares carries
         `DEFAULT_EXCHANGE_MARK` (the session adds it: `needs_mark`)."""
         if exchange == DEFAULT_EXCHANGE:
-            return routing_key if routing_key in self.queues else None
+            return topic_of(routing_key) if routing_key in self.queues else None
         found = self.entities.exchanges.get(exchange)
         if found is None:
             raise ChannelError(Reply.NOT_FOUND, f"no exchange '{exchange}' in vhost '/'")
         if found.internal:
             raise ChannelError(Reply.ACCESS_REFUSED, f"cannot publish to internal exchange '{exchange}'")
-        return exchange
+        return topic_of(exchange)
 
-    def needs_mark(self, exchange: str, topic: str) -> bool:
+    def needs_mark(self, exchange: str, routing_key: str) -> bool:
         """Whether a publish must carry `DEFAULT_EXCHANGE_MARK` (see `publish_topic`)."""
-        return exchange == DEFAULT_EXCHANGE and topic in self.entities.exchanges
+        return exchange == DEFAULT_EXCHANGE and routing_key in self.entities.exchanges

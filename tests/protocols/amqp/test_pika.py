@@ -373,3 +373,21 @@ def test_an_exchange_and_a_queue_may_share_a_name_as_kombu_and_celery_declare_th
         time.sleep(0.3)
         assert ch.basic_get("spy") == (None, None, None), "the default exchange's publish is the queue's alone"
         assert ch.basic_get("celery") == (None, None, None)
+
+
+def test_names_outside_the_topic_alphabet_map_to_escaped_topics(amqp_port):
+    """Celery's remote-control queues are named like ``celery@host.celery.pidbox``."""
+    with _connect(amqp_port) as conn:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.exchange_declare("celery.pidbox", "fanout")
+        ch.queue_declare("celery@worker-1.celery.pidbox", auto_delete=True)
+        ch.queue_bind("celery@worker-1.celery.pidbox", "celery.pidbox")
+        ch.exchange_declare("odd:exchange", "direct")
+        ch.queue_bind("celery@worker-1.celery.pidbox", "odd:exchange", "k")
+        ch.basic_publish("celery.pidbox", "", b"ping")
+        ch.basic_publish("odd:exchange", "k", b"pong")
+        ch.basic_publish("", "celery@worker-1.celery.pidbox", b"direct")
+        got = _drain(ch, "celery@worker-1.celery.pidbox", 3)
+        assert sorted((m.exchange, b) for m, _, b in got) == [
+            ("", b"direct"), ("celery.pidbox", b"ping"), ("odd:exchange", b"pong")]
