@@ -165,12 +165,11 @@ class TxnCoordinator:
             if meta.state in _PREPARING:
                 await self._complete(meta)
             if meta.state is TxnState.ONGOING:  # the older producer's transaction: abort it
-                self._bump(meta)
+                self._fence(meta)
                 meta.state = TxnState.PREPARE_ABORT
-                self._save(meta, next_pid=self.next_producer_id)
+                self._save(meta)
                 await self._complete(meta)
-            else:
-                self._bump(meta)
+            self._bump(meta)
             meta.timeout_ms = timeout_ms
             meta.state = TxnState.EMPTY
             self._save(meta, next_pid=self.next_producer_id)
@@ -181,7 +180,15 @@ class TxnCoordinator:
         self.next_producer_id += 1
         return pid
 
+    @staticmethod
+    def _fence(meta: TxnMetadata) -> None:
+        """A new epoch for the same producer id, so the markers of the abort that follows
+        cover its records (an exhausted epoch stays: the next InitProducerId moves on)."""
+        if meta.producer_epoch < _MAX_EPOCH:
+            meta.producer_epoch += 1
+
     def _bump(self, meta: TxnMetadata) -> None:
+        """The next epoch, or a new producer id at epoch 0 once the epochs are used up."""
         if meta.producer_epoch >= _MAX_EPOCH:
             del self._by_pid[meta.producer_id]
             meta.producer_id, meta.producer_epoch = self._allocate(), 0
@@ -351,9 +358,9 @@ class TxnCoordinator:
                     continue
                 log.info("transaction %r timed out after %d ms: aborted", meta.transactional_id,
                          meta.timeout_ms)
-                self._bump(meta)  # its producer is fenced: it learns on its next request
+                self._fence(meta)  # its producer learns on its next request
                 meta.state = TxnState.PREPARE_ABORT
-                self._save(meta, next_pid=self.next_producer_id)
+                self._save(meta)
                 await self._complete(meta)
         return len(expired)
 

@@ -85,7 +85,7 @@ def test_coordinator_refusals(small_config):
             with pytest.raises(InvalidTxnState):
                 broker.txn_offset_commit("t", pid, epoch, "g", [("T", 0, 5, None)])  # group not added
             pid2, epoch2 = await broker.init_transactional_producer("t", 1000)
-            assert (pid2, epoch2) == (pid, epoch + 1)
+            assert (pid2, epoch2) == (pid, epoch + 2)  # one epoch fenced the open one's abort
             with pytest.raises(ProducerFenced):
                 broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
             with pytest.raises(ProducerFenced):
@@ -156,5 +156,26 @@ def test_a_topic_deleted_and_created_again_starts_without_old_aborted_ranges(sma
             assert bodies(broker) == [b"new"]
         async with Broker(small_config) as broker:  # and so after a restart
             assert bodies(broker) == [b"new"]
+
+    run(main())
+
+
+def test_exhausted_epochs_abort_under_the_old_producer_id_then_move_on(small_config):
+    async def main() -> None:
+        async with Broker(small_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            pid, _ = await broker.init_transactional_producer("t", 60_000)
+            meta = broker.transaction("t")
+            meta.producer_epoch = epoch = 32766  # as after 32,766 restarts of the producer
+            broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+            await write(broker, pid, epoch, b"open")
+            new_pid, new_epoch = await broker.init_transactional_producer("t", 60_000)
+            assert new_pid != pid and new_epoch == 0
+            assert [(r.producer_id, r.first_offset) for r in broker.aborted_transactions("T", 0, 0, 10)] == [(pid, 0)]
+            assert bodies(broker) == []
+            broker.add_partitions_to_txn("t", new_pid, new_epoch, [("T", 0)])
+            await write(broker, new_pid, new_epoch, b"next")
+            await broker.end_txn("t", new_pid, new_epoch, True)
+            assert bodies(broker) == [b"next"]
 
     run(main())
