@@ -7,6 +7,8 @@ Run as a subprocess (the client is a C library: a crash must not take the caller
         [--timeout S] [--show-prop NAME ...]
     python client.py pull NAMESRV TOPIC GROUP N [--expr EXPR] [--timeout S]
 Every command takes --credentials ACCESS_KEY:SECRET_KEY (the client's ACL signing).
+produce and push take --quiet (benchmarks): no line per message, one summary line instead,
+{"messages": N, "seconds": S} timed from the first send / from the consumer's start.
 Each line of stdout is one JSON object (a send result or a received message); the exit
 status is 0 only when N messages were sent / received before the timeout. Never used by
 the broker itself.
@@ -70,6 +72,8 @@ def produce(args: argparse.Namespace) -> int:
                 if not acked.acquire(timeout=30):
                     return 1
             return 1 if failures else 0
+        if args.quiet:
+            return _timed_sends(producer, messages, args)
         if args.mode == "batch":
             result = producer.send_batch(messages)
             _out({"status": int(result.status), "msg_id": result.msg_id, "offset": result.offset})
@@ -89,6 +93,19 @@ def produce(args: argparse.Namespace) -> int:
     return 0
 
 
+def _timed_sends(producer, messages: list, args: argparse.Namespace) -> int:
+    """Send one at a time (sync) or in batches of --batch-size; one summary line."""
+    start = time.perf_counter()
+    if args.mode == "batch":
+        for i in range(0, len(messages), args.batch_size):
+            producer.send_batch(messages[i:i + args.batch_size])
+    else:
+        for msg in messages:
+            producer.send_sync(msg)
+    _out({"messages": len(messages), "seconds": time.perf_counter() - start})
+    return 0
+
+
 def push(args: argparse.Namespace) -> int:
     consumer = PushConsumer(args.group, orderly=args.orderly)
     consumer.set_namesrv_addr(args.namesrv)
@@ -101,6 +118,10 @@ def push(args: argparse.Namespace) -> int:
         nonlocal received
         with lock:
             received += 1
+            if args.quiet:
+                if received >= args.n:
+                    done.set()
+                return
             _out({"topic": msg.topic, "body": msg.body.decode().rstrip("."), "tags": (msg.tags or b"").decode(),
                   "keys": (msg.keys or b"").decode(), "queue_id": msg.queue_id,
                   "queue_offset": msg.queue_offset, "reconsume_times": msg.reconsume_times,
@@ -110,8 +131,11 @@ def push(args: argparse.Namespace) -> int:
                 done.set()
 
     consumer.subscribe(args.topic, on_message, args.expr)
+    start = time.perf_counter()
     consumer.start()
     ok = done.wait(args.timeout)
+    if args.quiet:
+        _out({"messages": received, "seconds": time.perf_counter() - start})
     time.sleep(args.linger)
     consumer.shutdown()
     return 0 if ok else 1
@@ -148,6 +172,7 @@ def main() -> int:
     p.add_argument("--key-prefix", default="key-")
     p.add_argument("--body-prefix", default="body-")
     p.add_argument("--prop", action="append", default=[])
+    p.add_argument("--batch-size", type=int, default=100, help="with --quiet --mode batch")
     c = sub.add_parser("push")
     c.add_argument("namesrv")
     c.add_argument("topic")
@@ -168,6 +193,8 @@ def main() -> int:
     q.add_argument("--timeout", type=float, default=60)
     for command in (p, c, q):
         command.add_argument("--credentials", default="", metavar="ACCESS_KEY:SECRET_KEY")
+    for command in (p, c):
+        command.add_argument("--quiet", action="store_true", help="one timing summary line")
     args = parser.parse_args()
     return {"produce": produce, "push": push, "pull": pull}[args.cmd](args)
 

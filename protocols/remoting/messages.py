@@ -126,24 +126,27 @@ def unpack_message_ext_records(data: bytes | memoryview) -> list[RawMessageExt]:
     unpack per IPv4 record. Properties stay encoded (`decode_properties` them when wanted).
     Raises MessageFormatError as `decode_message_ext_records` does.
     """
-    view = memoryview(data)
-    end = len(view)
+    if type(data) is not bytes:
+        data = bytes(data)  # one copy of the body; slicing bytes beats slicing views
+    end = len(data)
     pos = 0
     out: list[RawMessageExt] = []
     append = out.append
     unpack_v4 = _EXT_V4.unpack_from
+    unpack_i16 = _I16.unpack_from
     head_size = _EXT_V4.size
+    topics: dict[bytes, str] = {}
     try:
         while pos < end:
             (size, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts,
              _born_ip, _born_port, store_ts, store_host, reconsume_times, _prepared,
-             body_length) = unpack_v4(view, pos)
+             body_length) = unpack_v4(data, pos)
             if magic != MESSAGE_MAGIC_CODE:
                 raise MessageFormatError(f"record at {pos} has magic {magic & 0xFFFFFFFF:#x}")
             if size < head_size or pos + size > end:
                 raise MessageFormatError(f"record at {pos} has size {size}")
             if sys_flag & _HOSTS_V6:
-                ext = decode_message_ext_records(view[pos:pos + size])[0]
+                ext = decode_message_ext_records(data[pos:pos + size])[0]
                 host, port = ext.store_host
                 append((queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts, store_ts,
                         ipaddress.ip_address(host).packed + _I32.pack(port), reconsume_times,
@@ -151,15 +154,17 @@ def unpack_message_ext_records(data: bytes | memoryview) -> list[RawMessageExt]:
                 pos += size
                 continue
             at = pos + head_size + body_length
-            body = bytes(view[pos + head_size:at])
-            topic_end = at + 1 + view[at]
-            topic = str(view[at + 1:topic_end], "utf-8")
-            properties_length = _I16.unpack_from(view, topic_end)[0]
-            properties = bytes(view[topic_end + 2:topic_end + 2 + properties_length])
-            if body_length < 0 or properties_length < 0 or topic_end + 2 + properties_length != pos + size:
+            topic_end = at + 1 + data[at]
+            raw_topic = data[at + 1:topic_end]
+            topic = topics.get(raw_topic)
+            if topic is None:
+                topic = topics[raw_topic] = raw_topic.decode()
+            properties_end = topic_end + 2 + unpack_i16(data, topic_end)[0]
+            if body_length < 0 or properties_end != pos + size:
                 raise MessageFormatError(f"record at {pos} has inconsistent lengths")
             append((queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts, store_ts,
-                    store_host, reconsume_times, body, topic, properties))
+                    store_host, reconsume_times, data[pos + head_size:at], topic,
+                    data[topic_end + 2:properties_end]))
             pos += size
     except (struct.error, UnicodeDecodeError, IndexError) as exc:
         raise MessageFormatError(f"record at {pos} is truncated or garbled: {exc}") from None
