@@ -117,7 +117,9 @@ class AmqpSession(Session):
     # ================================================================ transport
     @property
     def in_flight(self) -> int:
-        return self._puts
+        """Puts running, and consumers: a connection that only receives deliveries (no_ack,
+        heartbeats off) is busy, not idle, for the listener's idle sweep."""
+        return self._puts + sum(len(channel.consumers) for channel in self.channels.values())
 
     def _busy(self) -> bool:
         return self._puts >= MAX_PUTS_IN_FLIGHT
