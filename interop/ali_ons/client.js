@@ -41,8 +41,9 @@ async function consume() {
   consumer.subscribe(topic, subscription, async msg => {
     const body = msg.body.toString();
     const fail = msg.reconsumeTimes < Number(failTimes);
-    out({ topic: msg.topic, body, tags: msg.tags, reconsumeTimes: msg.reconsumeTimes,
-      queueId: msg.queueId, queueOffset: msg.queueOffset, failed: fail });
+    out({ topic: msg.topic, body, tags: msg.tags, keys: msg.keys, properties: msg.properties,
+      reconsumeTimes: msg.reconsumeTimes, queueId: msg.queueId, queueOffset: msg.queueOffset,
+      failed: fail });
     if (fail) throw new Error('failing on purpose');
     done.add(body);
     if (done.size >= Number(n)) finish(0);
