@@ -94,6 +94,29 @@ class AmqpBinding:
         return cls(d["queue"], d["exchange"], d.get("routingKey", ""), binding_arguments(d.get("arguments")))
 
 
+@dataclass(frozen=True, slots=True)
+class AmqpExchangeBinding:
+    """exchange.bind (RabbitMQ's extension): what ``source`` routes with this key and
+    arguments is routed on by ``destination``."""
+
+    destination: str
+    source: str
+    routing_key: str
+    arguments: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def argument_map(self) -> dict[str, Any]:
+        return dict(self.arguments)
+
+    def to_json(self) -> dict:
+        return {"destination": self.destination, "source": self.source, "routingKey": self.routing_key,
+                "arguments": dict(self.arguments)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "AmqpExchangeBinding":
+        return cls(d["destination"], d["source"], d.get("routingKey", ""), binding_arguments(d.get("arguments")))
+
+
 def binding_arguments(arguments: dict[str, Any] | None) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted((str(k), _plain(v)) for k, v in (arguments or {}).items()))
 
@@ -110,6 +133,7 @@ class AmqpEntityManager:
         self.exchanges: dict[str, AmqpExchange] = {}
         self.queues: dict[str, AmqpQueue] = {}
         self.bindings: set[AmqpBinding] = set()
+        self.exchange_bindings: set[AmqpExchangeBinding] = set()
 
     def load(self) -> None:
         data = self.file.load() or {}
@@ -123,6 +147,10 @@ class AmqpEntityManager:
             binding = AmqpBinding.from_json(d)
             if binding.queue in self.queues and binding.exchange in self.exchanges:
                 self.bindings.add(binding)
+        for d in data.get("exchangeBindings", []):
+            e2e = AmqpExchangeBinding.from_json(d)
+            if e2e.source in self.exchanges and e2e.destination in self.exchanges:
+                self.exchange_bindings.add(e2e)
 
     def persist(self) -> None:
         self.file.save({
@@ -130,7 +158,13 @@ class AmqpEntityManager:
             "queues": [q.to_json() for q in self.queues.values() if q.durable],
             "bindings": sorted((b.to_json() for b in self.bindings if self._durable(b)),
                                key=lambda d: (d["queue"], d["exchange"], d["routingKey"])),
+            "exchangeBindings": sorted((b.to_json() for b in self.exchange_bindings if self._durable_e2e(b)),
+                                       key=lambda d: (d["destination"], d["source"], d["routingKey"])),
         })
+
+    def _durable_e2e(self, binding: AmqpExchangeBinding) -> bool:
+        source, destination = self.exchanges.get(binding.source), self.exchanges.get(binding.destination)
+        return source is not None and destination is not None and source.durable and destination.durable
 
     def _durable(self, binding: AmqpBinding) -> bool:
         queue, exchange = self.queues.get(binding.queue), self.exchanges.get(binding.exchange)
@@ -146,6 +180,8 @@ class AmqpEntityManager:
         exchange = self.exchanges.pop(name, None)
         if exchange is not None:
             self.bindings = {b for b in self.bindings if b.exchange != name}
+            self.exchange_bindings = {b for b in self.exchange_bindings
+                                      if name not in (b.source, b.destination)}
             if exchange.durable:
                 self.persist()
         return exchange
@@ -177,6 +213,24 @@ class AmqpEntityManager:
             return False
         durable = self._durable(binding)
         self.bindings.discard(binding)
+        if durable:
+            self.persist()
+        return True
+
+    def bind_exchange(self, binding: AmqpExchangeBinding) -> bool:
+        """False when the binding existed already."""
+        if binding in self.exchange_bindings:
+            return False
+        self.exchange_bindings.add(binding)
+        if self._durable_e2e(binding):
+            self.persist()
+        return True
+
+    def unbind_exchange(self, binding: AmqpExchangeBinding) -> bool:
+        if binding not in self.exchange_bindings:
+            return False
+        durable = self._durable_e2e(binding)
+        self.exchange_bindings.discard(binding)
         if durable:
             self.persist()
         return True

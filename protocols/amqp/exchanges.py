@@ -19,7 +19,7 @@ from urllib.parse import unquote
 
 from rocketport.core.delivery import Source
 from rocketport.core.message import PROPERTY_TAGS, MessageExt
-from rocketport.core.metadata.amqp_entities import AmqpBinding, AmqpExchange
+from rocketport.core.metadata.amqp_entities import AmqpBinding, AmqpExchange, AmqpExchangeBinding
 
 from .properties import DEFAULT_EXCHANGE_MARK as _MARK
 from .properties import _text
@@ -27,6 +27,7 @@ from .properties import _text
 Predicate = Callable[[str, Mapping[str, str]], bool]  # (routing key, properties) -> routed
 _PLAIN = re.compile(r"[|a-zA-Z0-9_.-]+")
 _PLAIN_CHAR = re.compile(r"[|a-zA-Z0-9_.-]")
+_MAX_HOPS = 8  # exchange-to-exchange bindings followed from a queue
 
 
 def topic_of(name: str) -> str:
@@ -75,7 +76,7 @@ def headers_match(arguments: Mapping[str, object], properties: Mapping[str, str]
     return all(k in properties and (v is None or properties[k] == _text(v)) for k, v in wanted)
 
 
-def binding_predicate(exchange_type: str, binding: AmqpBinding) -> Predicate:
+def binding_predicate(exchange_type: str, binding: AmqpBinding | AmqpExchangeBinding) -> Predicate:
     """A binding's test; a publish through the default exchange into a queue's topic that
     shares the exchange's name is never the exchange's (`DEFAULT_EXCHANGE_MARK`)."""
     key = binding.routing_key
@@ -99,23 +100,46 @@ def _tag_expression(exchange_type: str, bindings: list[AmqpBinding]) -> str:
     return " || ".join(sorted(keys))
 
 
-def queue_sources(queue: str, bindings: Iterable[AmqpBinding],
-                  exchanges: Mapping[str, AmqpExchange]) -> list[Source]:
+def queue_sources(queue: str, bindings: Iterable[AmqpBinding], exchanges: Mapping[str, AmqpExchange],
+                  exchange_bindings: Iterable[AmqpExchangeBinding] = ()) -> list[Source]:
     """The Sources of ``queue``'s delivery group: its own topic (the default exchange) and
-    one per bound exchange."""
+    one per exchange it is bound to, directly or through exchange-to-exchange bindings
+    (a path's predicates all hold: the source's binding, then the next exchange's ...)."""
     by_exchange: dict[str, list[AmqpBinding]] = {}
     for binding in bindings:
         if binding.exchange in exchanges:
             by_exchange.setdefault(binding.exchange, []).append(binding)
+    paths: dict[str, list[Predicate]] = {
+        name: [binding_predicate(exchanges[name].type, b) for b in group] for name, group in by_exchange.items()}
+    upstream: dict[str, list[AmqpExchangeBinding]] = {}
+    for e2e in exchange_bindings:
+        if e2e.source in exchanges and e2e.destination in exchanges:
+            upstream.setdefault(e2e.destination, []).append(e2e)
+    frontier = dict(paths)
+    for _ in range(_MAX_HOPS):  # a cycle of exchange bindings ends here
+        reached: dict[str, list[Predicate]] = {}
+        for destination, preds in frontier.items():
+            for e2e in upstream.get(destination, ()):
+                first = binding_predicate(exchanges[e2e.source].type, e2e)
+                reached.setdefault(e2e.source, []).extend(_both(first, p) for p in preds)
+        if not reached:
+            break
+        for name, preds in reached.items():
+            paths.setdefault(name, []).extend(preds)
+        frontier = reached
     # the queue's own topic: everything, unless an exchange shares its name (then only what
     # the default exchange put there)
     own = topic_of(queue)
     sources = [Source(own, match=_marked) if queue in exchanges else Source(own)]
-    for name, group in sorted(by_exchange.items()):
-        kind = exchanges[name].type
-        predicates = [binding_predicate(kind, b) for b in group]
-        sources.append(Source(topic_of(name), _tag_expression(kind, group), match=_message_match(predicates)))
+    for name, predicates in sorted(paths.items()):
+        direct = by_exchange.get(name, [])
+        expression = _tag_expression(exchanges[name].type, direct) if len(direct) == len(predicates) else "*"
+        sources.append(Source(topic_of(name), expression, match=_message_match(predicates)))
     return sources
+
+
+def _both(first: Predicate, then: Predicate) -> Predicate:
+    return lambda rk, props: first(rk, props) and then(rk, props)
 
 
 def _marked(message: MessageExt) -> bool:
@@ -139,19 +163,28 @@ def _message_match(predicates: list[Predicate]) -> Callable[[MessageExt], bool]:
 
 
 class Router:
-    """Which queues a publish to an exchange reaches (for mandatory and basic.return)."""
+    """Whether a publish to an exchange reaches any queue (mandatory and basic.return)."""
 
     def __init__(self) -> None:
-        self._routes: dict[str, list[tuple[str, Predicate]]] = {}
+        self._routes: dict[str, list[tuple[str | None, Predicate]]] = {}  # None: a queue
 
-    def rebuild(self, exchanges: Mapping[str, AmqpExchange], bindings: Iterable[AmqpBinding]) -> None:
-        routes: dict[str, list[tuple[str, Predicate]]] = {}
+    def rebuild(self, exchanges: Mapping[str, AmqpExchange], bindings: Iterable[AmqpBinding],
+                exchange_bindings: Iterable[AmqpExchangeBinding] = ()) -> None:
+        routes: dict[str, list[tuple[str | None, Predicate]]] = {}
         for binding in bindings:
             exchange = exchanges.get(binding.exchange)
             if exchange is not None:
-                routes.setdefault(exchange.name, []).append(
-                    (binding.queue, binding_predicate(exchange.type, binding)))
+                routes.setdefault(exchange.name, []).append((None, binding_predicate(exchange.type, binding)))
+        for e2e in exchange_bindings:
+            source = exchanges.get(e2e.source)
+            if source is not None and e2e.destination in exchanges:
+                routes.setdefault(source.name, []).append((e2e.destination, binding_predicate(source.type, e2e)))
         self._routes = routes
 
-    def routed(self, exchange: str, routing_key: str, properties: Mapping[str, str]) -> bool:
-        return any(pred(routing_key, properties) for _, pred in self._routes.get(exchange, ()))
+    def routed(self, exchange: str, routing_key: str, properties: Mapping[str, str], hops: int = 0) -> bool:
+        for destination, pred in self._routes.get(exchange, ()):
+            if pred(routing_key, properties) and (
+                    destination is None
+                    or (hops < _MAX_HOPS and self.routed(destination, routing_key, properties, hops + 1))):
+                return True
+        return False

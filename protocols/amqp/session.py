@@ -69,7 +69,7 @@ SERVER_PROPERTIES: dict[str, Any] = {
     "platform": "Python",
     "version": "0.1.0",
     "capabilities": {
-        "publisher_confirms": True, "exchange_exchange_bindings": False, "basic.nack": True,
+        "publisher_confirms": True, "exchange_exchange_bindings": True, "basic.nack": True,
         "consumer_cancel_notify": True, "connection.blocked": True, "consumer_priorities": False,
         "authentication_failure_close": True, "per_consumer_qos": True, "direct_reply_to": False,
     },
@@ -102,6 +102,7 @@ class AmqpSession(Session):
             ChannelMethods.Close: self._channel_close, ChannelMethods.Flow: self._channel_flow,
             ChannelMethods.FlowOk: lambda ch, m: None,
             Exchange.Declare: self._exchange_declare, Exchange.Delete: self._exchange_delete,
+            Exchange.Bind: self._exchange_bind, Exchange.Unbind: self._exchange_unbind,
             Queue.Declare: self._queue_declare, Queue.Bind: self._queue_bind,
             Queue.Unbind: self._queue_unbind, Queue.Purge: self._queue_purge,
             Queue.Delete: self._queue_delete,
@@ -291,12 +292,8 @@ class AmqpSession(Session):
         handler = self._handlers.get(type(method))
         if handler is None:
             class_id, method_id = divmod(method.index, 1 << 16)
-            if isinstance(method, (Exchange.Bind, Exchange.Unbind)):
-                self._close_connection(Reply.NOT_IMPLEMENTED, "NOT_IMPLEMENTED - exchange-to-exchange "
-                                       "bindings are not supported", class_id, method_id)
-            else:
-                self._close_connection(Reply.COMMAND_INVALID, f"COMMAND_INVALID - {method.name} is "
-                                       "not a method a client sends", class_id, method_id)
+            self._close_connection(Reply.COMMAND_INVALID, f"COMMAND_INVALID - {method.name} is "
+                                   "not a method a client sends", class_id, method_id)
             return
         self._on_channel(number, handler, method)
 
@@ -432,6 +429,19 @@ class AmqpSession(Session):
         self.vhost.delete_exchange(method.exchange, if_unused=method.if_unused)
         if not method.nowait:
             self._send(self.conn.send_method(channel.number, Exchange.DeleteOk()))
+
+    def _exchange_bind(self, channel: Channel, method: Exchange.Bind) -> None:
+        self._admin(f"bind exchange '{method.destination}'")
+        self.vhost.bind_exchange(method.destination, method.source, method.routing_key, method.arguments)
+        if not method.nowait:
+            self._send(self.conn.send_method(channel.number, Exchange.BindOk()))
+
+    def _exchange_unbind(self, channel: Channel, method: Exchange.Unbind) -> None:
+        self._admin(f"unbind exchange '{method.destination}'")
+        self.vhost.bind_exchange(method.destination, method.source, method.routing_key, method.arguments,
+                                 unbind=True)
+        if not method.nowait:
+            self._send(self.conn.send_method(channel.number, Exchange.UnbindOk()))
 
     # ---------------------------------------------------------------- queue class
     def _queue_name(self, channel: Channel, name: str) -> str:

@@ -26,6 +26,7 @@ from rocketport.core.metadata.amqp_entities import (
     AmqpBinding,
     AmqpEntityManager,
     AmqpExchange,
+    AmqpExchangeBinding,
     AmqpQueue,
     binding_arguments,
     plain_arguments,
@@ -88,7 +89,7 @@ class VirtualHost:
             self._topic(queue.name)
             self.queues[queue.name] = QueueState(queue, self._group(queue.name),
                                                  QueuePolicy.of(queue.arguments), time.monotonic())
-        self.router.rebuild(self.entities.exchanges, self.entities.bindings)
+        self._reroute()
 
     def _topic(self, name: str) -> None:
         topic = topic_of(name)
@@ -97,7 +98,7 @@ class VirtualHost:
                                      write_queue_nums=ENTITY_QUEUE_NUMS)
 
     def _group(self, queue: str) -> DeliveryGroup:
-        sources = queue_sources(queue, self.entities.bindings_of_queue(queue), self.entities.exchanges)
+        sources = self._sources(queue)
         try:
             return self.broker.delivery_group(topic_of(queue), sources, start="last")
         except BrokerError as exc:
@@ -146,10 +147,14 @@ class VirtualHost:
             raise ChannelError(Reply.ACCESS_REFUSED, f"operation not permitted on exchange '{name}'")
         if name not in self.entities.exchanges:
             return  # RabbitMQ 3.x: deleting a missing exchange succeeds
-        if if_unused and self.entities.bindings_of_exchange(name):
+        if if_unused and (self.entities.bindings_of_exchange(name)
+                          or any(b.source == name for b in self.entities.exchange_bindings)):
             raise ChannelError(Reply.PRECONDITION_FAILED, f"exchange '{name}' in vhost '/' in use")
+        downstream = any(name in (b.source, b.destination) for b in self.entities.exchange_bindings)
         queues = {b.queue for b in self.entities.bindings_of_exchange(name)} | {name}
         self.entities.remove_exchange(name)
+        if downstream:
+            queues = set(self.queues)
         self._rebind(queues)
 
     # ------------------------------------------------------------------ queues
@@ -211,7 +216,7 @@ class VirtualHost:
         name = state.entity.name
         self.queues.pop(name, None)
         self.entities.remove_queue(name)
-        self.router.rebuild(self.entities.exchanges, self.entities.bindings)
+        self._reroute()
         for consumer in list(state.consumers):
             consumer.queue_deleted()
         await self.broker.drop_delivery_group(topic_of(name), forget_offsets=True)
@@ -264,12 +269,33 @@ class VirtualHost:
             raise ChannelError(Reply.NOT_FOUND, f"no exchange '{exchange}' in vhost '/'")
 
     def _rebind(self, queues: set[str]) -> None:
-        self.router.rebuild(self.entities.exchanges, self.entities.bindings)
+        self._reroute()
         for name in queues:
             state = self.queues.get(name)
             if state is not None:
-                state.group.set_sources(queue_sources(
-                    name, self.entities.bindings_of_queue(name), self.entities.exchanges))
+                state.group.set_sources(self._sources(name))
+
+    def _sources(self, queue: str) -> list:
+        entities = self.entities
+        return queue_sources(queue, entities.bindings_of_queue(queue), entities.exchanges,
+                             entities.exchange_bindings)
+
+    def _reroute(self) -> None:
+        self.router.rebuild(self.entities.exchanges, self.entities.bindings, self.entities.exchange_bindings)
+
+    def bind_exchange(self, destination: str, source: str, routing_key: str,
+                      arguments: dict[str, Any] | None, *, unbind: bool = False) -> None:
+        """exchange.bind / exchange.unbind: every queue's Sources are derived again (a queue
+        may be downstream of ``destination`` through other exchange bindings)."""
+        for name in (destination, source):
+            if name == DEFAULT_EXCHANGE:
+                raise ChannelError(Reply.ACCESS_REFUSED, "operation not permitted on the default exchange")
+            if name not in self.entities.exchanges:
+                raise ChannelError(Reply.NOT_FOUND, f"no exchange '{name}' in vhost '/'")
+        binding = AmqpExchangeBinding(destination, source, routing_key, binding_arguments(arguments))
+        changed = (self.entities.unbind_exchange(binding) if unbind else self.entities.bind_exchange(binding))
+        if changed:
+            self._rebind(set(self.queues))
 
     # ------------------------------------------------------------------ publishing
     def publish_topic(self, exchange: str, routing_key: str) -> str | None:

@@ -391,3 +391,26 @@ def test_names_outside_the_topic_alphabet_map_to_escaped_topics(amqp_port):
         got = _drain(ch, "celery@worker-1.celery.pidbox", 3)
         assert sorted((m.exchange, b) for m, _, b in got) == [
             ("", b"direct"), ("celery.pidbox", b"ping"), ("odd:exchange", b"pong")]
+
+
+def test_exchange_to_exchange_bindings_route_through_both_exchanges(amqp_port):
+    with _connect(amqp_port) as conn:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.exchange_declare("upstream", "topic")
+        ch.exchange_declare("downstream", "direct")
+        ch.exchange_bind("downstream", "upstream", "orders.#")
+        ch.queue_declare("e2e-q")
+        ch.queue_bind("e2e-q", "downstream", "orders.eu")
+        ch.basic_publish("upstream", "orders.eu", b"through both")
+        ch.basic_publish("upstream", "orders.us", b"downstream does not route it")
+        ch.basic_publish("upstream", "refunds.eu", b"upstream does not route it")
+        ch.basic_publish("downstream", "orders.eu", b"straight to downstream")
+        with pytest.raises(UnroutableError):
+            ch.basic_publish("upstream", "orders.us", b"mandatory", mandatory=True)
+        got = _drain(ch, "e2e-q", 2)
+        assert sorted(b for _, _, b in got) == [b"straight to downstream", b"through both"]
+        ch.exchange_unbind("downstream", "upstream", "orders.#")
+        ch.basic_publish("upstream", "orders.eu", b"after the unbind")
+        time.sleep(0.3)
+        assert ch.basic_get("e2e-q") == (None, None, None)
