@@ -138,16 +138,15 @@ class Producer:
             raise ClientError("empty batch", ResponseCode.MESSAGE_ILLEGAL)
         topic = msgs[0].topic
         check_topic(topic)
+        ids = self._ids.next_ids(len(msgs))
         entries = []
-        ids = []
-        for msg in msgs:
+        for msg, uniq in zip(msgs, ids):
             if msg.topic != topic:
                 raise ClientError("a batch holds messages of one topic", ResponseCode.MESSAGE_ILLEGAL)
             if msg.delay_level or msg.deliver_at is not None:
                 raise ClientError("a batch cannot hold delayed messages", ResponseCode.MESSAGE_ILLEGAL)
             props = msg.wire_properties()
-            props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq = self._ids.next_id()
-            ids.append(uniq)
+            props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
             entries.append(BatchMessage(msg.body, props))
         body = encode_batch(entries)
         if len(body) > self.max_message_size:

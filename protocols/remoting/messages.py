@@ -239,14 +239,19 @@ class MessageClientIdGenerator:
         self._month_start, self._next_month_start = _month_start_ms(int(clock() * 1000))
 
     def next_id(self) -> str:
+        return self.next_ids(1)[0]
+
+    def next_ids(self, count: int) -> list[str]:
+        """`count` ids stamped with one clock reading (a batch send's messages)."""
         now = int(self._clock() * 1000)
         if now >= self._next_month_start:
             self._month_start, self._next_month_start = _month_start_ms(now)
         elapsed = now - self._month_start
         if -1_000_000 < elapsed < 0:  # clock stepped back (NTP): as Java does, clamp
             elapsed = 0
-        tail = struct.pack(">IH", elapsed & 0xFFFFFFFF, next(self._counter) & 0xFFFF)
-        return self._prefix + tail.hex().upper()
+        head = "%s%08X" % (self._prefix, elapsed & 0xFFFFFFFF)
+        counter = self._counter
+        return ["%s%04X" % (head, next(counter) & 0xFFFF) for _ in range(count)]
 
 
 def decode_unique_id(unique_id: str) -> UniqueIdParts:
