@@ -182,3 +182,67 @@ def test_consume_transform_produce_worker_killed_keeps_exactly_once(tmp_path):
         assert live.run(live.server.broker.max_offset, "eos-out", 0) > total + total // 50
     finally:
         live.stop()
+
+
+def committed_count(bootstrap: str, topic: str, partitions: int) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"count-{time.monotonic_ns()}",
+                  "isolation.level": "read_committed", "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    count, eof = 0, set()
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(eof) < partitions and time.monotonic() < deadline:
+        msg = c.poll(0.1)
+        if msg is None:
+            continue
+        if msg.error():
+            assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+            eof.add(msg.partition())
+        else:
+            count += 1
+    c.close()
+    assert len(eof) == partitions
+    return count
+
+
+def test_broker_killed_right_after_end_txn_is_all_or_nothing(tmp_path):
+    """A real SIGKILL a moment after EndTxn(commit) is sent, before or while its markers are
+    written, four times at different moments: after each restart the transaction's 16
+    partitions are all visible or none (and none stays open past its timeout)."""
+    from rocketport.protocols.kafka.schema import ApiKey
+
+    from .kafka_raw import RawClient
+
+    root, partitions = tmp_path / "store", 16
+    for round_, delay_s in enumerate((0.0, 0.0005, 0.001, 0.003)):
+        topic = f"atomic-{round_}"
+        proc, bootstrap = broker_process(root)
+        try:
+            admin = AdminClient({"bootstrap.servers": bootstrap})
+            admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(TIMEOUT_S)
+            p = txn_producer(bootstrap, f"atomic-{round_}", **{"transaction.timeout.ms": 2000})
+            p.begin_transaction()
+            for partition in range(partitions):
+                p.produce(topic, value=b"v", partition=partition)
+            p.flush(TIMEOUT_S)
+            port = int(bootstrap.rsplit(":", 1)[1])
+            with RawClient(port) as client:
+                state = client.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [f"atomic-{round_}"]})
+                state = state["transaction_states"][0]
+                client.send(ApiKey.END_TXN, 3, {"transactional_id": f"atomic-{round_}", "committed": True,
+                                                "producer_id": state["producer_id"],
+                                                "producer_epoch": state["producer_epoch"]})
+                time.sleep(delay_s)
+                kill(proc)
+        finally:
+            if proc.poll() is None:
+                kill(proc)
+        proc, bootstrap = broker_process(root)
+        try:
+            time.sleep(2.5)  # past the transaction's timeout: an open one is aborted by now
+            seen = committed_count(bootstrap, topic, partitions)
+            with RawClient(int(bootstrap.rsplit(":", 1)[1])) as client:
+                state = client.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [f"atomic-{round_}"]})
+            assert (state["transaction_states"][0]["transaction_state"], seen) in (
+                ("CompleteCommit", partitions), ("CompleteAbort", 0))
+        finally:
+            stop(proc)
