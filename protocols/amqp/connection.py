@@ -60,6 +60,13 @@ DEFAULT_FRAME_MAX: Final = 131072  # RabbitMQ's
 DEFAULT_CHANNEL_MAX: Final = 2047  # RabbitMQ's
 
 
+def shortstr_text(text: str) -> str:
+    """Text a shortstr can carry: valid UTF-8 (a client's undecodable bytes, kept as
+    surrogates, become U+FFFD) of at most 255 bytes."""
+    raw = text.encode("utf-8", "replace")[:255]
+    return raw.decode("utf-8", "ignore")
+
+
 @dataclass(slots=True)
 class _Assembly:
     """A publish whose header or body frames are still arriving."""
@@ -286,7 +293,7 @@ class AmqpServerConnection:
         """Our connection.close: from now on only close/close-ok are read."""
         if self.state != CLOSED:
             self.state = CLOSING
-        return codec.method_frame(0, Connection.Close(reply_code=code, reply_text=text[:255],
+        return codec.method_frame(0, Connection.Close(reply_code=code, reply_text=shortstr_text(text),
                                                       class_id=class_id, method_id=method_id))
 
     def send_close_ok(self) -> bytes:
@@ -298,7 +305,7 @@ class AmqpServerConnection:
         """Our channel.close: the channel's frames are dropped until the client's close-ok."""
         self._closing_channels.add(channel)
         self._assembling.pop(channel, None)
-        return codec.method_frame(channel, Channel.Close(reply_code=code, reply_text=text[:255],
+        return codec.method_frame(channel, Channel.Close(reply_code=code, reply_text=shortstr_text(text),
                                                          class_id=class_id, method_id=method_id))
 
     def forget_channel(self, channel: int) -> None:

@@ -35,7 +35,7 @@ from .. import eager
 from ..session_base import Session
 from . import codec
 from .channel import Channel, Consumer, Unacked, group_tags
-from .connection import AmqpServerConnection
+from .connection import AmqpServerConnection, shortstr_text
 from .errors import ChannelError, ConnectionError_, Reply, channel_error
 from .exchanges import name_of
 from .events import (
@@ -504,7 +504,7 @@ class AmqpSession(Session):
                                         or self.vhost.router.routed(exchange, routing_key, properties))
         if not routed and method.mandatory:
             self._send(self.conn.send_method(channel.number, Basic.Return(
-                Reply.NO_ROUTE, "NO_ROUTE", exchange, routing_key)))
+                Reply.NO_ROUTE, "NO_ROUTE", shortstr_text(exchange), shortstr_text(routing_key))))
             self._out.extend(codec.content_frames(channel.number, encode_properties(properties),
                                                   event.body, self.conn.frame_max))
         if topic is None or (not routed and method.mandatory):
@@ -611,7 +611,7 @@ class AmqpSession(Session):
             raise ConnectionError_(Reply.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'")
         if state.exclusive_consumer or (method.exclusive and state.group.consumer_count):
             raise ChannelError(Reply.ACCESS_REFUSED, f"queue '{name}' in vhost '/' in exclusive use")
-        consumer = Consumer(tag, tag.encode()[:255], name, method.no_ack, channel, self._queue_deleted)
+        consumer = Consumer(tag, tag.encode("utf-8", "surrogateescape")[:255], name, method.no_ack, channel, self._queue_deleted)
         channel.consumers[tag] = consumer
         if not method.nowait:  # consume-ok before the first delivery
             self._send(self.conn.send_method(channel.number, Basic.ConsumeOk(tag)))
@@ -644,7 +644,7 @@ class AmqpSession(Session):
             exchange = props.get(PROPERTY_RETRY_TOPIC, message.topic)
             out.append(deliver_frame(number, tag_bytes, tag, delivery.redelivered or message.reconsume_times > 0,
                                      self._exchange_out(exchange, queue, props),
-                                     props.get("TAGS", "").encode()[:255]))
+                                     props.get("TAGS", "").encode("utf-8", "surrogateescape")[:255]))
             out.extend(content_frames(number, encode_properties(props), message.body, conn.frame_max))
             if not self._flush_scheduled:
                 self._flush_scheduled = True
@@ -657,7 +657,7 @@ class AmqpSession(Session):
         name = name_of(topic)
         if name == queue and (DEFAULT_EXCHANGE_MARK in props or name not in self.vhost.entities.exchanges):
             return b""
-        return name.encode()[:255]
+        return name.encode("utf-8", "surrogateescape")[:255]
 
     def _queue_deleted(self, consumer: Consumer) -> None:
         """consumer_cancel_notify: the server cancels consumers of a deleted queue."""
@@ -742,7 +742,7 @@ class AmqpSession(Session):
         exchange = props.get(PROPERTY_RETRY_TOPIC, message.topic)
         self._send(codec.get_ok_frame(channel.number, tag, delivery.redelivered or message.reconsume_times > 0,
                                       self._exchange_out(exchange, name, props),
-                                      props.get("TAGS", "").encode()[:255],
+                                      props.get("TAGS", "").encode("utf-8", "surrogateescape")[:255],
                                       min(state.group.message_count, 0xFFFFFFFF)))
         self._out.extend(codec.content_frames(channel.number, encode_properties(props), message.body,
                                               self.conn.frame_max))

@@ -63,6 +63,10 @@ class QueueState:
 
 def _name(name: str, what: str) -> str:
     try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ChannelError(Reply.PRECONDITION_FAILED, f"{what} name is not valid UTF-8") from None
+    try:
         validate_topic(topic_of(name))
     except BrokerError as exc:
         raise ChannelError(Reply.PRECONDITION_FAILED, f"{what} name {name!r}: {exc}") from None
