@@ -105,8 +105,10 @@ def _head_end(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
     """(end of the header block, start of the body), or (-1, -1) if the blank line is not
     in the buffer yet."""
     lf = buf.find(b"\n\n", pos)
-    crlf = buf.find(b"\n\r\n", pos)
-    if crlf >= 0 and (lf < 0 or crlf < lf):
+    # a CRLF blank line counts only before the first LF one: never scan past that (a buffer
+    # of pipelined LF-only frames would be scanned to its end for every frame)
+    crlf = buf.find(b"\n\r\n", pos, lf + 2 if lf >= 0 else len(buf))
+    if crlf >= 0:
         return crlf, crlf + 3
     if lf >= 0:
         return lf, lf + 2

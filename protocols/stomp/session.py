@@ -262,10 +262,21 @@ class StompSession(Session):
     def _pump(self) -> None:
         backlog, queue = self._backlog, self._queue
         limit = self.ctx.max_in_flight
+        while backlog and not self._closing:
+            self._start_frames(backlog, queue, limit)
+            self._answer_ready()  # frames done at once leave room for more
+            if len(queue) >= limit:
+                break
+        self._answer_ready()
+        self._update_reading()
+
+    def _start_frames(self, backlog: deque[Frame | ProtocolError], queue: deque[_Pending],
+                      limit: int) -> None:
         while backlog and len(queue) < limit and not self._closing:
             event = backlog.popleft()
             if type(event) is ProtocolError:
                 self._answer_in_turn(eager.Done(error=StompError(event.reason)), None)
+                backlog.clear()
                 break
             frame: Frame = event  # type: ignore[assignment]
             receipt = frame.headers.get("receipt")
@@ -283,8 +294,6 @@ class StompSession(Session):
             else:
                 outcome = eager.start(handler(self, frame))
             self._answer_in_turn(outcome, receipt)
-        self._answer_ready()
-        self._update_reading()
 
     def _answer_in_turn(self, outcome: asyncio.Future | eager.Done, receipt: str | None) -> None:
         self._queue.append(_Pending(outcome, receipt))

@@ -101,3 +101,17 @@ def test_malformed_frame_gets_error_and_the_broker_serves_others(stomp_broker):
     listener.wait_receipt("r")
     conn.disconnect()
     assert [m.body for m in stored(stomp_broker, "after")] == [b"ok"]
+
+
+def test_thousands_of_pipelined_sends_in_one_write_are_all_answered(stomp_broker):
+    """More frames in one read than the in-flight bound: the rest must start as the first
+    ones are answered (they once waited for a read that never came)."""
+    raw = RawClient(endpoint(stomp_broker))
+    raw.send(b"CONNECT\naccept-version:1.2\nhost:x\n\n\0")
+    assert raw.frame().startswith(b"CONNECTED")
+    frames = [b"SEND\ndestination:/queue/piped\n%s\nm%d\0" % (b"receipt:%d\n" % i if i % 1000 == 999 else b"", i)
+              for i in range(5000)]
+    raw.send(b"".join(frames))
+    assert [raw.frame() for _ in range(5)] == [b"RECEIPT\nreceipt-id:%d\n\n\0" % i
+                                               for i in range(999, 5000, 1000)]
+    assert len(stored(stomp_broker, "piped")) == 5000

@@ -1,0 +1,443 @@
+"""STOMP front-end end to end, with RabbitMQ and ActiveMQ beside it in the same run.
+
+Run: python bench/stomp_bench.py [--messages N] [--pipelined-messages N] [--skip-peers]
+     [--only stomppy,pipelined,latency]
+Starts Rocketport as a subprocess (`python -m rocketport broker`, uvloop, a temporary store)
+on SYNC_FLUSH and on ASYNC_FLUSH, then, unless --skip-peers, a private RabbitMQ node with
+rabbitmq_stomp (bench/peers/rabbitmq.py) and a private ActiveMQ broker with KahaDB syncing
+every write (bench/peers/activemq.py), runs the same cases against each, and prints one JSON
+object per measurement: {"bench": "stomp", "case": ..., "flush": ..., "value": ..., "unit":
+..., "floor": ..., "peer": the better peer, "peer_value": ..., "rabbitmq": ..., "activemq":
+...}, with the broker's CPU microseconds per message beside throughput rows.
+
+Cases (persistent messages, `persistent:true`, into a `/queue/...` destination):
+- produce_{100B,1KiB}_stomppy: stomp.py (1.2) sends with a receipt on every 1,000th message
+  and the last, waiting for a batch's receipt once the next batch is sent. Floor on
+  SYNC_FLUSH: 2x the better peer's.
+- drain_{100B,1KiB}_stomppy: stomp.py drains what was produced, ack mode client (cumulative),
+  prefetch 1,000, an ACK every 100. Floor on SYNC_FLUSH: 2x the better peer's.
+- produce/drain_{100B,1KiB}_pipelined: a pipelined client of this benchmark's own (asyncio
+  streams, pre-encoded frames written 1,000 at a time, 10,000 unreceipted messages in
+  flight; the drain counts frames by their NUL and acks cumulatively every 100). Floors on
+  ASYNC_FLUSH for 100 B: 100,000 and 150,000 msg/s.
+- latency_{1000,10000}_per_s: stomp.py sends 100 B messages stamped with the send time at
+  that rate for 5 s to a stomp.py subscriber (ack auto, its own connection); p50 and p99 of
+  receive - send in ms (the first 10% left out). Floor for p99 at 1,000 msg/s on
+  SYNC_FLUSH: the better peer's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import stomp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peers import activemq, rabbitmq  # noqa: E402
+
+RECEIPT_EVERY = 1000
+PREFETCH = 1000
+ACK_EVERY = 100
+PIPELINE_WINDOW = 10_000
+LATENCY_SECONDS = 5.0
+TIMEOUT_S = 300.0
+SIZES = ((100, "100B"), (1024, "1KiB"))
+PREFETCH_HEADERS = {"prefetch-count": str(PREFETCH), "activemq.prefetchSize": str(PREFETCH)}
+SEND_HEADERS = {"persistent": "true"}
+
+
+def emit(case: str, value: float, unit: str, floor: float | None = None, **extra: Any) -> None:
+    print(json.dumps({"bench": "stomp", "case": case, "value": round(value, 2), "unit": unit,
+                      "floor": None if floor is None else round(floor, 2), **extra}), flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_for_port(port: int, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("the broker exited")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("the broker did not start")
+
+
+@dataclass
+class Target:
+    name: str  # "rocketport-SYNC_FLUSH", "rabbitmq", "activemq"
+    port: int
+    pid: int
+    stop: Callable[[], None]
+
+
+def start_rocketport(workdir: str, flush: str) -> Target:
+    port = free_port()
+    store = os.path.join(workdir, f"store-{flush}")
+    log = open(os.path.join(workdir, f"rocketport-{flush}.log"), "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rocketport", "broker", "--set", f"storePathRootDir={store}",
+         "--set", f"flushDiskType={flush}", "--set", f"stomp.port={port}", "--set", "stomp.wsPort=0",
+         "--set", "kafka.enabled=false", "--set", "amqp.enabled=false",
+         "--set", f"listenPort={free_port()}", "--set", f"namesrv.port={free_port()}",
+         "--set", "mappedFileSizeCommitLog=268435456"],
+        stdout=subprocess.DEVNULL, stderr=log)
+    log.close()
+    wait_for_port(port, proc)
+
+    def stop() -> None:
+        proc.terminate()
+        proc.wait(60)
+    return Target(f"rocketport-{flush}", port, proc.pid, stop)
+
+
+def start_rabbit(workdir: str) -> Target:
+    port = free_port()
+    node = rabbitmq.start(free_port(), port, os.path.join(workdir, "rabbitmq"))
+    return Target("rabbitmq", port, node.pid, node.stop)
+
+
+def start_activemq(workdir: str) -> Target:
+    port = free_port()
+    broker = activemq.start(port, os.path.join(workdir, "activemq"))
+    return Target("activemq", port, broker.pid, broker.stop)
+
+
+def destination(label: str) -> str:
+    return f"/queue/bench-{label}-{uuid.uuid4().hex[:8]}"
+
+
+# ---------------------------------------------------------------------------- stomp.py
+class _Listener(stomp.ConnectionListener):
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.receipts: set[str] = set()
+        self.on_frame: Callable[[Any], None] | None = None
+        self.error: str | None = None
+
+    def on_receipt(self, frame) -> None:
+        with self.cond:
+            self.receipts.add(frame.headers["receipt-id"])
+            self.cond.notify_all()
+
+    def on_message(self, frame) -> None:
+        if self.on_frame is not None:
+            self.on_frame(frame)
+
+    def on_error(self, frame) -> None:
+        with self.cond:
+            self.error = frame.headers.get("message", "ERROR")
+            self.cond.notify_all()
+
+    def wait_receipt(self, receipt: str) -> None:
+        with self.cond:
+            if not self.cond.wait_for(lambda: receipt in self.receipts or self.error, TIMEOUT_S):
+                raise TimeoutError(f"no receipt {receipt}")
+            if self.error:
+                raise RuntimeError(self.error)
+
+
+def _connect(port: int) -> tuple[stomp.Connection12, _Listener]:
+    conn = stomp.Connection12([("127.0.0.1", port)], heartbeats=(0, 0), auto_decode=False)
+    listener = _Listener()
+    conn.set_listener("bench", listener)
+    conn.connect("guest", "guest", wait=True, headers={"host": "/"})
+    return conn, listener
+
+
+def stomppy_produce(port: int, dest: str, count: int, size: int) -> float:
+    conn, listener = _connect(port)
+    body = b"x" * size
+    pending: str | None = None
+    started = time.perf_counter()
+    for i in range(count):
+        if (i + 1) % RECEIPT_EVERY == 0 or i == count - 1:
+            receipt = str(i)
+            conn.send(dest, body, headers=SEND_HEADERS, receipt=receipt)
+            if pending is not None:
+                listener.wait_receipt(pending)
+            pending = receipt
+        else:
+            conn.send(dest, body, headers=SEND_HEADERS)
+    listener.wait_receipt(pending)
+    elapsed = time.perf_counter() - started
+    conn.disconnect()
+    return elapsed
+
+
+def stomppy_drain(port: int, dest: str, count: int) -> float:
+    conn, listener = _connect(port)
+    done = threading.Event()
+    seen = 0
+
+    def on_frame(frame) -> None:
+        nonlocal seen
+        seen += 1
+        if seen % ACK_EVERY == 0 or seen == count:
+            conn.ack(frame.headers["ack"])
+        if seen == count:
+            done.set()
+
+    listener.on_frame = on_frame
+    started = time.perf_counter()
+    conn.subscribe(dest, id="drain", ack="client", headers=PREFETCH_HEADERS)
+    if not done.wait(TIMEOUT_S):
+        raise TimeoutError(f"drained {seen} of {count}")
+    elapsed = time.perf_counter() - started
+    conn.disconnect()
+    return elapsed
+
+
+def stomppy_latency(port: int, rate: int) -> tuple[float, float]:
+    dest = destination(f"latency-{rate}")
+    consumer, clistener = _connect(port)
+    latencies: list[int] = []
+    total = int(rate * LATENCY_SECONDS)
+    done = threading.Event()
+
+    def on_frame(frame) -> None:
+        latencies.append(time.time_ns() - int(frame.headers["ts"]))
+        if len(latencies) >= total:
+            done.set()
+
+    clistener.on_frame = on_frame
+    consumer.subscribe(dest, id="lat", ack="auto", receipt="sub")
+    clistener.wait_receipt("sub")
+    producer, plistener = _connect(port)
+    body = b"x" * 100
+    started = time.perf_counter()
+    for i in range(total):
+        due = started + i / rate
+        delay = due - time.perf_counter()
+        if delay > 0.0005:
+            time.sleep(delay)
+        producer.send(dest, body, headers={**SEND_HEADERS, "ts": str(time.time_ns())})
+    done.wait(30)
+    producer.disconnect()
+    consumer.disconnect()
+    kept = sorted(latencies[len(latencies) // 10:])
+    if len(kept) < total // 2:
+        raise RuntimeError(f"only {len(latencies)} of {total} messages arrived")
+    return statistics.median(kept) / 1e6, kept[int(len(kept) * 0.99) - 1] / 1e6
+
+
+# ---------------------------------------------------------------------------- pipelined
+async def _raw_connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, str]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
+    writer.write(b"CONNECT\naccept-version:1.1,1.2\nhost:/\nlogin:guest\npasscode:guest\nheart-beat:0,0\n\n\0")
+    head = await reader.readuntil(b"\0")
+    if not head.startswith(b"CONNECTED"):
+        raise RuntimeError(head.decode(errors="replace"))
+    version = "1.2" if b"version:1.2" in head else "1.1"
+    return reader, writer, version
+
+
+async def pipelined_produce(port: int, dest: str, count: int, size: int) -> float:
+    reader, writer, _ = await _raw_connect(port)
+    head = f"SEND\ndestination:{dest}\npersistent:true\ncontent-length:{size}\n".encode()
+    plain = head + b"\n" + b"x" * size + b"\0"
+    receipts = asyncio.Queue()
+
+    async def read_receipts() -> None:
+        buf = b""
+        while True:
+            chunk = await reader.read(65536)
+            if not chunk:
+                return
+            buf += chunk
+            while b"\0" in buf:
+                frame, buf = buf.split(b"\0", 1)
+                frame = frame.lstrip(b"\r\n")
+                if frame.startswith(b"ERROR"):
+                    raise RuntimeError(frame.decode(errors="replace"))
+                if frame.startswith(b"RECEIPT"):
+                    receipts.put_nowait(None)
+
+    reading = asyncio.ensure_future(read_receipts())
+    started = time.perf_counter()
+    outstanding = 0
+    sent = 0
+    while sent < count:
+        batch = min(RECEIPT_EVERY, count - sent)
+        frames = [plain] * (batch - 1)
+        frames.append(head + f"receipt:{sent + batch}\n\n".encode() + b"x" * size + b"\0")
+        writer.write(b"".join(frames))
+        sent += batch
+        outstanding += batch
+        while outstanding > PIPELINE_WINDOW:
+            await asyncio.wait_for(receipts.get(), TIMEOUT_S)
+            outstanding -= RECEIPT_EVERY
+        await writer.drain()
+    while outstanding > 0:
+        await asyncio.wait_for(receipts.get(), TIMEOUT_S)
+        outstanding -= RECEIPT_EVERY
+    elapsed = time.perf_counter() - started
+    reading.cancel()
+    writer.close()
+    return elapsed
+
+
+async def pipelined_drain(port: int, dest: str, count: int) -> float:
+    reader, writer, version = await _raw_connect(port)
+    started = time.perf_counter()
+    writer.write(f"SUBSCRIBE\ndestination:{dest}\nid:0\nack:client\nprefetch-count:{PREFETCH}\n"
+                 f"activemq.prefetchSize:{PREFETCH}\n\n\0".encode())
+    id_header = b"\nack:" if version == "1.2" else b"\nmessage-id:"
+    seen = unacked = 0
+    buf = b""
+    deadline = time.monotonic() + TIMEOUT_S
+    while seen < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"drained {seen} of {count}")
+        chunk = await reader.read(1 << 20)
+        if not chunk:
+            raise RuntimeError("the broker closed the connection")
+        buf += chunk
+        last = buf.rfind(b"\0")
+        if last < 0:
+            continue
+        done = buf.count(b"\0", 0, last + 1)
+        if buf.startswith(b"ERROR") or b"\0ERROR" in buf:
+            raise RuntimeError(buf[:300].decode(errors="replace"))
+        seen += done
+        unacked += done
+        if unacked >= ACK_EVERY or seen >= count:
+            at = buf.rfind(id_header, 0, last)
+            end = buf.find(b"\n", at + len(id_header))
+            ack_id = buf[at + len(id_header):end]
+            if version == "1.2":
+                writer.write(b"ACK\nid:" + ack_id + b"\n\n\0")
+            else:
+                writer.write(b"ACK\nmessage-id:" + ack_id + b"\nsubscription:0\n\n\0")
+            unacked = 0
+        buf = buf[last + 1:]
+    elapsed = time.perf_counter() - started
+    writer.write(b"DISCONNECT\nreceipt:bye\n\n\0")
+    await writer.drain()
+    writer.close()
+    return elapsed
+
+
+# ---------------------------------------------------------------------------- runs
+def throughput(target: Target, fn: Callable[[], float], count: int) -> tuple[float, float]:
+    """msg/s and broker CPU µs per message."""
+    cpu0 = cpu_seconds(target.pid)
+    elapsed = fn()
+    cpu = cpu_seconds(target.pid) - cpu0
+    return count / elapsed, cpu * 1e6 / count
+
+
+def run_cases(target: Target, only: set[str], count: int, pipelined_count: int, results: dict) -> None:
+    for size, label in SIZES:
+        if "stomppy" in only:
+            dest = destination(label)
+            results[(target.name, f"produce_{label}_stomppy")] = throughput(
+                target, lambda: stomppy_produce(target.port, dest, count, size), count)
+            results[(target.name, f"drain_{label}_stomppy")] = throughput(
+                target, lambda: stomppy_drain(target.port, dest, count), count)
+        if "pipelined" in only:
+            dest = destination(f"p{label}")
+            results[(target.name, f"produce_{label}_pipelined")] = throughput(
+                target, lambda: asyncio.run(pipelined_produce(target.port, dest, pipelined_count, size)),
+                pipelined_count)
+            results[(target.name, f"drain_{label}_pipelined")] = throughput(
+                target, lambda: asyncio.run(pipelined_drain(target.port, dest, pipelined_count)),
+                pipelined_count)
+    if "latency" in only:
+        for rate in (1000, 10000):
+            results[(target.name, f"latency_{rate}_per_s")] = stomppy_latency(target.port, rate)
+
+
+def report(results: dict) -> None:
+    cases = sorted({case for _, case in results})
+    for flush in ("SYNC_FLUSH", "ASYNC_FLUSH"):
+        for case in cases:
+            mine = results.get((f"rocketport-{flush}", case))
+            if mine is None:
+                continue
+            peers = {name: results[(name, case)] for name in ("rabbitmq", "activemq") if (name, case) in results}
+            extra: dict[str, Any] = {"flush": flush}
+            if case.startswith("latency"):
+                p50, p99 = mine
+                better = min(peers, key=lambda n: peers[n][1]) if peers else None
+                if better is not None:
+                    extra.update(peer=better, peer_value=round(peers[better][1], 2),
+                                 **{n: {"p50_ms": round(v[0], 2), "p99_ms": round(v[1], 2)}
+                                    for n, v in peers.items()})
+                floor = (peers[better][1] if better is not None and case == "latency_1000_per_s"
+                         and flush == "SYNC_FLUSH" else None)
+                emit(f"{case}_p99", p99, "ms", floor, p50_ms=round(p50, 2), **extra)
+                continue
+            rate, cpu = mine
+            better = max(peers, key=lambda n: peers[n][0]) if peers else None
+            if better is not None:
+                extra.update(peer=better, peer_value=round(peers[better][0], 1),
+                             ratio=round(rate / peers[better][0], 2),
+                             **{n: round(v[0], 1) for n, v in peers.items()},
+                             **{f"{n}_cpu_us_per_msg": round(v[1], 1) for n, v in peers.items()})
+            floor = None
+            if case.endswith("_stomppy") and flush == "SYNC_FLUSH" and better is not None:
+                floor = 2 * peers[better][0]
+            elif case.endswith("100B_pipelined") and flush == "ASYNC_FLUSH":
+                floor = 100_000 if case.startswith("produce") else 150_000
+            emit(case, rate, "msg/s", floor, cpu_us_per_msg=round(cpu, 1), **extra)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--messages", type=int, default=20_000, help="per stomp.py case")
+    parser.add_argument("--pipelined-messages", type=int, default=100_000, help="per pipelined case")
+    parser.add_argument("--skip-peers", action="store_true")
+    parser.add_argument("--only", default="stomppy,pipelined,latency",
+                        help="stomppy, pipelined, latency (comma-separated)")
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    workdir = tempfile.mkdtemp(prefix="stomp-bench-")
+    results: dict = {}
+    starters: list[Callable[[], Target]] = [lambda: start_rocketport(workdir, "SYNC_FLUSH"),
+                                            lambda: start_rocketport(workdir, "ASYNC_FLUSH")]
+    if not args.skip_peers:
+        starters += [lambda: start_rabbit(workdir), lambda: start_activemq(workdir)]
+    try:
+        for start in starters:
+            target = start()
+            try:
+                run_cases(target, only, args.messages, args.pipelined_messages, results)
+            finally:
+                target.stop()
+        report(results)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
