@@ -1,5 +1,6 @@
 """Producer deduplication by key: a message that carries a DEDUP_KEY property already
-stored in its topic is not stored again.
+stored in its topic is not stored again. The messages of one put (a batch) that share a
+key are one unit: stored together, or dropped together by a later put of that key.
 
 Why: a writer that retries (a Spark task attempt run again, a streaming micro-batch
 replayed after a restart) resends exactly what an earlier attempt may already have stored.
@@ -56,12 +57,15 @@ class DedupWindow:
                 fresh.append(msg)
                 continue
             k = (msg.topic, key)
-            while (waiting := self._pending.get(k)) is not None and k not in claimed:
+            if k in claimed:  # messages of one put sharing a key are one unit: all kept
+                fresh.append(msg)
+                continue
+            while (waiting := self._pending.get(k)) is not None:
                 await asyncio.shield(waiting)  # a concurrent put of this key: its outcome decides
-            if k in self._stored or k in claimed:
+            if k in self._stored:
                 self.dropped += 1
                 if earlier is None:
-                    earlier = self._stored.get(k)
+                    earlier = self._stored[k]
                 continue
             self._pending[k] = asyncio.get_running_loop().create_future()
             claimed.append(k)

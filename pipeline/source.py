@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
+
 from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.types import StructType
 
 from .batch import BatchReader
-from .options import ReadOptions
+from .options import OptionError, ReadOptions, WriteOptions
 from .schema import DDL
+from .writer import BatchWriter, StreamWriter
 
 
 class RocketportDataSource(DataSource):
@@ -22,3 +25,13 @@ class RocketportDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return BatchReader(ReadOptions.parse(self.options))
+
+    def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
+        if overwrite:
+            raise OptionError("a topic cannot be overwritten: use mode('append')")
+        return BatchWriter(WriteOptions.parse(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
+        writer_id = (self.options.get("writerId") or self.options.get("checkpointLocation")
+                     or uuid.uuid4().hex)
+        return StreamWriter(WriteOptions.parse(self.options), schema, writer_id)

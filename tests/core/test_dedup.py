@@ -37,13 +37,15 @@ def test_single_puts_once_per_key_and_topic(small_config):
     asyncio.run(main())
 
 
-def test_batches_drop_stored_keys_and_repeats_inside(small_config):
+def test_batches_drop_stored_keys_and_keep_units(small_config):
     async def main():
         async with Broker(small_config) as broker:
             await broker.put_messages([keyed("B", b"1", "x"), keyed("B", b"2", "y")])
+            # a key shared inside one put names a unit (z: two messages); x is a repeat
             result = await broker.put_messages([keyed("B", b"1", "x"), keyed("B", b"3", "z"),
                                                 keyed("B", b"3", "z")])
-            assert result.count == 1
+            assert result.count == 2
+            await broker.put_messages([keyed("B", b"3", "z"), keyed("B", b"3", "z")])
             # a remoting batch body takes the same path (its fast lane declines keyed bodies)
             body = encode_batch([BatchMessage(b"2", {PROPERTY_DEDUP_KEY: "y"}),
                                  BatchMessage(b"4", {PROPERTY_DEDUP_KEY: "w"})])
@@ -51,7 +53,7 @@ def test_batches_drop_stored_keys_and_repeats_inside(small_config):
             every = await broker.put_batch("B", 0, body, 0, 0, ("127.0.0.1", 1), 0)  # all repeats
             # answered as the put that stored its first key ("y": the first batch) was
             assert (every.queue_offset, every.count) == (0, 2)
-            assert bodies(broker, "B") == [b"1", b"2", b"3", b"4"]
+            assert bodies(broker, "B") == [b"1", b"2", b"3", b"3", b"4"]
     asyncio.run(main())
 
 

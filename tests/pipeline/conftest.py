@@ -26,7 +26,7 @@ def spark() -> Iterator:
 
     from rocketport.pipeline import register
 
-    session = (SparkSession.builder.master("local[2]").appName("rocketport-tests")
+    session = (SparkSession.builder.master("local[2,2]")  # two attempts per task: the retry test.appName("rocketport-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.python.filterPushdown.enabled", "true")
