@@ -67,7 +67,7 @@ class _QueueWork:
     def __init__(self, mq: MessageQueue, offset: int) -> None:
         self.mq = mq
         self.next_offset = offset
-        self.buffer: deque[MessageExt] = deque()
+        self.buffer: deque[list[MessageExt]] = deque()  # pulled batches, oldest first
         self.cached = 0
         self.ready = asyncio.Event()
         self.room = asyncio.Event()
@@ -358,7 +358,7 @@ class PushConsumer:
                 return
             work.next_offset = result.next_begin_offset
             if result.messages:
-                work.buffer.extend(result.messages)
+                work.buffer.append(result.messages)
                 work.cached += len(result.messages)
                 work.ready.set()
             elif result.status is PullStatus.OFFSET_ILLEGAL or (not work.cached and not work.consuming):
@@ -378,7 +378,12 @@ class PushConsumer:
                 work.ready.clear()
                 await _wait(work.ready, 1.0 if self.orderly and not work.locked else None)
                 continue
-            batch = [buffer.popleft() for _ in range(min(size, len(buffer)))]
+            batch = buffer[0]
+            if len(batch) <= size:  # a whole pulled batch: handed over as it is
+                buffer.popleft()
+            else:
+                buffer[0] = batch[size:]
+                batch = batch[:size]
             if retry_topic:
                 for msg in batch:
                     msg.reset_retry_topic()
@@ -388,7 +393,7 @@ class PushConsumer:
             finally:
                 work.consuming = False
             if not ok:  # orderly, to be retried in place; or could not be sent back
-                buffer.extendleft(reversed(batch))
+                buffer.appendleft(batch)
                 await asyncio.sleep(self.suspend_current_queue_s)
                 continue
             work.cached -= len(batch)

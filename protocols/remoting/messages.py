@@ -135,7 +135,7 @@ def unpack_message_ext_records(data: bytes | memoryview) -> list[RawMessageExt]:
     unpack_v4 = _EXT_V4.unpack_from
     unpack_i16 = _I16.unpack_from
     head_size = _EXT_V4.size
-    topics: dict[bytes, str] = {}
+    last_raw_topic, topic = b"", ""
     try:
         while pos < end:
             (size, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts,
@@ -156,9 +156,8 @@ def unpack_message_ext_records(data: bytes | memoryview) -> list[RawMessageExt]:
             at = pos + head_size + body_length
             topic_end = at + 1 + data[at]
             raw_topic = data[at + 1:topic_end]
-            topic = topics.get(raw_topic)
-            if topic is None:
-                topic = topics[raw_topic] = raw_topic.decode()
+            if raw_topic != last_raw_topic:  # a pull's records nearly always share one
+                last_raw_topic, topic = raw_topic, raw_topic.decode()
             properties_end = topic_end + 2 + unpack_i16(data, topic_end)[0]
             if body_length < 0 or properties_end != pos + size:
                 raise MessageFormatError(f"record at {pos} has inconsistent lengths")
