@@ -114,6 +114,7 @@ class Client:
     lacks: dict[str, str] = {}
     fields: tuple[str, ...] = ("key", "tag", "props", "timestamp")  # what the protocol shows
     codecs: tuple[str, ...] = ()  # the compression scenario's codecs
+    precreate: bool = True  # False: the client makes its own topics (AMQP exchanges: 1 queue)
 
     def __init__(self, ep: Endpoints, creds: Credentials | None = None) -> None:
         self.ep = ep

@@ -28,8 +28,10 @@ ROLES = {"broker (remoting)": "remoting", "name server": "namesrv", "kafka": "ka
 # delay level 2 = 3 s (the delayed-message scenario); every other level 1 s, so the retry
 # path (level 3 + reconsume count) is quick
 DELAY_LEVELS = " ".join(["1s", "3s"] + ["1s"] * 16)
+DELAY_LEVEL_OF = {3: 2}  # seconds -> level, for clients that send delay levels
 ACL_USER, ACL_SECRET = "interop", "interop-secret"
 ACL_TOPIC, ACL_DENIED_TOPIC = "interop_acl_ok", "interop_acl_denied"
+ACL_GROUP = "interop_acl_group"  # also a topic: an AMQP queue is one, and needs SUB on it
 
 
 def _free_port() -> int:
@@ -62,7 +64,7 @@ class Broker:
                 "accounts:\n"
                 f"  - accessKey: {ACL_USER}\n    secretKey: {ACL_SECRET}\n    admin: true\n"
                 "    defaultTopicPerm: DENY\n    defaultGroupPerm: SUB\n"
-                f"    topicPerms: [{ACL_TOPIC}=PUB|SUB, {ACL_DENIED_TOPIC}=SUB]\n")
+                f"    topicPerms: [{ACL_TOPIC}=PUB|SUB, {ACL_DENIED_TOPIC}=SUB, {ACL_GROUP}=PUB|SUB]\n")
             s += ["aclEnable=true", f"plainAclFile={acl_file}", "kafkaSaslMechanisms=PLAIN"]
         return s
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from rocketport.client.sync import AdminClient, MessageExt
+from rocketport.client.sync import AdminClient, MessageExt, MessageQueue
 
 
 class Probe:
@@ -26,19 +26,23 @@ class Probe:
     def create_group(self, group: str, retry_max_times: int) -> None:
         self.admin.create_group(group, retry_max_times=retry_max_times)
 
-    def wait_key(self, topic: str, key: str, timeout: float) -> list[MessageExt]:
-        """The messages of `topic` with `key` (by the broker's key index: `%DLQ%` topics are
-        write-only, as in RocketMQ, so they are found this way, not read)."""
+    def wait_dlq(self, group: str, key: str | None, timeout: float) -> list[MessageExt] | None:
+        """None until `%DLQ%group` holds a message; then the messages with `key` found by the
+        broker's key index ([] without a key). `%DLQ%` topics are write-only, as in RocketMQ,
+        so they are looked at this way, not read."""
+        topic = f"%DLQ%{group}"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                found = self.admin.query_by_key(topic, key)
+                route = self.admin.topic_route(topic)
+                stored = sum(self.admin.max_offset(MessageQueue(topic, q.broker_name, i))
+                             for q in route.queue_datas for i in range(q.write_queue_nums))
             except Exception:  # the topic does not exist yet
-                found = []
-            if found:
-                return found
+                stored = 0
+            if stored:
+                return self.admin.query_by_key(topic, key) if key else []
             time.sleep(1)
-        return []
+        return None
 
     def close(self) -> None:
         if self._admin is not None:

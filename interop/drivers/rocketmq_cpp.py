@@ -18,7 +18,7 @@ import zlib
 from rocketmq.client import Message, Producer, PushConsumer
 
 PROPS = ("color", "seq", "n")
-DELAY_LEVEL = {3: 2}  # seconds -> the interop broker's messageDelayLevel index
+DELAY_LEVEL = {3: 2}  # seconds -> level (interop/broker.py DELAY_LEVELS: level 2 is 3 s)
 
 
 def out(obj: dict) -> None:
