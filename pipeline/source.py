@@ -10,6 +10,7 @@ from pyspark.sql.types import StructType
 from .batch import BatchReader
 from .options import OptionError, ReadOptions, WriteOptions
 from .schema import DDL
+from .stream import StreamReader
 from .writer import BatchWriter, StreamWriter
 
 
@@ -25,6 +26,9 @@ class RocketportDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return BatchReader(ReadOptions.parse(self.options))
+
+    def streamReader(self, schema: StructType) -> StreamReader:
+        return StreamReader(ReadOptions.parse(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
         if overwrite:
