@@ -45,8 +45,9 @@ def _decode(cls: Any, body: Any, what: str) -> Any:
 class AdminClient:
     """``async with AdminClient(namesrv) as admin: await admin.create_topic("T")``"""
 
-    def __init__(self, namesrv: str | None = None, *, timeout_s: float = 5.0) -> None:
-        self.runtime = ClientRuntime(namesrv, timeout_s=timeout_s)
+    def __init__(self, namesrv: str | None = None, *, timeout_s: float = 5.0,
+                 credentials: tuple[str, str] | None = None) -> None:
+        self.runtime = ClientRuntime(namesrv, timeout_s=timeout_s, credentials=credentials)
 
     async def __aenter__(self) -> AdminClient:
         return self

@@ -75,13 +75,15 @@ class Producer:
     def __init__(self, namesrv: str | None = None, group: str = "DEFAULT_PRODUCER", *,
                  send_timeout_s: float = 3.0, retry_times_when_send_failed: int = 2,
                  compress_msg_body_over: int = 4096, max_message_size: int = MAX_MESSAGE_SIZE,
-                 instance_name: str | None = None) -> None:
+                 instance_name: str | None = None,
+                 credentials: tuple[str, str] | None = None) -> None:
         self.group = group
         self.send_timeout_s = send_timeout_s
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.compress_msg_body_over = compress_msg_body_over
         self.max_message_size = max_message_size
-        self.runtime = ClientRuntime(namesrv, timeout_s=send_timeout_s, instance_name=instance_name)
+        self.runtime = ClientRuntime(namesrv, timeout_s=send_timeout_s, instance_name=instance_name,
+                                     credentials=credentials)
         self.runtime.heartbeat_data = self._heartbeat_data
         self._ids = MessageClientIdGenerator(self.runtime.ip)
         self._group_text = json_text(group.encode())
@@ -168,7 +170,7 @@ class Producer:
             sys_flag = COMPRESSED_FLAG
         props = msg.wire_properties()
         props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq = self._ids.next_id()
-        return body, json_text(encode_properties(props)), sys_flag, uniq
+        return body, encode_properties(props), sys_flag, uniq
 
     async def _fixed_queue(self, msg: Message, selector: Selector | None, arg: Any,
                            queue: MessageQueue | None) -> MessageQueue | None:
@@ -193,6 +195,17 @@ class Producer:
         self._next_queue += 1
         return queues[self._next_queue % n]
 
+    def _request(self, topic: str, mq: MessageQueue, sys_flag: int, born: int, props: bytes,
+                 batch: bool, body: bytes) -> RemotingCommand:
+        """The send as a command (what the templates render), for signed connections."""
+        return RemotingCommand(
+            RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2,
+            ext_fields={"a": self.group, "b": topic, "c": AUTO_CREATE_TOPIC, "d": "4",
+                        "e": str(mq.queue_id), "f": str(sys_flag), "g": str(born), "h": "0",
+                        "i": props.decode("utf-8", "surrogateescape"), "j": "0", "k": "false",
+                        "m": "true" if batch else "false"},
+            body=body)
+
     async def _send(self, topic: str, body: bytes, props: bytes, sys_flag: int, uniq: str,
                     batch: bool, oneway: bool, fixed: MessageQueue | None,
                     timeout_s: float | None) -> Any:
@@ -203,6 +216,7 @@ class Producer:
         if topic_text is None:
             topic_text = self._topic_text[topic] = json_text(topic.encode())
         template = _TEMPLATES[batch, oneway]
+        props_text = json_text(props)
         timeout_s = timeout_s or self.send_timeout_s
         attempts = 1 if fixed is not None or oneway else 1 + self.retry_times_when_send_failed
         if fixed is not None and fixed.broker_name not in routes.brokers:
@@ -213,12 +227,19 @@ class Producer:
             mq = fixed or self._pick(await routes.publish_queues(topic), avoid)
             try:
                 conn = await self.runtime.pool.get(routes.broker_addr(mq.broker_name))
-                values = (self._group_text, topic_text, mq.queue_id, sys_flag,
-                          int(time.time() * 1000), props)
-                if oneway:
-                    conn.invoke_template_oneway(template, values, body)
-                    return None
-                response = await conn.invoke_template(template, values, body, timeout_s)
+                born = int(time.time() * 1000)
+                if conn.credentials is not None:  # signed: a command with its final fields
+                    request = self._request(topic, mq, sys_flag, born, props, batch, body)
+                    if oneway:
+                        conn.invoke_oneway(request)
+                        return None
+                    response = await conn.invoke(request, timeout_s)
+                else:
+                    values = (self._group_text, topic_text, mq.queue_id, sys_flag, born, props_text)
+                    if oneway:
+                        conn.invoke_template_oneway(template, values, body)
+                        return None
+                    response = await conn.invoke_template(template, values, body, timeout_s)
             except ClientError as exc:
                 error, avoid = exc, mq.broker_name
                 continue

@@ -36,13 +36,14 @@ class PullConsumer:
     """``async with PullConsumer(group, namesrv) as c: c.assign(await c.queues(t)); await c.poll()``"""
 
     def __init__(self, group: str, namesrv: str | None = None, *, consume_from: str = "last",
-                 pull_batch_size: int = 32, instance_name: str | None = None) -> None:
+                 pull_batch_size: int = 32, instance_name: str | None = None,
+                 credentials: tuple[str, str] | None = None) -> None:
         if consume_from not in ("last", "first"):
             raise ValueError("consume_from must be 'last' or 'first'")
         self.group = group
         self.consume_from = consume_from
         self.pull_batch_size = pull_batch_size
-        self.runtime = ClientRuntime(namesrv, instance_name=instance_name)
+        self.runtime = ClientRuntime(namesrv, instance_name=instance_name, credentials=credentials)
         self.runtime.heartbeat_data = self._heartbeat_data
         self._offsets = RemoteOffsetStore(self.runtime, group)
         self._puller = Puller(group)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from rocketport.protocols.remoting import RequestCode, ResponseCode
+from rocketport.protocols.remoting import RemotingCommand, RequestCode, ResponseCode
 from rocketport.protocols.remoting.bodies import MessageQueue
 from rocketport.protocols.remoting.frame import JsonFrameTemplate, json_text
 from rocketport.protocols.remoting.messages import MessageFormatError, unpack_message_ext_records
@@ -69,6 +69,7 @@ class Puller:
     """Pulls for one consumer group, with its subscriptions sent along or not."""
 
     def __init__(self, group: str) -> None:
+        self._group_name = group
         self._group = json_text(group.encode())
         self._templates = {send_sub: JsonFrameTemplate(RequestCode.PULL_MESSAGE, {
             "consumerGroup": bytes, "topic": bytes, "queueId": int, "queueOffset": int,
@@ -90,13 +91,25 @@ class Puller:
         flag = (FLAG_SUSPEND if suspend else 0) | (FLAG_SUBSCRIPTION if send_subscription else 0)
         if commit_offset >= 0:
             flag |= FLAG_COMMIT_OFFSET
-        values: tuple[bytes | int, ...] = (
-            self._group, self._text(mq.topic), mq.queue_id, offset, max_nums, flag,
-            max(commit_offset, 0), int(BROKER_SUSPEND_S * 1000) if suspend else 0)
-        if send_subscription:
-            values += (self._text(sub.expression), self._text(sub.expression_type))
-        response = await conn.invoke_template(self._templates[send_subscription], values, b"",
-                                              timeout_s)
+        hold_ms = int(BROKER_SUSPEND_S * 1000) if suspend else 0
+        if conn.credentials is not None:  # signed: a command with its final fields
+            fields = {"consumerGroup": self._group_name, "topic": mq.topic,
+                      "queueId": str(mq.queue_id), "queueOffset": str(offset),
+                      "maxMsgNums": str(max_nums), "sysFlag": str(flag),
+                      "commitOffset": str(max(commit_offset, 0)),
+                      "suspendTimeoutMillis": str(hold_ms), "subVersion": "0"}
+            if send_subscription:
+                fields.update(subscription=sub.expression, expressionType=sub.expression_type)
+            response = await conn.invoke(RemotingCommand(RequestCode.PULL_MESSAGE,
+                                                         ext_fields=fields), timeout_s)
+        else:
+            values: tuple[bytes | int, ...] = (
+                self._group, self._text(mq.topic), mq.queue_id, offset, max_nums, flag,
+                max(commit_offset, 0), hold_ms)
+            if send_subscription:
+                values += (self._text(sub.expression), self._text(sub.expression_type))
+            response = await conn.invoke_template(self._templates[send_subscription], values,
+                                                  b"", timeout_s)
         status = _STATUS.get(response.code)
         if status is None:
             raise ClientError(response.remark or "pull refused", response.code)

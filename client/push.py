@@ -88,7 +88,8 @@ class PushConsumer:
                  max_reconsume_times: int = 16, offset_store_dir: str | Path | None = None,
                  instance_name: str | None = None, rebalance_interval_s: float = 20.0,
                  persist_interval_s: float = 5.0, heartbeat_interval_s: float = 30.0,
-                 suspend_current_queue_s: float = 1.0, pull_retry_delay_s: float = 1.0) -> None:
+                 suspend_current_queue_s: float = 1.0, pull_retry_delay_s: float = 1.0,
+                 credentials: tuple[str, str] | None = None) -> None:
         if model not in _MODELS:
             raise ValueError(f"model must be one of {sorted(_MODELS)}")
         if consume_from not in _FROM_WHERE:
@@ -110,7 +111,7 @@ class PushConsumer:
         self._rebalance_interval_s = rebalance_interval_s
         self._persist_interval_s = persist_interval_s
         self.runtime = ClientRuntime(namesrv, heartbeat_interval_s=heartbeat_interval_s,
-                                     instance_name=instance_name)
+                                     instance_name=instance_name, credentials=credentials)
         self.runtime.heartbeat_data = self._heartbeat_data
         self.runtime.handlers[RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] = self._ids_changed
         self.subscriptions: dict[str, Subscription] = {}

@@ -24,20 +24,26 @@ from rocketport.protocols.remoting import (
     RemotingConnection,
     encode_command,
 )
+from rocketport.protocols.remoting.acl_sign import sign_request
 from rocketport.protocols.remoting.command import Buffer
 from rocketport.protocols.remoting.frame import JsonFrameTemplate
 
 from .errors import ClientError
 
 OnRequest = Callable[["Connection", RemotingCommand], None]
+Credentials = tuple[str, str]
 _opaques = itertools.count(1)  # process-wide, as RocketMQ's requestId: unique per peer too
 
 
 class Connection(asyncio.Protocol):
     """One TCP connection; build with `Connection.open`."""
 
-    def __init__(self, addr: str, on_request: OnRequest | None) -> None:
+    def __init__(self, addr: str, on_request: OnRequest | None,
+                 credentials: Credentials | None = None) -> None:
         self.addr = addr
+        # (access key, secret key): every request is ACL-signed (RocketMQ's AclClientRPCHook);
+        # a signature covers the final fields, so precompiled templates are not used then
+        self.credentials = credentials
         self._on_request = on_request
         self._codec = RemotingConnection()
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
@@ -49,12 +55,13 @@ class Connection(asyncio.Protocol):
 
     @classmethod
     async def open(cls, addr: str, on_request: OnRequest | None = None,
-                   timeout_s: float = 3.0) -> Connection:
+                   timeout_s: float = 3.0, credentials: Credentials | None = None) -> Connection:
         host, _, port = addr.rpartition(":")
         loop = asyncio.get_running_loop()
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(lambda: cls(addr, on_request), host, int(port)), timeout_s)
+                loop.create_connection(lambda: cls(addr, on_request, credentials), host, int(port)),
+                timeout_s)
         except (OSError, asyncio.TimeoutError, ValueError) as exc:
             raise ClientError(f"cannot connect to {addr}: {exc or 'timeout'}") from None
         return conn
@@ -146,6 +153,8 @@ class Connection(asyncio.Protocol):
     async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
         """Send `request` and wait for its response (ClientError on timeout or close)."""
         request.opaque = opaque = self._register()
+        if self.credentials is not None:
+            sign_request(request, *self.credentials)
         self._write(encode_command(request))
         return await self._await(opaque, timeout_s)
 
@@ -168,6 +177,8 @@ class Connection(asyncio.Protocol):
         """Send `request` with the oneway flag; no response is awaited."""
         request.opaque = next(_opaques) & 0x7FFFFFFF
         request.flag |= FLAG_ONEWAY
+        if self.credentials is not None:
+            sign_request(request, *self.credentials)
         self._write(encode_command(request))
 
     def respond(self, response: RemotingCommand) -> None:
@@ -186,8 +197,10 @@ def _expire(fut: asyncio.Future[RemotingCommand], addr: str, timeout_s: float) -
 class ConnectionPool:
     """One open connection per address, opened on first use and again after a close."""
 
-    def __init__(self, on_request: OnRequest | None = None) -> None:
+    def __init__(self, on_request: OnRequest | None = None,
+                 credentials: Credentials | None = None) -> None:
         self._on_request = on_request
+        self._credentials = credentials
         self._conns: dict[str, Connection] = {}
         self._opening: dict[str, asyncio.Future[Connection]] = {}
 
@@ -198,7 +211,7 @@ class ConnectionPool:
         opening = self._opening.get(addr)
         if opening is None:
             opening = self._opening[addr] = asyncio.ensure_future(
-                Connection.open(addr, self._on_request))
+                Connection.open(addr, self._on_request, credentials=self._credentials))
             try:
                 conn = self._conns[addr] = await opening
             finally:
