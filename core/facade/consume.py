@@ -173,11 +173,17 @@ class ConsumeRole:
 
     async def wait_for_messages(self, positions: list[tuple[str, int, int]], timeout_s: float) -> bool:
         """`wait_for_message` on several (topic, queue id, offset): True once any holds
-        a message at or beyond its offset (a Kafka fetch waits on all its partitions)."""
+        a message at or beyond its offset (a Kafka fetch waits on all its partitions). A
+        queue that transactions wrote to ends at its last stable offset here: a reader
+        there waits for the transaction's end, not for records it may not read yet."""
         max_offset = self.store.max_offset
+        txn_queues = self.txn_queues
         for topic, queue_id, offset in positions:
-            if max_offset(topic, queue_id) > offset:
-                return True
+            end = max_offset(topic, queue_id)
+            if end > offset:
+                txn = txn_queues.get((topic, queue_id))
+                if txn is None or txn.lso(end) > offset:
+                    return True
         return await self.pull_waiters.wait_any(positions, timeout_s)
 
     # ---------------------------------------------------------------- positions

@@ -275,3 +275,26 @@ def test_records_of_a_kafka_batch_are_delivered_and_sent_back_one_by_one(config)
             await _until(lambda: len(got) == 3, timeout=15)
             assert got[2].message.body == b"v3" and got[2].message.reconsume_times == 1
     run(main())
+
+
+def test_an_open_transaction_holds_the_group_at_its_start_without_a_busy_wait(config):
+    async def main():
+        async with Broker(config) as broker:
+            broker.create_topic("X", read_queue_nums=1, write_queue_nums=1)
+            group = broker.delivery_group("gx", [Source("X")], start="first")
+            got: list[Delivery] = []
+            group.subscribe(got.append, auto_ack=True)
+            pid, epoch = await broker.init_transactional_producer("tx", 60_000)
+            broker.add_partitions_to_txn("tx", pid, epoch, [("X", 0)])
+            broker.check_transactional_write(pid, epoch, "X", 0)
+            batch = build_batch([Record(0, 0, None, b"in-txn")], base_timestamp=1, producer_id=pid,
+                                producer_epoch=epoch, base_sequence=0, transactional=True)
+            await broker.put_record_batch("X", 0, batch, 1)
+            # a reader at the last stable offset waits for the transaction's end: it is not
+            # told that a message is there (which made the group's pump spin on re-reads)
+            assert await broker.wait_for_messages([("X", 0, 0)], 0.3) is False
+            assert got == []
+            await broker.end_txn("tx", pid, epoch, True)
+            await _until(lambda: len(got) == 1)
+            assert got[0].message.body == b"in-txn"
+    run(main())
