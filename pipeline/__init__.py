@@ -14,8 +14,10 @@ from typing import Any
 def register(spark: Any) -> None:
     """Register every Rocketport data source with this SparkSession."""
     from .source import RocketportDataSource
+    from .store_source import RocketportStoreDataSource
 
     spark.dataSource.register(RocketportDataSource)
+    spark.dataSource.register(RocketportStoreDataSource)
 
 
 __all__ = ["register"]
