@@ -1,9 +1,9 @@
 """STOMP front-end end to end, with RabbitMQ and ActiveMQ beside it in the same run.
 
-Run: python bench/stomp_bench.py [--messages N] [--pipelined-messages N] [--skip-peers]
-     [--only stomppy,pipelined,latency]
+Run: python bench/stomp_bench.py [--messages N] [--pipelined-messages N]
+     [--targets sync,async,rabbitmq,activemq] [--only stomppy,pipelined,latency]
 Starts Rocketport as a subprocess (`python -m rocketport broker`, uvloop, a temporary store)
-on SYNC_FLUSH and on ASYNC_FLUSH, then, unless --skip-peers, a private RabbitMQ node with
+on SYNC_FLUSH and on ASYNC_FLUSH, then a private RabbitMQ node with
 rabbitmq_stomp (bench/peers/rabbitmq.py) and a private ActiveMQ broker with KahaDB syncing
 every write (bench/peers/activemq.py), runs the same cases against each, and prints one JSON
 object per measurement: {"bench": "stomp", "case": ..., "flush": ..., "value": ..., "unit":
@@ -167,10 +167,10 @@ class _Listener(stomp.ConnectionListener):
 
 
 def _connect(port: int) -> tuple[stomp.Connection12, _Listener]:
-    conn = stomp.Connection12([("127.0.0.1", port)], heartbeats=(0, 0), auto_decode=False)
+    conn = stomp.Connection12([("127.0.0.1", port)], heartbeats=(0, 0), auto_decode=False, vhost="/")
     listener = _Listener()
     conn.set_listener("bench", listener)
-    conn.connect("guest", "guest", wait=True, headers={"host": "/"})
+    conn.connect("guest", "guest", wait=True)
     return conn, listener
 
 
@@ -416,24 +416,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=20_000, help="per stomp.py case")
     parser.add_argument("--pipelined-messages", type=int, default=100_000, help="per pipelined case")
-    parser.add_argument("--skip-peers", action="store_true")
+    parser.add_argument("--targets", default="sync,async,rabbitmq,activemq",
+                        help="brokers to run: sync, async (Rocketport's flush modes), rabbitmq, activemq")
     parser.add_argument("--only", default="stomppy,pipelined,latency",
                         help="stomppy, pipelined, latency (comma-separated)")
     args = parser.parse_args()
     only = set(args.only.split(","))
     workdir = tempfile.mkdtemp(prefix="stomp-bench-")
     results: dict = {}
-    starters: list[Callable[[], Target]] = [lambda: start_rocketport(workdir, "SYNC_FLUSH"),
-                                            lambda: start_rocketport(workdir, "ASYNC_FLUSH")]
-    if not args.skip_peers:
-        starters += [lambda: start_rabbit(workdir), lambda: start_activemq(workdir)]
+    starters: dict[str, Callable[[], Target]] = {
+        "sync": lambda: start_rocketport(workdir, "SYNC_FLUSH"),
+        "async": lambda: start_rocketport(workdir, "ASYNC_FLUSH"),
+        "rabbitmq": lambda: start_rabbit(workdir), "activemq": lambda: start_activemq(workdir)}
     try:
-        for start in starters:
-            target = start()
+        for name in args.targets.split(","):
+            target = starters[name]()
+            print(f"stomp_bench: {target.name} on port {target.port}", file=sys.stderr, flush=True)
             try:
                 run_cases(target, only, args.messages, args.pipelined_messages, results)
             finally:
                 target.stop()
+                print(f"stomp_bench: {target.name} done", file=sys.stderr, flush=True)
         report(results)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -129,30 +129,34 @@ def parse_frame(buf: bytes | bytearray, pos: int, version: str,
     if head_end - pos > limits.max_head:
         raise FrameError("the frame's command and headers exceed the size limit")
     try:
-        head = bytes(buf[pos:head_end]).decode("utf-8")
+        head = buf[pos:head_end].decode("utf-8")
     except UnicodeDecodeError:
         raise FrameError("the frame's command and headers are not UTF-8") from None
+    if "\r" in head:  # CRLF line ends (the last line's CR precedes the blank line's)
+        head = head.replace("\r\n", "\n").removesuffix("\r")
     lines = head.split("\n")
-    command = lines[0].rstrip("\r")
+    command = lines[0]
     if command not in CLIENT_COMMANDS:
         raise FrameError(f"unknown command {command[:64]!r}")
     if len(lines) - 1 > limits.max_headers:
         raise FrameError(f"more than {limits.max_headers} headers")
-    raw = command in _UNESCAPED
+    if "\0" in head:
+        raise FrameError("a NUL octet in a header")
+    # the checks below are per line only when the head as a whole could fail them: a
+    # pipelined SEND's few short headers cost a partition and a dict insert each
+    long_lines = head_end - pos > limits.max_header_length
+    unescaping = "\\" in head and version != V10 and command not in _UNESCAPED
     headers: dict[str, str] = {}
     for line in lines[1:]:
-        if len(line) > limits.max_header_length:
+        if long_lines and len(line) > limits.max_header_length:
             raise FrameError(f"a header line longer than {limits.max_header_length} octets")
-        if line.endswith("\r"):
-            line = line[:-1]
         name, sep, value = line.partition(":")
         if not sep:
             raise FrameError(f"a header line without ':' ({line[:64]!r})")
-        if "\0" in line:
-            raise FrameError("a NUL octet in a header")
-        if not raw:
+        if unescaping:
             name, value = unescape(name, version), unescape(value, version)
-        headers.setdefault(name, value)  # repeated: the first one counts
+        if name not in headers:  # repeated: the first one counts
+            headers[name] = value
     length_text = headers.get("content-length")
     if length_text is not None:
         length_text = length_text.strip()

@@ -16,7 +16,8 @@ iteration; while the transport's buffer is full every subscriber is paused, so a
 consumer never makes the broker buffer without bound.
 
 Transactions are buffers of SEND/ACK/NACK frames applied at COMMIT. Heart-beats are
-negotiated as the specification says; a client silent for twice its interval is dropped.
+negotiated as the specification says; a client silent for twice its interval (at least
+its interval plus two seconds) is dropped.
 Any protocol or broker error is an ERROR frame (``message``, and ``receipt-id`` when the frame
 asked for one) and the connection closes; nothing here can reach another connection.
 """
@@ -44,7 +45,9 @@ from rocketport.core.message import (
     PROPERTY_TAGS,
     PROPERTY_TIMER_DELIVER_MS,
     Message,
+    encode_properties,
 )
+from rocketport.core.store.message_store import EncodedPut
 
 from .. import eager
 from ..session_base import Session
@@ -69,6 +72,8 @@ _FRAME_HEADERS: Final = frozenset({
 _HIDDEN: Final = frozenset(value for name, value in vars(_message).items()
                            if name.startswith("PROPERTY_") and isinstance(value, str))
 _ACK_MODES: Final = ("auto", "client", "client-individual")
+_DESTINATION_CACHE: Final = 1024
+_STORED: Final = eager.Done()
 
 
 class StompError(Exception):
@@ -144,6 +149,12 @@ def negotiate_heart_beat(header: str | None) -> tuple[int, int]:
     return send, receive
 
 
+def _silence_allowed(interval_ms: int) -> float:
+    """Seconds without input before a client that promised heart-beats is dropped: twice
+    its interval, and at least two seconds more than one (a busy client's timer slips)."""
+    return max(2 * interval_ms, interval_ms + 2000) / 1000
+
+
 class StompSession(Session):
     def __init__(self, ctx: StompContext, on_open: Callable[[Session], bool] | None = None,
                  on_closed: Callable[[Session], None] | None = None) -> None:
@@ -156,6 +167,7 @@ class StompSession(Session):
         self.account: Account | None = None
         self._temp_prefix = f"stomp-temp-{secrets.token_hex(4)}"
         self._subs: dict[str, _Subscription] = {}
+        self._dests: dict[str, Destination] = {}  # parsed destinations, by their text
         self._by_serial: dict[int, _Subscription] = {}
         self._tx: dict[str, list[Frame]] = {}
         self._queue: deque[_Pending] = deque()
@@ -272,8 +284,16 @@ class StompSession(Session):
 
     def _start_frames(self, backlog: deque[Frame | ProtocolError], queue: deque[_Pending],
                       limit: int) -> None:
-        while backlog and len(queue) < limit and not self._closing:
+        lane: list[tuple[EncodedPut, str | None]] = []
+        while backlog and len(queue) + len(lane) < limit and not self._closing:
             event = backlog.popleft()
+            if type(event) is Frame and event.command == "SEND" and self.connected:
+                taken = self._take(event)
+                if taken is not None:
+                    lane.append((taken, event.headers.get("receipt")))
+                    continue
+            if lane:
+                self._put_lane(lane)
             if type(event) is ProtocolError:
                 self._answer_in_turn(eager.Done(error=StompError(event.reason)), None)
                 backlog.clear()
@@ -294,6 +314,38 @@ class StompSession(Session):
             else:
                 outcome = eager.start(handler(self, frame))
             self._answer_in_turn(outcome, receipt)
+        if lane:
+            self._put_lane(lane)
+
+    # ------------------------------------------------------------------ the send lane
+    def _take(self, frame: Frame) -> EncodedPut | None:
+        """A plain SEND the broker can store as it is (`Broker.accept_now`: an existing
+        writable topic, no delay, ASYNC_FLUSH) as the store takes it; None for the handler
+        (which also names what is wrong with it)."""
+        if "transaction" in frame.headers:
+            return None
+        try:
+            msg = self._message(frame)
+        except (StompError, DestinationError):
+            return None
+        props = encode_properties(msg.properties)
+        accepted = self.broker.accept_now(msg.topic, -1, props, 0)
+        if accepted is None:
+            return None
+        return (msg.topic, accepted[0], msg.body, props, accepted[1], 0, 0, 0, self.peer, 0)
+
+    def _put_lane(self, lane: list[tuple[EncodedPut, str | None]]) -> None:
+        """Store the SENDs one read delivered in one append (`Broker.put_now`); each is
+        answered in its turn like any frame."""
+        try:
+            results: list[Any] = self.broker.put_now([item for item, _ in lane])
+        except BrokerError as exc:  # the store refused them all
+            results = [exc] * len(lane)
+        queue = self._queue
+        for (_, receipt), result in zip(lane, results):
+            outcome = eager.Done(error=result) if isinstance(result, BrokerError) else _STORED
+            queue.append(_Pending(outcome, receipt))
+        lane.clear()
 
     def _answer_in_turn(self, outcome: asyncio.Future | eager.Done, receipt: str | None) -> None:
         self._queue.append(_Pending(outcome, receipt))
@@ -370,7 +422,7 @@ class StompSession(Session):
         if self._closing or self.transport is None:
             return
         now = self._loop.time()
-        if self._beat_receive and now - self.last_input > 2 * self._beat_receive / 1000:
+        if self._beat_receive and now - self.last_input > _silence_allowed(self._beat_receive):
             log.info("STOMP client %s:%d sent no heart-beat for %.1f s; closing", *self.peer,
                      now - self.last_input)
             self._closing = True
@@ -385,7 +437,12 @@ class StompSession(Session):
         text = headers.get("destination")
         if not text:
             raise StompError("the frame has no destination header")
-        return text, destinations.parse(text, self._temp_prefix)
+        dest = self._dests.get(text)
+        if dest is None:
+            if len(self._dests) >= _DESTINATION_CACHE:
+                self._dests.clear()
+            dest = self._dests[text] = destinations.parse(text, self._temp_prefix)
+        return text, dest
 
     def _message(self, frame: Frame) -> Message:
         """A SEND frame as the message to store: headers are properties (x-tags and x-keys
