@@ -58,6 +58,15 @@ class AdminClient:
     async def close(self) -> None:
         await self.runtime.close()
 
+    async def request(self, addr: str, command: RemotingCommand,
+                      ok: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
+        """Any request to the server at `addr`; ClientError unless the answer's code is in `ok`
+        (for requests this class has no method for, as `rocketport admin` sends them)."""
+        response = await self.runtime.invoke(addr, command)
+        if response.code not in ok:
+            raise ClientError(response.remark or "", response.code)
+        return response
+
     async def _namesrv(self, code: RequestCode, fields: dict[str, str] | None = None) -> RemotingCommand:
         response = await self.runtime.routes.invoke(RemotingCommand(code, ext_fields=fields or {}))
         if response.code != ResponseCode.SUCCESS:
@@ -67,9 +76,7 @@ class AdminClient:
 
     async def _broker(self, addr: str, code: RequestCode, fields: dict[str, str] | None = None,
                       body: bytes = b"") -> RemotingCommand:
-        return await self.runtime.invoke_ok(addr, RemotingCommand(code, ext_fields=fields or {},
-                                                                  body=body),
-                                            f"{addr} refused request {int(code)}")
+        return await self.request(addr, RemotingCommand(code, ext_fields=fields or {}, body=body))
 
     # ---------------------------------------------------------------- cluster and routes
     async def cluster_info(self) -> ClusterInfo:
@@ -96,14 +103,17 @@ class AdminClient:
     # ---------------------------------------------------------------- topics
     async def create_topic(self, topic: str, *, queue_nums: int = 8, perm: int = 6,
                            order: bool = False, cluster: str | None = None,
-                           broker_addr: str | None = None) -> list[str]:
-        """Create or update `topic` on `broker_addr`, else on every master (of `cluster`);
-        returns the brokers that did it."""
+                           broker_addr: str | None = None, read_queue_nums: int | None = None,
+                           write_queue_nums: int | None = None) -> list[str]:
+        """Create or update `topic` on `broker_addr`, else on every master (of `cluster`),
+        with `queue_nums` read and write queues unless told apart; returns the brokers."""
         addrs = [broker_addr] if broker_addr else await self.master_addrs(cluster)
         if not addrs:
             raise ClientError("the name server knows no broker")
-        fields = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queue_nums),
-                  "writeQueueNums": str(queue_nums), "perm": str(perm),
+        reads = queue_nums if read_queue_nums is None else read_queue_nums
+        writes = queue_nums if write_queue_nums is None else write_queue_nums
+        fields = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(reads),
+                  "writeQueueNums": str(writes), "perm": str(perm),
                   "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0",
                   "order": "true" if order else "false"}
         await asyncio.gather(*(self._broker(a, RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
@@ -111,10 +121,13 @@ class AdminClient:
         self.runtime.routes.routes.pop(topic, None)
         return addrs
 
-    async def delete_topic(self, topic: str) -> None:
-        """Delete `topic` from every broker that serves it."""
-        route = await self.topic_route(topic)
-        addrs = {a for b in route.broker_datas if (a := b.broker_addrs.get(MASTER_ID))}
+    async def delete_topic(self, topic: str, broker_addr: str | None = None) -> None:
+        """Delete `topic` from `broker_addr`, else from every broker that serves it."""
+        if broker_addr:
+            addrs = {broker_addr}
+        else:
+            route = await self.topic_route(topic)
+            addrs = {a for b in route.broker_datas if (a := b.broker_addrs.get(MASTER_ID))}
         await asyncio.gather(*(self._broker(a, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
                                for a in addrs))
         self.runtime.routes.routes.pop(topic, None)
@@ -137,19 +150,23 @@ class AdminClient:
 
     # ---------------------------------------------------------------- groups and offsets
     async def create_group(self, group: str, *, retry_max_times: int = 16,
-                           broadcast: bool = True, cluster: str | None = None) -> list[str]:
+                           broadcast: bool = True, cluster: str | None = None,
+                           broker_addr: str | None = None) -> list[str]:
+        """Create or update a subscription group on `broker_addr`, else on every master."""
         body = orjson.dumps({"groupName": group, "consumeEnable": True,
                              "consumeBroadcastEnable": broadcast, "retryQueueNums": 1,
                              "retryMaxTimes": retry_max_times, "brokerId": 0,
                              "whichBrokerWhenConsumeSlowly": 1,
                              "notifyConsumerIdsChangedEnable": True})
-        addrs = await self.master_addrs(cluster)
+        addrs = [broker_addr] if broker_addr else await self.master_addrs(cluster)
         await asyncio.gather(*(self._broker(a, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
                                             body=body) for a in addrs))
         return addrs
 
-    async def delete_group(self, group: str, cluster: str | None = None) -> None:
-        addrs = await self.master_addrs(cluster)
+    async def delete_group(self, group: str, cluster: str | None = None,
+                           broker_addr: str | None = None) -> None:
+        """Delete a subscription group (and its offsets) from `broker_addr`, else every master."""
+        addrs = [broker_addr] if broker_addr else await self.master_addrs(cluster)
         await asyncio.gather(*(self._broker(a, RequestCode.DELETE_SUBSCRIPTIONGROUP,
                                             {"groupName": group}) for a in addrs))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import datetime
 import os
 import time
@@ -26,10 +27,11 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from rocketport.client import AdminClient, ClientError
 from rocketport.core.message import MessageExt, encode_properties
 from rocketport.protocols.remoting import RemotingCommand
 from rocketport.protocols.remoting import bodies, mq_tables
-from rocketport.protocols.remoting.client import RemotingClient, request
+from rocketport.protocols.remoting.client import request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.headers import CloneGroupOffsetRequestHeader, SendMessageRequestHeader, encode_header
 from rocketport.protocols.remoting.messages import (
@@ -61,15 +63,30 @@ def _credentials() -> tuple[str, str] | None:
     return (access_key, os.environ.get("ROCKETPORT_SECRET_KEY", "")) if access_key else None
 
 
+# The run's AdminClient (rocketport.client): one connection per server for the whole verb,
+# every request signed when credentials are set.
+_CLIENT: contextvars.ContextVar[AdminClient] = contextvars.ContextVar("admin_client")
+
+
 async def _invoke(addr: str, cmd: RemotingCommand, ok: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
     try:
-        async with await RemotingClient.connect(addr, credentials=_credentials()) as client:
-            resp = await client.invoke(cmd)
-    except (OSError, asyncio.TimeoutError) as exc:
-        raise _Unreachable(f"cannot reach {addr}: {exc}") from None
-    if resp.code not in ok:
-        raise AdminError(f"{addr} answered code {resp.code}: {resp.remark or ''}")
-    return resp
+        return await _CLIENT.get().request(addr, cmd, ok)
+    except ClientError as exc:
+        raise _admin_error(addr, exc) from None
+
+
+async def _call(addr: str, call: Awaitable[Any]) -> Any:
+    """An AdminClient method's result, its failure worded as `_invoke` words them."""
+    try:
+        return await call
+    except ClientError as exc:
+        raise _admin_error(addr, exc) from None
+
+
+def _admin_error(addr: str, exc: ClientError) -> AdminError:
+    if exc.code is None:  # no answer: another server may give one
+        return _Unreachable(f"cannot reach {addr}: {exc.remark}")
+    return AdminError(f"{addr} answered code {exc.code}: {exc.remark}")
 
 
 def namesrv_addrs(namesrv: str | None) -> list[str]:
@@ -340,17 +357,16 @@ def _message_record(m: MessageExt) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ verbs
 async def update_topic(args: argparse.Namespace, out: Report) -> None:
-    fields = {"topic": args.topic, "defaultTopic": AUTO_CREATE_TOPIC, "readQueueNums": str(args.read_queue_nums),
-              "writeQueueNums": str(args.write_queue_nums), "perm": str(args.perm),
-              "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": str(args.order).lower()}
     for addr in await _target_brokers(args):
-        await _invoke(addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields))
+        await _call(addr, _CLIENT.get().create_topic(
+            args.topic, read_queue_nums=args.read_queue_nums, write_queue_nums=args.write_queue_nums,
+            perm=args.perm, order=args.order, broker_addr=addr))
         out.say(f"create topic to {addr} success.")
 
 
 async def delete_topic(args: argparse.Namespace, out: Report) -> None:
     for addr in await _target_brokers(args):
-        await _invoke(addr, request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": args.topic}))
+        await _call(addr, _CLIENT.get().delete_topic(args.topic, broker_addr=addr))
         out.say(f"delete topic [{args.topic}] from {addr} success.")
 
 
@@ -412,18 +428,16 @@ async def get_broker_config(args: argparse.Namespace, out: Report) -> None:
 
 
 async def update_sub_group(args: argparse.Namespace, out: Report) -> None:
-    body = orjson.dumps({"groupName": args.group, "consumeEnable": True,
-                         "consumeBroadcastEnable": args.broadcast, "retryQueueNums": 1,
-                         "retryMaxTimes": args.retry_max_times, "brokerId": 0,
-                         "whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": True})
     for addr in await _target_brokers(args):
-        await _invoke(addr, request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body))
+        await _call(addr, _CLIENT.get().create_group(
+            args.group, retry_max_times=args.retry_max_times, broadcast=args.broadcast,
+            broker_addr=addr))
         out.say(f"create subscription group to {addr} success.")
 
 
 async def delete_sub_group(args: argparse.Namespace, out: Report) -> None:
     for addr in await _target_brokers(args):
-        await _invoke(addr, request(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": args.group}))
+        await _call(addr, _CLIENT.get().delete_group(args.group, broker_addr=addr))
         out.say(f"delete subscription group [{args.group}] from {addr} success.")
 
 
@@ -730,6 +744,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     target(p)
 
 
+async def _run_verb(args: argparse.Namespace, out: Report) -> None:
+    async with AdminClient(";".join(namesrv_addrs(args.namesrv)), timeout_s=10.0,
+                           credentials=_credentials()) as client:
+        _CLIENT.set(client)
+        await args.admin(args, out)
+
+
 def run(args: argparse.Namespace, console: Console | None = None, errors: Console | None = None) -> int:
     """Run the chosen verb; results on ``console`` (stdout), failures and remarks on
     ``errors`` (stderr), so a pipe reading stdout gets results only."""
@@ -737,7 +758,7 @@ def run(args: argparse.Namespace, console: Console | None = None, errors: Consol
     errors = errors or Console(stderr=True)
     out = Report(output_format(getattr(args, "output", None), console), console, errors)
     try:
-        asyncio.run(args.admin(args, out))
+        asyncio.run(_run_verb(args, out))
     except AdminError as exc:
         errors.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
         return 1
