@@ -5,7 +5,9 @@ A queue here is a reader of topics, not a store of its own, so these are applied
 messages are handed out: a message past its TTL (the queue's, or the publisher's
 ``expiration``) or beyond ``x-max-length`` (drop-head: the oldest go) is not delivered but
 dead-lettered when the queue names a dead-letter exchange, else dropped. ``x-expires``
-deletes a queue unused for that long (no consumer, no get, no redeclare). No I/O.
+deletes a queue unused for that long (no consumer, no get, no redeclare). ``x-delivery-limit``
+(RabbitMQ's quorum queues) drops or dead-letters a message returned more often than that.
+No I/O.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from .errors import ChannelError, Reply
 EXPIRED = "expired"
 MAXLEN = "maxlen"
 REJECTED = "rejected"
+DELIVERY_LIMIT = "delivery_limit"
 
 
 def _non_negative(arguments: Mapping[str, Any], key: str, positive: bool = False) -> int | None:
@@ -40,6 +43,7 @@ class QueuePolicy:
     max_length: int | None = None
     dead_letter_exchange: str | None = None
     dead_letter_routing_key: str | None = None
+    delivery_limit: int | None = None  # returns (requeues) a message may have
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any] | None) -> QueuePolicy:
@@ -52,16 +56,20 @@ class QueuePolicy:
                                "invalid arg 'x-dead-letter-routing-key': x-dead-letter-exchange is missing")
         return cls(_non_negative(arguments, "x-message-ttl"), _non_negative(arguments, "x-expires", True),
                    _non_negative(arguments, "x-max-length"),
-                   _text(dlx) if dlx is not None else None, _text(dlrk) if dlrk is not None else None)
+                   _text(dlx) if dlx is not None else None, _text(dlrk) if dlrk is not None else None,
+                   _non_negative(arguments, "x-delivery-limit"))
 
     @property
     def drops(self) -> bool:
         """Whether deliveries must be checked at all (most queues have no such argument)."""
-        return self.message_ttl is not None or self.max_length is not None
+        return self.message_ttl is not None or self.max_length is not None or self.delivery_limit is not None
 
-    def drop_reason(self, message: MessageExt, remaining: int, now_ms: int) -> str | None:
-        """Why ``message`` must not be delivered: EXPIRED, MAXLEN, or None. ``remaining``
-        is how many messages of the queue wait behind it."""
+    def drop_reason(self, message: MessageExt, remaining: int, now_ms: int, returns: int = 0) -> str | None:
+        """Why ``message`` must not be delivered: EXPIRED, MAXLEN, DELIVERY_LIMIT, or None.
+        ``remaining`` is how many messages of the queue wait behind it, ``returns`` how
+        often it came back (nack or reject with requeue, a closed channel's unacked)."""
+        if self.delivery_limit is not None and returns > self.delivery_limit:
+            return DELIVERY_LIMIT
         if self.max_length is not None and remaining >= self.max_length:
             return MAXLEN
         ttl = self.message_ttl

@@ -369,6 +369,7 @@ class AmqpSession(Session):
 
     async def _teardown(self, channel: Channel) -> None:
         """Cancel the channel's consumers; its unacked deliveries go back, redelivered."""
+        self._count_returns(list(channel.unacked.values()))
         consumers = list(channel.consumers.values())
         channel.consumers.clear()
         for consumer in consumers:
@@ -680,12 +681,17 @@ class AmqpSession(Session):
             self._send(self.conn.send_method(channel.number, Basic.CancelOk(method.consumer_tag)))
 
     def _dropped(self, state: QueueState, delivery: Any, auto_ack: bool) -> bool:
-        """A delivery the queue's TTL or max length refuses: dead-lettered (or dropped) and
-        acknowledged on the next loop turn (the engine records it when `deliver` returns)."""
+        """A delivery the queue's TTL, max length or delivery limit refuses: dead-lettered (or
+        dropped) and acknowledged on the next loop turn (the engine records it when
+        `deliver` returns)."""
         message = delivery.message
-        reason = state.policy.drop_reason(message, state.group.message_count, now_ms())
+        key = (message.topic, message.queue_id, message.queue_offset)
+        returns = state.returns.get(key, 0) if state.returns else 0
+        reason = state.policy.drop_reason(message, state.group.message_count, now_ms(), returns)
         if reason is None:
             return False
+        if returns:
+            del state.returns[key]
         group = state.group
         if auto_ack:
             if state.policy.dead_letter_exchange is not None:
@@ -753,10 +759,25 @@ class AmqpSession(Session):
             return
         self._ack(channel.take(method.delivery_tag, method.multiple))
 
-    @staticmethod
-    def _ack(taken: list[Unacked]) -> None:
+    def _ack(self, taken: list[Unacked]) -> None:
         for group, tags in group_tags(taken).items():
             group.ack(tags)
+        queues = self.vhost.queues
+        for entry in taken:
+            state = queues.get(entry.queue)
+            if state is not None and state.returns:
+                message = entry.message
+                state.returns.pop((message.topic, message.queue_id, message.queue_offset), None)
+
+    def _count_returns(self, taken: list[Unacked]) -> None:
+        """x-delivery-limit: count each delivery going back to its queue."""
+        queues = self.vhost.queues
+        for entry in taken:
+            state = queues.get(entry.queue)
+            if state is not None and state.policy.delivery_limit is not None:
+                message = entry.message
+                key = (message.topic, message.queue_id, message.queue_offset)
+                state.returns[key] = state.returns.get(key, 0) + 1
 
     async def _nack(self, channel: Channel, tag: int, multiple: bool, requeue: bool) -> None:
         if channel.tx:
@@ -768,6 +789,7 @@ class AmqpSession(Session):
         """Requeue (redelivered), or without requeue: to the queue's dead-letter exchange
         when it has one, else straight to the group's ``%DLQ%`` topic (RabbitMQ would drop)."""
         if requeue:
+            self._count_returns(taken)
             for group, tags in group_tags(taken).items():
                 await group.nack(tags, requeue=True)
             return

@@ -59,6 +59,8 @@ class QueueState:
     had_consumer: bool = False
     exclusive_consumer: bool = False  # a basic.consume with exclusive holds it
     consumers: set = field(default_factory=set)  # live consumer objects (cancel notify)
+    # x-delivery-limit: how often each message came back, by (topic, queue id, offset)
+    returns: dict[tuple[str, int, int], int] = field(default_factory=dict)
 
 
 def _name(name: str, what: str) -> str:

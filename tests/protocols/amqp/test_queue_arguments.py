@@ -114,3 +114,21 @@ def test_exclusive_queue_goes_with_its_connection_and_auto_delete_with_its_last_
                     break
             else:
                 raise AssertionError(f"{name} still exists")
+
+
+def test_delivery_limit_dead_letters_a_message_returned_too_often(amqp_port):
+    with _connect(amqp_port) as conn:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("limit-dead")
+        ch.queue_declare("limited", arguments={"x-delivery-limit": 1, "x-dead-letter-exchange": "",
+                                               "x-dead-letter-routing-key": "limit-dead"})
+        ch.basic_publish("", "limited", b"flaky")
+        method, _, _ = _get(ch, "limited")
+        ch.basic_nack(method.delivery_tag, requeue=True)  # returned once: within the limit
+        method, _, body = _get(ch, "limited")
+        assert body == b"flaky" and method.redelivered
+        ch.basic_nack(method.delivery_tag, requeue=True)  # twice: over it
+        assert _empty_for(ch, "limited")  # applied when the queue hands it out
+        method, props, body = _get(ch, "limit-dead")
+        assert body == b"flaky" and props.headers["x-first-death-reason"] == "delivery_limit"
