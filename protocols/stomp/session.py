@@ -61,8 +61,8 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_IN_FLIGHT: Final = 1024
 DEFAULT_PREFETCH: Final = 100
 SERVER_NAME: Final = "Rocketport/0.1.0"
-# the heart-beat we offer: we can send as often as every 100 ms and would like the client's
-# at least every 10 s; a client asking for more than that (0 = none) gets what it asks for
+# heart-beats: we send and expect them as often as the client asks (0 = none), but never
+# more often than every 100 ms
 _MIN_BEAT_MS: Final = 100
 # SEND headers that steer the frame rather than become message properties
 _FRAME_HEADERS: Final = frozenset({
@@ -91,10 +91,10 @@ class StompContext:
     cleanups: set[asyncio.Task] = field(default_factory=set)  # subscriptions ending after a close
     serials: itertools.count = field(default_factory=lambda: itertools.count(1))
 
-    def spawn(self, coro: Any, name: str) -> None:
+    def spawn(self, loop: asyncio.AbstractEventLoop, coro: Any, name: str) -> None:
         """Work that outlives a connection (its subscriptions' release); the front-end's
         stop awaits what is still running."""
-        task = asyncio.ensure_future(coro)
+        task = loop.create_task(coro, name=name)
         self.cleanups.add(task)
         task.add_done_callback(self._done)
 
@@ -226,7 +226,7 @@ class StompSession(Session):
         self._subs.clear()
         self._by_serial.clear()
         if subs:
-            self.ctx.spawn(self._release_all(subs), f"stomp-release-{self.serial}")
+            self.ctx.spawn(self._loop, self._release_all(subs), f"stomp-release-{self.serial}")
 
     async def _release_all(self, subs: list[_Subscription]) -> None:
         for s in subs:
