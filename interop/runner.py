@@ -21,7 +21,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .broker import REPO, Broker
+from .broker import ACL_DENIED_TOPIC, ACL_GROUP, ACL_TOPIC, REPO, Broker
+from .probe import Probe
 from .clients import CLIENTS, FAST
 from .scenarios import BY_NAME, SCENARIOS
 
@@ -113,7 +114,7 @@ class Runner:
         args = ["--ep", json.dumps(asdict(self.broker.ep)), "--run", self.run_id]
         if self.acl_broker is not None:
             if not self.acl_broker.alive():
-                self.acl_broker.start()
+                _start_acl_broker(self.acl_broker)
             args += ["--acl-ep", json.dumps(asdict(self.acl_broker.ep))]
         return args
 
@@ -188,6 +189,22 @@ class Runner:
                   "duration_s": round(time.monotonic() - started),
                   "broker_restarts": self.restarts}
         return Results(broker, rows, cross)
+
+
+def _start_acl_broker(broker: Broker) -> None:
+    """The ACL broker, its topics made first with ACL off (clients such as ali-ons need a
+    topic's route before they send, and the runner's own client does not sign requests)."""
+    broker.acl = False
+    ep = broker.start()
+    probe = Probe(ep.namesrv)
+    try:
+        for topic in (ACL_TOPIC, ACL_DENIED_TOPIC, ACL_GROUP):
+            probe.create_topic(topic)
+    finally:
+        probe.close()
+        broker.stop()
+    broker.acl = True
+    broker.start()
 
 
 def _version() -> str:
