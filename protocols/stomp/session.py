@@ -68,9 +68,12 @@ _MIN_BEAT_MS: Final = 100
 _FRAME_HEADERS: Final = frozenset({
     "destination", "receipt", "transaction", "content-length", "x-tags", "x-keys", "x-delay"})
 # properties a MESSAGE does not show as headers: the store's own (TAGS and KEYS come back
-# as x-tags and x-keys); any other property is a header, whoever sent it
+# as x-tags and x-keys), nor one named like a header the MESSAGE sets itself (a Kafka or
+# RocketMQ client may send a "content-length" property); any other property is a header
 _HIDDEN: Final = frozenset(value for name, value in vars(_message).items()
-                           if name.startswith("PROPERTY_") and isinstance(value, str))
+                           if name.startswith("PROPERTY_") and isinstance(value, str)) | {
+    "message-id", "ack", "subscription", "destination", "content-length", "redelivered",
+    "x-reconsume-times", "x-tags", "x-keys"}
 _ACK_MODES: Final = ("auto", "client", "client-individual")
 _DESTINATION_CACHE: Final = 1024
 _STORED: Final = eager.Done()

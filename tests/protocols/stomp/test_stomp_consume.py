@@ -285,3 +285,19 @@ def test_temp_queue_reply_to_reaches_the_requester(stomp_broker):
     assert [body for _, body in replies.wait_messages(1)] == [b"pong"]
     server.disconnect()
     requester.disconnect()
+
+
+def test_properties_named_like_message_headers_do_not_reach_the_frame(stomp_broker):
+    """A RocketMQ or Kafka client may send a "content-length" or "subscription" property."""
+    from rocketport.core.message import Message
+    broker = stomp_broker.server.broker
+    stomp_broker.call(broker.put_message(Message("clash", b"true body", {
+        "content-length": "999", "subscription": "forged", "message-id": "forged", "color": "red"})))
+    conn, listener = connect(stomp_broker)
+    conn.subscribe("/queue/clash", id="mine", ack="client-individual")
+    [(headers, body)] = listener.wait_messages(1)
+    assert body == b"true body" and headers["content-length"] == "9"
+    assert headers["subscription"] == "mine" and headers["message-id"] != "forged"
+    assert headers["color"] == "red"
+    conn.ack(headers["ack"])
+    conn.disconnect()
