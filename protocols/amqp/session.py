@@ -628,13 +628,13 @@ class AmqpSession(Session):
     def _deliverer(self, channel: Channel, consumer: Consumer, state: QueueState) -> Callable[[Any], None]:
         group, queue, policy = state.group, state.entity.name, state.policy
         number = channel.number
-        tag_bytes = consumer.tag_bytes
+        tag_bytes = bytes((len(consumer.tag_bytes),)) + consumer.tag_bytes
         no_ack = consumer.no_ack
         conn = self.conn
         out = self._out
         add = channel.add_delivery
-        deliver_frame = codec.deliver_frame
-        content_frames = codec.content_frames
+        frames = codec.delivery
+        shortstr_of = codec.shortstr_of
 
         def deliver(delivery: Any) -> None:
             message = delivery.message
@@ -642,23 +642,27 @@ class AmqpSession(Session):
             if (policy.drops or "expiration" in props) and self._dropped(state, delivery, no_ack):
                 return
             tag = add(group, delivery.tag, queue, message, no_ack)
-            exchange = props.get(PROPERTY_RETRY_TOPIC, message.topic)
-            out.append(deliver_frame(number, tag_bytes, tag, delivery.redelivered or message.reconsume_times > 0,
-                                     self._exchange_out(exchange, queue, props),
-                                     props.get("TAGS", "").encode("utf-8", "surrogateescape")[:255]))
-            out.extend(content_frames(number, encode_properties(props), message.body, conn.frame_max))
+            encoded = frames(number, tag_bytes, tag, delivery.redelivered or message.reconsume_times > 0,
+                             shortstr_of(self._exchange_name(props.get(PROPERTY_RETRY_TOPIC, message.topic),
+                                                             queue, props)),
+                             shortstr_of(props.get("TAGS", "")), encode_properties(props), message.body,
+                             conn.frame_max)
+            if type(encoded) is bytes:
+                out.append(encoded)
+            else:
+                out.extend(encoded)
             if not self._flush_scheduled:
                 self._flush_scheduled = True
                 self._loop.call_soon(self._flush)
         return deliver
 
-    def _exchange_out(self, topic: str, queue: str, props: dict[str, str]) -> bytes:
+    def _exchange_name(self, topic: str, queue: str, props: dict[str, str]) -> str:
         """The exchange a delivery names: "" for the queue's own topic (the default
         exchange), else the exchange whose topic it came from."""
         name = name_of(topic)
         if name == queue and (DEFAULT_EXCHANGE_MARK in props or name not in self.vhost.entities.exchanges):
-            return b""
-        return name.encode("utf-8", "surrogateescape")[:255]
+            return ""
+        return name
 
     def _queue_deleted(self, consumer: Consumer) -> None:
         """consumer_cancel_notify: the server cancels consumers of a deleted queue."""
@@ -747,8 +751,8 @@ class AmqpSession(Session):
         tag = channel.add_delivery(state.group, delivery.tag, name, message, method.no_ack)
         exchange = props.get(PROPERTY_RETRY_TOPIC, message.topic)
         self._send(codec.get_ok_frame(channel.number, tag, delivery.redelivered or message.reconsume_times > 0,
-                                      self._exchange_out(exchange, name, props),
-                                      props.get("TAGS", "").encode("utf-8", "surrogateescape")[:255],
+                                      codec.shortstr_of(self._exchange_name(exchange, name, props))[1:],
+                                      codec.shortstr_of(props.get("TAGS", ""))[1:],
                                       min(state.group.message_count, 0xFFFFFFFF)))
         self._out.extend(codec.content_frames(channel.number, encode_properties(props), message.body,
                                               self.conn.frame_max))

@@ -125,3 +125,20 @@ def test_deliver_frames_decode_as_pamqp_encodes_them():
     raw = codec.get_ok_frame(1, 9, False, b"", b"q", 3)
     _, _, method = frame.unmarshal(raw)
     assert (method.delivery_tag, method.exchange, method.routing_key, method.message_count) == (9, "", "q", 3)
+
+
+def test_a_delivery_in_one_buffer_decodes_as_three_frames():
+    props = b"\x90\x00\x0atext/plain\x02"  # content_type and delivery_mode
+    raw = codec.delivery(1, codec.shortstr_of("ct"), 5, False, codec.shortstr_of("ex"), codec.shortstr_of("rk"),
+                         props, b"hello", 131072)
+    assert isinstance(raw, bytes)
+    used, _, method = frame.unmarshal(raw)
+    assert (method.consumer_tag, method.delivery_tag, method.exchange, method.routing_key) == ("ct", 5, "ex", "rk")
+    used2, _, header = frame.unmarshal(raw[used:])
+    assert header.body_size == 5 and header.properties.content_type == "text/plain"
+    assert header.properties.delivery_mode == 2
+    _, _, body = frame.unmarshal(raw[used + used2:])
+    assert body.value == b"hello"
+    split = codec.delivery(1, codec.shortstr_of("ct"), 6, True, codec.shortstr_of(""), codec.shortstr_of("rk"),
+                           b"\x00\x00", b"x" * 10000, 4096)
+    assert isinstance(split, list) and len(split) == 2 + 3 * 3  # deliver, header, three body frames
