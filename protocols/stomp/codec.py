@@ -186,9 +186,13 @@ def serialize(command: str, headers: dict[str, str] | list[tuple[str, str]], bod
               version: str) -> bytes:
     """One frame's bytes; header names and values escaped as ``version`` says."""
     items = headers.items() if isinstance(headers, dict) else headers
-    if command in _UNESCAPED:
-        lines = [f"{k}:{v}" for k, v in items]
-    else:
-        lines = [f"{escape(k, version)}:{escape(v, version)}" for k, v in items]
-    head = "\n".join([command, *lines]) + "\n\n"
-    return b"".join((head.encode("utf-8", "surrogateescape"), body, b"\0"))
+    lines = [f"{k}:{v}" for k, v in items]
+    head = "\n".join(lines)
+    if command not in _UNESCAPED and (
+            "\\" in head or "\r" in head or head.count(":") != len(lines)
+            or head.count("\n") != len(lines) - 1):
+        # something to escape (rare): each name and value on its own; else one C-speed
+        # scan of the joined text spared a call per name and value
+        head = "\n".join(f"{escape(k, version)}:{escape(v, version)}" for k, v in items)
+    text = f"{command}\n{head}\n\n" if lines else f"{command}\n\n"
+    return b"".join((text.encode("utf-8", "surrogateescape"), body, b"\0"))
