@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
+import json
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
 import pytest
-import trio
-import trio_asyncio
 
-from rocketport.client import AdminClient, ClientError, Message, MessageQueue, Producer, PushConsumer
+from rocketport.client import AdminClient, ClientError, Message, MessageQueue, Producer
 from rocketport.client import sync
 from rocketport.protocols.remoting import ResponseCode
 from tests.support.aio import run
@@ -75,31 +76,45 @@ def test_sync_wrappers_without_an_event_loop(broker):
         assert "Scripted" in admin.topic_list()
 
 
-def test_trio_through_trio_asyncio(broker):
-    async def trio_main():
+# Run in a child interpreter: importing trio_asyncio installs its event-loop policy for the
+# whole process, which would change the loop every later test runs on.
+TRIO_PROGRAM = textwrap.dedent('''
+    import asyncio, json, sys
+    import trio, trio_asyncio
+    from rocketport.client import ConsumeResult, Message, Producer, PushConsumer
+
+    @trio_asyncio.aio_as_trio
+    async def roundtrip(namesrv):
+        got = []
+
+        async def listener(msgs):
+            got.extend(msgs)
+            return ConsumeResult.SUCCESS
+
+        async with Producer(namesrv, "PG") as producer:
+            result = await producer.send(Message("FromTrio", b"hi trio", tags="t"))
+        consumer = PushConsumer("TrioGroup", namesrv, consume_from="first")
+        consumer.subscribe("FromTrio")
+        consumer.register(listener)
+        async with consumer:
+            for _ in range(200):
+                if got:
+                    break
+                await asyncio.sleep(0.05)
+        return result.msg_id, [(m.body.decode(), m.tags, m.msg_id) for m in got]
+
+    async def main():
         async with trio_asyncio.open_loop():
-            @trio_asyncio.aio_as_trio
-            async def roundtrip():
-                got: list = []
-
-                async def listener(msgs):
-                    got.extend(msgs)
-                    return sync.ConsumeResult.SUCCESS
-
-                async with Producer(broker.namesrv, "PG") as producer:
-                    result = await producer.send(Message("FromTrio", b"hi trio", tags="t"))
-                consumer = PushConsumer("TrioGroup", broker.namesrv, consume_from="first")
-                consumer.subscribe("FromTrio")
-                consumer.register(listener)
-                async with consumer:
-                    for _ in range(200):
-                        if got:
-                            break
-                        await asyncio.sleep(0.05)
-                return result, got
-
             with trio.fail_after(30):
-                result, got = await roundtrip()
-            assert [(m.body, m.tags, m.msg_id) for m in got] == [(b"hi trio", "t", result.msg_id)]
+                print(json.dumps(await roundtrip(sys.argv[1])))
 
-    trio.run(trio_main)
+    trio.run(main)
+''')
+
+
+def test_trio_through_trio_asyncio(broker):
+    proc = subprocess.run([sys.executable, "-c", TRIO_PROGRAM, broker.namesrv], timeout=60,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    msg_id, got = json.loads(proc.stdout.splitlines()[-1])
+    assert got == [["hi trio", "t", msg_id]]
