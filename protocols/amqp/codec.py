@@ -102,8 +102,25 @@ def decode_method(payload: memoryview) -> Frame:
     return method
 
 
+_publishes: dict[bytes, Publish] = {}
+_headers: dict[bytes, ContentHeader] = {}
+_DECODED_MAX = 1024
+
+
 def decode_publish(payload: memoryview) -> Publish:
-    """basic.publish's arguments (after the method id): ticket, exchange, routing key, bits."""
+    """basic.publish's arguments (after the method id): ticket, exchange, routing key, bits.
+    A publisher repeats the same few frames: recent ones are decoded once."""
+    key = bytes(payload)
+    found = _publishes.get(key)
+    if found is None:
+        found = _decode_publish(payload)
+        if len(_publishes) >= _DECODED_MAX:
+            _publishes.clear()
+        _publishes[key] = found
+    return found
+
+
+def _decode_publish(payload: memoryview) -> Publish:
     try:
         pos = 6
         size = payload[pos]
@@ -119,7 +136,20 @@ def decode_publish(payload: memoryview) -> Publish:
 
 
 def decode_content_header(payload: memoryview) -> ContentHeader:
-    """A content header's body size and properties (class 60 only)."""
+    """A content header's body size and properties (class 60 only). Recent headers are
+    decoded once (a publisher's messages mostly carry the same properties and size), so
+    the properties dict is shared: read it, never change it."""
+    key = bytes(payload)
+    found = _headers.get(key)
+    if found is None:
+        found = _decode_content_header(payload)
+        if len(_headers) >= _DECODED_MAX:
+            _headers.clear()
+        _headers[key] = found
+    return found
+
+
+def _decode_content_header(payload: memoryview) -> ContentHeader:
     try:
         class_id, _, body_size = _HEADER_FIXED.unpack_from(payload)
         if class_id != 60:

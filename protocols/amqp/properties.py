@@ -46,6 +46,8 @@ DEFAULT_EXCHANGE_MARK: Final = "AMQP_TO_QUEUE"
 
 
 def _text(value: object) -> str:
+    if type(value) is str:
+        return value
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     if isinstance(value, bool):

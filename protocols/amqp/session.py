@@ -130,9 +130,18 @@ class AmqpSession(Session):
             return
         events = self.conn.receive_data(data)
         self._note_input(bool(events), self.conn.buffered > 0)
+        channels = self.channels
         for event in events:
             try:
-                if self._gathered and type(event) is not ContentReceived:
+                if type(event) is ContentReceived:  # the publish path, without the dispatch
+                    channel = channels.get(event.channel)
+                    if channel is not None and channel.busy is None:
+                        try:
+                            self._publish(channel, event)
+                        except Exception as exc:  # noqa: BLE001 - mapped to the protocol's answer
+                            self._failed(channel, event, exc)
+                        continue
+                elif self._gathered:
                     self._store_gathered()
                 self._event(event)
             except Exception:
