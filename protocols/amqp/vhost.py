@@ -31,6 +31,7 @@ from rocketport.core.metadata.amqp_entities import (
     binding_arguments,
     plain_arguments,
 )
+from rocketport.core.metadata.groups import SubscriptionGroupConfig
 from rocketport.core.metadata.topics import validate_topic
 
 from .errors import ChannelError, ConnectionError_, Reply, channel_error
@@ -104,9 +105,14 @@ class VirtualHost:
                                      write_queue_nums=ENTITY_QUEUE_NUMS)
 
     def _group(self, queue: str) -> DeliveryGroup:
+        """The queue's delivery group; declaring a queue creates its subscription group
+        even when autoCreateSubscriptionGroup is off (the declare is the explicit act)."""
         sources = self._sources(queue)
+        name = topic_of(queue)
+        if self.broker.find_group(name) is None:
+            self.broker.update_group(SubscriptionGroupConfig(name))
         try:
-            return self.broker.delivery_group(topic_of(queue), sources, start="last")
+            return self.broker.delivery_group(name, sources, start="last")
         except BrokerError as exc:
             raise channel_error(exc) from None
 

@@ -48,3 +48,16 @@ def test_durable_entities_and_unacked_messages_survive_a_restart(small_config):
                     assert exc.reply_code == 404
     finally:
         live.stop()
+
+
+def test_a_declared_queue_needs_no_auto_created_group(small_config):
+    live = start_live_broker(amqp_config(small_config, auto_create_subscription_group=False))
+    try:
+        with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", live.endpoint("amqp")[1])) as conn:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            ch.queue_declare("explicit")
+            ch.basic_publish("", "explicit", b"served")
+            assert _get(ch, "explicit")[2] == b"served"
+    finally:
+        live.stop()
