@@ -72,10 +72,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def cpu_seconds(pid: int, group: bool) -> float:
+    """User + system CPU of process ``pid``, or of every process in its process group (a
+    peer started in its own session: RabbitMQ's launcher, the Erlang VM and its helpers)."""
+    total = 0
+    for entry in os.listdir("/proc") if group else [str(pid)]:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if not group or int(fields[2]) == pid:
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def wait_for_port(port: int, proc: subprocess.Popen) -> None:
@@ -98,6 +109,7 @@ class Target:
     port: int
     pid: int
     stop: Callable[[], None]
+    group: bool = False  # count the CPU of the whole process group (the peers)
 
 
 def start_rocketport(workdir: str, flush: str) -> Target:
@@ -123,13 +135,13 @@ def start_rocketport(workdir: str, flush: str) -> Target:
 def start_rabbit(workdir: str) -> Target:
     port = free_port()
     node = rabbitmq.start(free_port(), port, os.path.join(workdir, "rabbitmq"))
-    return Target("rabbitmq", port, node.pid, node.stop)
+    return Target("rabbitmq", port, node.pid, node.stop, group=True)
 
 
 def start_activemq(workdir: str) -> Target:
     port = free_port()
     broker = activemq.start(port, os.path.join(workdir, "activemq"))
-    return Target("activemq", port, broker.pid, broker.stop)
+    return Target("activemq", port, broker.pid, broker.stop, group=True)
 
 
 def destination(label: str) -> str:
@@ -350,9 +362,9 @@ async def pipelined_drain(port: int, dest: str, count: int) -> float:
 # ---------------------------------------------------------------------------- runs
 def throughput(target: Target, fn: Callable[[], float], count: int) -> tuple[float, float]:
     """msg/s and broker CPU µs per message."""
-    cpu0 = cpu_seconds(target.pid)
+    cpu0 = cpu_seconds(target.pid, target.group)
     elapsed = fn()
-    cpu = cpu_seconds(target.pid) - cpu0
+    cpu = cpu_seconds(target.pid, target.group) - cpu0
     return count / elapsed, cpu * 1e6 / count
 
 
