@@ -35,7 +35,7 @@ from .. import eager
 from ..session_base import Session
 from . import codec
 from .channel import Channel, Consumer, Unacked, group_tags
-from .connection import AmqpServerConnection, shortstr_text
+from .connection import OPEN, AmqpServerConnection, shortstr_text
 from .errors import ChannelError, ConnectionError_, Reply, channel_error
 from .exchanges import name_of
 from .events import (
@@ -187,6 +187,15 @@ class AmqpSession(Session):
             self.transport.writelines(out)
             self._last_output = self._loop.time()
         out.clear()
+
+    def close(self) -> None:
+        """The broker closes this connection (shutdown, idle sweep): connection.close 320
+        CONNECTION_FORCED first, as RabbitMQ says it, so the client knows why."""
+        if self.transport is not None and not self._closing and self.conn.state == OPEN:
+            self._closing = True
+            self._send(self.conn.close(Reply.CONNECTION_FORCED, "CONNECTION_FORCED - broker closed the connection"))
+            self._flush()
+        super().close()
 
     def _closed_hook(self) -> None:
         self._closing = True

@@ -61,3 +61,22 @@ def test_a_declared_queue_needs_no_auto_created_group(small_config):
             assert _get(ch, "explicit")[2] == b"served"
     finally:
         live.stop()
+
+
+def test_a_broker_shutdown_closes_connections_with_connection_forced(small_config):
+    from pika.exceptions import ConnectionClosedByBroker
+    live = start_live_broker(amqp_config(small_config))
+    stopped = False
+    try:
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", live.endpoint("amqp")[1]))
+        conn.channel().queue_declare("q")
+        live.stop()
+        stopped = True
+        try:
+            conn.process_data_events(time_limit=2)
+            raise AssertionError("the connection is still open")
+        except ConnectionClosedByBroker as exc:
+            assert exc.reply_code == 320
+    finally:
+        if not stopped:
+            live.stop()
