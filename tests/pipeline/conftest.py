@@ -3,9 +3,6 @@ costs 7-18 s here); every test uses topics of its own."""
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -19,21 +16,10 @@ from tests.support.remoting import free_port
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
+    from rocketport.pipeline.session import local_session
 
-    from rocketport.pipeline import register
-
-    session = (SparkSession.builder.master("local[2,2]")  # two attempts per task: the retry test.appName("rocketport-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.python.filterPushdown.enabled", "true")
-               .config("spark.driver.memory", "1g")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
+    # two attempts per task: test_write forces a task retry
+    session = local_session("rocketport-tests", "local[2,2]", **{"spark.driver.memory": "1g"})
     try:
         yield session
     finally:
