@@ -8,6 +8,7 @@ import time
 from confluent_kafka import Producer as ConfluentProducer
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from rocketport.core.batch import iter_records
+from rocketport.core.config import ProtocolConfig
 from rocketport.core.filter import compile_filter
 from rocketport.core.message import Message
 from rocketport.core.store.record import HEADER_SIZE, I32, POS_BODY_LENGTH
@@ -147,3 +148,57 @@ def test_remoting_consumer_sees_only_committed_kafka_transactions(live_broker):
     # the facade's own reads (every front-end's) obey the same rule
     result = live_broker.run(lambda: live_broker.server.broker.get_messages("x-txn", 0, 0, 32))
     assert result.message_count == 3
+
+
+def test_stomp_subscriber_sees_only_committed_kafka_transactions(tmp_path):
+    """The same read rule through the core's delivery engine: a STOMP /queue subscriber of a
+    topic a Kafka transactional producer writes gets the committed records only, an open
+    transaction's once it commits, never an aborted one nor a marker."""
+    import threading
+
+    import stomp
+
+    from tests.support.kafka import start_broker
+
+    class Listener(stomp.ConnectionListener):
+        def __init__(self) -> None:
+            self.bodies: list[bytes] = []
+            self.cond = threading.Condition()
+
+        def on_message(self, frame) -> None:
+            with self.cond:
+                self.bodies.append(frame.body)
+                self.cond.notify_all()
+
+        def wait(self, count: int, timeout: float) -> list[bytes]:
+            with self.cond:
+                self.cond.wait_for(lambda: len(self.bodies) >= count, timeout)
+                return list(self.bodies)
+
+    live = start_broker(str(tmp_path / "store"), "asyncio", stomp=ProtocolConfig(True, 0, "127.0.0.1"))
+    try:
+        create_topic(live, "x-stomp")
+        conn = stomp.Connection12([live.endpoint("stomp")], timeout=TIMEOUT_S, auto_decode=False)
+        listener = Listener()
+        conn.set_listener("t", listener)
+        conn.connect(wait=True)
+        conn.subscribe("/queue/x-stomp", id="s", ack="auto", headers={"x-group": "StompTxn"})
+        p = ConfluentProducer({"bootstrap.servers": live.bootstrap, "transactional.id": "x-stomp-1"})
+        p.init_transactions(TIMEOUT_S)
+        for outcome in ("aborted", "committed", "open"):
+            p.begin_transaction()
+            for i in range(2):
+                p.produce("x-stomp", value=b"%s-%d" % (outcome.encode(), i), partition=0)
+            p.flush(TIMEOUT_S)
+            if outcome == "aborted":
+                p.abort_transaction(TIMEOUT_S)
+            elif outcome == "committed":
+                p.commit_transaction(TIMEOUT_S)
+        assert listener.wait(2, TIMEOUT_S) == [b"committed-0", b"committed-1"]
+        assert listener.wait(3, 1.0) == [b"committed-0", b"committed-1"]  # nothing of the open one
+        p.commit_transaction(TIMEOUT_S)
+        assert listener.wait(4, TIMEOUT_S) == [b"committed-0", b"committed-1", b"open-0", b"open-1"]
+        assert listener.wait(5, 1.0) == [b"committed-0", b"committed-1", b"open-0", b"open-1"]  # no marker
+        conn.disconnect()
+    finally:
+        live.stop()
