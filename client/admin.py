@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import zlib
 from typing import Any
 
 import orjson
@@ -245,5 +246,5 @@ class AdminClient:
     def _messages(response: RemotingCommand, broker_name: str) -> list[MessageExt]:
         try:
             return [MessageExt(raw, broker_name) for raw in unpack_message_ext_records(response.body)]
-        except MessageFormatError as exc:
+        except (MessageFormatError, zlib.error) as exc:
             raise ClientError(f"bad message records: {exc}") from None

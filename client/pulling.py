@@ -9,6 +9,7 @@ Nothing here keeps state between pulls.
 from __future__ import annotations
 
 import enum
+import zlib
 from dataclasses import dataclass
 
 from rocketport.protocols.remoting import RemotingCommand, RequestCode, ResponseCode
@@ -121,12 +122,11 @@ class Puller:
             raise ClientError(f"pull response without offsets: {fields}") from None
         messages: list[MessageExt] = []
         if status is PullStatus.FOUND and response.body:
-            try:
-                raws = unpack_message_ext_records(response.body)
-            except MessageFormatError as exc:
-                raise ClientError(f"bad pull body from {conn.addr}: {exc}") from None
             broker = mq.broker_name
-            messages = [MessageExt(raw, broker) for raw in raws]
+            try:
+                messages = [MessageExt(raw, broker) for raw in unpack_message_ext_records(response.body)]
+            except (MessageFormatError, zlib.error) as exc:
+                raise ClientError(f"bad pull body from {conn.addr}: {exc}") from None
             tags = sub.tags
             if tags is not None:
                 messages = [m for m in messages if m.tags in tags]

@@ -10,6 +10,7 @@ answer. `execute` or `check` raising counts as UNKNOWN.
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -103,16 +104,17 @@ class TransactionProducer(Producer):
         task.add_done_callback(self._checks.discard)
 
     async def _answer_check(self, conn: Connection, command: RemotingCommand) -> None:
+        brokers = {addr: name for name, addr in self.runtime.routes.brokers.items()}
         try:
             h = decode_header(CheckTransactionStateRequestHeader, command.ext_fields)
-            raws = unpack_message_ext_records(command.body)
-        except (HeaderError, MessageFormatError) as exc:
+            msgs = [MessageExt(raw, brokers.get(conn.addr, ""))
+                    for raw in unpack_message_ext_records(command.body)]
+        except (HeaderError, MessageFormatError, zlib.error) as exc:
             log.warning("bad transaction check from %s: %s", conn.addr, exc)
             return
-        if not raws:
+        if not msgs:
             return
-        brokers = {addr: name for name, addr in self.runtime.routes.brokers.items()}
-        msg = MessageExt(raws[0], brokers.get(conn.addr, ""))
+        msg = msgs[0]
         try:
             state = await self._check(msg)
         except Exception as exc:

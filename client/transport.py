@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from collections.abc import Callable
 
 from rocketport.protocols.remoting import (
@@ -29,6 +30,8 @@ from rocketport.protocols.remoting.command import Buffer
 from rocketport.protocols.remoting.frame import JsonFrameTemplate
 
 from .errors import ClientError
+
+log = logging.getLogger("rocketport.client")
 
 OnRequest = Callable[["Connection", RemotingCommand], None]
 Credentials = tuple[str, str]
@@ -87,7 +90,10 @@ class Connection(asyncio.Protocol):
                 if fut is not None and not fut.done():
                     fut.set_result(command)
             elif self._on_request is not None:
-                self._on_request(self, command)
+                try:
+                    self._on_request(self, command)
+                except Exception:  # a handler's bug must not cost the connection
+                    log.exception("handling request %d from %s failed", command.code, self.addr)
 
     def pause_writing(self) -> None:
         if self._drain is None:
