@@ -47,6 +47,7 @@ from rocketport.core.message import (
     Message,
     encode_properties,
 )
+from rocketport.core.schedule import needs_schedule
 from rocketport.core.store.message_store import EncodedPut
 
 from .. import eager
@@ -77,6 +78,7 @@ _HIDDEN: Final = frozenset(value for name, value in vars(_message).items()
 _ACK_MODES: Final = ("auto", "client", "client-individual")
 _DESTINATION_CACHE: Final = 1024
 _STORED: Final = eager.Done()
+_BATCH_BYTES: Final = 1 << 20  # SYNC_FLUSH: bodies per shared append (a batch's size limit is the whole batch's)
 
 
 class StompError(Exception):
@@ -171,6 +173,7 @@ class StompSession(Session):
         self._temp_prefix = f"stomp-temp-{secrets.token_hex(4)}"
         self._subs: dict[str, _Subscription] = {}
         self._dests: dict[str, Destination] = {}  # parsed destinations, by their text
+        self._sync = ctx.broker.config.flush_disk_type == "SYNC_FLUSH"
         self._by_serial: dict[int, _Subscription] = {}
         self._tx: dict[str, list[Frame]] = {}
         self._queue: deque[_Pending] = deque()
@@ -287,16 +290,24 @@ class StompSession(Session):
 
     def _start_frames(self, backlog: deque[Frame | ProtocolError], queue: deque[_Pending],
                       limit: int) -> None:
-        lane: list[tuple[EncodedPut, str | None]] = []
+        lane: list[tuple[Any, str | None]] = []  # SENDs taken (see _take), with their receipts
+        lane_bytes = 0
+        sync = self._sync
         while backlog and len(queue) + len(lane) < limit and not self._closing:
             event = backlog.popleft()
             if type(event) is Frame and event.command == "SEND" and self.connected:
-                taken = self._take(event)
+                taken = self._take_synced(event) if sync else self._take(event)
                 if taken is not None:
+                    if sync and lane and (taken.topic != lane[0][0].topic
+                                          or lane_bytes + len(event.body) > _BATCH_BYTES):
+                        self._put_lane(lane)
+                        lane_bytes = 0
                     lane.append((taken, event.headers.get("receipt")))
+                    lane_bytes += len(event.body)
                     continue
             if lane:
                 self._put_lane(lane)
+                lane_bytes = 0
             if type(event) is ProtocolError:
                 self._answer_in_turn(eager.Done(error=StompError(event.reason)), None)
                 backlog.clear()
@@ -337,9 +348,30 @@ class StompSession(Session):
             return None
         return (msg.topic, accepted[0], msg.body, props, accepted[1], 0, 0, 0, self.peer, 0)
 
-    def _put_lane(self, lane: list[tuple[EncodedPut, str | None]]) -> None:
-        """Store the SENDs one read delivered in one append (`Broker.put_now`); each is
-        answered in its turn like any frame."""
+    def _take_synced(self, frame: Frame) -> Message | None:
+        """Under SYNC_FLUSH: a plain SEND (no transaction, no delay) that may share one
+        append and one fsync wait with the SENDs to its topic around it; None for the
+        handler."""
+        if "transaction" in frame.headers:
+            return None
+        try:
+            msg = self._message(frame)
+        except (StompError, DestinationError):
+            return None
+        return None if needs_schedule(msg.properties) else msg
+
+    def _put_lane(self, lane: list[tuple[Any, str | None]]) -> None:
+        """Store the SENDs taken from one read: under ASYNC_FLUSH in one append
+        (`Broker.put_now`), under SYNC_FLUSH a run to one topic in one `put_messages`
+        (one append, one wait for the fsync). Each is answered in its turn like any
+        frame."""
+        if self._sync:
+            outcome = eager.start(self.broker.put_messages([msg for msg, _ in lane]))
+            last = len(lane) - 1
+            for i, (_, receipt) in enumerate(lane):
+                self._answer_in_turn(outcome, receipt, notify=i == last)
+            lane.clear()
+            return
         try:
             results: list[Any] = self.broker.put_now([item for item, _ in lane])
         except BrokerError as exc:  # the store refused them all
@@ -350,9 +382,12 @@ class StompSession(Session):
             queue.append(_Pending(outcome, receipt))
         lane.clear()
 
-    def _answer_in_turn(self, outcome: asyncio.Future | eager.Done, receipt: str | None) -> None:
+    def _answer_in_turn(self, outcome: asyncio.Future | eager.Done, receipt: str | None,
+                        notify: bool = True) -> None:
+        """Queue a frame's outcome for answering in order; ``notify``: answer when it
+        completes (frames sharing one outcome need that once)."""
         self._queue.append(_Pending(outcome, receipt))
-        if type(outcome) is not eager.Done:
+        if notify and type(outcome) is not eager.Done:
             outcome.add_done_callback(self._on_done)
 
     def _on_done(self, _: Any) -> None:
