@@ -100,12 +100,13 @@ class ConsumeRole:
         rule (``isolation``: every reader sees VISIBLE; a Kafka fetch asks for its raw
         read_uncommitted or read_committed view, see core/txn/visibility.py)."""
         self.check_readable(topic, queue_id)
-        txn = self.txn_queues.get((topic, queue_id))
-        if txn is None or isolation is Isolation.KAFKA_UNCOMMITTED:
-            return self.store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
-                                           message_filter=message_filter)
-        return self._stable_read(txn, topic, queue_id, offset, max_count, max_bytes, message_filter,
-                                 isolation is Isolation.VISIBLE)
+        if isolation is not Isolation.KAFKA_UNCOMMITTED:
+            txn = self.txn_queues.get((topic, queue_id))
+            if txn is not None:
+                return self._stable_read(txn, topic, queue_id, offset, max_count, max_bytes,
+                                         message_filter, isolation is Isolation.VISIBLE)
+        return self.store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
+                                       message_filter=message_filter)
 
     async def pull(self, group: str, topic: str, queue_id: int, offset: int, max_count: int, *,
                    message_filter: TagsFilter | None = None, hold_s: float = 0.0,

@@ -25,7 +25,13 @@ from rocketport.core.batch import (
     split_batches,
     verify_crc,
 )
-from rocketport.core.batch.record_batch import ATTR_COMPRESSION_MASK, HEADER_SIZE, iter_payload_records
+from rocketport.core.batch.record_batch import (
+    ATTR_COMPRESSION_MASK,
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    HEADER_SIZE,
+    iter_payload_records,
+)
 from rocketport.core.batch.record_tags import codes_and_shared, payload_tags
 from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError, MessageTooLarge
@@ -166,10 +172,11 @@ class ProduceHandler:
         tags = payload_tags(payload, count, self.tag_header)  # None, undecoded, when no record has a tag
         if tags is not None:
             tags_codes, properties = self._tags(tags)
-        if header.is_control:
+        attributes = header.attributes
+        if attributes & ATTR_CONTROL:
             raise CorruptBatch("control batches are written by the transaction coordinator only")
         return _Prepared(view, count, header.producer_id, header.producer_epoch, header.base_sequence,
-                         header.base_timestamp, header.is_transactional, tags_codes, properties)
+                         header.base_timestamp, bool(attributes & ATTR_TRANSACTIONAL), tags_codes, properties)
 
     @staticmethod
     def _tags(tags: list[str | None]) -> tuple[list[int], dict[str, str] | None]:
