@@ -64,14 +64,13 @@ class WebSocketStompSession(StompSession):
                     if self.transport is not None:
                         self.transport.close()
                     return
-        except (RemoteProtocolError, LocalProtocolError) as exc:
+        except (RemoteProtocolError, LocalProtocolError):  # not WebSocket: nothing to answer in
             self._closing = True
             if self.transport is not None:
                 self.transport.abort()
-            del exc
-        else:
-            if not self._open:
-                self._note_input(False, True)  # a handshake on its way: the frame timeout applies
+            return
+        if not self._open:
+            self._note_input(False, True)  # a handshake on its way: the frame timeout applies
 
     def _handshake(self, request: Request) -> None:
         path = request.target.split("?", 1)[0]

@@ -81,3 +81,19 @@ def test_bad_frame_gets_error_and_close_and_others_go_on(stomp_broker):
     conn.send("/queue/still", b"fine", receipt="r")
     listener.wait_receipt("r")
     conn.disconnect()
+
+
+def test_plain_stomp_on_the_websocket_port_is_dropped_and_the_broker_goes_on(stomp_broker):
+    import socket
+    received = b""
+    with socket.create_connection(endpoint(stomp_broker, websocket=True), timeout=10) as sock:
+        sock.sendall(b"CONNECT\naccept-version:1.2\n\n\0")
+        try:
+            while chunk := sock.recv(4096):  # until the broker closes it (a timeout fails)
+                received += chunk
+        except ConnectionResetError:
+            pass
+    assert not received.startswith(b"CONNECTED"), "no STOMP without the WebSocket handshake"
+    with ws_connect(url(stomp_broker), subprotocols=["v12.stomp"]) as ws:
+        ws.send("CONNECT\naccept-version:1.2\n\n\0")
+        assert frames(ws, 1)[0].startswith(b"CONNECTED")
