@@ -98,18 +98,18 @@ class TransactionRole:
         epoch, its older producer fenced and its open transaction aborted first."""
         return await self.txn.init_producer(transactional_id, timeout_ms, producer_id, producer_epoch)
 
-    def add_partitions_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+    async def add_partitions_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
                               queues: list[tuple[str, int]]) -> None:
-        self.txn.add_partitions(transactional_id, producer_id, producer_epoch, queues)
+        await self.txn.add_partitions(transactional_id, producer_id, producer_epoch, queues)
 
-    def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+    async def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
                            group: str) -> None:
-        self.txn.add_offsets(transactional_id, producer_id, producer_epoch, group)
+        await self.txn.add_offsets(transactional_id, producer_id, producer_epoch, group)
 
-    def txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int, group: str,
+    async def txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int, group: str,
                           offsets: list[tuple[str, int, int, str | None]]) -> None:
         """Offsets (topic, queue id, offset, metadata) committed when the transaction commits."""
-        self.txn.txn_offset_commit(transactional_id, producer_id, producer_epoch, group, offsets)
+        await self.txn.txn_offset_commit(transactional_id, producer_id, producer_epoch, group, offsets)
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
                       commit: bool) -> None:

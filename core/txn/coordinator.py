@@ -156,7 +156,7 @@ class TxnCoordinator:
             meta = TxnMetadata(transactional_id, self._allocate(), 0, timeout_ms)
             self.transactions[transactional_id] = meta
             self._by_pid[meta.producer_id] = meta
-            self._save(meta, next_pid=self.next_producer_id)
+            await self._saved(meta, next_pid=self.next_producer_id)
             return meta.producer_id, meta.producer_epoch
         async with meta.lock:
             if producer_id >= 0 and (producer_id, producer_epoch) != (meta.producer_id, meta.producer_epoch):
@@ -167,12 +167,12 @@ class TxnCoordinator:
             if meta.state is TxnState.ONGOING:  # the older producer's transaction: abort it
                 self._fence(meta)
                 meta.state = TxnState.PREPARE_ABORT
-                self._save(meta)
+                await self._saved(meta)
                 await self._complete(meta)
             self._bump(meta)
             meta.timeout_ms = timeout_ms
             meta.state = TxnState.EMPTY
-            self._save(meta, next_pid=self.next_producer_id)
+            await self._saved(meta, next_pid=self.next_producer_id)
             return meta.producer_id, meta.producer_epoch
 
     def _allocate(self) -> int:
@@ -213,8 +213,8 @@ class TxnCoordinator:
             meta.state = TxnState.ONGOING
             meta.start_ms = self._clock()
 
-    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       queues: list[Queue]) -> None:
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             queues: list[Queue]) -> None:
         """AddPartitionsToTxn: the transaction will write to ``queues`` (which exist)."""
         meta = self._checked(transactional_id, producer_id, producer_epoch)
         new = [q for q in queues if q not in meta.partitions]
@@ -223,26 +223,27 @@ class TxnCoordinator:
         self._begin(meta)
         for topic, queue_id in new:
             meta.partitions[(topic, queue_id)] = self._max_offset(topic, queue_id)
-        self._save(meta)
+        await self._saved(meta)
 
-    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group: str) -> None:
+    async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          group: str) -> None:
         """AddOffsetsToTxn: the transaction will commit offsets of ``group``."""
         meta = self._checked(transactional_id, producer_id, producer_epoch)
         if group in meta.groups and meta.state is TxnState.ONGOING:
             return
         self._begin(meta)
         meta.groups.add(group)
-        self._save(meta)
+        await self._saved(meta)
 
-    def txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                          group: str, offsets: list[tuple[str, int, int, str | None]]) -> None:
+    async def txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                group: str, offsets: list[tuple[str, int, int, str | None]]) -> None:
         """TxnOffsetCommit: offsets committed for ``group`` when the transaction commits."""
         meta = self._checked(transactional_id, producer_id, producer_epoch)
         if meta.state is not TxnState.ONGOING or group not in meta.groups:
             raise InvalidTxnState(f"{transactional_id!r} did not add group {group!r} (AddOffsetsToTxn)")
         for topic, queue_id, offset, metadata in offsets:
             meta.offsets[(group, topic, queue_id)] = (offset, metadata)
-        self._save(meta)
+        await self._saved(meta)
 
     def has_pending_offsets(self, group: str, topic: str, queue_id: int) -> bool:
         """Whether an unfinished transaction will commit an offset of this group and queue
@@ -280,7 +281,7 @@ class TxnCoordinator:
         async with meta.lock:
             if meta.state is TxnState.ONGOING:
                 meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-                self._save(meta)
+                await self._saved(meta)  # durable before any marker
                 await self._complete(meta)
                 return
             done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
@@ -325,6 +326,8 @@ class TxnCoordinator:
         self._save(meta, aborted=aborted, ended=ended)
         if self.log.wants_compaction:
             self._compact()
+        else:
+            await self.log.flushed()
 
     # ------------------------------------------------------------------ timeouts
     async def run(self) -> None:
@@ -360,7 +363,7 @@ class TxnCoordinator:
                          meta.timeout_ms)
                 self._fence(meta)  # its producer learns on its next request
                 meta.state = TxnState.PREPARE_ABORT
-                self._save(meta)
+                await self._saved(meta)
                 await self._complete(meta)
         return len(expired)
 
@@ -393,6 +396,11 @@ class TxnCoordinator:
 
     def _save(self, meta: TxnMetadata, **extra: Any) -> None:
         self.log.append({**meta.to_json(), **extra})
+
+    async def _saved(self, meta: TxnMetadata, **extra: Any) -> None:
+        """`_save`, and under SYNC_FLUSH on disk before the caller answers or goes on."""
+        self._save(meta, **extra)
+        await self.log.flushed()
 
     def _compact(self) -> None:
         ranges = []

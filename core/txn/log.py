@@ -4,13 +4,15 @@ Each line is the whole state of one transactional id after a change (``{"id": ..
 the allocator's next producer id, so replaying keeps the last line per id; lines also carry
 the aborted ranges a completed abort produced, which accumulate. An append is one
 ``write`` of an O_APPEND file: it survives a SIGKILL of the broker at once; under
-SYNC_FLUSH it is also fsynced before the coordinator goes on. When the log has grown past
+SYNC_FLUSH the coordinator also awaits `flushed` (an fsync in a worker thread, so the event
+loop never waits on the disk) before it answers or acts on the change. When the log has grown past
 ``compact_after`` lines it is rewritten atomically as a snapshot (one line per id, one of
 all aborted ranges still needed). A torn last line (a crash mid-write) is ignored.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -61,9 +63,18 @@ class CoordinatorLog:
         if self._fd is None:
             self.open()
         os.write(self._fd, json.dumps(record, separators=(",", ":")).encode() + b"\n")
-        if self.sync:
-            os.fsync(self._fd)
         self.lines += 1
+
+    async def flushed(self) -> None:
+        """Under SYNC_FLUSH, once what was appended is on disk (fsync in a worker thread)."""
+        fd = self._fd
+        if not self.sync or fd is None:
+            return
+        try:
+            await asyncio.to_thread(os.fsync, fd)
+        except OSError:  # closed meanwhile by a rewrite, whose snapshot was fsynced itself
+            if fd == self._fd:
+                raise
 
     @property
     def wants_compaction(self) -> bool:

@@ -682,7 +682,7 @@ class KafkaHandlers:
             code = ErrorCode.OPERATION_NOT_ATTEMPTED
         else:
             try:
-                self.broker.add_partitions_to_txn(
+                await self.broker.add_partitions_to_txn(
                     body["v3_and_below_transactional_id"], body["v3_and_below_producer_id"],
                     body["v3_and_below_producer_epoch"], [(n, p) for n, ps in wanted.items() for p in ps])
                 code = ErrorCode.NONE
@@ -697,7 +697,7 @@ class KafkaHandlers:
         if not may_use_group(ctx, body["group_id"]):
             return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
         try:
-            self.broker.add_offsets_to_txn(body["transactional_id"], body["producer_id"], body["producer_epoch"],
+            await self.broker.add_offsets_to_txn(body["transactional_id"], body["producer_id"], body["producer_epoch"],
                                            body["group_id"])
         except BrokerError as exc:
             return {"throttle_time_ms": 0, "error_code": _txn_code(exc, ctx.api_version >= 2)}
@@ -725,7 +725,7 @@ class KafkaHandlers:
                     offsets.append((*key, p["committed_offset"], p["committed_metadata"]))
         if offsets:
             try:
-                self.broker.txn_offset_commit(body["transactional_id"], body["producer_id"],
+                await self.broker.txn_offset_commit(body["transactional_id"], body["producer_id"],
                                               body["producer_epoch"], group_id, offsets)
                 txn_code = ErrorCode.NONE
             except BrokerError as exc:

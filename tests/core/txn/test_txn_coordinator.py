@@ -3,6 +3,7 @@ read rule for every reader, and its log across a restart (a torn line, a compact
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -39,12 +40,15 @@ def bodies(broker: Broker, isolation: Isolation = Isolation.VISIBLE) -> list[byt
     return [m.body for m in result.messages()]
 
 
-def test_visibility_for_every_reader_and_the_kafka_views(small_config):
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_visibility_for_every_reader_and_the_kafka_views(small_config, flush):
+    config = dataclasses.replace(small_config, flush_disk_type=flush)  # SYNC: the log fsynced too
+
     async def main() -> None:
-        async with Broker(small_config) as broker:
+        async with Broker(config) as broker:
             broker.create_topic("T", read_queue_nums=2, write_queue_nums=2)
             pid, epoch = await broker.init_transactional_producer("t1", 60_000)
-            broker.add_partitions_to_txn("t1", pid, epoch, [("T", 0)])
+            await broker.add_partitions_to_txn("t1", pid, epoch, [("T", 0)])
             await write(broker, pid, epoch, b"aborted")
             await plain(broker, b"plain-1")
             assert bodies(broker) == [] and broker.last_stable_offset("T", 0) == 0
@@ -53,7 +57,7 @@ def test_visibility_for_every_reader_and_the_kafka_views(small_config):
             assert broker.get_messages("T", 0, 0, 100).max_offset == 3
             assert [(r.producer_id, r.first_offset, r.last_offset)
                     for r in broker.aborted_transactions("T", 0, 0, 3)] == [(pid, 0, 2)]
-            broker.add_partitions_to_txn("t1", pid, epoch, [("T", 0)])
+            await broker.add_partitions_to_txn("t1", pid, epoch, [("T", 0)])
             await write(broker, pid, epoch, b"committed")
             held = broker.get_messages("T", 0, 3, 100)
             assert held.status is GetStatus.OFFSET_OVERFLOW_ONE and held.max_offset == 3
@@ -80,20 +84,20 @@ def test_coordinator_refusals(small_config):
             with pytest.raises(InvalidTxnState):
                 await write(broker, pid, epoch, b"x")  # partition not added
             with pytest.raises(InvalidProducerIdMapping):
-                broker.add_partitions_to_txn("t", pid + 1, epoch, [("T", 0)])
-            broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+                await broker.add_partitions_to_txn("t", pid + 1, epoch, [("T", 0)])
+            await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
             with pytest.raises(InvalidTxnState):
-                broker.txn_offset_commit("t", pid, epoch, "g", [("T", 0, 5, None)])  # group not added
+                await broker.txn_offset_commit("t", pid, epoch, "g", [("T", 0, 5, None)])  # group not added
             pid2, epoch2 = await broker.init_transactional_producer("t", 1000)
             assert (pid2, epoch2) == (pid, epoch + 2)  # one epoch fenced the open one's abort
             with pytest.raises(ProducerFenced):
-                broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+                await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
             with pytest.raises(ProducerFenced):
                 await broker.init_transactional_producer("t", 1000, pid, epoch)  # KIP-360 with a stale epoch
             meta = broker.transaction("t")
             await meta.lock.acquire()  # as while its markers are being written
             with pytest.raises(ConcurrentTransactions):
-                broker.add_partitions_to_txn("t", pid2, epoch2, [("T", 0)])
+                await broker.add_partitions_to_txn("t", pid2, epoch2, [("T", 0)])
             meta.lock.release()
 
     run(main())
@@ -104,10 +108,10 @@ def test_restart_keeps_open_transactions_closed_and_aborted_ranges(small_config)
         async with Broker(small_config) as broker:
             broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
             pid, epoch = await broker.init_transactional_producer("t", 60_000)
-            broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+            await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
             await write(broker, pid, epoch, b"aborted")
             await broker.end_txn("t", pid, epoch, False)
-            broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+            await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
             await write(broker, pid, epoch, b"open-before")
             await plain(broker, b"plain")
             return pid
@@ -126,7 +130,7 @@ def test_restart_keeps_open_transactions_closed_and_aborted_ranges(small_config)
         async with Broker(small_config) as broker:
             broker.txn.log.compact_after = 0  # the next completion rewrites the log
             pid, epoch = await broker.init_transactional_producer("t", 60_000)
-            broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+            await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
             await broker.end_txn("t", pid, epoch, True)
             assert broker.txn.log.lines == 2  # the snapshot: allocator and ranges, one id
         with open(broker.txn.log.path, "ab") as f:
@@ -145,12 +149,12 @@ def test_a_topic_deleted_and_created_again_starts_without_old_aborted_ranges(sma
         async with Broker(small_config) as broker:
             broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
             pid, epoch = await broker.init_transactional_producer("t", 60_000)
-            broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+            await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
             await write(broker, pid, epoch, b"aborted")
             await broker.end_txn("t", pid, epoch, False)
             broker.delete_topic("T")
             broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
-            broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+            await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
             assert await write(broker, pid, epoch, b"new") == 0  # the old range's offsets again
             await broker.end_txn("t", pid, epoch, True)
             assert bodies(broker) == [b"new"]
@@ -167,13 +171,13 @@ def test_exhausted_epochs_abort_under_the_old_producer_id_then_move_on(small_con
             pid, _ = await broker.init_transactional_producer("t", 60_000)
             meta = broker.transaction("t")
             meta.producer_epoch = epoch = 32766  # as after 32,766 restarts of the producer
-            broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+            await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
             await write(broker, pid, epoch, b"open")
             new_pid, new_epoch = await broker.init_transactional_producer("t", 60_000)
             assert new_pid != pid and new_epoch == 0
             assert [(r.producer_id, r.first_offset) for r in broker.aborted_transactions("T", 0, 0, 10)] == [(pid, 0)]
             assert bodies(broker) == []
-            broker.add_partitions_to_txn("t", new_pid, new_epoch, [("T", 0)])
+            await broker.add_partitions_to_txn("t", new_pid, new_epoch, [("T", 0)])
             await write(broker, new_pid, new_epoch, b"next")
             await broker.end_txn("t", new_pid, new_epoch, True)
             assert bodies(broker) == [b"next"]
