@@ -3,6 +3,7 @@ read rule for every reader, and its log across a restart (a torn line, a compact
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 
@@ -183,3 +184,24 @@ def test_exhausted_epochs_abort_under_the_old_producer_id_then_move_on(small_con
             assert bodies(broker) == [b"next"]
 
     run(main())
+
+
+def test_an_open_transaction_times_out_across_a_restart(small_config):
+    async def first_run() -> None:
+        async with Broker(small_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            pid, epoch = await broker.init_transactional_producer("t", 1000)
+            await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+            await write(broker, pid, epoch, b"never")
+            await plain(broker, b"plain")
+
+    async def second_run() -> None:
+        async with Broker(small_config) as broker:
+            assert bodies(broker) == [] and broker.transaction("t").state.value == "Ongoing"
+            await asyncio.sleep(1.1)  # its start time was logged: the timeout runs on
+            assert await broker.txn.abort_expired() == 1
+            assert broker.transaction("t").state.value == "CompleteAbort"
+            assert bodies(broker) == [b"plain"]
+
+    run(first_run())
+    run(second_run())

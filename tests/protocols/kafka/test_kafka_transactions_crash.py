@@ -1,7 +1,8 @@
 """Exactly-once across SIGKILL, with real processes: the broker killed while a transaction is
 open and between EndTxn and its markers (committed transactions visible after the restart,
 aborted, open and timed-out ones never), and a consume-transform-produce worker killed
-mid-run whose successor leaves the output without a duplicate or a loss."""
+mid-run whose successor leaves the output without a duplicate or a loss. (A timeout running
+on after a restart: tests/core/txn; the coordinator's timeout abort: test_kafka_transactions.)"""
 
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def test_broker_killed_with_open_and_prepared_transactions(tmp_path):
         for i in range(3):
             done.produce("crash", value=b"committed-%d" % i, partition=0)
         done.commit_transaction(TIMEOUT_S)
-        open_ = txn_producer(bootstrap, "open", **{"transaction.timeout.ms": 10_000})
+        open_ = txn_producer(bootstrap, "open", **{"transaction.timeout.ms": 60_000})
         open_.begin_transaction()
         open_.produce("crash", value=b"open", partition=0)
         open_.flush(TIMEOUT_S)
@@ -114,15 +115,10 @@ def test_broker_killed_with_open_and_prepared_transactions(tmp_path):
     try:
         # restarted: the prepared ones completed before serving; the open one holds the LSO
         assert committed_values(bootstrap, "crash") == [b"committed-0", b"committed-1", b"committed-2"]
-        deadline = time.monotonic() + TIMEOUT_S
-        values: list[bytes] = []
-        while time.monotonic() < deadline:  # the open transaction's timeout (10 s) aborts it
-            values = committed_values(bootstrap, "crash", settle_s=0.3)
-            if len(values) > 3:
-                break
-            time.sleep(0.5)
+        again = txn_producer(bootstrap, "open")  # its next incarnation aborts it (and goes on)
+        values = committed_values(bootstrap, "crash")
         assert values == [b"committed-0", b"committed-1", b"committed-2", b"plain-after-open", b"to-commit"]
-        # the aborted and timed-out ones stay invisible across another restart
+        # the aborted ones stay invisible across another restart
         stop(proc)
         proc, bootstrap = broker_process(root)
         assert committed_values(bootstrap, "crash") == values
