@@ -21,7 +21,8 @@ def config(root: str) -> BrokerConfig:
                         mapped_file_size_consume_queue=20 * 1024, max_hash_slot_num=256,
                         max_index_num=4096, listen_port=0,
                         kafka=ProtocolConfig(True, 0, "127.0.0.1"),
-                        namesrv=ProtocolConfig(True, 0, "127.0.0.1"), stomp=ProtocolConfig(False, 0))
+                        namesrv=ProtocolConfig(True, 0, "127.0.0.1"), stomp=ProtocolConfig(False, 0),
+                        amqp=ProtocolConfig(False, 0))
 
 
 async def main(root: str) -> None:
