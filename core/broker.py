@@ -88,7 +88,8 @@ class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole)
         self.txn = TxnCoordinator(
             config_dir, put_marker=self._put_marker, max_offset=self.store.max_offset,
             min_offset=self.store.min_offset, commit_offset=self.offsets.commit,
-            notify=self.pull_waiters.notify, sync=config.sync_flush)
+            notify=self.pull_waiters.notify, sync=config.sync_flush,
+            max_timeout_ms=config.transaction_max_timeout_ms)
         self.txn_queues = self.txn.queues
         self.consumer_manager = ConsumerManager(config.channel_expired_timeout, clock)
         self.producer_manager = ProducerManager(config.channel_expired_timeout, clock)

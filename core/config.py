@@ -109,6 +109,8 @@ class BrokerConfig:
     transaction_time_out: int = field(default=6_000, metadata=_key("transactionTimeOut", minimum=1))
     transaction_check_max: int = field(default=15, metadata=_key("transactionCheckMax", minimum=1))
     transaction_check_interval: int = field(default=60_000, metadata=_key("transactionCheckInterval", minimum=10))
+    # in-place (Kafka) transactions: Kafka's transaction.max.timeout.ms
+    transaction_max_timeout_ms: int = field(default=900_000, metadata=_key("transactionMaxTimeoutMs", minimum=1))
     # clients, locks
     rebalance_lock_max_live_time: int = field(default=60_000, metadata=_key("rebalanceLockMaxLiveTime", minimum=1))
     channel_expired_timeout: int = field(default=120_000, metadata=_key("channelExpiredTimeout", minimum=1))

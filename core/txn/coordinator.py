@@ -35,7 +35,7 @@ from .visibility import AbortedRange, QueueTxnState
 
 log = logging.getLogger(__name__)
 
-MAX_TIMEOUT_MS: Final = 900_000  # Kafka's transaction.max.timeout.ms
+MAX_TIMEOUT_MS: Final = 900_000  # Kafka's transaction.max.timeout.ms default (transactionMaxTimeoutMs)
 FIRST_PRODUCER_ID: Final = 1 << 32  # transactional producer ids, apart from idempotent ones
 _MAX_EPOCH: Final = 32766  # past it the id gets a new producer id (epoch 32767 is reserved)
 
@@ -93,13 +93,15 @@ class TxnCoordinator:
                  min_offset: Callable[[str, int], int],
                  commit_offset: Callable[[str, str, int, int, str | None], None],
                  notify: Callable[[str, int, int], None], sync: bool,
-                 check_interval_ms: int = 1000, clock: Callable[[], int] = now_ms) -> None:
+                 max_timeout_ms: int = MAX_TIMEOUT_MS, check_interval_ms: int = 1000,
+                 clock: Callable[[], int] = now_ms) -> None:
         self.log = CoordinatorLog(os.path.join(config_dir, "transactions.log"), sync=sync)
         self._put_marker = put_marker
         self._max_offset = max_offset
         self._min_offset = min_offset
         self._commit_offset = commit_offset
         self._notify = notify
+        self.max_timeout_ms = max_timeout_ms
         self.check_interval_ms = check_interval_ms
         self._clock = clock
         self.transactions: dict[str, TxnMetadata] = {}
@@ -148,9 +150,9 @@ class TxnCoordinator:
                             producer_epoch: int = -1) -> tuple[int, int]:
         """InitProducerId with a transactional id: (producer id, epoch). A known id's epoch
         is bumped (fencing every older incarnation) after its open transaction is aborted."""
-        if not 0 < timeout_ms <= MAX_TIMEOUT_MS:
+        if not 0 < timeout_ms <= self.max_timeout_ms:
             raise InvalidTransactionTimeout(
-                f"transaction.timeout.ms {timeout_ms} is not in (0, {MAX_TIMEOUT_MS}]")
+                f"transaction.timeout.ms {timeout_ms} is not in (0, {self.max_timeout_ms}]")
         meta = self.transactions.get(transactional_id)
         if meta is None:
             meta = TxnMetadata(transactional_id, self._allocate(), 0, timeout_ms)

@@ -209,3 +209,15 @@ def test_an_open_transaction_times_out_across_a_restart(small_config):
 
     run(first_run())
     run(second_run())
+
+
+def test_the_maximum_timeout_is_configured(small_config):
+    config = dataclasses.replace(small_config, transaction_max_timeout_ms=5000)
+
+    async def main() -> None:
+        async with Broker(config) as broker:
+            with pytest.raises(InvalidTransactionTimeout):
+                await broker.init_transactional_producer("t", 5001)
+            assert await broker.init_transactional_producer("t", 5000) == (1 << 32, 0)
+
+    run(main())
