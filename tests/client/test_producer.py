@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import zlib
 
 import pytest
@@ -169,4 +170,20 @@ def test_many_sends_in_flight_at_once(broker):
                                              for i in range(500)))
             assert all(r.status is SendStatus.SEND_OK for r in results)
             assert len({r.msg_id for r in results}) == 500
+    run(main())
+
+
+def test_delay_level_and_deliver_at_hold_messages_back(broker):
+    """A scheduled message is stored again when it becomes due: its store time tells."""
+    async def main():
+        async with Producer(broker.namesrv, "PG") as producer:
+            await producer.send(Message("Later", b"now"))
+            sent_at = time.time()
+            await producer.send(Message("Later", b"level", delay_level=1))  # 1 s in this config
+            await producer.send(Message("Later", b"at", deliver_at=sent_at + 1.5))
+        got = {m.body: m for m in await read_all(broker.namesrv, "Later", 3)}
+        level, at = got[b"level"], got[b"at"]
+        assert level.store_timestamp - level.born_timestamp >= 1000
+        assert at.store_timestamp >= int((sent_at + 1.5) * 1000) - 50
+        assert got[b"now"].store_timestamp - got[b"now"].born_timestamp < 1000
     run(main())
