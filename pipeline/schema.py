@@ -7,8 +7,6 @@ that is also a property (tags, keys, the sharding key) is taken out of `properti
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import pyarrow as pa
 
 from rocketport.core.message import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_TAGS
@@ -44,9 +42,9 @@ class RowBuffer:
         return len(self.cols[0])
 
     def add(self, topic: str, queue_id: int, offset: int, body: bytes,
-            properties: Mapping[str, str], born_ms: int, store_ms: int, msg_id: str,
+            props: dict[str, str], born_ms: int, store_ms: int, msg_id: str,
             reconsume_times: int) -> None:
-        props = dict(properties)
+        """One message; `props` is the message's own decoded dict, consumed here."""
         tags = props.pop(PROPERTY_TAGS, None)
         keys = props.pop(PROPERTY_KEYS, None)
         key = props.pop(PROPERTY_KEY, None)

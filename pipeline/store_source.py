@@ -102,7 +102,7 @@ def _add_message(rows: RowBuffer, m, offset: int) -> None:
     msg_id = (m.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
               or encode_offset_msg_id(host, port, m.commit_log_offset))
     body = zlib.decompress(m.body) if m.sys_flag & COMPRESSED_FLAG else m.body  # as clients do
-    rows.add(m.topic, m.queue_id, offset, body, m.properties, m.born_timestamp,
+    rows.add(m.topic, m.queue_id, offset, body, dict(m.properties), m.born_timestamp,
              m.store_timestamp, msg_id, m.reconsume_times)
 
 

@@ -6,11 +6,14 @@ import datetime
 import json
 from collections import defaultdict
 
+import pytest
+
 from rocketport.pipeline.examples import dlq_report, order_totals
 from tests.pipeline.conftest import create_topic
 from tests.pipeline.test_write import read_back
 
 
+@pytest.mark.slow  # ~40 s under load: a stateful windowed aggregation over several micro-batches
 def test_order_totals_per_minute_and_tag(spark, broker, tmp_path):
     create_topic(broker, "DemoOrders", 2)
     create_topic(broker, "DemoTotals", 2)
