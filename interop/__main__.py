@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -32,6 +33,7 @@ def main() -> int:
     for name in scenarios or []:
         if name not in BY_NAME:
             parser.error(f"unknown scenario {name!r}")
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop cleanly, as on Ctrl-C
     results = runner.run(args.full, clients=clients, scenarios=scenarios, workdir=args.workdir,
                          pairs=not args.no_pairs)
     if args.json:

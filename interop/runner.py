@@ -13,6 +13,7 @@ import datetime
 import json
 import os
 import queue
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,7 +25,7 @@ from pathlib import Path
 from .broker import ACL_DENIED_TOPIC, ACL_GROUP, ACL_TOPIC, REPO, Broker
 from .probe import Probe
 from .clients import CLIENTS, FAST
-from .scenarios import BY_NAME, SCENARIOS
+from .scenarios import BY_NAME, SCENARIOS, SHARED_GROUPS
 
 PAIR_TIMEOUT = 90.0
 
@@ -152,6 +153,15 @@ class Runner:
         return results, version
 
     def run(self) -> Results:
+        try:
+            return self._run()
+        finally:  # also on Ctrl-C / SIGTERM: no broker is left behind
+            for b in (self.broker, self.acl_broker):
+                if b is not None:
+                    b.stop()
+                    shutil.rmtree(b.root / "store", ignore_errors=True)  # the logs stay
+
+    def _run(self) -> Results:
         started = time.monotonic()
         self._ep_args()
         rows = []
@@ -170,20 +180,18 @@ class Runner:
                     _progress(f"  {scenario}: {cell}")
         cross: dict[str, str] = {}
         if self.pairs:
-            names = [f"{p}:{c}" for p, c in self.pairs]
+            names = [":".join(pair) for pair in self.pairs]
             t0 = time.monotonic()
             results, _ = self._cells("pairs", [], names, {n: PAIR_TIMEOUT for n in names},
                                      self.workdir / "worker-pairs.log")
-            for (p, c), key in zip(self.pairs, names):
-                cross[f"{CLIENTS[p][1]}->{CLIENTS[c][1]}"] = results[key]
+            for (p, c, *kind), key in zip(self.pairs, names):
+                label = f"{CLIENTS[p][1]}->{CLIENTS[c][1]}" + (" (shared group)" if kind else "")
+                cross[label] = results[key]
             passed = sum(1 for v in cross.values() if v == "pass")
             _progress(f"cross-protocol: {passed} of {len(cross)} pairs pass in {time.monotonic() - t0:.0f} s")
             for pair, cell in cross.items():
                 if cell != "pass":
                     _progress(f"  {pair}: {cell}")
-        self.broker.stop()
-        if self.acl_broker is not None:
-            self.acl_broker.stop()
         broker = {"name": "rocketport", "version": _version(),
                   "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
                   "duration_s": round(time.monotonic() - started),
@@ -218,13 +226,15 @@ def _version() -> str:
 
 
 def plan(full: bool, clients: list[str] | None = None,
-         scenarios: list[str] | None = None) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+         scenarios: list[str] | None = None) -> tuple[list[str], list[str], list[tuple[str, ...]]]:
     """Clients, scenarios and cross-protocol pairs of a run: the fast subset is one client per
     protocol (`clients.FAST`) and the fast scenarios; the pairs are always every protocol's
-    fast client to every other's."""
+    fast client to every other's, field by field, and a group shared by two protocols
+    (`scenarios.SHARED_GROUPS`)."""
     chosen = clients or (list(CLIENTS) if full else list(FAST.values()))
     steps = scenarios or [s.name for s in SCENARIOS if full or s.fast]
-    pairs = [(FAST[a], FAST[b]) for a in FAST for b in FAST if a != b]
+    pairs: list[tuple[str, ...]] = [(FAST[a], FAST[b]) for a in FAST for b in FAST if a != b]
+    pairs += [(FAST[a], FAST[b], "group") for a in SHARED_GROUPS for b in SHARED_GROUPS if a != b]
     return chosen, steps, pairs
 
 

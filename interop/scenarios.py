@@ -106,22 +106,25 @@ def round_trip(ctx: Ctx) -> None:
 def group_resume(ctx: Ctx) -> None:
     """A consumer takes what was sent and stops; a new one in the group takes only what came
     after (a few repeats are at-least-once; all of them again means the offsets were lost)."""
-    c = ctx.client()
     topic, group = ctx.topic(), ctx.name("_g")
-    c.prepare(topic, group, Consume())
+    resume(ctx.client(), ctx.client(), topic, group)
+
+
+def resume(first: Client, second: Client, topic: str, group: str) -> None:
+    first.prepare(topic, group, Consume())
     before = [Out(body(i, "before")) for i in range(5)]
     after = [Out(body(i, "after")) for i in range(5)]
-    c.produce(topic, before)
-    first = c.consume(topic, group, Consume(n=5, timeout=40))
-    if _bodies(first) != {m.body for m in before}:
-        raise Failed(f"first consumer got {len(_bodies(first))} of 5")
-    c.produce(topic, after)
-    second = ctx.client().consume(topic, group, Consume(timeout=40, idle=4))
-    missing = {m.body for m in after} - _bodies(second)
+    first.produce(topic, before)
+    got = first.consume(topic, group, Consume(n=5, timeout=40))
+    if _bodies(got) != {m.body for m in before}:
+        raise Failed(f"first consumer got {len(_bodies(got))} of 5")
+    first.produce(topic, after)
+    later = second.consume(topic, group, Consume(timeout=40, idle=4))
+    missing = {m.body for m in after} - _bodies(later)
     if missing:
-        raise Failed(f"restarted consumer missed {len(missing)} of the 5 sent after the restart")
-    if {m.body for m in before} <= _bodies(second):
-        raise Failed("restarted consumer started over: the group's offsets were not kept")
+        raise Failed(f"the next consumer missed {len(missing)} of the 5 sent after the first stopped")
+    if {m.body for m in before} <= _bodies(later):
+        raise Failed("the next consumer started over: the group's offsets were not kept")
 
 
 def two_consumers(ctx: Ctx) -> None:
@@ -390,3 +393,16 @@ def cross(producer: type[Client], consumer: type[Client], ep: Endpoints, probe: 
         if m.body not in by_body:
             raise Failed(f"{len(got)} of 2 received")
         check_fields(m, by_body[m.body], producer, consumer, sent_at)
+
+
+# protocols whose consumer groups are the core's groups by name, committing offsets there
+SHARED_GROUPS = ("remoting", "kafka", "stomp")
+
+
+def shared_group(first: type[Client], second: type[Client], ep: Endpoints, probe: Probe,
+                 run: str) -> None:
+    """DESIGN.md section 3: "a group name is one group for every protocol that consumes with
+    it". `first` consumes and stops; `second`, another protocol, resumes in the same group."""
+    topic = f"g_{first.protocol}_to_{second.protocol}_{run}"
+    probe.create_topic(topic)
+    resume(first(ep), second(ep), topic, topic + "_g")

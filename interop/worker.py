@@ -1,7 +1,7 @@
 """One client's scenarios (or cross-protocol pairs) in a process of its own.
 
     python -m interop.worker client NAME SCENARIO... --ep JSON [--acl-ep JSON] --run ID
-    python -m interop.worker pairs PRODUCER:CONSUMER... --ep JSON --run ID
+    python -m interop.worker pairs PRODUCER:CONSUMER[:group]... --ep JSON --run ID
 
 Prints one JSON line per result: first {"version": ...} (or {"missing": reason}, then
 nothing), then {"cell": name, "result": "pass" | "fail: ..." | "n/a"} in the order asked.
@@ -19,7 +19,7 @@ import traceback
 from .base import Endpoints, Failed, Missing, NotApplicable
 from .clients import load
 from .probe import Probe
-from .scenarios import BY_NAME, Ctx, cross
+from .scenarios import BY_NAME, Ctx, cross, shared_group
 
 
 _results = sys.stdout
@@ -77,14 +77,14 @@ def main() -> int:
             ctx = Ctx(cls, ep, acl_ep, args.run, name, probe)
             _cell(name, lambda: BY_NAME[name].fn(ctx))
     else:
-        for pair in args.names:
-            producer, _, consumer = pair.partition(":")
+        for pair in args.names:  # PRODUCER:CONSUMER, or FIRST:SECOND:group
+            first, second, *kind = pair.split(":")
 
             def run_pair() -> None:
-                p, c = load(producer), load(consumer)
+                p, c = load(first), load(second)
                 p(ep).check()
                 c(ep).check()
-                cross(p, c, ep, probe, args.run)
+                (shared_group if kind else cross)(p, c, ep, probe, args.run)
             _cell(pair, run_pair)
     probe.close()
     return 0
