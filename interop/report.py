@@ -20,7 +20,8 @@ real, unmodified client libraries against a broker.
 From the repository root, after `scripts/install-test-deps`:
 
     python -m interop --full --json interop.json   # everything; rewrites this page below the marker
-    python -m interop                               # the fast subset (tests/interop runs it in the default suite)
+    python -m interop                               # the fast subset: one client per protocol, the quick
+                                                    # scenarios, the 12 pairs (tests/interop runs it)
     python -m interop --clients kcat,pika --scenarios round_trip,acl   # a part, for diagnosis
 
 `interop/` is run from the repository root (it is not an installed package). A run:

@@ -229,12 +229,13 @@ def plan(full: bool, clients: list[str] | None = None,
          scenarios: list[str] | None = None) -> tuple[list[str], list[str], list[tuple[str, ...]]]:
     """Clients, scenarios and cross-protocol pairs of a run: the fast subset is one client per
     protocol (`clients.FAST`) and the fast scenarios; the pairs are always every protocol's
-    fast client to every other's, field by field, and a group shared by two protocols
-    (`scenarios.SHARED_GROUPS`)."""
+    fast client to every other's, field by field, and with --full also a group shared by two
+    protocols (`scenarios.SHARED_GROUPS`)."""
     chosen = clients or (list(CLIENTS) if full else list(FAST.values()))
     steps = scenarios or [s.name for s in SCENARIOS if full or s.fast]
     pairs: list[tuple[str, ...]] = [(FAST[a], FAST[b]) for a in FAST for b in FAST if a != b]
-    pairs += [(FAST[a], FAST[b], "group") for a in SHARED_GROUPS for b in SHARED_GROUPS if a != b]
+    if full:
+        pairs += [(FAST[a], FAST[b], "group") for a in SHARED_GROUPS for b in SHARED_GROUPS if a != b]
     return chosen, steps, pairs
 
 
