@@ -7,7 +7,10 @@ while the pulls wait and nothing is stored: held pulls must cost nothing), and
 ``held_pulls_wake_max_ms`` (from the put of one message to the last of that queue's held
 pulls returning, worst of ten queues). Ceilings: 5% idle, 50 ms wake. And
 ``notify_nobody_waiting`` (ns per dispatch notification of a queue nobody holds a pull on:
-every stored message pays it; ceiling 2,000 ns).
+every stored message pays it; ceiling 2,000 ns). And ``one_queue_wake_ratio``: 10,000 pulls
+held on one queue woken by one notify, against as many bare futures with their own timers
+(the least a held pull needs from asyncio), best of six rounds each, alternating: a
+per-waiter scan or quadratic clean-up would show as ~100x; ceiling 2x.
 """
 
 from __future__ import annotations
@@ -67,6 +70,50 @@ def notify_cost_ns(calls: int = 200_000) -> float:
     return (time.perf_counter() - started) / calls * 1e9
 
 
+async def _wake_latency(waiters: PullWaiters | None, count: int) -> float:
+    """Seconds from waking ``count`` holders of one queue until the last one has resumed
+    (``waiters`` None: bare futures, each with its own hold timer)."""
+    loop = asyncio.get_running_loop()
+    futures: list[asyncio.Future[bool]] = []
+    last_wake = 0.0
+
+    async def pull() -> None:
+        nonlocal last_wake
+        if waiters is None:
+            future = loop.create_future()
+            futures.append(future)
+            timer = loop.call_later(30, future.cancel)
+            try:
+                await future
+            finally:
+                timer.cancel()
+        else:
+            await waiters.wait("T", 0, 0, timeout_s=30)
+        last_wake = time.perf_counter()
+
+    tasks = [asyncio.create_task(pull()) for _ in range(count)]
+    for _ in range(3):
+        await asyncio.sleep(0)
+    notified = time.perf_counter()
+    if waiters is None:
+        for future in futures:
+            future.set_result(True)
+    else:
+        waiters.notify("T", 0, 1)
+    await asyncio.wait_for(asyncio.gather(*tasks), 30)
+    return last_wake - notified
+
+
+async def wake_ratio(count: int) -> tuple[float, float]:
+    ours: list[float] = []
+    bare: list[float] = []
+    for round_no in range(6):
+        runs = [(ours, PullWaiters()), (bare, None)]
+        for results, waiters in runs if round_no % 2 else runs[::-1]:
+            results.append(await _wake_latency(waiters, count))
+    return min(ours), min(bare)
+
+
 def _row(case: str, value: float, unit: str, ceiling: float, **extra) -> None:
     print(json.dumps({"bench": "long_poll", "case": case, "value": round(value, 2), "unit": unit,
                       "ceiling": ceiling, "meets_ceiling": value <= ceiling, **extra}), flush=True)
@@ -89,11 +136,14 @@ def main() -> None:
         try:
             with asyncio.Runner(loop_factory=factory) as runner:
                 idle, worst = runner.run(measure(root, args.held))
+                ours, bare = runner.run(wake_ratio(args.held))
         finally:
             gc.unfreeze()
             shutil.rmtree(root, ignore_errors=True)
         _row(f"held_pulls_idle_cpu_{name}", idle * 100, "%", 5, held=args.held)
         _row(f"held_pulls_wake_max_ms_{name}", worst * 1000, "ms", 50, held=args.held)
+        _row(f"one_queue_wake_ratio_{name}", ours / bare, "x", 2, held=args.held,
+             ms=round(ours * 1000, 1), bare_futures_ms=round(bare * 1000, 1))
     _row("notify_nobody_waiting", notify_cost_ns(), "ns", 2000)
 
 
