@@ -110,7 +110,7 @@ class ReadOptions:
                    parse_offsets("endingOffsets", options.get("endingOffsets"), "latest"),
                    options.get("group") or DEFAULT_GROUP,
                    _int(options, "maxOffsetsPerTrigger", None),
-                   _int(options, "maxOffsetsPerPartition", DEFAULT_MAX_OFFSETS_PER_PARTITION) or 1)
+                   _int(options, "maxOffsetsPerPartition", DEFAULT_MAX_OFFSETS_PER_PARTITION))
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from .schema import PROPERTY_KEY
 
 CHUNK = 512  # rows per batch send (one queue, one dedup key)
 IN_FLIGHT = 8  # batch sends a task keeps in flight
+SEND_TIMEOUT_S = 30.0
 WRITABLE = ("value", "key", "tags", "keys", "properties", "queue_id")
 
 
@@ -77,7 +78,9 @@ def _messages(topic: str, batch: pa.RecordBatch) -> Iterator[tuple[Message, str 
 
 async def _send_partition(opts: WriteOptions, prefix: str, batches: Iterator[pa.RecordBatch]) -> int:
     """Send every row; chunks per queue, keyed `prefix/queue/chunk`."""
-    async with Producer(opts.namesrv, opts.group) as producer:
+    # a generous send timeout: a chunk that times out fails the task, and its retry resends
+    # everything (dropped as repeats), so waiting is cheaper than giving up
+    async with Producer(opts.namesrv, opts.group, send_timeout_s=SEND_TIMEOUT_S) as producer:
         queues = await producer.runtime.routes.publish_queues(opts.topic)
         by_id = {}
         for mq in queues:
