@@ -248,9 +248,10 @@ def test_flow_control_caps_cached_messages_per_queue(broker):
         c.register(slow)
         await c.start()
         await wait_for(lambda: len(got) == 1)
-        await asyncio.sleep(1.0)
         work = c._work[MessageQueue("Flow", "broker-a", 0)]
-        assert 50 <= work.cached < 50 + 32  # pulled up to the threshold, then paused
+        await wait_for(lambda: work.cached >= 50)  # pulled up to the threshold ...
+        await asyncio.sleep(1.0)
+        assert work.cached < 50 + 32  # ... then paused: one pull of 32 past it at most
         release.set()
         await wait_for(lambda: len(got) == 500)
         await c.shutdown()
