@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -113,21 +112,3 @@ class Broker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
-
-
-class LazyBroker:
-    """The ACL broker: started by the first scenario that needs it, shared afterwards."""
-
-    def __init__(self, root: Path) -> None:
-        self.broker = Broker(root, acl=True)
-        self._lock = threading.Lock()
-
-    def endpoints(self) -> Endpoints:
-        with self._lock:
-            if not self.broker.alive():
-                self.broker.start()
-            assert self.broker.ep is not None
-            return self.broker.ep
-
-    def stop(self) -> None:
-        self.broker.stop()

@@ -15,13 +15,13 @@ from . import stomp_common as sc
 class _Listener(stomp.ConnectionListener):
     def __init__(self) -> None:
         self.cond = threading.Condition()
-        self.receipts: set[str] = set()
+        self.receipts: list[str] = []  # in order of arrival
         self.errors: list[str] = []
         self.frames: list = []
 
     def on_receipt(self, frame) -> None:
         with self.cond:
-            self.receipts.add(frame.headers.get("receipt-id", ""))
+            self.receipts.append(frame.headers.get("receipt-id", ""))
             self.cond.notify_all()
 
     def on_error(self, frame) -> None:
@@ -69,18 +69,18 @@ class StompPy(Client):
     @staticmethod
     def _wait_receipts(listener: _Listener, ids: list[str]) -> None:
         deadline = time.monotonic() + 60
-        wanted = set(ids)
+        missing = set(ids)
+        seen = 0
         with listener.cond:
-            # O(1) per wake-up (a set comparison each time would be quadratic in a burst)
-            while not listener.errors and len(listener.receipts) < len(wanted):
-                if time.monotonic() >= deadline:
-                    break
-                listener.cond.wait(max(0.0, deadline - time.monotonic()))
-            missing = len(wanted - listener.receipts)
+            while missing and not listener.errors and time.monotonic() < deadline:
+                missing.difference_update(listener.receipts[seen:])  # only what is new
+                seen = len(listener.receipts)
+                if missing:
+                    listener.cond.wait(max(0.0, deadline - time.monotonic()))
         if listener.errors:
             raise RuntimeError(f"ERROR frame: {listener.errors[0]}")
         if missing:
-            raise RuntimeError(f"{missing} receipts missing after 60 s")
+            raise RuntimeError(f"{len(missing)} receipts missing after 60 s")
 
     def produce(self, topic: str, msgs: list[Out], *, ordered: bool = False,
                 compression: str | None = None) -> None:

@@ -45,6 +45,17 @@ def message(topic: str, m: dict) -> Message:
     return msg
 
 
+def send_sync(producer: Producer, msg: Message):
+    """send_sync, retried once after a second: the client's first send fails at once ("No
+    route info") when the broker connection is still being made by its heartbeat thread
+    (a 3 ms transport lock timeout), as a loaded machine shows."""
+    try:
+        return producer.send_sync(msg)
+    except Exception:
+        time.sleep(1)
+        return producer.send_sync(msg)
+
+
 def produce(req: dict) -> None:
     producer = Producer(f"PG_{req['topic']}", max_message_size=4 << 20)
     producer.set_namesrv_addr(req["namesrv"])
@@ -68,7 +79,7 @@ def produce(req: dict) -> None:
                 if req.get("ordered"):
                     result = producer.send_orderly(msg, zlib.crc32((raw.get("key") or "").encode()))
                 else:
-                    result = producer.send_sync(msg)
+                    result = send_sync(producer, msg)
                 if int(result.status) != 0:
                     raise RuntimeError(f"send status {result.status}")
     finally:
