@@ -156,7 +156,7 @@ class Connection(asyncio.Protocol):
         self._pending[opaque] = self._loop.create_future()
         return opaque
 
-    async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+    async def invoke(self, request: RemotingCommand, timeout_s: float = 10.0) -> RemotingCommand:
         """Send `request` and wait for its response (ClientError on timeout or close)."""
         request.opaque = opaque = self._register()
         if self.credentials is not None:

@@ -1,7 +1,9 @@
 """A minimal asyncio remoting client: one connection, requests matched to responses by opaque.
 
-Used where Rocketport itself is the client: a broker registering with name servers, the
-`rocketport admin` tool, and the front-end's own tests and benchmark. Many requests may be
+Used where the broker itself is a client: registering with external name servers
+(namesrv.BrokerRegistrar). Front-ends import only the core, so the broker does not use
+`rocketport.client` (built on this package's codec, for applications, `rocketport admin`
+and the tests). Many requests may be
 in flight at once (each awaits its own future); the reader task is owned by the client and
 ends with it. Broker-initiated requests (pushes such as 39 and 40) go to `on_request`
 when one is given, else are ignored. It is deliberately not a

@@ -14,10 +14,10 @@ from rocketport.core.message import Message
 from rocketport.core.metadata.topics import PERM_RW, PERM_WRITE
 from rocketport.protocols.kafka.errors import ErrorCode
 from rocketport.protocols.remoting import RemotingCommand
-from rocketport.protocols.remoting.client import RemotingClient
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from tests.protocols.kafka.kafka_raw import RawClient
 from tests.support.live_broker import LiveBroker, start_live_broker
+from tests.support.remoting import remoting_client
 
 
 @pytest.fixture
@@ -57,7 +57,7 @@ def test_kafka_fetch_outside_the_read_queues_is_unknown_partition(broker):
 
 
 async def _pull(addr: str, topic: str, queue_id: int) -> RemotingCommand:
-    async with await RemotingClient.connect(addr) as client:
+    async with remoting_client(addr) as client:
         return await client.invoke(RemotingCommand(code=RequestCode.PULL_MESSAGE, ext_fields={
             "consumerGroup": "G", "topic": topic, "queueId": str(queue_id), "queueOffset": "0",
             "maxMsgNums": "32", "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0",

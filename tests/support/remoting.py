@@ -1,10 +1,30 @@
-"""Remoting test support: raw frames over a socket, free ports, the ACL tests' plain_acl.yml."""
+"""Remoting test support: raw frames over a socket, a request/response connection (the
+native client's), free ports, the ACL tests' plain_acl.yml."""
 
 from __future__ import annotations
 
 import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
-from rocketport.protocols.remoting import RemotingCommand, RemotingConnection, encode_command
+from rocketport.client.transport import Connection, Credentials
+from rocketport.protocols.remoting import RemotingCommand, RemotingConnection, RequestCode, encode_command
+
+
+@asynccontextmanager
+async def remoting_client(addr: str, *, credentials: Credentials | None = None) -> AsyncIterator[Connection]:
+    """One connection of `rocketport.client` (requests pipelined, matched by opaque, signed
+    with ``credentials``), closed on exit."""
+    conn = await Connection.open(addr, credentials=credentials)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def request(code: RequestCode | int, ext_fields: dict[str, str] | None = None,
+            body: bytes = b"") -> RemotingCommand:
+    return RemotingCommand(code=int(code), ext_fields=ext_fields or {}, body=body)
 
 
 def frame_bytes(command: RemotingCommand) -> bytes:

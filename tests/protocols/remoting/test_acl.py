@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from rocketport.protocols.remoting.acl_sign import sign_request
-from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.server import BrokerServer
 
 from tests.support.live_broker import start_live_broker
+from tests.support.remoting import remoting_client, request
 from .test_session import pull_request, run_with_server, send_request
 
 APP = ("app", "app-secret")
@@ -36,7 +36,7 @@ def test_requests_are_checked_and_refusals_answered_in_rocketmq_terms(acl_config
         addr = server.front_ends["remoting"].broker_addr()
 
         async def send(topic: str, credentials) -> tuple[int, str]:
-            async with await RemotingClient.connect(addr, credentials=credentials) as client:
+            async with remoting_client(addr, credentials=credentials) as client:
                 resp = await client.invoke(send_request(topic, b"payload"))
             return resp.code, resp.remark or ""
 
@@ -53,7 +53,7 @@ def test_requests_are_checked_and_refusals_answered_in_rocketmq_terms(acl_config
             assert code == ResponseCode.SYSTEM_ERROR and remark == f"AclException: {reason}", (topic, remark)
         assert [stored(server, t) for t in ("Open", "Closed", "ReadOnly")] == [1, 0, 0]
 
-        async with await RemotingClient.connect(addr, credentials=APP) as client:
+        async with remoting_client(addr, credentials=APP) as client:
             resp = await client.invoke(pull_request("ReadOnly", 0, 0))  # SUB on topic and group
             assert resp.code == ResponseCode.PULL_NOT_FOUND
             resp = await client.invoke(pull_request("Closed", 0, 0))
@@ -145,12 +145,12 @@ def test_every_served_code_has_an_access_rule_and_an_unlisted_code_is_refused(ac
             needed_resources(RequestCode.GET_KV_CONFIG, {}, b"")
         addr = server.front_ends["remoting"].broker_addr()
         ops = ("ops", "ops-secret")  # even an admin account is refused a code with no rule
-        async with await RemotingClient.connect(addr, credentials=ops) as client:
+        async with remoting_client(addr, credentials=ops) as client:
             resp = await client.invoke(request(RequestCode.GET_KV_CONFIG, {"namespace": "n", "key": "k"}))
             assert resp.code == ResponseCode.SYSTEM_ERROR
             assert resp.remark == f"AclException: request code {int(RequestCode.GET_KV_CONFIG)} has no access rule: refused"
         # the offset queries on a topic now need SUB on it (they were unchecked)
-        async with await RemotingClient.connect(addr, credentials=APP) as client:
+        async with remoting_client(addr, credentials=APP) as client:
             resp = await client.invoke(request(RequestCode.GET_MAX_OFFSET, {"topic": "Closed", "queueId": "0"}))
             assert resp.remark == "AclException: No permission for topic Closed (accessKey=app)"
             resp = await client.invoke(request(RequestCode.GET_MAX_OFFSET, {"topic": "Open", "queueId": "0"}))

@@ -10,12 +10,12 @@ from rocketport.core.batch import build_batch
 from rocketport.core.batch.record_batch import Record
 from rocketport.core.message import Message
 from rocketport.core.tags import tags_code
-from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.messages import decode_message_ext_records
 from rocketport.server import BrokerServer
 
 from tests.support.aio import run as run_async
+from tests.support.remoting import remoting_client, request
 
 
 def pull(offset: int, expression: str = "*") -> object:
@@ -39,7 +39,7 @@ def test_inner_batch_records_are_expanded_and_filtered(remoting_config):
             batch = build_batch(records, base_timestamp=int(time.time() * 1000))
             await broker.put_record_batch("KafkaMade", 0, batch, len(records),
                                           tags_codes=[tags_code(t) for t in tags])
-            async with await RemotingClient.connect(server.front_ends["remoting"].broker_addr()) as client:
+            async with remoting_client(server.front_ends["remoting"].broker_addr()) as client:
                 resp = await client.invoke(pull(0))
                 assert resp.code == ResponseCode.SUCCESS
                 got = decode_message_ext_records(resp.body)

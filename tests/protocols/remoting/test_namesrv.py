@@ -8,15 +8,15 @@ import signal
 import subprocess
 import sys
 
+from rocketport.client import ClientError
 from rocketport.protocols.remoting import RemotingCommand, bodies
-from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.namesrv import NameServerHandlers, RouteRegistry
 from rocketport.protocols.remoting.session import RemotingListener
 from rocketport.server import BrokerServer
 
 from tests.support.aio import run as run_async
-from tests.support.remoting import free_port
+from tests.support.remoting import free_port, remoting_client, request
 
 
 def test_registry_merges_brokers_and_expires_silent_ones():
@@ -50,7 +50,7 @@ def test_broker_registers_with_standalone_name_server(remoting_config):
         try:
             server.broker.create_topic("Registered", read_queue_nums=3, write_queue_nums=3)
             await server.front_ends["remoting"].registrar.register_once()
-            async with await RemotingClient.connect(f"127.0.0.1:{namesrv.port}") as client:
+            async with remoting_client(f"127.0.0.1:{namesrv.port}") as client:
                 resp = await client.invoke(request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Registered"}))
                 assert resp.code == ResponseCode.SUCCESS
                 route = bodies.decode_body(bodies.TopicRouteData, resp.body)
@@ -58,7 +58,7 @@ def test_broker_registers_with_standalone_name_server(remoting_config):
                 assert route.broker_datas[0].broker_addrs[0] == server.front_ends["remoting"].broker_addr()
         finally:
             await server.stop()  # unregisters
-        async with await RemotingClient.connect(f"127.0.0.1:{namesrv.port}") as client:
+        async with remoting_client(f"127.0.0.1:{namesrv.port}") as client:
             resp = await client.invoke(request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Registered"}))
             assert resp.code == ResponseCode.TOPIC_NOT_EXIST
         await namesrv.stop()
@@ -75,9 +75,9 @@ def test_rocketport_namesrv_command_serves_and_stops_on_sigterm():
         async def ask() -> RemotingCommand:
             for _ in range(100):
                 try:
-                    async with await RemotingClient.connect(f"127.0.0.1:{port}") as client:
+                    async with remoting_client(f"127.0.0.1:{port}") as client:
                         return await client.invoke(request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
-                except OSError:
+                except ClientError:  # not listening yet
                     await asyncio.sleep(0.1)
             raise AssertionError("name server did not come up")
 

@@ -19,7 +19,6 @@ from rocketport.protocols.remoting import (
     RemotingConnection,
     SerializeType,
 )
-from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.events import CommandReceived
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
@@ -29,7 +28,7 @@ from rocketport.server import BrokerServer
 
 from tests.support.aio import run as run_async
 from tests.support.live_broker import start_live_broker
-from tests.support.remoting import frame_bytes, roundtrip
+from tests.support.remoting import frame_bytes, remoting_client, request, roundtrip
 
 
 def send_request(topic: str, body: bytes, queue_id: int = 0) -> RemotingCommand:
@@ -58,7 +57,7 @@ def run_with_server(config: BrokerConfig, scenario) -> None:
 def test_long_poll_is_answered_after_a_later_send_on_the_same_connection(remoting_config):
     async def scenario(server: BrokerServer) -> None:
         server.broker.create_topic("Parked", read_queue_nums=1, write_queue_nums=1)
-        async with await RemotingClient.connect(server.front_ends["remoting"].broker_addr()) as client:
+        async with remoting_client(server.front_ends["remoting"].broker_addr()) as client:
             parked = asyncio.create_task(client.invoke(pull_request("Parked", 0, 10_000)))
             await asyncio.sleep(0.2)
             assert not parked.done()
@@ -75,7 +74,7 @@ def test_long_poll_is_answered_after_a_later_send_on_the_same_connection(remotin
 def test_pull_not_found_carries_all_offsets_and_unknown_code_is_not_supported(remoting_config):
     async def scenario(server: BrokerServer) -> None:
         server.broker.create_topic("Empty", read_queue_nums=1, write_queue_nums=1)
-        async with await RemotingClient.connect(server.front_ends["remoting"].broker_addr()) as client:
+        async with remoting_client(server.front_ends["remoting"].broker_addr()) as client:
             resp = await client.invoke(pull_request("Empty", 0, 0))
             assert resp.code == ResponseCode.PULL_NOT_FOUND
             assert {"nextBeginOffset", "minOffset", "maxOffset", "suggestWhichBrokerId"} <= set(resp.ext_fields)
@@ -104,7 +103,7 @@ def test_json_pulls_are_answered_from_their_header_as_commands_would_be(remoting
 
     async def scenario(server: BrokerServer) -> None:
         server.broker.create_topic("Raw", read_queue_nums=1, write_queue_nums=1)
-        async with await RemotingClient.connect(server.front_ends["remoting"].broker_addr()) as client:
+        async with remoting_client(server.front_ends["remoting"].broker_addr()) as client:
             assert (await client.invoke(send_request("Raw", b"m0"))).code == ResponseCode.SUCCESS
         host, port = server.front_ends["remoting"].broker_addr().rsplit(":", 1)
         reader, writer = await asyncio.open_connection(host, int(port))
@@ -127,7 +126,7 @@ def test_json_pulls_are_answered_from_their_header_as_commands_would_be(remoting
 
 def test_new_group_starts_at_zero_while_the_queue_holds_its_first_message(remoting_config):
     async def scenario(server: BrokerServer) -> None:
-        async with await RemotingClient.connect(server.front_ends["remoting"].broker_addr()) as client:
+        async with remoting_client(server.front_ends["remoting"].broker_addr()) as client:
             assert (await client.invoke(send_request("Fresh", b"x"))).code == ResponseCode.SUCCESS
             q = {"consumerGroup": "newbie", "topic": "Fresh", "queueId": "0"}
             resp = await client.invoke(request(RequestCode.QUERY_CONSUMER_OFFSET, q))
@@ -250,7 +249,7 @@ def test_single_sends_in_both_serialize_types_store_properties_as_sent(remoting_
         server.broker.create_topic("AsSent", read_queue_nums=1, write_queue_nums=1)
         header = SendMessageRequestHeader("pg", "AsSent", "TBW102", 4, 0, 0, 0, 0, props)
         msg_ids = []
-        async with await RemotingClient.connect(server.front_ends["remoting"].broker_addr()) as client:
+        async with remoting_client(server.front_ends["remoting"].broker_addr()) as client:
             for offset, serialize_type in enumerate((SerializeType.JSON, SerializeType.ROCKETMQ)):
                 send = request(RequestCode.SEND_MESSAGE_V2, encode_send_message_header_v2(header), b"x")
                 send.serialize_type = serialize_type
@@ -286,7 +285,7 @@ def test_batch_send_stores_each_message_with_its_properties_as_sent(remoting_con
 
     async def scenario(server: BrokerServer) -> None:
         server.broker.create_topic("Batched", read_queue_nums=1, write_queue_nums=1)
-        async with await RemotingClient.connect(server.front_ends["remoting"].broker_addr()) as client:
+        async with remoting_client(server.front_ends["remoting"].broker_addr()) as client:
             sent = await client.invoke(send(batch))
             assert sent.code == ResponseCode.SUCCESS
             assert sent.ext_fields["transactionId"] == ""  # as RocketMQ: the batch has no key of its own
@@ -324,7 +323,7 @@ def test_sends_under_sync_flush_are_answered_once_flushed(remoting_config):
 
     async def scenario(server: BrokerServer) -> None:
         server.broker.create_topic("Synced", read_queue_nums=1, write_queue_nums=1)
-        async with await RemotingClient.connect(server.front_ends["remoting"].broker_addr()) as client:
+        async with remoting_client(server.front_ends["remoting"].broker_addr()) as client:
             sent = await asyncio.gather(*(client.invoke(send_request("Synced", b"m%d" % i))
                                           for i in range(20)))
             assert all(s.code == ResponseCode.SUCCESS for s in sent)
