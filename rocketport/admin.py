@@ -454,7 +454,7 @@ async def consumer_progress(args: argparse.Namespace, out: Report) -> None:
         if not topics:
             raise AdminError(f"group {args.group} is not online; give -t topic")
     columns = ("topic", "brokerName", "queueId", "brokerOffset", "consumerOffset", "diff")
-    out.rows("progress", columns, title=f"consumer progress of {args.group}")
+    rows = []
     total = 0
     for topic in topics:
         route = await _route(args, topic)
@@ -464,7 +464,11 @@ async def consumer_progress(args: argparse.Namespace, out: Report) -> None:
             for mq, o in sorted(mq_tables.loads(resp.body).get("offsetTable", {}).items()):
                 hi, done = o["brokerOffset"], o["consumerOffset"]
                 total += hi - done
-                out.rows("progress", columns, [(mq.topic, mq.broker_name, mq.queue_id, hi, done, hi - done)])
+                rows.append((mq.topic, mq.broker_name, mq.queue_id, hi, done, hi - done, o.get("metadata", "")))
+    if any(row[-1] for row in rows):  # Kafka consumers' commit metadata, when any was given
+        out.rows("progress", columns + ("metadata",), rows, title=f"consumer progress of {args.group}")
+    else:
+        out.rows("progress", columns, [row[:-1] for row in rows], title=f"consumer progress of {args.group}")
     out.total("diffTotal", total, "Diff Total")
 
 

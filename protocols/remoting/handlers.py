@@ -508,7 +508,8 @@ class BrokerHandlers:
     async def get_consume_stats(self, session: RemotingSession,
                                 request: RemotingCommand) -> RemotingCommand:
         """ConsumeStats: broker and consumer offset per queue of the group's topics (one
-        topic when the header names it), as mqadmin consumerProgress reads them."""
+        topic when the header names it), as mqadmin consumerProgress reads them, with the
+        metadata a Kafka consumer committed with the offset, if any."""
         h = decode_header(headers.GetConsumeStatsRequestHeader, request.ext_fields)
         broker, name, group = self.broker, self.config.broker_name, h.consumer_group
         topics = [h.topic] if h.topic else sorted(broker.group_offsets(group))
@@ -518,10 +519,13 @@ class BrokerHandlers:
             if cfg is None:
                 continue
             for q in range(cfg.read_queue_nums):
-                table[QueueKey(topic, name, q)] = {
+                entry = table[QueueKey(topic, name, q)] = {
                     "brokerOffset": broker.max_offset(topic, q),
                     "consumerOffset": max(broker.query_offset(group, topic, q), 0),
                     "lastTimestamp": broker.last_store_timestamp(topic, q)}
+                metadata = broker.query_offset_metadata(group, topic, q)
+                if metadata:  # a Kafka commit's metadata; RocketMQ's readers ignore the field
+                    entry["metadata"] = metadata
         return make_response(request, ResponseCode.SUCCESS,
                              body=encode_mq_body({"consumeTps": 0.0}, {"offsetTable": table}))
 

@@ -240,3 +240,17 @@ def test_send_message_to_a_missing_topic_says_why_when_auto_create_is_off(remoti
         assert live.call(lambda: live.server.broker.get_topic("NotMadeOnSend")) is None
     finally:
         live.stop()
+
+
+def test_consumer_progress_shows_the_metadata_a_kafka_consumer_committed(live_broker):
+    assert "success" in admin(live_broker, "updateTopic", "-t", "MetaTopic", "-r", "2", "-w", "2")
+    broker = live_broker.server.broker
+    live_broker.run(broker.commit_offset, "MetaGroup", "MetaTopic", 0, 0, "job-7 checkpoint")
+    live_broker.run(broker.commit_offset, "MetaGroup", "MetaTopic", 1, 0)
+    progress = orjson.loads(admin(live_broker, "consumerProgress", "-g", "MetaGroup", "-t", "MetaTopic",
+                                  "--output", "json"))
+    assert [(row["queueId"], row["metadata"]) for row in progress["progress"]] == \
+        [(0, "job-7 checkpoint"), (1, "")], progress
+    live_broker.run(broker.commit_offset, "MetaGroup", "MetaTopic", 0, 0)  # a plain commit clears it
+    plain = admin(live_broker, "consumerProgress", "-g", "MetaGroup", "-t", "MetaTopic", "--output", "plain")
+    assert "metadata" not in plain.splitlines()[0]
