@@ -285,7 +285,7 @@ def test_an_open_transaction_holds_the_group_at_its_start_without_a_busy_wait(co
             got: list[Delivery] = []
             group.subscribe(got.append, auto_ack=True)
             pid, epoch = await broker.init_transactional_producer("tx", 60_000)
-            broker.add_partitions_to_txn("tx", pid, epoch, [("X", 0)])
+            await broker.add_partitions_to_txn("tx", pid, epoch, [("X", 0)])
             broker.check_transactional_write(pid, epoch, "X", 0)
             batch = build_batch([Record(0, 0, None, b"in-txn")], base_timestamp=1, producer_id=pid,
                                 producer_epoch=epoch, base_sequence=0, transactional=True)
