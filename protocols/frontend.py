@@ -5,6 +5,8 @@ ports in `bind` (before the store opens, so a taken port fails start-up with the
 untouched), serves from `start`, and in `stop` stops accepting, closes its connections and
 drains what they were doing. The shell builds every enabled entry of `REGISTRY` in order
 and never names a protocol; adding a protocol is a package plus one entry here.
+`ListenerFrontEnd` is the part every front-end made of listeners shares: a subclass fills
+``listeners`` and wraps `bind` / `start` / `stop` with its own work.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from typing import Protocol
 
 from rocketport.core.broker import Broker
 from rocketport.core.config import BrokerConfig
+
+from .listener import Listener
+from .session_base import Session
 
 
 class FrontEnd(Protocol):
@@ -31,6 +36,33 @@ class FrontEnd(Protocol):
 
     async def stop(self) -> None:
         """Stop accepting, close connections, drain; safe after a failed or partial start."""
+
+
+class ListenerFrontEnd:
+    """A front-end made of listeners, bound and started in order and stopped in reverse."""
+
+    name: str
+    listeners: list[Listener]
+
+    @property
+    def sessions(self) -> set[Session]:
+        return set().union(*(listener.sessions for listener in self.listeners))
+
+    def endpoints(self) -> list[tuple[str, str, int]]:
+        return [(listener.role, listener.host, listener.port) for listener in self.listeners]
+
+    async def bind(self) -> None:
+        for listener in self.listeners:
+            await listener.bind()
+
+    async def start(self) -> None:
+        await self.bind()
+        for listener in self.listeners:
+            await listener.start()
+
+    async def stop(self) -> None:
+        for listener in reversed(self.listeners):
+            await listener.stop()
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from rocketport.core.auth.plain_acl import PlainAcl
 from rocketport.core.broker import Broker
 from rocketport.core.metadata.amqp_entities import AmqpEntityManager
 
+from ..frontend import ListenerFrontEnd
 from ..listener import Listener
 from ..session_base import Session
 from .session import AmqpSession
@@ -28,7 +29,7 @@ DEFAULT_HEARTBEAT_S = 60  # RabbitMQ's offer
 _SWEEP_INTERVAL_S = 1.0
 
 
-class AmqpFrontEnd:
+class AmqpFrontEnd(ListenerFrontEnd):
     name = "amqp"
 
     def __init__(self, broker: Broker) -> None:
@@ -41,6 +42,7 @@ class AmqpFrontEnd:
         self.heartbeat = DEFAULT_HEARTBEAT_S
         self.listener = Listener("amqp", section.host, section.port, self._new_session,
                                  config.connection_limits)
+        self.listeners = [self.listener]
         self._tasks: set[asyncio.Task] = set()
         self._opened = False
         self._sweeper: asyncio.Task | None = None
@@ -53,13 +55,6 @@ class AmqpFrontEnd:
     def port(self) -> int:
         return self.listener.port
 
-    @property
-    def sessions(self) -> set[Session]:
-        return self.listener.sessions
-
-    def endpoints(self) -> list[tuple[str, str, int]]:
-        return [("amqp", self.listener.host, self.listener.port)]
-
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run a connection's clean-up after it is gone; `stop` waits for it."""
         task = asyncio.get_running_loop().create_task(coro)
@@ -71,14 +66,11 @@ class AmqpFrontEnd:
         if not task.cancelled() and task.exception() is not None:
             log.error("AMQP clean-up failed", exc_info=task.exception())
 
-    async def bind(self) -> None:
-        await self.listener.bind()
-
     async def start(self) -> None:
         if not self._opened:
             self.vhost.open()  # the store is open: topics and groups can be made
             self._opened = True
-        await self.listener.start()
+        await super().start()
         if self._sweeper is None:
             self._sweeper = asyncio.get_running_loop().create_task(self._sweep(), name="amqp-expires")
 
@@ -96,6 +88,6 @@ class AmqpFrontEnd:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
             self._sweeper = None
-        await self.listener.stop()
+        await super().stop()
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)

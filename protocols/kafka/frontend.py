@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from rocketport.core.broker import Broker
 
+from ..frontend import ListenerFrontEnd
 from ..listener import Listener
 from ..session_base import Session
 from . import codec
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 _PERSIST_INTERVAL_S = 1.0
 
 
-class KafkaFrontEnd:
+class KafkaFrontEnd(ListenerFrontEnd):
     name = "kafka"
 
     def __init__(self, broker: Broker) -> None:
@@ -34,6 +35,7 @@ class KafkaFrontEnd:
         self.handlers = KafkaHandlers(broker, (config.host, config.port))
         self.listener = Listener("kafka", config.host, config.port, self._new_session,
                                  broker.config.connection_limits)
+        self.listeners = [self.listener]
         self._persist_task: asyncio.Task | None = None
         self._stop = asyncio.Event()
 
@@ -46,26 +48,18 @@ class KafkaFrontEnd:
         """The bound port (the configured one, or the one the OS chose for port 0)."""
         return self.listener.port
 
-    @property
-    def sessions(self) -> set[Session]:
-        return self.listener.sessions
-
-    def endpoints(self) -> list[tuple[str, str, int]]:
-        return [("kafka", self.listener.host, self.listener.port)]
-
     async def bind(self) -> None:
-        await self.listener.bind()
+        await super().bind()
         self.handlers.advertised = (self.listener.host, self.listener.port)
 
     async def start(self) -> None:
         await asyncio.to_thread(self.handlers.producers.load)
         await asyncio.to_thread(codec.compile_all)  # before listening: no first request waits
-        await self.bind()
-        await self.listener.start()
+        await super().start()
         self._persist_task = asyncio.create_task(self._persist_loop(), name="kafka-producer-state")
 
     async def stop(self) -> None:
-        await self.listener.stop()
+        await super().stop()
         if self._persist_task is None:
             return
         self.handlers.close()

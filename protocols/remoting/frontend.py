@@ -12,13 +12,14 @@ from __future__ import annotations
 from rocketport.core.auth.plain_acl import PlainAcl
 from rocketport.core.broker import Broker
 
+from ..frontend import ListenerFrontEnd
 from .acl_hook import AclCheckedHandlers
 from .handlers import BrokerHandlers
 from .namesrv import BrokerRegistrar, LocalRoutes, NameServerHandlers
 from .session import RemotingListener
 
 
-class RemotingFrontEnd:
+class RemotingFrontEnd(ListenerFrontEnd):
     name = "remoting"
 
     def __init__(self, broker: Broker) -> None:
@@ -41,33 +42,23 @@ class RemotingFrontEnd:
             self.namesrv_listener = RemotingListener(self.namesrv_handlers, config.namesrv.host,
                                                      config.namesrv.port, role="name server",
                                                      limits=limits)
+        self.listeners = [self.listener] + ([self.namesrv_listener] if self.namesrv_listener else [])
 
     def broker_addr(self) -> str:
         """host:port clients should dial (the bound port once listening)."""
         return f"{self.broker.config.broker_ip1}:{self.listener.port}"
 
-    def endpoints(self) -> list[tuple[str, str, int]]:
-        listeners = [self.listener] + ([self.namesrv_listener] if self.namesrv_listener else [])
-        return [(lst.role, lst.host, lst.port) for lst in listeners]
-
     async def bind(self) -> None:
-        await self.listener.bind()
+        await super().bind()
         self.handlers.broker_addr = self.broker_addr()
-        if self.namesrv_listener is not None:
-            await self.namesrv_listener.bind()
 
     async def start(self) -> None:
-        await self.bind()
-        await self.listener.start()
-        if self.namesrv_listener is not None:
-            await self.namesrv_listener.start()
+        await super().start()
         if self.registrar is not None:
             await self.registrar.start()
 
     async def stop(self) -> None:
         if self.registrar is not None:
             await self.registrar.stop()
-        if self.namesrv_listener is not None:
-            await self.namesrv_listener.stop()
-        await self.listener.stop()
+        await super().stop()
         self.broker.remove_transaction_checker(self.handlers.check_transaction)
