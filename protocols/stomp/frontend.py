@@ -15,6 +15,7 @@ from collections.abc import Callable
 from rocketport.core.auth.plain_acl import PlainAcl
 from rocketport.core.broker import Broker
 
+from ..frontend import ListenerFrontEnd
 from ..listener import Listener
 from ..session_base import Session
 from .codec import Limits
@@ -25,7 +26,7 @@ TCP_ROLE = "stomp"
 WS_ROLE = "stomp (websocket)"
 
 
-class StompFrontEnd:
+class StompFrontEnd(ListenerFrontEnd):
     name = "stomp"
 
     def __init__(self, broker: Broker) -> None:
@@ -48,24 +49,7 @@ class StompFrontEnd:
                     on_closed: Callable[[Session], None]) -> StompSession:
         return WebSocketStompSession(self.ctx, on_open=on_open, on_closed=on_closed)
 
-    @property
-    def sessions(self) -> set[Session]:
-        return set().union(*(listener.sessions for listener in self.listeners))
-
-    def endpoints(self) -> list[tuple[str, str, int]]:
-        return [(listener.role, listener.host, listener.port) for listener in self.listeners]
-
-    async def bind(self) -> None:
-        for listener in self.listeners:
-            await listener.bind()
-
-    async def start(self) -> None:
-        await self.bind()
-        for listener in self.listeners:
-            await listener.start()
-
     async def stop(self) -> None:
-        for listener in self.listeners:
-            await listener.stop()
+        await super().stop()
         while self.ctx.cleanups:
             await asyncio.gather(*list(self.ctx.cleanups), return_exceptions=True)
