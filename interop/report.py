@@ -31,7 +31,7 @@ From the repository root, after `scripts/install-test-deps`:
   second one with `aclEnable`, Kafka SASL/PLAIN and an accounts file of its own. A
   subprocess rather than a BrokerServer in the runner: the broker runs as users run it
   (uvloop, its own process), and a client that crashes or wedges cannot take it along.
-  The remoting port is a real free port, not 0 (see "Findings");
+  The remoting port is a real free port, not 0 (see "Findings outside the table");
 - installs or locates each client from the project's files: the Python clients from the
   `test` extra of pyproject.toml; the Node.js clients (ali-ons, stompit, amqplib) from
   `interop/node/package.json` and its `package-lock.json` with `npm ci` into
