@@ -17,8 +17,6 @@ from .base import Client, Consume, Credentials, Endpoints, Failed, In, NotApplic
 from .broker import ACL_DENIED_TOPIC, ACL_GROUP, ACL_SECRET, ACL_TOPIC, ACL_USER
 from .probe import Probe
 
-FIELDS = ("key", "tag", "props", "timestamp")
-
 
 @dataclass(slots=True)
 class Ctx:

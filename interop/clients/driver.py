@@ -111,8 +111,6 @@ class DriverClient(Client):
                    "ordered": ordered, "compression": compression})
 
     def transaction(self, topic: str, commit: list[Out], abort: list[Out]) -> None:
-        if "transactions" in self.lacks:
-            return super().transaction(topic, commit, abort)
         self._run({"cmd": "transaction", "topic": topic, "commit": [out_json(m) for m in commit],
                    "abort": [out_json(m) for m in abort]})
 

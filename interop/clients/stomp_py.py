@@ -56,14 +56,10 @@ class StompPy(Client):
             conn.connect(wait=True)
         return conn, listener
 
-    def _send_all(self, conn, listener: _Listener, topic: str, msgs: list[Out],
-                  transaction: str | None = None) -> None:
+    def _send_all(self, conn, listener: _Listener, topic: str, msgs: list[Out]) -> None:
         ids = [f"r{i}" for i in range(len(msgs))]
         for rid, m in zip(ids, msgs):
-            headers = sc.send_headers(m)
-            if transaction:
-                headers["transaction"] = transaction
-            conn.send(sc.destination(topic), m.body, headers=headers, receipt=rid)
+            conn.send(sc.destination(topic), m.body, headers=sc.send_headers(m), receipt=rid)
         self._wait_receipts(listener, ids)
 
     @staticmethod
