@@ -44,6 +44,10 @@ def tag_set(expression: str | None) -> frozenset[str] | None:
     return frozenset(t.strip() for t in expression.split("||") if t.strip())
 
 
+def _narrow(current: set | None, values: set) -> set:
+    return values if current is None else current & values
+
+
 @dataclass(slots=True)
 class Pushed:
     """What the pushed filters allow: None means no restriction."""
@@ -63,9 +67,6 @@ class Pushed:
         return ((self.queue_ids is None or queue_id in self.queue_ids) and queue_id >= self.queue_lo
                 and (self.queue_hi is None or queue_id < self.queue_hi))
 
-    def _narrow_set(self, current: set | None, values: set) -> set:
-        return values if current is None else current & values
-
     def take(self, f: Filter) -> bool:
         """Record `f` if it is understood; True when it is handled fully."""
         attr = f.attribute
@@ -77,11 +78,11 @@ class Pushed:
         value = getattr(f, "value", None)
         if col == "topic" and isinstance(f, (EqualTo, In)):
             values = {value} if isinstance(f, EqualTo) else set(value)
-            self.topics = self._narrow_set(self.topics, {v for v in values if isinstance(v, str)})
+            self.topics = _narrow(self.topics, {v for v in values if isinstance(v, str)})
             return True
         if col == "tags" and isinstance(f, (EqualTo, In)):
             values = {value} if isinstance(f, EqualTo) else set(value)
-            self.tags = self._narrow_set(self.tags, {v for v in values if isinstance(v, str)})
+            self.tags = _narrow(self.tags, {v for v in values if isinstance(v, str)})
             return True
         if col in ("queue_id", "offset"):
             return self._take_int(col, f, value)
@@ -102,7 +103,7 @@ class Pushed:
         if isinstance(f, In):
             if col != "queue_id" or not all(isinstance(v, int) for v in value):
                 return False
-            self.queue_ids = self._narrow_set(self.queue_ids, set(value))
+            self.queue_ids = _narrow(self.queue_ids, set(value))
             return True
         if not isinstance(value, int) or isinstance(value, bool):
             return False
