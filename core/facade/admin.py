@@ -63,6 +63,12 @@ class AdminRole:
         """This broker's store host (IPv4 + port, 8 bytes), the head of every offsetMsgId."""
         return self.store.store_host
 
+    def set_store_port(self, port: int) -> None:
+        """The remoting port messages record as their store host: the remoting front-end
+        gives the port it bound, before the store opens (a configured listenPort of 0 would
+        otherwise send clients' send-backs to port 0)."""
+        self.store.set_store_port(port)
+
     # ---------------------------------------------------------------- topics
     def create_topic(self, topic: str, *, read_queue_nums: int | None = None,
                      write_queue_nums: int | None = None, perm: int = PERM_RW,

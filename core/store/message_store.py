@@ -60,8 +60,7 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreDispatch):
         self.config = config
         self.root = config.store_path_root_dir
         self.cq_root = os.path.join(self.root, "consumequeue")
-        self.store_host = _host_bytes(config.broker_ip1) + config.listen_port.to_bytes(4, "big")
-        self._store_ip, self._store_port = self.store_host[:4], config.listen_port
+        self.set_store_port(config.listen_port)
         self._preparer = SegmentPreparer()
         self.commitlog = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log,
                                    warm=config.warm_maped_file_enable, preparer=self._preparer)
@@ -85,6 +84,13 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreDispatch):
         self.put_count = self.put_bytes = self.get_count = self.get_bytes = 0
 
     # ================================================================ lifecycle
+    def set_store_port(self, port: int) -> None:
+        """The port every record names as its store host (and offsetMsgIds carry): the
+        remoting port clients reach this broker on, where RocketMQ clients send refused
+        messages back. Set before the store opens; a configured 0 becomes the bound port."""
+        self.store_host = _host_bytes(self.config.broker_ip1) + port.to_bytes(4, "big")
+        self._store_ip, self._store_port = self.store_host[:4], port
+
     def open(self) -> None:
         """Load and recover (blocking; called before the loop serves anyone)."""
         os.makedirs(self.root, exist_ok=True)

@@ -51,6 +51,7 @@ class RemotingFrontEnd(ListenerFrontEnd):
     async def bind(self) -> None:
         await super().bind()
         self.handlers.broker_addr = self.broker_addr()
+        self.broker.set_store_port(self.listener.port)
 
     async def start(self) -> None:
         await super().start()

@@ -68,7 +68,7 @@ def test_long_poll_is_answered_after_a_later_send_on_the_same_connection(remotin
             assert pulled.code == ResponseCode.SUCCESS
             assert pulled.ext_fields["nextBeginOffset"] == "1"
             assert b"wake up" in bytes(pulled.body)
-    run_with_server(remoting_config, scenario)
+    run_with_server(dataclasses.replace(remoting_config, listen_port=0), scenario)
 
 
 def test_pull_not_found_carries_all_offsets_and_unknown_code_is_not_supported(remoting_config):
@@ -84,7 +84,7 @@ def test_pull_not_found_carries_all_offsets_and_unknown_code_is_not_supported(re
             assert resp.code == ResponseCode.SYSTEM_ERROR  # missing header fields
             resp = await client.invoke(pull_request("NoSuchTopic", 0, 0))
             assert resp.code == ResponseCode.TOPIC_NOT_EXIST
-    run_with_server(remoting_config, scenario)
+    run_with_server(dataclasses.replace(remoting_config, listen_port=0), scenario)
 
 
 def test_json_pulls_are_answered_from_their_header_as_commands_would_be(remoting_config):
@@ -121,7 +121,7 @@ def test_json_pulls_are_answered_from_their_header_as_commands_would_be(remoting
             assert answers[opaque].ext_fields["nextBeginOffset"] == "1"
             assert [m.body for m in decode_message_ext_records(answers[opaque].body)] == [b"m0"]
         assert answers[4].code == ResponseCode.TOPIC_NOT_EXIST
-    run_with_server(remoting_config, scenario)
+    run_with_server(dataclasses.replace(remoting_config, listen_port=0), scenario)
 
 
 def test_new_group_starts_at_zero_while_the_queue_holds_its_first_message(remoting_config):
@@ -134,7 +134,7 @@ def test_new_group_starts_at_zero_while_the_queue_holds_its_first_message(remoti
             await client.invoke(request(RequestCode.UPDATE_CONSUMER_OFFSET, {**q, "commitOffset": "1"}))
             resp = await client.invoke(request(RequestCode.QUERY_CONSUMER_OFFSET, q))
             assert resp.ext_fields["offset"] == "1"
-    run_with_server(remoting_config, scenario)
+    run_with_server(dataclasses.replace(remoting_config, listen_port=0), scenario)
 
 
 def _healthy(addr: tuple[str, int]) -> bool:
@@ -267,7 +267,7 @@ def test_single_sends_in_both_serialize_types_store_properties_as_sent(remoting_
                 assert all(m.properties == decode_properties(props) for m in found)
                 assert [decode_offset_msg_id(i).commit_log_offset for i in msg_ids[:count]] == [
                     m.commit_log_offset for m in found]
-    run_with_server(remoting_config, scenario)
+    run_with_server(dataclasses.replace(remoting_config, listen_port=0), scenario)
 
 
 def test_batch_send_stores_each_message_with_its_properties_as_sent(remoting_config):
@@ -313,7 +313,7 @@ def test_batch_send_stores_each_message_with_its_properties_as_sent(remoting_con
             keyed = await client.invoke(send(batch[:1], "UNIQ_KEY\x01B1\x02"))
             assert keyed.ext_fields["transactionId"] == "B1"
             assert keyed.ext_fields["queueOffset"] == "3"
-    run_with_server(remoting_config, scenario)
+    run_with_server(dataclasses.replace(remoting_config, listen_port=0), scenario)
 
 
 def test_sends_under_sync_flush_are_answered_once_flushed(remoting_config):
@@ -331,3 +331,20 @@ def test_sends_under_sync_flush_are_answered_once_flushed(remoting_config):
             pulled = await client.invoke(pull_request("Synced", 0, 0))
             assert len(decode_message_ext_records(pulled.body)) == 20
     run_with_server(config, scenario)
+
+
+def test_a_broker_on_listen_port_0_records_its_bound_port_as_the_store_host(remoting_config):
+    """RocketMQ clients send a refused message back to its store host: with listenPort 0
+    that must be the port bound, not 0 (a C++ client's send-back was lost that way)."""
+    async def scenario(server: BrokerServer) -> None:
+        addr = server.front_ends["remoting"].broker_addr()
+        port = int(addr.rpartition(":")[2])
+        assert port != 0
+        async with remoting_client(addr) as client:
+            sent = await client.invoke(send_request("HostTopic", b"x"))
+            assert sent.code == ResponseCode.SUCCESS
+            msg_id = decode_offset_msg_id(sent.ext_fields["msgId"])
+            assert msg_id.port == port
+            [stored] = decode_message_ext_records((await client.invoke(pull_request("HostTopic", 0, 0))).body)
+            assert stored.store_host[1] == port
+    run_with_server(dataclasses.replace(remoting_config, listen_port=0), scenario)
