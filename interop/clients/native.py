@@ -42,14 +42,17 @@ class Native(Client):
     name = "rocketport.client"
     protocol = "remoting"
     codecs = rc.CODECS
-    lacks = {"acl": "rocketport.client does not sign requests (it has no ACL credentials)"}
 
     def version(self) -> str:
         return __version__
 
+    def _credentials(self) -> tuple[str, str] | None:
+        """(access key, secret key): every request signed, as RocketMQ's AclClientRPCHook."""
+        return (self.creds.user, self.creds.secret) if self.creds else None
+
     def produce(self, topic: str, msgs: list[Out], *, ordered: bool = False,
                 compression: str | None = None) -> None:
-        with Producer(self.ep.namesrv, f"PG_{topic}") as producer:
+        with Producer(self.ep.namesrv, f"PG_{topic}", credentials=self._credentials()) as producer:
             if len(msgs) > 100:  # the burst: batches of 100
                 for i in range(0, len(msgs), 100):
                     producer.send_batch([_message(topic, m) for m in msgs[i:i + 100]])
@@ -74,7 +77,7 @@ class Native(Client):
             return ConsumeResult.RECONSUME_LATER if c.nack else ConsumeResult.SUCCESS
 
         consumer = PushConsumer(group, self.ep.namesrv, consume_from="first", orderly=c.orderly,
-                                rebalance_interval_s=2.0)
+                                rebalance_interval_s=2.0, credentials=self._credentials())
         consumer.subscribe(topic, c.tag_filter or "*", sql=c.sql)
         consumer.register(listener)
         consumer.start()
