@@ -5,24 +5,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.support.npm import npm_install
 
 HERE = Path(__file__).parent / "amqplib"
 
 
 @pytest.fixture(scope="session")
 def amqplib(tmp_path_factory) -> Path:
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.fail("node and npm are needed for the amqplib interop test")
-    folder = tmp_path_factory.mktemp("amqplib")
-    shutil.copy(HERE / "package.json", folder / "package.json")
-    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(folder)],
-                   check=True, timeout=300, capture_output=True)
-    return folder / "node_modules"
+    return npm_install(HERE, tmp_path_factory.mktemp("amqplib"), "amqplib")
 
 
 def test_confirms_topic_routing_prefetch_nack_and_acks(amqp_port, amqplib):

@@ -10,26 +10,20 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.support.live_broker import start_live_broker
+from tests.support.npm import npm_install
 
 INTEROP = Path(__file__).parents[3] / "interop" / "ali_ons"
 
 
 @pytest.fixture(scope="session")
 def ali_ons(tmp_path_factory) -> Path:
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.fail("node and npm are needed for the ali-ons interop tests")
-    folder = tmp_path_factory.mktemp("ali-ons")
-    shutil.copy(INTEROP / "package.json", folder / "package.json")
-    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(folder)],
-                   check=True, timeout=300, capture_output=True)
-    return folder / "node_modules"
+    return npm_install(INTEROP, tmp_path_factory.mktemp("ali-ons"), "ali-ons")
 
 
 def node(modules: Path, *args: str, timeout: float = 90, expect: int = 0,

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.support.npm import npm_install
 
 from .stomp_support import endpoint, stored
 
@@ -19,13 +20,7 @@ HERE = Path(__file__).parent / "stompit"
 
 @pytest.fixture(scope="session")
 def stompit(tmp_path_factory) -> Path:
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.fail("node and npm are needed for the stompit tests")
-    folder = tmp_path_factory.mktemp("stompit")
-    shutil.copy(HERE / "package.json", folder / "package.json")
-    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(folder)],
-                   check=True, timeout=300, capture_output=True)
-    return folder / "node_modules"
+    return npm_install(HERE, tmp_path_factory.mktemp("stompit"), "stompit")
 
 
 def node(modules: Path, live, *args: str) -> list[dict]:
