@@ -35,7 +35,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import statistics
 import struct
 import subprocess
@@ -53,6 +52,7 @@ from pamqp.header import ContentHeader
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peers import rabbitmq  # noqa: E402
+from procs import cpu_seconds, free_port, wait_for_port  # noqa: E402
 
 QUEUE = "bench-q"
 CONFIRM_BATCH = 1000
@@ -70,51 +70,6 @@ _ACK = struct.pack(">I", (60 << 16) | 80)
 def emit(case: str, value: float, unit: str, floor: float | None = None, **extra: Any) -> None:
     print(json.dumps({"bench": "amqp", "case": case, "value": round(value, 2), "unit": unit,
                       "floor": None if floor is None else round(floor, 2), **extra}), flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cpu_seconds(pid: int, group: bool = False) -> float:
-    """User + system CPU of a process, or (``group``) of every process in its process group
-    (RabbitMQ's start script runs the Erlang VM as a child)."""
-    pids = [pid]
-    if group:
-        pids = []
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    with open(f"/proc/{entry}/stat") as f:
-                        if int(f.read().rsplit(")", 1)[1].split()[2]) == pid:
-                            pids.append(int(entry))
-                except (OSError, ValueError, IndexError):
-                    continue
-    total = 0
-    for p in pids:
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def wait_for_port(port: int, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("the broker exited")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("the broker did not start")
 
 
 @dataclass

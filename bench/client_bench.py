@@ -35,6 +35,7 @@ from pathlib import Path
 
 from rocketport.client import ConsumeResult, Message, Producer, PushConsumer
 from rocketport.core.config import BrokerConfig, ProtocolConfig
+from procs import free_port as _free_port
 
 PEER_CLIENT = Path(__file__).resolve().parents[1] / "interop" / "rocketmq_py" / "client.py"
 BODY = b"x" * 100
@@ -47,13 +48,6 @@ def _run_loop(coro):
     except ImportError:
         return asyncio.run(coro)
     return uvloop.run(coro)
-
-
-def _free_port() -> int:
-    import socket
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _broker_main(store_dir: str, port: int, ready: mp.connection.Connection) -> None:

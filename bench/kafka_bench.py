@@ -37,7 +37,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import socket
 import statistics
 import struct
 import subprocess
@@ -56,6 +55,7 @@ from rocketport.core.batch.record_batch import (
     split_batches,
 )
 from rocketport.protocols.kafka import codec
+from procs import cpu_seconds, free_port, wait_for_port
 
 PARTITIONS = 4
 CONSUME_PASSES = 5
@@ -77,22 +77,9 @@ def emit(case: str, value: float, unit: str, floor: float | None = None, **extra
                       "floor": floor, **extra}), flush=True)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux /proc), to tell broker cost from client cost."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def stop(proc: subprocess.Popen) -> None:
     proc.terminate()
     proc.wait(30)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_broker(store: str, port: int, log: Any, settings: list[str]) -> subprocess.Popen:
@@ -106,18 +93,6 @@ def start_broker(store: str, port: int, log: Any, settings: list[str]) -> subpro
         stdout=subprocess.DEVNULL, stderr=log)
     wait_for_port(port, proc)
     return proc
-
-
-def wait_for_port(port: int, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("the broker did not start")
 
 
 def frame(api_key: int, version: int, correlation: int, body: dict[str, Any]) -> bytes:

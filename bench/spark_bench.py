@@ -26,23 +26,17 @@ import json
 import multiprocessing as mp
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import time
 
 from rocketport.client import AdminClient, Message, Producer
 from rocketport.core.config import BrokerConfig, ProtocolConfig
+from procs import free_port as _free_port
 
 BODY = b"x" * 100
 TOPIC = "SparkBench"
 FLOOR_SPEEDUP = 10.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _broker_main(store_dir: str, port: int, ready: mp.connection.Connection) -> None:

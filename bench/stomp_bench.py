@@ -33,7 +33,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -49,6 +48,7 @@ import stomp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peers import activemq, rabbitmq  # noqa: E402
+from procs import cpu_seconds, free_port, wait_for_port  # noqa: E402
 
 RECEIPT_EVERY = 1000
 PREFETCH = 1000
@@ -64,43 +64,6 @@ SEND_HEADERS = {"persistent": "true"}
 def emit(case: str, value: float, unit: str, floor: float | None = None, **extra: Any) -> None:
     print(json.dumps({"bench": "stomp", "case": case, "value": round(value, 2), "unit": unit,
                       "floor": None if floor is None else round(floor, 2), **extra}), flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cpu_seconds(pid: int, group: bool) -> float:
-    """User + system CPU of process ``pid``, or of every process in its process group (a
-    peer started in its own session: RabbitMQ's launcher, the Erlang VM and its helpers)."""
-    total = 0
-    for entry in os.listdir("/proc") if group else [str(pid)]:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if not group or int(fields[2]) == pid:
-            total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def wait_for_port(port: int, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("the broker exited")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("the broker did not start")
 
 
 @dataclass

@@ -1,0 +1,49 @@
+"""Process plumbing the benches share: free loopback ports, waiting for a broker process to
+listen, and a process's (or process group's) CPU time, so broker cost is told from client
+cost. Imported by the bench scripts run as ``python bench/<name>.py`` (bench/ is on sys.path)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, timeout_s: float = 60.0) -> None:
+    """Until ``proc`` accepts on 127.0.0.1:``port``; RuntimeError if it exits or times out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("the broker exited")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("the broker did not start")
+
+
+def cpu_seconds(pid: int, group: bool = False) -> float:
+    """User + system CPU of process ``pid``, or (``group``) of every process in its process
+    group (a peer started in its own session: RabbitMQ's launcher runs the Erlang VM as a
+    child). Linux /proc; a process that is gone counts 0."""
+    total = 0
+    for entry in os.listdir("/proc") if group else [str(pid)]:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if not group or int(fields[2]) == pid:
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
