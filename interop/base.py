@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 
@@ -100,7 +101,7 @@ class Credentials:
     secret: str
 
 
-class Client:
+class Client(ABC):
     """One client library. Subclasses set the class attributes and implement produce/consume.
 
     `protocol` is "remoting", "kafka", "stomp" or "amqp". `lacks` maps a scenario to why the
@@ -120,8 +121,9 @@ class Client:
         self.ep = ep
         self.creds = creds
 
+    @abstractmethod
     def version(self) -> str:
-        raise NotImplementedError
+        ...
 
     def check(self) -> None:
         """Raise Missing when the client cannot run here; install or build it if needed."""
@@ -130,14 +132,14 @@ class Client:
         """Called before anything is produced to `topic` for a consumer `group` (AMQP binds
         its queue here: a binding sees only what is published after it)."""
 
+    @abstractmethod
     def produce(self, topic: str, msgs: list[Out], *, ordered: bool = False,
                 compression: str | None = None) -> None:
         """Send and wait for every acknowledgement; raise on any failure."""
-        raise NotImplementedError
 
+    @abstractmethod
     def consume(self, topic: str, group: str, c: Consume) -> list[In]:
         """Consume as `c` says and return the deliveries in order of arrival."""
-        raise NotImplementedError
 
     def transaction(self, topic: str, commit: list[Out], abort: list[Out]) -> None:
         """Send `commit` in a committed transaction and `abort` in an aborted one."""

@@ -15,6 +15,7 @@ import queue
 import subprocess
 import threading
 import time
+from abc import abstractmethod
 from pathlib import Path
 
 from ..base import Client, Consume, In, Out
@@ -37,8 +38,9 @@ def in_from_json(d: dict) -> In:
 class DriverClient(Client):
     """Subclasses give `command()`; requests carry the endpoints and credentials."""
 
+    @abstractmethod
     def command(self) -> list[str]:
-        raise NotImplementedError
+        """The driver's command line."""
 
     def env(self) -> dict[str, str]:
         return dict(os.environ)
