@@ -49,6 +49,7 @@ from typing import Any, TypeVar
 from crc32c import crc32c
 from rocketport.core.batch import HEADER_SIZE, Record, build_batch
 from rocketport.core.batch.record_batch import (
+    ATTR_CONTROL,
     HEADER,
     iter_records,
     parse_header,
@@ -61,6 +62,7 @@ PARTITIONS = 4
 CONSUME_PASSES = 5
 PRODUCE_PASSES = 3  # each adds n records to the topic
 RAW_PASSES = 3
+RAW_TXN_PASSES = 3  # also with --quick: a raw transactional pass takes a fraction of a second
 LATENCY_PASSES = 3
 RECORDS_PER_BATCH = 1000
 IN_FLIGHT = 32
@@ -69,6 +71,8 @@ FETCH_V = 12
 FETCH_BYTES = 8 << 20
 _SIZE = struct.Struct(">i")
 _U32 = struct.Struct(">I")
+_I32 = struct.Struct(">i")
+_BASE_SEQUENCE = 53  # where a batch header's base sequence is
 T = TypeVar("T")
 
 
@@ -158,22 +162,25 @@ def count_records(blob: memoryview, fetch_offset: int) -> tuple[int, int]:
         if pos + 12 + length > end:
             break  # a partial batch at the end of the response
         last = base + last_delta
-        if last >= fetch_offset:
+        if fields[5] & ATTR_CONTROL:  # a transaction marker: not a record of the topic's
+            next_offset = max(next_offset, last + 1)
+        elif last >= fetch_offset:
             count += last - max(base, fetch_offset) + 1
             next_offset = last + 1
         pos += 12 + length
     return count, next_offset
 
 
-async def raw_fetch(port: int, topic: str, messages: int) -> float:
-    """Seconds to read ``messages`` records from offset 0 of every partition, pipelined."""
+async def raw_fetch(port: int, topic: str, messages: int, isolation_level: int = 0) -> float:
+    """Seconds to read ``messages`` records from offset 0 of every partition, pipelined
+    (``isolation_level`` 1: read_committed)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     offsets = [0] * PARTITIONS
     total = 0
 
     def request(p: int) -> bytes:
         return frame(1, FETCH_V, p, {"max_wait_ms": 500, "min_bytes": 1, "max_bytes": FETCH_BYTES,
-                                     "isolation_level": 0, "topics": [{"topic": topic, "partitions": [
+                                     "isolation_level": isolation_level, "topics": [{"topic": topic, "partitions": [
                                          {"partition": p, "fetch_offset": offsets[p],
                                           "partition_max_bytes": FETCH_BYTES}]}]})
 
@@ -189,6 +196,115 @@ async def raw_fetch(port: int, topic: str, messages: int) -> float:
         total += n
         writer.write(request(correlation))
     elapsed = time.perf_counter() - started
+    writer.close()
+    return elapsed
+
+
+# --------------------------------------------------------------------------- raw transactions
+def _produce_template(topic: str, size: int, per_partition: int, acks: int, transactional_id: str | None = None,
+                      producer_id: int = -1, producer_epoch: int = -1) -> tuple[bytearray, list[int], int]:
+    """A Produce request carrying one batch of ``per_partition`` records for every partition
+    (as librdkafka sends one request per broker), where each batch starts in it and the
+    batches' length: a transaction's sequences are then a patch and a CRC32C per batch."""
+    batch = build_batch([Record(i, 0, None, bytes(size)) for i in range(per_partition)],
+                        base_timestamp=int(time.time() * 1000), producer_id=producer_id,
+                        producer_epoch=producer_epoch, base_sequence=0 if producer_id >= 0 else -1,
+                        transactional=transactional_id is not None)
+    template = bytearray(frame(0, PRODUCE_V, 0, {
+        "transactional_id": transactional_id, "acks": acks, "timeout_ms": 30000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": p, "records": batch} for p in range(PARTITIONS)]}]}))
+    starts, at = [], 0
+    for _ in range(PARTITIONS):  # the batches are equal: search onwards
+        at = template.find(batch, at)
+        starts.append(at)
+        at += len(batch)
+    return template, starts, len(batch)
+
+
+def _set_sequence(template: bytearray, starts: list[int], size: int, sequence: int) -> bytes:
+    """The template with every batch's base sequence set to ``sequence`` (CRC recomputed)."""
+    view = memoryview(template)
+    for at in starts:
+        _I32.pack_into(template, at + _BASE_SEQUENCE, sequence)
+        _U32.pack_into(template, at + 17, crc32c(view[at + 21:at + size]))
+    return bytes(template)
+
+
+def _check_produce(data: bytes) -> None:
+    _, pos = codec.decode_response_header(0, PRODUCE_V, data)
+    for part in codec.decode_response(0, PRODUCE_V, memoryview(data)[pos:])["responses"][0]["partition_responses"]:
+        if part["error_code"]:
+            raise RuntimeError(f"produce failed with error {part['error_code']}")
+
+
+async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes, api_key: int,
+                version: int) -> dict[str, Any]:
+    writer.write(request)
+    data = await read_frame(reader)
+    _, pos = codec.decode_response_header(api_key, version, data)
+    return codec.decode_response(api_key, version, memoryview(data)[pos:])
+
+
+async def raw_txn_produce(port: int, topic: str, size: int, messages: int, per_txn: int) -> float:
+    """Seconds to commit ``messages`` records in transactions of ``per_txn`` (after
+    InitProducerId), as a transactional client must order them: AddPartitionsToTxn (every
+    partition) and its answer, then the transaction's Produce (acks=-1, one batch per
+    partition, sequences running on across transactions) and its answer, then
+    EndTxn(commit) and its answer before the next transaction begins."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    txn_id = f"bench-raw-{time.monotonic_ns()}"
+    init = await _call(reader, writer, frame(22, 4, 0, {"transactional_id": txn_id, "transaction_timeout_ms": 60000,
+                                                        "producer_id": -1, "producer_epoch": -1}), 22, 4)
+    if init["error_code"]:
+        raise RuntimeError(f"InitProducerId failed with error {init['error_code']}")
+    pid, epoch = init["producer_id"], init["producer_epoch"]
+    add = frame(24, 3, 0, {"v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": pid,
+                           "v3_and_below_producer_epoch": epoch,
+                           "v3_and_below_topics": [{"name": topic, "partitions": list(range(PARTITIONS))}]})
+    commit = frame(26, 3, 0, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch,
+                              "committed": True})
+    per_partition = per_txn // PARTITIONS
+    template, starts, batch_size = _produce_template(topic, size, per_partition, -1, txn_id, pid, epoch)
+    started = time.perf_counter()
+    for t in range(messages // per_txn):
+        added = await _call(reader, writer, add, 24, 3)
+        codes = [r["partition_error_code"] for topic_result in added["results_by_topic_v3_and_below"]
+                 for r in topic_result["results_by_partition"]]
+        if any(codes):
+            raise RuntimeError(f"AddPartitionsToTxn failed: {codes}")
+        writer.write(_set_sequence(template, starts, batch_size, t * per_partition))
+        _check_produce(await read_frame(reader))
+        ended = await _call(reader, writer, commit, 26, 3)
+        if ended["error_code"]:
+            raise RuntimeError(f"EndTxn failed with error {ended['error_code']}")
+    elapsed = time.perf_counter() - started
+    writer.close()
+    return elapsed
+
+
+async def raw_plain_produce(port: int, topic: str, size: int, messages: int, per_request: int) -> float:
+    """Seconds to have ``messages`` records acknowledged (acks=-1) in requests shaped as the
+    transactional producer's (``per_request`` records, one batch per partition), IN_FLIGHT
+    deep: the plain figure the transactional one is held against."""
+    template, _, _ = _produce_template(topic, size, per_request // PARTITIONS, -1)
+    request = bytes(template)
+    requests = messages // per_request
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    window = asyncio.Semaphore(IN_FLIGHT)
+
+    async def send_all() -> None:
+        for _ in range(requests):
+            await window.acquire()
+            writer.write(request)
+            await writer.drain()
+
+    started = time.perf_counter()
+    sender = asyncio.create_task(send_all())
+    for _ in range(requests):
+        _check_produce(await read_frame(reader))
+        window.release()
+    elapsed = time.perf_counter() - started
+    await sender
     writer.close()
     return elapsed
 
@@ -526,7 +642,7 @@ def run_cases(targets: list[Target], args: argparse.Namespace) -> None:
             rows = best(case, per_target, floor)
             if case.startswith("produce"):
                 report(f"{case}_mb", "MB/s", None, mb(rows, 100), targets)
-    if not args.skip_confluent and not args.latency_only and not args.skip_transactions:
+    if not args.latency_only and not args.skip_transactions:
         transactional_rows(targets[0], args, run)
     if args.quick:
         return
@@ -552,11 +668,44 @@ def run_cases(targets: list[Target], args: argparse.Namespace) -> None:
 def transactional_rows(target: Target, args: argparse.Namespace, run: Callable[..., Any]) -> None:
     """Transactional produce beside plain produce (both acks=all), then read_committed
     beside read_uncommitted over the transactional topic, on Rocketport alone; the floors
-    are fractions of the plain figures of this run."""
-    n, per_txn = args.messages // 2, 1000
-    passes = 2 if args.quick else PRODUCE_PASSES
-    for topic in ("txn-plain-100B", "txn-100B"):
+    are fractions of the plain figures of this run. First with the bench's raw clients
+    (the broker's figures; each pair's passes alternate, so both see the same minutes of
+    the machine), then with confluent-kafka (the library's)."""
+    per_txn = 1000
+    for topic in ("txn-raw-plain-100B", "txn-raw-100B", "txn-plain-100B", "txn-100B"):
         run(create_topic(target.port, topic))
+
+    def paired(n: int, first: tuple[Callable[..., Any], ...], second: tuple[Callable[..., Any], ...]
+               ) -> list[tuple[float, float, list[float]]]:
+        """RAW_TXN_PASSES passes of two raw cases (coroutine and arguments), alternating who
+        goes first: (best msg/s, mean broker CPU µs per message, every pass) for each."""
+        runs: list[list[tuple[float, float]]] = [[], []]
+        cases = (first, second)
+        for i in range(RAW_TXN_PASSES):
+            for k in ((0, 1) if i % 2 == 0 else (1, 0)):
+                coroutine, *case_args = cases[k]
+                runs[k].append(measure(target, n, lambda port, *a: n / run(coroutine(port, *a)), *case_args))
+        return [(max(r for r, _ in rs), sum(c for _, c in rs) / len(rs), [round(r) for r, _ in rs]) for rs in runs]
+
+    n = args.messages
+    (plain, plain_cpu, plain_runs), (txn, txn_cpu, txn_runs) = paired(
+        n, (raw_plain_produce, "txn-raw-plain-100B", 100, n, per_txn), (raw_txn_produce, "txn-raw-100B", 100, n, per_txn))
+    emit("produce_100B_raw_acksall_plain", plain, "msg/s", None, broker_cpu_us_per_msg=round(plain_cpu, 3),
+         runs=plain_runs, records_per_request=per_txn)
+    emit(f"produce_100B_raw_txn{per_txn}", txn, "msg/s", round(0.7 * plain, 1), broker_cpu_us_per_msg=round(txn_cpu, 3),
+         runs=txn_runs, ratio=round(txn / plain, 3))
+    # the fetch passes read the transactional topic's first n records (committed, with markers)
+    (uncommitted, u_cpu, u_runs), (committed, c_cpu, c_runs) = paired(
+        n, (raw_fetch, "txn-raw-100B", n, 0), (raw_fetch, "txn-raw-100B", n, 1))
+    emit("fetch_100B_raw_txn_read_uncommitted", uncommitted, "msg/s", None, broker_cpu_us_per_msg=round(u_cpu, 3),
+         runs=u_runs)
+    emit("fetch_100B_raw_txn_read_committed", committed, "msg/s", round(0.8 * uncommitted, 1),
+         broker_cpu_us_per_msg=round(c_cpu, 3), runs=c_runs, ratio=round(committed / uncommitted, 3))
+    if args.skip_confluent:
+        return
+
+    n = args.messages // 2
+    passes = 2 if args.quick else PRODUCE_PASSES
 
     def best_of(case: Callable[..., float], *case_args: Any, passes: int = passes) -> tuple[float, float, list[float]]:
         runs = [measure(target, n, case, *case_args) for _ in range(passes)]
