@@ -19,7 +19,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rocketport.core.batch.message_batch import BatchMessage, encode_batch
+from rocketport.core.batch.message_batch import ENTRY_HEAD, MIN_ENTRY_SIZE, PROPS_LEN
 from rocketport.core.message import (
     COMPRESSED_FLAG,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -48,6 +48,33 @@ _RETRY_CODES = frozenset({ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT
                           ResponseCode.SYSTEM_ERROR, ResponseCode.SYSTEM_BUSY,
                           ResponseCode.NO_PERMISSION, ResponseCode.NO_BUYER_ID,
                           ResponseCode.NOT_IN_CURRENT_UNIT})
+
+
+_UNIQ_HEAD = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode() + b"\x01"
+
+
+def _batch_body(msgs: Sequence[Message], ids: list[str], topic: str) -> bytes:
+    """A batch send's body (`core.batch.message_batch` layout, magic and CRC zero as
+    clients write them): each entry's properties with its unique id last. A message with
+    no properties, tags or keys (the common case) skips building a dict for them."""
+    parts: list[bytes] = []
+    append = parts.append
+    pack_head, pack_len, fixed = ENTRY_HEAD.pack, PROPS_LEN.pack, MIN_ENTRY_SIZE
+    for msg, uniq in zip(msgs, ids):
+        if msg.topic != topic:
+            raise ClientError("a batch holds messages of one topic", ResponseCode.MESSAGE_ILLEGAL)
+        if msg.delay_level or msg.deliver_at is not None:
+            raise ClientError("a batch cannot hold delayed messages", ResponseCode.MESSAGE_ILLEGAL)
+        head = encode_properties(msg.wire_properties()) if msg.properties or msg.tags or msg.keys else b""
+        props = b"%s%s%s\x02" % (head, _UNIQ_HEAD, uniq.encode())
+        if len(props) > 0x7FFF:
+            raise ClientError("properties exceed 32767 bytes", ResponseCode.MESSAGE_ILLEGAL)
+        body = msg.body
+        append(pack_head(fixed + len(body) + len(props), 0, 0, 0, len(body)))
+        append(body)
+        append(pack_len(len(props)))
+        append(props)
+    return b"".join(parts)
 
 
 def _send_template(code: RequestCode, batch: bool, oneway: bool) -> JsonFrameTemplate:
@@ -141,16 +168,7 @@ class Producer:
         topic = msgs[0].topic
         check_topic(topic)
         ids = self._ids.next_ids(len(msgs))
-        entries = []
-        for msg, uniq in zip(msgs, ids):
-            if msg.topic != topic:
-                raise ClientError("a batch holds messages of one topic", ResponseCode.MESSAGE_ILLEGAL)
-            if msg.delay_level or msg.deliver_at is not None:
-                raise ClientError("a batch cannot hold delayed messages", ResponseCode.MESSAGE_ILLEGAL)
-            props = msg.wire_properties()
-            props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
-            entries.append(BatchMessage(msg.body, props))
-        body = encode_batch(entries)
+        body = _batch_body(msgs, ids, topic)
         if len(body) > self.max_message_size:
             raise ClientError(f"batch of {len(body)} bytes exceeds {self.max_message_size}",
                               ResponseCode.MESSAGE_ILLEGAL)
