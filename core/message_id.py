@@ -2,12 +2,21 @@
 
 Clients decode an offsetMsgId to name a message by its commit-log offset (END_TRANSACTION,
 queryMsgById), so the broker must turn one back into that offset. The client's unique id
-(``UNIQ_KEY``) is opaque and found through the index instead. Pure functions, no I/O.
+(``UNIQ_KEY``) is opaque and found through the index instead; the broker makes one for a
+message it stores in a batch on a client's behalf (core.batch.gathered), in the client's
+layout (`MessageClientIdGenerator`, also the remoting client's). No I/O.
 """
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
+import itertools
+import os
 import socket
+import struct
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import MessageNotFound
@@ -47,3 +56,55 @@ def decode_offset_msg_id(msg_id: str) -> OffsetMsgId:
         raise MessageNotFound(f"{msg_id!r} is not an offset message id") from None
     return OffsetMsgId(socket.inet_ntoa(raw[:4]), int.from_bytes(raw[4:8], "big"),
                        int.from_bytes(raw[8:], "big"))
+
+
+# --- client unique ids (UNIQ_KEY) ------------------------------------------------------------
+
+
+def _month_start_ms(now_ms: int) -> tuple[int, int]:
+    """[start, next start) of the local calendar month containing `now_ms`, in ms."""
+    now = datetime.datetime.fromtimestamp(now_ms / 1000).astimezone()
+    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    following = (start + datetime.timedelta(days=32)).replace(day=1)
+    return int(start.timestamp() * 1000), int(following.timestamp() * 1000)
+
+
+class MessageClientIdGenerator:
+    """Unique ids laid out as MessageClientIDSetter.createUniqID makes them.
+
+    16 bytes as 32 uppercase hex digits (28 / 56 for an IPv6 host): ip, pid (u16),
+    seed (i32), milliseconds since the start of the month (i32), counter (u16). Brokers
+    treat the id as opaque; using the same layout keeps tools that decode it working.
+    """
+
+    def __init__(
+        self,
+        ip: str = "127.0.0.1",
+        pid: int | None = None,
+        seed: int | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        pid = os.getpid() if pid is None else pid
+        seed = id(self) if seed is None else seed
+        self._prefix = (
+            ipaddress.ip_address(ip).packed + struct.pack(">H", pid & 0xFFFF)
+            + struct.pack(">I", seed & 0xFFFFFFFF)
+        ).hex().upper()
+        self._clock = clock
+        self._counter = itertools.count()
+        self._month_start, self._next_month_start = _month_start_ms(int(clock() * 1000))
+
+    def next_id(self) -> str:
+        return self.next_ids(1)[0]
+
+    def next_ids(self, count: int) -> list[str]:
+        """`count` ids stamped with one clock reading (a batch send's messages)."""
+        now = int(self._clock() * 1000)
+        if now >= self._next_month_start:
+            self._month_start, self._next_month_start = _month_start_ms(now)
+        elapsed = now - self._month_start
+        if -1_000_000 < elapsed < 0:  # clock stepped back (NTP): as Java does, clamp
+            elapsed = 0
+        head = "%s%08X" % (self._prefix, elapsed & 0xFFFFFFFF)
+        counter = self._counter
+        return ["%s%04X" % (head, next(counter) & 0xFFFF) for _ in range(count)]
