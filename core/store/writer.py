@@ -140,6 +140,7 @@ def _batch_records(batch: bytes, start: int, first: int, queue_id: int, shared: 
     pos = 0
     phys = start
     queue_offset = first
+    tagged = TAGS_NEEDLES[1] in batch  # no entry names TAGS (most batches): no lookups
     try:
         while pos < end:
             size, _magic, _crc, flag, body_len = unpack_head(batch, pos)
@@ -156,7 +157,8 @@ def _batch_records(batch: bytes, start: int, first: int, queue_id: int, shared: 
             props = batch[props_at + 2:next_pos]
             properties.append(props)
             cq_entries.append(cq_pack(phys, record_size,
-                                      tags_code_of_value(property_bytes(props, TAGS_NEEDLES))))
+                                      tags_code_of_value(property_bytes(props, TAGS_NEEDLES))
+                                      if tagged else 0))
             offsets.append(phys)
             phys += record_size
             queue_offset += 1
