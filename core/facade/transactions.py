@@ -24,23 +24,14 @@ read_committed fetch reports), `has_pending_txn_offsets`, `transactions_matching
 from __future__ import annotations
 
 import logging
-import struct
-from typing import Final
 
-from ..batch import Record, build_batch
 from ..errors import MessageNotFound, TopicNotFound, TransactionMismatch
 from ..message import PROPERTY_PRODUCER_GROUP, Message
 from ..metadata.topics import TopicConfigManager
-from ..schedule import now_ms
 from ..store.message_store import MessageStore, PutResult
 from ..transaction import TransactionChecker, TransactionCheckService, committed_message, is_half
 from ..txn.coordinator import TxnCoordinator, TxnMetadata
 from ..txn.visibility import AbortedRange
-
-# a control record: key = version 0 and type (0 abort, 1 commit), value = version 0 and
-# the coordinator epoch (one coordinator here: 0), as Kafka writes its markers
-_MARKER_KEYS: Final = {commit: struct.pack(">hh", 0, int(commit)) for commit in (False, True)}
-_MARKER_VALUE: Final = struct.pack(">hi", 0, 0)
 
 # the facade's log lines keep the logger name they have always had, whichever role writes them
 log = logging.getLogger("rocketport.core.broker")
@@ -144,15 +135,10 @@ class TransactionRole:
     def transaction(self, transactional_id: str) -> TxnMetadata | None:
         return self.txn.transactions.get(transactional_id)
 
-    async def _put_marker(self, topic: str, queue_id: int, producer_id: int, producer_epoch: int,
-                          commit: bool) -> int:
-        """The coordinator's marker put: one control batch, stored like a producer's batch
+    async def _put_marker(self, topic: str, queue_id: int, batch: bytes, timestamp: int) -> int:
+        """The coordinator's marker put: its control batch, stored like a producer's batch
         (whatever the topic's perm: a transaction must end); returns its offset."""
         if self.topics.get(topic) is None:  # deleted since: no queue to end anything in
             raise TopicNotFound(topic)
-        now = now_ms()
-        batch = build_batch([Record(0, 0, _MARKER_KEYS[commit], _MARKER_VALUE)], base_timestamp=now,
-                            producer_id=producer_id, producer_epoch=producer_epoch,
-                            transactional=True, control=True)
-        result = await self.store.put_inner_batch(topic, queue_id, batch, 1, born_timestamp=now)
+        result = await self.store.put_inner_batch(topic, queue_id, batch, 1, born_timestamp=timestamp)
         return result.queue_offset

@@ -17,10 +17,12 @@ import asyncio
 import enum
 import logging
 import os
+import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ..batch import Record, build_batch
 from ..errors import BrokerError
 from ..schedule import now_ms
 from .errors import (
@@ -40,7 +42,13 @@ FIRST_PRODUCER_ID: Final = 1 << 32  # transactional producer ids, apart from ide
 _MAX_EPOCH: Final = 32766  # past it the id gets a new producer id (epoch 32767 is reserved)
 
 Queue = tuple[str, int]
-PutMarker = Callable[[str, int, int, int, bool], Awaitable[int]]
+# (topic, queue id, control batch, its timestamp) -> the marker's offset
+PutMarker = Callable[[str, int, bytes, int], Awaitable[int]]
+
+# a control record: key = version 0 and type (0 abort, 1 commit), value = version 0 and
+# the coordinator epoch (one coordinator here: 0), as Kafka writes its markers
+_MARKER_KEYS: Final = {commit: struct.pack(">hh", 0, int(commit)) for commit in (False, True)}
+_MARKER_VALUE: Final = struct.pack(">hi", 0, 0)
 
 
 class TxnState(enum.Enum):
@@ -84,6 +92,14 @@ class TxnMetadata:
         return cls(d["id"], int(d["pid"]), int(d["epoch"]), int(d["timeout"]), TxnState(d["state"]),
                    int(d["start"]), {(t, int(q)): int(o) for t, q, o in d["parts"]},
                    set(d["groups"]), {(g, t, int(q)): (int(o), m) for g, t, q, o, m in d["offsets"]})
+
+
+async def _settled(put: Awaitable[int]) -> int | BaseException:
+    """A marker put's offset, or the exception it raised (as gather's return_exceptions)."""
+    try:
+        return await put
+    except Exception as exc:  # noqa: BLE001 - sorted by the caller, as gather's outcomes
+        return exc
 
 
 class TxnCoordinator:
@@ -297,9 +313,16 @@ class TxnCoordinator:
         pid = meta.producer_id
         for topic, queue_id in meta.partitions:  # before the markers: readers must skip them
             self._queue(topic, queue_id)
-        # every queue's marker at once (under SYNC_FLUSH they share the group commit)
-        markers = await asyncio.gather(*(self._put_marker(topic, queue_id, pid, meta.producer_epoch, commit)
-                                         for topic, queue_id in meta.partitions), return_exceptions=True)
+        # one control batch for every queue (a put copies it, with the queue's offset)
+        now = now_ms()
+        batch = build_batch([Record(0, 0, _MARKER_KEYS[commit], _MARKER_VALUE)], base_timestamp=now,
+                            producer_id=pid, producer_epoch=meta.producer_epoch, transactional=True, control=True)
+        if self.log.sync:  # every queue's marker at once: they share the group commit
+            markers = await asyncio.gather(*(self._put_marker(topic, queue_id, batch, now)
+                                             for topic, queue_id in meta.partitions), return_exceptions=True)
+        else:  # a put returns once stored, without waiting: no task per marker
+            markers = [await _settled(self._put_marker(topic, queue_id, batch, now))
+                       for topic, queue_id in meta.partitions]
         for ((topic, queue_id), first), marker in zip(meta.partitions.items(), markers):
             if isinstance(marker, BaseException):
                 if not isinstance(marker, BrokerError):

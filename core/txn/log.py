@@ -23,6 +23,8 @@ from ..store.checkpoint import write_atomically
 
 log = logging.getLogger(__name__)
 
+_encode = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, not one per line
+
 
 class CoordinatorLog:
     def __init__(self, path: str, *, sync: bool, compact_after: int = 20_000) -> None:
@@ -62,7 +64,7 @@ class CoordinatorLog:
     def append(self, record: dict[str, Any]) -> None:
         if self._fd is None:
             self.open()
-        os.write(self._fd, json.dumps(record, separators=(",", ":")).encode() + b"\n")
+        os.write(self._fd, _encode(record).encode() + b"\n")
         self.lines += 1
 
     async def flushed(self) -> None:
@@ -82,7 +84,7 @@ class CoordinatorLog:
 
     def rewrite(self, records: Iterable[dict[str, Any]]) -> None:
         """Replace the log by ``records`` (a snapshot), atomically."""
-        lines = [json.dumps(r, separators=(",", ":")) for r in records]
+        lines = [_encode(r) for r in records]
         self.close()
         write_atomically(self.path, ("\n".join(lines) + "\n").encode() if lines else b"")
         self.lines = len(lines)
