@@ -115,10 +115,20 @@ def _head_end(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
     return -1, -1
 
 
-def parse_frame(buf: bytes | bytearray, pos: int, version: str,
-                limits: Limits) -> tuple[Frame, int] | None:
+Heads = dict[bytes, tuple[str, dict[str, str], int]]
+_HEADS_MAX: Final = 256  # distinct command-and-header blocks a connection's cache holds
+_HEAD_CACHED_MAX: Final = 512  # octets: longer heads are parsed every time
+
+
+def parse_frame(buf: bytes | bytearray, pos: int, version: str, limits: Limits,
+                heads: Heads | None = None) -> tuple[Frame, int] | None:
     """The frame starting at ``buf[pos]`` (heart-beats already skipped) and the position
-    after it, or None when more bytes are needed. Raises FrameError."""
+    after it, or None when more bytes are needed. Raises FrameError.
+
+    ``heads``: one connection's parsed command-and-header blocks (same version, same
+    limits), by their octets. A pipelining client repeats the same block frame after frame;
+    a hit skips decoding, splitting and unescaping, and gives the same ``headers`` dict
+    again, which callers therefore treat as read-only (and may recognise by identity)."""
     head_end, body_start = _head_end(buf, pos)
     if head_end < 0:
         if len(buf) - pos > limits.max_head:
@@ -126,6 +136,37 @@ def parse_frame(buf: bytes | bytearray, pos: int, version: str,
         if buf.find(b"\0", pos) >= 0:
             raise FrameError("a NUL octet before the end of the headers")
         return None
+    if heads is not None and head_end - pos <= _HEAD_CACHED_MAX:
+        key = bytes(buf[pos:head_end])
+        hit = heads.get(key)
+        if hit is None:
+            hit = _parse_head(buf, pos, head_end, version, limits)
+            if len(heads) >= _HEADS_MAX:
+                heads.clear()
+            heads[key] = hit
+    else:
+        hit = _parse_head(buf, pos, head_end, version, limits)
+    command, headers, length = hit
+    if length >= 0:
+        end = body_start + length
+        if len(buf) <= end:
+            return None
+        if buf[end] != 0:
+            raise FrameError("the body does not end with NUL after content-length octets")
+    else:
+        end = buf.find(b"\0", body_start)
+        if end < 0:
+            if len(buf) - body_start > limits.max_body:
+                raise FrameError(f"a body exceeds the limit of {limits.max_body} octets")
+            return None
+        if end - body_start > limits.max_body:
+            raise FrameError(f"a body exceeds the limit of {limits.max_body} octets")
+    return Frame(command, headers, bytes(buf[body_start:end])), end + 1
+
+
+def _parse_head(buf: bytes | bytearray, pos: int, head_end: int, version: str,
+                limits: Limits) -> tuple[str, dict[str, str], int]:
+    """(command, headers, content-length or -1) of the block ``buf[pos:head_end]``."""
     if head_end - pos > limits.max_head:
         raise FrameError("the frame's command and headers exceed the size limit")
     try:
@@ -158,27 +199,15 @@ def parse_frame(buf: bytes | bytearray, pos: int, version: str,
         if name not in headers:  # repeated: the first one counts
             headers[name] = value
     length_text = headers.get("content-length")
-    if length_text is not None:
-        length_text = length_text.strip()
-        if not length_text.isdigit() or not length_text.isascii():
-            raise FrameError(f"content-length {length_text[:32]!r} is not a non-negative integer")
-        length = int(length_text)
-        if length > limits.max_body:
-            raise FrameError(f"a body of {length} octets exceeds the limit of {limits.max_body}")
-        end = body_start + length
-        if len(buf) <= end:
-            return None
-        if buf[end] != 0:
-            raise FrameError("the body does not end with NUL after content-length octets")
-    else:
-        end = buf.find(b"\0", body_start)
-        if end < 0:
-            if len(buf) - body_start > limits.max_body:
-                raise FrameError(f"a body exceeds the limit of {limits.max_body} octets")
-            return None
-        if end - body_start > limits.max_body:
-            raise FrameError(f"a body exceeds the limit of {limits.max_body} octets")
-    return Frame(command, headers, bytes(buf[body_start:end])), end + 1
+    if length_text is None:
+        return command, headers, -1
+    length_text = length_text.strip()
+    if not length_text.isdigit() or not length_text.isascii():
+        raise FrameError(f"content-length {length_text[:32]!r} is not a non-negative integer")
+    length = int(length_text)
+    if length > limits.max_body:
+        raise FrameError(f"a body of {length} octets exceeds the limit of {limits.max_body}")
+    return command, headers, length
 
 
 # ---------------------------------------------------------------------------- writing

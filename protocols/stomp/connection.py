@@ -7,14 +7,15 @@ the specification says). The negotiated version, which decides header escaping b
 is set by the session once it has answered CONNECT (`negotiated`): until then parsing
 stops after a CONNECT frame, so frames pipelined behind it are read with the version's
 escaping, not 1.0's. Same shape as the remoting and Kafka
-connections: no asyncio, no sockets, never raises whatever it is fed.
+connections: no asyncio, no sockets, never raises whatever it is fed. Frames with the same
+command and headers share one parsed ``headers`` dict (`codec.parse_frame`): read-only.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .codec import V10, Frame, FrameError, Limits, parse_frame, serialize, skip_eols
+from .codec import V10, Frame, FrameError, Heads, Limits, parse_frame, serialize, skip_eols
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +31,7 @@ _COMPACT_AT = 1 << 16
 
 
 class StompConnection:
-    __slots__ = ("limits", "version", "_buf", "_pos", "_failed", "_connected")
+    __slots__ = ("limits", "version", "_buf", "_pos", "_failed", "_connected", "_heads")
 
     def __init__(self, limits: Limits | None = None) -> None:
         self.limits = limits or Limits()
@@ -39,11 +40,13 @@ class StompConnection:
         self._pos = 0
         self._failed = False
         self._connected = False
+        self._heads: Heads = {}  # parsed header blocks, once the version is known
 
     def negotiated(self, version: str) -> list[Event]:
         """CONNECT was accepted with ``version``: the frames already buffered behind it."""
         self.version = version
         self._connected = True
+        self._heads.clear()
         return self.receive_data(b"")
 
     @property
@@ -67,7 +70,8 @@ class StompConnection:
                 pos = skip_eols(buf, pos)
                 if pos >= len(buf):
                     break
-                parsed = parse_frame(buf, pos, self.version, self.limits)
+                parsed = parse_frame(buf, pos, self.version, self.limits,
+                                     self._heads if self._connected else None)
                 if parsed is None:
                     break
                 frame, pos = parsed

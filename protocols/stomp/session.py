@@ -3,8 +3,10 @@
 Frames are handled in the order they arrive and their answers (RECEIPT, ERROR) leave in
 that order, but a SEND's store write does not hold back the frames behind it: each frame's
 handler starts at once (`eager.start`) and only its answer waits its turn, so a pipelining
-producer under SYNC_FLUSH has many writes in one fsync. At most ``max_in_flight`` frames
-wait for their answer; past that, reading pauses. DISCONNECT is answered once everything
+producer under SYNC_FLUSH has many writes in one fsync. A run of plain SENDs to one topic
+that came in one read is stored with one call (`_put_lane`), with a receipt per frame as
+asked; a pipelining producer's repeated header block is turned into a message once
+(`_plan`). At most ``max_in_flight`` frames wait for their answer; past that, reading pauses. DISCONNECT is answered once everything
 before it is, so its RECEIPT means every earlier SEND is stored (synced under SYNC_FLUSH).
 
 Consuming is the core's delivery engine (`core.delivery`): SUBSCRIBE joins a group
@@ -25,6 +27,7 @@ asked for one) and the connection closes; nothing here can reach another connect
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import secrets
@@ -37,6 +40,7 @@ from typing import Any, Final
 from rocketport.core import message as _message
 from rocketport.core.auth.plain_acl import PUB, SUB, Account, AclError, PlainAcl, group_resource
 from rocketport.core.broker import Broker
+from rocketport.core.dedup import PROPERTY_DEDUP_KEY
 from rocketport.core.delivery import Delivery, DeliveryGroup, Source, Subscriber
 from rocketport.core.errors import BrokerError
 from rocketport.core.filter import FilterError
@@ -44,16 +48,16 @@ from rocketport.core.message import (
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TRANSACTION_PREPARED,
     Message,
     encode_properties,
 )
 from rocketport.core.schedule import needs_schedule
-from rocketport.core.store.message_store import EncodedPut
 
 from .. import eager
 from ..session_base import Session
 from . import destinations
-from .codec import V10, V12, VERSIONS, Frame, Limits
+from .codec import V10, V12, VERSIONS, Frame, Limits, escape
 from .connection import ProtocolError, StompConnection
 from .destinations import QUEUE, Destination, DestinationError
 
@@ -77,8 +81,9 @@ _HIDDEN: Final = frozenset(value for name, value in vars(_message).items()
     "x-reconsume-times", "x-tags", "x-keys"}
 _ACK_MODES: Final = ("auto", "client", "client-individual")
 _DESTINATION_CACHE: Final = 1024
+_BATCH_BYTES: Final = 1 << 20  # per gathered put (maxMessageSize bounds the whole batch)
 _STORED: Final = eager.Done()
-_BATCH_BYTES: Final = 1 << 20  # SYNC_FLUSH: bodies per shared append (a batch's size limit is the whole batch's)
+_RECORD_OVERHEAD: Final = 64  # a gathered record's own octets (head, UNIQ_KEY) beside its properties
 
 
 class StompError(Exception):
@@ -120,6 +125,16 @@ class _Subscription:
     sub: Subscriber | None = None
     unacked: dict[int, None] = field(default_factory=dict)  # delivery tags, in delivery order
     head: bytes = b""  # the start of each MESSAGE frame, encoded once
+
+
+@dataclass(slots=True)
+class _SendPlan:
+    """What every plain SEND with one header block stores: its topic and properties."""
+
+    topic: str
+    properties: dict[str, str]  # shared by every message of the plan: read-only
+    encoded: bytes  # the properties as the store takes them
+    overhead: int  # octets a message takes in a gathered batch beside its body (about)
 
 
 @dataclass(slots=True)
@@ -173,7 +188,11 @@ class StompSession(Session):
         self._temp_prefix = f"stomp-temp-{secrets.token_hex(4)}"
         self._subs: dict[str, _Subscription] = {}
         self._dests: dict[str, Destination] = {}  # parsed destinations, by their text
+        self._last_plan: tuple[dict[str, str], _SendPlan | None] | None = None  # see _plan
         self._sync = ctx.broker.config.flush_disk_type == "SYNC_FLUSH"
+        self._tag_header = ctx.broker.config.kafka_tag_header
+        self._hidden_tagged = _HIDDEN | {self._tag_header}
+        self._lane_cap = min(_BATCH_BYTES, ctx.broker.config.max_message_size // 2)
         self._by_serial: dict[int, _Subscription] = {}
         self._tx: dict[str, list[Frame]] = {}
         self._queue: deque[_Pending] = deque()
@@ -290,24 +309,28 @@ class StompSession(Session):
 
     def _start_frames(self, backlog: deque[Frame | ProtocolError], queue: deque[_Pending],
                       limit: int) -> None:
-        lane: list[tuple[Any, str | None]] = []  # SENDs taken (see _take), with their receipts
+        # a run of plain SENDs to one topic (see _plan): bodies, plans and receipts
+        bodies: list[bytes] = []
+        plans: list[_SendPlan] = []
+        receipts: list[str | None] = []
         lane_bytes = 0
-        sync = self._sync
-        while backlog and len(queue) + len(lane) < limit and not self._closing:
+        cap = self._lane_cap
+        while backlog and len(queue) + len(bodies) < limit and not self._closing:
             event = backlog.popleft()
             if type(event) is Frame and event.command == "SEND" and self.connected:
-                taken = self._take_synced(event) if sync else self._take(event)
-                if taken is not None:
-                    if sync and lane and (taken.topic != lane[0][0].topic
-                                          or lane_bytes + len(event.body) > _BATCH_BYTES):
-                        self._put_lane(lane)
-                        lane_bytes = 0
-                    lane.append((taken, event.headers.get("receipt")))
-                    lane_bytes += len(event.body)
+                plan = self._plan(event.headers)
+                if plan is not None and (size := len(event.body) + plan.overhead) <= cap:
+                    if bodies and (plan.topic != plans[0].topic or lane_bytes + size > cap):
+                        self._put_lane(bodies, plans, receipts)
+                        bodies, plans, receipts, lane_bytes = [], [], [], 0
+                    bodies.append(event.body)
+                    plans.append(plan)
+                    receipts.append(event.headers.get("receipt"))
+                    lane_bytes += size
                     continue
-            if lane:
-                self._put_lane(lane)
-                lane_bytes = 0
+            if bodies:
+                self._put_lane(bodies, plans, receipts)
+                bodies, plans, receipts, lane_bytes = [], [], [], 0
             if type(event) is ProtocolError:
                 self._answer_in_turn(eager.Done(error=StompError(event.reason)), None)
                 backlog.clear()
@@ -328,66 +351,51 @@ class StompSession(Session):
             else:
                 outcome = eager.start(handler(self, frame))
             self._answer_in_turn(outcome, receipt)
-        if lane:
-            self._put_lane(lane)
+        if bodies:
+            self._put_lane(bodies, plans, receipts)
 
     # ------------------------------------------------------------------ the send lane
-    def _take(self, frame: Frame) -> EncodedPut | None:
-        """A plain SEND the broker can store as it is (`Broker.accept_now`: an existing
-        writable topic, no delay, ASYNC_FLUSH) as the store takes it; None for the handler
-        (which also names what is wrong with it)."""
-        if "transaction" in frame.headers:
-            return None
-        try:
-            msg = self._message(frame)
-        except (StompError, DestinationError):
-            return None
-        props = encode_properties(msg.properties)
-        accepted = self.broker.accept_now(msg.topic, -1, props, 0)
-        if accepted is None:
-            return None
-        return (msg.topic, accepted[0], msg.body, props, accepted[1], 0, 0, 0, self.peer, 0)
-
-    def _take_synced(self, frame: Frame) -> Message | None:
-        """Under SYNC_FLUSH: a plain SEND (no transaction, no delay) that may share one
-        append and one fsync wait with the SENDs to its topic around it; None for the
-        handler."""
-        if "transaction" in frame.headers:
-            return None
-        try:
-            msg = self._message(frame)
-        except (StompError, DestinationError):
-            return None
-        return None if needs_schedule(msg.properties) else msg
-
-    def _put_lane(self, lane: list[tuple[Any, str | None]]) -> None:
-        """Store the SENDs taken from one read: under ASYNC_FLUSH in one append
-        (`Broker.put_now`), under SYNC_FLUSH a run to one topic in one `put_messages`
-        (one append, one wait for the fsync). Each is answered in its turn like any
-        frame."""
-        if self._sync:
-            outcome = eager.start(self.broker.put_messages([msg for msg, _ in lane]))
-            last = len(lane) - 1
-            for i, (_, receipt) in enumerate(lane):
-                self._answer_in_turn(outcome, receipt, notify=i == last)
-            lane.clear()
-            return
-        try:
-            results: list[Any] = self.broker.put_now([item for item, _ in lane])
-        except BrokerError as exc:  # the store refused them all
-            results = [exc] * len(lane)
+    def _put_lane(self, bodies: list[bytes], plans: list[_SendPlan],
+                  receipts: list[str | None]) -> None:
+        """Store a run of plain SENDs to one topic that came in one read, then answer each
+        frame in its turn like any other. ASYNC_FLUSH: as plain records in one append
+        (`Broker.put_now`), the cheapest form to store and to read back one by one.
+        SYNC_FLUSH, or when `Broker.accept_now` refuses (a topic to auto-create...): as
+        one inner batch (`Broker.put_gathered`: one append, one wait for the fsync)."""
         queue = self._queue
-        for (_, receipt), result in zip(lane, results):
-            outcome = eager.Done(error=result) if isinstance(result, BrokerError) else _STORED
-            queue.append(_Pending(outcome, receipt))
-        lane.clear()
+        outcomes = None if self._sync else self._put_now(bodies, plans)
+        if outcomes is None:
+            outcome = eager.start(self.broker.put_gathered(
+                plans[0].topic, list(zip(bodies, [p.properties for p in plans])), born_host=self.peer))
+            queue.extend([_Pending(outcome, receipt) for receipt in receipts])
+            if type(outcome) is not eager.Done:
+                outcome.add_done_callback(self._on_done)
+            return
+        queue.extend([_Pending(outcome, receipt) for outcome, receipt in zip(outcomes, receipts)])
 
-    def _answer_in_turn(self, outcome: asyncio.Future | eager.Done, receipt: str | None,
-                        notify: bool = True) -> None:
-        """Queue a frame's outcome for answering in order; ``notify``: answer when it
-        completes (frames sharing one outcome need that once)."""
+    def _put_now(self, bodies: list[bytes], plans: list[_SendPlan]) -> list[eager.Done] | None:
+        """One outcome per message stored with `Broker.put_now` (a plan's queue and tags
+        code asked once a run), or None when the broker wants them put another way."""
+        broker, peer = self.broker, self.peer
+        puts = []
+        last = None
+        for body, plan in zip(bodies, plans):
+            if plan is not last:
+                accepted = broker.accept_now(plan.topic, -1, plan.encoded, 0)
+                if accepted is None:
+                    return None
+                last = plan
+            puts.append((plan.topic, accepted[0], body, plan.encoded, accepted[1], 0, 0, 0, peer, 0))
+        try:
+            results: list[Any] = broker.put_now(puts)
+        except BrokerError as exc:  # the store refused them all
+            return [eager.Done(error=exc)] * len(puts)
+        return [eager.Done(error=r) if isinstance(r, BrokerError) else _STORED for r in results]
+
+    def _answer_in_turn(self, outcome: asyncio.Future | eager.Done, receipt: str | None) -> None:
+        """Queue a frame's outcome for answering in order, and answer when it completes."""
         self._queue.append(_Pending(outcome, receipt))
-        if notify and type(outcome) is not eager.Done:
+        if type(outcome) is not eager.Done:
             outcome.add_done_callback(self._on_done)
 
     def _on_done(self, _: Any) -> None:
@@ -485,7 +493,35 @@ class StompSession(Session):
     def _message(self, frame: Frame) -> Message:
         """A SEND frame as the message to store: headers are properties (x-tags and x-keys
         the TAGS and KEYS, x-delay milliseconds a delivery time through the delay path)."""
-        headers = frame.headers
+        topic, properties = self._properties(frame.headers)
+        return Message(topic, frame.body, properties, born_host=self.peer)
+
+    def _plan(self, headers: dict[str, str]) -> _SendPlan | None:
+        """What a plain SEND with these headers stores (no transaction, no delay, nothing
+        `Broker.put_gathered` leaves to `put_message`), or None for the handler (which
+        also names what is wrong). Frames with the same header
+        block share one headers dict (`codec.parse_frame`), so a pipelining producer's
+        plan is made once and recognised by identity."""
+        last = self._last_plan
+        if last is not None and last[0] is headers:
+            return last[1]
+        plan = None
+        if "transaction" not in headers and "x-delay" not in headers:
+            try:
+                topic, properties = self._properties(headers)
+            except (StompError, DestinationError):
+                properties = None
+            if (properties is not None and not needs_schedule(properties)
+                    and PROPERTY_DEDUP_KEY not in properties
+                    and properties.get(PROPERTY_TRANSACTION_PREPARED) != "true"
+                    and self._tag_header not in properties):
+                encoded = encode_properties(properties)
+                plan = _SendPlan(topic, properties, encoded, _RECORD_OVERHEAD + len(encoded))
+        self._last_plan = (headers, plan)
+        return plan
+
+    def _properties(self, headers: dict[str, str]) -> tuple[str, dict[str, str]]:
+        """The topic and message properties a SEND's headers name (checked)."""
         _, dest = self._destination(headers)
         if self.account is not None and not self.account.permits(dest.topic, PUB):
             raise StompError(f"No permission to send to topic {dest.topic} "
@@ -511,7 +547,7 @@ class StompSession(Session):
         reply_to = properties.get("reply-to")
         if reply_to is not None:
             properties["reply-to"] = destinations.reply_to(reply_to, self._temp_prefix)
-        return Message(dest.topic, frame.body, properties, born_host=self.peer)
+        return dest.topic, properties
 
     async def _send(self, frame: Frame) -> None:
         tx = frame.headers.get("transaction")
@@ -591,7 +627,7 @@ class StompSession(Session):
         s.head = self._message_head(s)
         self._subs[sub_id] = s
         self._by_serial[s.serial] = s
-        s.sub = group.subscribe(lambda d, s=s: self._deliver(s, d), prefetch=prefetch,
+        s.sub = group.subscribe(functools.partial(self._deliver, s), prefetch=prefetch,
                                 auto_ack=ack == "auto")
         if self._write_paused:
             s.sub.pause()
@@ -649,37 +685,55 @@ class StompSession(Session):
 
     # ------------------------------------------------------------------ MESSAGE
     def _message_head(self, s: _Subscription) -> bytes:
+        """Each MESSAGE frame's start, up to the value of its message-id header."""
         return self.conn.send("MESSAGE", {"subscription": s.id, "destination": s.destination},
-                              b"")[:-3]  # without the last EOL, blank line and NUL
+                              b"")[:-3] + b"\nmessage-id:"  # the last EOL, blank line and NUL off
 
     def _deliver(self, s: _Subscription, delivery: Delivery) -> None:
-        """The engine's callback: write one MESSAGE (gathered into this iteration's write)."""
+        """The engine's callback: write one MESSAGE (gathered into this iteration's write).
+        The frame is the subscription's encoded head, then one string of this message's
+        headers: the properties are escaped only when one holds what must be escaped."""
         if self._closing:
             return  # unacked deliveries go back when the subscription is released
         msg = delivery.message
-        ack_id = f"{s.serial}-{delivery.tag}"
-        if s.ack != "auto":
-            s.unacked[delivery.tag] = None
-        headers = [("message-id", ack_id)]
-        if s.ack != "auto" and self.conn.version == V12:
-            headers.append(("ack", ack_id))
+        props = msg.properties
+        tag = delivery.tag
+        if s.ack == "auto":
+            ack = ""
+        else:
+            s.unacked[tag] = None
+            ack = f"ack:{s.serial}-{tag}\n" if self.conn.version == V12 else ""
         if delivery.redelivered or msg.reconsume_times:
-            headers.append(("redelivered", "true"))
-        if msg.reconsume_times:
-            headers.append(("x-reconsume-times", str(msg.reconsume_times)))
-        for name, value in msg.properties.items():
-            if name not in _HIDDEN:
-                headers.append((name, value))
-        tags = msg.properties.get(PROPERTY_TAGS)
+            ack += "redelivered:true\n"
+            if msg.reconsume_times:
+                ack += f"x-reconsume-times:{msg.reconsume_times}\n"
+        tags = props.get(PROPERTY_TAGS)
+        # a record batch carries TAGS in its tag header too: shown once, as x-tags
+        hidden = self._hidden_tagged if tags and props.get(self._tag_header) == tags else _HIDDEN
+        lines = [f"{k}:{v}\n" for k, v in props.items() if k not in hidden]
         if tags:
-            headers.append(("x-tags", tags))
-        keys = msg.properties.get(PROPERTY_KEYS)
+            lines.append(f"x-tags:{tags}\n")
+        keys = props.get(PROPERTY_KEYS)
         if keys:
-            headers.append(("x-keys", keys))
+            lines.append(f"x-keys:{keys}\n")
+        text = "".join(lines)
+        if text and ("\\" in text or "\r" in text or text.count(":") != len(lines)
+                     or text.count("\n") != len(lines)):
+            text = self._escaped_lines(props, hidden, tags, keys)
         body = msg.body
-        headers.append(("content-length", str(len(body))))
-        rest = self.conn.send("MESSAGE", headers, body)
-        self._emit(s.head + rest[7:])  # "MESSAGE" replaced by the subscription's head
+        self._emit(b"".join((s.head, f"{s.serial}-{tag}\n{ack}{text}content-length:{len(body)}\n\n"
+                             .encode("utf-8", "surrogateescape"), body, b"\0")))
+
+    def _escaped_lines(self, props: dict[str, str], hidden: frozenset[str], tags: str | None,
+                       keys: str | None) -> str:
+        """A MESSAGE's property headers, each name and value escaped (the rare case)."""
+        shown = [(k, v) for k, v in props.items() if k not in hidden]
+        if tags:
+            shown.append(("x-tags", tags))
+        if keys:
+            shown.append(("x-keys", keys))
+        version = self.conn.version
+        return "".join(f"{escape(k, version)}:{escape(v, version)}\n" for k, v in shown)
 
     # ------------------------------------------------------------------ ACK / NACK
     async def _ack(self, frame: Frame) -> None:
@@ -713,17 +767,20 @@ class StompSession(Session):
         if tag not in s.unacked:
             raise StompError(f"{frame.command} of {ack_id[:64]!r}, which is not awaiting "
                              "acknowledgement on this connection")
-        if s.ack == "client":  # cumulative: everything up to it
-            tags = list(itertools.takewhile(lambda t: t != tag, s.unacked))
-            tags.append(tag)
+        if s.ack == "client":  # cumulative: everything up to it (tags rise in delivery order)
+            tags = list(itertools.takewhile(tag.__ge__, s.unacked))
         else:
             tags = [tag]
         return s, tags
 
     def _settle(self, frame: Frame) -> tuple[_Subscription, list[int]]:
         s, tags = self._find(frame)
-        for t in tags:
-            del s.unacked[t]
+        unacked = s.unacked
+        if len(tags) == len(unacked):
+            unacked.clear()
+        else:
+            for t in tags:
+                del unacked[t]
         return s, tags
 
     def _apply_ack(self, frame: Frame) -> None:

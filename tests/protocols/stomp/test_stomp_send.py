@@ -138,3 +138,27 @@ def test_thousands_of_pipelined_sends_in_one_write_are_all_answered(flush_broker
     assert raw.frame() == b"RECEIPT\nreceipt-id:last\n\n\0"
     odd = [int(m.properties["n"]) for m in stored(stomp_broker, "odd")]
     assert sorted(odd) == [i for i in range(100) if i % 3]
+
+
+def test_pipelined_sends_come_back_as_the_same_message_frames(flush_broker):
+    """Runs of SENDs with one repeated header block (stored with one call, the block parsed
+    once) are delivered frame for frame as single SENDs are: the headers sent, x-tags for
+    the tag, nothing of how the store keeps them (no UNIQ_KEY, no record tag header)."""
+    raw = RawClient(endpoint(flush_broker))
+    raw.send(b"CONNECT\naccept-version:1.2\nhost:x\n\n\0")
+    assert raw.frame().startswith(b"CONNECTED")
+    frames = [b"SEND\ndestination:/queue/same\nx-tags:T\ncolor:a\\cb\n%s\nm%d\0"
+              % (b"receipt:%d\n" % i if i % 50 == 49 else b"", i) for i in range(200)]
+    raw.send(b"".join(frames))
+    assert [raw.frame() for _ in range(4)] == [b"RECEIPT\nreceipt-id:%d\n\n\0" % i for i in range(49, 200, 50)]
+    raw.send(b"SUBSCRIBE\ndestination:/queue/same\nid:s\nack:client-individual\nprefetch-count:500\n\n\0")
+    received = [raw.frame() for _ in range(200)]
+    for i, frame in enumerate(sorted(received, key=lambda f: int(f[f.index(b"\n\nm") + 3:-1]))):
+        head, body = frame[:-1].split(b"\n\n", 1)
+        lines = head.split(b"\n")
+        assert lines[:3] == [b"MESSAGE", b"subscription:s", b"destination:/queue/same"]
+        names = [line.split(b":", 1)[0] for line in lines[3:]]
+        assert names == [b"message-id", b"ack", b"color", b"x-tags", b"content-length"]
+        assert b"color:a\\cb" in lines and b"x-tags:T" in lines
+        assert body == b"m%d" % i
+    raw.close()
