@@ -71,12 +71,16 @@ class IndexFile:
     def put(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         """Index ``key``; False when the file is full. DiskFull (nothing written) when the
         next entry needs disk blocks the disk has no room for."""
-        if self.is_full:
+        return self.put_raw(key_hash(key), phy_offset, store_timestamp)
+
+    def put_raw(self, h: int, phy_offset: int, store_timestamp: int) -> bool:
+        """`put` of a key given as its `key_hash` (the builder hashes the key's bytes as
+        stored, without decoding them)."""
+        if self.index_count >= self.index_num:
             return False
         end = self._entries_base + (self.index_count + 1) * INDEX_ENTRY_SIZE
         if end > self.file.backed:  # a file loaded from disk is backed from 0 (slots too)
             self.file.ensure_backed(end)
-        h = key_hash(key)
         slot_pos = INDEX_HEADER_SIZE + (h % self.slot_num) * SLOT.size
         (prev,) = SLOT.unpack_from(self.view, slot_pos)
         if prev <= 0 or prev >= self.index_count:
@@ -93,7 +97,7 @@ class IndexFile:
         self.index_count += 1
         self.end_timestamp = store_timestamp
         self.end_phy_offset = phy_offset
-        self._write_header()
+        self._write_header()  # with every entry: a crash never leaves slots past the count
         return True
 
     def _write_header(self) -> None:

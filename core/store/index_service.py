@@ -34,6 +34,7 @@ import logging
 import os
 import sys
 import time
+from zlib import crc32
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -43,8 +44,8 @@ from ..message import (
     KEY_SEPARATOR,
     PROPERTY_KEYS,
     UNIQ_KEY_NEEDLES,
+    property_bytes,
     property_needles,
-    raw_property,
 )
 from ..errors import DiskFull
 from .index_file import IndexFile, index_file_name
@@ -67,6 +68,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _KEYS_NEEDLES = property_needles(PROPERTY_KEYS)
+_KEY_SEPARATOR = KEY_SEPARATOR.encode()
+PREFIX_CACHE = 4096  # topics whose ``topic#`` key prefix is kept
 
 SLICE_S = 0.0005  # work per slice: what a request may wait behind the builder
 KEY_CHUNK = 256  # records of a batch read between two checks of the slice's deadline
@@ -97,6 +100,7 @@ class IndexService:
         self.files: list[IndexFile] = []
         self.built_offset = 0
         self._dirty: set[IndexFile] = set()
+        self._prefixes: dict[bytes, bytes] = {}
         self._open: _OpenBatch | None = None
         self._stopping = False
         self._wakeup: asyncio.Event | None = None
@@ -130,12 +134,24 @@ class IndexService:
                 self.files.append(IndexFile(path, self.slot_num, self.index_num, create=True))
         return self.files[-1]
 
-    def _put(self, key: str, phys: int, store_ts: int) -> None:
+    def _put(self, key: bytes, phys: int, store_ts: int) -> None:
+        """Index ``key`` (``topic#key`` as UTF-8, the bytes `key_hash` hashes)."""
+        h = crc32(key) & 0x7FFFFFFF
         f = self._current(store_ts)
-        if not f.put(key, phys, store_ts):
+        if not f.put_raw(h, phys, store_ts):
             f = self._current(store_ts)
-            f.put(key, phys, store_ts)
+            f.put_raw(h, phys, store_ts)
         self._dirty.add(f)
+
+    def _prefix(self, topic: bytes) -> bytes:
+        """``topic#`` as `lookup` encodes it, for a topic name as a record stores it."""
+        prefix = self._prefixes.get(topic)
+        if prefix is None:
+            if len(self._prefixes) >= PREFIX_CACHE:
+                self._prefixes.clear()
+            prefix = self._prefixes[topic] = (
+                topic.decode("utf-8", "replace").encode("utf-8", "surrogateescape") + b"#")
+        return prefix
 
     def build(self, store: "MessageStore", max_records: int = sys.maxsize,
               deadline: float | None = None) -> int:
@@ -231,7 +247,7 @@ class IndexService:
                 return left, True
             pos = 0
         self._open = None
-        topic, ts = info.topic, info.store_timestamp
+        prefix, ts = self._prefix(info.topic.encode("utf-8", "surrogateescape")), info.store_timestamp
         n = 0
         try:
             while left and n < max_records:
@@ -241,7 +257,7 @@ class IndexService:
                 n += step
                 if keys:
                     for key in dict.fromkeys(keys):  # a key repeated within a chunk: one entry
-                        self._put(f"{topic}#{key.decode('utf-8', 'surrogateescape')}", phys, ts)
+                        self._put(prefix + key, phys, ts)
                 if deadline is not None and time.perf_counter() >= deadline:
                     break
         except CorruptBatch as exc:
@@ -254,18 +270,18 @@ class IndexService:
     def _index_record(self, view: memoryview, pos: int, phys: int) -> None:
         """``topic#key`` for each of a plain record's KEYS and ``topic#UNIQ_KEY``."""
         topic_start, topic_end, props = topic_and_properties(view, pos)
-        keys = raw_property(props, _KEYS_NEEDLES)
-        uniq = raw_property(props, UNIQ_KEY_NEEDLES)
+        keys = property_bytes(props, _KEYS_NEEDLES)
+        uniq = property_bytes(props, UNIQ_KEY_NEEDLES)
         if not (keys or uniq):
             return
-        topic = bytes(view[topic_start:topic_end]).decode("utf-8", "replace")
+        prefix = self._prefix(bytes(view[topic_start:topic_end]))
         store_ts = I64.unpack_from(view, pos + POS_STORE_TIMESTAMP)[0]
         if keys:
-            for k in keys.split(KEY_SEPARATOR):
+            for k in keys.split(_KEY_SEPARATOR):
                 if k:
-                    self._put(f"{topic}#{k}", phys, store_ts)
+                    self._put(prefix + k, phys, store_ts)
         if uniq:
-            self._put(f"{topic}#{uniq}", phys, store_ts)
+            self._put(prefix + uniq, phys, store_ts)
 
     async def run(self, store: "MessageStore") -> None:
         self._wakeup = asyncio.Event()

@@ -22,6 +22,11 @@ def body_for(cycle: int, seq: int, queue: int) -> bytes:
     return head + (zlib.crc32(head).to_bytes(4, "big") * (size // 4 + 1))[:size]
 
 
+def key_for(body: bytes) -> str:
+    """The KEYS every message carries, from the (cycle, seq, queue) head of its body."""
+    return "k" + body[:10].hex()
+
+
 def config(root: str) -> BrokerConfig:
     return BrokerConfig(store_path_root_dir=root, mapped_file_size_commit_log=256 * 1024,
                         mapped_file_size_consume_queue=20 * 512, flush_disk_type="SYNC_FLUSH",
@@ -38,14 +43,15 @@ async def main(root: str, cycle: int) -> None:
         seq = 0
         while True:
             if seq % 5 == 4:  # some record batches among single sends
-                msgs = [Message("C", body_for(cycle, seq + k, queue), queue_id=queue) for k in range(3)]
+                bodies = [body_for(cycle, seq + k, queue) for k in range(3)]
+                msgs = [Message("C", b, {"KEYS": key_for(b)}, queue_id=queue) for b in bodies]
                 r = await store.put_messages(msgs)
                 for k, m in enumerate(msgs):
                     out.write(f"{queue} {r.queue_offset + k} {zlib.crc32(m.body)}\n")
                 seq += 3
             else:
                 body = body_for(cycle, seq, queue)
-                r = await store.put_message(Message("C", body, queue_id=queue))
+                r = await store.put_message(Message("C", body, {"KEYS": key_for(body)}, queue_id=queue))
                 out.write(f"{queue} {r.queue_offset} {zlib.crc32(body)}\n")
                 seq += 1
             out.flush()
