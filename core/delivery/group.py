@@ -180,16 +180,21 @@ class DeliveryGroup:
     def ack(self, tags: Iterable[int]) -> int:
         """Acknowledge deliveries; returns how many of ``tags`` were outstanding."""
         count = 0
-        unacked = self._unacked
+        pop = self._unacked.pop
+        dirty = self._dirty
+        last = None
         for tag in tags:
-            entry = unacked.pop(tag, None)
+            entry = pop(tag, None)
             if entry is None:
                 continue
             delivery, ledger, offset = entry
-            if delivery.subscriber is not None:
-                delivery.subscriber.unacked -= 1
+            sub = delivery.subscriber
+            if sub is not None:
+                sub.unacked -= 1
             ledger.finished(offset)
-            self._dirty.add(ledger)
+            if ledger is not last:  # a cumulative ack's run is mostly one queue's
+                dirty.add(ledger)
+                last = ledger
             count += 1
         if count:
             self._commit()
@@ -379,7 +384,7 @@ class DeliveryGroup:
                     for msg in msgs:  # delivered as the topic it was first sent to, as RocketMQ does
                         msg.topic = msg.properties.get(PROPERTY_RETRY_TOPIC, msg.topic)
                 ledger.taken([m.queue_offset for m in msgs])
-                ready.extend((m, False, ledger) for m in msgs)
+                ready.extend(zip(msgs, itertools.repeat(False), itertools.repeat(ledger)))
             next_offset = max(result.next_begin_offset, result.min_offset)  # retention may pass us
             if next_offset != ledger.read_to:
                 ledger.read_to = next_offset
@@ -398,12 +403,14 @@ class DeliveryGroup:
         i = self._rr % n
         unacked, tags, dirty = self._unacked, self._tags, self._dirty
         for _ in range(min(len(ready), _DISPATCH_SLICE)):
-            for step in range(n):
-                j = (i + step) % n
-                if credits[j] > 0:
+            j = i if i < n else 0
+            if credits[j] <= 0:  # the next subscriber in turn that has credit
+                for step in range(1, n):
+                    j = (i + step) % n
+                    if credits[j] > 0:
+                        break
+                else:
                     break
-            else:
-                break
             sub = subs[j]
             i = j + 1
             msg, redelivered, ledger = ready.popleft()
