@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import zlib
 import socket
 import struct
 
@@ -313,6 +314,32 @@ def test_batch_send_stores_each_message_with_its_properties_as_sent(remoting_con
             keyed = await client.invoke(send(batch[:1], "UNIQ_KEY\x01B1\x02"))
             assert keyed.ext_fields["transactionId"] == "B1"
             assert keyed.ext_fields["queueOffset"] == "3"
+    run_with_server(dataclasses.replace(remoting_config, listen_port=0), scenario)
+
+
+def test_compressed_batch_body_is_inflated_and_a_corrupt_or_oversize_one_refused(remoting_config):
+    """A batch body zlib-compressed whole (sysFlag 1, as the C++ client sends one over
+    4 KiB) is stored as its messages, plain; a body that does not inflate, or inflates past
+    maxMessageSize, is MESSAGE_ILLEGAL and stores nothing."""
+    batch = [BatchMessage(b"m%d" % i * 50, {"UNIQ_KEY": f"U{i}"}) for i in range(40)]
+
+    def send(body: bytes) -> RemotingCommand:
+        header = SendMessageRequestHeader("pg", "Zipped", "TBW102", 4, 0, 1, 0, 0, None, batch=True)
+        return request(RequestCode.SEND_BATCH_MESSAGE, encode_send_message_header_v2(header), body)
+
+    async def scenario(server: BrokerServer) -> None:
+        server.broker.create_topic("Zipped", read_queue_nums=1, write_queue_nums=1)
+        async with remoting_client(server.front_ends["remoting"].broker_addr()) as client:
+            sent = await client.invoke(send(zlib.compress(encode_batch(batch))))
+            assert sent.code == ResponseCode.SUCCESS
+            found = decode_message_ext_records((await client.invoke(pull_request("Zipped", 0, 0))).body)
+            assert [(m.body, m.sys_flag & 1) for m in found] == [(m.body, 0) for m in batch[:len(found)]]
+            assert len(found) == 32  # a pull's most
+            for bad in (b"\x78\x9c not zlib", zlib.compress(b"\0" * (remoting_config.max_message_size + 1))):
+                refused = await client.invoke(send(bad))
+                assert refused.code == ResponseCode.MESSAGE_ILLEGAL
+                assert "compressed batch body" in refused.remark
+            assert server.broker.max_offset("Zipped", 0) == len(batch)
     run_with_server(dataclasses.replace(remoting_config, listen_port=0), scenario)
 
 
