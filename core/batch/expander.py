@@ -163,6 +163,18 @@ class ExpandedBatch:
             self._charge(PROPERTIES_COST)
         return p
 
+    def own_properties(self, index: int, tag_header: str) -> dict[str, str]:
+        """Record ``index``'s properties as a dict of the caller's own (a message handed
+        out): a copy when `properties` built them already (a filter read them), else built
+        and not kept (a plain read asks once per record)."""
+        props = self._props.get(tag_header)
+        if props is not None:
+            p = props[index]
+            if p is not None:
+                return dict(p)
+        r = self.record(index)
+        return record_properties(r.key, r.headers, tag_header)
+
     def _charge(self, more: int) -> None:
         if more:
             self.cost += more

@@ -42,12 +42,14 @@ _SHAPES_MAX: Final = 4096
 
 @dataclass(slots=True)
 class GatheredBatch:
-    """The batch bytes (v2 layout, baseOffset 0, valid CRC) and each record's tags code;
-    ``shared_tag``: the tag every record carries, else None (stored as the batch's TAGS)."""
+    """The batch bytes (v2 layout, baseOffset 0, valid CRC) and each record's tags code
+    (one int when every record has the same: the ConsumeQueue entries are then one entry
+    repeated); ``shared_tag``: the tag every record carries, else None (stored as the
+    batch's TAGS)."""
 
     batch: bytes
     count: int
-    tags_codes: list[int]
+    tags_codes: int | list[int]
     shared_tag: str | None
 
 
@@ -101,30 +103,42 @@ def build_gathered(entries: Sequence[tuple[bytes, Mapping[str, str]]], ids: Sequ
     codes: list[int] = []
     code_of = codes.append
     tags: set[str | None] = set()
+    last = None  # a publisher's run mostly repeats one properties object: its shape, once
     for i, (body, props) in enumerate(entries):
-        items = (tag_header, *props.items())
-        shape = shapes.get(items)
-        if shape is None:
-            if len(shapes) >= _SHAPES_MAX:
-                shapes.clear()
-            shape = shapes[items] = _shape(items[1:], tag_header)
-        key, headers, n_headers, tag, code, has_uniq = shape
-        head = b"\x00\x00" + varint(i) + key + varint(len(body))
+        if props is not last:
+            items = (tag_header, *props.items())
+            shape = shapes.get(items)
+            if shape is None:
+                if len(shapes) >= _SHAPES_MAX:
+                    shapes.clear()
+                shape = shapes[items] = _shape(items[1:], tag_header)
+            key, headers, n_headers, tag, code, has_uniq = shape
+            if has_uniq:
+                tail = varint(n_headers) + headers
+            else:
+                count_and_name = varint(n_headers + 1) + _UNIQ_NAME
+            tags.add(tag)
+            last = props
         if has_uniq:
-            tail = varint(n_headers) + headers
-        else:
+            record_tail = tail
+        else:  # UNIQ_KEY first: readers that skip it see the rest of the properties in order
             uniq = ids[i].encode()
-            tail = varint(n_headers + 1) + headers + _UNIQ_NAME + varint(len(uniq)) + uniq
-        append(varint(len(head) + len(body) + len(tail)))
-        append(head)
+            record_tail = count_and_name + varint(len(uniq)) + uniq + headers
+        offset_delta = varint(i)
+        body_size = varint(len(body))
+        append(varint(2 + len(offset_delta) + len(key) + len(body_size) + len(body) + len(record_tail)))
+        append(b"\x00\x00")  # attributes, timestamp delta
+        append(offset_delta)
+        append(key)
+        append(body_size)
         append(body)
-        append(tail)
+        append(record_tail)
         code_of(code)
-        tags.add(tag)
     payload = b"".join(parts)
     header = HEADER.pack(0, HEADER_SIZE - _LOG_OVERHEAD + len(payload), -1, MAGIC, 0, 0, count - 1,
                          born_timestamp, born_timestamp, -1, -1, -1, count)
     crc = _crc32c.crc32c(payload, _crc32c.crc32c(header[_CRC_START:]))
     batch = b"".join((header[:_CRC_OFFSET], _U32.pack(crc), header[_CRC_START:], payload))
-    shared = tags.pop() if len(tags) == 1 else None
-    return GatheredBatch(batch, count, codes, shared)
+    if len(tags) == 1:
+        return GatheredBatch(batch, count, codes[0], tags.pop())
+    return GatheredBatch(batch, count, codes, None)

@@ -61,8 +61,9 @@ class GetResult:
         have batch records checked one by one (the store filtered plain records already)."""
         for seg, batch in batches_of(self.segments):
             if batch is not None:
-                for _, i in batch.matching(seg.first_offset, seg.count, message_filter, tag_header):
-                    yield batch.message(i, tag_header)
+                yield from batch.messages([i for _, i in batch.matching(seg.first_offset, seg.count,
+                                                                        message_filter, tag_header)],
+                                          tag_header)
                 continue
             view, pos = seg.view, 0
             for _ in range(seg.count):

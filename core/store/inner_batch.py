@@ -107,18 +107,26 @@ class StoredBatch:
 
     def message(self, index: int, tag_header: str = DEFAULT_TAG_HEADER) -> MessageExt:
         """Record ``index`` as a decoded message (its own copy of the properties)."""
-        rec = self.batch.record(index)
-        return MessageExt(
-            topic=self.topic, body=rec.value or b"",
-            properties=dict(self.batch.properties(index, tag_header)),
-            queue_id=self.queue_id, queue_offset=self.base_offset + rec.offset_delta,
-            commit_log_offset=self.commit_log_offset, store_size=self.store_size,
-            body_crc=self.body_crc, flag=self.flag, sys_flag=self.sys_flag,
-            born_timestamp=self.batch.base_timestamp + rec.timestamp_delta,
-            born_host=(host_text(self.born_ip), self.born_port),
-            store_timestamp=self.store_timestamp,
-            store_host=(host_text(self.store_ip), self.store_port),
-            reconsume_times=0, prepared_transaction_offset=0)
+        return self.messages([index], tag_header)[0]
+
+    def messages(self, indexes: Iterable[int], tag_header: str = DEFAULT_TAG_HEADER) -> list[MessageExt]:
+        """Records ``indexes`` as decoded messages, each with its own properties. Built
+        positionally in one loop, as decode_record builds a plain one: a drain reads every
+        message this way."""
+        batch = self.batch
+        record, own_properties = batch.record, batch.own_properties
+        topic, queue_id, base, phys, size, crc = (self.topic, self.queue_id, self.base_offset,
+                                                  self.commit_log_offset, self.store_size, self.body_crc)
+        flag, sys_flag, born_ts, store_ts = self.flag, self.sys_flag, batch.base_timestamp, self.store_timestamp
+        born = (host_text(self.born_ip), self.born_port)
+        store = (host_text(self.store_ip), self.store_port)
+        out = []
+        for i in indexes:
+            rec = record(i)
+            out.append(MessageExt(topic, rec.value or b"", own_properties(i, tag_header), queue_id,
+                                  base + rec.offset_delta, phys, size, crc, flag, sys_flag,
+                                  born_ts + rec.timestamp_delta, born, store_ts, store, 0, 0))
+        return out
 
 
 def open_batch(record: memoryview | bytes, cache: BatchCache | None = None) -> StoredBatch:

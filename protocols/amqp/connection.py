@@ -131,7 +131,16 @@ class AmqpServerConnection:
                     break
                 if buf[end] != FRAME_END:
                     raise FrameError(501, "FRAME_ERROR - frame does not end with 0xCE")
-                if frame_type == FRAME_BODY:  # the common case, inline: a body in one frame
+                if (frame_type == FRAME_METHOD and view[pos + 7:pos + 11] == PUBLISH_ID_BYTES
+                        and self.state == OPEN and channel and channel not in assembling
+                        and channel not in self._closing_channels):
+                    # the publish triple (method, header, one body frame) whole in the buffer:
+                    # one event, no assembly
+                    after = self._publish_triple(view, pos + 7, end, channel, size, max_payload, events)
+                    if after:
+                        pos = after
+                        continue
+                elif frame_type == FRAME_BODY:  # the common case, inline: a body in one frame
                     assembly = assembling.get(channel)
                     if (assembly is not None and assembly.size == length and not assembly.received
                             and not assembly.discard and self.state == OPEN):
@@ -150,6 +159,33 @@ class AmqpServerConnection:
             view.release()
         del buf[:pos]
         return events
+
+    def _publish_triple(self, view: memoryview, start: int, end: int, channel: int, size: int,
+                        max_payload: int, events: list[Event]) -> int:
+        """The position after a basic.publish (its payload at [start, end)) followed by its
+        content header and one body frame holding the whole body, all on ``channel`` and
+        all in the buffer, after adding its ContentReceived; 0 when that is not what
+        follows (the frames are then read one by one, with every check)."""
+        header_at = end + 1
+        if size - header_at < 7:
+            return 0
+        kind, ch, length = FRAME_HEAD.unpack_from(view, header_at)
+        header_end = header_at + 7 + length
+        if kind != FRAME_HEADER or ch != channel or length > max_payload or header_end >= size \
+                or view[header_end] != FRAME_END:
+            return 0
+        method = codec.decode_publish(view[start:end])
+        header = codec.decode_content_header(view[header_at + 7:header_end])
+        body_at = header_end + 1
+        if header.body_size == 0 or header.body_size > self.max_body or size - body_at < 7:
+            return 0
+        kind, ch, length = FRAME_HEAD.unpack_from(view, body_at)
+        body_end = body_at + 7 + length
+        if kind != FRAME_BODY or ch != channel or length != header.body_size or length > max_payload \
+                or body_end >= size or view[body_end] != FRAME_END:
+            return 0
+        events.append(ContentReceived(channel, method, header.properties, bytes(view[body_at + 7:body_end])))
+        return body_end + 1
 
     def _fail_header(self, events: list[Event]) -> None:
         self._buffer.clear()

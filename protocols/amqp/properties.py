@@ -92,24 +92,37 @@ def _shortstr(text: str) -> bytes:
 _BASIC_FIELDS: Final = {name: (bit, kind) for name, bit, kind in _FIELDS if name != "headers"}
 _HEADERS_FLAG: Final = 1 << 13
 _HIDDEN: Final = (SYSTEM_NAMES - {"DELAY"}) | {DEFAULT_EXCHANGE_MARK}
-_encoded: dict[tuple[tuple[str, str], ...], bytes] = {}  # messages of one publisher look alike
+# per tag header: messages of one publisher look alike
+_encoded: dict[str, dict[tuple[tuple[str, str], ...], bytes]] = {}
 _ENCODED_MAX = 4096
+_UNIQ: Final = core_message.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
 
-def encode_properties(properties: Mapping[str, str]) -> bytes:
+def encode_properties(properties: Mapping[str, str], tag_header: str) -> bytes:
     """A stored message's properties as a content header's property flags and list (the
-    drain's hot path: one pass, and recent property sets are remembered)."""
+    drain's hot path: one pass, and recent property sets are remembered). The Kafka tag
+    header (``tag_header``, what a record of a batch carries its TAGS in) is the routing
+    key: not repeated as a header when it says the same."""
     key = tuple(properties.items())
-    done = _encoded.get(key)
+    encoded = _encoded.get(tag_header)
+    if encoded is None:
+        encoded = _encoded[tag_header] = {}
+    done = encoded.get(key)
     if done is not None:
         return done
+    if _UNIQ in properties:  # one of its own per message (a record of a batch): not part of the key
+        key = key[1:] if key[0][0] == _UNIQ else tuple([item for item in key if item[0] != _UNIQ])
+        done = encoded.get(key)
+        if done is not None:
+            return done
     flags = 0
     found: list[tuple[int, bytes]] = []
     headers: dict[str, object] | None = None
+    routing_key = properties.get(PROPERTY_TAGS)
     for name, value in key:
         field = _BASIC_FIELDS.get(name)
         if field is None:
-            if name not in _HIDDEN:
+            if name not in _HIDDEN and not (name == tag_header and value == routing_key):
                 if headers is None:
                     headers = {}
                 headers[name] = value
@@ -139,11 +152,11 @@ def encode_properties(properties: Mapping[str, str]) -> bytes:
             table = encode.field_table({k: str(v).encode("utf-8", "surrogateescape") for k, v in headers.items()})
         found.append((13, table))
     found.sort(reverse=True)
-    encoded = _U16.pack(flags) + b"".join(part for _, part in found)
-    if len(_encoded) >= _ENCODED_MAX:
-        _encoded.clear()
-    _encoded[key] = encoded
-    return encoded
+    done = _U16.pack(flags) + b"".join(part for _, part in found)
+    if len(encoded) >= _ENCODED_MAX:
+        encoded.clear()
+    encoded[key] = done
+    return done
 
 
 def routing_key_of(properties: Mapping[str, str]) -> str:

@@ -28,7 +28,8 @@ from pamqp.commands import Basic, Channel as ChannelMethods, Confirm, Connection
 
 from rocketport.core.auth.plain_acl import PUB, SUB, Account, AclError
 from rocketport.core.errors import BrokerError, StoreUnavailable
-from rocketport.core.message import PROPERTY_RETRY_TOPIC, Message, MessageExt
+from rocketport.core.dedup import PROPERTY_DEDUP_KEY
+from rocketport.core.message import PROPERTY_RETRY_TOPIC, PROPERTY_TRANSACTION_PREPARED, Message, MessageExt
 from rocketport.core.schedule import needs_schedule, now_ms
 
 from .. import eager
@@ -51,7 +52,7 @@ from .events import (
     OpenReceived,
     StartOkReceived,
 )
-from .properties import DEFAULT_EXCHANGE_MARK, SYSTEM_NAMES, encode_properties, to_message_properties
+from .properties import DEFAULT_EXCHANGE_MARK, SYSTEM_NAMES, X_DELAY, encode_properties, to_message_properties
 from .queue_args import REJECTED
 from .vhost import DEFAULT_EXCHANGE, QueueState
 
@@ -62,6 +63,11 @@ log = logging.getLogger(__name__)
 
 MECHANISMS = "PLAIN AMQPLAIN"
 MAX_PUTS_IN_FLIGHT = 4096  # per connection: reading pauses above it
+# a publish not stored yet: (channel, publish sequence, body, message properties)
+_Gathered = tuple[Channel, int, bytes, dict[str, str]]
+# properties the core must see on a message of its own (`Broker.put_gathered` refuses them)
+_PUBLISHED_MAX = 1024  # distinct (content header, routing key) pairs remembered per connection
+_ALONE = frozenset((PROPERTY_DEDUP_KEY, PROPERTY_TRANSACTION_PREPARED))
 _U32 = struct.Struct(">I")
 
 SERVER_PROPERTIES: dict[str, Any] = {
@@ -89,8 +95,11 @@ class AmqpSession(Session):
         self.account: Account | None = None
         self.client_capabilities: dict[str, Any] = {}
         self._puts = 0  # puts gathered or running
-        # publishes of this read not stored yet, by topic: (channel, sequence, message)
-        self._gathered: dict[str, list[tuple[Channel, int, Message]]] = {}
+        # publishes of this read not stored yet, by topic
+        self._gathered: dict[str, list[_Gathered]] = {}
+        self._tag_header = config.kafka_tag_header
+        self._run_bytes = config.max_message_size // 2  # bytes of one gathered run, at most
+        self._published: dict[tuple[int, str], tuple[dict[str, Any], dict[str, str]]] = {}
         self._out: list[bytes | memoryview] = []
         self._flush_scheduled = False
         self._dirty_confirms: set[Channel] = set()
@@ -518,55 +527,92 @@ class AmqpSession(Session):
         if topic is not None:
             self._allow(topic, PUB)
         seq = channel.next_publish()
-        properties = to_message_properties(event.properties, routing_key, now_ms())
+        properties = self._properties(event.properties, routing_key)
         routed = topic is not None and (exchange == DEFAULT_EXCHANGE
                                         or self.vhost.router.routed(exchange, routing_key, properties))
         if not routed and method.mandatory:
             self._send(self.conn.send_method(channel.number, Basic.Return(
                 Reply.NO_ROUTE, "NO_ROUTE", shortstr_text(exchange), shortstr_text(routing_key))))
-            self._out.extend(codec.content_frames(channel.number, encode_properties(properties),
+            self._out.extend(codec.content_frames(channel.number, encode_properties(properties, self._tag_header),
                                                   event.body, self.conn.frame_max))
         if topic is None or (not routed and method.mandatory):
             self._confirm(channel, seq, True)
             return
         if self.vhost.needs_mark(exchange, routing_key):
-            properties[DEFAULT_EXCHANGE_MARK] = "1"
-        message = Message(topic, event.body, properties, born_host=self.peer)
+            properties = {**properties, DEFAULT_EXCHANGE_MARK: "1"}
         if channel.tx:
-            channel.tx_publishes.append(message)
+            channel.tx_publishes.append(Message(topic, event.body, dict(properties), born_host=self.peer))
             return
         self._puts += 1
         batch = self._gathered.get(topic)
         if batch is None:
             batch = self._gathered[topic] = []
-        batch.append((channel, seq, message))
+        batch.append((channel, seq, event.body, properties))
+
+    def _properties(self, basic: dict[str, Any], routing_key: str) -> dict[str, str]:
+        """`to_message_properties`, remembered per content-header properties (the codec
+        shares one dict per distinct header: identity is the key, the entry keeps it alive)
+        and routing key: a publisher's messages mostly look alike. Shared: never modified."""
+        key = (id(basic), routing_key)
+        found = self._published.get(key)
+        if found is not None and found[0] is basic:
+            return found[1]
+        properties = to_message_properties(basic, routing_key, now_ms())
+        headers = basic.get("headers") if basic else None
+        if not (headers and X_DELAY in headers):  # a delay is relative to now
+            if len(self._published) >= _PUBLISHED_MAX:
+                self._published.clear()
+            self._published[key] = (basic, properties)
+        return properties
 
     def _store_gathered(self) -> None:
-        """Store the publishes gathered since the last call: one append per topic for plain
-        messages (a pipelining publisher's read holds many), one put each for those the
-        core must wrap (a delay). Called before any other method runs, so a method after a
-        publish sees it stored in order."""
+        """Store the publishes gathered since the last call, in order: runs of plain
+        messages of one topic as one inner batch each (`Broker.put_gathered`: a pipelining
+        publisher's read holds many, and the store's per-record costs are paid once per
+        run), one put each for those the core must treat one by one (a delay, a
+        transaction or dedup property, a large body). Called before any other method
+        runs, so a method after a publish sees it stored in order."""
         gathered, self._gathered = self._gathered, {}
-        for entries in gathered.values():
-            plain = []
+        cap, tag_header = self._run_bytes, self._tag_header
+        last, gatherable, overhead = None, False, 0  # publishes mostly repeat one properties object
+        for topic, entries in gathered.items():
+            run: list[_Gathered] = []
+            room = cap
             for entry in entries:
-                if needs_schedule(entry[2].properties):
-                    self._start_put([entry], self.broker.put_message(entry[2]))
+                body, props = entry[2], entry[3]
+                if props is not last:
+                    last, gatherable = props, _gatherable(props, tag_header)
+                    # a record's bytes beyond its body, at most (4 bytes a character, UNIQ_KEY)
+                    overhead = 64 + 4 * sum(len(k) + len(v) + 2 for k, v in props.items())
+                size = len(body) + overhead
+                alone = size > cap or not gatherable
+                if run and (alone or size > room):
+                    self._put_run(topic, run)
+                    run, room = [], cap
+                if alone:
+                    self._put_run(topic, [entry])
                 else:
-                    plain.append(entry)
-            if len(plain) == 1:
-                self._start_put(plain, self.broker.put_message(plain[0][2]))
-            elif plain:
-                self._start_put(plain, self.broker.put_messages([e[2] for e in plain]))
+                    run.append(entry)
+                    room -= size
+            if run:
+                self._put_run(topic, run)
 
-    def _start_put(self, entries: list[tuple[Channel, int, Message]], put: Any) -> None:
+    def _put_run(self, topic: str, run: list[_Gathered]) -> None:
+        """One message as it is (a plain record: the cheapest to read), or a run as one."""
+        if len(run) == 1:
+            _, _, body, props = run[0]  # the core may rewrite a message's properties: a copy
+            self._start_put(run, self.broker.put_message(Message(topic, body, dict(props), born_host=self.peer)))
+        else:
+            self._start_put(run, self.broker.put_gathered(topic, [(e[2], e[3]) for e in run], born_host=self.peer))
+
+    def _start_put(self, entries: list[_Gathered], put: Any) -> None:
         outcome = eager.start(put)
         if type(outcome) is eager.Done:
             self._put_done(entries, outcome)
         else:
             outcome.add_done_callback(lambda task: self._put_done(entries, task))
 
-    def _put_done(self, entries: list[tuple[Channel, int, Message]], outcome: Any) -> None:
+    def _put_done(self, entries: list[_Gathered], outcome: Any) -> None:
         self._puts -= len(entries)
         error: BaseException | None = None
         try:
@@ -580,14 +626,14 @@ class AmqpSession(Session):
                 self._blocked = False
                 if self.client_capabilities.get("connection.blocked"):
                     self._send(self.conn.send_method(0, Connection.Unblocked()))
-            for channel, seq, _ in entries:
+            for channel, seq, _, _ in entries:
                 self._confirm(channel, seq, True)
         else:
             if isinstance(error, StoreUnavailable) and not self._blocked:
                 self._blocked = True
                 if self.client_capabilities.get("connection.blocked"):
                     self._send(self.conn.send_method(0, Connection.Blocked(str(error)[:255])))
-            for channel, seq, _ in entries:
+            for channel, seq, _, _ in entries:
                 if channel.confirm:
                     self._confirm(channel, seq, False)
                 elif self.channels.get(channel.number) is channel and channel.active:
@@ -653,6 +699,7 @@ class AmqpSession(Session):
         add = channel.add_delivery
         frames = codec.delivery
         shortstr_of = codec.shortstr_of
+        tag_header = self._tag_header
 
         def deliver(delivery: Any) -> None:
             message = delivery.message
@@ -663,7 +710,7 @@ class AmqpSession(Session):
             encoded = frames(number, tag_bytes, tag, delivery.redelivered or message.reconsume_times > 0,
                              shortstr_of(self._exchange_name(props.get(PROPERTY_RETRY_TOPIC, message.topic),
                                                              queue, props)),
-                             shortstr_of(props.get("TAGS", "")), encode_properties(props), message.body,
+                             shortstr_of(props.get("TAGS", "")), encode_properties(props, tag_header), message.body,
                              conn.frame_max)
             if type(encoded) is bytes:
                 out.append(encoded)
@@ -743,8 +790,10 @@ class AmqpSession(Session):
                 return
             if topic is None:
                 continue
-            properties = {k: v for k, v in message.properties.items()
-                          if k not in SYSTEM_NAMES and k != DEFAULT_EXCHANGE_MARK}
+            tags, tag_header = message.properties.get("TAGS"), self._tag_header
+            properties = {k: v for k, v in message.properties.items()  # the tag header: see encode_properties
+                          if k not in SYSTEM_NAMES and k != DEFAULT_EXCHANGE_MARK
+                          and not (k == tag_header and v == tags)}
             properties.update({"x-first-death-reason": reason, "x-first-death-queue": state.entity.name,
                                "x-first-death-exchange": name_of(message.topic)})
             if routing_key:
@@ -772,7 +821,7 @@ class AmqpSession(Session):
                                       codec.shortstr_of(self._exchange_name(exchange, name, props))[1:],
                                       codec.shortstr_of(props.get("TAGS", ""))[1:],
                                       min(state.group.message_count, 0xFFFFFFFF)))
-        self._out.extend(codec.content_frames(channel.number, encode_properties(props), message.body,
+        self._out.extend(codec.content_frames(channel.number, encode_properties(props, self._tag_header), message.body,
                                               self.conn.frame_max))
 
     def _basic_ack(self, channel: Channel, method: Basic.Ack) -> None:
@@ -862,6 +911,12 @@ class AmqpSession(Session):
         channel.tx_publishes.clear()
         channel.tx_answers.clear()  # the deliveries stay unacknowledged
         self._send(self.conn.send_method(channel.number, Tx.RollbackOk()))
+
+
+def _gatherable(properties: dict[str, str], tag_header: str) -> bool:
+    """Whether a publish may be stored in a gathered run (`Broker.put_gathered`)."""
+    return not (needs_schedule(properties) or tag_header in properties
+                or not _ALONE.isdisjoint(properties))
 
 
 def _credentials(mechanism: str, response: bytes) -> tuple[str, str]:

@@ -64,6 +64,14 @@ def test_a_gathered_run_reads_back_per_message(small_config):
 
             found = broker.query_by_key("G", "order-3")
             assert [(m.body, m.queue_offset) for m in found] == [(b"m-3", 3)]
+
+            # one properties object repeated (what a publisher's run mostly is), another between
+            shared, other = {"TAGS": "s", "a": "1"}, {"b": "2"}
+            await broker.put_gathered("G", [(b"s1", shared), (b"s2", shared), (b"o", other), (b"s3", shared)])
+            again = broker.get_messages("G", 0, 10, 8).messages()
+            assert [(m.body, m.tags, m.properties.get("a"), m.properties.get("b")) for m in again] == [
+                (b"s1", "s", "1", None), (b"s2", "s", "1", None), (b"o", None, None, "2"), (b"s3", "s", "1", None)]
+            assert shared == {"TAGS": "s", "a": "1"} and other == {"b": "2"}  # left as given
     run(main())
 
 

@@ -61,6 +61,35 @@ def test_frames_split_anywhere_reassemble_and_bodies_assemble_across_frames():
     assert events[0].method.routing_key == "k" and events[0].properties == {"content_type": "text/plain"}
 
 
+def test_publish_triples_in_one_read_and_interleaved_channels():
+    """Whole triples in one buffer are read as one event each (the fast path); a triple
+    cut anywhere, or interleaved with another channel's frames, reads the same."""
+    bodies = [b"a" * 100, b"b" * 3, b"c" * 4000]
+    data = b"".join(_publish_frames(1 + i % 2, body, 4096) for i, body in enumerate(bodies))
+    expected = [(1 + i % 2, body) for i, body in enumerate(bodies)]
+    conn = _open(frame_max=4096)
+    assert [(e.channel, e.body) for e in conn.receive_data(data)] == expected
+    for cut in (1, 20, 30, len(data) - 1):
+        conn = _open(frame_max=4096)
+        events = conn.receive_data(data[:cut]) + conn.receive_data(data[cut:])
+        assert [(e.channel, e.body) for e in events] == expected
+        assert all(e.method.routing_key == "k" and e.properties == {"content_type": "text/plain"} for e in events)
+    # channel 2's publish starts between channel 1's method and header: no triple
+    one, two = _publish_frames(1, b"x", 4096), _publish_frames(2, b"y", 4096)
+    method_end = 7 + int.from_bytes(one[3:7], "big") + 1
+    conn = _open(frame_max=4096)
+    events = conn.receive_data(one[:method_end] + two + one[method_end:])
+    assert [(e.channel, e.body) for e in events] == [(2, b"y"), (1, b"x")]
+
+
+def test_a_triple_whose_body_frame_lies_is_a_frame_error():
+    data = bytearray(_publish_frames(1, b"z" * 10, 4096))
+    data[-15:-11] = (11).to_bytes(4, "big")  # the body frame claims 11 bytes: its end is off
+    conn = _open(frame_max=4096)
+    events = conn.receive_data(bytes(data) + b"\x00" * 8)
+    assert isinstance(events[-1], ConnectionFailed) and events[-1].code == 501
+
+
 def test_a_frame_over_frame_max_is_a_frame_error():
     conn = _open(frame_max=4096)
     events = conn.receive_data(b"\x03\x00\x01\x00\x00\x20\x00" + b"x" * 8192 + b"\xce")
