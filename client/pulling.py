@@ -19,7 +19,7 @@ from rocketport.protocols.remoting.messages import MessageFormatError, unpack_me
 
 from .errors import ClientError
 from .message import MessageExt
-from .transport import Connection
+from .transport import Connection, Sent
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
@@ -86,9 +86,10 @@ class Puller:
             text = self._texts[value] = json_text(value.encode())
         return text
 
-    async def pull(self, conn: Connection, mq: MessageQueue, offset: int, max_nums: int,
-                   sub: Subscription, *, suspend: bool, send_subscription: bool,
-                   commit_offset: int = -1, timeout_s: float = PULL_TIMEOUT_S) -> PullResult:
+    def send(self, conn: Connection, mq: MessageQueue, offset: int, max_nums: int,
+             sub: Subscription, *, suspend: bool, send_subscription: bool,
+             commit_offset: int = -1) -> Sent:
+        """Put a pull on the wire; `conn.response` of what this returns is its answer."""
         flag = (FLAG_SUSPEND if suspend else 0) | (FLAG_SUBSCRIPTION if send_subscription else 0)
         if commit_offset >= 0:
             flag |= FLAG_COMMIT_OFFSET
@@ -101,33 +102,49 @@ class Puller:
                       "suspendTimeoutMillis": str(hold_ms), "subVersion": "0"}
             if send_subscription:
                 fields.update(subscription=sub.expression, expressionType=sub.expression_type)
-            response = await conn.invoke(RemotingCommand(RequestCode.PULL_MESSAGE,
-                                                         ext_fields=fields), timeout_s)
-        else:
-            values: tuple[bytes | int, ...] = (
-                self._group, self._text(mq.topic), mq.queue_id, offset, max_nums, flag,
-                max(commit_offset, 0), hold_ms)
-            if send_subscription:
-                values += (self._text(sub.expression), self._text(sub.expression_type))
-            response = await conn.invoke_template(self._templates[send_subscription], values,
-                                                  b"", timeout_s)
-        status = _STATUS.get(response.code)
-        if status is None:
-            raise ClientError(response.remark or "pull refused", response.code)
-        fields = response.ext_fields
-        try:
-            next_offset = int(fields["nextBeginOffset"])
-            min_offset, max_offset = int(fields.get("minOffset", 0)), int(fields.get("maxOffset", 0))
-        except (KeyError, ValueError):
-            raise ClientError(f"pull response without offsets: {fields}") from None
-        messages: list[MessageExt] = []
-        if status is PullStatus.FOUND and response.body:
-            broker = mq.broker_name
-            try:
-                messages = [MessageExt(raw, broker) for raw in unpack_message_ext_records(response.body)]
-            except (MessageFormatError, zlib.error) as exc:
-                raise ClientError(f"bad pull body from {conn.addr}: {exc}") from None
-            tags = sub.tags
-            if tags is not None:
-                messages = [m for m in messages if m.tags in tags]
+            return conn.request(RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=fields))
+        values: tuple[bytes | int, ...] = (
+            self._group, self._text(mq.topic), mq.queue_id, offset, max_nums, flag,
+            max(commit_offset, 0), hold_ms)
+        if send_subscription:
+            values += (self._text(sub.expression), self._text(sub.expression_type))
+        return conn.request_template(self._templates[send_subscription], values, b"")
+
+    async def pull(self, conn: Connection, mq: MessageQueue, offset: int, max_nums: int,
+                   sub: Subscription, *, suspend: bool, send_subscription: bool,
+                   commit_offset: int = -1, timeout_s: float = PULL_TIMEOUT_S) -> PullResult:
+        response = await conn.response(
+            self.send(conn, mq, offset, max_nums, sub, suspend=suspend,
+                      send_subscription=send_subscription, commit_offset=commit_offset), timeout_s)
+        status, next_offset, min_offset, max_offset = outcome(response)
+        messages = received(response, mq, sub) if status is PullStatus.FOUND else []
         return PullResult(status, next_offset, min_offset, max_offset, messages)
+
+
+def outcome(response: RemotingCommand) -> tuple[PullStatus, int, int, int]:
+    """A pull's status, next offset, min and max offsets; ClientError for a refusal."""
+    status = _STATUS.get(response.code)
+    if status is None:
+        raise ClientError(response.remark or "pull refused", response.code)
+    fields = response.ext_fields
+    try:
+        return (status, int(fields["nextBeginOffset"]), int(fields.get("minOffset", 0)),
+                int(fields.get("maxOffset", 0)))
+    except (KeyError, ValueError):
+        raise ClientError(f"pull response without offsets: {fields}") from None
+
+
+def received(response: RemotingCommand, mq: MessageQueue, sub: Subscription) -> list[MessageExt]:
+    """The messages of a FOUND pull's answer that `sub` accepts; ClientError for a body
+    that does not decode."""
+    if not response.body:
+        return []
+    broker = mq.broker_name
+    try:
+        messages = [MessageExt(raw, broker) for raw in unpack_message_ext_records(response.body)]
+    except (MessageFormatError, zlib.error) as exc:
+        raise ClientError(f"bad pull body from {mq.broker_name}: {exc}") from None
+    tags = sub.tags
+    if tags is not None:
+        messages = [m for m in messages if m.tags in tags]
+    return messages

@@ -43,11 +43,11 @@ from rocketport.protocols.remoting.bodies import (
 from .errors import ClientError
 from .message import ConsumeResult, MessageExt
 from .offsets import LocalOffsetStore, OffsetStore, RemoteOffsetStore
-from .pulling import PullStatus, Puller, Subscription
+from .pulling import PULL_TIMEOUT_S, PullStatus, Puller, Subscription, outcome, received
 from .rebalance import STRATEGIES
 from .routing import queue_order
 from .runtime import ClientRuntime, log
-from .transport import Connection
+from .transport import Connection, Sent
 
 Listener = Callable[[list[MessageExt]], Awaitable[ConsumeResult]]
 
@@ -340,30 +340,50 @@ class PushConsumer:
         routes, pool, puller = self.runtime.routes, self.runtime.pool, self._puller
         threshold, batch = self.pull_threshold_for_queue, self.pull_batch_size
         clustering = self.model is MessageModel.CLUSTERING
+        offsets = self._offsets.offsets
+        conn: Connection | None = None
+        sent: Sent | None = None  # a pull on the wire
+
+        def send(offset: int) -> Sent:
+            assert conn is not None
+            return puller.send(conn, mq, offset, batch, sub, suspend=True, send_subscription=False,
+                               commit_offset=offsets.get(mq, -1) if clustering else -1)
+
         while not work.dropped:
-            if work.cached >= threshold:  # flow control: wait for the listener to catch up
-                work.room.clear()
-                await work.room.wait()
-                continue
+            start = work.next_offset  # where the pull answered next began
             try:
-                conn = await pool.get(routes.broker_addr(mq.broker_name))
-                commit = self._offsets.offsets.get(mq, -1) if clustering else -1
-                result = await puller.pull(conn, mq, work.next_offset, batch, sub,
-                                           suspend=True, send_subscription=False,
-                                           commit_offset=commit)
-            except ClientError as exc:
+                if sent is None:
+                    if work.cached >= threshold:  # flow control: wait for the listener
+                        work.room.clear()
+                        await work.room.wait()
+                        continue
+                    conn = await pool.get(routes.broker_addr(mq.broker_name))
+                    sent = send(work.next_offset)
+                assert conn is not None
+                response = await conn.response(sent, PULL_TIMEOUT_S)
+                sent = None
+                status, next_offset, _, _ = outcome(response)
+                if work.dropped:
+                    return
+                work.next_offset = next_offset
+                if status is PullStatus.FOUND and work.cached + next_offset - start < threshold:
+                    # the next pull leaves before this answer is decoded, in one write with
+                    # those of the other queues answered in the same read (the yield): the
+                    # broker reads on while this consumer decodes
+                    sent = send(next_offset)
+                    await asyncio.sleep(0)
+                messages = received(response, mq, sub) if status is PullStatus.FOUND else []
+            except ClientError as exc:  # an answer that did not decode is pulled again
                 log.debug("pull of %s failed: %s", mq, exc)
+                work.next_offset, sent = start, None
                 await asyncio.sleep(self.pull_retry_delay_s)
                 continue
-            if work.dropped:
-                return
-            work.next_offset = result.next_begin_offset
-            if result.messages:
-                work.buffer.append(result.messages)
-                work.cached += len(result.messages)
+            if messages:
+                work.buffer.append(messages)
+                work.cached += len(messages)
                 work.ready.set()
-            elif result.status is PullStatus.OFFSET_ILLEGAL or (not work.cached and not work.consuming):
-                self._offsets.update(mq, result.next_begin_offset)
+            elif status is PullStatus.OFFSET_ILLEGAL or (not work.cached and not work.consuming):
+                self._offsets.update(mq, next_offset)
 
     async def _consume_loop(self, work: _QueueWork) -> None:
         listener = self._listener

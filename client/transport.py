@@ -34,6 +34,7 @@ from .errors import ClientError
 log = logging.getLogger("rocketport.client")
 
 OnRequest = Callable[["Connection", RemotingCommand], None]
+Sent = tuple[int, "asyncio.Future[RemotingCommand]"]  # a request's opaque and its answer
 Credentials = tuple[str, str]
 _opaques = itertools.count(1)  # process-wide, as RocketMQ's requestId: unique per peer too
 
@@ -138,8 +139,10 @@ class Connection(asyncio.Protocol):
         if self._closed is None and out:
             self._transport.writelines(out)  # type: ignore[union-attr]
 
-    async def _await(self, opaque: int, timeout_s: float) -> RemotingCommand:
-        fut = self._pending[opaque]
+    async def response(self, sent: Sent, timeout_s: float) -> RemotingCommand:
+        """The answer to a request `request` or `request_template` sent (it may have
+        arrived already)."""
+        opaque, fut = sent
         if self._drain is not None:
             await asyncio.shield(self._drain)
         timer = self._loop.call_later(timeout_s, _expire, fut, self.addr, timeout_s)
@@ -149,29 +152,41 @@ class Connection(asyncio.Protocol):
             timer.cancel()
             self._pending.pop(opaque, None)
 
-    def _register(self) -> int:
+    def _register(self) -> Sent:
         if self._closed is not None:
             raise self._closed
         opaque = next(_opaques) & 0x7FFFFFFF
-        self._pending[opaque] = self._loop.create_future()
-        return opaque
+        fut = self._pending[opaque] = self._loop.create_future()
+        return opaque, fut
 
-    async def invoke(self, request: RemotingCommand, timeout_s: float = 10.0) -> RemotingCommand:
-        """Send `request` and wait for its response (ClientError on timeout or close)."""
-        request.opaque = opaque = self._register()
+    def request(self, request: RemotingCommand) -> Sent:
+        """Send `request` (signed when the connection has credentials); what `response`
+        awaits. Sending and awaiting apart lets a consumer put its next pull on the wire
+        before it decodes the answer it just got."""
+        sent = self._register()
+        request.opaque = sent[0]
         if self.credentials is not None:
             sign_request(request, *self.credentials)
         self._write(encode_command(request))
-        return await self._await(opaque, timeout_s)
+        return sent
+
+    def request_template(self, template: JsonFrameTemplate, values: tuple[bytes | int, ...],
+                         body: Buffer) -> Sent:
+        """`request` for a request precompiled as a frame template (sends and pulls)."""
+        sent = self._register()
+        size = len(body)
+        frame = template.frame(sent[0], 399, *values, body_size=size)
+        self._write([frame, body] if size else [frame])
+        return sent
+
+    async def invoke(self, request: RemotingCommand, timeout_s: float = 10.0) -> RemotingCommand:
+        """Send `request` and wait for its response (ClientError on timeout or close)."""
+        return await self.response(self.request(request), timeout_s)
 
     async def invoke_template(self, template: JsonFrameTemplate, values: tuple[bytes | int, ...],
                               body: Buffer, timeout_s: float) -> RemotingCommand:
-        """`invoke` for a request precompiled as a frame template (sends and pulls)."""
-        opaque = self._register()
-        size = len(body)
-        frame = template.frame(opaque, 399, *values, body_size=size)
-        self._write([frame, body] if size else [frame])
-        return await self._await(opaque, timeout_s)
+        """`invoke` for a request precompiled as a frame template."""
+        return await self.response(self.request_template(template, values, body), timeout_s)
 
     def invoke_template_oneway(self, template: JsonFrameTemplate,
                                values: tuple[bytes | int, ...], body: Buffer) -> None:
