@@ -8,7 +8,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter
 
 from .options import LATEST, ReadOptions
-from .plan import QueueRange, read_range, resolve, split
+from .plan import QueueRange, read_range, resolve, split, split_filtered
 from .pushdown import Pushed
 from .remote import Link
 
@@ -57,6 +57,7 @@ def plan_batch(opts: ReadOptions, pushed: Pushed) -> list[QueueRange]:
                 if pushed.offset_hi is not None:
                     end = min(end, pushed.offset_hi)
                 if start < end:
-                    out += split(QueueRange(topic, mq.broker_name, link.broker_addr(mq), mq.queue_id,
-                                            start, end, tags, sql), opts.max_offsets_per_partition)
+                    r = QueueRange(topic, mq.broker_name, link.broker_addr(mq), mq.queue_id, start, end, tags, sql)
+                    out += (split_filtered(link, r, opts.max_offsets_per_partition) if tags or sql
+                            else split(r, opts.max_offsets_per_partition))
     return out

@@ -53,6 +53,23 @@ def test_large_ranges_split_into_several_partitions(spark, broker, orders):
     assert df.count() == 400
 
 
+def test_filtered_ranges_split_by_the_rows_they_hold(spark, broker, orders):
+    from pyspark.sql.functions import col
+
+    # tag A: the four matches are all in one queue; ranges of 100 offsets are sampled
+    # (longer than 30): the queue with the matches gets one partition, the others none
+    df = reader(spark, broker, "SparkOrders", maxOffsetsPerPartition="30").filter(col("tags") == "A")
+    assert df.rdd.getNumPartitions() == 1
+    assert sorted(r.value for r in df.collect()) == [b"order-%d" % i for i in range(0, 400, 100)]
+    # tag B matches 96-100 of each queue's 100: cut in four per queue, as unfiltered ranges
+    df = reader(spark, broker, "SparkOrders", maxOffsetsPerPartition="30").filter(col("tags") == "B")
+    assert df.rdd.getNumPartitions() == 16
+    assert df.count() == 396
+    # SQL92 from the options is sampled the same way
+    df = reader(spark, broker, "SparkOrders", maxOffsetsPerPartition="30", sql="n = '7'")
+    assert df.rdd.getNumPartitions() == 1 and [r.value for r in df.collect()] == [b"order-7"]
+
+
 def test_offsets_options(spark, broker, orders):
     starting = '{"SparkOrders": {"0": 90, "1": 95}}'
     ending = '{"SparkOrders": {"0": 95, "2": 10}}'
