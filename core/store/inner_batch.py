@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from ..batch.expander import BatchCache, ExpandedBatch
 from ..batch.messages import DEFAULT_TAG_HEADER
 from ..batch.record_batch import Record
+from ..filter import EXPRESSION_TYPE_TAG
 from ..message import PROPERTY_TAGS, MessageExt, decode_properties
 from .record import (HEADER, HEADER_SIZE, I64, MESSAGE_MAGIC_CODE, POS_PHYSICAL_OFFSET, PROPS_LEN,
                      BadRecord)
@@ -89,10 +90,15 @@ class StoredBatch:
 
     def matching(self, first: int, count: int, message_filter: "MessageFilter | None",
                  tag_header: str = DEFAULT_TAG_HEADER) -> list[tuple[int, int]]:
-        """`offsets` of the records a subscription matches (all of them without a filter)."""
+        """`offsets` of the records a subscription matches (all of them without a filter).
+        A tag subscription over a batch whose records all carry one tag (its TAGS property)
+        is checked once for the batch."""
         wanted = self.offsets(first, count)
         if message_filter is None:
             return wanted
+        shared = self.properties.get(PROPERTY_TAGS)
+        if shared is not None and message_filter.expression_type == EXPRESSION_TYPE_TAG:
+            return wanted if message_filter.match(shared, self.properties) else []
         props = self.batch.properties
         match = message_filter.match
         out = []
