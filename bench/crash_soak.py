@@ -64,6 +64,7 @@ FETCH_V = 12
 CREATE_TOPICS_V = 5
 START_TIMEOUT_S = 60
 READ_TIMEOUT_S = 60
+SABOTAGE_BYTES = 64 * 1024  # what --sabotage zeroes at the CommitLog's end
 _SIZE = struct.Struct(">i")
 
 
@@ -364,16 +365,17 @@ async def produce_then_kill(broker: Broker, cycle: int, ledgers: dict[str, Ledge
 
 
 def sabotage(store: str) -> None:
-    """Zero the last 4 KiB written to the CommitLog, as a disk that lost acknowledged writes
-    would: a check of the checker (--sabotage), which must then report losses."""
+    """Zero the last 64 KiB written to the CommitLog, as a disk that lost acknowledged writes
+    would: a check of the checker (--sabotage), which must then report losses. (The last
+    4 KiB could hold only writes whose answers a loaded client had not read yet.)"""
     directory = os.path.join(store, "commitlog")
     for name in sorted((n for n in os.listdir(directory) if n.isdigit()), reverse=True):
         with open(os.path.join(directory, name), "r+b") as f:  # the newest with data: the
             data = f.read()                                  # next may be made ahead, empty
             end = len(data.rstrip(b"\0"))
             if end:
-                f.seek(max(0, end - 4096))
-                f.write(bytes(end - max(0, end - 4096)))
+                f.seek(max(0, end - SABOTAGE_BYTES))
+                f.write(bytes(end - max(0, end - SABOTAGE_BYTES)))
                 return
 
 
@@ -444,7 +446,7 @@ def main() -> int:
     parser.add_argument("--dir", default=None, help="where the temporary store goes")
     parser.add_argument("--keep", action="store_true", help="keep the store and broker log")
     parser.add_argument("--sabotage", action="store_true",
-                        help="zero the CommitLog's last 4 KiB after each kill: checks that the "
+                        help="zero the CommitLog's last 64 KiB after each kill: checks that the "
                              "soak reports losses (it must exit 1)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="another broker setting (repeatable)")

@@ -35,7 +35,7 @@ def test_two_sigkill_cycles_lose_no_acknowledged_message(tmp_path):
 
 
 def test_the_soak_reports_acknowledged_writes_the_store_lost(tmp_path):
-    """--sabotage zeroes the CommitLog's last 4 KiB after the kill: a soak that did not
+    """--sabotage zeroes the CommitLog's last 64 KiB after the kill: a soak that did not
     notice would prove nothing."""
     code, rows = _soak(tmp_path, "--cycles", "1", "--sabotage", "--min-run", "0.5")
     assert code == 1
