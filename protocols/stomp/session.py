@@ -371,7 +371,9 @@ class StompSession(Session):
             if type(outcome) is not eager.Done:
                 outcome.add_done_callback(self._on_done)
             return
-        queue.extend([_Pending(outcome, receipt) for outcome, receipt in zip(outcomes, receipts)])
+        # a frame stored at once that wants no receipt has nothing to answer: not queued
+        queue.extend([_Pending(outcome, receipt) for outcome, receipt in zip(outcomes, receipts)
+                      if receipt is not None or outcome is not _STORED])
 
     def _put_now(self, bodies: list[bytes], plans: list[_SendPlan]) -> list[eager.Done] | None:
         """One outcome per message stored with `Broker.put_now` (a plan's queue and tags
