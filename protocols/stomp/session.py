@@ -700,15 +700,15 @@ class StompSession(Session):
         msg = delivery.message
         props = msg.properties
         tag = delivery.tag
-        if s.ack == "auto":
-            ack = ""
-        else:
+        extra = ""  # the headers between message-id and the properties
+        if s.ack != "auto":
             s.unacked[tag] = None
-            ack = f"ack:{s.serial}-{tag}\n" if self.conn.version == V12 else ""
+            if self.conn.version == V12:
+                extra = f"ack:{s.serial}-{tag}\n"
         if delivery.redelivered or msg.reconsume_times:
-            ack += "redelivered:true\n"
+            extra += "redelivered:true\n"
             if msg.reconsume_times:
-                ack += f"x-reconsume-times:{msg.reconsume_times}\n"
+                extra += f"x-reconsume-times:{msg.reconsume_times}\n"
         tags = props.get(PROPERTY_TAGS)
         # a record batch carries TAGS in its tag header too: shown once, as x-tags
         hidden = self._hidden_tagged if tags and props.get(self._tag_header) == tags else _HIDDEN
@@ -723,7 +723,7 @@ class StompSession(Session):
                      or text.count("\n") != len(lines)):
             text = self._escaped_lines(props, hidden, tags, keys)
         body = msg.body
-        self._emit(b"".join((s.head, f"{s.serial}-{tag}\n{ack}{text}content-length:{len(body)}\n\n"
+        self._emit(b"".join((s.head, f"{s.serial}-{tag}\n{extra}{text}content-length:{len(body)}\n\n"
                              .encode("utf-8", "surrogateescape"), body, b"\0")))
 
     def _escaped_lines(self, props: dict[str, str], hidden: frozenset[str], tags: str | None,
