@@ -116,7 +116,7 @@ def _head_end(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
 
 
 Heads = dict[bytes, tuple[str, dict[str, str], int]]
-_HEADS_MAX: Final = 256  # distinct command-and-header blocks a connection's cache holds
+_HEADS_MAX: Final = 16  # distinct command-and-header blocks a connection's cache holds
 _HEAD_CACHED_MAX: Final = 512  # octets: longer heads are parsed every time
 
 
@@ -128,7 +128,9 @@ def parse_frame(buf: bytes | bytearray, pos: int, version: str, limits: Limits,
     ``heads``: one connection's parsed command-and-header blocks (same version, same
     limits), by their octets. A pipelining client repeats the same block frame after frame;
     a hit skips decoding, splitting and unescaping, and gives the same ``headers`` dict
-    again, which callers therefore treat as read-only (and may recognise by identity)."""
+    again, which callers therefore treat as read-only (and may recognise by identity).
+    Bounded (16 blocks of at most 512 octets) so a client sending ever-new headers cannot
+    make it grow."""
     head_end, body_start = _head_end(buf, pos)
     if head_end < 0:
         if len(buf) - pos > limits.max_head:
@@ -141,9 +143,10 @@ def parse_frame(buf: bytes | bytearray, pos: int, version: str, limits: Limits,
         hit = heads.get(key)
         if hit is None:
             hit = _parse_head(buf, pos, head_end, version, limits)
-            if len(heads) >= _HEADS_MAX:
-                heads.clear()
-            heads[key] = hit
+            if "receipt" not in hit[1]:  # a receipt id is new every time: not worth keeping
+                if len(heads) >= _HEADS_MAX:
+                    heads.clear()
+                heads[key] = hit
     else:
         hit = _parse_head(buf, pos, head_end, version, limits)
     command, headers, length = hit
