@@ -65,8 +65,9 @@ MECHANISMS = "PLAIN AMQPLAIN"
 MAX_PUTS_IN_FLIGHT = 4096  # per connection: reading pauses above it
 # a publish not stored yet: (channel, publish sequence, body, message properties)
 _Gathered = tuple[Channel, int, bytes, dict[str, str]]
-# properties the core must see on a message of its own (`Broker.put_gathered` refuses them)
 _PUBLISHED_MAX = 1024  # distinct (content header, routing key) pairs remembered per connection
+# properties the core must see on a message of its own (`Broker.put_messages` refuses a
+# transaction in a run; a dedup key is checked per message)
 _ALONE = frozenset((PROPERTY_DEDUP_KEY, PROPERTY_TRANSACTION_PREPARED))
 _U32 = struct.Struct(">I")
 
@@ -567,13 +568,13 @@ class AmqpSession(Session):
 
     def _store_gathered(self) -> None:
         """Store the publishes gathered since the last call, in order: runs of plain
-        messages of one topic as one inner batch each (`Broker.put_gathered`: a pipelining
-        publisher's read holds many, and the store's per-record costs are paid once per
-        run), one put each for those the core must treat one by one (a delay, a
-        transaction or dedup property, a large body). Called before any other method
-        runs, so a method after a publish sees it stored in order."""
+        messages of one topic with one append each (`Broker.put_messages`: a pipelining
+        publisher's read holds many, and the append's fixed costs are paid once per run),
+        one put each for those the core must treat one by one (a delay, a transaction or
+        dedup property, a large body). Called before any other method runs, so a method
+        after a publish sees it stored in order."""
         gathered, self._gathered = self._gathered, {}
-        cap, tag_header = self._run_bytes, self._tag_header
+        cap = self._run_bytes
         last, gatherable, overhead = None, False, 0  # publishes mostly repeat one properties object
         for topic, entries in gathered.items():
             run: list[_Gathered] = []
@@ -581,8 +582,8 @@ class AmqpSession(Session):
             for entry in entries:
                 body, props = entry[2], entry[3]
                 if props is not last:
-                    last, gatherable = props, _gatherable(props, tag_header)
-                    # a record's bytes beyond its body, at most (4 bytes a character, UNIQ_KEY)
+                    last, gatherable = props, _gatherable(props)
+                    # a record's bytes beyond its body, at most (4 bytes a character)
                     overhead = 64 + 4 * sum(len(k) + len(v) + 2 for k, v in props.items())
                 size = len(body) + overhead
                 alone = size > cap or not gatherable
@@ -598,12 +599,16 @@ class AmqpSession(Session):
                 self._put_run(topic, run)
 
     def _put_run(self, topic: str, run: list[_Gathered]) -> None:
-        """One message as it is (a plain record: the cheapest to read), or a run as one."""
+        """One message, or a run in one append; plain records either way (a run stored as
+        one inner batch costs less to write and several times more to read per message).
+        The core may rewrite a message's properties: each gets a copy."""
+        peer = self.peer
         if len(run) == 1:
-            _, _, body, props = run[0]  # the core may rewrite a message's properties: a copy
-            self._start_put(run, self.broker.put_message(Message(topic, body, dict(props), born_host=self.peer)))
+            _, _, body, props = run[0]
+            self._start_put(run, self.broker.put_message(Message(topic, body, dict(props), born_host=peer)))
         else:
-            self._start_put(run, self.broker.put_gathered(topic, [(e[2], e[3]) for e in run], born_host=self.peer))
+            self._start_put(run, self.broker.put_messages(
+                [Message(topic, body, dict(props), born_host=peer) for _, _, body, props in run]))
 
     def _start_put(self, entries: list[_Gathered], put: Any) -> None:
         outcome = eager.start(put)
@@ -913,10 +918,9 @@ class AmqpSession(Session):
         self._send(self.conn.send_method(channel.number, Tx.RollbackOk()))
 
 
-def _gatherable(properties: dict[str, str], tag_header: str) -> bool:
-    """Whether a publish may be stored in a gathered run (`Broker.put_gathered`)."""
-    return not (needs_schedule(properties) or tag_header in properties
-                or not _ALONE.isdisjoint(properties))
+def _gatherable(properties: dict[str, str]) -> bool:
+    """Whether a publish may be stored in a run (`Broker.put_messages`)."""
+    return not (needs_schedule(properties) or not _ALONE.isdisjoint(properties))
 
 
 def _credentials(mechanism: str, response: bytes) -> tuple[str, str]:
