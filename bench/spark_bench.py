@@ -135,18 +135,23 @@ def _batch_reads(spark, namesrv: str, count: int, passes: int, long_passes: int)
 
     # untimed: a session's first queries start its Python workers and warm the JVM (10-40 s)
     source().filter(F.col("tags") == "hot").count()
-    fixed_s, n = _best(lambda: source(TOPIC + "Empty").filter(F.col("tags") == "hot").count(), passes)
-    assert n == 0, n
-    _row("query_fixed_cost", fixed_s, "s")
-
     seconds, total = _best(lambda: source().agg(F.sum(F.length("value"))).first()[0], long_passes)
     assert total == count * len(BODY), total
     _row("batch_read_all", count / seconds, messages=count, seconds=round(seconds, 2))
 
+    # the pushed query and the same against an empty topic take turns, so both see the
+    # same minutes of the machine (and the same warmth of the JVM)
     hot = count // 100
-    pushed_s, n = _best(lambda: source().filter(F.col("tags") == "hot").count(), passes)
-    assert n == hot, n
-    _row("batch_read_pushed_1pct", count / pushed_s, messages=count, matches=n, seconds=round(pushed_s, 2))
+    pushed_s = fixed_s = float("inf")
+    for _ in range(passes):
+        seconds, n = _best(lambda: source().filter(F.col("tags") == "hot").count(), 1)
+        assert n == hot, n
+        pushed_s = min(pushed_s, seconds)
+        seconds, n = _best(lambda: source(TOPIC + "Empty").filter(F.col("tags") == "hot").count(), 1)
+        assert n == 0, n
+        fixed_s = min(fixed_s, seconds)
+    _row("query_fixed_cost", fixed_s, "s")
+    _row("batch_read_pushed_1pct", count / pushed_s, messages=count, matches=hot, seconds=round(pushed_s, 2))
     spark_s, n = _best(lambda: source().filter(F.concat(F.col("tags"), F.lit("")) == "hot").count(),
                        long_passes)
     assert n == hot, n
