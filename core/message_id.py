@@ -2,9 +2,8 @@
 
 Clients decode an offsetMsgId to name a message by its commit-log offset (END_TRANSACTION,
 queryMsgById), so the broker must turn one back into that offset. The client's unique id
-(``UNIQ_KEY``) is opaque and found through the index instead; the broker makes one for a
-message it stores in a batch on a client's behalf (core.batch.gathered), in the client's
-layout (`MessageClientIdGenerator`, also the remoting client's). No I/O.
+(``UNIQ_KEY``) is opaque and found through the index instead; `MessageClientIdGenerator`
+makes them in RocketMQ's client layout (the native client's). No I/O.
 """
 
 from __future__ import annotations

@@ -4,8 +4,7 @@ One message: `put_message` (a delay or a prepared transaction is wrapped here). 
 one queue: `put_messages` (decoded messages), `put_batch` (a remoting MessageBatch body, stored
 as sent), `put_record_batch` (a Kafka record batch, stored whole as one inner batch). Plain
 single sends without a coroutine: `accept_now`, then `put_now` for the messages it accepted
-(the remoting send lane gathers them). A run of plain messages for one topic that arrived
-together (AMQP publishes, STOMP SENDs): `put_gathered`, stored as one inner batch. A consumer's give-up on a message: `send_back` (to the
+(the remoting send lane gathers them). A consumer's give-up on a message: `send_back` (to the
 group's retry topic, or its dead-letter topic). `topic_for_write` when a front-end must know
 the topic before it sends (auto-created when the configuration allows). `put_restored` is the
 schedule service's (due delayed messages), not a front-end's.
@@ -23,13 +22,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import socket
-from collections.abc import Sequence
 
-from ..batch.gathered import build_gathered
 from ..batch.message_batch import decode_batch
 from ..config import BrokerConfig
-from ..dedup import DEDUP_NEEDLE, PROPERTY_DEDUP_KEY, DedupWindow, dedup_key
+from ..dedup import DEDUP_NEEDLE, DedupWindow, dedup_key
 from ..errors import (
     BrokerError,
     GroupNotFound,
@@ -42,7 +38,6 @@ from ..message import (
     INNER_BATCH_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_TIMER_DELAY_SEC,
-    PROPERTY_TAGS,
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_TRANSACTION_PREPARED,
     TAGS_NEEDLES,
@@ -53,7 +48,7 @@ from ..message import (
     property_bytes,
     transaction_type,
 )
-from ..message_id import MessageClientIdGenerator, offset_msg_id
+from ..message_id import offset_msg_id
 from ..metadata.topics import PERM_WRITE, TopicConfig, TopicConfigManager, validate_topic
 from ..retry import DEFAULT_MAX_RECONSUME_TIMES, DLQ_QUEUE_NUMS, build_send_back
 from ..schedule import SCHEDULE_TOPIC, DelayLevels, needs_schedule, now_ms, wrap_for_schedule
@@ -106,7 +101,6 @@ class ProduceRole:
     delay_levels: DelayLevels
     dedup: DedupWindow
     _queue_rr: dict[str, itertools.count]
-    _gathered_ids: MessageClientIdGenerator | None = None  # made on first use
 
     async def put_message(self, msg: Message) -> PutResult:
         """Store one message. A prepared transactional message becomes a half message; a
@@ -169,33 +163,6 @@ class ProduceRole:
         """A record batch (v2 layout) stored whole as an inner batch of ``count`` messages."""
         queue_id = self._writable(topic, queue_id)
         return await self.store.put_inner_batch(topic, queue_id, batch, count, **kwargs)
-
-    async def put_gathered(self, topic: str, entries: Sequence[tuple[bytes, dict[str, str]]], *,
-                           queue_id: int = -1, born_host: tuple[str, int] = ("127.0.0.1", 0)) -> PutResult:
-        """A run of plain messages (body, properties) for one topic, stored in order as ONE
-        inner batch (`core.batch.gathered`: each reads back as the message it was, with a
-        UNIQ_KEY of its own) in one queue, chosen as `put_message` chooses it. Under
-        SYNC_FLUSH it returns once flushed. Raises InvalidMessage, before storing any, when
-        one needs per-message treatment (a delay, a transaction, a DEDUP_KEY, a property
-        named like the tag header): send those with `put_message`. The run must fit one
-        record (maxMessageSize)."""
-        for _, props in entries:
-            if props and (needs_schedule(props) or PROPERTY_DEDUP_KEY in props
-                          or props.get(PROPERTY_TRANSACTION_PREPARED) == "true"):
-                raise InvalidMessage("delayed, transactional or deduplicated messages are put one by one")
-        queue_id = self._writable(topic, queue_id)
-        ids = self._gathered_ids
-        if ids is None:
-            ids = self._gathered_ids = MessageClientIdGenerator(socket.inet_ntoa(self.store.store_host[:4]))
-        now = now_ms()
-        try:
-            run = build_gathered(entries, ids.next_ids(len(entries)), now, self.config.kafka_tag_header)
-        except ValueError as exc:
-            raise InvalidMessage(str(exc)) from None
-        return await self.store.put_inner_batch(
-            topic, queue_id, run.batch, run.count, tags_codes=run.tags_codes,
-            properties={PROPERTY_TAGS: run.shared_tag} if run.shared_tag is not None else None,
-            born_timestamp=now, born_host=born_host)
 
     def accept_now(self, topic: str, queue_id: int, properties: bytes,
                    sys_flag: int) -> tuple[int, int] | None:

@@ -81,9 +81,9 @@ _HIDDEN: Final = frozenset(value for name, value in vars(_message).items()
     "x-reconsume-times", "x-tags", "x-keys"}
 _ACK_MODES: Final = ("auto", "client", "client-individual")
 _DESTINATION_CACHE: Final = 1024
-_BATCH_BYTES: Final = 1 << 20  # per gathered put (maxMessageSize bounds the whole batch)
+_BATCH_BYTES: Final = 1 << 20  # per run put in one append (maxMessageSize bounds the whole run)
 _STORED: Final = eager.Done()
-_RECORD_OVERHEAD: Final = 64  # a gathered record's own octets (head, UNIQ_KEY) beside its properties
+_RECORD_OVERHEAD: Final = 160  # a record's own octets (head, topic) beside its properties, about
 
 
 class StompError(Exception):
@@ -134,7 +134,7 @@ class _SendPlan:
     topic: str
     properties: dict[str, str]  # shared by every message of the plan: read-only
     encoded: bytes  # the properties as the store takes them
-    overhead: int  # octets a message takes in a gathered batch beside its body (about)
+    overhead: int  # octets a message's record takes beside its body (about)
 
 
 @dataclass(slots=True)
@@ -357,16 +357,18 @@ class StompSession(Session):
     # ------------------------------------------------------------------ the send lane
     def _put_lane(self, bodies: list[bytes], plans: list[_SendPlan],
                   receipts: list[str | None]) -> None:
-        """Store a run of plain SENDs to one topic that came in one read, then answer each
-        frame in its turn like any other. ASYNC_FLUSH: as plain records in one append
-        (`Broker.put_now`), the cheapest form to store and to read back one by one.
-        SYNC_FLUSH, or when `Broker.accept_now` refuses (a topic to auto-create...): as
-        one inner batch (`Broker.put_gathered`: one append, one wait for the fsync)."""
+        """Store a run of plain SENDs to one topic that came in one read, as plain records
+        in one append, then answer each frame in its turn like any other. ASYNC_FLUSH:
+        `Broker.put_now`, without a coroutine. SYNC_FLUSH, or when `Broker.accept_now`
+        refuses (a topic to auto-create...): `Broker.put_messages`, one wait for the fsync.
+        (One inner batch per run costs as much to store and up to twice as much to read
+        back one by one, which is what a drain does.)"""
         queue = self._queue
         outcomes = None if self._sync else self._put_now(bodies, plans)
         if outcomes is None:
-            outcome = eager.start(self.broker.put_gathered(
-                plans[0].topic, list(zip(bodies, [p.properties for p in plans])), born_host=self.peer))
+            peer = self.peer  # the core may rewrite a message's properties: a copy each
+            outcome = eager.start(self.broker.put_messages(
+                [Message(p.topic, body, dict(p.properties), born_host=peer) for body, p in zip(bodies, plans)]))
             queue.extend([_Pending(outcome, receipt) for receipt in receipts])
             if type(outcome) is not eager.Done:
                 outcome.add_done_callback(self._on_done)
@@ -500,7 +502,7 @@ class StompSession(Session):
 
     def _plan(self, headers: dict[str, str]) -> _SendPlan | None:
         """What a plain SEND with these headers stores (no transaction, no delay, nothing
-        `Broker.put_gathered` leaves to `put_message`), or None for the handler (which
+        `Broker.put_messages` leaves to `put_message`), or None for the handler (which
         also names what is wrong). Frames with the same header
         block share one headers dict (`codec.parse_frame`), so a pipelining producer's
         plan is made once and recognised by identity."""
@@ -515,8 +517,7 @@ class StompSession(Session):
                 properties = None
             if (properties is not None and not needs_schedule(properties)
                     and PROPERTY_DEDUP_KEY not in properties
-                    and properties.get(PROPERTY_TRANSACTION_PREPARED) != "true"
-                    and self._tag_header not in properties):
+                    and properties.get(PROPERTY_TRANSACTION_PREPARED) != "true"):
                 encoded = encode_properties(properties)
                 plan = _SendPlan(topic, properties, encoded, _RECORD_OVERHEAD + len(encoded))
         self._last_plan = (headers, plan)
