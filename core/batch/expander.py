@@ -63,7 +63,7 @@ class ExpandedBatch:
     in order and only as far as a reader has asked (a pull from the start of a large batch
     does not decode its end)."""
 
-    __slots__ = ("count", "base_timestamp", "compression", "payload", "cost", "_records",
+    __slots__ = ("count", "base_timestamp", "compression", "control", "payload", "cost", "_records",
                  "_pending", "_error", "_contiguous", "_props", "_record_cost", "_cache", "_held")
 
     def __init__(self, batch: Buffer, cache: "BatchCache | None" = None) -> None:
@@ -72,6 +72,7 @@ class ExpandedBatch:
         self.count, self.payload = batch_payload(batch)
         self.base_timestamp = header.base_timestamp
         self.compression = header.compression
+        self.control = header.is_control  # a transaction marker's batch
         self.cost = len(self.payload) + 200
         self._records: list[Record] = []
         self._pending: Iterator[Record] | None = None  # the decoder, once started

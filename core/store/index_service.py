@@ -243,7 +243,8 @@ class IndexService:
                 log.error("cannot index batch at %d: %s", phys, exc)
                 return 1, True
             left, data = batch.count, batch.payload
-            if left <= UNIFORM_CHECK_MAX and all_keyless(data):  # nothing to index
+            # nothing to index: no keys, or a transaction marker's (no message's key)
+            if batch.control or (left <= UNIFORM_CHECK_MAX and all_keyless(data)):
                 return left, True
             pos = 0
         self._open = None

@@ -221,3 +221,31 @@ def test_the_maximum_timeout_is_configured(small_config):
             assert await broker.init_transactional_producer("t", 5000) == (1 << 32, 0)
 
     run(main())
+
+
+def test_markers_keys_stay_out_of_the_key_index(small_config):
+    """A transaction marker's record key (version and type, four octets) is no message's
+    key: the index builder skips marker batches, and still indexes the records' own keys."""
+    async def main() -> None:
+        async with Broker(small_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            pid, epoch = await broker.init_transactional_producer("t", 60_000)
+            for commit in (False, True):
+                await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+                broker.check_transactional_write(pid, epoch, "T", 0)
+                batch = build_batch([Record(0, 0, b"order-%d" % commit, b"v")],
+                                    base_timestamp=int(time.time() * 1000), producer_id=pid,
+                                    producer_epoch=epoch, base_sequence=commit, transactional=True)
+                await broker.put_record_batch("T", 0, batch, 1)
+                await broker.end_txn("t", pid, epoch, commit)
+            store = broker.store
+            for _ in range(500):
+                if store.index.built_offset >= store.dispatched_offset:
+                    break
+                await asyncio.sleep(0.01)
+            assert store.index.built_offset >= store.dispatched_offset
+            assert [m.body for m in broker.query_by_key("T", "order-1")] == [b"v"]
+            for marker_key in ("\x00\x00\x00\x00", "\x00\x00\x00\x01"):  # abort, commit
+                assert broker.query_by_key("T", marker_key) == []
+
+    run(main())
