@@ -13,17 +13,18 @@ all aborted ranges still needed). A torn last line (a crash mid-write) is ignore
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 from collections.abc import Iterable
 from typing import Any
 
+import orjson
+
 from ..store.checkpoint import write_atomically
 
 log = logging.getLogger(__name__)
 
-_encode = json.JSONEncoder(separators=(",", ":")).encode  # one encoder, not one per line
+_encode = orjson.dumps  # compact UTF-8 JSON, as bytes
 
 
 class CoordinatorLog:
@@ -46,7 +47,7 @@ class CoordinatorLog:
             if not line.strip():
                 continue
             try:
-                records.append(json.loads(line))
+                records.append(orjson.loads(line))
             except ValueError:
                 log.warning("%s: line %d is unreadable (a write cut short); skipped", self.path, n)
         self.lines = len(records)
@@ -64,7 +65,7 @@ class CoordinatorLog:
     def append(self, record: dict[str, Any]) -> None:
         if self._fd is None:
             self.open()
-        os.write(self._fd, _encode(record).encode() + b"\n")
+        os.write(self._fd, _encode(record) + b"\n")
         self.lines += 1
 
     async def flushed(self) -> None:
@@ -86,6 +87,6 @@ class CoordinatorLog:
         """Replace the log by ``records`` (a snapshot), atomically."""
         lines = [_encode(r) for r in records]
         self.close()
-        write_atomically(self.path, ("\n".join(lines) + "\n").encode() if lines else b"")
+        write_atomically(self.path, b"\n".join(lines) + b"\n" if lines else b"")
         self.lines = len(lines)
         self.open()
