@@ -34,8 +34,7 @@ import time
 from pathlib import Path
 
 from rocketport.client import ConsumeResult, Message, Producer, PushConsumer
-from rocketport.core.config import BrokerConfig, ProtocolConfig
-from procs import free_port as _free_port
+from procs import free_port as _free_port, remoting_broker_main
 
 PEER_CLIENT = Path(__file__).resolve().parents[1] / "interop" / "rocketmq_py" / "client.py"
 BODY = b"x" * 100
@@ -48,27 +47,6 @@ def _run_loop(coro):
     except ImportError:
         return asyncio.run(coro)
     return uvloop.run(coro)
-
-
-def _broker_main(store_dir: str, port: int, ready: mp.connection.Connection) -> None:
-    from rocketport.server import BrokerServer
-
-    async def serve() -> None:
-        # a real port (offset message ids embed it); the name server on a free one
-        config = BrokerConfig(store_path_root_dir=store_dir, listen_port=port,
-                              namesrv=ProtocolConfig(True, 0), kafka=ProtocolConfig(False, 0),
-                              amqp=ProtocolConfig(False, 0), stomp=ProtocolConfig(False, 0))
-        server = BrokerServer(config)
-        await server.start()
-        endpoints = {role: f"{host}:{p}" for fe in server.front_ends.values()
-                     for role, host, p in fe.endpoints()}
-        ready.send(endpoints["name server"])
-        stop = asyncio.Event()
-        asyncio.get_running_loop().add_reader(ready.fileno(), stop.set)
-        await stop.wait()
-        await server.stop()
-
-    _run_loop(serve())
 
 
 def _peer(home: str, *args: str, timeout: float = 600) -> dict | None:
@@ -165,7 +143,7 @@ def main() -> None:
     os.makedirs(home)
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
-    broker = ctx.Process(target=_broker_main, args=(os.path.join(store_dir, "store"), _free_port(), child))
+    broker = ctx.Process(target=remoting_broker_main, args=(os.path.join(store_dir, "store"), _free_port(), child))
     broker.start()
     try:
         namesrv = parent.recv()

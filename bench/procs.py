@@ -47,3 +47,38 @@ def cpu_seconds(pid: int, group: bool = False) -> float:
         if not group or int(fields[2]) == pid:
             total += int(fields[11]) + int(fields[12])
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def remoting_broker_main(store_dir: str, port: int, ready, uvloop: bool = True) -> None:
+    """A broker process's main (multiprocessing, spawn) for the benches that drive it
+    through the native client: remoting on ``port`` (a real one: offset message ids embed
+    it), the name server on a free port, every other front-end off. Sends the name server's
+    address through the pipe end ``ready``, and stops when something arrives on it."""
+    import asyncio
+
+    from rocketport.core.config import BrokerConfig, ProtocolConfig
+    from rocketport.server import BrokerServer
+
+    async def serve() -> None:
+        config = BrokerConfig(store_path_root_dir=store_dir, listen_port=port,
+                              namesrv=ProtocolConfig(True, 0), kafka=ProtocolConfig(False, 0),
+                              amqp=ProtocolConfig(False, 0), stomp=ProtocolConfig(False, 0))
+        server = BrokerServer(config)
+        await server.start()
+        endpoints = {role: f"{host}:{p}" for fe in server.front_ends.values()
+                     for role, host, p in fe.endpoints()}
+        ready.send(endpoints["name server"])
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_reader(ready.fileno(), stop.set)
+        await stop.wait()
+        await server.stop()
+
+    if uvloop:
+        try:
+            import uvloop as loop_module
+        except ImportError:
+            loop_module = None
+        if loop_module is not None:
+            loop_module.run(serve())
+            return
+    asyncio.run(serve())

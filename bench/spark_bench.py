@@ -41,34 +41,13 @@ import tempfile
 import time
 
 from rocketport.client import AdminClient, Message, Producer
-from rocketport.core.config import BrokerConfig, ProtocolConfig
-from procs import free_port as _free_port
+from procs import free_port as _free_port, remoting_broker_main
 
 BODY = b"x" * 100
 TOPIC = "SparkBench"
 FLOOR_SPEEDUP = 10.0
 LOAD_BATCH = 1000  # messages per batch send while loading
 LOAD_IN_FLIGHT = 16
-
-
-def _broker_main(store_dir: str, port: int, ready: mp.connection.Connection) -> None:
-    from rocketport.server import BrokerServer
-
-    async def serve() -> None:
-        config = BrokerConfig(store_path_root_dir=store_dir, listen_port=port,
-                              namesrv=ProtocolConfig(True, 0), kafka=ProtocolConfig(False, 0),
-                              amqp=ProtocolConfig(False, 0), stomp=ProtocolConfig(False, 0))
-        server = BrokerServer(config)
-        await server.start()
-        endpoints = {role: f"{host}:{p}" for fe in server.front_ends.values()
-                     for role, host, p in fe.endpoints()}
-        ready.send(endpoints["name server"])
-        stop = asyncio.Event()
-        asyncio.get_running_loop().add_reader(ready.fileno(), stop.set)
-        await stop.wait()
-        await server.stop()
-
-    asyncio.run(serve())
 
 
 async def _load(namesrv: str, count: int) -> float:
@@ -198,7 +177,8 @@ def main() -> None:
     workdir = tempfile.mkdtemp(prefix="spark-bench-", dir=args.dir)
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
-    broker = ctx.Process(target=_broker_main, args=(os.path.join(workdir, "store"), _free_port(), child))
+    broker = ctx.Process(target=remoting_broker_main,
+                         args=(os.path.join(workdir, "store"), _free_port(), child, False))
     broker.start()
     try:
         namesrv = parent.recv()
