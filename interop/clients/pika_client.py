@@ -79,17 +79,16 @@ class Pika(Client):
             if c.ready is not None:
                 c.ready.set()
             for method, props, body in ch.consume(group, inactivity_timeout=0.2):
-                if method is not None:
-                    if c.n is not None and len(got) >= c.n:
-                        pass  # unacknowledged: back to the queue when the channel closes
+                # one past the count asked for stays unacknowledged: back to the queue
+                # when the channel closes
+                if method is not None and (c.n is None or len(got) < c.n):
+                    got.append(ac.received(body, method.routing_key, props.headers,
+                                           method.redelivered))
+                    last = time.monotonic()
+                    if c.nack:
+                        ch.basic_nack(method.delivery_tag, requeue=False)
                     else:
-                        got.append(ac.received(body, method.routing_key, props.headers,
-                                               method.redelivered))
-                        last = time.monotonic()
-                        if c.nack:
-                            ch.basic_nack(method.delivery_tag, requeue=False)
-                        else:
-                            ch.basic_ack(method.delivery_tag)
+                        ch.basic_ack(method.delivery_tag)
                 if c.done(len(got), started, last):
                     break
         finally:
