@@ -74,6 +74,7 @@ class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole)
         self.pull_waiters = PullWaiters()
         self._tasks: asyncio.TaskGroup | None = None
         self._delivery_groups = {}
+        self._views = {}
         self._stop = asyncio.Event()
         self.running = False
         # ---- messaging semantics (schedule, transactions, clients)

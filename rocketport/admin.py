@@ -427,6 +427,37 @@ async def get_broker_config(args: argparse.Namespace, out: Report) -> None:
                  ((addr, *line.partition("=")[::2]) for line in sorted(body.splitlines())))
 
 
+async def _amqp_view(addr: str) -> dict[str, Any]:
+    resp = await _invoke(addr, request(RequestCode.GET_FRONTEND_VIEW, {"name": "amqp"}))
+    return orjson.loads(bytes(resp.body))
+
+
+def _binding(key: str, arguments: dict[str, Any]) -> str:
+    return key + (" " + _text(arguments) if arguments else "")
+
+
+async def amqp_exchanges(args: argparse.Namespace, out: Report) -> None:
+    columns = ("broker", "name", "type", "durable", "autoDelete", "internal", "arguments", "boundTo")
+    out.rows("exchanges", columns, title="AMQP exchanges (vhost /)")
+    for addr in await _target_brokers(args):
+        out.rows("exchanges", columns, (
+            (addr, e["name"], e["type"], e["durable"], e["autoDelete"], e["internal"], e["arguments"],
+             [f"{b['destination']} <- {_binding(b['routingKey'], b['arguments'])}" for b in e["exchangeBindings"]])
+            for e in (await _amqp_view(addr))["exchanges"]))
+
+
+async def amqp_queues(args: argparse.Namespace, out: Report) -> None:
+    columns = ("broker", "name", "durable", "exclusive", "autoDelete", "consumers", "messagesReady",
+               "bindings", "arguments")
+    out.rows("queues", columns, title="AMQP queues (vhost /)")
+    for addr in await _target_brokers(args):
+        out.rows("queues", columns, (
+            (addr, q["name"], q["durable"], q["exclusive"], q["autoDelete"], q["consumers"], q["messagesReady"],
+             [f"{b['exchange']} -> {_binding(b['routingKey'], b['arguments'])}" for b in q["bindings"]],
+             q["arguments"])
+            for q in (await _amqp_view(addr))["queues"]))
+
+
 async def update_sub_group(args: argparse.Namespace, out: Report) -> None:
     for addr in await _target_brokers(args):
         await _call(addr, _CLIENT.get().create_group(
@@ -693,6 +724,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     verb("clusterList", cluster_list, "brokers per cluster with their counters")
     target(verb("brokerStatus", broker_status, "a broker's runtime info"))
     target(verb("getBrokerConfig", get_broker_config, "a broker's settings"))
+    target(verb("amqpExchanges", amqp_exchanges, "AMQP exchanges, with exchange-to-exchange bindings"))
+    target(verb("amqpQueues", amqp_queues, "AMQP queues: bindings, consumers, messages ready"))
     p = verb("updateSubGroup", update_sub_group, "create or update a subscription group", results=False)
     p.add_argument("-g", "--group", required=True)
     p.add_argument("-d", "--broadcast", type=lambda v: v.lower() == "true", default=True)

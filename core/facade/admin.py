@@ -6,6 +6,8 @@ files exist), `delete_topic`, `get_topic`, `set_topic_attributes`, `topic_names`
 `groups_consuming`. Kafka's DeleteRecords: `delete_records`. Stored messages by key or id:
 `query_by_key`, `view_message` (offsetMsgId), `message_by_offset`, `message_by_unique_key`.
 Figures: `stats`, `last_store_timestamp`, `store_host` (the head of every offsetMsgId).
+Front-end state for `rocketport admin` (AMQP's exchanges and queues...): `register_view`,
+`view`, so the remoting front-end can show what another front-end holds without knowing it.
 
 A front-end never changes the topic, group or offset tables (``broker.topics``...) around
 these calls: deleting a topic or group here also drops its queues, offsets and held pulls.
@@ -15,6 +17,7 @@ path. These methods never put a message.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +60,7 @@ class AdminRole:
     pull_waiters: PullWaiters
     consumer_manager: ConsumerManager
     txn: TxnCoordinator
+    _views: dict[str, Callable[[], Any]]
 
     @property
     def store_host(self) -> bytes:
@@ -195,3 +199,15 @@ class AdminRole:
             commit_log_max_offset=s.commitlog.max_offset,
             dispatched_offset=s.dispatched_offset, index_built_offset=s.index.built_offset,
             disk_usage_ratio=s.disk_usage_ratio())
+
+    # ---------------------------------------------------------------- front-end views
+    def register_view(self, name: str, snapshot: Callable[[], Any]) -> None:
+        """``snapshot()`` returns front-end state as JSON-able data, read on demand."""
+        self._views[name] = snapshot
+
+    def view_names(self) -> list[str]:
+        return sorted(self._views)
+
+    def view(self, name: str) -> Any:
+        """The named view's snapshot; KeyError when no front-end registered it."""
+        return self._views[name]()

@@ -20,6 +20,7 @@ from rocketport.core.metadata.amqp_entities import AmqpEntityManager
 from ..frontend import ListenerFrontEnd
 from ..listener import Listener
 from ..session_base import Session
+from .admin_view import VIEW_NAME, snapshot
 from .session import AmqpSession
 from .vhost import VirtualHost
 
@@ -38,6 +39,7 @@ class AmqpFrontEnd(ListenerFrontEnd):
         section = config.amqp
         self.vhost = VirtualHost(broker, AmqpEntityManager(
             os.path.join(config.store_path_root_dir, "config")))
+        broker.register_view(VIEW_NAME, lambda: snapshot(self.vhost))
         self.acl = PlainAcl(config.plain_acl_file) if config.acl_enable else None
         self.heartbeat = DEFAULT_HEARTBEAT_S
         self.listener = Listener("amqp", section.host, section.port, self._new_session,

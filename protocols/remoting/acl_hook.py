@@ -118,6 +118,7 @@ RULES: dict[int, _Rule | object] = {
     RequestCode.GET_CONSUME_STATS: _signed_only,
     RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: _signed_only,
     RequestCode.GET_BROKER_CONFIG: _signed_only,
+    RequestCode.GET_FRONTEND_VIEW: _signed_only,
     RequestCode.UPDATE_AND_CREATE_TOPIC: _ADMIN,
     RequestCode.DELETE_TOPIC_IN_BROKER: _ADMIN,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: _ADMIN,

@@ -146,6 +146,7 @@ class BrokerHandlers:
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
             RequestCode.CLONE_GROUP_OFFSET: self.clone_group_offset,
             RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
+            RequestCode.GET_FRONTEND_VIEW: self.get_frontend_view,
         }
 
     # ------------------------------------------------------------------ dispatch
@@ -549,6 +550,19 @@ class BrokerHandlers:
         version = orjson.dumps({"counter": 0, "timestamp": self._started_ms}).decode()
         return make_response(request, ResponseCode.SUCCESS, ext_fields={"version": version},
                              body=text.encode("utf-8"))
+
+    async def get_frontend_view(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
+        """What another front-end registered with `Broker.register_view` (`rocketport admin
+        amqpExchanges` / `amqpQueues`), as JSON."""
+        name = request.ext_fields.get("name", "")
+        try:
+            view = self.broker.view(name)
+        except KeyError:
+            known = ", ".join(self.broker.view_names()) or "none"
+            return make_response(request, ResponseCode.SYSTEM_ERROR,
+                                 f"no front-end view {name!r} on this broker (its front-end is disabled?); "
+                                 f"views: {known}")
+        return make_response(request, ResponseCode.SUCCESS, body=orjson.dumps(view))
 
     async def query_topic_consume_by_who(self, session: RemotingSession,
                                          request: RemotingCommand) -> RemotingCommand:
