@@ -376,7 +376,7 @@ class DeliveryGroup:
                                              message_filter=reader.store_filter)
             except BrokerError:
                 continue  # not readable now (perm, deleted): its place is kept
-            msgs = list(result.messages(tag_header, reader.store_filter))
+            msgs = result.stored_messages(tag_header, reader.store_filter)
             if reader.accept is not None:
                 msgs = [m for m in msgs if reader.accept(m)]
             if msgs:

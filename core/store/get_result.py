@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Iterator
 
 from ..batch.messages import DEFAULT_TAG_HEADER
 from ..message import MessageExt
-from .inner_batch import batches_of
+from .inner_batch import StoredBatch, batches_of
 from .record import decode_record
+from .stored_message import stored_messages
 
 if TYPE_CHECKING:
     from ..filter.base import MessageFilter
@@ -61,12 +62,29 @@ class GetResult:
         have batch records checked one by one (the store filtered plain records already)."""
         for seg, batch in batches_of(self.segments):
             if batch is not None:
-                yield from batch.messages([i for _, i in batch.matching(seg.first_offset, seg.count,
-                                                                        message_filter, tag_header)],
-                                          tag_header)
+                yield from _batch_messages(seg, batch, tag_header, message_filter)
                 continue
             view, pos = seg.view, 0
             for _ in range(seg.count):
                 msg = decode_record(view, pos)
                 pos += msg.store_size
                 yield msg
+
+    def stored_messages(self, tag_header: str = DEFAULT_TAG_HEADER,
+                        message_filter: MessageFilter | None = None) -> list[MessageExt]:
+        """`messages`, with each plain record a `StoredMessage` (a copy of its record,
+        decoded as its fields are read): what a delivery group holds and hands out."""
+        out: list[MessageExt] = []
+        for seg, batch in batches_of(self.segments):
+            if batch is not None:
+                out.extend(_batch_messages(seg, batch, tag_header, message_filter))
+            else:
+                out.extend(stored_messages(seg.view, seg.first_offset, seg.count))
+        return out
+
+
+def _batch_messages(seg: Segment, batch: StoredBatch, tag_header: str,
+                    message_filter: MessageFilter | None) -> list[MessageExt]:
+    """The records of an inner batch that ``seg`` wants and the filter takes."""
+    return batch.messages([i for _, i in batch.matching(seg.first_offset, seg.count,
+                                                        message_filter, tag_header)], tag_header)

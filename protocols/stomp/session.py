@@ -37,11 +37,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from rocketport.core import message as _message
 from rocketport.core.auth.plain_acl import PUB, SUB, Account, AclError, PlainAcl, group_resource
 from rocketport.core.broker import Broker
 from rocketport.core.dedup import PROPERTY_DEDUP_KEY
-from rocketport.core.delivery import Delivery, DeliveryGroup, Source, Subscriber
+from rocketport.core.delivery import Delivery, DeliveryGroup, Source, StoredMessage, Subscriber
 from rocketport.core.errors import BrokerError
 from rocketport.core.filter import FilterError
 from rocketport.core.message import (
@@ -57,9 +56,10 @@ from rocketport.core.schedule import needs_schedule
 from .. import eager
 from ..session_base import Session
 from . import destinations
-from .codec import V10, V12, VERSIONS, Frame, Limits, escape
+from .codec import V10, V12, VERSIONS, Frame, Limits
 from .connection import ProtocolError, StompConnection
 from .destinations import QUEUE, Destination, DestinationError
+from .headers import PropertyHeaders
 
 log = logging.getLogger(__name__)
 
@@ -72,13 +72,6 @@ _MIN_BEAT_MS: Final = 100
 # SEND headers that steer the frame rather than become message properties
 _FRAME_HEADERS: Final = frozenset({
     "destination", "receipt", "transaction", "content-length", "x-tags", "x-keys", "x-delay"})
-# properties a MESSAGE does not show as headers: the store's own (TAGS and KEYS come back
-# as x-tags and x-keys), nor one named like a header the MESSAGE sets itself (a Kafka or
-# RocketMQ client may send a "content-length" property); any other property is a header
-_HIDDEN: Final = frozenset(value for name, value in vars(_message).items()
-                           if name.startswith("PROPERTY_") and isinstance(value, str)) | {
-    "message-id", "ack", "subscription", "destination", "content-length", "redelivered",
-    "x-reconsume-times", "x-tags", "x-keys"}
 _ACK_MODES: Final = ("auto", "client", "client-individual")
 _DESTINATION_CACHE: Final = 1024
 _BATCH_BYTES: Final = 1 << 20  # per run put in one append (maxMessageSize bounds the whole run)
@@ -191,7 +184,7 @@ class StompSession(Session):
         self._last_plan: tuple[dict[str, str], _SendPlan | None] | None = None  # see _plan
         self._sync = ctx.broker.config.flush_disk_type == "SYNC_FLUSH"
         self._tag_header = ctx.broker.config.kafka_tag_header
-        self._hidden_tagged = _HIDDEN | {self._tag_header}
+        self._property_headers = PropertyHeaders(self.conn.version, self._tag_header)
         self._lane_cap = min(_BATCH_BYTES, ctx.broker.config.max_message_size // 2)
         self._by_serial: dict[int, _Subscription] = {}
         self._tx: dict[str, list[Frame]] = {}
@@ -457,6 +450,7 @@ class StompSession(Session):
             return
         self.connected = True
         self._backlog.extend(self.conn.negotiated(version))
+        self._property_headers = PropertyHeaders(version, self._tag_header)
         self._beat_send, self._beat_receive = send_ms, receive_ms
         reply = {"version": version, "server": SERVER_NAME, "session": f"session-{self.serial}",
                  "heart-beat": f"{send_ms},{receive_ms}"}
@@ -695,48 +689,29 @@ class StompSession(Session):
     def _deliver(self, s: _Subscription, delivery: Delivery) -> None:
         """The engine's callback: write one MESSAGE (gathered into this iteration's write).
         The frame is the subscription's encoded head, then one string of this message's
-        headers: the properties are escaped only when one holds what must be escaped."""
+        headers, its property lines rendered from the stored octets once per connection
+        (`PropertyHeaders`)."""
         if self._closing:
             return  # unacked deliveries go back when the subscription is released
         msg = delivery.message
-        props = msg.properties
         tag = delivery.tag
         extra = ""  # the headers between message-id and the properties
         if s.ack != "auto":
             s.unacked[tag] = None
             if self.conn.version == V12:
                 extra = f"ack:{s.serial}-{tag}\n"
-        if delivery.redelivered or msg.reconsume_times:
+        reconsumed = msg.reconsume_times
+        if delivery.redelivered or reconsumed:
             extra += "redelivered:true\n"
-            if msg.reconsume_times:
-                extra += f"x-reconsume-times:{msg.reconsume_times}\n"
-        tags = props.get(PROPERTY_TAGS)
-        # a record batch carries TAGS in its tag header too: shown once, as x-tags
-        hidden = self._hidden_tagged if tags and props.get(self._tag_header) == tags else _HIDDEN
-        lines = [f"{k}:{v}\n" for k, v in props.items() if k not in hidden]
-        if tags:
-            lines.append(f"x-tags:{tags}\n")
-        keys = props.get(PROPERTY_KEYS)
-        if keys:
-            lines.append(f"x-keys:{keys}\n")
-        text = "".join(lines)
-        if text and ("\\" in text or "\r" in text or text.count(":") != len(lines)
-                     or text.count("\n") != len(lines)):
-            text = self._escaped_lines(props, hidden, tags, keys)
+            if reconsumed:
+                extra += f"x-reconsume-times:{reconsumed}\n"
+        if type(msg) is StoredMessage:
+            text = self._property_headers.of_stored(msg.properties_bytes())
+        else:
+            text = self._property_headers.of(msg.properties)
         body = msg.body
         self._emit(b"".join((s.head, f"{s.serial}-{tag}\n{extra}{text}content-length:{len(body)}\n\n"
                              .encode("utf-8", "surrogateescape"), body, b"\0")))
-
-    def _escaped_lines(self, props: dict[str, str], hidden: frozenset[str], tags: str | None,
-                       keys: str | None) -> str:
-        """A MESSAGE's property headers, each name and value escaped (the rare case)."""
-        shown = [(k, v) for k, v in props.items() if k not in hidden]
-        if tags:
-            shown.append(("x-tags", tags))
-        if keys:
-            shown.append(("x-keys", keys))
-        version = self.conn.version
-        return "".join(f"{escape(k, version)}:{escape(v, version)}\n" for k, v in shown)
 
     # ------------------------------------------------------------------ ACK / NACK
     async def _ack(self, frame: Frame) -> None:

@@ -12,7 +12,7 @@ import pytest
 from rocketport.core.batch import Record, build_batch
 from rocketport.core.broker import Broker
 from rocketport.core.delivery import Delivery, Source
-from rocketport.core.message import Message
+from rocketport.core.message import Message, MessageExt, decode_properties
 from rocketport.core.tags import tags_code
 from tests.support.aio import run
 
@@ -254,6 +254,33 @@ def test_dropped_group_forgets_its_offsets(config):
             await broker.drop_delivery_group("temp")
             assert all(broker.query_offset("temp", TOPIC, q) < 0 for q in range(2))
             assert broker.delivery_group("temp", [Source(TOPIC)], start="first") is not group
+    run(main())
+
+
+def test_a_delivered_message_reads_as_its_stored_record(config):
+    """Deliveries decode their records field by field as they are read: every field equals
+    the store's whole decode, a field written stays written, and a changed properties
+    dict is what the encoded properties then say."""
+    async def main():
+        async with Broker(config) as broker:
+            await _send(broker, 3, tags="T", props={"k": "v"})
+            group = broker.delivery_group("gf", [Source(TOPIC)], start="first")
+            got: list[Delivery] = []
+            group.subscribe(got.append)
+            await _until(lambda: len(got) == 3)
+            stored = {(m.queue_id, m.queue_offset): m
+                      for q in range(2) for m in broker.get_messages(TOPIC, q, 0, 32).messages()}
+            fields = [f.name for f in dataclasses.fields(MessageExt)]
+            for d in got:
+                want = stored[(d.message.queue_id, d.message.queue_offset)]
+                assert [getattr(d.message, f) for f in fields] == [getattr(want, f) for f in fields]
+            first, second, third = (d.message for d in got)
+            second.flag = 7
+            second.topic = "elsewhere"
+            assert (second.sys_flag, second.flag, second.topic) == (0, 7, "elsewhere")
+            assert decode_properties(first.properties_bytes()) == {"k": "v", "TAGS": "T"}
+            third.properties["k"] = "w"
+            assert decode_properties(third.properties_bytes()) == {"k": "w", "TAGS": "T"}
     run(main())
 
 

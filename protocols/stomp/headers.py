@@ -1,0 +1,81 @@
+"""A MESSAGE frame's property headers: a message's properties as ``name:value`` lines.
+
+Every property a client could have sent shows as a header; the store's own (RocketMQ's
+names) do not, except TAGS and KEYS, which show as ``x-tags`` and ``x-keys``, and neither
+does one named like a header the MESSAGE sets itself. A drain renders the same properties
+message after message (one producer's header block), so `PropertyHeaders.of_stored` keeps
+the lines by the properties' stored octets, without the per-message unique key (a
+RocketMQ producer's UNIQ_KEY, never shown): a hit costs a dict look-up, not a decode.
+Sans-IO: one instance per connection, for its negotiated version.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from rocketport.core import message as _message
+from rocketport.core.message import PROPERTY_KEYS, PROPERTY_TAGS, UNIQ_KEY_NEEDLES, decode_properties
+
+from .codec import escape
+
+HIDDEN: Final = frozenset(value for name, value in vars(_message).items()
+                          if name.startswith("PROPERTY_") and isinstance(value, str)) | {
+    "message-id", "ack", "subscription", "destination", "content-length", "redelivered",
+    "x-reconsume-times", "x-tags", "x-keys"}
+_CACHED_MAX: Final = 64  # distinct property blocks kept per connection
+
+
+class PropertyHeaders:
+    """The property header lines of one connection's MESSAGE frames."""
+
+    __slots__ = ("version", "_tag_header", "_hidden_tagged", "_cache")
+
+    def __init__(self, version: str, tag_header: str) -> None:
+        self.version = version
+        self._tag_header = tag_header
+        self._hidden_tagged = HIDDEN | {tag_header}
+        self._cache: dict[bytes, str] = {}
+
+    def of_stored(self, raw: bytes) -> str:
+        """The lines for properties as the store encodes them (cached, see the module)."""
+        text = self._cache.get(raw)
+        if text is None:
+            key = _without_unique_key(raw)
+            text = self._cache.get(key)
+            if text is None:
+                if len(self._cache) >= _CACHED_MAX:
+                    self._cache.clear()
+                text = self._cache[key] = self.of(decode_properties(key))
+        return text
+
+    def of(self, props: dict[str, str]) -> str:
+        """The lines for a properties dict; escaped only when one holds what must be."""
+        tags = props.get(PROPERTY_TAGS)
+        # a record batch carries TAGS in its tag header too: shown once, as x-tags
+        hidden = self._hidden_tagged if tags and props.get(self._tag_header) == tags else HIDDEN
+        shown = [(k, v) for k, v in props.items() if k not in hidden]
+        if tags:
+            shown.append(("x-tags", tags))
+        keys = props.get(PROPERTY_KEYS)
+        if keys:
+            shown.append(("x-keys", keys))
+        text = "".join([f"{k}:{v}\n" for k, v in shown])
+        if text and ("\\" in text or "\r" in text or text.count(":") != len(shown)
+                     or text.count("\n") != len(shown)):
+            version = self.version
+            text = "".join([f"{escape(k, version)}:{escape(v, version)}\n" for k, v in shown])
+        return text
+
+
+def _without_unique_key(raw: bytes) -> bytes:
+    """Encoded properties without their (first) UNIQ_KEY pair, which no header shows."""
+    needle, head = UNIQ_KEY_NEEDLES
+    at = raw.find(needle)
+    if at >= 0:
+        start = at + 1
+    elif raw.startswith(head):
+        start = 0
+    else:
+        return raw
+    end = raw.find(b"\x02", start)
+    return raw[:start] + raw[end + 1:] if end >= 0 else raw[:start]
