@@ -15,8 +15,8 @@ calls it.
 
 In-place transactions (``core/txn``, docs/semantics.md): `init_transactional_producer`,
 `add_partitions_to_txn`, `add_offsets_to_txn`, `txn_offset_commit`, `end_txn` (markers to
-every covered queue, then the offsets), `check_transactional_write` (before a producer's
-transactional batch is stored), `last_stable_offset` / `aborted_transactions` (what a Kafka
+every covered queue, then the offsets; with ``bump`` the epoch moves on at every end),
+`check_transactional_write` (before a producer's transactional batch is stored), `last_stable_offset` / `aborted_transactions` (what a Kafka
 read_committed fetch reports), `has_pending_txn_offsets`, `transactions_matching` /
 `transaction` (admin). A front-end never writes a marker itself.
 """
@@ -103,8 +103,10 @@ class TransactionRole:
         await self.txn.txn_offset_commit(transactional_id, producer_id, producer_epoch, group, offsets)
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                      commit: bool) -> None:
-        await self.txn.end_txn(transactional_id, producer_id, producer_epoch, commit)
+                      commit: bool, bump: bool = False) -> tuple[int, int]:
+        """The producer id and epoch the next transaction runs under: ``bump`` (Kafka's
+        transaction protocol v2) moves the epoch on at every end."""
+        return await self.txn.end_txn(transactional_id, producer_id, producer_epoch, commit, bump)
 
     def check_transactional_write(self, producer_id: int, producer_epoch: int, topic: str,
                                   queue_id: int) -> None:

@@ -78,6 +78,10 @@ class TxnMetadata:
     # (group, topic, queue) -> (offset, metadata), committed when the transaction commits
     offsets: dict[tuple[str, str, int], tuple[int, str | None]] = field(default_factory=dict)
     written: set[Queue] = field(default_factory=set)  # queues holding the LSO for it
+    # the producer id and epoch the last ended transaction ran under, when its end bumped
+    # the epoch (the transaction protocol v2): a retried EndTxn carries them
+    last_producer_id: int = -1
+    last_producer_epoch: int = -1
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def to_json(self) -> dict[str, Any]:
@@ -85,13 +89,16 @@ class TxnMetadata:
                 "timeout": self.timeout_ms, "state": self.state.value, "start": self.start_ms,
                 "parts": [[t, q, o] for (t, q), o in self.partitions.items()],
                 "groups": sorted(self.groups),
-                "offsets": [[g, t, q, o, m] for (g, t, q), (o, m) in self.offsets.items()]}
+                "offsets": [[g, t, q, o, m] for (g, t, q), (o, m) in self.offsets.items()],
+                "last": [self.last_producer_id, self.last_producer_epoch]}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "TxnMetadata":
+        last_pid, last_epoch = d.get("last", (-1, -1))  # absent from lines of older logs
         return cls(d["id"], int(d["pid"]), int(d["epoch"]), int(d["timeout"]), TxnState(d["state"]),
                    int(d["start"]), {(t, int(q)): int(o) for t, q, o in d["parts"]},
-                   set(d["groups"]), {(g, t, int(q)): (int(o), m) for g, t, q, o, m in d["offsets"]})
+                   set(d["groups"]), {(g, t, int(q)): (int(o), m) for g, t, q, o, m in d["offsets"]},
+                   last_producer_id=int(last_pid), last_producer_epoch=int(last_epoch))
 
 
 async def _settled(put: Awaitable[int]) -> int | BaseException:
@@ -293,19 +300,46 @@ class TxnCoordinator:
 
     # ------------------------------------------------------------------ the end
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                      commit: bool) -> None:
-        """EndTxn: markers written to every covered queue, then (commit) its offsets."""
+                      commit: bool, bump: bool = False) -> tuple[int, int]:
+        """EndTxn: markers written to every covered queue, then (commit) its offsets; returns
+        the producer id and epoch the next transaction runs under. With ``bump`` (the
+        transaction protocol v2) the epoch moves on at every end, so a late write of the
+        ended transaction is fenced; an abort with nothing open bumps it too, and a retry
+        (with the ended transaction's epoch) is answered again."""
+        done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        meta = self.transactions.get(transactional_id)
+        if (bump and meta is not None and meta.state is done and not meta.lock.locked()
+                and (producer_id, producer_epoch) == (meta.last_producer_id, meta.last_producer_epoch)):
+            return meta.producer_id, meta.producer_epoch
         meta = self._checked(transactional_id, producer_id, producer_epoch)
         async with meta.lock:
             if meta.state is TxnState.ONGOING:
+                if bump:
+                    self._end_epoch(meta)
                 meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
                 await self._saved(meta)  # durable before any marker
                 await self._complete(meta)
-                return
-            done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-            if meta.state is not done:  # a retried EndTxn of what just ended is answered again
+            elif bump and not commit:  # nothing open to abort (v2 clients cannot always know)
+                self._end_epoch(meta)
+                meta.state = done
+                await self._saved(meta)
+            elif bump or meta.state is not done:  # v1: a retried EndTxn of what just ended is answered again
                 raise InvalidTxnState(f"{transactional_id!r} has no open transaction to "
                                       f"{'commit' if commit else 'abort'} ({meta.state.value})")
+            if bump and meta.producer_epoch == meta.last_producer_epoch:  # epochs used up
+                self._bump(meta)
+                self._save(meta, next_pid=self.next_producer_id)
+                await self.log.flushed()
+            return meta.producer_id, meta.producer_epoch
+
+    @staticmethod
+    def _end_epoch(meta: TxnMetadata) -> None:
+        """The transaction protocol v2's bump at an end: the markers carry the new epoch (the
+        producer id stays: its open and aborted ranges are the transaction's); an exhausted
+        epoch stays, and the end then moves the id on."""
+        meta.last_producer_id, meta.last_producer_epoch = meta.producer_id, meta.producer_epoch
+        if meta.producer_epoch < _MAX_EPOCH:
+            meta.producer_epoch += 1
 
     async def _complete(self, meta: TxnMetadata) -> None:
         commit = meta.state is TxnState.PREPARE_COMMIT

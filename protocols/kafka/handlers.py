@@ -14,6 +14,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Final
 
 from rocketport.core.auth.plain_acl import ANY, PUB, SUB, Account, PlainAcl, group_resource
@@ -44,6 +45,13 @@ _RESOURCE_BROKER: Final = 4
 _MAX_STRING: Final = 0x7FFF  # UTF-8 bytes an int16-length string (every non-flexible version) holds
 OFFSET_METADATA_MAX_BYTES: Final = 4096  # Kafka's offset.metadata.max.bytes
 _ID_SUFFIX: Final = 37  # "-" and a UUID: the coordinator makes member ids of a client or instance id
+# The transaction protocol v2 (KIP-890 part 2), finalized as the feature transaction.version 2,
+# as a Kafka 4 cluster does: its clients then add partitions and groups with Produce v12 and
+# TxnOffsetCommit v5 (no AddPartitionsToTxn or AddOffsetsToTxn), and EndTxn v5 bumps the epoch.
+TRANSACTION_VERSION: Final = 2
+TXN_V2_PRODUCE: Final = 12
+TXN_V2_END_TXN: Final = 5
+TXN_V2_TXN_OFFSET_COMMIT: Final = 5
 
 
 def _fits(text: str | None, room: int = _MAX_STRING) -> bool:
@@ -125,11 +133,22 @@ def is_admin(ctx: RequestContext) -> bool:
     return ctx.principal is None or ctx.principal.admin
 
 
-def api_versions_body(error_code: ErrorCode = ErrorCode.NONE) -> dict[str, Any]:
-    """Every served API from version 0 (old librdkafka checks single versions, not ranges)."""
-    return {"error_code": error_code, "throttle_time_ms": 0,
-            "api_keys": [{"api_key": key, "min_version": 0, "max_version": api.versions[1]}
-                         for key, api in sorted(APIS.items())]}
+@cache
+def api_versions_body(error_code: ErrorCode = ErrorCode.NONE, version: int = 0) -> dict[str, Any]:
+    """Every served API from version 0 (old librdkafka checks single versions, not ranges), and
+    (v3+) the transaction.version feature. Built once per answer kind: the encoder only reads it."""
+    body: dict[str, Any] = {"error_code": error_code, "throttle_time_ms": 0,
+                            "api_keys": [{"api_key": key, "min_version": 0, "max_version": api.versions[1]}
+                                         for key, api in sorted(APIS.items())]}
+    if version >= 3:
+        # below v4 a supported feature whose minimum is 0 is left out (KAFKA-17492: some
+        # clients failed to read it); the finalized level is there for every version
+        body["supported_features"] = [] if version < 4 else [
+            {"name": "transaction.version", "min_version": 0, "max_version": TRANSACTION_VERSION}]
+        body["finalized_features_epoch"] = 0
+        body["finalized_features"] = [{"name": "transaction.version", "max_version_level": TRANSACTION_VERSION,
+                                       "min_version_level": TRANSACTION_VERSION}]
+    return body
 
 
 class KafkaHandlers:
@@ -195,7 +214,7 @@ class KafkaHandlers:
 
     # ------------------------------------------------------------------ ApiVersions / Metadata
     async def _api_versions(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
-        return api_versions_body()
+        return api_versions_body(ErrorCode.NONE, ctx.api_version)
 
     async def _metadata(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         requested = body["topics"]
@@ -243,7 +262,8 @@ class KafkaHandlers:
     # ------------------------------------------------------------------ Produce / Fetch / ListOffsets
     async def _produce(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any] | None:
         may_write = None if ctx.principal is None else (lambda topic: may_use_topic(ctx, topic, PUB))
-        response = await self.produce.handle(body, ctx.client_host, may_write)
+        response = await self.produce.handle(body, ctx.client_host, may_write,
+                                             adds_partitions=ctx.api_version >= TXN_V2_PRODUCE)
         return None if body["acks"] == 0 else response
 
     async def _fetch(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
@@ -704,6 +724,8 @@ class KafkaHandlers:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE}
 
     async def _txn_offset_commit(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        """v5 (the transaction protocol v2) adds the group to the transaction first, as
+        AddOffsetsToTxn would."""
         group_id = body["group_id"]
         code = self.coordinator.validate_commit(group_id, body["generation_id"], body["member_id"],
                                                 body["group_instance_id"], transactional=True) \
@@ -725,6 +747,9 @@ class KafkaHandlers:
                     offsets.append((*key, p["committed_offset"], p["committed_metadata"]))
         if offsets:
             try:
+                if ctx.api_version >= TXN_V2_TXN_OFFSET_COMMIT:
+                    await self.broker.add_offsets_to_txn(body["transactional_id"], body["producer_id"],
+                                                         body["producer_epoch"], group_id)
                 await self.broker.txn_offset_commit(body["transactional_id"], body["producer_id"],
                                               body["producer_epoch"], group_id, offsets)
                 txn_code = ErrorCode.NONE
@@ -738,12 +763,16 @@ class KafkaHandlers:
                 for p in t["partitions"]]} for t in body["topics"]]}
 
     async def _end_txn(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        """v5 (the transaction protocol v2): the epoch moves on at every end, and the answer
+        carries the producer id and epoch of the next transaction."""
         try:
-            await self.broker.end_txn(body["transactional_id"], body["producer_id"], body["producer_epoch"],
-                                      body["committed"])
+            pid, epoch = await self.broker.end_txn(body["transactional_id"], body["producer_id"],
+                                                   body["producer_epoch"], body["committed"],
+                                                   bump=ctx.api_version >= TXN_V2_END_TXN)
         except BrokerError as exc:
-            return {"throttle_time_ms": 0, "error_code": _txn_code(exc, ctx.api_version >= 2)}
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE}
+            return {"throttle_time_ms": 0, "error_code": _txn_code(exc, ctx.api_version >= 2),
+                    "producer_id": -1, "producer_epoch": -1}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": pid, "producer_epoch": epoch}
 
     async def _list_transactions(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         known = {s.value for s in TxnState}

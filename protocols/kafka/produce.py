@@ -7,6 +7,9 @@ header's name occurs in the (decompressed) payload, to give each record its tags
 the ConsumeQueue's tag prefilter (keys need nothing here: the store's index reads them from
 the stored batch, see core/batch/messages.py).
 
+Produce v12 (Kafka's transaction protocol v2) adds the partitions of a transactional request
+to its transaction first, as AddPartitionsToTxn would; older versions need them added.
+
 Never answers acks=0 (the session drops the response) and never touches sockets.
 """
 
@@ -82,9 +85,15 @@ class ProduceHandler:
         self.tag_header = tag_header
 
     async def handle(self, body: dict[str, Any], client_host: tuple[str, int],
-                     may_write: Callable[[str], bool] | None = None) -> dict[str, Any]:
-        """``may_write`` (SASL) says whether the client may produce to a topic."""
+                     may_write: Callable[[str], bool] | None = None, *,
+                     adds_partitions: bool = False) -> dict[str, Any]:
+        """``may_write`` (SASL) says whether the client may produce to a topic;
+        ``adds_partitions`` (Produce v12, the transaction protocol v2): a transactional
+        request adds the partitions it writes to its transaction before they are stored."""
         acks = body["acks"]
+        refused: dict[tuple[str, int], ErrorCode] = {}
+        if adds_partitions and body["transactional_id"] is not None:
+            refused = await self._add_to_transaction(body, may_write)
         responses = []
         for topic_data in body["topic_data"]:
             topic = topic_data["name"]
@@ -94,6 +103,8 @@ class ProduceHandler:
                 code, base_offset, record_errors = ErrorCode.INVALID_REQUIRED_ACKS, -1, _NO_RECORD_ERRORS
                 if denied:
                     code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif refused and (topic, p["index"]) in refused:
+                    code = refused[(topic, p["index"])]
                 elif acks in (0, 1, -1):
                     try:
                         code, base_offset = await self._produce_partition(topic, p["index"], p["records"],
@@ -108,6 +119,39 @@ class ProduceHandler:
                 })
             responses.append({"name": topic, "partition_responses": partitions})
         return {"responses": responses}
+
+    async def _add_to_transaction(self, body: dict[str, Any], may_write: Callable[[str], bool] | None
+                                  ) -> dict[tuple[str, int], ErrorCode]:
+        """Add every existing partition whose first batch is transactional to the request's
+        transaction, in one coordinator call (one log line); the partitions the coordinator
+        refuses, with its code. The producer id and epoch are the batches' (each batch is
+        checked against the transaction again when it is stored)."""
+        queues: list[tuple[str, int]] = []
+        producer: tuple[int, int] | None = None
+        for topic_data in body["topic_data"]:
+            topic = topic_data["name"]
+            if may_write is not None and not may_write(topic):
+                continue
+            cfg = self.broker.get_topic(topic)
+            partitions = 0 if cfg is None else min(cfg.read_queue_nums, cfg.write_queue_nums)
+            for p in topic_data["partition_data"]:
+                if not 0 <= p["index"] < partitions or not p["records"]:
+                    continue
+                try:
+                    header = parse_header(p["records"])
+                except CorruptBatch:  # refused when its batches are checked
+                    continue
+                if header.attributes & ATTR_TRANSACTIONAL:
+                    queues.append((topic, p["index"]))
+                    producer = producer or (header.producer_id, header.producer_epoch)
+        if producer is None:
+            return {}
+        try:
+            await self.broker.add_partitions_to_txn(body["transactional_id"], *producer, queues)
+        except BrokerError as exc:
+            code = error_code_for(exc)
+            return {queue: code for queue in queues}
+        return {}
 
     def _log_start(self, topic: str, partition: int, code: ErrorCode) -> int:
         if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.TOPIC_AUTHORIZATION_FAILED):

@@ -1,7 +1,8 @@
 """The Kafka APIs this broker serves, as data: one module per API, collected in ``APIS``.
 
 Facts (field names, types, versions, nullability, tags, defaults) are transcribed from
-Kafka 3.9's message specs. Nothing here reads or writes bytes; ``codec.py`` does.
+Kafka 3.9's message specs, and from 4.0's for the transaction protocol v2 (KIP-890 part 2:
+Produce v12, EndTxn v5, TxnOffsetCommit v5). Nothing here reads or writes bytes; ``codec.py`` does.
 """
 
 from __future__ import annotations

@@ -1,11 +1,15 @@
-"""Produce (key 0): appends record batches to partitions."""
+"""Produce (key 0): appends record batches to partitions.
+
+v12 has v11's fields; in a transaction it also adds the partitions it writes to the
+transaction (the transaction protocol v2, KIP-890 part 2).
+"""
 
 from ._dsl import Api, F
 
 PRODUCE = Api(
     key=0,
     name="Produce",
-    versions=(0, 11),
+    versions=(0, 12),
     flexible=9,
     request=(
         F("transactional_id", "string", "3+", nullable="3+", default=None),

@@ -1,11 +1,14 @@
-"""TxnOffsetCommit (key 28): offsets a transaction commits (visible when it commits)."""
+"""TxnOffsetCommit (key 28): offsets a transaction commits (visible when it commits).
+
+v5 (the transaction protocol v2) also adds the group to the transaction, as AddOffsetsToTxn.
+"""
 
 from ._dsl import Api, F
 
 TXN_OFFSET_COMMIT = Api(
     key=28,
     name="TxnOffsetCommit",
-    versions=(0, 4),
+    versions=(0, 5),
     flexible=3,
     request=(
         F("transactional_id", "string", "0+"),

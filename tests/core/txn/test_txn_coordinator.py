@@ -249,3 +249,45 @@ def test_markers_keys_stay_out_of_the_key_index(small_config):
                 assert broker.query_by_key("T", marker_key) == []
 
     run(main())
+
+
+def test_v2_ends_bump_the_epoch_fence_late_writes_and_answer_retries(small_config):
+    """The transaction protocol v2 (KIP-890 part 2): each end moves the epoch on (the markers
+    carry the new one), a write of the ended epoch is fenced, a retried end is answered again,
+    an abort with nothing open still bumps, and the bumps survive a restart."""
+    async def first_run() -> tuple[int, int]:
+        async with Broker(small_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            pid, epoch = await broker.init_transactional_producer("t", 60_000)
+            await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+            await write(broker, pid, epoch, b"first")
+            assert await broker.end_txn("t", pid, epoch, True, bump=True) == (pid, epoch + 1)
+            marker = broker.get_messages("T", 0, 1, 1, isolation=Isolation.KAFKA_UNCOMMITTED)
+            assert marker.message_count == 1  # the commit marker, of the new epoch
+            with pytest.raises(ProducerFenced):
+                await write(broker, pid, epoch, b"late")  # the ended transaction's epoch
+            # the answer was lost: the retry (old epoch) is answered with the new one
+            assert await broker.end_txn("t", pid, epoch, True, bump=True) == (pid, epoch + 1)
+            with pytest.raises(InvalidTxnState):
+                await broker.end_txn("t", pid, epoch + 1, True, bump=True)  # no commit with nothing open
+            assert await broker.end_txn("t", pid, epoch + 1, False, bump=True) == (pid, epoch + 2)
+            await broker.add_partitions_to_txn("t", pid, epoch + 2, [("T", 0)])
+            await write(broker, pid, epoch + 2, b"aborted")
+            assert await broker.end_txn("t", pid, epoch + 2, False, bump=True) == (pid, epoch + 3)
+            assert bodies(broker) == [b"first"]
+            return pid, epoch + 3
+
+    async def second_run(pid: int, epoch: int) -> None:
+        async with Broker(small_config) as broker:
+            assert (broker.transaction("t").producer_id, broker.transaction("t").producer_epoch) == (pid, epoch)
+            assert await broker.end_txn("t", pid, epoch - 1, False, bump=True) == (pid, epoch)  # a retry
+            meta = broker.transaction("t")
+            meta.producer_epoch = 32766  # the last epoch: the end moves the producer id on
+            await broker.add_partitions_to_txn("t", pid, 32766, [("T", 0)])
+            await write(broker, pid, 32766, b"last")
+            new_pid, new_epoch = await broker.end_txn("t", pid, 32766, True, bump=True)
+            assert new_pid != pid and new_epoch == 0
+            assert await broker.end_txn("t", pid, 32766, True, bump=True) == (new_pid, 0)  # a retry
+            assert bodies(broker) == [b"first", b"last"]
+
+    run(second_run(*run(first_run())))

@@ -15,7 +15,7 @@ from rocketport.protocols.kafka.schema import APIS, ApiKey
 from .kafka_samples import api_versions, message, normalise, project
 
 SERVED = {  # kafka.md's "serve" column plus the admin APIs: (min, max)
-    ApiKey.API_VERSIONS: (0, 4), ApiKey.METADATA: (0, 12), ApiKey.PRODUCE: (0, 11),
+    ApiKey.API_VERSIONS: (0, 4), ApiKey.METADATA: (0, 12), ApiKey.PRODUCE: (0, 12),
     ApiKey.INIT_PRODUCER_ID: (0, 5), ApiKey.FETCH: (0, 12), ApiKey.LIST_OFFSETS: (0, 9),
     ApiKey.FIND_COORDINATOR: (0, 6), ApiKey.JOIN_GROUP: (0, 9), ApiKey.SYNC_GROUP: (0, 5),
     ApiKey.HEARTBEAT: (0, 4), ApiKey.OFFSET_FETCH: (0, 9), ApiKey.OFFSET_COMMIT: (0, 9),
@@ -23,8 +23,8 @@ SERVED = {  # kafka.md's "serve" column plus the admin APIs: (min, max)
     ApiKey.LIST_GROUPS: (0, 5), ApiKey.DELETE_TOPICS: (0, 6), ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DESCRIBE_CONFIGS: (0, 4), ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.ALTER_CONFIGS: (0, 2), ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3), ApiKey.ADD_OFFSETS_TO_TXN: (0, 4), ApiKey.END_TXN: (0, 4),
-    ApiKey.TXN_OFFSET_COMMIT: (0, 4), ApiKey.DESCRIBE_TRANSACTIONS: (0, 0), ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3), ApiKey.ADD_OFFSETS_TO_TXN: (0, 4), ApiKey.END_TXN: (0, 5),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5), ApiKey.DESCRIBE_TRANSACTIONS: (0, 0), ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2),
 }
 
