@@ -38,6 +38,7 @@ _CONTENT_HEAD = struct.Struct(">BHIHHQ")  # frame head + class id, weight, body 
 _BODY_HEAD = struct.Struct(">BHI")
 _DELIVER_ID_BYTES: Final = _METHOD_ID.pack((60 << 16) | 60)
 _GET_OK_ID_BYTES: Final = _METHOD_ID.pack((60 << 16) | 71)
+_DECLARE_OK_ID_BYTES: Final = _METHOD_ID.pack((50 << 16) | 11)
 _U32 = struct.Struct(">I")
 _U16 = struct.Struct(">H")
 PUBLISH_ID: Final = (60 << 16) | 40
@@ -251,6 +252,13 @@ def deliver_frame(channel: int, consumer_tag: bytes, delivery_tag: int, redelive
     args = (_shortstr(consumer_tag) + _U64.pack(delivery_tag) + (b"\x01" if redelivered else b"\x00")
             + _shortstr(exchange) + _shortstr(routing_key))
     return FRAME_HEAD.pack(FRAME_METHOD, channel, 4 + len(args)) + _DELIVER_ID_BYTES + args + FRAME_END_BYTE
+
+
+def declare_ok_frame(channel: int, queue: str, message_count: int, consumer_count: int) -> bytes:
+    """queue.declare-ok, encoded by hand: a queue may be named with characters pamqp's
+    validation of the spec's queue-name domain refuses (RabbitMQ takes any UTF-8 name)."""
+    args = shortstr_of(queue) + _U32.pack(min(message_count, 0xFFFFFFFF)) + _U32.pack(consumer_count)
+    return FRAME_HEAD.pack(FRAME_METHOD, channel, 4 + len(args)) + _DECLARE_OK_ID_BYTES + args + FRAME_END_BYTE
 
 
 def get_ok_frame(channel: int, delivery_tag: int, redelivered: bool, exchange: bytes,

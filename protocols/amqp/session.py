@@ -489,8 +489,8 @@ class AmqpSession(Session):
         name = state.entity.name
         channel.last_queue = name
         if not method.nowait:
-            self._send(self.conn.send_method(channel.number, Queue.DeclareOk(
-                name, state.group.message_count, state.group.consumer_count)))
+            self._send(codec.declare_ok_frame(channel.number, name, state.group.message_count,
+                                              state.group.consumer_count))
 
     def _queue_bind(self, channel: Channel, method: Queue.Bind) -> None:
         self._admin(f"bind queue '{method.queue}'")
