@@ -21,11 +21,18 @@ The *_confluent_default rows run confluent-kafka with every setting at librdkafk
 but bootstrap.servers (and the consumer's group.id and assignment), as users run it; their
 floor is the peer's figure from the same run (at least tansu), when a peer runs.
 
-Transactions (Rocketport only, not run against a peer): confluent-kafka producing 100 B
-records in transactions of 1,000 (acks=all, idempotent, tuned as above) beside the same
-produce without transactions (acks=all), then consumer passes over the transactional topic
-with isolation.level read_uncommitted and read_committed. Floors: transactional produce
->= 0.7x the plain produce and read_committed >= 0.8x read_uncommitted, both of this run.
+Transactions (Rocketport only, not run against a peer): raw transactional producers
+committing 100 B records in transactions of 1,000 beside the raw plain produce of the same
+requests (acks=-1, IN_FLIGHT deep): one producer with Kafka's transaction protocol v2 (what a
+Kafka 4 client uses with this broker: Produce v12, EndTxn v5, two round trips a
+transaction), TXN_PRODUCERS such producers at once (separate transactional ids and
+connections: the _x row), and one producer with protocol v1 (AddPartitionsToTxn first, as
+librdkafka drives it: the _v1 row); then raw fetches of the transactional topic with
+isolation_level 0 and 1. Then confluent-kafka (protocol v1) producing in transactions of
+1,000 (acks=all, idempotent, tuned as above) beside the same produce without transactions,
+and consumer passes with isolation.level read_uncommitted and read_committed. Floors:
+transactional produce (protocol v2 rows and confluent) >= 0.7x the plain produce and
+read_committed >= 0.8x read_uncommitted, all of this run.
 --quick: 100,000 records per 100 B case, two passes, no *_default and no latency rows.
 """
 
@@ -64,6 +71,7 @@ PRODUCE_PASSES = 3  # each adds n records to the topic
 RAW_PASSES = 3
 RAW_TXN_PASSES = 5  # also with --quick: a raw transactional pass takes about a second
 RAW_TXN_MESSAGES = 300_000  # at least, so that a raw pass is not over in a tenth of a second
+TXN_PRODUCERS = 8  # raw transactional producers at once in the _x row
 LATENCY_PASSES = 3
 RECORDS_PER_BATCH = 1000
 IN_FLIGHT = 32
@@ -73,7 +81,8 @@ FETCH_BYTES = 8 << 20
 _SIZE = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I32 = struct.Struct(">i")
-_BASE_SEQUENCE = 53  # where a batch header's base sequence is
+_PRODUCER_EPOCH = 51  # where a batch header's producer epoch is (its base sequence follows)
+_EPOCH_SEQUENCE = struct.Struct(">hi")
 T = TypeVar("T")
 
 
@@ -203,15 +212,16 @@ async def raw_fetch(port: int, topic: str, messages: int, isolation_level: int =
 
 # --------------------------------------------------------------------------- raw transactions
 def _produce_template(topic: str, size: int, per_partition: int, acks: int, transactional_id: str | None = None,
-                      producer_id: int = -1, producer_epoch: int = -1) -> tuple[bytearray, list[int], int]:
+                      producer_id: int = -1, producer_epoch: int = -1,
+                      version: int = PRODUCE_V) -> tuple[bytearray, list[int], int]:
     """A Produce request carrying one batch of ``per_partition`` records for every partition
     (as librdkafka sends one request per broker), where each batch starts in it and the
-    batches' length: a transaction's sequences are then a patch and a CRC32C per batch."""
+    batches' length: a transaction's epoch and sequences are then a patch and a CRC32C per batch."""
     batch = build_batch([Record(i, 0, None, bytes(size)) for i in range(per_partition)],
                         base_timestamp=int(time.time() * 1000), producer_id=producer_id,
                         producer_epoch=producer_epoch, base_sequence=0 if producer_id >= 0 else -1,
                         transactional=transactional_id is not None)
-    template = bytearray(frame(0, PRODUCE_V, 0, {
+    template = bytearray(frame(0, version, 0, {
         "transactional_id": transactional_id, "acks": acks, "timeout_ms": 30000, "topic_data": [
             {"name": topic, "partition_data": [{"index": p, "records": batch} for p in range(PARTITIONS)]}]}))
     starts, at = [], 0
@@ -222,18 +232,18 @@ def _produce_template(topic: str, size: int, per_partition: int, acks: int, tran
     return template, starts, len(batch)
 
 
-def _set_sequence(template: bytearray, starts: list[int], size: int, sequence: int) -> bytes:
-    """The template with every batch's base sequence set to ``sequence`` (CRC recomputed)."""
+def _set_sequence(template: bytearray, starts: list[int], size: int, epoch: int, sequence: int) -> bytes:
+    """The template with every batch's producer epoch and base sequence set (CRC recomputed)."""
     view = memoryview(template)
     for at in starts:
-        _I32.pack_into(template, at + _BASE_SEQUENCE, sequence)
+        _EPOCH_SEQUENCE.pack_into(template, at + _PRODUCER_EPOCH, epoch, sequence)
         _U32.pack_into(template, at + 17, crc32c(view[at + 21:at + size]))
     return bytes(template)
 
 
-def _check_produce(data: bytes) -> None:
-    _, pos = codec.decode_response_header(0, PRODUCE_V, data)
-    for part in codec.decode_response(0, PRODUCE_V, memoryview(data)[pos:])["responses"][0]["partition_responses"]:
+def _check_produce(data: bytes, version: int = PRODUCE_V) -> None:
+    _, pos = codec.decode_response_header(0, version, data)
+    for part in codec.decode_response(0, version, memoryview(data)[pos:])["responses"][0]["partition_responses"]:
         if part["error_code"]:
             raise RuntimeError(f"produce failed with error {part['error_code']}")
 
@@ -246,40 +256,83 @@ async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, requ
     return codec.decode_response(api_key, version, memoryview(data)[pos:])
 
 
-async def raw_txn_produce(port: int, topic: str, size: int, messages: int, per_txn: int) -> float:
-    """Seconds to commit ``messages`` records in transactions of ``per_txn`` (after
-    InitProducerId), as a transactional client must order them: AddPartitionsToTxn (every
-    partition) and its answer, then the transaction's Produce (acks=-1, one batch per
-    partition, sequences running on across transactions) and its answer, then
-    EndTxn(commit) and its answer before the next transaction begins."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    txn_id = f"bench-raw-{time.monotonic_ns()}"
-    init = await _call(reader, writer, frame(22, 4, 0, {"transactional_id": txn_id, "transaction_timeout_ms": 60000,
-                                                        "producer_id": -1, "producer_epoch": -1}), 22, 4)
-    if init["error_code"]:
-        raise RuntimeError(f"InitProducerId failed with error {init['error_code']}")
-    pid, epoch = init["producer_id"], init["producer_epoch"]
-    add = frame(24, 3, 0, {"v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": pid,
-                           "v3_and_below_producer_epoch": epoch,
-                           "v3_and_below_topics": [{"name": topic, "partitions": list(range(PARTITIONS))}]})
-    commit = frame(26, 3, 0, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch,
-                              "committed": True})
-    per_partition = per_txn // PARTITIONS
-    template, starts, batch_size = _produce_template(topic, size, per_partition, -1, txn_id, pid, epoch)
-    started = time.perf_counter()
-    for t in range(messages // per_txn):
-        added = await _call(reader, writer, add, 24, 3)
-        codes = [r["partition_error_code"] for topic_result in added["results_by_topic_v3_and_below"]
-                 for r in topic_result["results_by_partition"]]
-        if any(codes):
-            raise RuntimeError(f"AddPartitionsToTxn failed: {codes}")
-        writer.write(_set_sequence(template, starts, batch_size, t * per_partition))
-        _check_produce(await read_frame(reader))
-        ended = await _call(reader, writer, commit, 26, 3)
+class _TxnProducer:
+    """One raw transactional producer: its connection and transactional id, initialised
+    (InitProducerId) before any clock starts. ``protocol`` 2 is Kafka's transaction protocol
+    v2 (KIP-890 part 2), what a Kafka 4 client uses when ApiVersions finalizes
+    transaction.version 2, as this broker does: per transaction one Produce v12 (acks=-1, one
+    batch per partition: the broker adds the partitions) and its answer, then EndTxn v5 and its
+    answer, which carries the next epoch (whose sequences start at 0). ``protocol`` 1 is
+    KIP-98's, as librdkafka and Kafka 3 clients drive it: AddPartitionsToTxn and its answer
+    first, the epoch kept and sequences running on across transactions."""
+
+    def __init__(self, protocol: int) -> None:
+        self.protocol = protocol
+
+    async def open(self, port: int, topic: str, size: int, per_txn: int) -> None:
+        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", port)
+        txn_id = f"bench-raw-{time.monotonic_ns()}"
+        init = await _call(self.reader, self.writer, frame(22, 4, 0, {
+            "transactional_id": txn_id, "transaction_timeout_ms": 60000, "producer_id": -1,
+            "producer_epoch": -1}), 22, 4)
+        if init["error_code"]:
+            raise RuntimeError(f"InitProducerId failed with error {init['error_code']}")
+        self.txn_id, self.pid, self.epoch = txn_id, init["producer_id"], init["producer_epoch"]
+        self.add = frame(24, 3, 0, {"v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": self.pid,
+                                    "v3_and_below_producer_epoch": self.epoch,
+                                    "v3_and_below_topics": [{"name": topic, "partitions": list(range(PARTITIONS))}]})
+        self.per_partition = per_txn // PARTITIONS
+        self.produce_v = 12 if self.protocol == 2 else PRODUCE_V
+        self.template, self.starts, self.batch_size = _produce_template(
+            topic, size, self.per_partition, -1, txn_id, self.pid, self.epoch, self.produce_v)
+
+    async def commit(self, t: int) -> None:
+        """Transaction ``t`` of this producer, committed."""
+        reader, writer = self.reader, self.writer
+        if self.protocol == 1:
+            added = await _call(reader, writer, self.add, 24, 3)
+            codes = [r["partition_error_code"] for topic_result in added["results_by_topic_v3_and_below"]
+                     for r in topic_result["results_by_partition"]]
+            if any(codes):
+                raise RuntimeError(f"AddPartitionsToTxn failed: {codes}")
+        sequence = 0 if self.protocol == 2 else t * self.per_partition
+        writer.write(_set_sequence(self.template, self.starts, self.batch_size, self.epoch, sequence))
+        _check_produce(await read_frame(reader), self.produce_v)
+        end_v = 5 if self.protocol == 2 else 3
+        ended = await _call(reader, writer, frame(26, end_v, 0, {
+            "transactional_id": self.txn_id, "producer_id": self.pid, "producer_epoch": self.epoch,
+            "committed": True}), 26, end_v)
         if ended["error_code"]:
             raise RuntimeError(f"EndTxn failed with error {ended['error_code']}")
+        if self.protocol == 2:
+            if ended["producer_id"] != self.pid:
+                raise RuntimeError("the producer id moved on (epochs used up): not in a bench")
+            self.epoch = ended["producer_epoch"]
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def raw_txn_produce(port: int, topic: str, size: int, messages: int, per_txn: int, producers: int = 1,
+                          protocol: int = 2) -> float:
+    """Seconds to commit ``messages`` records in transactions of ``per_txn`` by ``producers``
+    raw transactional producers at once (separate transactional ids and connections, as an
+    application with several producers runs them), each ordering its transactions as a
+    client must (see _TxnProducer); the clock starts once every producer is initialised."""
+    clients = [_TxnProducer(protocol) for _ in range(producers)]
+    for client in clients:
+        await client.open(port, topic, size, per_txn)
+    transactions, rest = divmod(messages // per_txn, producers)
+
+    async def run(client: _TxnProducer, count: int) -> None:
+        for t in range(count):
+            await client.commit(t)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(run(client, transactions + (i < rest)) for i, client in enumerate(clients)))
     elapsed = time.perf_counter() - started
-    writer.close()
+    for client in clients:
+        client.close()
     return elapsed
 
 
@@ -676,27 +729,32 @@ def transactional_rows(target: Target, args: argparse.Namespace, run: Callable[.
     for topic in ("txn-raw-plain-100B", "txn-raw-100B", "txn-plain-100B", "txn-100B"):
         run(create_topic(target.port, topic))
 
-    def paired(n: int, first: tuple[Callable[..., Any], ...], second: tuple[Callable[..., Any], ...]
-               ) -> list[tuple[float, float, list[float]]]:
-        """RAW_TXN_PASSES passes of two raw cases (coroutine and arguments), alternating who
-        goes first: (best msg/s, mean broker CPU µs per message, every pass) for each."""
-        runs: list[list[tuple[float, float]]] = [[], []]
-        cases = (first, second)
+    def alternated(n: int, *cases: tuple[Any, ...]) -> list[tuple[float, float, list[float]]]:
+        """RAW_TXN_PASSES passes of each raw case (coroutine and arguments), the order turning
+        by one case every pass, so each case sees the machine's same minutes as the others:
+        (best msg/s, mean broker CPU µs per message, every pass) for each."""
+        runs: list[list[tuple[float, float]]] = [[] for _ in cases]
         for i in range(RAW_TXN_PASSES):
-            for k in ((0, 1) if i % 2 == 0 else (1, 0)):
+            for k in [(i + j) % len(cases) for j in range(len(cases))]:
                 coroutine, *case_args = cases[k]
                 runs[k].append(measure(target, n, lambda port, *a: n / run(coroutine(port, *a)), *case_args))
         return [(max(r for r, _ in rs), sum(c for _, c in rs) / len(rs), [round(r) for r, _ in rs]) for rs in runs]
 
     n = max(args.messages, RAW_TXN_MESSAGES)
-    (plain, plain_cpu, plain_runs), (txn, txn_cpu, txn_runs) = paired(
-        n, (raw_plain_produce, "txn-raw-plain-100B", 100, n, per_txn), (raw_txn_produce, "txn-raw-100B", 100, n, per_txn))
+    (plain, plain_cpu, plain_runs), *txn_rows = alternated(
+        n, (raw_plain_produce, "txn-raw-plain-100B", 100, n, per_txn),
+        (raw_txn_produce, "txn-raw-100B", 100, n, per_txn, 1, 2),
+        (raw_txn_produce, "txn-raw-100B", 100, n, per_txn, TXN_PRODUCERS, 2),
+        (raw_txn_produce, "txn-raw-100B", 100, n, per_txn, 1, 1))
     emit("produce_100B_raw_acksall_plain", plain, "msg/s", None, broker_cpu_us_per_msg=round(plain_cpu, 3),
-         runs=plain_runs, records_per_request=per_txn)
-    emit(f"produce_100B_raw_txn{per_txn}", txn, "msg/s", round(0.7 * plain, 1), broker_cpu_us_per_msg=round(txn_cpu, 3),
-         runs=txn_runs, ratio=round(txn / plain, 3), **_pass_ratios(txn_runs, plain_runs))
+         runs=plain_runs, records_per_request=per_txn, in_flight=IN_FLIGHT)
+    for (txn, txn_cpu, txn_runs), (suffix, producers, protocol) in zip(txn_rows, (
+            ("", 1, 2), (f"_x{TXN_PRODUCERS}", TXN_PRODUCERS, 2), ("_v1", 1, 1)), strict=True):
+        emit(f"produce_100B_raw_txn{per_txn}{suffix}", txn, "msg/s", round(0.7 * plain, 1) if protocol == 2 else None,
+             broker_cpu_us_per_msg=round(txn_cpu, 3), runs=txn_runs, ratio=round(txn / plain, 3),
+             producers=producers, protocol=f"v{protocol}", **_pass_ratios(txn_runs, plain_runs))
     # the fetch passes read the transactional topic's first n records (committed, with markers)
-    (uncommitted, u_cpu, u_runs), (committed, c_cpu, c_runs) = paired(
+    (uncommitted, u_cpu, u_runs), (committed, c_cpu, c_runs) = alternated(
         n, (raw_fetch, "txn-raw-100B", n, 0), (raw_fetch, "txn-raw-100B", n, 1))
     emit("fetch_100B_raw_txn_read_uncommitted", uncommitted, "msg/s", None, broker_cpu_us_per_msg=round(u_cpu, 3),
          runs=u_runs)
