@@ -20,7 +20,7 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from ..errors import BrokerError
@@ -62,6 +62,7 @@ class Delivery:
     message: MessageExt
     redelivered: bool
     subscriber: Subscriber | None  # None for a `DeliveryGroup.get`
+    ledger: QueueLedger | None = field(default=None, repr=False)  # the group's: its queue's
 
 
 class Subscriber:
@@ -141,7 +142,7 @@ class DeliveryGroup:
         # what is read and not handed out yet, and what is handed out and not answered,
         # each with the ledger of its queue
         self._ready: deque[tuple[MessageExt, bool, QueueLedger]] = deque()
-        self._unacked: dict[int, tuple[Delivery, QueueLedger, int]] = {}
+        self._unacked: dict[int, Delivery] = {}  # by tag; each knows its queue's ledger
         self._subscribers: list[Subscriber] = []
         self._rr = 0
         self._read_rr = 0
@@ -184,14 +185,14 @@ class DeliveryGroup:
         dirty = self._dirty
         last = None
         for tag in tags:
-            entry = pop(tag, None)
-            if entry is None:
+            delivery = pop(tag, None)
+            if delivery is None:
                 continue
-            delivery, ledger, offset = entry
             sub = delivery.subscriber
             if sub is not None:
                 sub.unacked -= 1
-            ledger.finished(offset)
+            ledger = delivery.ledger
+            ledger.finished(delivery.message.queue_offset)
             if ledger is not last:  # a cumulative ack's run is mostly one queue's
                 dirty.add(ledger)
                 last = ledger
@@ -210,13 +211,13 @@ class DeliveryGroup:
             self._requeue(tags)
             return len(tags)
         for tag in tags:
-            delivery, ledger, offset = self._unacked[tag]
+            delivery = self._unacked[tag]
             await self._broker.send_back_message(self.name, delivery.message, delay_level=delay_level)
             if self._unacked.pop(tag, None) is not None:  # not acked or requeued meanwhile
                 if delivery.subscriber is not None:
                     delivery.subscriber.unacked -= 1
-                ledger.finished(offset)
-                self._dirty.add(ledger)
+                delivery.ledger.finished(delivery.message.queue_offset)
+                self._dirty.add(delivery.ledger)
         self._commit()
         self._wake.set()
         return len(tags)
@@ -229,13 +230,13 @@ class DeliveryGroup:
         if not self._ready:
             return None
         msg, redelivered, ledger = self._ready.popleft()
-        delivery = Delivery(next(self._tags), msg, redelivered, None)
+        delivery = Delivery(next(self._tags), msg, redelivered, None, ledger)
         if auto_ack:
             ledger.finished(msg.queue_offset)
             self._dirty.add(ledger)
             self._commit()
         else:
-            self._unacked[delivery.tag] = (delivery, ledger, msg.queue_offset)
+            self._unacked[delivery.tag] = delivery
         return delivery
 
     # ------------------------------------------------------------------ administration
@@ -334,13 +335,12 @@ class DeliveryGroup:
     def _requeue(self, tags: list[int]) -> None:
         back = []
         for tag in tags:
-            entry = self._unacked.pop(tag, None)
-            if entry is None:
+            delivery = self._unacked.pop(tag, None)
+            if delivery is None:
                 continue
-            delivery, ledger, _ = entry
             if delivery.subscriber is not None:
                 delivery.subscriber.unacked -= 1
-            back.append((delivery.message, True, ledger))
+            back.append((delivery.message, True, delivery.ledger))
         self._ready.extendleft(reversed(back))
         if back:
             self._wake.set()
@@ -349,7 +349,7 @@ class DeliveryGroup:
         sub.active = False
         if sub in self._subscribers:
             self._subscribers.remove(sub)
-        self._requeue(sorted(tag for tag, (d, _, _) in self._unacked.items() if d.subscriber is sub))
+        self._requeue(sorted(tag for tag, d in self._unacked.items() if d.subscriber is sub))
 
     def _credit(self) -> int:
         return sum(sub.credit for sub in self._subscribers)
@@ -414,9 +414,9 @@ class DeliveryGroup:
             sub = subs[j]
             i = j + 1
             msg, redelivered, ledger = ready.popleft()
-            delivery = Delivery(next(tags), msg, redelivered, sub)
+            delivery = Delivery(next(tags), msg, redelivered, sub, ledger)
             if not sub.auto_ack:  # before the callback, which may ack it at once
-                unacked[delivery.tag] = (delivery, ledger, msg.queue_offset)
+                unacked[delivery.tag] = delivery
                 sub.unacked += 1
             try:
                 sub.deliver(delivery)

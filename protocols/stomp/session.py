@@ -118,6 +118,7 @@ class _Subscription:
     sub: Subscriber | None = None
     unacked: dict[int, None] = field(default_factory=dict)  # delivery tags, in delivery order
     head: bytes = b""  # the start of each MESSAGE frame, encoded once
+    ack_header: bool = False  # MESSAGE frames carry an ack header (1.2, not ack auto)
 
 
 @dataclass(slots=True)
@@ -622,6 +623,7 @@ class StompSession(Session):
             raise StompError(f"selector or tag filter refused: {exc}") from None
         s = _Subscription(next(self.ctx.serials), sub_id, text, group, ack, drop)
         s.head = self._message_head(s)
+        s.ack_header = ack != "auto" and self.conn.version == V12
         self._subs[sub_id] = s
         self._by_serial[s.serial] = s
         s.sub = group.subscribe(functools.partial(self._deliver, s), prefetch=prefetch,
@@ -695,23 +697,25 @@ class StompSession(Session):
             return  # unacked deliveries go back when the subscription is released
         msg = delivery.message
         tag = delivery.tag
-        extra = ""  # the headers between message-id and the properties
-        if s.ack != "auto":
-            s.unacked[tag] = None
-            if self.conn.version == V12:
-                extra = f"ack:{s.serial}-{tag}\n"
-        reconsumed = msg.reconsume_times
-        if delivery.redelivered or reconsumed:
-            extra += "redelivered:true\n"
-            if reconsumed:
-                extra += f"x-reconsume-times:{reconsumed}\n"
         if type(msg) is StoredMessage:
             text = self._property_headers.of_stored(msg.properties_bytes())
         else:
             text = self._property_headers.of(msg.properties)
+        reconsumed = msg.reconsume_times
+        if delivery.redelivered or reconsumed:
+            text = (f"redelivered:true\nx-reconsume-times:{reconsumed}\n{text}" if reconsumed
+                    else f"redelivered:true\n{text}")
+        ident = f"{s.serial}-{tag}"
+        if s.ack != "auto":
+            s.unacked[tag] = None
+            if s.ack_header:
+                ident = f"{ident}\nack:{ident}"
         body = msg.body
-        self._emit(b"".join((s.head, f"{s.serial}-{tag}\n{extra}{text}content-length:{len(body)}\n\n"
-                             .encode("utf-8", "surrogateescape"), body, b"\0")))
+        self._out.append(b"".join((s.head, f"{ident}\n{text}content-length:{len(body)}\n\n"
+                                   .encode("utf-8", "surrogateescape"), body, b"\0")))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
 
     # ------------------------------------------------------------------ ACK / NACK
     async def _ack(self, frame: Frame) -> None:
