@@ -58,6 +58,7 @@ class Channel:
     # confirms: publish sequence numbers settled (True acked, False nacked) or pending (None)
     publish_seq: int = 0
     confirms: deque = field(default_factory=deque)  # [seq, outcome] in publish order
+    acked_through: int = 0  # publishes up to here stored, none before them pending: one ack due
     tx_publishes: list = field(default_factory=list)
     tx_answers: list = field(default_factory=list)  # (tag, multiple, requeue; None for an ack)
     # methods run in order: one that waits (a commit, a get) holds the ones after it
@@ -99,6 +100,17 @@ class Channel:
             self.confirms.append([self.publish_seq, None])
         return self.publish_seq
 
+    def stored_at_once(self, count: int) -> None:
+        """``count`` publishes stored as they came (the store answered without waiting):
+        when none before them is pending, one number says what is due, not one entry each."""
+        first = self.publish_seq + 1
+        self.publish_seq += count
+        if self.confirm:
+            if self.confirms:
+                self.confirms.extend([[seq, True] for seq in range(first, self.publish_seq + 1)])
+            else:
+                self.acked_through = self.publish_seq
+
     def settle(self, seq: int, ok: bool) -> None:
         """Record one publish's outcome (the pending sequence numbers are consecutive)."""
         confirms = self.confirms
@@ -112,7 +124,7 @@ class Channel:
         publishes is one ack with multiple."""
         confirms = self.confirms
         out: list[tuple[bool, int, bool]] = []
-        run_end = 0
+        run_end, self.acked_through = self.acked_through, 0
         while confirms and confirms[0][1] is not None:
             s, outcome = confirms.popleft()
             if outcome:

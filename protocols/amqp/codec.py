@@ -104,7 +104,7 @@ def decode_method(payload: memoryview) -> Frame:
 
 
 _publishes: dict[bytes, Publish] = {}
-_headers: dict[bytes, ContentHeader] = {}
+_headers: dict[bytes, dict[str, Any]] = {}  # by the bytes after the body size
 _DECODED_MAX = 1024
 
 
@@ -137,24 +137,28 @@ def _decode_publish(payload: memoryview) -> Publish:
 
 
 def decode_content_header(payload: memoryview) -> ContentHeader:
-    """A content header's body size and properties (class 60 only). Recent headers are
-    decoded once (a publisher's messages mostly carry the same properties and size), so
-    the properties dict is shared: read it, never change it."""
-    key = bytes(payload)
-    found = _headers.get(key)
-    if found is None:
-        found = _decode_content_header(payload)
-        if len(_headers) >= _DECODED_MAX:
-            _headers.clear()
-        _headers[key] = found
-    return found
-
-
-def _decode_content_header(payload: memoryview) -> ContentHeader:
+    """A content header's body size and properties (class 60 only). Recent property lists
+    are decoded once (a publisher's messages mostly carry the same properties, whatever
+    their sizes), so the properties dict is shared: read it, never change it."""
     try:
         class_id, _, body_size = _HEADER_FIXED.unpack_from(payload)
-        if class_id != 60:
-            raise FrameError(505, f"UNEXPECTED_FRAME - content header of class {class_id}")
+    except struct.error as exc:
+        raise FrameError(502, f"SYNTAX_ERROR - cannot decode the content header: {exc}") from None
+    if class_id != 60:
+        raise FrameError(505, f"UNEXPECTED_FRAME - content header of class {class_id}")
+    key = bytes(payload[12:])
+    properties = _headers.get(key)
+    if properties is None:
+        properties = _decode_properties(payload)
+        if len(_headers) >= _DECODED_MAX:
+            _headers.clear()
+        _headers[key] = properties
+    return ContentHeader(body_size, properties)
+
+
+def _decode_properties(payload: memoryview) -> dict[str, Any]:
+    """The property flags and list after a content header's fixed fields."""
+    try:
         (flags,) = _U16.unpack_from(payload, 12)
         if flags & 1:
             raise FrameError(502, "SYNTAX_ERROR - content header property flags continue past 16 bits")
@@ -183,7 +187,7 @@ def _decode_content_header(payload: memoryview) -> ContentHeader:
             bit -= 1
     except (struct.error, ValueError, TypeError, IndexError, UnmarshalingException) as exc:
         raise FrameError(502, f"SYNTAX_ERROR - cannot decode the content header: {exc}") from None
-    return ContentHeader(body_size, properties)
+    return properties
 
 
 def method_frame(channel: int, method: Frame) -> bytes:

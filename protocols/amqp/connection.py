@@ -12,10 +12,9 @@ the rest (authentication, virtual hosts, every channel method) and writes the by
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
-from typing import Final
-
-from typing import Any
+from typing import Any, Final
 
 from pamqp.base import Frame
 from pamqp.commands import Channel, Connection
@@ -58,6 +57,7 @@ CLOSED: Final = "closed"
 
 DEFAULT_FRAME_MAX: Final = 131072  # RabbitMQ's
 DEFAULT_CHANNEL_MAX: Final = 2047  # RabbitMQ's
+_U64 = struct.Struct(">Q")
 
 
 def shortstr_text(text: str) -> str:
@@ -90,6 +90,11 @@ class AmqpServerConnection:
         self._buffer = bytearray()
         self._assembling: dict[int, _Assembly] = {}
         self._closing_channels: set[int] = set()
+        # the publish run being read (see _publish_triple): its event, the bytes from its
+        # method frame's start to its content header's body size, its property bytes
+        self._run: ContentReceived | None = None
+        self._run_prefix = b""
+        self._run_props = b""
 
     @property
     def buffered(self) -> int:
@@ -131,12 +136,12 @@ class AmqpServerConnection:
                     break
                 if buf[end] != FRAME_END:
                     raise FrameError(501, "FRAME_ERROR - frame does not end with 0xCE")
-                if (frame_type == FRAME_METHOD and view[pos + 7:pos + 11] == PUBLISH_ID_BYTES
+                if (frame_type == FRAME_METHOD and buf.startswith(PUBLISH_ID_BYTES, pos + 7)
                         and self.state == OPEN and channel and channel not in assembling
                         and channel not in self._closing_channels):
                     # the publish triple (method, header, one body frame) whole in the buffer:
-                    # one event, no assembly
-                    after = self._publish_triple(view, pos + 7, end, channel, size, max_payload, events)
+                    # one event (or one more body of the run before it), no assembly
+                    after = self._publish_triple(buf, view, pos, end, channel, size, max_payload, events)
                     if after:
                         pos = after
                         continue
@@ -146,7 +151,7 @@ class AmqpServerConnection:
                             and not assembly.discard and self.state == OPEN):
                         del assembling[channel]
                         events.append(ContentReceived(channel, assembly.method, assembly.properties,  # type: ignore[arg-type]
-                                                      bytes(view[pos + 7:end])))
+                                                      [bytes(view[pos + 7:end])]))
                         pos = end + 1
                         continue
                 self._frame(frame_type, channel, view[pos + 7:end], events)
@@ -157,34 +162,48 @@ class AmqpServerConnection:
             pos = size
         finally:
             view.release()
+            self._run = None  # a run never spans reads: the event may go
         del buf[:pos]
         return events
 
-    def _publish_triple(self, view: memoryview, start: int, end: int, channel: int, size: int,
-                        max_payload: int, events: list[Event]) -> int:
-        """The position after a basic.publish (its payload at [start, end)) followed by its
+    def _publish_triple(self, buf: bytearray, view: memoryview, pos: int, end: int, channel: int,
+                        size: int, max_payload: int, events: list[Event]) -> int:
+        """The position after a basic.publish (its frame at [pos, end]) followed by its
         content header and one body frame holding the whole body, all on ``channel`` and
-        all in the buffer, after adding its ContentReceived; 0 when that is not what
-        follows (the frames are then read one by one, with every check)."""
+        all in the buffer; 0 when that is not what follows (the frames are then read one by
+        one, with every check). A triple whose method and properties repeat the previous
+        one's, straight after it, adds its body to that event: two byte comparisons
+        instead of decoding."""
         header_at = end + 1
         if size - header_at < 7:
             return 0
-        kind, ch, length = FRAME_HEAD.unpack_from(view, header_at)
+        kind, ch, length = FRAME_HEAD.unpack_from(buf, header_at)
         header_end = header_at + 7 + length
-        if kind != FRAME_HEADER or ch != channel or length > max_payload or header_end >= size \
-                or view[header_end] != FRAME_END:
+        if kind != FRAME_HEADER or ch != channel or length < 14 or length > max_payload \
+                or header_end >= size or buf[header_end] != FRAME_END:
             return 0
-        method = codec.decode_publish(view[start:end])
-        header = codec.decode_content_header(view[header_at + 7:header_end])
+        (body_size,) = _U64.unpack_from(buf, header_at + 11)
         body_at = header_end + 1
-        if header.body_size == 0 or header.body_size > self.max_body or size - body_at < 7:
+        if body_size == 0 or body_size > self.max_body or size - body_at < 7:
             return 0
-        kind, ch, length = FRAME_HEAD.unpack_from(view, body_at)
+        kind, ch, length = FRAME_HEAD.unpack_from(buf, body_at)
         body_end = body_at + 7 + length
-        if kind != FRAME_BODY or ch != channel or length != header.body_size or length > max_payload \
-                or body_end >= size or view[body_end] != FRAME_END:
+        if kind != FRAME_BODY or ch != channel or length != body_size or length > max_payload \
+                or body_end >= size or buf[body_end] != FRAME_END:
             return 0
-        events.append(ContentReceived(channel, method, header.properties, bytes(view[body_at + 7:body_end])))
+        body = bytes(view[body_at + 7:body_end])
+        run = self._run
+        # the prefix holds both frames' lengths: equal prefixes put the properties at one place
+        if run is not None and events and events[-1] is run and buf.startswith(self._run_prefix, pos) \
+                and buf.startswith(self._run_props, header_at + 19):
+            run.bodies.append(body)
+            return body_end + 1
+        method = codec.decode_publish(view[pos + 7:end])
+        header = codec.decode_content_header(view[header_at + 7:header_end])
+        self._run = run = ContentReceived(channel, method, header.properties, [body])
+        self._run_prefix = bytes(view[pos:header_at + 11])
+        self._run_props = bytes(view[header_at + 19:header_end])
+        events.append(run)
         return body_end + 1
 
     def _fail_header(self, events: list[Event]) -> None:
@@ -275,7 +294,7 @@ class AmqpServerConnection:
             return
         parts = assembly.parts
         body = parts[0] if len(parts) == 1 else b"".join(parts)
-        events.append(ContentReceived(channel, assembly.method, assembly.properties, body))  # type: ignore[arg-type]
+        events.append(ContentReceived(channel, assembly.method, assembly.properties, [body]))  # type: ignore[arg-type]
 
     def _connection_method(self, method: Frame, events: list[Event]) -> None:
         state = self.state

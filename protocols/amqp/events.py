@@ -43,12 +43,14 @@ class MethodReceived:
 
 @dataclass(frozen=True, slots=True)
 class ContentReceived:
-    """A basic.publish with its properties and whole body (assembled from body frames)."""
+    """One or more basic.publish in a row on one channel, alike in method and properties
+    (a pipelining publisher's read holds runs of them), each with its whole body
+    (assembled from body frames)."""
 
     channel: int
     method: Publish
     properties: dict[str, Any]  # the basic properties present, by spec name
-    body: bytes
+    bodies: list[bytes]  # in publish order
 
 
 @dataclass(frozen=True, slots=True)

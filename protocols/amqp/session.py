@@ -6,7 +6,9 @@ writes. Methods of one channel run in order: a method that waits (a transaction 
 get, a queue delete) holds the ones after it on its channel, not other channels'. A publish
 does not wait in line: its put starts at once (so stores keep publish order) and its
 confirm goes out when the store has it (under SYNC_FLUSH after the fsync); confirms of
-publishes stored together leave as one ack with ``multiple``. Deliveries come from the
+publishes stored together leave as one ack with ``multiple``. The codec hands over runs of
+publishes alike (a pipelining publisher's read): a run is routed once (remembered until the
+vhost's declarations change) and, under ASYNC_FLUSH, stored with one `Broker.put_now`. Deliveries come from the
 core's delivery engine (`rocketport.core.delivery`) and are written as they come; frames
 written within one loop iteration leave in one ``writelines``. A channel error closes its
 channel only; a connection error, a protocol violation or a bug of ours closes this
@@ -20,6 +22,7 @@ import logging
 import struct
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pamqp import decode
@@ -30,6 +33,7 @@ from rocketport.core.auth.plain_acl import PUB, SUB, Account, AclError
 from rocketport.core.errors import BrokerError, StoreUnavailable
 from rocketport.core.dedup import PROPERTY_DEDUP_KEY
 from rocketport.core.message import PROPERTY_RETRY_TOPIC, PROPERTY_TRANSACTION_PREPARED, Message, MessageExt
+from rocketport.core.message import encode_properties as encode_stored  # not the content header's
 from rocketport.core.schedule import needs_schedule, now_ms
 
 from .. import eager
@@ -65,7 +69,7 @@ MECHANISMS = "PLAIN AMQPLAIN"
 MAX_PUTS_IN_FLIGHT = 4096  # per connection: reading pauses above it
 # a publish not stored yet: (channel, publish sequence, body, message properties)
 _Gathered = tuple[Channel, int, bytes, dict[str, str]]
-_PUBLISHED_MAX = 1024  # distinct (content header, routing key) pairs remembered per connection
+_ROUTES_MAX = 1024  # distinct (exchange, routing key, content header) remembered per connection
 # properties the core must see on a message of its own (`Broker.put_messages` refuses a
 # transaction in a run; a dedup key is checked per message)
 _ALONE = frozenset((PROPERTY_DEDUP_KEY, PROPERTY_TRANSACTION_PREPARED))
@@ -100,7 +104,7 @@ class AmqpSession(Session):
         self._gathered: dict[str, list[_Gathered]] = {}
         self._tag_header = config.kafka_tag_header
         self._run_bytes = config.max_message_size // 2  # bytes of one gathered run, at most
-        self._published: dict[tuple[int, str], tuple[dict[str, Any], dict[str, str]]] = {}
+        self._routes: dict[tuple[str, str, int], _Route] = {}
         self._out: list[bytes | memoryview] = []
         self._flush_scheduled = False
         self._dirty_confirms: set[Channel] = set()
@@ -522,49 +526,91 @@ class AmqpSession(Session):
 
     # ---------------------------------------------------------------- basic: publish
     def _publish(self, channel: Channel, event: ContentReceived) -> None:
+        """A run of publishes alike: routed once; under ASYNC_FLUSH stored at once with one
+        `Broker.put_now` (no coroutine, no Message objects), else gathered for
+        `_store_gathered`."""
         method = event.method
         exchange, routing_key = method.exchange, method.routing_key
-        topic = self.vhost.publish_topic(exchange, routing_key)
+        route = self._route(exchange, routing_key, event.properties)
+        topic = route.topic
         if topic is not None:
             self._allow(topic, PUB)
-        seq = channel.next_publish()
-        properties = self._properties(event.properties, routing_key)
-        routed = topic is not None and (exchange == DEFAULT_EXCHANGE
-                                        or self.vhost.router.routed(exchange, routing_key, properties))
-        if not routed and method.mandatory:
-            self._send(self.conn.send_method(channel.number, Basic.Return(
-                Reply.NO_ROUTE, "NO_ROUTE", shortstr_text(exchange), shortstr_text(routing_key))))
-            self._out.extend(codec.content_frames(channel.number, encode_properties(properties, self._tag_header),
-                                                  event.body, self.conn.frame_max))
-        if topic is None or (not routed and method.mandatory):
-            self._confirm(channel, seq, True)
+        bodies = event.bodies
+        if not route.routed and (topic is None or method.mandatory):
+            for body in bodies:
+                seq = channel.next_publish()
+                if method.mandatory:
+                    self._send(self.conn.send_method(channel.number, Basic.Return(
+                        Reply.NO_ROUTE, "NO_ROUTE", shortstr_text(exchange), shortstr_text(routing_key))))
+                    self._out.extend(codec.content_frames(channel.number, encode_properties(
+                        route.properties, self._tag_header), body, self.conn.frame_max))
+                self._confirm(channel, seq, True)
             return
-        if self.vhost.needs_mark(exchange, routing_key):
-            properties = {**properties, DEFAULT_EXCHANGE_MARK: "1"}
+        properties = route.properties
         if channel.tx:
-            channel.tx_publishes.append(Message(topic, event.body, dict(properties), born_host=self.peer))
+            for body in bodies:
+                channel.next_publish()
+                channel.tx_publishes.append(Message(topic, body, dict(properties), born_host=self.peer))
             return
-        self._puts += 1
-        batch = self._gathered.get(topic)
+        if self._put_now(channel, route, bodies):  # type: ignore[arg-type]
+            return
+        self._puts += len(bodies)
+        batch = self._gathered.get(topic)  # type: ignore[arg-type]
         if batch is None:
-            batch = self._gathered[topic] = []
-        batch.append((channel, seq, event.body, properties))
+            batch = self._gathered[topic] = []  # type: ignore[index]
+        for body in bodies:
+            batch.append((channel, channel.next_publish(), body, properties))
 
-    def _properties(self, basic: dict[str, Any], routing_key: str) -> dict[str, str]:
-        """`to_message_properties`, remembered per content-header properties (the codec
-        shares one dict per distinct header: identity is the key, the entry keeps it alive)
-        and routing key: a publisher's messages mostly look alike. Shared: never modified."""
-        key = (id(basic), routing_key)
-        found = self._published.get(key)
-        if found is not None and found[0] is basic:
-            return found[1]
+    def _route(self, exchange: str, routing_key: str, basic: dict[str, Any]) -> _Route:
+        """Where publishes with this exchange, routing key and content-header properties go
+        and what they store, remembered until the vhost's declarations change (the codec
+        shares one properties dict per distinct header: identity is part of the key, the
+        entry keeps it alive; a publisher's messages mostly look alike)."""
+        key = (exchange, routing_key, id(basic))
+        vhost = self.vhost
+        found = self._routes.get(key)
+        if found is not None and found.basic is basic and found.generation == vhost.generation:
+            return found
+        topic = vhost.publish_topic(exchange, routing_key)
         properties = to_message_properties(basic, routing_key, now_ms())
+        routed = topic is not None and (exchange == DEFAULT_EXCHANGE
+                                        or vhost.router.routed(exchange, routing_key, properties))
+        if vhost.needs_mark(exchange, routing_key):
+            properties[DEFAULT_EXCHANGE_MARK] = "1"
+        route = _Route(basic, vhost.generation, topic, properties, routed, encode_stored(properties))
         headers = basic.get("headers") if basic else None
         if not (headers and X_DELAY in headers):  # a delay is relative to now
-            if len(self._published) >= _PUBLISHED_MAX:
-                self._published.clear()
-            self._published[key] = (basic, properties)
-        return properties
+            if len(self._routes) >= _ROUTES_MAX:
+                self._routes.clear()
+            self._routes[key] = route
+        return route
+
+    def _put_now(self, channel: Channel, route: _Route, bodies: list[bytes]) -> bool:
+        """Store a run with `Broker.put_now` and settle its confirms; False when the broker
+        wants it put another way (SYNC_FLUSH, a delay, a transaction or dedup property)."""
+        topic = route.topic
+        encoded = route.encoded
+        accepted = self.broker.accept_now(topic, -1, encoded, 0)  # type: ignore[arg-type]
+        if accepted is None:
+            return False
+        if self._gathered:  # stored in publish order
+            self._store_gathered()
+        queue_id, code = accepted
+        peer = self.peer
+        try:
+            results: list[Any] = self.broker.put_now(
+                [(topic, queue_id, body, encoded, code, 0, 0, 0, peer, 0) for body in bodies])  # type: ignore[misc]
+        except BrokerError as exc:  # the store refused them all
+            results = [exc] * len(bodies)
+        if all(type(result) is tuple for result in results):
+            channel.stored_at_once(len(bodies))
+            self._stored(None)
+            if channel.confirm:
+                self._dirty_confirms.add(channel)
+        else:
+            for result in results:
+                self._settle(channel, channel.next_publish(), result if isinstance(result, BrokerError) else None)
+        return True
 
     def _store_gathered(self) -> None:
         """Store the publishes gathered since the last call, in order: runs of plain
@@ -626,27 +672,34 @@ class AmqpSession(Session):
             return
         except Exception as exc:  # noqa: BLE001 - reported to the client below
             error = exc
+        for channel, seq, _, _ in entries:
+            self._settle(channel, seq, error)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+        self._update_reading()
+
+    def _settle(self, channel: Channel, seq: int, error: BaseException | None) -> None:
+        """One publish's outcome: its confirm, or the channel's error when it has none."""
+        self._stored(error)
+        if error is None:
+            self._confirm(channel, seq, True)
+        elif channel.confirm:
+            self._confirm(channel, seq, False)
+        elif self.channels.get(channel.number) is channel and channel.active:
+            self._failed(channel, Basic.Publish(), error)
+
+    def _stored(self, error: BaseException | None) -> None:
+        """connection.blocked while the store refuses writes, unblocked when it takes them."""
         if error is None:
             if self._blocked:
                 self._blocked = False
                 if self.client_capabilities.get("connection.blocked"):
                     self._send(self.conn.send_method(0, Connection.Unblocked()))
-            for channel, seq, _, _ in entries:
-                self._confirm(channel, seq, True)
-        else:
-            if isinstance(error, StoreUnavailable) and not self._blocked:
-                self._blocked = True
-                if self.client_capabilities.get("connection.blocked"):
-                    self._send(self.conn.send_method(0, Connection.Blocked(str(error)[:255])))
-            for channel, seq, _, _ in entries:
-                if channel.confirm:
-                    self._confirm(channel, seq, False)
-                elif self.channels.get(channel.number) is channel and channel.active:
-                    self._failed(channel, Basic.Publish(), error)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
-        self._update_reading()
+        elif isinstance(error, StoreUnavailable) and not self._blocked:
+            self._blocked = True
+            if self.client_capabilities.get("connection.blocked"):
+                self._send(self.conn.send_method(0, Connection.Blocked(str(error)[:255])))
 
     def _confirm(self, channel: Channel, seq: int, ok: bool) -> None:
         if channel.confirm:
@@ -916,6 +969,18 @@ class AmqpSession(Session):
         channel.tx_publishes.clear()
         channel.tx_answers.clear()  # the deliveries stay unacknowledged
         self._send(self.conn.send_method(channel.number, Tx.RollbackOk()))
+
+
+@dataclass(slots=True)
+class _Route:
+    """Where publishes of one (exchange, routing key, content header) go (`AmqpSession._route`)."""
+
+    basic: dict[str, Any]  # the content header's properties: the key holds its id
+    generation: int  # the vhost's, when this was worked out
+    topic: str | None  # None: the default exchange names no queue
+    properties: dict[str, str]  # as stored; shared, never modified
+    routed: bool  # some queue takes it
+    encoded: bytes  # ``properties`` as the store writes them
 
 
 def _gatherable(properties: dict[str, str]) -> bool:

@@ -82,6 +82,9 @@ class VirtualHost:
         self.entities = entities
         self.router = Router()
         self.queues: dict[str, QueueState] = {}
+        # moves on every change of exchanges, queues or bindings: a session remembers where
+        # its publishes go for as long as it stays the same
+        self.generation = 0
 
     # ------------------------------------------------------------------ start / stop
     def open(self) -> None:
@@ -151,6 +154,7 @@ class VirtualHost:
         self._topic(name)
         self.entities.put_exchange(AmqpExchange(name, kind, durable, auto_delete, internal,
                                                 plain_arguments(arguments)))
+        self.generation += 1
         if name in self.queues:  # the queue's own topic is now the exchange's too
             self._rebind({name})
 
@@ -209,6 +213,7 @@ class VirtualHost:
         self.entities.put_queue(entity)
         state = self.queues[name] = QueueState(entity, group, policy, time.monotonic(),
                                                owner if exclusive else None)
+        self.generation += 1
         return state
 
     async def delete_queue(self, name: str, *, if_unused: bool, if_empty: bool, owner: object) -> int:
@@ -294,6 +299,7 @@ class VirtualHost:
 
     def _reroute(self) -> None:
         self.router.rebuild(self.entities.exchanges, self.entities.bindings, self.entities.exchange_bindings)
+        self.generation += 1
 
     def bind_exchange(self, destination: str, source: str, routing_key: str,
                       arguments: dict[str, Any] | None, *, unbind: bool = False) -> None:

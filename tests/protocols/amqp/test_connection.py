@@ -34,10 +34,11 @@ def _open(frame_max: int = 131072, max_body: int = 1 << 20) -> AmqpServerConnect
     return conn
 
 
-def _publish_frames(channel: int, body: bytes, frame_max: int) -> bytes:
-    out = frame.marshal(commands.Basic.Publish(exchange="x", routing_key="k"), channel)
+def _publish_frames(channel: int, body: bytes, frame_max: int, routing_key: str = "k",
+                    content_type: str = "text/plain") -> bytes:
+    out = frame.marshal(commands.Basic.Publish(exchange="x", routing_key=routing_key), channel)
     out += frame.marshal(ContentHeader(body_size=len(body), properties=commands.Basic.Properties(
-        content_type="text/plain")), channel)
+        content_type=content_type)), channel)
     for part in codec.content_frames(channel, b"\x00\x00", body, frame_max)[1:]:
         out += bytes(part)
     return out
@@ -57,29 +58,50 @@ def test_frames_split_anywhere_reassemble_and_bodies_assemble_across_frames():
     for i in range(0, len(data), 7):  # seven bytes per read
         events += conn.receive_data(data[i:i + 7])
     assert len(events) == 1 and isinstance(events[0], ContentReceived)
-    assert events[0].channel == 3 and events[0].body == body
+    assert events[0].channel == 3 and events[0].bodies == [body]
     assert events[0].method.routing_key == "k" and events[0].properties == {"content_type": "text/plain"}
 
 
+def _bodies(events: list) -> list[tuple[int, bytes]]:
+    return [(e.channel, body) for e in events for body in e.bodies]
+
+
 def test_publish_triples_in_one_read_and_interleaved_channels():
-    """Whole triples in one buffer are read as one event each (the fast path); a triple
+    """Whole triples in one buffer are read without assembly (the fast path); a triple
     cut anywhere, or interleaved with another channel's frames, reads the same."""
     bodies = [b"a" * 100, b"b" * 3, b"c" * 4000]
     data = b"".join(_publish_frames(1 + i % 2, body, 4096) for i, body in enumerate(bodies))
     expected = [(1 + i % 2, body) for i, body in enumerate(bodies)]
     conn = _open(frame_max=4096)
-    assert [(e.channel, e.body) for e in conn.receive_data(data)] == expected
+    assert _bodies(conn.receive_data(data)) == expected
     for cut in (1, 20, 30, len(data) - 1):
         conn = _open(frame_max=4096)
         events = conn.receive_data(data[:cut]) + conn.receive_data(data[cut:])
-        assert [(e.channel, e.body) for e in events] == expected
+        assert _bodies(events) == expected
         assert all(e.method.routing_key == "k" and e.properties == {"content_type": "text/plain"} for e in events)
     # channel 2's publish starts between channel 1's method and header: no triple
     one, two = _publish_frames(1, b"x", 4096), _publish_frames(2, b"y", 4096)
     method_end = 7 + int.from_bytes(one[3:7], "big") + 1
     conn = _open(frame_max=4096)
     events = conn.receive_data(one[:method_end] + two + one[method_end:])
-    assert [(e.channel, e.body) for e in events] == [(2, b"y"), (1, b"x")]
+    assert _bodies(events) == [(2, b"y"), (1, b"x")]
+
+
+def test_a_run_of_alike_publishes_is_one_event_and_any_difference_starts_another():
+    """Triples in a row on one channel with the same method and properties (body sizes may
+    differ) are one event with their bodies in order; another routing key, other
+    properties or another channel starts a new one, and so does a new read."""
+    data = (_publish_frames(1, b"a", 4096) + _publish_frames(1, b"bb", 4096) + _publish_frames(1, b"c", 4096)
+            + _publish_frames(1, b"d", 4096, routing_key="k2") + _publish_frames(1, b"e", 4096, routing_key="k2")
+            + _publish_frames(1, b"f", 4096, routing_key="k2", content_type="text/html")
+            + _publish_frames(2, b"g", 4096, routing_key="k2", content_type="text/html"))
+    conn = _open(frame_max=4096)
+    events = conn.receive_data(data)
+    assert [(e.channel, e.method.routing_key, e.properties.get("content_type"), e.bodies) for e in events] == [
+        (1, "k", "text/plain", [b"a", b"bb", b"c"]), (1, "k2", "text/plain", [b"d", b"e"]),
+        (1, "k2", "text/html", [b"f"]), (2, "k2", "text/html", [b"g"])]
+    again = conn.receive_data(_publish_frames(2, b"h", 4096, routing_key="k2", content_type="text/html"))
+    assert len(again) == 1 and again[0].bodies == [b"h"] and events[-1].bodies == [b"g"]
 
 
 def test_a_triple_whose_body_frame_lies_is_a_frame_error():

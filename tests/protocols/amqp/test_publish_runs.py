@@ -1,7 +1,8 @@
 """Publishes that arrive in one read are stored in runs (one append per run, a plain record
 per message): confirmed per publish, delivered per message with their own properties and
 nothing added, while a publish that needs its own treatment (a delay, a DEDUP_KEY) is
-stored on its own."""
+stored on its own. Where a run goes is worked out once and again after any declaration
+changes."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from tests.protocols.amqp.raw_client import RawAmqp
 TIMEOUT_S = 20
 
 
-def _publish(routing_key: str, body: bytes, headers: dict | None = None) -> bytes:
+def _publish(routing_key: str, body: bytes, headers: dict | None = None, *, exchange: str = "",
+             mandatory: bool = False) -> bytes:
     props = commands.Basic.Properties(content_type="text/plain", delivery_mode=2, headers=headers)
-    return (frame.marshal(commands.Basic.Publish(exchange="", routing_key=routing_key), 1)
+    return (frame.marshal(commands.Basic.Publish(exchange=exchange, routing_key=routing_key,
+                                                 mandatory=mandatory), 1)
             + frame.marshal(ContentHeader(body_size=len(body), properties=props), 1)
             + frame.marshal(ContentBody(body), 1))
 
@@ -65,3 +68,60 @@ def test_a_pipelined_read_is_stored_in_runs_and_read_back_per_message(amqp_broke
     assert got[b"p3"] == ("gq", "", "text/plain", 2, {"n": "3"})  # no tag header, no UNIQ_KEY
     assert got[b"dedup"][4] == {"DEDUP_KEY": "once"}
     assert got[b"later"][:4] == ("gq", "", "text/plain", 2)
+
+
+def _confirmed(raw: RawAmqp, upto: int) -> list:
+    """The frames read until publish ``upto`` is acked (basic.return and its content included)."""
+    seen, acked = [], 0
+    deadline = time.monotonic() + TIMEOUT_S
+    while acked < upto and time.monotonic() < deadline:
+        _, value = raw.read_frame()
+        seen.append(value)
+        if isinstance(value, commands.Basic.Ack):
+            acked = value.delivery_tag if value.multiple else max(acked, value.delivery_tag)
+    assert acked == upto
+    return seen
+
+
+def test_a_run_goes_where_the_declarations_say_when_it_comes(amqp_broker):
+    """Alike publishes in one read are one run: to a queue not declared yet they are dropped
+    (and confirmed, as RabbitMQ does), to an exchange with no binding they come back
+    (mandatory); once the queue and the binding exist, the same publishes on the same
+    connection reach the queue, in order."""
+    port = amqp_broker.endpoint("amqp")[1]
+    raw = RawAmqp(port)
+    raw.send(1, commands.Channel.Open())
+    assert isinstance(raw.read_frame()[1], commands.Channel.OpenOk)
+    raw.send(1, commands.Confirm.Select())
+    assert isinstance(raw.read_frame()[1], commands.Confirm.SelectOk)
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port)) as conn:
+        conn.channel().exchange_declare("late-x", "direct")
+
+    def burst(start: int) -> bytes:
+        return (b"".join(_publish("late-q", b"d%d" % i) for i in range(start, start + 30))
+                + b"".join(_publish("k", b"x%d" % i, exchange="late-x", mandatory=True)
+                           for i in range(start, start + 30)))
+    raw.send_raw(burst(0))
+    returned = [v for v in _confirmed(raw, 60) if isinstance(v, commands.Basic.Return)]
+    assert len(returned) == 30
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port)) as conn:
+        ch = conn.channel()
+        ch.queue_declare("late-q")
+        ch.queue_declare("late-xq")
+        ch.queue_bind("late-xq", "late-x", "k")
+    raw.send_raw(burst(30))
+    assert not [v for v in _confirmed(raw, 120) if isinstance(v, commands.Basic.Return)]
+    raw.close()
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port)) as conn:
+        ch = conn.channel()
+        for queue, prefix in (("late-q", b"d"), ("late-xq", b"x")):
+            got = []
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(got) < 30 and time.monotonic() < deadline:
+                method, _, body = ch.basic_get(queue, auto_ack=True)
+                if method is None:
+                    time.sleep(0.05)
+                    continue
+                got.append(body)
+            assert got == [prefix + b"%d" % i for i in range(30, 60)]
+            assert ch.basic_get(queue, auto_ack=True)[0] is None
