@@ -79,7 +79,7 @@ class TxnMetadata:
     offsets: dict[tuple[str, str, int], tuple[int, str | None]] = field(default_factory=dict)
     written: set[Queue] = field(default_factory=set)  # queues holding the LSO for it
     # the producer id and epoch the last ended transaction ran under, when its end bumped
-    # the epoch (the transaction protocol v2): a retried EndTxn carries them
+    # the epoch (a v2 EndTxn, a timeout): a v2 producer's retried EndTxn carries them
     last_producer_id: int = -1
     last_producer_epoch: int = -1
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -420,7 +420,10 @@ class TxnCoordinator:
                     continue
                 log.info("transaction %r timed out after %d ms: aborted", meta.transactional_id,
                          meta.timeout_ms)
-                self._fence(meta)  # its producer learns on its next request
+                # its producer learns on its next request; a v2 producer's EndTxn(abort) with
+                # the fenced epoch is then answered as a retry of this abort, as Kafka 4 does
+                meta.last_producer_id, meta.last_producer_epoch = meta.producer_id, meta.producer_epoch
+                self._fence(meta)
                 meta.state = TxnState.PREPARE_ABORT
                 await self._saved(meta)
                 await self._complete(meta)

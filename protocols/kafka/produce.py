@@ -92,7 +92,7 @@ class ProduceHandler:
         request adds the partitions it writes to its transaction before they are stored."""
         acks = body["acks"]
         refused: dict[tuple[str, int], ErrorCode] = {}
-        if adds_partitions and body["transactional_id"] is not None:
+        if adds_partitions and body["transactional_id"] is not None and acks in (0, 1, -1):
             refused = await self._add_to_transaction(body, may_write)
         responses = []
         for topic_data in body["topic_data"]:

@@ -291,3 +291,24 @@ def test_v2_ends_bump_the_epoch_fence_late_writes_and_answer_retries(small_confi
             assert bodies(broker) == [b"first", b"last"]
 
     run(second_run(*run(first_run())))
+
+
+def test_a_v2_abort_after_a_timeout_is_answered_with_the_fenced_epoch(small_config):
+    """A timed-out transaction is aborted and its producer fenced; the v2 producer's own abort
+    (with the old epoch) then succeeds with the new one, its commit stays fenced."""
+    async def main() -> None:
+        async with Broker(small_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            pid, epoch = await broker.init_transactional_producer("t", 1)
+            await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+            await write(broker, pid, epoch, b"timed out")
+            await asyncio.sleep(0.01)
+            assert await broker.txn.abort_expired() == 1
+            with pytest.raises(ProducerFenced):
+                await broker.end_txn("t", pid, epoch, True, bump=True)
+            assert await broker.end_txn("t", pid, epoch, False, bump=True) == (pid, epoch + 1)
+            with pytest.raises(ProducerFenced):
+                await broker.end_txn("t", pid, epoch, False)  # v1: fenced, as before
+            assert bodies(broker) == []
+
+    run(main())
