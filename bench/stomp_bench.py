@@ -1,14 +1,15 @@
 """STOMP front-end end to end, with RabbitMQ and ActiveMQ beside it in the same run.
 
 Run: python bench/stomp_bench.py [--messages N] [--pipelined-messages N]
-     [--targets sync,async,rabbitmq,activemq] [--only stomppy,pipelined,latency]
+     [--targets sync,async,rabbitmq,activemq,ceiling] [--only stomppy,pipelined,latency]
 Starts Rocketport as a subprocess (`python -m rocketport broker`, uvloop, a temporary store)
 on SYNC_FLUSH and on ASYNC_FLUSH, then a private RabbitMQ node with
 rabbitmq_stomp (bench/peers/rabbitmq.py) and a private ActiveMQ broker with KahaDB syncing
 every write (bench/peers/activemq.py), runs the same cases against each, and prints one JSON
 object per measurement: {"bench": "stomp", "case": ..., "flush": ..., "value": ..., "unit":
 ..., "floor": ..., "peer": the better peer, "peer_value": ..., "rabbitmq": ..., "activemq":
-...}, with the broker's CPU microseconds per message beside throughput rows.
+...}, with the broker's and the client's (this process's) CPU microseconds per message
+beside throughput rows.
 
 Cases (persistent messages, `persistent:true`, into a `/queue/...` destination):
 - produce_{100B,1KiB}_stomppy: stomp.py (1.2) sends with a receipt on every 1,000th message
@@ -16,6 +17,9 @@ Cases (persistent messages, `persistent:true`, into a `/queue/...` destination):
   SYNC_FLUSH: 2x the better peer's.
 - drain_{100B,1KiB}_stomppy: stomp.py drains what was produced, ack mode client (cumulative),
   prefetch 1,000, an ACK every 100. Floor on SYNC_FLUSH: 2x the better peer's.
+- drain_{100B,1KiB}_stomppy_ceiling (target ``ceiling``): the same stomp.py drain against
+  bench/stomp_frames_server.py, which only writes pre-rendered frames: what stomp.py
+  itself can take on this machine, whatever the broker.
 - produce/drain_{100B,1KiB}_pipelined: a pipelined client of this benchmark's own (asyncio
   streams, pre-encoded frames written 1,000 at a time, 10,000 unreceipted messages in
   flight; the drain counts frames by their NUL and acks cumulatively every 100). Floors on
@@ -323,12 +327,31 @@ async def pipelined_drain(port: int, dest: str, count: int) -> float:
 
 
 # ---------------------------------------------------------------------------- runs
-def throughput(target: Target, fn: Callable[[], float], count: int) -> tuple[float, float]:
-    """msg/s and broker CPU µs per message."""
+def throughput(target: Target, fn: Callable[[], float], count: int) -> tuple[float, float, float]:
+    """msg/s, broker CPU µs per message and client (this process) CPU µs per message."""
     cpu0 = cpu_seconds(target.pid, target.group)
+    client0 = time.process_time()
     elapsed = fn()
+    client = time.process_time() - client0
     cpu = cpu_seconds(target.pid, target.group) - cpu0
-    return count / elapsed, cpu * 1e6 / count
+    return count / elapsed, cpu * 1e6 / count, client * 1e6 / count
+
+
+def run_ceiling(workdir: str, count: int, results: dict) -> None:
+    """The stomp.py drain against a server that only writes pre-rendered frames."""
+    for size, label in SIZES:
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                              "stomp_frames_server.py"),
+                                 str(port), str(count), str(size)])
+        try:
+            wait_for_port(port, proc)
+            target = Target("ceiling", port, proc.pid, lambda: None)
+            results[("ceiling", f"drain_{label}_stomppy")] = throughput(
+                target, lambda: stomppy_drain(port, "/queue/ceiling", count), count)
+        finally:
+            proc.terminate()
+            proc.wait(60)
 
 
 def run_cases(target: Target, only: set[str], count: int, pipelined_count: int, results: dict) -> None:
@@ -372,27 +395,35 @@ def report(results: dict) -> None:
                          and flush == "SYNC_FLUSH" else None)
                 emit(f"{case}_p99", p99, "ms", floor, p50_ms=round(p50, 2), **extra)
                 continue
-            rate, cpu = mine
+            rate, cpu, client_cpu = mine
             better = max(peers, key=lambda n: peers[n][0]) if peers else None
             if better is not None:
                 extra.update(peer=better, peer_value=round(peers[better][0], 1),
                              ratio=round(rate / peers[better][0], 2),
                              **{n: round(v[0], 1) for n, v in peers.items()},
-                             **{f"{n}_cpu_us_per_msg": round(v[1], 1) for n, v in peers.items()})
+                             **{f"{n}_cpu_us_per_msg": round(v[1], 1) for n, v in peers.items()},
+                             **{f"{n}_client_cpu_us_per_msg": round(v[2], 1) for n, v in peers.items()})
             floor = None
             if case.endswith("_stomppy") and flush == "SYNC_FLUSH" and better is not None:
                 floor = 2 * peers[better][0]
             elif case.endswith("100B_pipelined") and flush == "ASYNC_FLUSH":
                 floor = 100_000 if case.startswith("produce") else 150_000
-            emit(case, rate, "msg/s", floor, cpu_us_per_msg=round(cpu, 1), **extra)
+            emit(case, rate, "msg/s", floor, cpu_us_per_msg=round(cpu, 1),
+                 client_cpu_us_per_msg=round(client_cpu, 1), **extra)
+    for case in cases:
+        ceiling = results.get(("ceiling", case))
+        if ceiling is not None:
+            emit(f"{case}_ceiling", ceiling[0], "msg/s", None,
+                 client_cpu_us_per_msg=round(ceiling[2], 1), flush=None)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=20_000, help="per stomp.py case")
     parser.add_argument("--pipelined-messages", type=int, default=100_000, help="per pipelined case")
-    parser.add_argument("--targets", default="sync,async,rabbitmq,activemq",
-                        help="brokers to run: sync, async (Rocketport's flush modes), rabbitmq, activemq")
+    parser.add_argument("--targets", default="sync,async,rabbitmq,activemq,ceiling",
+                        help="brokers to run: sync, async (Rocketport's flush modes), rabbitmq, "
+                             "activemq; ceiling: stomp.py drains against pre-rendered frames")
     parser.add_argument("--only", default="stomppy,pipelined,latency",
                         help="stomppy, pipelined, latency (comma-separated)")
     args = parser.parse_args()
@@ -405,6 +436,10 @@ def main() -> None:
         "rabbitmq": lambda: start_rabbit(workdir), "activemq": lambda: start_activemq(workdir)}
     try:
         for name in args.targets.split(","):
+            if name == "ceiling":
+                if "stomppy" in only:
+                    run_ceiling(workdir, args.messages, results)
+                continue
             target = starters[name]()
             print(f"stomp_bench: {target.name} on port {target.port}", file=sys.stderr, flush=True)
             try:
