@@ -23,6 +23,7 @@ from . import codec
 from .codec import (
     FRAME_BODY,
     FRAME_END,
+    FRAME_END_BYTE,
     FRAME_HEAD,
     FRAME_HEADER,
     FRAME_HEARTBEAT,
@@ -90,11 +91,16 @@ class AmqpServerConnection:
         self._buffer = bytearray()
         self._assembling: dict[int, _Assembly] = {}
         self._closing_channels: set[int] = set()
-        # the publish run being read (see _publish_triple): its event, the bytes from its
-        # method frame's start to its content header's body size, its property bytes
+        # the publish run being read (see _more_of_run): its event; the bytes from a body's
+        # frame end to the next body of the same size, and that size; the bytes from a
+        # method frame's start to its content header's body size, its property bytes and
+        # where they start after the method frame's
         self._run: ContentReceived | None = None
+        self._run_gap = b""
+        self._run_body_size = 0
         self._run_prefix = b""
         self._run_props = b""
+        self._run_props_at = 0
 
     @property
     def buffered(self) -> int:
@@ -127,6 +133,13 @@ class AmqpServerConnection:
         max_payload = self.frame_max - codec.FRAME_OVERHEAD
         try:
             while size - pos >= 7 and self.state != CLOSED:
+                run = self._run
+                if run is not None:
+                    after = self._more_of_run(buf, view, pos, size, run)
+                    if after:
+                        pos = after
+                        continue
+                self._run = None
                 frame_type, channel, length = unpack(buf, pos)
                 if length > max_payload:
                     raise FrameError(501, f"FRAME_ERROR - frame of {length} bytes exceeds frame_max "
@@ -140,7 +153,7 @@ class AmqpServerConnection:
                         and self.state == OPEN and channel and channel not in assembling
                         and channel not in self._closing_channels):
                     # the publish triple (method, header, one body frame) whole in the buffer:
-                    # one event (or one more body of the run before it), no assembly
+                    # one event (the publishes alike after it join it, above), no assembly
                     after = self._publish_triple(buf, view, pos, end, channel, size, max_payload, events)
                     if after:
                         pos = after
@@ -170,10 +183,9 @@ class AmqpServerConnection:
                         size: int, max_payload: int, events: list[Event]) -> int:
         """The position after a basic.publish (its frame at [pos, end]) followed by its
         content header and one body frame holding the whole body, all on ``channel`` and
-        all in the buffer; 0 when that is not what follows (the frames are then read one by
-        one, with every check). A triple whose method and properties repeat the previous
-        one's, straight after it, adds its body to that event: two byte comparisons
-        instead of decoding."""
+        all in the buffer, after adding its event, which the publishes alike straight after
+        it join (`_more_of_run`); 0 when that is not what follows (the frames are then read
+        one by one, with every check)."""
         header_at = end + 1
         if size - header_at < 7:
             return 0
@@ -191,19 +203,53 @@ class AmqpServerConnection:
         if kind != FRAME_BODY or ch != channel or length != body_size or length > max_payload \
                 or body_end >= size or buf[body_end] != FRAME_END:
             return 0
-        body = bytes(view[body_at + 7:body_end])
-        run = self._run
-        # the prefix holds both frames' lengths: equal prefixes put the properties at one place
-        if run is not None and events and events[-1] is run and buf.startswith(self._run_prefix, pos) \
-                and buf.startswith(self._run_props, header_at + 19):
-            run.bodies.append(body)
-            return body_end + 1
         method = codec.decode_publish(view[pos + 7:end])
         header = codec.decode_content_header(view[header_at + 7:header_end])
-        self._run = run = ContentReceived(channel, method, header.properties, [body])
+        self._run = run = ContentReceived(channel, method, header.properties, [bytes(view[body_at + 7:body_end])])
+        self._run_gap = FRAME_END_BYTE + bytes(view[pos:body_at + 7])
+        self._run_body_size = length
         self._run_prefix = bytes(view[pos:header_at + 11])
         self._run_props = bytes(view[header_at + 19:header_end])
+        self._run_props_at = header_at + 19 - pos
         events.append(run)
+        return body_end + 1
+
+    def _more_of_run(self, buf: bytearray, view: memoryview, pos: int, size: int, run: ContentReceived) -> int:
+        """The position after the publishes at ``pos`` that join the run, whole in the
+        buffer; 0 when none does. First those with the body size of the run's last: what
+        lies between two bodies of one size (frame end, method frame, content header, body
+        frame head) is the same bytes, one comparison a publish. Else one of another size:
+        its method frame and content header up to the body size (both frames' lengths
+        included) and its properties must be the run's."""
+        gap = self._run_gap
+        body_size = self._run_body_size
+        width = len(gap) + body_size
+        bodies = run.bodies
+        at = pos - 1  # the frame end of the run's last body
+        while buf.startswith(gap, at):
+            end = at + width
+            if end >= size or buf[end] != FRAME_END:
+                break
+            bodies.append(bytes(view[end - body_size:end]))
+            at = end
+        if at >= pos:
+            return at + 1
+        if not buf.startswith(self._run_prefix, pos):
+            return 0
+        props_at = pos + self._run_props_at
+        header_end = props_at + len(self._run_props)
+        body_at = header_end + 1
+        if size - body_at < 7 or buf[header_end] != FRAME_END or not buf.startswith(self._run_props, props_at):
+            return 0
+        kind, ch, length = FRAME_HEAD.unpack_from(buf, body_at)
+        body_end = body_at + 7 + length
+        if kind != FRAME_BODY or ch != run.channel or length != _U64.unpack_from(buf, props_at - 8)[0] \
+                or not 0 < length <= self.max_body or length > self.frame_max - codec.FRAME_OVERHEAD \
+                or body_end >= size or buf[body_end] != FRAME_END:
+            return 0
+        bodies.append(bytes(view[body_at + 7:body_end]))
+        self._run_gap = FRAME_END_BYTE + bytes(view[pos:body_at + 7])
+        self._run_body_size = length
         return body_end + 1
 
     def _fail_header(self, events: list[Event]) -> None:

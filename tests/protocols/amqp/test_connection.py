@@ -104,6 +104,20 @@ def test_a_run_of_alike_publishes_is_one_event_and_any_difference_starts_another
     assert len(again) == 1 and again[0].bodies == [b"h"] and events[-1].bodies == [b"g"]
 
 
+def test_a_run_of_one_body_size_cut_anywhere_reads_the_same_and_a_bad_frame_end_in_it_is_an_error():
+    """Bodies of one size in a run are checked by comparing what lies between them."""
+    data = b"".join(_publish_frames(1, b"%03d" % i, 4096) for i in range(6))
+    expected = [(1, b"%03d" % i) for i in range(6)]
+    for cut in range(1, len(data)):
+        conn = _open(frame_max=4096)
+        assert _bodies(conn.receive_data(data[:cut]) + conn.receive_data(data[cut:])) == expected, cut
+    bad = bytearray(data)
+    bad[len(data) // 6 * 4 - 1] = 0  # the fourth body's frame end
+    events = _open(frame_max=4096).receive_data(bytes(bad))
+    assert _bodies(events[:-1]) == expected[:3] and isinstance(events[-1], ConnectionFailed) \
+        and events[-1].code == 501
+
+
 def test_a_triple_whose_body_frame_lies_is_a_frame_error():
     data = bytearray(_publish_frames(1, b"z" * 10, 4096))
     data[-15:-11] = (11).to_bytes(4, "big")  # the body frame claims 11 bytes: its end is off
