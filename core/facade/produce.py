@@ -4,7 +4,8 @@ One message: `put_message` (a delay or a prepared transaction is wrapped here). 
 one queue: `put_messages` (decoded messages), `put_batch` (a remoting MessageBatch body, stored
 as sent), `put_record_batch` (a Kafka record batch, stored whole as one inner batch). Plain
 single sends without a coroutine: `accept_now`, then `put_now` for the messages it accepted
-(the remoting send lane gathers them). A consumer's give-up on a message: `send_back` (to the
+(the remoting send lane gathers them), or `put_run` for bodies that share their properties
+(a pipelining AMQP publisher's run). A consumer's give-up on a message: `send_back` (to the
 group's retry topic, or its dead-letter topic). `topic_for_write` when a front-end must know
 the topic before it sends (auto-created when the configuration allows). `put_restored` is the
 schedule service's (due delayed messages), not a front-end's.
@@ -13,8 +14,8 @@ The write rules live here, once for every protocol: auto-creation, PERM_WRITE, t
 (round robin when none is given), and the wrapping of delayed and prepared messages. A
 front-end never writes to the store around these calls and never puts into a system topic
 (schedule, half, op) itself. These methods never read for a consumer and never touch
-offsets; `accept_now` and `put_now` are the send hot path and stay flat: no coroutine, no
-call or attribute chain added per message.
+offsets; `accept_now`, `put_now` and `put_run` are the send hot path and stay flat: no
+coroutine, no call or attribute chain added per message.
 """
 
 from __future__ import annotations
@@ -187,6 +188,13 @@ class ProduceRole:
         that message alone (too large...). Concurrent single sends gathered this way pay
         the append's fixed costs once. Raises StoreUnavailable for all of them."""
         return self.store.append_messages(messages)
+
+    def put_run(self, topic: str, queue_id: int, bodies: list[bytes], properties: bytes, tags_code: int,
+                born_host: tuple[str, int]) -> int:
+        """Store bodies that share properties `accept_now` accepted (with its queue id and
+        tags code), in order, synchronously and in one append; the first queue offset.
+        Raises BrokerError for all of them (too large, store unavailable...)."""
+        return self.store.append_run(topic, queue_id, bodies, properties, tags_code, born_host)
 
     async def send_back(self, group: str, commit_log_offset: int, *, delay_level: int = 0,
                         max_reconsume_times: int | None = None,

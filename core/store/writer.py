@@ -6,6 +6,7 @@ its methods are plain methods of the store (no delegation on the hot paths). The
     put_message        one decoded message
     append_message     one message with its properties encoded (no await: the send lane)
     append_messages    many single sends of any queues, one write (ASYNC_FLUSH)
+    append_run         bodies of one queue sharing their properties, one write (ASYNC_FLUSH)
     put_messages       decoded messages of one queue, as contiguous records (via put_batch)
     put_batch          encoded messages of one queue, as contiguous records
     put_message_batch  a remoting MessageBatch body walked once, one record per entry
@@ -15,10 +16,11 @@ Every record's 88-byte fixed header has one layout, `record.HEADER` (its field o
 docs/store-format.md table). `record_head` below is the one encoder of it, used by the
 paths that write one record per call (append_message, put_inner_batch), where a Python call
 costs nothing measurable. The per-message loops (append_messages, put_batch) pack the same
-precompiled `HEADER` with the same argument order inline, and put_message_batch packs the
-same layout cut in two (`record.BATCH_HEADER` around `record.SHARED_FIELDS`, the fields a
-batch shares, packed once): a function call per message there costs 10-20% of a 100-byte
-put. A change to the header changes `record.HEADER` and these four places together.
+precompiled `HEADER` with the same argument order inline, and put_message_batch and
+append_run pack the same layout cut in two (`record.BATCH_HEADER` around
+`record.SHARED_FIELDS`, the fields a batch shares, packed once): a function call per message
+there costs 10-20% of a 100-byte put. A change to the header changes `record.HEADER` and
+these five places together.
 
 A put checks its limits and reserves room (ConsumeQueue first, so a full disk refuses it
 before anything is written), then writes, then assigns queue offsets and dispatches
@@ -352,6 +354,53 @@ class StoreWriter:
                 listener(key[0], key[1], first + len(entries))
         self.dispatched_offset = phys
         return out
+
+    def append_run(self, topic: str, queue_id: int, bodies: list[bytes], props: bytes, code: int,
+                   born_host: tuple[str, int]) -> int:
+        """Append bodies of one topic and queue that share their encoded properties, tags
+        code and born host (a pipelining publisher's run of alike messages) as contiguous
+        records in one write; returns the first queue offset. What is the same for every
+        record (the shared head fields, the topic and properties after the body) is packed
+        once. ASYNC_FLUSH only (dispatched at once). A limit refuses the whole run before
+        anything is written."""
+        if not self._running:
+            raise StoreUnavailable("the store is not running")
+        if self._sync:
+            raise RuntimeError("append_run serves ASYNC_FLUSH only")
+        count = len(bodies)
+        if not count:
+            raise InvalidMessage("empty run")
+        limit = self.config.max_message_size
+        if max(map(len, bodies)) > limit:
+            raise MessageTooLarge(max(map(len, bodies)), limit)
+        tail = _tail(topic, props)
+        fixed = HEADER_SIZE + len(tail)
+        total = fixed * count + sum(map(len, bodies))
+        if total + END_FILE_MIN_BLANK_LENGTH > self.commitlog.file_size and count > 1:
+            half = count // 2  # more than a segment holds: rare, and only in small test stores
+            first = self.append_run(topic, queue_id, bodies[:half], props, code, born_host)
+            self.append_run(topic, queue_id, bodies[half:], props, code, born_host)
+            return first
+        first = self._next_queue_offset.get((topic, queue_id), 0)
+        now = time.time_ns() // 1_000_000
+        shared = SHARED_FIELDS.pack(0, now, _host_bytes(born_host[0]), born_host[1], now, self._store_ip,
+                                    self._store_port, 0, 0)
+        self._consume_queue(topic, queue_id).ensure_room(first, count)
+        mf = self.commitlog.reserve(total)
+        phys = start = mf.file_from_offset + mf.wrote_position
+        pack, cq_pack = BATCH_HEADER.pack, CQ_ENTRY.pack
+        parts: list[bytes] = []
+        cq_entries: list[bytes] = []
+        for queue_offset, body in enumerate(bodies, first):
+            body_len = len(body)
+            size = fixed + body_len
+            parts += (pack(size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, 0, queue_offset, phys,
+                           shared, body_len), body, tail)
+            cq_entries.append(cq_pack(phys, size, code))
+            phys += size
+        mf.write(b"".join(parts))
+        self._finish_put(topic, queue_id, first, b"".join(cq_entries), count, phys, total)
+        return first
 
     def _append_alone(self, item: EncodedPut) -> tuple[int, int] | BrokerError:
         try:

@@ -8,7 +8,7 @@ does not wait in line: its put starts at once (so stores keep publish order) and
 confirm goes out when the store has it (under SYNC_FLUSH after the fsync); confirms of
 publishes stored together leave as one ack with ``multiple``. The codec hands over runs of
 publishes alike (a pipelining publisher's read): a run is routed once (remembered until the
-vhost's declarations change) and, under ASYNC_FLUSH, stored with one `Broker.put_now`. Deliveries come from the
+vhost's declarations change) and, under ASYNC_FLUSH, stored with one `Broker.put_run`. Deliveries come from the
 core's delivery engine (`rocketport.core.delivery`) and are written as they come; frames
 written within one loop iteration leave in one ``writelines``. A channel error closes its
 channel only; a connection error, a protocol violation or a bug of ours closes this
@@ -527,7 +527,7 @@ class AmqpSession(Session):
     # ---------------------------------------------------------------- basic: publish
     def _publish(self, channel: Channel, event: ContentReceived) -> None:
         """A run of publishes alike: routed once; under ASYNC_FLUSH stored at once with one
-        `Broker.put_now` (no coroutine, no Message objects), else gathered for
+        `Broker.put_run` (no coroutine, no Message objects), else gathered for
         `_store_gathered`."""
         method = event.method
         exchange, routing_key = method.exchange, method.routing_key
@@ -552,7 +552,7 @@ class AmqpSession(Session):
                 channel.next_publish()
                 channel.tx_publishes.append(Message(topic, body, dict(properties), born_host=self.peer))
             return
-        if self._put_now(channel, route, bodies):  # type: ignore[arg-type]
+        if self._store_run(channel, route, bodies):  # type: ignore[arg-type]
             return
         self._puts += len(bodies)
         batch = self._gathered.get(topic)  # type: ignore[arg-type]
@@ -585,31 +585,25 @@ class AmqpSession(Session):
             self._routes[key] = route
         return route
 
-    def _put_now(self, channel: Channel, route: _Route, bodies: list[bytes]) -> bool:
-        """Store a run with `Broker.put_now` and settle its confirms; False when the broker
+    def _store_run(self, channel: Channel, route: _Route, bodies: list[bytes]) -> bool:
+        """Store a run with `Broker.put_run` and settle its confirms; False when the broker
         wants it put another way (SYNC_FLUSH, a delay, a transaction or dedup property)."""
         topic = route.topic
-        encoded = route.encoded
-        accepted = self.broker.accept_now(topic, -1, encoded, 0)  # type: ignore[arg-type]
+        accepted = self.broker.accept_now(topic, -1, route.encoded, 0)  # type: ignore[arg-type]
         if accepted is None:
             return False
         if self._gathered:  # stored in publish order
             self._store_gathered()
-        queue_id, code = accepted
-        peer = self.peer
         try:
-            results: list[Any] = self.broker.put_now(
-                [(topic, queue_id, body, encoded, code, 0, 0, 0, peer, 0) for body in bodies])  # type: ignore[misc]
-        except BrokerError as exc:  # the store refused them all
-            results = [exc] * len(bodies)
-        if all(type(result) is tuple for result in results):
-            channel.stored_at_once(len(bodies))
-            self._stored(None)
-            if channel.confirm:
-                self._dirty_confirms.add(channel)
-        else:
-            for result in results:
-                self._settle(channel, channel.next_publish(), result if isinstance(result, BrokerError) else None)
+            self.broker.put_run(topic, accepted[0], bodies, route.encoded, accepted[1], self.peer)  # type: ignore[arg-type]
+        except BrokerError as exc:  # refused as a whole
+            for _ in bodies:
+                self._settle(channel, channel.next_publish(), exc)
+            return True
+        channel.stored_at_once(len(bodies))
+        self._stored(None)
+        if channel.confirm:
+            self._dirty_confirms.add(channel)
         return True
 
     def _store_gathered(self) -> None:
