@@ -3,9 +3,9 @@
 The 70-odd methods, their fields and the field-table types are pamqp's (the codec under
 aiormq and aio-pika, generated from RabbitMQ's machine-readable spec): this module only
 frames them. The three frames every delivered message costs (basic.deliver, its content
-header, its body) are encoded here directly with precompiled structs: pamqp's generic
-marshaller walks the spec per field, which a profile of a drain shows as the largest item
-of the broker's per-message CPU. Nothing here does I/O or knows a session.
+header, its body) are encoded here directly (`Deliveries`), from parts encoded once:
+pamqp's generic marshaller walks the spec per field, which a profile of a drain showed as
+the largest item of the broker's per-message CPU. Nothing here does I/O or knows a session.
 """
 
 from __future__ import annotations
@@ -232,30 +232,43 @@ def shortstr_of(text: str) -> bytes:
     return bytes((len(raw),)) + raw
 
 
-def delivery(channel: int, consumer_tag: bytes, delivery_tag: int, redelivered: bool, exchange: bytes,
-             routing_key: bytes, properties: bytes, body: bytes, frame_max: int) -> bytes | list:
-    """basic.deliver with its content header and body, as one bytes when the body fits one
-    frame (one item for the transport's writelines instead of six). ``consumer_tag``,
-    ``exchange`` and ``routing_key`` are shortstrs already (`shortstr_of`)."""
-    size = len(body)
-    if size == 0 or size > frame_max - FRAME_OVERHEAD:
-        return [deliver_frame(channel, consumer_tag[1:], delivery_tag, redelivered, exchange[1:],
-                              routing_key[1:]), *content_frames(channel, properties, body, frame_max)]
-    args_size = 4 + len(consumer_tag) + 9 + len(exchange) + len(routing_key)
-    return b"".join((FRAME_HEAD.pack(FRAME_METHOD, channel, args_size), _DELIVER_ID_BYTES, consumer_tag,
-                     _U64.pack(delivery_tag), b"\x01" if redelivered else b"\x00", exchange, routing_key,
-                     FRAME_END_BYTE,
-                     _CONTENT_HEAD.pack(FRAME_HEADER, channel, 12 + len(properties), 60, 0, size), properties,
-                     FRAME_END_BYTE, _BODY_HEAD.pack(FRAME_BODY, channel, size), body, FRAME_END_BYTE))
+class Deliveries:
+    """basic.deliver with its content header and body for one consumer's deliveries that
+    name one exchange and routing key and carry one set of properties: what does not change
+    from one such delivery to the next is encoded once (the method frame up to the delivery
+    tag, the names, and per body size the content header and the body frame's head), so a
+    delivery whose body fits one frame is one bytes joined from seven parts."""
+
+    __slots__ = ("_channel", "_head", "_names", "_properties", "_content")
+
+    def __init__(self, channel: int, consumer_tag: bytes, names: bytes, properties: bytes) -> None:
+        """``consumer_tag`` is a shortstr, ``names`` the exchange and routing key shortstrs
+        (`shortstr_of`), ``properties`` the content header's flags and list."""
+        self._channel = channel
+        self._head = FRAME_HEAD.pack(FRAME_METHOD, channel, 13 + len(consumer_tag) + len(names)) \
+            + _DELIVER_ID_BYTES + consumer_tag
+        self._names = names + FRAME_END_BYTE
+        self._properties = properties
+        self._content: dict[int, bytes] = {}  # by body size: content header + body frame head
+
+    def frames(self, delivery_tag: int, redelivered: bool, body: bytes, frame_max: int) -> bytes | list:
+        size = len(body)
+        content = self._content.get(size)
+        if content is None:
+            if size == 0 or size > frame_max - FRAME_OVERHEAD:
+                return [self._head + _U64.pack(delivery_tag) + _REDELIVERED[redelivered] + self._names,
+                        *content_frames(self._channel, self._properties, body, frame_max)]
+            if len(self._content) >= _SIZES_MAX:
+                self._content.clear()
+            content = self._content[size] = (
+                _CONTENT_HEAD.pack(FRAME_HEADER, self._channel, 12 + len(self._properties), 60, 0, size)
+                + self._properties + FRAME_END_BYTE + _BODY_HEAD.pack(FRAME_BODY, self._channel, size))
+        return b"".join((self._head, _U64.pack(delivery_tag), _REDELIVERED[redelivered], self._names, content,
+                         body, FRAME_END_BYTE))
 
 
-def deliver_frame(channel: int, consumer_tag: bytes, delivery_tag: int, redelivered: bool,
-                  exchange: bytes, routing_key: bytes) -> bytes:
-    """basic.deliver, encoded by hand (the drain's hot path; pamqp's costs several times
-    more). The strings are UTF-8 already and at most 255 bytes."""
-    args = (_shortstr(consumer_tag) + _U64.pack(delivery_tag) + (b"\x01" if redelivered else b"\x00")
-            + _shortstr(exchange) + _shortstr(routing_key))
-    return FRAME_HEAD.pack(FRAME_METHOD, channel, 4 + len(args)) + _DELIVER_ID_BYTES + args + FRAME_END_BYTE
+_REDELIVERED: Final = (b"\x00", b"\x01")
+_SIZES_MAX: Final = 64  # body sizes remembered per `Deliveries`
 
 
 def declare_ok_frame(channel: int, queue: str, message_count: int, consumer_count: int) -> bytes:

@@ -32,9 +32,16 @@ from pamqp.commands import Basic, Channel as ChannelMethods, Confirm, Connection
 from rocketport.core.auth.plain_acl import PUB, SUB, Account, AclError
 from rocketport.core.errors import BrokerError, StoreUnavailable
 from rocketport.core.dedup import PROPERTY_DEDUP_KEY
-from rocketport.core.message import PROPERTY_RETRY_TOPIC, PROPERTY_TRANSACTION_PREPARED, Message, MessageExt
+from rocketport.core.message import (
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    Message,
+    MessageExt,
+)
 from rocketport.core.message import encode_properties as encode_stored  # not the content header's
 from rocketport.core.schedule import needs_schedule, now_ms
+from rocketport.core.store.stored_message import StoredMessage
 
 from .. import eager
 from ..session_base import Session
@@ -74,6 +81,8 @@ _ROUTES_MAX = 1024  # distinct (exchange, routing key, content header) remembere
 # transaction in a run; a dedup key is checked per message)
 _ALONE = frozenset((PROPERTY_DEDUP_KEY, PROPERTY_TRANSACTION_PREPARED))
 _U32 = struct.Struct(">I")
+_RENDERED_MAX = 256  # distinct (stored properties, topic) a consumer keeps frames for
+_UNIQ_NAME = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()
 
 SERVER_PROPERTIES: dict[str, Any] = {
     "product": "Rocketport",
@@ -742,28 +751,52 @@ class AmqpSession(Session):
         state.exclusive_consumer = method.exclusive
 
     def _deliverer(self, channel: Channel, consumer: Consumer, state: QueueState) -> Callable[[Any], None]:
+        """The consumer's delivery callback. Deliveries mostly repeat a few property sets:
+        their frames' fixed parts (`codec.Deliveries`) are kept by the stored properties'
+        octets and topic until the vhost's declarations change (the exchange a delivery
+        names depends on them), so a repeat decodes nothing."""
         group, queue, policy = state.group, state.entity.name, state.policy
         number = channel.number
         tag_bytes = bytes((len(consumer.tag_bytes),)) + consumer.tag_bytes
         no_ack = consumer.no_ack
-        conn = self.conn
+        conn, vhost = self.conn, self.vhost
         out = self._out
         add = channel.add_delivery
-        frames = codec.delivery
-        shortstr_of = codec.shortstr_of
-        tag_header = self._tag_header
+        rendered: dict[tuple[bytes, str], tuple[bool, codec.Deliveries]] = {}
+        generation = vhost.generation
+
+        def render(message: MessageExt, topic: str) -> tuple[bool, codec.Deliveries]:
+            props = message.properties
+            names = (codec.shortstr_of(self._exchange_name(props.get(PROPERTY_RETRY_TOPIC, topic), queue, props))
+                     + codec.shortstr_of(props.get("TAGS", "")))
+            return "expiration" in props, codec.Deliveries(number, tag_bytes, names,
+                                                           encode_properties(props, self._tag_header))
 
         def deliver(delivery: Any) -> None:
+            nonlocal generation
             message = delivery.message
-            props = message.properties
-            if (policy.drops or "expiration" in props) and self._dropped(state, delivery, no_ack):
+            ledger = delivery.ledger
+            topic = message.topic if ledger is None else ledger.topic
+            if type(message) is StoredMessage:
+                if generation != vhost.generation:
+                    rendered.clear()
+                    generation = vhost.generation
+                key = (message.properties_bytes(), topic)
+                found = rendered.get(key)
+                if found is None:
+                    found = render(message, topic)
+                    if _UNIQ_NAME not in key[0]:  # one of its own per message: not worth keeping
+                        if len(rendered) >= _RENDERED_MAX:
+                            rendered.clear()
+                        rendered[key] = found
+            else:
+                found = render(message, topic)
+            expiring, frames = found
+            if (policy.drops or expiring) and self._dropped(state, delivery, no_ack):
                 return
-            tag = add(group, delivery.tag, queue, message, no_ack)
-            encoded = frames(number, tag_bytes, tag, delivery.redelivered or message.reconsume_times > 0,
-                             shortstr_of(self._exchange_name(props.get(PROPERTY_RETRY_TOPIC, message.topic),
-                                                             queue, props)),
-                             shortstr_of(props.get("TAGS", "")), encode_properties(props, tag_header), message.body,
-                             conn.frame_max)
+            encoded = frames.frames(add(group, delivery.tag, queue, message, no_ack),
+                                    delivery.redelivered or message.reconsume_times > 0, message.body,
+                                    conn.frame_max)
             if type(encoded) is bytes:
                 out.append(encoded)
             else:

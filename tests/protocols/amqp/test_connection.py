@@ -181,29 +181,32 @@ def test_a_closing_channel_drops_its_frames_until_close_ok():
     assert isinstance(events[0], MethodReceived) and events[0].method.queue == "q"
 
 
-def test_deliver_frames_decode_as_pamqp_encodes_them():
-    raw = codec.deliver_frame(2, b"ctag", 7, True, b"ex", b"rk")
-    used, channel, method = frame.unmarshal(raw)
-    assert (used, channel) == (len(raw), 2)
-    assert (method.consumer_tag, method.delivery_tag, method.redelivered, method.exchange,
-            method.routing_key) == ("ctag", 7, True, "ex", "rk")
+def test_get_ok_frames_decode_as_pamqp_encodes_them():
     raw = codec.get_ok_frame(1, 9, False, b"", b"q", 3)
     _, _, method = frame.unmarshal(raw)
     assert (method.delivery_tag, method.exchange, method.routing_key, method.message_count) == (9, "", "q", 3)
 
 
-def test_a_delivery_in_one_buffer_decodes_as_three_frames():
+def test_deliveries_from_one_template_decode_as_three_frames_each():
+    """One template serves deliveries of any tag, redelivered flag and body size; a body
+    over frame_max is split."""
     props = b"\x90\x00\x0atext/plain\x02"  # content_type and delivery_mode
-    raw = codec.delivery(1, codec.shortstr_of("ct"), 5, False, codec.shortstr_of("ex"), codec.shortstr_of("rk"),
-                         props, b"hello", 131072)
-    assert isinstance(raw, bytes)
-    used, _, method = frame.unmarshal(raw)
-    assert (method.consumer_tag, method.delivery_tag, method.exchange, method.routing_key) == ("ct", 5, "ex", "rk")
-    used2, _, header = frame.unmarshal(raw[used:])
-    assert header.body_size == 5 and header.properties.content_type == "text/plain"
-    assert header.properties.delivery_mode == 2
-    _, _, body = frame.unmarshal(raw[used + used2:])
-    assert body.value == b"hello"
-    split = codec.delivery(1, codec.shortstr_of("ct"), 6, True, codec.shortstr_of(""), codec.shortstr_of("rk"),
-                           b"\x00\x00", b"x" * 10000, 4096)
+    deliveries = codec.Deliveries(2, codec.shortstr_of("ct"), codec.shortstr_of("ex") + codec.shortstr_of("rk"),
+                                  props)
+    for tag, redelivered, body in ((5, False, b"hello"), (6, True, b"hi"), (1 << 40, False, b"hello")):
+        raw = deliveries.frames(tag, redelivered, body, 131072)
+        assert isinstance(raw, bytes)
+        used, channel, method = frame.unmarshal(raw)
+        assert (channel, method.consumer_tag, method.delivery_tag, method.redelivered, method.exchange,
+                method.routing_key) == (2, "ct", tag, redelivered, "ex", "rk")
+        used2, _, header = frame.unmarshal(raw[used:])
+        assert header.body_size == len(body) and header.properties.content_type == "text/plain"
+        assert header.properties.delivery_mode == 2
+        used3, _, value = frame.unmarshal(raw[used + used2:])
+        assert value.value == body and used + used2 + used3 == len(raw)
+    split = codec.Deliveries(1, codec.shortstr_of("ct"), codec.shortstr_of("") + codec.shortstr_of("rk"),
+                             b"\x00\x00").frames(6, True, b"x" * 10000, 4096)
     assert isinstance(split, list) and len(split) == 2 + 3 * 3  # deliver, header, three body frames
+    _, _, method = frame.unmarshal(bytes(split[0]))
+    assert (method.delivery_tag, method.redelivered, method.exchange, method.routing_key) == (6, True, "", "rk")
+    assert b"".join(bytes(part) for part in split[2:]).count(b"x") == 10000

@@ -414,3 +414,28 @@ def test_exchange_to_exchange_bindings_route_through_both_exchanges(amqp_port):
         ch.basic_publish("upstream", "orders.eu", b"after the unbind")
         time.sleep(0.3)
         assert ch.basic_get("e2e-q") == (None, None, None)
+
+
+def test_a_consumer_names_the_exchange_as_declared_when_the_delivery_comes(amqp_port):
+    """The same stored properties name another exchange once the queue's name is an
+    exchange's too: what a consumer remembers of earlier deliveries does not outlive a
+    declaration."""
+    with _connect(amqp_port) as conn:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("dual")
+        got: list[tuple[str, bytes]] = []
+        ch.basic_consume("dual", lambda _ch, method, _props, body: got.append((method.exchange, body)),
+                         auto_ack=True)
+
+        def wait_for(count: int) -> None:
+            deadline = time.monotonic() + TIMEOUT
+            while len(got) < count and time.monotonic() < deadline:
+                conn.process_data_events(time_limit=0.1)
+        ch.basic_publish("", "dual", b"first")
+        wait_for(1)
+        ch.exchange_declare("dual", "fanout")
+        ch.queue_bind("dual", "dual")
+        ch.basic_publish("dual", "dual", b"second")  # stored with the first's properties
+        wait_for(2)
+        assert got == [("", b"first"), ("dual", b"second")]
