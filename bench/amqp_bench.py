@@ -13,6 +13,9 @@ Cases (persistent messages into a durable queue through the default exchange):
   SYNC_FLUSH, as RabbitMQ confirms after its fsync. Floor: 2x RabbitMQ's.
 - drain_{100B,1KiB}_pika: pika (BlockingConnection) consumes what was published, prefetch
   1,000, ack multiple every 100. Floor: 2x RabbitMQ's.
+- publish_{100B,1KiB}_aio_pika / drain_{100B,1KiB}_aio_pika: the same two cases with
+  aio-pika (uvloop; publishes gathered 1,000 at a time, each confirmed; the drain reads the
+  queue's iterator), the other client the issue names. Floor: 2x RabbitMQ's.
 - publish_100B_raw / drain_100B_raw: a pipelined client of this benchmark's own
   (pre-encoded frames, 10,000 unconfirmed publishes in flight; the drain counts deliveries
   from frame headers) on ASYNC_FLUSH: the broker's ceiling, not a library's. Floors
@@ -46,7 +49,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import aio_pika
 import pika
+import uvloop
 from pamqp import commands, frame
 from pamqp.header import ContentHeader
 
@@ -222,6 +227,42 @@ def pika_latency(port: int, rate: int) -> tuple[float, float]:
     return statistics.median(ms), ms[int(len(ms) * 0.99) - 1]
 
 
+# ---------------------------------------------------------------------- aio-pika clients
+def _url(port: int) -> str:
+    return f"amqp://guest:guest@127.0.0.1:{port}/?heartbeat=0"
+
+
+async def aio_pika_publish(port: int, count: int, size: int) -> float:
+    """Seconds to publish ``count`` persistent messages, one confirm wait per 1,000."""
+    body = b"x" * size
+    async with await aio_pika.connect(_url(port)) as conn:
+        exchange = (await conn.channel(publisher_confirms=True)).default_exchange
+        start = time.perf_counter()
+        for sent in range(0, count, CONFIRM_BATCH):
+            await asyncio.gather(*(
+                exchange.publish(aio_pika.Message(body, delivery_mode=aio_pika.DeliveryMode.PERSISTENT), QUEUE)
+                for _ in range(min(CONFIRM_BATCH, count - sent))))
+        return time.perf_counter() - start
+
+
+async def aio_pika_drain(port: int, count: int) -> float:
+    """Seconds to consume ``count`` messages, prefetch 1,000, ack multiple every 100."""
+    async with await aio_pika.connect(_url(port)) as conn:
+        channel = await conn.channel()
+        await channel.set_qos(prefetch_count=PREFETCH)
+        queue = await channel.declare_queue(QUEUE, durable=True)
+        got = 0
+        start = time.perf_counter()
+        async with queue.iterator() as messages:
+            async for message in messages:
+                got += 1
+                if got % ACK_EVERY == 0 or got == count:
+                    await message.ack(multiple=True)
+                if got == count:
+                    break
+        return time.perf_counter() - start
+
+
 # ---------------------------------------------------------------------- raw pipelined client
 class RawClient:
     """Pre-encoded frames over asyncio streams; counts frames from their headers."""
@@ -370,6 +411,15 @@ def cases(count: int, raw_count: int, only: set[str]) -> list[Case]:
                 return {f"publish_{label}_pika": throughput(t, lambda: pika_publish(t.port, count, size), count),
                         f"drain_{label}_pika": throughput(t, lambda: pika_drain(t.port, count), count)}
             out.append(Case(f"pika_{label}", pika_pass, "sync"))
+    if "aio_pika" in only:
+        for size, label in ((100, "100B"), (1024, "1KiB")):
+            def aio_pass(t: Target, size: int = size, label: str = label) -> dict[str, tuple[float, float]]:
+                reset_queue(t.port)
+                return {f"publish_{label}_aio_pika": throughput(
+                            t, lambda: uvloop.run(aio_pika_publish(t.port, count, size)), count),
+                        f"drain_{label}_aio_pika": throughput(
+                            t, lambda: uvloop.run(aio_pika_drain(t.port, count)), count)}
+            out.append(Case(f"aio_pika_{label}", aio_pass, "sync"))
     if "raw" in only:
         def raw_pass(t: Target) -> dict[str, tuple[float, float]]:
             reset_queue(t.port)
@@ -421,7 +471,8 @@ def main() -> None:
     parser.add_argument("--raw-messages", type=int, default=200_000)
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--skip-rabbitmq", action="store_true")
-    parser.add_argument("--only", default="pika,raw,latency", help="pika, raw, latency (comma-separated)")
+    parser.add_argument("--only", default="pika,aio_pika,raw,latency",
+                        help="pika, aio_pika, raw, latency (comma-separated)")
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="amqp-bench-")
     targets: dict[str, Target] = {}
