@@ -2,21 +2,26 @@
 
 Each line is the whole state of one transactional id after a change (``{"id": ...}``), or
 the allocator's next producer id, so replaying keeps the last line per id; lines also carry
-the aborted ranges a completed abort produced, which accumulate. An append is one
-``write`` of an O_APPEND file: it survives a SIGKILL of the broker at once; under
-SYNC_FLUSH the coordinator also awaits `flushed` (an fsync in a worker thread, so the event
-loop never waits on the disk) before it answers or acts on the change. When the log has grown past
-``compact_after`` lines it is rewritten atomically as a snapshot (one line per id, one of
-all aborted ranges still needed). A torn last line (a crash mid-write) is ignored.
+the aborted ranges a completed abort produced, which accumulate. An append is one copy into
+the file through a shared memory map, as the CommitLog's mapped files are written: it
+survives a SIGKILL of the broker at once (the page cache holds it) and costs no system call
+(a ``write`` of an O_APPEND file cost 15-20 µs of CPU here, three a transaction). The file
+is kept longer than its lines, zeros after them (doubled when a line does not fit); replay
+stops at the first zero. Under SYNC_FLUSH the coordinator also awaits `flushed` (an fsync
+in a worker thread, so the event loop never waits on the disk) before it answers or acts on
+the change. When the log has grown past ``compact_after`` lines it is rewritten atomically
+as a snapshot (one line per id, one of all aborted ranges still needed). A torn last line
+(a crash mid-copy) is ignored, and the next line starts after it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import mmap
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -25,6 +30,13 @@ from ..store.checkpoint import write_atomically
 log = logging.getLogger(__name__)
 
 _encode = orjson.dumps  # compact UTF-8 JSON, as bytes
+_INITIAL_SIZE: Final = 1 << 20  # the mapped length of a new or rewritten log
+
+
+def _lines_end(data: bytes | mmap.mmap) -> int:
+    """Where the lines end: the first zero byte, or the end (a file written whole has none)."""
+    end = data.find(b"\0")
+    return len(data) if end < 0 else end
 
 
 class CoordinatorLog:
@@ -34,6 +46,8 @@ class CoordinatorLog:
         self.compact_after = compact_after
         self.lines = 0
         self._fd: int | None = None
+        self._map: mmap.mmap | None = None
+        self._pos = 0  # where the next line goes
 
     def replay(self) -> list[dict[str, Any]]:
         """Every record, in order (a torn or unreadable line is skipped with a warning)."""
@@ -43,7 +57,7 @@ class CoordinatorLog:
                 data = f.read()
         except FileNotFoundError:
             return records
-        for n, line in enumerate(data.split(b"\n"), 1):
+        for n, line in enumerate(data[:_lines_end(data)].split(b"\n"), 1):
             if not line.strip():
                 continue
             try:
@@ -55,21 +69,48 @@ class CoordinatorLog:
 
     def open(self) -> None:
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        size = os.fstat(self._fd).st_size
+        if size < _INITIAL_SIZE:
+            os.ftruncate(self._fd, _INITIAL_SIZE)
+            size = _INITIAL_SIZE
+        self._map = mmap.mmap(self._fd, size)
+        self._pos = _lines_end(self._map)
+        if self._pos and self._map[self._pos - 1] != 0x0A:  # a torn last line: end it
+            self._put(b"\n")
 
     def close(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
 
     def append(self, record: dict[str, Any]) -> None:
-        if self._fd is None:
+        if self._map is None:
             self.open()
-        os.write(self._fd, _encode(record) + b"\n")
+        self._put(_encode(record) + b"\n")
         self.lines += 1
 
+    def _put(self, data: bytes) -> None:
+        end = self._pos + len(data)
+        if end > len(self._map):
+            self._grow(end)
+        self._map[self._pos:end] = data
+        self._pos = end
+
+    def _grow(self, needed: int) -> None:
+        size = len(self._map)
+        while size < needed:
+            size *= 2
+        self._map.close()
+        os.ftruncate(self._fd, size)
+        self._map = mmap.mmap(self._fd, size)
+
     async def flushed(self) -> None:
-        """Under SYNC_FLUSH, once what was appended is on disk (fsync in a worker thread)."""
+        """Under SYNC_FLUSH, once what was appended is on disk (fsync in a worker thread: it
+        writes the mapped pages back too)."""
         fd = self._fd
         if not self.sync or fd is None:
             return

@@ -134,8 +134,9 @@ def test_restart_keeps_open_transactions_closed_and_aborted_ranges(small_config)
             await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
             await broker.end_txn("t", pid, epoch, True)
             assert broker.txn.log.lines == 2  # the snapshot: allocator and ranges, one id
-        with open(broker.txn.log.path, "ab") as f:
-            f.write(b'{"id": "t", "pid"')  # a write cut short by a crash
+        with open(broker.txn.log.path, "r+b") as f:
+            f.seek(f.read().index(b"\0"))  # where the lines end (zeros follow)
+            f.write(b'{"id": "t", "pid"')  # a copy cut short by a crash
         async with Broker(small_config) as broker:
             assert bodies(broker) == [b"open-before", b"plain", b"open-after"]  # still no "aborted"
             assert [r.first_offset for r in broker.aborted_transactions("T", 0, 0, 100)] == [0]

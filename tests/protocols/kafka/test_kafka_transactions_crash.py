@@ -6,7 +6,6 @@ on after a restart: tests/core/txn; the coordinator's timeout abort: test_kafka_
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from rocketport.core.txn.log import CoordinatorLog
 
 from tests.support.kafka import start_broker as start_live_broker
 from tests.support.processes import REPO, start_broker, stop, wait_ready
@@ -100,16 +100,12 @@ def test_broker_killed_with_open_and_prepared_transactions(tmp_path):
 
     # a kill between EndTxn and its markers leaves the coordinator log with the prepare
     # record as the last word on the transaction: append exactly that for two of them
-    log_path = root / "config" / "transactions.log"
-    last = {}
-    for line in log_path.read_text().splitlines():
-        record = json.loads(line)
-        if "id" in record:
-            last[record["id"]] = record
+    coordinator_log = CoordinatorLog(str(root / "config" / "transactions.log"), sync=False)
+    last = {record["id"]: record for record in coordinator_log.replay() if "id" in record}
     assert last["open"]["state"] == "Ongoing" and last["to-commit"]["state"] == "Ongoing"
-    with log_path.open("a") as f:
-        for name, state in (("to-commit", "PrepareCommit"), ("to-abort", "PrepareAbort")):
-            f.write(json.dumps({**last[name], "state": state}) + "\n")
+    for name, state in (("to-commit", "PrepareCommit"), ("to-abort", "PrepareAbort")):
+        coordinator_log.append({**last[name], "state": state})
+    coordinator_log.close()
 
     proc, bootstrap = broker_process(root)
     try:
