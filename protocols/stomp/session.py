@@ -119,6 +119,7 @@ class _Subscription:
     unacked: dict[int, None] = field(default_factory=dict)  # delivery tags, in delivery order
     head: bytes = b""  # the start of each MESSAGE frame, encoded once
     ack_header: bool = False  # MESSAGE frames carry an ack header (1.2, not ack auto)
+    id_prefix: str = ""  # "{serial}-": a delivery's message-id and ack id, before its tag
 
 
 @dataclass(slots=True)
@@ -624,6 +625,7 @@ class StompSession(Session):
         s = _Subscription(next(self.ctx.serials), sub_id, text, group, ack, drop)
         s.head = self._message_head(s)
         s.ack_header = ack != "auto" and self.conn.version == V12
+        s.id_prefix = f"{s.serial}-"
         self._subs[sub_id] = s
         self._by_serial[s.serial] = s
         s.sub = group.subscribe(functools.partial(self._deliver, s), prefetch=prefetch,
@@ -705,7 +707,7 @@ class StompSession(Session):
         if delivery.redelivered or reconsumed:
             text = (f"redelivered:true\nx-reconsume-times:{reconsumed}\n{text}" if reconsumed
                     else f"redelivered:true\n{text}")
-        ident = f"{s.serial}-{tag}"
+        ident = f"{s.id_prefix}{tag}"
         if s.ack != "auto":
             s.unacked[tag] = None
             if s.ack_header:
