@@ -11,8 +11,10 @@ No I/O here: the session writes what these methods return.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import takewhile
+from operator import itemgetter
 
 from rocketport.core.delivery import DeliveryGroup, Subscriber
 from rocketport.core.message import MessageExt
@@ -36,12 +38,20 @@ class Consumer:
         self.on_queue_deleted(self)
 
 
-@dataclass(slots=True)
-class Unacked:
+@dataclass(slots=True, frozen=True, eq=False)  # grouped by identity
+class Source:
+    """Where a channel's deliveries come from: a queue and its delivery group (one per
+    consumer, one per basic.get)."""
+
     group: DeliveryGroup
-    group_tag: int
     queue: str
-    message: MessageExt  # dead-lettered from here on a reject without requeue
+
+
+# An unacknowledged delivery: its source, the group's tag for it, and the message (dead-
+# lettered from here on a reject without requeue). A plain tuple: one is made per delivery,
+# at a seventh of a dataclass's cost.
+Unacked = tuple[Source, int, MessageExt]
+_SOURCE, _GROUP_TAG = itemgetter(0), itemgetter(1)
 
 
 @dataclass(slots=True, eq=False)  # kept in sets: hashed by identity
@@ -66,12 +76,11 @@ class Channel:
     backlog: deque = field(default_factory=deque)
 
     # ------------------------------------------------------------------ deliveries
-    def add_delivery(self, group: DeliveryGroup, group_tag: int, queue: str, message: MessageExt,
-                     auto_ack: bool) -> int:
+    def add_delivery(self, source: Source, group_tag: int, message: MessageExt, auto_ack: bool) -> int:
         tag = self.next_tag
         self.next_tag = tag + 1
         if not auto_ack:
-            self.unacked[tag] = Unacked(group, group_tag, queue, message)
+            self.unacked[tag] = (source, group_tag, message)
         return tag
 
     def take(self, tag: int, multiple: bool) -> list[Unacked]:
@@ -79,7 +88,7 @@ class Channel:
         channel error RabbitMQ raises (406 PRECONDITION_FAILED)."""
         unacked = self.unacked
         if multiple:
-            chosen = list(_until(unacked, tag)) if tag else list(unacked)
+            chosen = list(takewhile(tag.__ge__, unacked)) if tag else list(unacked)  # tags increase
         else:
             if tag not in unacked:
                 raise ChannelError(Reply.PRECONDITION_FAILED, f"unknown delivery tag {tag}")
@@ -139,15 +148,17 @@ class Channel:
         return out
 
 
-def _until(unacked: dict[int, Unacked], tag: int) -> Iterator[int]:
-    for t in unacked:
-        if t > tag:
-            break
-        yield t
+def sources(taken: list[Unacked]) -> set[Source]:
+    return set(map(_SOURCE, taken))
 
 
 def group_tags(taken: list[Unacked]) -> dict[DeliveryGroup, list[int]]:
+    """The group tags of deliveries by their group; from one source (the common case)
+    without a step per delivery in Python."""
+    from_sources = sources(taken)
+    if len(from_sources) == 1:
+        return {from_sources.pop().group: list(map(_GROUP_TAG, taken))}
     by_group: dict[DeliveryGroup, list[int]] = {}
-    for entry in taken:
-        by_group.setdefault(entry.group, []).append(entry.group_tag)
+    for source, group_tag, _ in taken:
+        by_group.setdefault(source.group, []).append(group_tag)
     return by_group

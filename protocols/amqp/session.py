@@ -46,7 +46,7 @@ from rocketport.core.store.stored_message import StoredMessage
 from .. import eager
 from ..session_base import Session
 from . import codec
-from .channel import Channel, Consumer, Unacked, group_tags
+from .channel import Channel, Consumer, Source, Unacked, group_tags, sources
 from .connection import OPEN, AmqpServerConnection, shortstr_text
 from .errors import ChannelError, ConnectionError_, Reply, channel_error
 from .exchanges import name_of
@@ -762,6 +762,7 @@ class AmqpSession(Session):
         conn, vhost = self.conn, self.vhost
         out = self._out
         add = channel.add_delivery
+        source = Source(group, queue)
         rendered: dict[tuple[bytes, str], tuple[bool, codec.Deliveries]] = {}
         generation = vhost.generation
 
@@ -794,7 +795,7 @@ class AmqpSession(Session):
             expiring, frames = found
             if (policy.drops or expiring) and self._dropped(state, delivery, no_ack):
                 return
-            encoded = frames.frames(add(group, delivery.tag, queue, message, no_ack),
+            encoded = frames.frames(add(source, delivery.tag, message, no_ack),
                                     delivery.redelivered or message.reconsume_times > 0, message.body,
                                     conn.frame_max)
             if type(encoded) is bytes:
@@ -900,7 +901,7 @@ class AmqpSession(Session):
             if not ((state.policy.drops or "expiration" in props) and self._dropped(state, delivery, method.no_ack)):
                 break
         message = delivery.message
-        tag = channel.add_delivery(state.group, delivery.tag, name, message, method.no_ack)
+        tag = channel.add_delivery(Source(state.group, name), delivery.tag, message, method.no_ack)
         exchange = props.get(PROPERTY_RETRY_TOPIC, message.topic)
         self._send(codec.get_ok_frame(channel.number, tag, delivery.redelivered or message.reconsume_times > 0,
                                       codec.shortstr_of(self._exchange_name(exchange, name, props))[1:],
@@ -919,19 +920,19 @@ class AmqpSession(Session):
         for group, tags in group_tags(taken).items():
             group.ack(tags)
         queues = self.vhost.queues
-        for entry in taken:
-            state = queues.get(entry.queue)
+        for source in sources(taken):
+            state = queues.get(source.queue)
             if state is not None and state.returns:
-                message = entry.message
-                state.returns.pop((message.topic, message.queue_id, message.queue_offset), None)
+                for entry_source, _, message in taken:
+                    if entry_source is source:
+                        state.returns.pop((message.topic, message.queue_id, message.queue_offset), None)
 
     def _count_returns(self, taken: list[Unacked]) -> None:
         """x-delivery-limit: count each delivery going back to its queue."""
         queues = self.vhost.queues
-        for entry in taken:
-            state = queues.get(entry.queue)
+        for source, _, message in taken:
+            state = queues.get(source.queue)
             if state is not None and state.policy.delivery_limit is not None:
-                message = entry.message
                 key = (message.topic, message.queue_id, message.queue_offset)
                 state.returns[key] = state.returns.get(key, 0) + 1
 
@@ -949,13 +950,13 @@ class AmqpSession(Session):
             for group, tags in group_tags(taken).items():
                 await group.nack(tags, requeue=True)
             return
-        for entry in taken:
-            state = self.vhost.queues.get(entry.queue)
+        for source, group_tag, message in taken:
+            state = self.vhost.queues.get(source.queue)
             if state is not None and state.policy.dead_letter_exchange is not None:
-                await self._dead_letter(state, [entry.message], REJECTED)
-                entry.group.ack([entry.group_tag])
+                await self._dead_letter(state, [message], REJECTED)
+                source.group.ack([group_tag])
             else:
-                await entry.group.nack([entry.group_tag], requeue=False, delay_level=-1)
+                await source.group.nack([group_tag], requeue=False, delay_level=-1)
 
     async def _basic_nack(self, channel: Channel, method: Basic.Nack) -> None:
         await self._nack(channel, method.delivery_tag, method.multiple, method.requeue)
