@@ -33,6 +33,13 @@ _encode = orjson.dumps  # compact UTF-8 JSON, as bytes
 _INITIAL_SIZE: Final = 1 << 20  # the mapped length of a new or rewritten log
 
 
+def _back(fd: int, size: int) -> None:
+    """Size the file and give every page a disk block first: a copy into a mapped page
+    without one would need it at fault time, and on a full disk that is SIGBUS, which kills
+    the broker; here it is an OSError (ENOSPC) the append reports."""
+    os.posix_fallocate(fd, 0, size)
+
+
 def _lines_end(data: bytes | mmap.mmap) -> int:
     """Where the lines end: the first zero byte, or the end (a file written whole has none)."""
     end = data.find(b"\0")
@@ -72,7 +79,7 @@ class CoordinatorLog:
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         size = os.fstat(self._fd).st_size
         if size < _INITIAL_SIZE:
-            os.ftruncate(self._fd, _INITIAL_SIZE)
+            _back(self._fd, _INITIAL_SIZE)
             size = _INITIAL_SIZE
         self._map = mmap.mmap(self._fd, size)
         self._pos = _lines_end(self._map)
@@ -104,8 +111,8 @@ class CoordinatorLog:
         size = len(self._map)
         while size < needed:
             size *= 2
+        _back(self._fd, size)  # before the old map goes: a full disk leaves the log as it was
         self._map.close()
-        os.ftruncate(self._fd, size)
         self._map = mmap.mmap(self._fd, size)
 
     async def flushed(self) -> None:
