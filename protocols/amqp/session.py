@@ -8,8 +8,9 @@ does not wait in line: its put starts at once (so stores keep publish order) and
 confirm goes out when the store has it (under SYNC_FLUSH after the fsync); confirms of
 publishes stored together leave as one ack with ``multiple``. The codec hands over runs of
 publishes alike (a pipelining publisher's read): a run is routed once (remembered until the
-vhost's declarations change) and, under ASYNC_FLUSH, stored with one `Broker.put_run`. Deliveries come from the
-core's delivery engine (`rocketport.core.delivery`) and are written as they come; frames
+vhost's declarations change) and, under ASYNC_FLUSH, stored with one `Broker.put_run`.
+Deliveries come from the core's delivery engine (`rocketport.core.delivery`) and are
+written as they come, from frame parts each consumer keeps per stored property set; frames
 written within one loop iteration leave in one ``writelines``. A channel error closes its
 channel only; a connection error, a protocol violation or a bug of ours closes this
 connection only (logged), never the broker.
