@@ -756,7 +756,8 @@ class AmqpSession(Session):
         their frames' fixed parts (`codec.Deliveries`) are kept by the stored properties'
         octets and topic until the vhost's declarations change (the exchange a delivery
         names depends on them), so a repeat decodes nothing."""
-        group, queue, policy = state.group, state.entity.name, state.policy
+        group, queue = state.group, state.entity.name
+        drops = state.policy.drops  # the policy is the declare's: fixed
         number = channel.number
         tag_bytes = bytes((len(consumer.tag_bytes),)) + consumer.tag_bytes
         no_ack = consumer.no_ack
@@ -794,7 +795,7 @@ class AmqpSession(Session):
             else:
                 found = render(message, topic)
             expiring, frames = found
-            if (policy.drops or expiring) and self._dropped(state, delivery, no_ack):
+            if (drops or expiring) and self._dropped(state, delivery, no_ack):
                 return
             encoded = frames.frames(add(source, delivery.tag, message, no_ack),
                                     delivery.redelivered or message.reconsume_times > 0, message.body,
