@@ -271,6 +271,8 @@ class IndexService:
     def _index_record(self, view: memoryview, pos: int, phys: int) -> None:
         """``topic#key`` for each of a plain record's KEYS and ``topic#UNIQ_KEY``."""
         topic_start, topic_end, props = topic_and_properties(view, pos)
+        if _KEYS_NEEDLES[1] not in props and UNIQ_KEY_NEEDLES[1] not in props:
+            return  # neither name anywhere (an AMQP or STOMP message): two scans, no split
         keys = property_bytes(props, _KEYS_NEEDLES)
         uniq = property_bytes(props, UNIQ_KEY_NEEDLES)
         if not (keys or uniq):
