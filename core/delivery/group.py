@@ -21,7 +21,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import BrokerError
 from ..filter import EXPRESSION_TYPE_SQL92, EXPRESSION_TYPE_TAG, MessageFilter, compile_filter
@@ -68,14 +68,15 @@ class Delivery:
 class Subscriber:
     """One consumer of a group (made by `DeliveryGroup.subscribe`)."""
 
-    __slots__ = ("_group", "deliver", "prefetch", "auto_ack", "unacked", "paused", "active")
+    __slots__ = ("_group", "deliver", "prefetch", "auto_ack", "many", "unacked", "paused", "active")
 
-    def __init__(self, group: DeliveryGroup, deliver: Callable[[Delivery], None],
-                 prefetch: int, auto_ack: bool) -> None:
+    def __init__(self, group: DeliveryGroup, deliver: Callable[[Any], None],
+                 prefetch: int, auto_ack: bool, many: bool) -> None:
         self._group = group
         self.deliver = deliver
         self.prefetch = prefetch
         self.auto_ack = auto_ack
+        self.many = many  # ``deliver`` takes a list of deliveries
         self.unacked = 0
         self.paused = False
         self.active = True
@@ -154,9 +155,12 @@ class DeliveryGroup:
         self._pump_task = asyncio.get_running_loop().create_task(self._pump(), name=f"delivery:{name}")
 
     # ------------------------------------------------------------------ subscribers
-    def subscribe(self, deliver: Callable[[Delivery], None], *, prefetch: int = 0,
-                  auto_ack: bool = False) -> Subscriber:
-        sub = Subscriber(self, deliver, max(0, prefetch), auto_ack)
+    def subscribe(self, deliver: Callable[[Any], None], *, prefetch: int = 0,
+                  auto_ack: bool = False, many: bool = False) -> Subscriber:
+        """A new subscriber; ``deliver`` is called with each `Delivery`, or (``many``)
+        with the list of a dispatch slice's deliveries to it, one call a slice (a pause
+        it asks for then holds from the next slice)."""
+        sub = Subscriber(self, deliver, max(0, prefetch), auto_ack, many)
         self._subscribers.append(sub)
         self._wake.set()
         return sub
@@ -394,14 +398,17 @@ class DeliveryGroup:
         return moved
 
     def _dispatch(self) -> None:
-        """Hand ready messages out, one per subscriber with credit in turn, a slice at a time."""
+        """Hand ready messages out, one per subscriber with credit in turn, a slice at a
+        time; a subscriber that takes lists (``many``) gets its share after the slice."""
         ready, subs = self._ready, self._subscribers
         if not ready or not subs:
             return
         credits = [sub.credit for sub in subs]
+        runs: list[list[Delivery] | None] = [[] if sub.many else None for sub in subs]
         n = len(subs)
         i = self._rr % n
         unacked, tags, dirty = self._unacked, self._tags, self._dirty
+        failed: tuple[Subscriber, list[Delivery]] | None = None
         for _ in range(min(len(ready), _DISPATCH_SLICE)):
             j = i if i < n else 0
             if credits[j] <= 0:  # the next subscriber in turn that has credit
@@ -418,20 +425,48 @@ class DeliveryGroup:
             if not sub.auto_ack:  # before the callback, which may ack it at once
                 unacked[delivery.tag] = delivery
                 sub.unacked += 1
+            run = runs[j]
+            if run is not None:
+                run.append(delivery)
+                credits[j] -= 1
+                continue
             try:
                 sub.deliver(delivery)
             except Exception:
                 log.exception("delivery to a subscriber of %s failed; the subscriber is dropped", self.name)
-                if unacked.pop(delivery.tag, None) is not None:
-                    sub.unacked -= 1
-                ready.appendleft((msg, redelivered, ledger))
-                self._drop(sub)
-                return  # the subscriber list changed: the pump comes back
+                failed = (sub, [delivery])
+                break
             if sub.auto_ack:
                 ledger.finished(msg.queue_offset)
                 dirty.add(ledger)
             credits[j] = sub.credit if sub.paused else credits[j] - 1  # the callback may pause it
         self._rr = i % n
+        for sub, run in list(zip(subs, runs)):  # a failed hand-over changes ``subs``
+            if run:
+                self._hand_over(sub, run)
+        if failed is not None:
+            self._give_back(*failed)
+
+    def _hand_over(self, sub: Subscriber, run: list[Delivery]) -> None:
+        """A ``many`` subscriber's deliveries of one slice."""
+        try:
+            sub.deliver(run)
+        except Exception:
+            log.exception("delivery to a subscriber of %s failed; the subscriber is dropped", self.name)
+            self._give_back(sub, run)
+            return
+        if sub.auto_ack:
+            for delivery in run:
+                delivery.ledger.finished(delivery.message.queue_offset)
+                self._dirty.add(delivery.ledger)
+
+    def _give_back(self, sub: Subscriber, deliveries: list[Delivery]) -> None:
+        """Deliveries a failing callback got go back first in line; its subscriber is dropped."""
+        for delivery in deliveries:
+            if self._unacked.pop(delivery.tag, None) is not None:
+                sub.unacked -= 1
+        self._ready.extendleft([(d.message, d.redelivered, d.ledger) for d in reversed(deliveries)])
+        self._drop(sub)
 
     async def _pump(self) -> None:
         while True:

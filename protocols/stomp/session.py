@@ -629,7 +629,7 @@ class StompSession(Session):
         self._subs[sub_id] = s
         self._by_serial[s.serial] = s
         s.sub = group.subscribe(functools.partial(self._deliver, s), prefetch=prefetch,
-                                auto_ack=ack == "auto")
+                                auto_ack=ack == "auto", many=True)
         if self._write_paused:
             s.sub.pause()
 
@@ -690,31 +690,37 @@ class StompSession(Session):
         return self.conn.send("MESSAGE", {"subscription": s.id, "destination": s.destination},
                               b"")[:-3] + b"\nmessage-id:"  # the last EOL, blank line and NUL off
 
-    def _deliver(self, s: _Subscription, delivery: Delivery) -> None:
-        """The engine's callback: write one MESSAGE (gathered into this iteration's write).
-        The frame is the subscription's encoded head, then one string of this message's
-        headers, its property lines rendered from the stored octets once per connection
-        (`PropertyHeaders`)."""
+    def _deliver(self, s: _Subscription, deliveries: list[Delivery]) -> None:
+        """The engine's callback with a slice's deliveries to ``s``: a MESSAGE each,
+        gathered into this iteration's write. A frame is the subscription's encoded head,
+        then one string of the message's headers, its property lines rendered from the
+        stored octets once per connection (`PropertyHeaders`)."""
         if self._closing:
             return  # unacked deliveries go back when the subscription is released
-        msg = delivery.message
-        tag = delivery.tag
-        if type(msg) is StoredMessage:
-            text = self._property_headers.of_stored(msg.properties_bytes())
-        else:
-            text = self._property_headers.of(msg.properties)
-        reconsumed = msg.reconsume_times
-        if delivery.redelivered or reconsumed:
-            text = (f"redelivered:true\nx-reconsume-times:{reconsumed}\n{text}" if reconsumed
-                    else f"redelivered:true\n{text}")
-        ident = f"{s.id_prefix}{tag}"
-        if s.ack != "auto":
-            s.unacked[tag] = None
-            if s.ack_header:
-                ident = f"{ident}\nack:{ident}"
-        body = msg.body
-        self._out.append(b"".join((s.head, f"{ident}\n{text}content-length:{len(body)}\n\n"
-                                   .encode("utf-8", "surrogateescape"), body, b"\0")))
+        out = self._out
+        headers = self._property_headers
+        head, prefix, unacked = s.head, s.id_prefix, s.unacked
+        client = s.ack != "auto"
+        ack_header = s.ack_header
+        for delivery in deliveries:
+            msg = delivery.message
+            tag = delivery.tag
+            if type(msg) is StoredMessage:
+                text = headers.of_stored(msg.properties_bytes())
+            else:
+                text = headers.of(msg.properties)
+            reconsumed = msg.reconsume_times
+            if delivery.redelivered or reconsumed:
+                text = (f"redelivered:true\nx-reconsume-times:{reconsumed}\n{text}" if reconsumed
+                        else f"redelivered:true\n{text}")
+            ident = f"{prefix}{tag}"
+            if client:
+                unacked[tag] = None
+                if ack_header:
+                    ident = f"{ident}\nack:{ident}"
+            body = msg.body
+            out.append(b"".join((head, f"{ident}\n{text}content-length:{len(body)}\n\n"
+                                 .encode("utf-8", "surrogateescape"), body, b"\0")))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)

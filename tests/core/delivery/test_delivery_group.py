@@ -225,21 +225,40 @@ def test_a_restart_redelivers_what_was_never_acknowledged(config):
     run(main())
 
 
-def test_a_failing_deliver_callback_drops_only_its_subscriber(config):
+@pytest.mark.parametrize("many", [False, True])
+def test_a_failing_deliver_callback_drops_only_its_subscriber(config, many):
     async def main():
         async with Broker(config) as broker:
             await _send(broker, 4)
             group = broker.delivery_group("g7", [Source(TOPIC)], start="first")
 
-            def broken(delivery: Delivery) -> None:
+            def broken(delivery: Delivery | list[Delivery]) -> None:
                 raise ConnectionResetError("gone")
 
-            group.subscribe(broken)
+            group.subscribe(broken, many=many)
             good: list[Delivery] = []
-            group.subscribe(good.append)
+            group.subscribe(good.extend if many else good.append, many=many)
             await _until(lambda: len(good) == 4)
             assert group.consumer_count == 1
             assert _bodies(good) == sorted(b"m%d" % i for i in range(4))
+    run(main())
+
+
+def test_a_subscriber_taking_lists_gets_each_slice_in_one_call_within_prefetch(config):
+    async def main():
+        async with Broker(config) as broker:
+            await _send(broker, 30)
+            group = broker.delivery_group("g8", [Source(TOPIC)], start="first")
+            calls: list[list[Delivery]] = []
+            sub = group.subscribe(calls.append, prefetch=20, many=True)
+            await _until(lambda: sum(map(len, calls)) == 20)
+            await asyncio.sleep(0.05)
+            assert sum(map(len, calls)) == 20 and sub.unacked == 20 and len(calls) < 20
+            group.ack([d.tag for call in calls for d in call])
+            await _until(lambda: sum(map(len, calls)) == 30)
+            got = [d for call in calls for d in call]
+            assert _bodies(got) == sorted(b"m%d" % i for i in range(30))
+            assert [d.tag for d in got] == sorted(d.tag for d in got)
     run(main())
 
 
