@@ -10,8 +10,8 @@ asked; a pipelining producer's repeated header block is turned into a message on
 before it is, so its RECEIPT means every earlier SEND is stored (synced under SYNC_FLUSH).
 
 Consuming is the core's delivery engine (`core.delivery`): SUBSCRIBE joins a group
-(`destinations` says which), the engine calls back with each delivery and the session writes
-the MESSAGE; ACK/NACK map onto the group's ack and nack (NACK = the retry path, or a requeue
+(`destinations` says which), the engine calls back with a slice's deliveries and the session
+writes a MESSAGE each; ACK/NACK map onto the group's ack and nack (NACK = the retry path, or a requeue
 with ``requeue:true``). A delivery's ``ack``/``message-id`` is ``{subscription serial}-{tag}``,
 so an ACK finds its subscription in any version. Writes are gathered and leave once per loop
 iteration; while the transport's buffer is full every subscriber is paused, so a slow
