@@ -838,9 +838,10 @@ class AmqpSession(Session):
             self._send(self.conn.send_method(channel.number, Basic.CancelOk(method.consumer_tag)))
 
     def _dropped(self, state: QueueState, delivery: Any, auto_ack: bool) -> bool:
-        """A delivery the queue's TTL, max length or delivery limit refuses: dead-lettered (or
-        dropped) and acknowledged on the next loop turn (the engine records it when
-        `deliver` returns)."""
+        """A delivery the queue's TTL, max length or delivery limit refuses: acknowledged at
+        once (the group holds it as unacknowledged before `deliver` is called), so a consumer
+        cancelled right after cannot have it requeued, then dead-lettered (RabbitMQ's
+        dead-lettering is at most once too) or dropped."""
         message = delivery.message
         key = (message.topic, message.queue_id, message.queue_offset)
         returns = state.returns.get(key, 0) if state.returns else 0
@@ -849,20 +850,11 @@ class AmqpSession(Session):
             return False
         if returns:
             del state.returns[key]
-        group = state.group
-        if auto_ack:
-            if state.policy.dead_letter_exchange is not None:
-                self.front_end.spawn(self._dead_letter(state, [message], reason))
-        else:
-            self.front_end.spawn(self._drop_later(state, group, delivery.tag, message, reason))
-        return True
-
-    async def _drop_later(self, state: QueueState, group: Any, tag: int, message: MessageExt,
-                          reason: str) -> None:
-        await asyncio.sleep(0)
+        if not auto_ack:
+            state.group.ack([delivery.tag])
         if state.policy.dead_letter_exchange is not None:
-            await self._dead_letter(state, [message], reason)
-        group.ack([tag])
+            self.front_end.spawn(self._dead_letter(state, [message], reason))
+        return True
 
     async def _dead_letter(self, state: QueueState, messages: list[MessageExt], reason: str) -> None:
         """Publish copies to the queue's dead-letter exchange, as RabbitMQ does, with the
