@@ -397,12 +397,14 @@ class DeliveryGroup:
         self._read_rr = start + 1
         return moved
 
-    def _dispatch(self) -> None:
+    def _dispatch(self) -> bool:
         """Hand ready messages out, one per subscriber with credit in turn, a slice at a
-        time; a subscriber that takes lists (``many``) gets its share after the slice."""
+        time; a subscriber that takes lists (``many``) gets its share after the slice.
+        Whether any went out."""
         ready, subs = self._ready, self._subscribers
         if not ready or not subs:
-            return
+            return False
+        before = len(ready)
         credits = [sub.credit for sub in subs]
         runs: list[list[Delivery] | None] = [[] if sub.many else None for sub in subs]
         n = len(subs)
@@ -446,6 +448,7 @@ class DeliveryGroup:
                 self._hand_over(sub, run)
         if failed is not None:
             self._give_back(*failed)
+        return len(ready) < before
 
     def _hand_over(self, sub: Subscriber, run: list[Delivery]) -> None:
         """A ``many`` subscriber's deliveries of one slice."""
@@ -471,14 +474,14 @@ class DeliveryGroup:
     async def _pump(self) -> None:
         while True:
             try:
-                self._dispatch()
+                handed = self._dispatch()
                 self._commit()
                 credit = self._credit()
                 if credit <= 0:
                     self._wake.clear()
                     await self._wake.wait()
-                elif self._ready:
-                    await asyncio.sleep(0)  # a full slice went out: let transports push back
+                elif handed or self._ready:  # sessions write what went out before the next
+                    await asyncio.sleep(0)  # read (latency), and transports may push back
                 elif self._read(credit):
                     await asyncio.sleep(0)  # a long filtered scan must not hold the loop
                 else:
