@@ -14,8 +14,9 @@ check service's put into those system topics, which bypasses every write rule; n
 calls it.
 
 In-place transactions (``core/txn``, docs/semantics.md): `init_transactional_producer`,
-`add_partitions_to_txn`, `add_offsets_to_txn`, `txn_offset_commit`, `end_txn` (markers to
-every covered queue, then the offsets; with ``bump`` the epoch moves on at every end),
+`add_partitions_to_txn`, `add_offsets_to_txn`, `txn_offset_commit`, `end_txn` (answered once
+logged, then markers to every covered queue and the offsets; with ``bump`` the epoch moves
+on at every end),
 `check_transactional_write` (before a producer's transactional batch is stored), `last_stable_offset` / `aborted_transactions` (what a Kafka
 read_committed fetch reports), `has_pending_txn_offsets`, `transactions_matching` /
 `transaction` (admin). A front-end never writes a marker itself.

@@ -83,6 +83,8 @@ class TxnMetadata:
     last_producer_id: int = -1
     last_producer_epoch: int = -1
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # the markers of an answered EndTxn being written (see TxnCoordinator.end_txn)
+    completion: asyncio.Task | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.transactional_id, "pid": self.producer_id, "epoch": self.producer_epoch,
@@ -99,6 +101,14 @@ class TxnMetadata:
                    int(d["start"]), {(t, int(q)): int(o) for t, q, o in d["parts"]},
                    set(d["groups"]), {(g, t, int(q)): (int(o), m) for g, t, q, o, m in d["offsets"]},
                    last_producer_id=int(last_pid), last_producer_epoch=int(last_epoch))
+
+
+async def _written(meta: TxnMetadata) -> None:
+    """Once the markers of ``meta``'s answered EndTxn are written (at once if none are
+    pending); a cancelled waiter leaves them be."""
+    completion = meta.completion
+    if completion is not None and not completion.done():
+        await asyncio.wait((completion,))
 
 
 async def _settled(put: Awaitable[int]) -> int | BaseException:
@@ -132,6 +142,7 @@ class TxnCoordinator:
         self.queues: dict[Queue, QueueTxnState] = {}  # the read rule's state, by queue
         self.next_producer_id = FIRST_PRODUCER_ID
         self._stop = asyncio.Event()
+        self._completing: set[asyncio.Task] = set()
 
     # ------------------------------------------------------------------ recovery
     def load(self) -> None:
@@ -222,6 +233,14 @@ class TxnCoordinator:
             meta.producer_epoch += 1
 
     # ------------------------------------------------------------------ what a transaction covers
+    async def _current(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TxnMetadata:
+        """`_checked`, once the markers of the id's answered EndTxn are written: the next
+        transaction's requests may come before them, and wait for them here."""
+        meta = self.transactions.get(transactional_id)
+        if meta is not None:
+            await _written(meta)
+        return self._checked(transactional_id, producer_id, producer_epoch)
+
     def _checked(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TxnMetadata:
         meta = self.transactions.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
@@ -241,7 +260,7 @@ class TxnCoordinator:
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              queues: list[Queue]) -> None:
         """AddPartitionsToTxn: the transaction will write to ``queues`` (which exist)."""
-        meta = self._checked(transactional_id, producer_id, producer_epoch)
+        meta = await self._current(transactional_id, producer_id, producer_epoch)
         new = [q for q in queues if q not in meta.partitions]
         if not new and meta.state is TxnState.ONGOING:
             return
@@ -253,7 +272,7 @@ class TxnCoordinator:
     async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           group: str) -> None:
         """AddOffsetsToTxn: the transaction will commit offsets of ``group``."""
-        meta = self._checked(transactional_id, producer_id, producer_epoch)
+        meta = await self._current(transactional_id, producer_id, producer_epoch)
         if group in meta.groups and meta.state is TxnState.ONGOING:
             return
         self._begin(meta)
@@ -263,7 +282,7 @@ class TxnCoordinator:
     async def txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                 group: str, offsets: list[tuple[str, int, int, str | None]]) -> None:
         """TxnOffsetCommit: offsets committed for ``group`` when the transaction commits."""
-        meta = self._checked(transactional_id, producer_id, producer_epoch)
+        meta = await self._current(transactional_id, producer_id, producer_epoch)
         if meta.state is not TxnState.ONGOING or group not in meta.groups:
             raise InvalidTxnState(f"{transactional_id!r} did not add group {group!r} (AddOffsetsToTxn)")
         for topic, queue_id, offset, metadata in offsets:
@@ -301,13 +320,18 @@ class TxnCoordinator:
     # ------------------------------------------------------------------ the end
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
                       commit: bool, bump: bool = False) -> tuple[int, int]:
-        """EndTxn: markers written to every covered queue, then (commit) its offsets; returns
-        the producer id and epoch the next transaction runs under. With ``bump`` (the
-        transaction protocol v2) the epoch moves on at every end, so a late write of the
-        ended transaction is fenced; an abort with nothing open bumps it too, and a retry
-        (with the ended transaction's epoch) is answered again."""
+        """EndTxn: answered once its prepare line is logged; the markers are written to every
+        covered queue right after (then, at commit, its offsets), as Kafka does: until they
+        are, the queues' LSO holds, so no reader sees the transaction's records early, and
+        the id's next requests wait for them. Returns the producer id and epoch the next
+        transaction runs under. With ``bump`` (the transaction protocol v2) the epoch moves
+        on at every end, so a late write of the ended transaction is fenced; an abort with
+        nothing open bumps it too, and a retry (with the ended transaction's epoch) is
+        answered again."""
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         meta = self.transactions.get(transactional_id)
+        if meta is not None:
+            await _written(meta)
         if (bump and meta is not None and meta.state is done and not meta.lock.locked()
                 and (producer_id, producer_epoch) == (meta.last_producer_id, meta.last_producer_epoch)):
             return meta.producer_id, meta.producer_epoch
@@ -317,8 +341,11 @@ class TxnCoordinator:
                 if bump:
                     self._end_epoch(meta)
                 meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-                await self._saved(meta)  # durable before any marker
-                await self._complete(meta)
+                await self._saved(meta)  # durable before the answer and any marker
+                if bump and meta.producer_epoch == meta.last_producer_epoch:
+                    await self._complete(meta)  # epochs used up: the markers before the id moves on
+                else:
+                    self._complete_soon(meta)
             elif bump and not commit:  # nothing open to abort (v2 clients cannot always know)
                 self._end_epoch(meta)
                 meta.state = done
@@ -331,6 +358,22 @@ class TxnCoordinator:
                 self._save(meta, next_pid=self.next_producer_id)
                 await self.log.flushed()
             return meta.producer_id, meta.producer_epoch
+
+    def _complete_soon(self, meta: TxnMetadata) -> None:
+        """Write the prepared transaction's markers in a task of their own, after the answer."""
+        task = asyncio.ensure_future(self._complete_prepared(meta))
+        meta.completion = task
+        self._completing.add(task)
+        task.add_done_callback(self._completing.discard)
+
+    async def _complete_prepared(self, meta: TxnMetadata) -> None:
+        async with meta.lock:
+            if meta.state not in _PREPARING:  # completed meanwhile (InitProducerId)
+                return
+            try:
+                await self._complete(meta)
+            except Exception:  # left prepared: the next InitProducerId or a restart completes it
+                log.exception("writing the markers of %r failed", meta.transactional_id)
 
     @staticmethod
     def _end_epoch(meta: TxnMetadata) -> None:
@@ -390,18 +433,21 @@ class TxnCoordinator:
 
     # ------------------------------------------------------------------ timeouts
     async def run(self) -> None:
-        """Abort transactions open longer than their timeout (and fence their producer)."""
+        """Abort transactions open longer than their timeout (and fence their producer); at
+        stop, wait for the markers of answered EndTxns."""
         while not self._stop.is_set():
             try:
                 await asyncio.wait_for(self._stop.wait(), self.check_interval_ms / 1000)
             except asyncio.TimeoutError:
                 pass
             if self._stop.is_set():
-                return
+                break
             try:
                 await self.abort_expired()
             except Exception:  # retried at the next interval
                 log.exception("aborting timed-out transactions failed")
+        if self._completing:  # answered EndTxns' markers, written while the store is up
+            await asyncio.wait(set(self._completing))
 
     def stop(self) -> None:
         self._stop.set()

@@ -36,6 +36,16 @@ async def plain(broker: Broker, value: bytes) -> int:
     return (await broker.put_record_batch("T", 0, batch, 1)).queue_offset
 
 
+async def end_txn(broker: Broker, transactional_id: str, *args: object, **kwargs: object) -> tuple[int, int]:
+    """EndTxn, and then its markers: it is answered once its prepare line is logged, and the
+    markers are written right after (a test reading at once waits for them here)."""
+    answer = await broker.end_txn(transactional_id, *args, **kwargs)
+    completion = broker.transaction(transactional_id).completion
+    if completion is not None:
+        await completion
+    return answer
+
+
 def bodies(broker: Broker, isolation: Isolation = Isolation.VISIBLE) -> list[bytes]:
     result = broker.get_messages("T", 0, 0, 100, isolation=isolation)
     return [m.body for m in result.messages()]
@@ -53,7 +63,7 @@ def test_visibility_for_every_reader_and_the_kafka_views(small_config, flush):
             await write(broker, pid, epoch, b"aborted")
             await plain(broker, b"plain-1")
             assert bodies(broker) == [] and broker.last_stable_offset("T", 0) == 0
-            await broker.end_txn("t1", pid, epoch, False)
+            await end_txn(broker, "t1", pid, epoch, False)
             assert bodies(broker) == [b"plain-1"]  # the aborted record and the marker are gone
             assert broker.get_messages("T", 0, 0, 100).max_offset == 3
             assert [(r.producer_id, r.first_offset, r.last_offset)
@@ -62,7 +72,7 @@ def test_visibility_for_every_reader_and_the_kafka_views(small_config, flush):
             await write(broker, pid, epoch, b"committed")
             held = broker.get_messages("T", 0, 3, 100)
             assert held.status is GetStatus.OFFSET_OVERFLOW_ONE and held.max_offset == 3
-            await broker.end_txn("t1", pid, epoch, True)
+            await end_txn(broker, "t1", pid, epoch, True)
             assert bodies(broker) == [b"plain-1", b"committed"]
             raw = [m.body for m in broker.get_messages("T", 0, 0, 100, isolation=Isolation.KAFKA_UNCOMMITTED)
                    .messages()]
@@ -81,7 +91,7 @@ def test_coordinator_refusals(small_config):
                 await broker.init_transactional_producer("t", 900_001)
             pid, epoch = await broker.init_transactional_producer("t", 1000)
             with pytest.raises(InvalidTxnState):
-                await broker.end_txn("t", pid, epoch, True)  # nothing open
+                await end_txn(broker, "t", pid, epoch, True)  # nothing open
             with pytest.raises(InvalidTxnState):
                 await write(broker, pid, epoch, b"x")  # partition not added
             with pytest.raises(InvalidProducerIdMapping):
@@ -111,7 +121,7 @@ def test_restart_keeps_open_transactions_closed_and_aborted_ranges(small_config)
             pid, epoch = await broker.init_transactional_producer("t", 60_000)
             await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
             await write(broker, pid, epoch, b"aborted")
-            await broker.end_txn("t", pid, epoch, False)
+            await end_txn(broker, "t", pid, epoch, False)
             await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
             await write(broker, pid, epoch, b"open-before")
             await plain(broker, b"plain")
@@ -124,7 +134,7 @@ def test_restart_keeps_open_transactions_closed_and_aborted_ranges(small_config)
             epoch = broker.transaction("t").producer_epoch
             await write(broker, pid, epoch, b"open-after")  # the producer goes on after the restart
             assert broker.last_stable_offset("T", 0) == 2  # still from the logged bound
-            await broker.end_txn("t", pid, epoch, True)
+            await end_txn(broker, "t", pid, epoch, True)
             assert bodies(broker) == [b"open-before", b"plain", b"open-after"]
 
     async def third_run() -> None:
@@ -132,7 +142,7 @@ def test_restart_keeps_open_transactions_closed_and_aborted_ranges(small_config)
             broker.txn.log.compact_after = 0  # the next completion rewrites the log
             pid, epoch = await broker.init_transactional_producer("t", 60_000)
             await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
-            await broker.end_txn("t", pid, epoch, True)
+            await end_txn(broker, "t", pid, epoch, True)
             assert broker.txn.log.lines == 2  # the snapshot: allocator and ranges, one id
         with open(broker.txn.log.path, "r+b") as f:
             f.seek(f.read().index(b"\0"))  # where the lines end (zeros follow)
@@ -153,12 +163,12 @@ def test_a_topic_deleted_and_created_again_starts_without_old_aborted_ranges(sma
             pid, epoch = await broker.init_transactional_producer("t", 60_000)
             await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
             await write(broker, pid, epoch, b"aborted")
-            await broker.end_txn("t", pid, epoch, False)
+            await end_txn(broker, "t", pid, epoch, False)
             broker.delete_topic("T")
             broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
             await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
             assert await write(broker, pid, epoch, b"new") == 0  # the old range's offsets again
-            await broker.end_txn("t", pid, epoch, True)
+            await end_txn(broker, "t", pid, epoch, True)
             assert bodies(broker) == [b"new"]
         async with Broker(small_config) as broker:  # and so after a restart
             assert bodies(broker) == [b"new"]
@@ -181,7 +191,7 @@ def test_exhausted_epochs_abort_under_the_old_producer_id_then_move_on(small_con
             assert bodies(broker) == []
             await broker.add_partitions_to_txn("t", new_pid, new_epoch, [("T", 0)])
             await write(broker, new_pid, new_epoch, b"next")
-            await broker.end_txn("t", new_pid, new_epoch, True)
+            await end_txn(broker, "t", new_pid, new_epoch, True)
             assert bodies(broker) == [b"next"]
 
     run(main())
@@ -224,6 +234,32 @@ def test_the_maximum_timeout_is_configured(small_config):
     run(main())
 
 
+def test_end_txn_is_answered_before_its_markers_and_readers_and_the_next_transaction_wait(small_config):
+    """EndTxn is answered once its prepare line is logged, its markers written right after:
+    until then the queue's LSO holds, and the id's next transaction waits for them, so its
+    records come after the marker. A broker stopped at once still writes them."""
+    async def main() -> None:
+        async with Broker(small_config) as broker:
+            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
+            pid, epoch = await broker.init_transactional_producer("t", 60_000)
+            await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
+            await write(broker, pid, epoch, b"first")
+            await broker.end_txn("t", pid, epoch, True)
+            assert broker.transaction("t").state.value == "PrepareCommit"
+            assert bodies(broker) == [] and broker.last_stable_offset("T", 0) == 0
+            await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])  # waits for the marker
+            assert bodies(broker) == [b"first"]
+            await write(broker, pid, epoch, b"second")
+            raw = broker.get_messages("T", 0, 0, 10, isolation=Isolation.KAFKA_UNCOMMITTED)
+            assert [m.body for m in raw.messages()][::2] == [b"first", b"second"] and raw.max_offset == 3
+            await broker.end_txn("t", pid, epoch, False)
+        assert broker.transaction("t").state.value == "CompleteAbort"
+        async with Broker(small_config) as broker:
+            assert bodies(broker) == [b"first"]
+
+    run(main())
+
+
 def test_markers_keys_stay_out_of_the_key_index(small_config):
     """A transaction marker's record key (version and type, four octets) is no message's
     key: the index builder skips marker batches, and still indexes the records' own keys."""
@@ -238,7 +274,7 @@ def test_markers_keys_stay_out_of_the_key_index(small_config):
                                     base_timestamp=int(time.time() * 1000), producer_id=pid,
                                     producer_epoch=epoch, base_sequence=commit, transactional=True)
                 await broker.put_record_batch("T", 0, batch, 1)
-                await broker.end_txn("t", pid, epoch, commit)
+                await end_txn(broker, "t", pid, epoch, commit)
             store = broker.store
             for _ in range(500):
                 if store.index.built_offset >= store.dispatched_offset:
@@ -262,33 +298,33 @@ def test_v2_ends_bump_the_epoch_fence_late_writes_and_answer_retries(small_confi
             pid, epoch = await broker.init_transactional_producer("t", 60_000)
             await broker.add_partitions_to_txn("t", pid, epoch, [("T", 0)])
             await write(broker, pid, epoch, b"first")
-            assert await broker.end_txn("t", pid, epoch, True, bump=True) == (pid, epoch + 1)
+            assert await end_txn(broker, "t", pid, epoch, True, bump=True) == (pid, epoch + 1)
             marker = broker.get_messages("T", 0, 1, 1, isolation=Isolation.KAFKA_UNCOMMITTED)
             assert marker.message_count == 1  # the commit marker, of the new epoch
             with pytest.raises(ProducerFenced):
                 await write(broker, pid, epoch, b"late")  # the ended transaction's epoch
             # the answer was lost: the retry (old epoch) is answered with the new one
-            assert await broker.end_txn("t", pid, epoch, True, bump=True) == (pid, epoch + 1)
+            assert await end_txn(broker, "t", pid, epoch, True, bump=True) == (pid, epoch + 1)
             with pytest.raises(InvalidTxnState):
-                await broker.end_txn("t", pid, epoch + 1, True, bump=True)  # no commit with nothing open
-            assert await broker.end_txn("t", pid, epoch + 1, False, bump=True) == (pid, epoch + 2)
+                await end_txn(broker, "t", pid, epoch + 1, True, bump=True)  # no commit with nothing open
+            assert await end_txn(broker, "t", pid, epoch + 1, False, bump=True) == (pid, epoch + 2)
             await broker.add_partitions_to_txn("t", pid, epoch + 2, [("T", 0)])
             await write(broker, pid, epoch + 2, b"aborted")
-            assert await broker.end_txn("t", pid, epoch + 2, False, bump=True) == (pid, epoch + 3)
+            assert await end_txn(broker, "t", pid, epoch + 2, False, bump=True) == (pid, epoch + 3)
             assert bodies(broker) == [b"first"]
             return pid, epoch + 3
 
     async def second_run(pid: int, epoch: int) -> None:
         async with Broker(small_config) as broker:
             assert (broker.transaction("t").producer_id, broker.transaction("t").producer_epoch) == (pid, epoch)
-            assert await broker.end_txn("t", pid, epoch - 1, False, bump=True) == (pid, epoch)  # a retry
+            assert await end_txn(broker, "t", pid, epoch - 1, False, bump=True) == (pid, epoch)  # a retry
             meta = broker.transaction("t")
             meta.producer_epoch = 32766  # the last epoch: the end moves the producer id on
             await broker.add_partitions_to_txn("t", pid, 32766, [("T", 0)])
             await write(broker, pid, 32766, b"last")
-            new_pid, new_epoch = await broker.end_txn("t", pid, 32766, True, bump=True)
+            new_pid, new_epoch = await end_txn(broker, "t", pid, 32766, True, bump=True)
             assert new_pid != pid and new_epoch == 0
-            assert await broker.end_txn("t", pid, 32766, True, bump=True) == (new_pid, 0)  # a retry
+            assert await end_txn(broker, "t", pid, 32766, True, bump=True) == (new_pid, 0)  # a retry
             assert bodies(broker) == [b"first", b"last"]
 
     run(second_run(*run(first_run())))
@@ -306,10 +342,10 @@ def test_a_v2_abort_after_a_timeout_is_answered_with_the_fenced_epoch(small_conf
             await asyncio.sleep(0.01)
             assert await broker.txn.abort_expired() == 1
             with pytest.raises(ProducerFenced):
-                await broker.end_txn("t", pid, epoch, True, bump=True)
-            assert await broker.end_txn("t", pid, epoch, False, bump=True) == (pid, epoch + 1)
+                await end_txn(broker, "t", pid, epoch, True, bump=True)
+            assert await end_txn(broker, "t", pid, epoch, False, bump=True) == (pid, epoch + 1)
             with pytest.raises(ProducerFenced):
-                await broker.end_txn("t", pid, epoch, False)  # v1: fenced, as before
+                await end_txn(broker, "t", pid, epoch, False)  # v1: fenced, as before
             assert bodies(broker) == []
 
     run(main())
