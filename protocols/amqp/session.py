@@ -9,9 +9,10 @@ confirm goes out when the store has it (under SYNC_FLUSH after the fsync); confi
 publishes stored together leave as one ack with ``multiple``. The codec hands over runs of
 publishes alike (a pipelining publisher's read): a run is routed once (remembered until the
 vhost's declarations change) and, under ASYNC_FLUSH, stored with one `Broker.put_run`.
-Deliveries come from the core's delivery engine (`rocketport.core.delivery`) and are
-written as they come, from frame parts each consumer keeps per stored property set; frames
-written within one loop iteration leave in one ``writelines``. A channel error closes its
+Deliveries come from the core's delivery engine (`rocketport.core.delivery`), a dispatch
+slice's deliveries to a consumer at once, and are written as they come, joined into one
+bytes from frame parts each consumer keeps per stored property set; frames written within
+one loop iteration leave in one ``writelines``. A channel error closes its
 channel only; a connection error, a protocol violation or a bug of ours closes this
 connection only (logged), never the broker.
 """
@@ -742,9 +743,13 @@ class AmqpSession(Session):
         channel.consumers[tag] = consumer
         if not method.nowait:  # consume-ok before the first delivery
             self._send(self.conn.send_method(channel.number, Basic.ConsumeOk(tag)))
-        group = state.group
-        consumer.subscriber = group.subscribe(self._deliverer(channel, consumer, state),
-                                              prefetch=channel.prefetch, auto_ack=method.no_ack)
+        deliver = self._deliverer(channel, consumer, state)
+        if state.policy.max_length is None:
+            consumer.subscriber = state.group.subscribe(deliver, prefetch=channel.prefetch,
+                                                        auto_ack=method.no_ack, many=True)
+        else:  # one at a time: whether to drop one counts the messages still waiting behind it
+            consumer.subscriber = state.group.subscribe(lambda delivery: deliver([delivery]),
+                                                        prefetch=channel.prefetch, auto_ack=method.no_ack)
         if not channel.active or self._write_paused:
             consumer.subscriber.pause()
         state.consumers.add(consumer)
@@ -752,10 +757,11 @@ class AmqpSession(Session):
         state.exclusive_consumer = method.exclusive
 
     def _deliverer(self, channel: Channel, consumer: Consumer, state: QueueState) -> Callable[[Any], None]:
-        """The consumer's delivery callback. Deliveries mostly repeat a few property sets:
-        their frames' fixed parts (`codec.Deliveries`) are kept by the stored properties'
-        octets and topic until the vhost's declarations change (the exchange a delivery
-        names depends on them), so a repeat decodes nothing."""
+        """The consumer's delivery callback, called with a list of deliveries (a dispatch
+        slice's to it). Deliveries mostly repeat a few property sets: their frames'
+        fixed parts (`codec.Deliveries`) are kept by the stored properties' octets and topic
+        until the vhost's declarations change (the exchange a delivery names depends on
+        them), so a repeat decodes nothing."""
         group, queue = state.group, state.entity.name
         drops = state.policy.drops  # the policy is the declare's: fixed
         number = channel.number
@@ -775,35 +781,36 @@ class AmqpSession(Session):
             return "expiration" in props, codec.Deliveries(number, tag_bytes, names,
                                                            encode_properties(props, self._tag_header))
 
-        def deliver(delivery: Any) -> None:
+        def deliver(run: list[Any]) -> None:
             nonlocal generation
-            message = delivery.message
-            ledger = delivery.ledger
-            topic = message.topic if ledger is None else ledger.topic
-            if type(message) is StoredMessage:
-                if generation != vhost.generation:
-                    rendered.clear()
-                    generation = vhost.generation
-                key = (message.properties_bytes(), topic)
-                found = rendered.get(key)
-                if found is None:
+            if generation != vhost.generation:
+                rendered.clear()
+                generation = vhost.generation
+            frame_max = conn.frame_max
+            parts: list[Any] = []
+            for delivery in run:
+                message = delivery.message
+                ledger = delivery.ledger
+                topic = message.topic if ledger is None else ledger.topic
+                if type(message) is StoredMessage:
+                    key = (message.properties_bytes(), topic)
+                    found = rendered.get(key)
+                    if found is None:
+                        found = render(message, topic)
+                        if _UNIQ_NAME not in key[0]:  # one of its own per message: not worth keeping
+                            if len(rendered) >= _RENDERED_MAX:
+                                rendered.clear()
+                            rendered[key] = found
+                else:
                     found = render(message, topic)
-                    if _UNIQ_NAME not in key[0]:  # one of its own per message: not worth keeping
-                        if len(rendered) >= _RENDERED_MAX:
-                            rendered.clear()
-                        rendered[key] = found
-            else:
-                found = render(message, topic)
-            expiring, frames = found
-            if (drops or expiring) and self._dropped(state, delivery, no_ack):
+                expiring, frames = found
+                if (drops or expiring) and self._dropped(state, delivery, no_ack):
+                    continue
+                frames.frames_into(parts, add(source, delivery.tag, message, no_ack),
+                                   delivery.redelivered or message.reconsume_times > 0, message.body, frame_max)
+            if not parts:
                 return
-            encoded = frames.frames(add(source, delivery.tag, message, no_ack),
-                                    delivery.redelivered or message.reconsume_times > 0, message.body,
-                                    conn.frame_max)
-            if type(encoded) is bytes:
-                out.append(encoded)
-            else:
-                out.extend(encoded)
+            out.append(b"".join(parts))
             if not self._flush_scheduled:
                 self._flush_scheduled = True
                 self._loop.call_soon(self._flush)

@@ -194,8 +194,9 @@ def test_deliveries_from_one_template_decode_as_three_frames_each():
     deliveries = codec.Deliveries(2, codec.shortstr_of("ct"), codec.shortstr_of("ex") + codec.shortstr_of("rk"),
                                   props)
     for tag, redelivered, body in ((5, False, b"hello"), (6, True, b"hi"), (1 << 40, False, b"hello")):
-        raw = deliveries.frames(tag, redelivered, body, 131072)
-        assert isinstance(raw, bytes)
+        parts: list = []
+        deliveries.frames_into(parts, tag, redelivered, body, 131072)
+        raw = b"".join(parts)
         used, channel, method = frame.unmarshal(raw)
         assert (channel, method.consumer_tag, method.delivery_tag, method.redelivered, method.exchange,
                 method.routing_key) == (2, "ct", tag, redelivered, "ex", "rk")
@@ -204,9 +205,16 @@ def test_deliveries_from_one_template_decode_as_three_frames_each():
         assert header.properties.delivery_mode == 2
         used3, _, value = frame.unmarshal(raw[used + used2:])
         assert value.value == body and used + used2 + used3 == len(raw)
-    split = codec.Deliveries(1, codec.shortstr_of("ct"), codec.shortstr_of("") + codec.shortstr_of("rk"),
-                             b"\x00\x00").frames(6, True, b"x" * 10000, 4096)
-    assert isinstance(split, list) and len(split) == 2 + 3 * 3  # deliver, header, three body frames
-    _, _, method = frame.unmarshal(bytes(split[0]))
+    split: list = []
+    codec.Deliveries(1, codec.shortstr_of("ct"), codec.shortstr_of("") + codec.shortstr_of("rk"),
+                     b"\x00\x00").frames_into(split, 6, True, b"x" * 10000, 4096)
+    raw, frames = b"".join(split), []
+    while raw:  # deliver, header, three body frames, none over frame_max
+        used, _, value = frame.unmarshal(raw)
+        assert used <= 4096
+        frames.append(value)
+        raw = raw[used:]
+    assert len(frames) == 5
+    method = frames[0]
     assert (method.delivery_tag, method.redelivered, method.exchange, method.routing_key) == (6, True, "", "rk")
-    assert b"".join(bytes(part) for part in split[2:]).count(b"x") == 10000
+    assert b"".join(f.value for f in frames[2:]) == b"x" * 10000
