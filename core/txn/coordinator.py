@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..batch import Record, build_batch
-from ..errors import BrokerError
+from ..errors import BrokerError, TopicNotFound
 from ..schedule import now_ms
 from .errors import (
     ConcurrentTransactions,
@@ -103,14 +103,6 @@ class TxnMetadata:
                    last_producer_id=int(last_pid), last_producer_epoch=int(last_epoch))
 
 
-async def _written(meta: TxnMetadata) -> None:
-    """Once the markers of ``meta``'s answered EndTxn are written (at once if none are
-    pending); a cancelled waiter leaves them be."""
-    completion = meta.completion
-    if completion is not None and not completion.done():
-        await asyncio.wait((completion,))
-
-
 async def _settled(put: Awaitable[int]) -> int | BaseException:
     """A marker put's offset, or the exception it raised (as gather's return_exceptions)."""
     try:
@@ -177,7 +169,10 @@ class TxnCoordinator:
                 log.info("completing transaction %r (%s) left by the last run", meta.transactional_id,
                          meta.state.value)
                 async with meta.lock:
-                    await self._complete(meta)
+                    try:
+                        await self._complete(meta)
+                    except BrokerError as exc:  # left prepared: the id's next request tries again
+                        log.warning("the markers of %r are not written: %s", meta.transactional_id, exc)
 
     # ------------------------------------------------------------------ producer ids
     async def init_producer(self, transactional_id: str, timeout_ms: int, producer_id: int = -1,
@@ -238,7 +233,7 @@ class TxnCoordinator:
         transaction's requests may come before them, and wait for them here."""
         meta = self.transactions.get(transactional_id)
         if meta is not None:
-            await _written(meta)
+            await self._written(meta)
         return self._checked(transactional_id, producer_id, producer_epoch)
 
     def _checked(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TxnMetadata:
@@ -331,7 +326,7 @@ class TxnCoordinator:
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         meta = self.transactions.get(transactional_id)
         if meta is not None:
-            await _written(meta)
+            await self._written(meta)
         if (bump and meta is not None and meta.state is done and not meta.lock.locked()
                 and (producer_id, producer_epoch) == (meta.last_producer_id, meta.last_producer_epoch)):
             return meta.producer_id, meta.producer_epoch
@@ -359,6 +354,17 @@ class TxnCoordinator:
                 await self.log.flushed()
             return meta.producer_id, meta.producer_epoch
 
+    async def _written(self, meta: TxnMetadata) -> None:
+        """Once the markers of ``meta``'s answered EndTxn are written (at once if none are
+        pending); a transaction left prepared by a refused marker has them written again
+        first. A cancelled waiter leaves them be."""
+        if meta.state in _PREPARING and not meta.lock.locked() and (
+                meta.completion is None or meta.completion.done()):
+            self._complete_soon(meta)
+        completion = meta.completion
+        if completion is not None and not completion.done():
+            await asyncio.wait((completion,))
+
     def _complete_soon(self, meta: TxnMetadata) -> None:
         """Write the prepared transaction's markers in a task of their own, after the answer."""
         task = asyncio.ensure_future(self._complete_prepared(meta))
@@ -372,7 +378,9 @@ class TxnCoordinator:
                 return
             try:
                 await self._complete(meta)
-            except Exception:  # left prepared: the next InitProducerId or a restart completes it
+            except BrokerError as exc:  # left prepared: the id's next request tries again
+                log.warning("the markers of %r are not written: %s", meta.transactional_id, exc)
+            except Exception:
                 log.exception("writing the markers of %r failed", meta.transactional_id)
 
     @staticmethod
@@ -400,11 +408,11 @@ class TxnCoordinator:
         else:  # a put returns once stored, without waiting: no task per marker
             markers = [await _settled(self._put_marker(topic, queue_id, batch, now))
                        for topic, queue_id in meta.partitions]
+        for marker in markers:  # a refused marker (a full disk): the transaction stays prepared
+            if isinstance(marker, BaseException) and not isinstance(marker, TopicNotFound):
+                raise marker  # and the id's next request, or a restart, writes its markers again
         for ((topic, queue_id), first), marker in zip(meta.partitions.items(), markers):
-            if isinstance(marker, BaseException):
-                if not isinstance(marker, BrokerError):
-                    raise marker
-                # the topic went away: nothing there to end
+            if isinstance(marker, BaseException):  # the topic went away: nothing there to end
                 log.warning("no %s marker in %s-%d for %r: %s", "commit" if commit else "abort",
                             topic, queue_id, meta.transactional_id, marker)
                 marker = -1

@@ -10,6 +10,7 @@ import time
 import pytest
 from rocketport.core.batch import Record, build_batch
 from rocketport.core.broker import Broker
+from rocketport.core.errors import DiskFull
 from rocketport.core.store.get_result import GetStatus
 from rocketport.core.txn.errors import (
     ConcurrentTransactions,
@@ -18,6 +19,7 @@ from rocketport.core.txn.errors import (
     InvalidTxnState,
     ProducerFenced,
 )
+from rocketport.core.txn.coordinator import TxnCoordinator, TxnState
 from rocketport.core.txn.visibility import Isolation
 
 from tests.support.aio import run
@@ -256,6 +258,39 @@ def test_end_txn_is_answered_before_its_markers_and_readers_and_the_next_transac
         assert broker.transaction("t").state.value == "CompleteAbort"
         async with Broker(small_config) as broker:
             assert bodies(broker) == [b"first"]
+
+    run(main())
+
+
+def test_a_marker_the_store_refuses_leaves_the_transaction_prepared_until_it_is_written(tmp_path):
+    """A full disk refusing an abort marker must not end the transaction without it (its
+    records would lose their aborted range): it stays prepared, readers held, and the id's
+    next request writes the markers again."""
+    async def main() -> None:
+        refuse, written = [True], []
+
+        async def put_marker(topic: str, queue_id: int, batch: bytes, timestamp: int) -> int:
+            if refuse[0]:
+                raise DiskFull("no space left")
+            written.append((topic, queue_id))
+            return 7
+
+        coordinator = TxnCoordinator(str(tmp_path), put_marker=put_marker, max_offset=lambda t, q: 5,
+                                     min_offset=lambda t, q: 0, commit_offset=lambda *a: None,
+                                     notify=lambda *a: None, sync=False)
+        coordinator.load()
+        pid, epoch = await coordinator.init_producer("t", 60_000)
+        await coordinator.add_partitions("t", pid, epoch, [("T", 0)])
+        coordinator.before_write(pid, epoch, "T", 0)
+        await coordinator.end_txn("t", pid, epoch, False)
+        await coordinator.transactions["t"].completion
+        assert coordinator.transactions["t"].state is TxnState.PREPARE_ABORT
+        assert coordinator.queues[("T", 0)].lso(7) == 5 and not coordinator.queues[("T", 0)].aborted
+        refuse[0] = False
+        await coordinator.add_partitions("t", pid, epoch, [("T", 0)])  # writes them, then goes on
+        assert written == [("T", 0)] and coordinator.transactions["t"].state is TxnState.ONGOING
+        assert [(r.first_offset, r.last_offset) for r in coordinator.queues[("T", 0)].aborted] == [(5, 7)]
+        coordinator.close()
 
     run(main())
 
