@@ -91,8 +91,12 @@ class StoreModel(RuleBasedStateMachine):
                 assert int.from_bytes(rec.body[:8], "big") == seg.batch_base
             else:
                 got.extend(("msg", m.body) for m in self._records(seg))
-        assert got == want
-        assert res.next_begin_offset == start + len(want)
+        # a read ends at a ConsumeQueue file's end (RocketMQ's too): the next get goes on from there
+        per_file = self.config.mapped_file_size_consume_queue // 20
+        if len(got) < len(want):
+            assert got and res.next_begin_offset % per_file == 0, (got, want, res.next_begin_offset)
+        assert got == want[:len(got)]
+        assert res.next_begin_offset == start + len(got)
 
     @staticmethod
     def _records(seg):
