@@ -34,6 +34,7 @@ import logging
 import os
 import sys
 import time
+from collections import deque
 from zlib import crc32
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -70,6 +71,7 @@ log = logging.getLogger(__name__)
 _KEYS_NEEDLES = property_needles(PROPERTY_KEYS)
 _KEY_SEPARATOR = KEY_SEPARATOR.encode()
 PREFIX_CACHE = 4096  # topics whose ``topic#`` key prefix is kept
+KEYLESS_SPANS = 4096  # keyless log ranges remembered ahead of the walk
 
 SLICE_S = 0.0005  # work per slice: what a request may wait behind the builder
 KEY_CHUNK = 256  # records of a batch read between two checks of the slice's deadline
@@ -91,6 +93,11 @@ class _OpenBatch:
     left: int
 
 
+def names_index_keys(props: bytes) -> bool:
+    """Whether encoded properties may hold KEYS or UNIQ_KEY (False: surely neither)."""
+    return _KEYS_NEEDLES[1] in props or UNIQ_KEY_NEEDLES[1] in props
+
+
 class IndexService:
     def __init__(self, directory: str, slot_num: int, index_num: int, *, enabled: bool) -> None:
         self.directory = directory
@@ -102,6 +109,8 @@ class IndexService:
         self._dirty: set[IndexFile] = set()
         self._prefixes: dict[bytes, bytes] = {}
         self._open: _OpenBatch | None = None
+        # (start, end, records) of log ranges written with no key to index (see `keyless`)
+        self._keyless: deque[tuple[int, int, int]] = deque(maxlen=KEYLESS_SPANS)
         self._stopping = False
         self._wakeup: asyncio.Event | None = None
         self.disk_full: DiskFull | None = None  # why the last build stopped short, if so
@@ -121,6 +130,19 @@ class IndexService:
 
     def recover(self, from_offset: int, log_end: int) -> None:
         self.built_offset = min(from_offset, log_end)
+
+    def keyless(self, start: int, end: int, records: int) -> None:
+        """The writer's word that the log's bytes [start, end) are ``records`` plain records
+        none of whose properties name KEYS or UNIQ_KEY (a run of alike AMQP publishes): the
+        walk steps over them instead of reading each. Kept in memory only, and the oldest
+        are forgotten past KEYLESS_SPANS: a range not known is walked, which is always right."""
+        if not self.enabled:
+            return
+        spans = self._keyless
+        if spans and spans[-1][1] == start:  # one publisher's runs in a row: one range
+            first, _, count = spans.pop()
+            start, records = first, count + records
+        spans.append((start, end, records))
 
     # -- building --------------------------------------------------------------------------
     def _current(self, now_ms: int) -> IndexFile:
@@ -161,7 +183,8 @@ class IndexService:
         Records below the dispatched offset are known good, so the walk reads only what it
         needs at fixed positions (size, sys flag, body length, topic and properties bytes)
         and looks KEYS and UNIQ_KEY up undecoded: a record with neither costs a few
-        struct reads, not a decoded header and properties dict.
+        struct reads, not a decoded header and properties dict; a range the writer said is
+        keyless (`keyless`) costs nothing per record.
 
         When the disk has no room for an index file or its next window, the walk stops at
         the record being indexed (``disk_full`` says why; a later build indexes it again
@@ -176,6 +199,7 @@ class IndexService:
             return 0
         find = store.commitlog.queue.find
         size_magic, int32 = SIZE_MAGIC.unpack_from, I32.unpack_from
+        spans = self._keyless
         n = 0
         while phys < limit:
             mf = find(phys)
@@ -202,6 +226,15 @@ class IndexService:
                             self.built_offset = base + pos
                             return n
                     else:
+                        if spans:
+                            here = base + pos
+                            while spans and spans[0][1] <= here:  # behind the walk
+                                spans.popleft()
+                            if spans and spans[0][0] == here and spans[0][2] <= max_records - n:
+                                _, span_end, count = spans.popleft()
+                                n += count
+                                pos = span_end - base
+                                continue
                         n += 1
                         self._index_record(view, pos, base + pos)
                     pos += total
@@ -271,8 +304,8 @@ class IndexService:
     def _index_record(self, view: memoryview, pos: int, phys: int) -> None:
         """``topic#key`` for each of a plain record's KEYS and ``topic#UNIQ_KEY``."""
         topic_start, topic_end, props = topic_and_properties(view, pos)
-        if _KEYS_NEEDLES[1] not in props and UNIQ_KEY_NEEDLES[1] not in props:
-            return  # neither name anywhere (an AMQP or STOMP message): two scans, no split
+        if not names_index_keys(props):
+            return  # an AMQP or STOMP message: two scans, no split
         keys = property_bytes(props, _KEYS_NEEDLES)
         uniq = property_bytes(props, UNIQ_KEY_NEEDLES)
         if not (keys or uniq):

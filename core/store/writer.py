@@ -53,6 +53,7 @@ from ..message_id import offset_msg_id, offset_msg_id_template
 from ..tags import tags_code, tags_code_of_value
 from .consume_queue import CQ_ENTRY
 from .dispatch import _Dispatch
+from .index_service import names_index_keys
 from .record import (
     BATCH_HEADER,
     END_FILE_MIN_BLANK_LENGTH,
@@ -400,6 +401,8 @@ class StoreWriter:
             phys += size
         mf.write(b"".join(parts))
         self._finish_put(topic, queue_id, first, b"".join(cq_entries), count, phys, total)
+        if not names_index_keys(props):
+            self.index.keyless(start, phys, count)
         return first
 
     def _append_alone(self, item: EncodedPut) -> tuple[int, int] | BrokerError:

@@ -395,3 +395,29 @@ def test_unfiltered_gets_match_a_record_by_record_reading(small_config):
                     assert got.next_begin_offset == start + got.message_count
                     assert 1 <= got.message_count <= max_count
     run(main())
+
+
+def test_index_steps_over_keyless_runs_and_indexes_what_follows(small_config):
+    """Runs stored with `append_run` whose properties name no key are stepped over by the
+    index walk as one range (the writer says so); keyed runs and records between them are
+    indexed as ever, and the walk counts every record."""
+    from rocketport.core.message import encode_properties
+
+    async def main():
+        async with open_store(small_config.with_overrides(mapped_file_size_commit_log=1 << 20)) as store:
+            store.index.stop()  # build by hand
+            plain = encode_properties({"TAGS": "a", "AMQP_DELIVERY_MODE": "2"})
+            keyed = encode_properties({"TAGS": "a", "KEYS": "shared"})
+            host = ("127.0.0.1", 5672)
+            for _ in range(3):  # contiguous keyless runs: one range
+                store.append_run("R", 0, [b"p"] * 40, plain, 0, host)
+            single = await store.put_message(Message("R", b"k", {"KEYS": "one"}, queue_id=0))
+            first = store.append_run("R", 0, [b"s%d" % i for i in range(30)], keyed, 0, host)
+            store.append_run("R", 0, [b"p"] * 40, plain, 0, host)
+            last = await store.put_message(Message("R", b"u", {"UNIQ_KEY": "U1"}, queue_id=0))
+            assert store.index.build(store) == 3 * 40 + 1 + 30 + 40 + 1
+            assert store.index.lookup("R#one", 8, 0, 2**62) == [single.commit_log_offset]
+            assert store.index.lookup("R#U1", 8, 0, 2**62) == [last.commit_log_offset]
+            shared = [m.queue_offset for m in store.query_by_key("R", "shared", max_num=64)]
+            assert sorted(shared) == list(range(first, first + 30))
+    run(main())
