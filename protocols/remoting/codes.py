@@ -113,8 +113,8 @@ class RequestCode(IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
-    # --- Rocketport's own (far above RocketMQ's ranges) ------------------------------------
-    GET_FRONTEND_VIEW = 60001  # header `name`: another front-end's state as JSON (admin)
+    # --- Rocketport's own: outside RocketMQ's ranges, inside the binary header's int16 ---------
+    GET_FRONTEND_VIEW = 30001  # header `name`: another front-end's state as JSON (admin)
 
 
 class ResponseCode(IntEnum):
