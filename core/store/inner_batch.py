@@ -38,7 +38,7 @@ from ..filter import EXPRESSION_TYPE_TAG
 from ..message import PROPERTY_TAGS, MessageExt, decode_properties
 from .record import (HEADER, HEADER_SIZE, I64, MESSAGE_MAGIC_CODE, POS_PHYSICAL_OFFSET, PROPS_LEN,
                      BadRecord)
-from .record import _ip_text as host_text  # cached bytes -> dotted text
+from .record import ip_text as host_text  # cached bytes -> dotted text
 
 if TYPE_CHECKING:
     from ..filter import MessageFilter

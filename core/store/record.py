@@ -185,12 +185,13 @@ def decode_record(buf: memoryview | bytes, pos: int = 0) -> MessageExt:
     (props_len,) = PROPS_LEN.unpack_from(buf, p)
     props = decode_properties(buf[p + 2:p + 2 + props_len])
     return MessageExt(topic, body, props, queue_id, queue_offset, physical_offset, total, crc,
-                      flag, sys_flag, born_ts, (_ip_text(born_ip), born_port), store_ts,
-                      (_ip_text(store_ip), store_port), reconsume, prepared)
+                      flag, sys_flag, born_ts, (ip_text(born_ip), born_port), store_ts,
+                      (ip_text(store_ip), store_port), reconsume, prepared)
 
 
 @lru_cache(maxsize=4096)
-def _ip_text(address: bytes) -> str:
+def ip_text(address: bytes) -> str:
+    """A stored 4-octet host as dotted text (cached: a store holds few distinct hosts)."""
     return socket.inet_ntoa(address)
 
 

@@ -24,7 +24,7 @@ from .record import (
     MESSAGE_MAGIC_CODE,
     POS_BODY_LENGTH,
     BadRecord,
-    _ip_text,
+    ip_text,
 )
 
 
@@ -70,8 +70,8 @@ class StoredMessage(MessageExt):
 def _header(m: StoredMessage) -> None:
     (size, _, crc, queue_id, flag, _, physical, sys_flag, born_ts, born_ip, born_port, store_ts,
      store_ip, store_port, _, prepared, _) = HEADER.unpack_from(m.record)
-    values = (size, crc, queue_id, flag, physical, sys_flag, born_ts, (_ip_text(born_ip), born_port),
-              store_ts, (_ip_text(store_ip), store_port), prepared)
+    values = (size, crc, queue_id, flag, physical, sys_flag, born_ts, (ip_text(born_ip), born_port),
+              store_ts, (ip_text(store_ip), store_port), prepared)
     for slot, value in zip(_HEADER_SLOTS, values):
         try:
             slot.__get__(m)  # written already: kept
