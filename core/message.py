@@ -130,6 +130,22 @@ def property_bytes(raw: bytes, needles: tuple[bytes, bytes]) -> bytes | None:
     return rest.partition(b"\x02")[0]
 
 
+def without_unique_key(raw: bytes) -> bytes:
+    """Encoded properties without their (first) UNIQ_KEY pair: a front-end that never shows
+    UNIQ_KEY keys what it renders from a message's properties by these octets, which one
+    producer's messages share, rather than by the whole, unique to each message."""
+    needle, head = UNIQ_KEY_NEEDLES
+    at = raw.find(needle)
+    if at >= 0:
+        start = at + 1
+    elif raw.startswith(head):
+        start = 0
+    else:
+        return raw
+    end = raw.find(b"\x02", start)
+    return raw[:start] + raw[end + 1:] if end >= 0 else raw[:start]
+
+
 def raw_property(raw: bytes, needles: tuple[bytes, bytes]) -> str | None:
     """`property_bytes`, decoded as `decode_properties` decodes values."""
     value = property_bytes(raw, needles)

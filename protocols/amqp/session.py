@@ -37,9 +37,9 @@ from rocketport.core.dedup import PROPERTY_DEDUP_KEY
 from rocketport.core.message import (
     PROPERTY_RETRY_TOPIC,
     PROPERTY_TRANSACTION_PREPARED,
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     Message,
     MessageExt,
+    without_unique_key,
 )
 from rocketport.core.message import encode_properties as encode_stored  # not the content header's
 from rocketport.core.schedule import needs_schedule, now_ms
@@ -84,7 +84,6 @@ _ROUTES_MAX = 1024  # distinct (exchange, routing key, content header) remembere
 _ALONE = frozenset((PROPERTY_DEDUP_KEY, PROPERTY_TRANSACTION_PREPARED))
 _U32 = struct.Struct(">I")
 _RENDERED_MAX = 256  # distinct (stored properties, topic) a consumer keeps frames for
-_UNIQ_NAME = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()
 
 SERVER_PROPERTIES: dict[str, Any] = {
     "product": "Rocketport",
@@ -793,14 +792,14 @@ class AmqpSession(Session):
                 ledger = delivery.ledger
                 topic = message.topic if ledger is None else ledger.topic
                 if type(message) is StoredMessage:
-                    key = (message.properties_bytes(), topic)
+                    # UNIQ_KEY is never a header (SYSTEM_NAMES): messages that differ only in it share frames
+                    key = (without_unique_key(message.properties_bytes()), topic)
                     found = rendered.get(key)
                     if found is None:
                         found = render(message, topic)
-                        if _UNIQ_NAME not in key[0]:  # one of its own per message: not worth keeping
-                            if len(rendered) >= _RENDERED_MAX:
-                                rendered.clear()
-                            rendered[key] = found
+                        if len(rendered) >= _RENDERED_MAX:
+                            rendered.clear()
+                        rendered[key] = found
                 else:
                     found = render(message, topic)
                 expiring, frames = found

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Final
 
 from rocketport.core import message as _message
-from rocketport.core.message import PROPERTY_KEYS, PROPERTY_TAGS, UNIQ_KEY_NEEDLES, decode_properties
+from rocketport.core.message import PROPERTY_KEYS, PROPERTY_TAGS, decode_properties, without_unique_key
 
 from .codec import escape
 
@@ -40,7 +40,7 @@ class PropertyHeaders:
         """The lines for properties as the store encodes them (cached, see the module)."""
         text = self._cache.get(raw)
         if text is None:
-            key = _without_unique_key(raw)
+            key = without_unique_key(raw)
             text = self._cache.get(key)
             if text is None:
                 if len(self._cache) >= _CACHED_MAX:
@@ -66,16 +66,3 @@ class PropertyHeaders:
             text = "".join([f"{escape(k, version)}:{escape(v, version)}\n" for k, v in shown])
         return text
 
-
-def _without_unique_key(raw: bytes) -> bytes:
-    """Encoded properties without their (first) UNIQ_KEY pair, which no header shows."""
-    needle, head = UNIQ_KEY_NEEDLES
-    at = raw.find(needle)
-    if at >= 0:
-        start = at + 1
-    elif raw.startswith(head):
-        start = 0
-    else:
-        return raw
-    end = raw.find(b"\x02", start)
-    return raw[:start] + raw[end + 1:] if end >= 0 else raw[:start]
