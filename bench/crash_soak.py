@@ -130,7 +130,9 @@ class Broker:
                 return
             self.proc.kill()
             self.proc.wait(30)
-        raise RuntimeError(f"the broker did not start; see {self.log_path}")
+        with open(self.log_path, "rb") as log:  # the work directory may not outlive the run
+            tail = log.read()[-2000:].decode("utf-8", "replace")
+        raise RuntimeError(f"the broker did not start; the end of {self.log_path}:\n{tail}")
 
     def _wait_listening(self) -> bool:
         deadline = time.monotonic() + START_TIMEOUT_S
