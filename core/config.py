@@ -84,6 +84,9 @@ class BrokerConfig:
     flush_disk_type: str = field(default="ASYNC_FLUSH", metadata=_key(
         "flushDiskType", choices=("ASYNC_FLUSH", "SYNC_FLUSH")))
     flush_interval_commit_log: int = field(default=500, metadata=_key("flushIntervalCommitLog", minimum=1))
+    # SYNC_FLUSH only: hold a record from consumers until the fsync that acknowledges it
+    # (false: visible once written, as RocketMQ's reput does; see docs/store-format.md)
+    dispatch_after_flush: bool = field(default=False, metadata=_key("dispatchAfterFlush"))
     flush_interval_consume_queue: int = field(default=1000, metadata=_key("flushIntervalConsumeQueue", minimum=1))
     # pages ahead of the CommitLog's write position are faulted in by a worker thread
     warm_maped_file_enable: bool = field(default=True, metadata=_key("warmMapedFileEnable"))

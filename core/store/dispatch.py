@@ -4,9 +4,10 @@
 of; its methods are plain methods of the store, called on the put hot paths without any
 delegation. `_Dispatch` is what a put (core/store/writer.py) or recovery
 (core/store/recovery.py) hands over: the entries of one record, or of one run of records of
-a queue, and the CommitLog offset just past them. Under SYNC_FLUSH a put's dispatches wait
-in ``_pending`` until the flush service reports the fsync that covers them
-(`_on_flushed`), so a consumer never sees a message a crash could take back.
+a queue, and the CommitLog offset just past them. Under SYNC_FLUSH with dispatchAfterFlush
+a put's dispatches wait in ``_pending`` until the flush service reports the fsync that
+covers them (`_on_flushed`), so a consumer never sees a message a power loss could take
+back; otherwise they are made at once.
 
 This module never writes the CommitLog, never assigns queue offsets (the writer does) and
 never reads for a consumer (core/store/reader.py does).

@@ -70,7 +70,8 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreDispatch):
         self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._next_queue_offset: dict[tuple[str, int], int] = {}
         self._pending: deque[_Dispatch] = deque()
-        self._sync = config.sync_flush
+        self._sync = config.sync_flush  # a put is answered after the fsync that covers it
+        self._defer = config.sync_flush and config.dispatch_after_flush  # and dispatched then
         self.dispatched_offset = 0
         self._verify_from = 0
         self._last_checkpoint_dispatched = 0

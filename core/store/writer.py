@@ -24,7 +24,8 @@ these five places together.
 
 A put checks its limits and reserves room (ConsumeQueue first, so a full disk refuses it
 before anything is written), then writes, then assigns queue offsets and dispatches
-(core/store/dispatch.py; under SYNC_FLUSH after the covering fsync). This module never
+(core/store/dispatch.py; under SYNC_FLUSH with dispatchAfterFlush, after the covering
+fsync). Under SYNC_FLUSH a put is answered after the covering fsync either way. This module never
 reads for a consumer, never makes a record visible before its dispatch, and never awaits
 between reserving room and writing it (another put would take the same bytes).
 """
@@ -203,11 +204,11 @@ class StoreWriter:
         self.put_count += count
         self.put_bytes += size
         d = _Dispatch(topic, queue_id, queue_offset, entries, end)
-        if self._sync:
+        if self._defer:
             self._pending.append(d)
-            return self.flush_service.wait_flushed(end)
-        self._dispatch(d)
-        return None
+        else:
+            self._dispatch(d)
+        return self.flush_service.wait_flushed(end) if self._sync else None
 
     def _code_of(self, topic: str, properties: dict[str, str]) -> int:
         if self._tags_code_of is not None:
@@ -232,9 +233,9 @@ class StoreWriter:
                        prepared_transaction_offset: int = 0) -> tuple[int, int, int, int]:
         """Append one record with its properties already encoded; no await, so a front-end
         can answer a send without a coroutine. Returns (queue offset, commit-log offset,
-        end offset, store timestamp). Dispatched at once under ASYNC_FLUSH; under
-        SYNC_FLUSH the caller must await ``flush_service.wait_flushed(end)`` before
-        answering, as the record becomes visible only once flushed."""
+        end offset, store timestamp). Dispatched at once (under SYNC_FLUSH with
+        dispatchAfterFlush, once flushed); under SYNC_FLUSH the caller must await
+        ``flush_service.wait_flushed(end)`` before answering."""
         # The hot path, kept flat on purpose: each call or object costs ~0.3 µs here.
         if not self._running:
             raise StoreUnavailable("the store is not running")
@@ -266,7 +267,7 @@ class StoreWriter:
         self.put_bytes += size
         entry = CQ_ENTRY.pack(phys, size, code)
         end = phys + size
-        if self._sync:
+        if self._defer:
             self._pending.append(_Dispatch(topic, queue_id, queue_offset, entry, end))
         else:
             cq.put(queue_offset, entry, end)

@@ -196,6 +196,23 @@ def test_sync_flush_acknowledges_after_fdatasync(small_config):
             assert store.max_offset("S", 0) == 64
     run(main())
 
+@pytest.mark.parametrize("after_flush", [False, True])
+def test_sync_flush_dispatches_at_write_unless_dispatch_after_flush(small_config, after_flush):
+    """SYNC_FLUSH answers a put after its fsync either way; a consumer sees the record once
+    written (RocketMQ's reput), or with dispatchAfterFlush only once the fsync covers it."""
+    cfg = small_config.with_overrides(flush_disk_type="SYNC_FLUSH", dispatch_after_flush=after_flush)
+    async def main():
+        async with open_store(cfg) as store:
+            put = asyncio.ensure_future(store.put_message(Message("S", b"m", queue_id=0)))
+            await asyncio.sleep(0)  # the put has appended and waits for its fsync
+            assert not put.done() and store.flush_service.flushed_offset == 0
+            assert store.max_offset("S", 0) == (0 if after_flush else 1)
+            result = await put
+            assert store.flush_service.flushed_offset >= result.commit_log_offset
+            assert [m.body for m in store.get_messages("S", 0, 0, 8).messages()] == [b"m"]
+    run(main())
+
+
 
 def test_retention_deletes_old_segments_and_min_offset_follows(small_config):
     async def main():
