@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import struct
 import sys
 import time
 from collections import deque
@@ -39,7 +40,7 @@ from zlib import crc32
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..batch.record_batch import CorruptBatch, all_keyless, record_keys
+from ..batch.record_batch import ATTR_CONTROL, CorruptBatch, all_keyless, record_keys
 from ..message import (
     INNER_BATCH_FLAG,
     KEY_SEPARATOR,
@@ -54,6 +55,7 @@ from .inner_batch import open_batch as open_stored_batch
 from .mapped_file import creating, drop_if_empty
 from .record import (
     BLANK_MAGIC_CODE,
+    HEADER_SIZE,
     I32,
     I64,
     POS_STORE_TIMESTAMP,
@@ -72,6 +74,9 @@ _KEYS_NEEDLES = property_needles(PROPERTY_KEYS)
 _KEY_SEPARATOR = KEY_SEPARATOR.encode()
 PREFIX_CACHE = 4096  # topics whose ``topic#`` key prefix is kept
 KEYLESS_SPANS = 4096  # keyless log ranges remembered ahead of the walk
+# a stored record batch's attributes (int16, 21 bytes into the batch, which is the body)
+_BATCH_ATTRIBUTES = struct.Struct(">h")
+_POS_BATCH_ATTRIBUTES = HEADER_SIZE + 21
 
 SLICE_S = 0.0005  # work per slice: what a request may wait behind the builder
 KEY_CHUNK = 256  # records of a batch read between two checks of the slice's deadline
@@ -198,7 +203,7 @@ class IndexService:
         if phys >= limit:
             return 0
         find = store.commitlog.queue.find
-        size_magic, int32 = SIZE_MAGIC.unpack_from, I32.unpack_from
+        size_magic, int32, attributes = SIZE_MAGIC.unpack_from, I32.unpack_from, _BATCH_ATTRIBUTES.unpack_from
         spans = self._keyless
         n = 0
         while phys < limit:
@@ -218,6 +223,10 @@ class IndexService:
                         pos = size
                         break
                     if int32(view, pos + POS_SYS_FLAG)[0] & INNER_BATCH_FLAG:
+                        if attributes(view, pos + _POS_BATCH_ATTRIBUTES)[0] & ATTR_CONTROL:
+                            n += 1  # a transaction marker: one record, no message's key
+                            pos += total
+                            continue
                         info = parse_record_info(view, pos, size, False)
                         done, finished = self._index_batch(store, base + pos, info, max_records - n,
                                                            deadline)
@@ -276,8 +285,7 @@ class IndexService:
                 log.error("cannot index batch at %d: %s", phys, exc)
                 return 1, True
             left, data = batch.count, batch.payload
-            # nothing to index: no keys, or a transaction marker's (no message's key)
-            if batch.control or (left <= UNIFORM_CHECK_MAX and all_keyless(data)):
+            if left <= UNIFORM_CHECK_MAX and all_keyless(data):  # nothing to index: no keys
                 return left, True
             pos = 0
         self._open = None
