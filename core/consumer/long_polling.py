@@ -76,15 +76,27 @@ class PullWaiters:
             return False
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
-        for topic, queue_id, offset in positions:
-            self._hold(topic, queue_id, offset, future)
+        self.hold_any(positions, future)
         timer = loop.call_later(timeout_s, _resolve, future, False)
         try:
             return await future
         finally:
             timer.cancel()
-            for topic, queue_id, _ in positions:
-                self._forget(topic, queue_id, future)
+            self.release_any(positions, future)
+
+    def hold_any(self, positions: Sequence[tuple[str, int, int]], future: asyncio.Future[bool]) -> None:
+        """Resolve the caller's own ``future`` (True) when any position grows: `wait_any`
+        without its coroutine, for a waiter that is woken by other events too (a delivery
+        group's pump). The caller must `release_any` the same positions once it is done."""
+        if self._closed:
+            _resolve(future, False)
+            return
+        for topic, queue_id, offset in positions:
+            self._hold(topic, queue_id, offset, future)
+
+    def release_any(self, positions: Sequence[tuple[str, int, int]], future: asyncio.Future[bool]) -> None:
+        for topic, queue_id, _ in positions:
+            self._forget(topic, queue_id, future)
 
     def _hold(self, topic: str, queue_id: int, offset: int, future: asyncio.Future[bool]) -> None:
         queues = self._topics.get(topic)

@@ -95,11 +95,11 @@ class Subscriber:
 
     def resume(self) -> None:
         self.paused = False
-        self._group._wake.set()
+        self._group._wake_up()
 
     def set_prefetch(self, prefetch: int) -> None:
         self.prefetch = prefetch
-        self._group._wake.set()
+        self._group._wake_up()
 
 
 class _TopicReader:
@@ -149,7 +149,8 @@ class DeliveryGroup:
         self._read_rr = 0
         self._tags = itertools.count(1)
         self._dirty: set[QueueLedger] = set()  # answered since the last commit
-        self._wake = asyncio.Event()
+        self._woken = False  # set by the group's own events (subscribe, ack, sources ...)
+        self._waiter: asyncio.Future[bool] | None = None  # the idle pump's, while it waits
         self._closed = False
         self.set_sources(sources, start=start)
         self._pump_task = asyncio.get_running_loop().create_task(self._pump(), name=f"delivery:{name}")
@@ -162,7 +163,7 @@ class DeliveryGroup:
         it asks for then holds from the next slice)."""
         sub = Subscriber(self, deliver, max(0, prefetch), auto_ack, many)
         self._subscribers.append(sub)
-        self._wake.set()
+        self._wake_up()
         return sub
 
     async def unsubscribe(self, sub: Subscriber) -> None:
@@ -203,7 +204,7 @@ class DeliveryGroup:
             count += 1
         if count:
             self._commit()
-            self._wake.set()
+            self._wake_up()
         return count
 
     async def nack(self, tags: Iterable[int], *, requeue: bool, delay_level: int = 0) -> int:
@@ -223,7 +224,7 @@ class DeliveryGroup:
                 delivery.ledger.finished(delivery.message.queue_offset)
                 self._dirty.add(delivery.ledger)
         self._commit()
-        self._wake.set()
+        self._wake_up()
         return len(tags)
 
     async def get(self, *, auto_ack: bool = False) -> Delivery | None:
@@ -264,7 +265,7 @@ class DeliveryGroup:
         for key in [k for k in self._ledgers if k[0] not in self._readers]:
             del self._ledgers[key]
         self._commit()
-        self._wake.set()
+        self._wake_up()
 
     async def purge(self) -> int:
         """Drop every message not yet handed out; returns how many (an estimate, as
@@ -347,7 +348,7 @@ class DeliveryGroup:
             back.append((delivery.message, True, delivery.ledger))
         self._ready.extendleft(reversed(back))
         if back:
-            self._wake.set()
+            self._wake_up()
 
     def _drop(self, sub: Subscriber) -> None:
         sub.active = False
@@ -489,6 +490,12 @@ class DeliveryGroup:
         self._ready.extendleft([(d.message, d.redelivered, d.ledger) for d in reversed(deliveries)])
         self._drop(sub)
 
+    def _wake_up(self) -> None:
+        self._woken = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(True)
+
     async def _pump(self) -> None:
         while True:
             try:
@@ -496,12 +503,13 @@ class DeliveryGroup:
                 self._commit()
                 credit = self._credit()
                 if credit <= 0:
-                    self._wake.clear()
-                    await self._wake.wait()
+                    await self._wait(None, None)
                 elif handed or self._ready:  # sessions write what went out before the next
                     await asyncio.sleep(0)  # read (latency), and transports may push back
                 elif self._read(credit):
-                    await asyncio.sleep(0)  # a long filtered scan must not hold the loop
+                    if not self._ready:  # a long filtered scan must not hold the loop
+                        await asyncio.sleep(0)
+                    # else: hand out what was read at once (latency)
                 else:
                     await self._wait_for_messages()
             except asyncio.CancelledError:
@@ -515,14 +523,35 @@ class DeliveryGroup:
         the idle wait passes (new topics and queues are found then)."""
         positions = [(ledger.topic, ledger.queue_id, ledger.read_to)
                      for ledger in self._ledgers.values() if ledger.topic in self._readers]
+        if self._broker.readable_beyond(positions):
+            return
         missing = any(self._broker.topics.get(t) is None for t in self._readers
                       if not t.startswith(RETRY_GROUP_TOPIC_PREFIX))
-        self._wake.clear()
-        grown = asyncio.ensure_future(
-            self._broker.wait_for_messages(positions, _MISSING_WAIT_S if missing else _IDLE_WAIT_S))
-        woken = asyncio.ensure_future(self._wake.wait())
+        await self._wait(positions, _MISSING_WAIT_S if missing else _IDLE_WAIT_S)
+
+    async def _wait(self, positions: list[tuple[str, int, int]] | None, timeout_s: float | None) -> None:
+        """One future the pump sleeps on, resolved by whichever comes first: `_wake_up`,
+        the dispatch of a message to one of ``positions`` (held as a pull waiter), or
+        the timeout. A dispatch resumes the pump in the next loop iteration."""
+        if self._woken:
+            self._woken = False
+            return
+        loop = asyncio.get_running_loop()
+        self._waiter = waiter = loop.create_future()
+        if positions:
+            self._broker.pull_waiters.hold_any(positions, waiter)
+        timer = None if timeout_s is None else loop.call_later(timeout_s, _resolve, waiter)
         try:
-            await asyncio.wait((grown, woken), return_when=asyncio.FIRST_COMPLETED)
+            await waiter
         finally:
-            grown.cancel()
-            woken.cancel()
+            self._waiter = None
+            self._woken = False
+            if timer is not None:
+                timer.cancel()
+            if positions:
+                self._broker.pull_waiters.release_any(positions, waiter)
+
+
+def _resolve(future: asyncio.Future[bool]) -> None:
+    if not future.done():
+        future.set_result(False)

@@ -177,6 +177,13 @@ class ConsumeRole:
         a message at or beyond its offset (a Kafka fetch waits on all its partitions). A
         queue that transactions wrote to ends at its last stable offset here: a reader
         there waits for the transaction's end, not for records it may not read yet."""
+        if self.readable_beyond(positions):
+            return True
+        return await self.pull_waiters.wait_any(positions, timeout_s)
+
+    def readable_beyond(self, positions: list[tuple[str, int, int]]) -> bool:
+        """Whether any (topic, queue id, offset) has a message a reader may take at or
+        beyond its offset now (the check `wait_for_messages` makes before it holds)."""
         max_offset = self.store.max_offset
         txn_queues = self.txn_queues
         for topic, queue_id, offset in positions:
@@ -185,7 +192,7 @@ class ConsumeRole:
                 txn = txn_queues.get((topic, queue_id))
                 if txn is None or txn.lso(end) > offset:
                     return True
-        return await self.pull_waiters.wait_any(positions, timeout_s)
+        return False
 
     # ---------------------------------------------------------------- positions
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int,
