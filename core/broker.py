@@ -87,7 +87,7 @@ class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole)
             self.store, self.offsets, put=self._put_system, timeout_ms=config.transaction_time_out,
             check_max=config.transaction_check_max, interval_ms=config.transaction_check_interval)
         self.txn = TxnCoordinator(
-            config_dir, put_marker=self._put_marker, max_offset=self.store.max_offset,
+            config_dir, put_markers=self._put_markers, max_offset=self.store.max_offset,
             min_offset=self.store.min_offset, commit_offset=self.offsets.commit,
             notify=self.pull_waiters.notify, sync=config.sync_flush,
             max_timeout_ms=config.transaction_max_timeout_ms)

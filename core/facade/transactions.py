@@ -138,10 +138,12 @@ class TransactionRole:
     def transaction(self, transactional_id: str) -> TxnMetadata | None:
         return self.txn.transactions.get(transactional_id)
 
-    async def _put_marker(self, topic: str, queue_id: int, batch: bytes, timestamp: int) -> int:
-        """The coordinator's marker put: its control batch, stored like a producer's batch
-        (whatever the topic's perm: a transaction must end); returns its offset."""
-        if self.topics.get(topic) is None:  # deleted since: no queue to end anything in
-            raise TopicNotFound(topic)
-        result = await self.store.put_inner_batch(topic, queue_id, batch, 1, born_timestamp=timestamp)
-        return result.queue_offset
+    async def _put_markers(self, queues: list[tuple[str, int]], batch: bytes,
+                           timestamp: int) -> list[int | TopicNotFound]:
+        """The coordinator's marker puts: its control batch stored in every queue like a
+        producer's batch (whatever the topic's perm: a transaction must end), in one write;
+        the offset each got, or TopicNotFound for a queue whose topic was deleted since."""
+        gone = [self.topics.get(topic) is None for topic, _ in queues]
+        offsets = iter(await self.store.put_control_batch(
+            [queue for queue, deleted in zip(queues, gone) if not deleted], batch, timestamp))
+        return [TopicNotFound(topic) if deleted else next(offsets) for (topic, _), deleted in zip(queues, gone)]

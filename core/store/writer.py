@@ -11,6 +11,7 @@ its methods are plain methods of the store (no delegation on the hot paths). The
     put_batch          encoded messages of one queue, as contiguous records
     put_message_batch  a remoting MessageBatch body walked once, one record per entry
     put_inner_batch    a Kafka record batch stored whole: one record, ``count`` offsets
+    put_control_batch  a transaction's marker into each of its queues, one write
 
 Every record's 88-byte fixed header has one layout, `record.HEADER` (its field order is the
 docs/store-format.md table). `record_head` below is the one encoder of it, used by the
@@ -584,3 +585,44 @@ class StoreWriter:
         if waiter is not None:
             await waiter
         return PutResult(queue_id, first, phys, size, now, count, self.store_host)
+
+    async def put_control_batch(self, queues: list[tuple[str, int]], batch: bytes | memoryview,
+                                born_timestamp: int) -> list[int]:
+        """Store one record batch (a transaction's marker: one control record) in each of
+        ``queues`` (distinct), as put_inner_batch would, with one reservation and one write:
+        a transaction ends in every queue it wrote at once. Returns the offset each got."""
+        if not self._running:
+            raise StoreUnavailable("the store is not running")
+        body_len = len(batch)
+        if body_len < 8:
+            raise InvalidMessage("an inner batch needs at least one record")
+        rest = memoryview(batch)[8:]
+        firsts, tails, total = [], [], 0
+        for topic, queue_id in queues:  # room first: a full disk refuses them all unwritten
+            first = self._next_queue_offset.get((topic, queue_id), 0)
+            self._consume_queue(topic, queue_id).ensure_room(first, 1)
+            tail = _inner_tail(topic, 1)
+            firsts.append(first)
+            tails.append(tail)
+            total += HEADER_SIZE + body_len + len(tail)
+        now = time.time_ns() // 1_000_000
+        mf = self.commitlog.reserve(total)
+        phys = mf.file_from_offset + mf.wrote_position
+        born_ip = _host_bytes("127.0.0.1")
+        parts: list[bytes | memoryview] = []
+        ends = []
+        for (_, queue_id), first, tail in zip(queues, firsts, tails):
+            size = HEADER_SIZE + body_len + len(tail)
+            base = QUEUE_OFFSET.pack(first)
+            parts += (record_head(size, crc32(rest, crc32(base)) & 0x7FFFFFFF, queue_id, 0, first, phys,
+                                  INNER_BATCH_FLAG, born_timestamp or now, born_ip, 0, now, self._store_ip,
+                                  self._store_port, 0, 0, body_len), base, rest, tail)
+            phys += size
+            ends.append((phys, size))
+        mf.write(b"".join(parts))
+        waiter = None
+        for (topic, queue_id), first, (end, size) in zip(queues, firsts, ends):
+            waiter = self._finish_put(topic, queue_id, first, CQ_ENTRY.pack(end - size, -size, 0), 1, end, size)
+        if waiter is not None:  # the last one's flush covers them all
+            await waiter
+        return firsts

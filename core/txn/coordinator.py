@@ -7,7 +7,7 @@ on, so a restart (even after SIGKILL) replays them: open transactions reopen (an
 timeout runs on), transactions killed between EndTxn and their markers are completed. The
 states and records are docs/semantics.md's "Transactions that write in place".
 
-It writes only markers, through the ``put_marker`` it is given (the Broker's put path), and
+It writes only markers, through the ``put_markers`` it is given (the Broker's put path), and
 commits a transaction's offsets through ``commit_offset``; it never reads messages.
 """
 
@@ -42,8 +42,9 @@ FIRST_PRODUCER_ID: Final = 1 << 32  # transactional producer ids, apart from ide
 _MAX_EPOCH: Final = 32766  # past it the id gets a new producer id (epoch 32767 is reserved)
 
 Queue = tuple[str, int]
-# (topic, queue id, control batch, its timestamp) -> the marker's offset
-PutMarker = Callable[[str, int, bytes, int], Awaitable[int]]
+# (queues, control batch, its timestamp) -> each queue's marker offset, or TopicNotFound for a
+# queue whose topic was deleted; any other refusal (a full disk) is raised for them all
+PutMarkers = Callable[[list[Queue], bytes, int], Awaitable[list[int | TopicNotFound]]]
 
 # a control record: key = version 0 and type (0 abort, 1 commit), value = version 0 and
 # the coordinator epoch (one coordinator here: 0), as Kafka writes its markers
@@ -103,25 +104,17 @@ class TxnMetadata:
                    last_producer_id=int(last_pid), last_producer_epoch=int(last_epoch))
 
 
-async def _settled(put: Awaitable[int]) -> int | BaseException:
-    """A marker put's offset, or the exception it raised (as gather's return_exceptions)."""
-    try:
-        return await put
-    except Exception as exc:  # noqa: BLE001 - sorted by the caller, as gather's outcomes
-        return exc
-
-
 class TxnCoordinator:
     """Every transactional id of this broker (it coordinates all of them)."""
 
-    def __init__(self, config_dir: str, *, put_marker: PutMarker, max_offset: Callable[[str, int], int],
+    def __init__(self, config_dir: str, *, put_markers: PutMarkers, max_offset: Callable[[str, int], int],
                  min_offset: Callable[[str, int], int],
                  commit_offset: Callable[[str, str, int, int, str | None], None],
                  notify: Callable[[str, int, int], None], sync: bool,
                  max_timeout_ms: int = MAX_TIMEOUT_MS, check_interval_ms: int = 1000,
                  clock: Callable[[], int] = now_ms) -> None:
         self.log = CoordinatorLog(os.path.join(config_dir, "transactions.log"), sync=sync)
-        self._put_marker = put_marker
+        self._put_markers = put_markers
         self._max_offset = max_offset
         self._min_offset = min_offset
         self._commit_offset = commit_offset
@@ -398,21 +391,15 @@ class TxnCoordinator:
         pid = meta.producer_id
         for topic, queue_id in meta.partitions:  # before the markers: readers must skip them
             self._queue(topic, queue_id)
-        # one control batch for every queue (a put copies it, with the queue's offset)
+        # one control batch for every queue (the put copies it, with each queue's offset); a
+        # refused put (a full disk) raises: the transaction stays prepared, and the id's next
+        # request, or a restart, writes its markers again
         now = now_ms()
         batch = build_batch([Record(0, 0, _MARKER_KEYS[commit], _MARKER_VALUE)], base_timestamp=now,
                             producer_id=pid, producer_epoch=meta.producer_epoch, transactional=True, control=True)
-        if self.log.sync:  # every queue's marker at once: they share the group commit
-            markers = await asyncio.gather(*(self._put_marker(topic, queue_id, batch, now)
-                                             for topic, queue_id in meta.partitions), return_exceptions=True)
-        else:  # a put returns once stored, without waiting: no task per marker
-            markers = [await _settled(self._put_marker(topic, queue_id, batch, now))
-                       for topic, queue_id in meta.partitions]
-        for marker in markers:  # a refused marker (a full disk): the transaction stays prepared
-            if isinstance(marker, BaseException) and not isinstance(marker, TopicNotFound):
-                raise marker  # and the id's next request, or a restart, writes its markers again
+        markers = await self._put_markers(list(meta.partitions), batch, now)
         for ((topic, queue_id), first), marker in zip(meta.partitions.items(), markers):
-            if isinstance(marker, BaseException):  # the topic went away: nothing there to end
+            if isinstance(marker, TopicNotFound):  # the topic went away: nothing there to end
                 log.warning("no %s marker in %s-%d for %r: %s", "commit" if commit else "abort",
                             topic, queue_id, meta.transactional_id, marker)
                 marker = -1

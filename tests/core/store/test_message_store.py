@@ -82,6 +82,45 @@ def test_inner_batch_indexes_n_offsets(small_config):
     run(main())
 
 
+def test_a_control_batch_goes_to_every_queue_in_one_write_as_an_inner_batch_would(small_config):
+    """put_control_batch (a transaction's markers): one record per queue, each as
+    put_inner_batch stores it (base offset rewritten, body CRC, INNER_NUM), contiguous in the
+    log, each at its queue's next offset, their CRCs right; they survive a crash."""
+    from rocketport.core.store.record import parse_record_info
+
+    from .helpers import crash
+
+    marker = build_batch([Record(0, 0, b"\0\0\0\1", b"\0\0\0\0\0\0")], base_timestamp=5_000,
+                         producer_id=1 << 32, producer_epoch=3, transactional=True, control=True)
+    queues = [("K", 0), ("K", 2), ("L", 1)]
+
+    async def main():
+        async with open_store(small_config) as store:
+            for topic, queue_id in (("K", 0), ("K", 0), ("L", 1)):
+                await store.put_message(Message(topic, b"data", queue_id=queue_id))
+            alone = await store.put_inner_batch("K", 3, marker, 1, born_timestamp=5_000)
+            assert await store.put_control_batch(queues, marker, 5_000) == [2, 0, 1]
+            views = [store.get_messages(t, q, o, 1).segments[0].view for (t, q), o in zip(queues, [2, 0, 1])]
+            for view in views:
+                parse_record_info(view, 0, len(view), True)  # BadRecord on a wrong body CRC
+            records = [decode_record(view) for view in views]
+            expected = decode_record(store.get_messages("K", 3, 0, 1).segments[0].view)
+            phys = alone.commit_log_offset + alone.wrote_bytes
+            for (topic, queue_id), offset, record in zip(queues, [2, 0, 1], records):
+                assert (record.topic, record.queue_id, record.queue_offset) == (topic, queue_id, offset)
+                assert record.commit_log_offset == phys  # one after another
+                assert int.from_bytes(record.body[:8], "big") == offset
+                assert record.body[8:] == expected.body[8:] and record.properties == expected.properties
+                assert (record.sys_flag, record.born_timestamp) == (expected.sys_flag, expected.born_timestamp)
+                phys += record.store_size
+            assert [store.max_offset(t, q) for t, q in queues] == [3, 1, 2]
+            await crash(store)
+        async with open_store(small_config) as store:
+            assert [store.max_offset(t, q) for t, q in queues] == [3, 1, 2]
+            assert store.get_messages("L", 1, 1, 1).segments[0].batch_base == 1
+    run(main())
+
+
 def test_max_message_size_and_bad_input(small_config):
     cfg = small_config.with_overrides(max_message_size=2048)
     async def main():

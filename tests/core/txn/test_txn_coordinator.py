@@ -269,13 +269,13 @@ def test_a_marker_the_store_refuses_leaves_the_transaction_prepared_until_it_is_
     async def main() -> None:
         refuse, written = [True], []
 
-        async def put_marker(topic: str, queue_id: int, batch: bytes, timestamp: int) -> int:
+        async def put_markers(queues: list[tuple[str, int]], batch: bytes, timestamp: int) -> list[int]:
             if refuse[0]:
                 raise DiskFull("no space left")
-            written.append((topic, queue_id))
-            return 7
+            written.extend(queues)
+            return [7] * len(queues)
 
-        coordinator = TxnCoordinator(str(tmp_path), put_marker=put_marker, max_offset=lambda t, q: 5,
+        coordinator = TxnCoordinator(str(tmp_path), put_markers=put_markers, max_offset=lambda t, q: 5,
                                      min_offset=lambda t, q: 0, commit_offset=lambda *a: None,
                                      notify=lambda *a: None, sync=False)
         coordinator.load()
