@@ -428,6 +428,13 @@ def _code_needles(codes: frozenset[int]) -> tuple[bytes, ...]:
 
 
 def _inner_count(record: memoryview) -> int:
-    """INNER_NUM of an inner-batch record, read without decoding the other properties."""
+    """INNER_NUM of an inner-batch record, read without decoding the other properties;
+    the batch's own count where INNER_NUM is torn (properties are outside the body CRC:
+    recovery indexes such a record by that count too)."""
     value = property_bytes(topic_and_properties(record)[2], _INNER_NUM_NEEDLES)
-    return int(value) if value else 1
+    if not value:
+        return 1
+    try:
+        return int(value)
+    except ValueError:
+        return parse_header(record, HEADER_SIZE).records_count

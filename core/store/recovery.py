@@ -110,7 +110,7 @@ class StoreRecovery:
             return False
         if msg.topic != cq.topic or msg.queue_id != cq.queue_id or len(rec) != abs(size):
             return False
-        count = int(msg.properties.get(PROPERTY_INNER_NUM, 1)) if size < 0 else 1
+        count = _inner_num(msg.properties) if size < 0 else 1
         return msg.queue_offset <= cq.max_offset - 1 < msg.queue_offset + count
 
     def _dispatch_from_record(self, phys: int, info: RecordInfo) -> _Dispatch:
@@ -123,13 +123,17 @@ class StoreRecovery:
         if not info.sys_flag & INNER_BATCH_FLAG:
             entries = CQ_ENTRY.pack(phys, size, self._code_of(topic, props))
             return _Dispatch(topic, info.queue_id, info.queue_offset, entries, phys + size)
-        count = int(props.get(PROPERTY_INNER_NUM, "1"))
+        count = _inner_num(props)
         view = self.commitlog.slice(phys, size)
         body = view[info.body_offset:info.body_offset + info.body_length]
         try:  # INNER_NUM must be what the stored batch says: never trust it to size the queue
             stated = parse_header(body).records_count
         except ValueError:
             stated = -1
+        if count == -1 and stated >= 1:  # torn properties, whole body: the batch's count
+            log.warning("inner batch at %d: INNER_NUM unreadable; indexed by the batch's %d records",
+                        phys, stated)
+            count = stated
         if stated != count or count < 1:
             log.warning("inner batch at %d: INNER_NUM %d but the batch holds %d records; "
                         "indexed as one entry", phys, count, stated)
@@ -150,4 +154,15 @@ class StoreRecovery:
                 topic, {**props, PROPERTY_TAGS: tag} if tag else props)) for tag in set(tags)}
             entries = b"".join(map(entry.__getitem__, tags))
         return _Dispatch(topic, info.queue_id, info.queue_offset, entries, phys + size)
+
+
+def _inner_num(props: dict[str, str]) -> int:
+    """A record's INNER_NUM, or -1 when it is not a number: properties are outside the
+    body CRC, so a torn tail can leave a record whose body checks and whose properties do
+    not (seen: "3\\x00"); dispatch then indexes the record by the batch's own count (as
+    the reader reads it), and the tail check takes its queue for damaged (rebuilt)."""
+    try:
+        return int(props.get(PROPERTY_INNER_NUM, "1"))
+    except ValueError:
+        return -1
 

@@ -146,3 +146,29 @@ def test_checkpoint_codec_round_trip():
     cp = Checkpoint(10, 9, 8, 7, 6, {("A", 0): 5, ("B", 3): 100})
     assert Checkpoint.decode(cp.encode()) == cp
     assert Checkpoint.decode(cp.encode()[:-1]) is None
+
+
+def test_torn_properties_of_a_stored_batch_do_not_stop_recovery(small_config):
+    """Properties are outside the body CRC: a torn tail that zeroes only the end of a
+    stored batch's properties (INNER_NUM "3\\x00") left a store that could not open."""
+    from rocketport.core.batch import Record, build_batch
+
+    async def main():
+        store = MessageStore(small_config)
+        store.open()
+        await store.start()
+        await store.put_message(Message("K", b"before", queue_id=0))
+        batch = build_batch([Record(i, 0, None, b"v%d" % i) for i in range(3)], base_timestamp=1)
+        r = await store.put_inner_batch("K", 0, batch, 3)
+        end = store.commitlog.max_offset
+        await crash(store)
+        seg = _segment_holding(small_config, end)
+        with open(seg, "r+b") as f:  # the record ends "...INNER_NUM\x013\x02": keep the 3
+            f.seek(end - int(os.path.basename(seg)) - 1)
+            f.write(b"\0")
+        async with open_store(small_config) as store:
+            # the batch's body checks: it stays, indexed by its own count of records
+            assert store.max_offset("K", 0) == 4 and r.queue_offset == 1
+            assert [o for o, _ in drain(store, "K", 0)] == [0, 1, 2, 3]
+            assert drain(store, "K", 0)[0] == (0, b"before")
+    run(main())
