@@ -31,6 +31,10 @@ class DeliveryRole:
             group = self._delivery_groups[name] = DeliveryGroup(self, name, sources, start=start)  # type: ignore[arg-type]
         return group
 
+    def open_delivery_group(self, name: str) -> DeliveryGroup | None:
+        """The group ``name`` if it is open (has been used since the broker started)."""
+        return self._delivery_groups.get(name)
+
     async def drop_delivery_group(self, name: str, *, forget_offsets: bool = True) -> None:
         """Close the group; with ``forget_offsets`` its offsets and subscription group go
         too (an auto-delete queue, a non-durable subscription)."""

@@ -646,9 +646,7 @@ class StompSession(Session):
         """(group, where a new group starts, whether the group ends with the subscription)."""
         if dest.kind == QUEUE:
             return destinations.queue_group(dest, headers.get("x-group")), "first", False
-        durable = headers.get("x-durable-name") or headers.get("activemq.subscriptionName")
-        if not durable and headers.get("durable") == "true":  # RabbitMQ: the id names it
-            durable = sub_id
+        durable = _durable_name(headers, sub_id)
         if durable:
             return destinations.group_name(durable), "last", False
         return f"stomp-sub-{secrets.token_hex(8)}", "last", True
@@ -669,13 +667,28 @@ class StompSession(Session):
         sub_id = frame.headers.get("id")
         if sub_id is None and self.conn.version == V10:
             sub_id = frame.headers.get("destination")
-        if sub_id is None:
+        durable = _durable_name(frame.headers, sub_id)
+        if sub_id is None and not durable:
             raise StompError("UNSUBSCRIBE needs an id header")
-        s = self._subs.pop(sub_id, None)
-        if s is None:
+        s = self._subs.pop(sub_id, None) if sub_id is not None else None
+        if s is None and not durable:
             raise StompError(f"no subscription {sub_id[:64]!r}")
-        del self._by_serial[s.serial]
-        await self._release(s)
+        if s is not None:
+            del self._by_serial[s.serial]
+            await self._release(s)
+        if durable:  # ActiveMQ and RabbitMQ: UNSUBSCRIBE naming it removes a durable subscription
+            await self._remove_durable(destinations.group_name(durable))
+
+    async def _remove_durable(self, name: str) -> None:
+        """Drop a durable subscription's group and its offsets, unless a subscriber still
+        uses it (ActiveMQ refuses to remove an active durable subscriber, too)."""
+        if self.account is not None and not self.account.permits(group_resource(name), SUB):
+            raise StompError(f"No permission to remove the durable subscription {name} "
+                             f"(login={self.account.access_key})")
+        group = self.broker.open_delivery_group(name)
+        if group is not None and group.consumer_count:
+            raise StompError(f"durable subscription {name!r} is in use by {group.consumer_count} subscriber(s)")
+        await self.broker.drop_delivery_group(name, forget_offsets=True)
 
     async def _release(self, s: _Subscription) -> None:
         if s.sub is not None:
@@ -785,3 +798,14 @@ class StompSession(Session):
         "SEND": _send, "SUBSCRIBE": _subscribe, "UNSUBSCRIBE": _unsubscribe, "ACK": _ack,
         "NACK": _nack, "BEGIN": _begin, "COMMIT": _commit, "ABORT": _abort,
     }
+
+
+def _durable_name(headers: dict[str, str], sub_id: str | None) -> str | None:
+    """The durable subscription a SUBSCRIBE or UNSUBSCRIBE names: ours (x-durable-name),
+    ActiveMQ's (activemq.subscriptionName) or RabbitMQ's (durable or persistent: true, named
+    by the id)."""
+    name = headers.get("x-durable-name") or headers.get("activemq.subscriptionName")
+    if not name and "true" in (headers.get("durable"), headers.get("persistent")):
+        name = sub_id
+    return name or None
+

@@ -301,3 +301,39 @@ def test_properties_named_like_message_headers_do_not_reach_the_frame(stomp_brok
     assert headers["color"] == "red"
     conn.ack(headers["ack"])
     conn.disconnect()
+
+
+@pytest.mark.parametrize("how", [{"activemq.subscriptionName": "gone"}, {"durable": "true"}])
+def test_unsubscribe_naming_a_durable_subscription_removes_it(stomp_broker, how):
+    """ActiveMQ (activemq.subscriptionName) and RabbitMQ (durable:true, named by the id):
+    UNSUBSCRIBE with the name ends the durable subscription; what is sent after it is not
+    kept for it, and subscribing again starts afresh."""
+    sub_id = "gone" if "durable" in how else "d"
+    conn, listener = connect(stomp_broker)
+    conn.subscribe("/topic/removed", id=sub_id, ack="auto", headers=dict(how), receipt="sub")
+    listener.wait_receipt("sub")
+    conn.unsubscribe(id=sub_id, headers=dict(how), receipt="unsub")
+    listener.wait_receipt("unsub")
+    send_all(stomp_broker, "/topic/removed", [b"after-removal"])
+    conn.subscribe("/topic/removed", id=sub_id, ack="auto", headers=dict(how), receipt="again")
+    listener.wait_receipt("again")
+    send_all(stomp_broker, "/topic/removed", [b"fresh"])
+    assert bodies(listener.wait_messages(1)) == [b"fresh"]
+    time.sleep(0.3)
+    assert bodies(listener.messages) == [b"fresh"]
+    conn.disconnect()
+
+
+def test_unsubscribe_refuses_to_remove_a_durable_subscription_in_use(stomp_broker):
+    user, _ = connect(stomp_broker)
+    user.subscribe("/topic/busy", id="u", ack="auto", headers={"x-durable-name": "busy"}, receipt="s")
+    _.wait_receipt("s")
+    raw = RawClient(endpoint(stomp_broker))
+    raw.send(b"CONNECT\naccept-version:1.2\nhost:x\n\n\0")
+    assert raw.frame().startswith(b"CONNECTED")
+    raw.send(b"UNSUBSCRIBE\nactivemq.subscriptionName:busy\nreceipt:7\n\n\0")
+    error = raw.frame()
+    assert error.startswith(b"ERROR\n") and b"receipt-id:7" in error and b"in use" in error
+    send_all(stomp_broker, "/topic/busy", [b"still-here"])
+    assert bodies(_.wait_messages(1)) == [b"still-here"]
+    user.disconnect()
