@@ -1,34 +1,55 @@
 """AMQP 0-9-1 front-end end to end, with RabbitMQ beside it in the same run and client.
 
-Run: python bench/amqp_bench.py [--messages N] [--skip-rabbitmq] [--only CASES]
+Run: python bench/amqp_bench.py [--messages N] [--raw-messages N] [--raw-sync-messages N]
+     [--passes N] [--skip-rabbitmq] [--only CASES]
 Starts Rocketport as a subprocess (`python -m rocketport broker`, uvloop, a temporary store)
 and, unless --skip-rabbitmq, a private RabbitMQ node (bench/peers/rabbitmq.py), and prints
 one JSON object per measurement: {"bench": "amqp", "case": ..., "value": ..., "unit": ...,
 "floor": ..., "peer": "rabbitmq", "peer_value": ...}, with the broker's CPU microseconds per
-message beside throughput rows.
+message (`cpu_us_per_msg`, `peer_cpu_us_per_msg`) and the client's, i.e. this process's
+time.process_time() (`client_cpu_us_per_msg`, `peer_client_cpu_us_per_msg`), beside
+throughput rows.
 
-Cases (persistent messages into a durable queue through the default exchange):
-- publish_{100B,1KiB}_pika: pika (SelectConnection) publishes with confirms, one wait per
-  1,000 (the next 1,000 go out when the previous ones are confirmed). Rocketport on
+Cases (persistent messages into a durable queue through the default exchange; --only picks
+them by the name in brackets):
+- publish_{100B,1KiB}_pika [pika]: pika (SelectConnection) publishes with confirms, one wait
+  per 1,000 (the next 1,000 go out when the previous ones are confirmed). Rocketport on
   SYNC_FLUSH, as RabbitMQ confirms after its fsync. Floor: 2x RabbitMQ's.
-- drain_{100B,1KiB}_pika: pika (BlockingConnection) consumes what was published, prefetch
-  1,000, ack multiple every 100. Floor: 2x RabbitMQ's.
-- publish_{100B,1KiB}_aio_pika / drain_{100B,1KiB}_aio_pika: the same two cases with
-  aio-pika (uvloop; publishes gathered 1,000 at a time, each confirmed; the drain reads the
-  queue's iterator), the other client the issue names. Floor: 2x RabbitMQ's.
-- publish_100B_raw / drain_100B_raw: a pipelined client of this benchmark's own
-  (pre-encoded frames, 10,000 unconfirmed publishes in flight; the drain counts deliveries
-  from frame headers) on ASYNC_FLUSH: the broker's ceiling, not a library's. Floors
-  150,000 and 200,000 msg/s.
-- latency_{1000,10000}_per_s: pika publishes 100 B messages stamped with the send time at
-  that rate for 5 s; a consumer (no_ack, its own connection) records receive - send; p50
+- drain_{100B,1KiB}_pika [pika]: pika (BlockingConnection) consumes what was published,
+  prefetch 1,000, ack multiple every 100. Floor: 2x RabbitMQ's. The row carries `ceiling`.
+- drain_{100B,1KiB}_pika_ceiling [ceiling, with pika]: the same pika drain against
+  bench/amqp_frames_server.py, a server that only writes pre-rendered deliveries (same
+  window, same properties) and stores nothing: what pika itself can take on this machine,
+  whatever the broker; one pass after the brokers' turns in each pass.
+- publish_{100B,1KiB}_aio_pika / drain_{100B,1KiB}_aio_pika [aio_pika]: the same two cases
+  with aio-pika (uvloop; publishes gathered 1,000 at a time, each confirmed; the drain reads
+  the queue's iterator), the other client the issue names. Floor: 2x RabbitMQ's.
+- publish_100B_raw / drain_100B_raw [raw]: a pipelined client of this benchmark's own
+  (pre-encoded frames, confirms on, up to 10,000 publishes unconfirmed in flight; the drain
+  counts deliveries from frame headers, prefetch 1,000, ack multiple every 100) on
+  ASYNC_FLUSH: the broker's ceiling, not a library's. Floors 150,000 and 200,000 msg/s.
+- publish_100B_raw_confirm / drain_100B_raw_sync [raw_sync]: the raw client against
+  Rocketport on SYNC_FLUSH and RabbitMQ: publishes pre-encoded, one confirm wait per 1,000
+  (as the pika publish), then the raw drain of them (--raw-sync-messages, default 100,000):
+  the broker-against-broker ratio with no library in the way. Floor: 2x RabbitMQ's.
+- latency_{1000,10000}_per_s_{async,sync} [latency]: pika publishes 100 B messages
+  (BlockingConnection, no confirms), each stamped with time.perf_counter_ns()
+  (CLOCK_MONOTONIC, one clock for all processes), paced at that rate for 5 s by sleeping
+  until each is due (no busy-wait: the machine's other core is the broker's); a pika
+  consumer (prefetch 1,000, ack every 100) in its own process records receive - send; p50
   and p99 in ms. Floor for p99 at 1,000 msg/s: RabbitMQ's.
+- latency_1000_per_s_raw_{async,sync} [raw_latency]: the same at 1,000 msg/s with raw
+  clients: pre-encoded publishes written by an asyncio publisher in this process (its
+  timers have about 1 ms of grain, so a late wake-up sends the ones due back to back), a
+  raw consumer (uvloop) in its own process taking a body's receive time when the read that
+  completed it returned: the broker's own tail. Floor for p99: RabbitMQ's.
 Two Rocketport brokers (SYNC_FLUSH and ASYNC_FLUSH) and RabbitMQ run at once; every case runs
 --passes times per broker, the brokers taking turns (who goes first alternates): throughput
 rows give the best pass with every pass (`runs`, `peer_runs`), latency rows the median pass
-by p99 and the worst p99. Latency runs on both Rocketport flush modes: RabbitMQ hands a
-persistent message to consumers before its fsync, as Rocketport does under ASYNC_FLUSH;
-under SYNC_FLUSH the store makes a message visible after the fsync that covers it.
+by p99, the worst p99 and every pass's [p50, p99]. Latency runs on both Rocketport flush
+modes against the one RabbitMQ: RabbitMQ hands a persistent message to consumers before its
+fsync, as Rocketport does under ASYNC_FLUSH; under SYNC_FLUSH the store makes a message
+visible after the fsync that covers it.
 """
 
 from __future__ import annotations
@@ -36,6 +57,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import shutil
 import statistics
@@ -43,7 +65,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +74,7 @@ import aio_pika
 import pika
 import uvloop
 from pamqp import commands, frame
+from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -68,8 +90,10 @@ LATENCY_SECONDS = 5.0
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 _FRAME_HEAD = struct.Struct(">BHI")
 _U64 = struct.Struct(">Q")
+_I64 = struct.Struct(">q")
 _DELIVER = struct.pack(">I", (60 << 16) | 60)
 _ACK = struct.pack(">I", (60 << 16) | 80)
+_NACK = struct.pack(">I", (60 << 16) | 120)
 
 
 def emit(case: str, value: float, unit: str, floor: float | None = None, **extra: Any) -> None:
@@ -185,46 +209,84 @@ def pika_drain(port: int, count: int) -> float:
     return elapsed
 
 
-def pika_latency(port: int, rate: int) -> tuple[float, float]:
-    """p50 and p99 (ms) of publish-to-delivery at ``rate`` msg/s for LATENCY_SECONDS."""
-    total = int(rate * LATENCY_SECONDS)
-    latencies: list[float] = []
-    ready = threading.Event()
+def _pace(rate: int, total: int, publish: Callable[[int], None]) -> None:
+    """Call ``publish(i)`` for i in 0..total-1, the i-th due at start + i / rate, sleeping
+    (not spinning) until each is due: the broker needs the core a busy-wait would take. A
+    late sleep makes the next few go out back to back."""
+    start = time.perf_counter()
+    for i in range(total):
+        wait = start + i / rate - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)
+        publish(i)
 
-    def consume() -> None:
+
+def _pika_consumer(port: int, total: int, pipe) -> None:
+    """The latency consumer's process: pika (BlockingConnection), prefetch 1,000, ack
+    multiple every 100; sends "ready" once consuming, then the receive - send times (ms)."""
+    latencies: list[float] = []
+    try:
         with pika.BlockingConnection(_params(port)) as conn:
             ch = conn.channel()
             ch.basic_qos(prefetch_count=PREFETCH)
 
             def on_message(ch_, method, props, body) -> None:
-                latencies.append(time.perf_counter() - struct.unpack_from(">d", body)[0])
-                if len(latencies) % ACK_EVERY == 0:
+                latencies.append((time.perf_counter_ns() - _I64.unpack_from(body)[0]) / 1e6)
+                if len(latencies) % ACK_EVERY == 0 or len(latencies) == total:
                     ch_.basic_ack(method.delivery_tag, multiple=True)
+                if len(latencies) >= total:
+                    ch_.stop_consuming()
             ch.basic_consume(QUEUE, on_message)
-            ready.set()
-            deadline = time.monotonic() + LATENCY_SECONDS + 30
-            while len(latencies) < total and time.monotonic() < deadline:
-                conn.process_data_events(time_limit=0.1)
-    consumer = threading.Thread(target=consume)
-    consumer.start()
-    ready.wait(30)
-    time.sleep(0.2)
-    with pika.BlockingConnection(_params(port)) as conn:
-        ch = conn.channel()
-        props = pika.BasicProperties(delivery_mode=2)
-        start = time.perf_counter()
-        pad = b"x" * 92
-        for i in range(total):
-            due = start + i / rate
-            while (now := time.perf_counter()) < due:
-                if due - now > 0.002:
-                    time.sleep(due - now - 0.001)
-            ch.basic_publish("", QUEUE, struct.pack(">d", time.perf_counter()) + pad, props)
-    consumer.join(LATENCY_SECONDS + 60)
+            conn.call_later(LATENCY_SECONDS + 30, ch.stop_consuming)
+            pipe.send("ready")
+            ch.start_consuming()
+        pipe.send(latencies)
+    except Exception as exc:  # noqa: BLE001 - reported by the parent
+        pipe.send(f"consumer failed: {exc!r}")
+
+
+def _latency_run(port: int, rate: int, consumer: Callable, publish_all: Callable[[int], None]) -> tuple[float, float]:
+    """Start ``consumer(port, total, pipe)`` in its own process, publish with
+    ``publish_all(total)`` once it consumes, and return p50 and p99 (ms) of its times."""
+    total = int(rate * LATENCY_SECONDS)
+    ctx = multiprocessing.get_context("spawn")
+    here, there = ctx.Pipe()
+    proc = ctx.Process(target=consumer, args=(port, total, there), daemon=True)
+    proc.start()
+    try:
+        if not here.poll(60):
+            raise RuntimeError("the latency consumer did not start")
+        if (ready := here.recv()) != "ready":
+            raise RuntimeError(ready)
+        time.sleep(0.2)
+        publish_all(total)
+        if not here.poll(LATENCY_SECONDS + 60):
+            raise RuntimeError("the latency consumer did not answer")
+        latencies = here.recv()
+    finally:
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+    if isinstance(latencies, str):
+        raise RuntimeError(latencies)
     if len(latencies) < total:
         raise RuntimeError(f"only {len(latencies)} of {total} delivered")
-    ms = sorted(x * 1000 for x in latencies)
+    ms = sorted(latencies)
     return statistics.median(ms), ms[int(len(ms) * 0.99) - 1]
+
+
+def pika_latency(port: int, rate: int) -> tuple[float, float]:
+    """p50 and p99 (ms) of publish-to-delivery at ``rate`` msg/s for LATENCY_SECONDS: pika
+    publishes (BlockingConnection, persistent, no confirms) from this process, each body
+    stamped with time.perf_counter_ns() (CLOCK_MONOTONIC: one clock for every process);
+    a pika consumer in its own process takes receive - send."""
+    def publish_all(total: int) -> None:
+        with pika.BlockingConnection(_params(port)) as conn:
+            ch = conn.channel()
+            props = pika.BasicProperties(delivery_mode=2)
+            pad = b"x" * 92
+            _pace(rate, total, lambda i: ch.basic_publish("", QUEUE, _I64.pack(time.perf_counter_ns()) + pad, props))
+    return _latency_run(port, rate, _pika_consumer, publish_all)
 
 
 # ---------------------------------------------------------------------- aio-pika clients
@@ -314,9 +376,7 @@ async def raw_publish(port: int, count: int, size: int) -> float:
     client = await RawClient.connect(port)
     client.send(1, commands.Confirm.Select())
     await client.expect(commands.Confirm.SelectOk)
-    one = (frame.marshal(commands.Basic.Publish(exchange="", routing_key=QUEUE), 1)
-           + frame.marshal(ContentHeader(body_size=size, properties=commands.Basic.Properties(delivery_mode=2)), 1)
-           + frame.marshal(_body(size), 1))
+    one = _publish_frames(size)
     chunk = one * 100
     confirmed = sent = 0
     buf = client.buf
@@ -344,9 +404,48 @@ async def raw_publish(port: int, count: int, size: int) -> float:
     return elapsed
 
 
-def _body(size: int):
-    from pamqp.body import ContentBody
-    return ContentBody(b"x" * size)
+def _publish_frames(size: int) -> bytes:
+    """basic.publish to QUEUE through the default exchange, its content header (persistent)
+    and a body of ``size`` octets, framed on channel 1."""
+    return (frame.marshal(commands.Basic.Publish(exchange="", routing_key=QUEUE), 1)
+            + frame.marshal(ContentHeader(body_size=size, properties=commands.Basic.Properties(delivery_mode=2)), 1)
+            + frame.marshal(ContentBody(b"x" * size), 1))
+
+
+async def raw_publish_confirm(port: int, count: int, size: int) -> float:
+    """Seconds to publish ``count`` persistent messages with confirms, pre-encoded, one wait
+    per 1,000 (written in one go; the next 1,000 once the broker confirmed them all)."""
+    client = await RawClient.connect(port)
+    client.send(1, commands.Confirm.Select())
+    await client.expect(commands.Confirm.SelectOk)
+    one = _publish_frames(size)
+    batch = one * CONFIRM_BATCH
+    confirmed = sent = 0
+    buf = client.buf
+    start = time.perf_counter()
+    while confirmed < count:
+        if confirmed >= sent:
+            n = min(CONFIRM_BATCH, count - sent)
+            client.writer.write(batch if n == CONFIRM_BATCH else one * n)
+            sent += n
+        data = await client.reader.read(1 << 16)
+        if not data:
+            raise ConnectionError("closed")
+        buf += data
+        pos = 0
+        while len(buf) - pos >= 7:
+            kind, _, length = _FRAME_HEAD.unpack_from(buf, pos)
+            if len(buf) - pos < length + 8:
+                break
+            if kind == 1 and buf[pos + 7:pos + 11] == _ACK:
+                confirmed = max(confirmed, _U64.unpack_from(buf, pos + 11)[0])
+            elif kind == 1 and buf[pos + 7:pos + 11] == _NACK:
+                raise RuntimeError("the broker nacked a publish")
+            pos += length + 8
+        del buf[:pos]
+    elapsed = time.perf_counter() - start
+    await client.close()
+    return elapsed
 
 
 async def raw_drain(port: int, count: int) -> float:
@@ -383,37 +482,126 @@ async def raw_drain(port: int, count: int) -> float:
     return elapsed
 
 
+def _raw_consumer(port: int, total: int, pipe) -> None:
+    """The raw latency consumer's process (uvloop): prefetch 1,000, ack multiple every 100;
+    a body's receive time is when the read that completed it returned."""
+    try:
+        pipe.send(uvloop.run(_raw_consume(port, total, pipe)))
+    except Exception as exc:  # noqa: BLE001 - reported by the parent
+        pipe.send(f"consumer failed: {exc!r}")
+
+
+async def _raw_consume(port: int, total: int, pipe) -> list[float]:
+    client = await RawClient.connect(port)
+    client.send(1, commands.Basic.Qos(prefetch_count=PREFETCH))
+    await client.expect(commands.Basic.QosOk)
+    client.send(1, commands.Basic.Consume(queue=QUEUE, consumer_tag="raw-latency", no_ack=False))
+    await client.expect(commands.Basic.ConsumeOk)
+    pipe.send("ready")
+    buf = client.buf
+    latencies: list[float] = []
+    tag = acked = 0
+    while len(latencies) < total:
+        data = await asyncio.wait_for(client.reader.read(1 << 16), LATENCY_SECONDS + 30)
+        now = time.perf_counter_ns()
+        if not data:
+            raise ConnectionError("closed")
+        buf += data
+        pos = 0
+        while len(buf) - pos >= 7:
+            kind, _, length = _FRAME_HEAD.unpack_from(buf, pos)
+            if len(buf) - pos < length + 8:
+                break
+            if kind == 1 and buf[pos + 7:pos + 11] == _DELIVER:
+                tag = _U64.unpack_from(buf, pos + 12 + buf[pos + 11])[0]
+            elif kind == 3:
+                latencies.append((now - _I64.unpack_from(buf, pos + 7)[0]) / 1e6)
+            pos += length + 8
+        del buf[:pos]
+        if len(latencies) - acked >= ACK_EVERY or len(latencies) >= total:
+            client.writer.write(frame.marshal(commands.Basic.Ack(tag, multiple=True), 1))
+            acked = len(latencies)
+    await client.writer.drain()
+    await client.close()
+    return latencies
+
+
+async def _raw_paced_publish(port: int, rate: int, total: int) -> None:
+    """Pre-encoded persistent 100 B publishes (no confirms), each body's first 8 octets the
+    send time (perf_counter_ns), written one at a time at ``rate``: asyncio sleeps until the
+    next is due (the loop's timers have about 1 ms of grain, so at 1,000 msg/s a late wake-up
+    sends the ones due back to back)."""
+    client = await RawClient.connect(port)
+    full = _publish_frames(100)
+    head, tail = full[:-101], full[-93:]  # up to the body's payload; its last 92 octets and frame end
+    start = time.perf_counter()
+    for i in range(total):
+        wait = start + i / rate - time.perf_counter()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        client.writer.write(head + _I64.pack(time.perf_counter_ns()) + tail)
+    await client.writer.drain()
+    await client.close()
+
+
+def raw_latency(port: int, rate: int) -> tuple[float, float]:
+    """p50 and p99 (ms) of publish-to-delivery at ``rate`` msg/s with the raw clients: the
+    paced publisher in this process, the consumer in its own."""
+    return _latency_run(port, rate, _raw_consumer, lambda total: asyncio.run(_raw_paced_publish(port, rate, total)))
+
+
 # ---------------------------------------------------------------------- cases
-def throughput(target: Target, fn: Callable[[], float], count: int) -> tuple[float, float]:
-    """msg/s and broker CPU µs per message."""
+def throughput(target: Target, fn: Callable[[], float], count: int) -> tuple[float, float, float]:
+    """msg/s, broker CPU µs per message and client (this process) CPU µs per message."""
     cpu0 = cpu_seconds(target.pid, target.group)
+    client0 = time.process_time()
     elapsed = fn()
+    client = time.process_time() - client0
     cpu = cpu_seconds(target.pid, target.group) - cpu0
-    return count / elapsed, cpu * 1e6 / count
+    return count / elapsed, cpu * 1e6 / count, client * 1e6 / count
+
+
+def ceiling_drain(count: int, size: int) -> tuple[float, float, float]:
+    """The pika drain against bench/amqp_frames_server.py (pre-rendered deliveries only):
+    what pika itself can take; the server's CPU in the middle."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                          "amqp_frames_server.py"), str(port), str(count), str(size)])
+    try:
+        wait_for_port(port, proc)
+        return throughput(Target("ceiling", port, proc.pid, lambda: None), lambda: pika_drain(port, count), count)
+    finally:
+        proc.terminate()
+        proc.wait(60)
 
 
 @dataclass
 class Case:
-    """One measurement pass on one broker: rows by name, each (msg/s, cpu µs) or, for
-    latency rows, (p50 ms, p99 ms)."""
+    """One measurement pass on one broker: rows by name, each (msg/s, broker cpu µs, client
+    cpu µs) or, for latency rows, (p50 ms, p99 ms). ``ceiling``, if set, runs once per pass
+    after the brokers' turns (no broker: the pika drain against pre-rendered frames)."""
 
     name: str
-    run: Callable[[Target], dict[str, tuple[float, float]]]
+    run: Callable[[Target], dict[str, tuple[float, ...]]]
     mine: str  # which Rocketport: "sync" or "async"
+    ceiling: Callable[[], dict[str, tuple[float, ...]]] | None = None
 
 
-def cases(count: int, raw_count: int, only: set[str]) -> list[Case]:
+def cases(count: int, raw_count: int, raw_sync_count: int, only: set[str]) -> list[Case]:
     out: list[Case] = []
     if "pika" in only:
         for size, label in ((100, "100B"), (1024, "1KiB")):
-            def pika_pass(t: Target, size: int = size, label: str = label) -> dict[str, tuple[float, float]]:
+            def pika_pass(t: Target, size: int = size, label: str = label) -> dict[str, tuple[float, ...]]:
                 reset_queue(t.port)
                 return {f"publish_{label}_pika": throughput(t, lambda: pika_publish(t.port, count, size), count),
                         f"drain_{label}_pika": throughput(t, lambda: pika_drain(t.port, count), count)}
-            out.append(Case(f"pika_{label}", pika_pass, "sync"))
+
+            def pika_ceiling(size: int = size, label: str = label) -> dict[str, tuple[float, ...]]:
+                return {f"drain_{label}_pika": ceiling_drain(count, size)}
+            out.append(Case(f"pika_{label}", pika_pass, "sync", pika_ceiling if "ceiling" in only else None))
     if "aio_pika" in only:
         for size, label in ((100, "100B"), (1024, "1KiB")):
-            def aio_pass(t: Target, size: int = size, label: str = label) -> dict[str, tuple[float, float]]:
+            def aio_pass(t: Target, size: int = size, label: str = label) -> dict[str, tuple[float, ...]]:
                 reset_queue(t.port)
                 return {f"publish_{label}_aio_pika": throughput(
                             t, lambda: uvloop.run(aio_pika_publish(t.port, count, size)), count),
@@ -421,25 +609,40 @@ def cases(count: int, raw_count: int, only: set[str]) -> list[Case]:
                             t, lambda: uvloop.run(aio_pika_drain(t.port, count)), count)}
             out.append(Case(f"aio_pika_{label}", aio_pass, "sync"))
     if "raw" in only:
-        def raw_pass(t: Target) -> dict[str, tuple[float, float]]:
+        def raw_pass(t: Target) -> dict[str, tuple[float, ...]]:
             reset_queue(t.port)
             return {"publish_100B_raw": throughput(t, lambda: asyncio.run(raw_publish(t.port, raw_count, 100)),
                                                    raw_count),
                     "drain_100B_raw": throughput(t, lambda: asyncio.run(raw_drain(t.port, raw_count)), raw_count)}
         out.append(Case("raw", raw_pass, "async"))
+    if "raw_sync" in only:
+        def raw_sync_pass(t: Target) -> dict[str, tuple[float, ...]]:
+            reset_queue(t.port)
+            return {"publish_100B_raw_confirm": throughput(
+                        t, lambda: asyncio.run(raw_publish_confirm(t.port, raw_sync_count, 100)), raw_sync_count),
+                    "drain_100B_raw_sync": throughput(
+                        t, lambda: asyncio.run(raw_drain(t.port, raw_sync_count)), raw_sync_count)}
+        out.append(Case("raw_sync", raw_sync_pass, "sync"))
     if "latency" in only:
         for rate in (1000, 10000):
             # RabbitMQ hands a persistent message to consumers before its fsync; Rocketport
             # does so under ASYNC_FLUSH, and after the covering fsync under SYNC_FLUSH
             for mode in ("async", "sync"):
-                def latency(t: Target, rate: int = rate, mode: str = mode) -> dict[str, tuple[float, float]]:
+                def latency(t: Target, rate: int = rate, mode: str = mode) -> dict[str, tuple[float, ...]]:
                     reset_queue(t.port)
                     return {f"latency_{rate}_per_s_{mode}": pika_latency(t.port, rate)}
                 out.append(Case(f"latency_{rate}_{mode}", latency, mode))
+    if "raw_latency" in only:
+        for mode in ("async", "sync"):
+            def latency_raw(t: Target, mode: str = mode) -> dict[str, tuple[float, ...]]:
+                reset_queue(t.port)
+                return {f"latency_1000_per_s_raw_{mode}": raw_latency(t.port, 1000)}
+            out.append(Case(f"latency_1000_raw_{mode}", latency_raw, mode))
     return out
 
 
-def report(name: str, mine: list[tuple[float, float]], peer: list[tuple[float, float]]) -> None:
+def report(name: str, mine: list[tuple[float, ...]], peer: list[tuple[float, ...]],
+           ceiling: list[tuple[float, ...]] | None = None) -> None:
     extra: dict[str, Any] = {}
     if name.startswith("latency"):
         mine_pass = sorted(mine, key=lambda r: r[1])[len(mine) // 2]  # the median pass by p99
@@ -447,7 +650,9 @@ def report(name: str, mine: list[tuple[float, float]], peer: list[tuple[float, f
         if peer:
             peer_pass = sorted(peer, key=lambda r: r[1])[len(peer) // 2]
             extra = {"peer": "rabbitmq", "peer_value": round(peer_pass[1], 2),
-                     "peer_p50_ms": round(peer_pass[0], 2), "peer_worst_p99_ms": round(max(r[1] for r in peer), 2)}
+                     "peer_p50_ms": round(peer_pass[0], 2), "peer_worst_p99_ms": round(max(r[1] for r in peer), 2),
+                     "runs": [[round(v, 2) for v in r] for r in mine],
+                     "peer_runs": [[round(v, 2) for v in r] for r in peer]}
         floor = extra.get("peer_value") if name.startswith("latency_1000_") else None
         emit(f"{name}_p99", mine_pass[1], "ms", floor, p50_ms=round(mine_pass[0], 2),
              worst_p99_ms=round(worst, 2), **extra)
@@ -457,22 +662,32 @@ def report(name: str, mine: list[tuple[float, float]], peer: list[tuple[float, f
     if peer:
         peer_best = max(peer)
         extra = {"peer": "rabbitmq", "peer_value": round(peer_best[0], 1), "ratio": round(best[0] / peer_best[0], 2),
-                 "peer_cpu_us_per_msg": round(peer_best[1], 1), "peer_runs": [round(r[0], 1) for r in peer]}
+                 "peer_cpu_us_per_msg": round(peer_best[1], 1),
+                 "peer_client_cpu_us_per_msg": round(peer_best[2], 1), "peer_runs": [round(r[0], 1) for r in peer]}
+    if ceiling:
+        extra["ceiling"] = round(max(ceiling)[0], 1)
     if name.endswith("_raw"):
         floor: float | None = 150_000 if name.startswith("publish") else 200_000
     else:
         floor = 2 * extra["peer_value"] if peer and "100B" in name else None
-    emit(name, best[0], "msg/s", floor, cpu_us_per_msg=round(best[1], 1), runs=runs, **extra)
+    emit(name, best[0], "msg/s", floor, cpu_us_per_msg=round(best[1], 1), client_cpu_us_per_msg=round(best[2], 1),
+         runs=runs, **extra)
+    if ceiling:
+        top = max(ceiling)
+        emit(f"{name}_ceiling", top[0], "msg/s", None, client_cpu_us_per_msg=round(top[2], 1),
+             server_cpu_us_per_msg=round(top[1], 1), runs=[round(r[0], 1) for r in ceiling])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--raw-messages", type=int, default=200_000)
+    parser.add_argument("--raw-sync-messages", type=int, default=100_000)
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--skip-rabbitmq", action="store_true")
-    parser.add_argument("--only", default="pika,aio_pika,raw,latency",
-                        help="pika, aio_pika, raw, latency (comma-separated)")
+    parser.add_argument("--only", default="pika,ceiling,aio_pika,raw,raw_sync,latency,raw_latency",
+                        help="pika, ceiling (with pika), aio_pika, raw, raw_sync, latency, raw_latency "
+                             "(comma-separated)")
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="amqp-bench-")
     targets: dict[str, Target] = {}
@@ -480,16 +695,20 @@ def main() -> None:
         targets["sync"] = start_rocketport(workdir, "SYNC_FLUSH")
         targets["async"] = start_rocketport(workdir, "ASYNC_FLUSH")
         peer = None if args.skip_rabbitmq else start_rabbit(workdir)
-        for case in cases(args.messages, args.raw_messages, set(args.only.split(","))):
-            mine: dict[str, list[tuple[float, float]]] = {}
-            theirs: dict[str, list[tuple[float, float]]] = {}
+        for case in cases(args.messages, args.raw_messages, args.raw_sync_messages, set(args.only.split(","))):
+            mine: dict[str, list[tuple[float, ...]]] = {}
+            theirs: dict[str, list[tuple[float, ...]]] = {}
+            ceilings: dict[str, list[tuple[float, ...]]] = {}
             for n in range(args.passes):  # the brokers take turns; who goes first alternates
                 order = [(targets[case.mine], mine)] + ([(peer, theirs)] if peer else [])
                 for target, into in (order if n % 2 == 0 else order[::-1]):
                     for row, value in case.run(target).items():
                         into.setdefault(row, []).append(value)
+                if case.ceiling is not None:
+                    for row, value in case.ceiling().items():
+                        ceilings.setdefault(row, []).append(value)
             for row, values in mine.items():
-                report(row, values, theirs.get(row, []))
+                report(row, values, theirs.get(row, []), ceilings.get(row))
         if peer is not None:
             peer.stop()
     finally:
