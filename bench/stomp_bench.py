@@ -34,7 +34,9 @@ Cases (persistent messages, `persistent:true`, into a `/queue/...` destination):
   turns (who goes first alternates); a row gives the median pass by p99 (`p50_ms` its p50)
   and the worst p99, the peers' likewise. One pass is too noisy on a 2-core machine: the
   same broker's p99 moves 2x between passes. Floor for p99 at 1,000 msg/s on SYNC_FLUSH:
-  the better peer's. Under both flush types Rocketport makes a message visible once
+  the better peer's. latency_1000_per_s_raw: the same at 1,000 msg/s with raw clients of
+  this benchmark's own, producer and consumer each in a process of its own (the broker's
+  own tail, without stomp.py's two threads sharing one interpreter). Under both flush types Rocketport makes a message visible once
   written (SYNC_FLUSH holds the receipt until the fsync), as the peers deliver before
   their own sync.
 """
@@ -44,6 +46,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import shutil
 import statistics
@@ -239,6 +242,67 @@ def stomppy_latency(port: int, rate: int) -> tuple[float, float]:
     return statistics.median(kept) / 1e6, kept[int(len(kept) * 0.99) - 1] / 1e6
 
 
+def _raw_latency_consumer(port: int, dest: str, total: int, ready, out) -> None:
+    """A raw subscriber in a process of its own: the stamp in each body against its
+    arrival (time.perf_counter_ns is CLOCK_MONOTONIC: one clock for every process)."""
+    async def run() -> None:
+        reader, writer, _ = await _raw_connect(port)
+        writer.write(f"SUBSCRIBE\ndestination:{dest}\nid:0\nack:auto\nreceipt:s\n\n\0".encode())
+        await reader.readuntil(b"\0")
+        ready.set()
+        latencies: list[int] = []
+        buf = b""
+        while len(latencies) < total:
+            chunk = await asyncio.wait_for(reader.read(65536), 30)
+            now = time.perf_counter_ns()
+            if not chunk:
+                break
+            buf += chunk
+            *frames, buf = buf.split(b"\0")
+            for frame in frames:
+                body = frame[frame.rfind(b"\n\n") + 2:]
+                latencies.append(now - int(body[:20]))
+        out.put(latencies)
+    asyncio.run(run())
+
+
+def raw_latency(port: int, rate: int) -> tuple[float, float]:
+    """The latency case with raw clients, producer and consumer in separate processes:
+    the broker's own tail, without stomp.py's threads sharing one interpreter."""
+    dest = destination(f"rawlat-{rate}")
+    total = int(rate * LATENCY_SECONDS)
+    ctx = multiprocessing.get_context("spawn")
+    ready, out = ctx.Event(), ctx.Queue()
+    consumer = ctx.Process(target=_raw_latency_consumer, args=(port, dest, total, ready, out))
+    consumer.start()
+    try:
+        if not ready.wait(30):
+            raise RuntimeError("the raw latency consumer did not subscribe")
+
+        async def produce() -> None:
+            _, writer, _ = await _raw_connect(port)
+            head = f"SEND\ndestination:{dest}\npersistent:true\ncontent-length:100\n\n".encode()
+            started = time.perf_counter()
+            for i in range(total):
+                delay = started + i / rate - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                writer.write(head + b"%020d" % time.perf_counter_ns() + b"x" * 80 + b"\0")
+            await writer.drain()
+            await asyncio.sleep(0.5)
+            writer.close()
+        asyncio.run(produce())
+        latencies = out.get(timeout=60)
+    finally:
+        consumer.join(10)
+        if consumer.is_alive():
+            consumer.kill()
+    kept = sorted(latencies[len(latencies) // 10:])
+    if len(kept) < total // 2:
+        raise RuntimeError(f"only {len(latencies)} of {total} messages arrived")
+    return statistics.median(kept) / 1e6, kept[int(len(kept) * 0.99) - 1] / 1e6
+
+
 # ---------------------------------------------------------------------------- pipelined
 async def _raw_connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, str]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
@@ -389,6 +453,8 @@ def run_latency(targets: list[Target], passes: int, results: dict) -> None:
             for rate in (1000, 10000):
                 results.setdefault((target.name, f"latency_{rate}_per_s"), []).append(
                     stomppy_latency(target.port, rate))
+            results.setdefault((target.name, "latency_1000_per_s_raw"), []).append(
+                raw_latency(target.port, 1000))
 
 
 def _median_pass(passes: list[tuple[float, float]]) -> tuple[float, float, float]:
@@ -414,8 +480,8 @@ def report(results: dict) -> None:
                     extra.update(peer=better, peer_value=round(medians[better][1], 2),
                                  **{n: {"p50_ms": round(v[0], 2), "p99_ms": round(v[1], 2),
                                         "worst_p99_ms": round(v[2], 2)} for n, v in medians.items()})
-                floor = (medians[better][1] if better is not None and case == "latency_1000_per_s"
-                         and flush == "SYNC_FLUSH" else None)
+                floor = (medians[better][1] if better is not None and flush == "SYNC_FLUSH"
+                         and case in ("latency_1000_per_s", "latency_1000_per_s_raw") else None)
                 emit(f"{case}_p99", p99, "ms", floor, p50_ms=round(p50, 2), worst_p99_ms=round(worst, 2),
                      passes=len(mine), **extra)
                 continue
