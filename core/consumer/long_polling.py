@@ -87,9 +87,10 @@ class PullWaiters:
     def hold_any(self, positions: Sequence[tuple[str, int, int]], future: asyncio.Future[bool]) -> None:
         """Resolve the caller's own ``future`` (True) when any position grows: `wait_any`
         without its coroutine, for a waiter that is woken by other events too (a delivery
-        group's pump). The caller must `release_any` the same positions once it is done."""
+        group's pump). The caller must `release_any` the same positions once it is done.
+        After `close` nothing is held: the caller's own timeout or wake-up ends its wait
+        (resolving the future at once would let a loop that waits again never yield)."""
         if self._closed:
-            _resolve(future, False)
             return
         for topic, queue_id, offset in positions:
             self._hold(topic, queue_id, offset, future)

@@ -523,7 +523,8 @@ class DeliveryGroup:
         the idle wait passes (new topics and queues are found then)."""
         positions = [(ledger.topic, ledger.queue_id, ledger.read_to)
                      for ledger in self._ledgers.values() if ledger.topic in self._readers]
-        if self._broker.readable_beyond(positions):
+        if self._broker.readable_beyond(positions):  # a queue _read could not take from
+            await asyncio.sleep(0)  # (not readable now): never loop without yielding
             return
         missing = any(self._broker.topics.get(t) is None for t in self._readers
                       if not t.startswith(RETRY_GROUP_TOPIC_PREFIX))

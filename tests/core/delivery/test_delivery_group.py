@@ -344,3 +344,27 @@ def test_an_open_transaction_holds_the_group_at_its_start_without_a_busy_wait(co
             await _until(lambda: len(got) == 1)
             assert got[0].message.body == b"in-txn"
     run(main())
+
+
+def test_a_queue_that_cannot_be_read_now_does_not_hold_the_loop(config):
+    """Messages wait in a topic made write-only: the pump finds them readable by offset
+    but cannot read them; it must keep yielding (a wait that ends at once, in a loop
+    without an await that suspends, would hang the event loop), and deliver once the
+    topic is readable again."""
+    from rocketport.core.metadata.topics import PERM_RW, PERM_WRITE
+
+    async def main():
+        async with Broker(config) as broker:
+            broker.create_topic(TOPIC, perm=PERM_RW)
+            await _send(broker, 3)
+            broker.create_topic(TOPIC, perm=PERM_WRITE)
+            got: list[Delivery] = []
+            broker.delivery_group("blocked", [Source(TOPIC)], start="first").subscribe(got.append, prefetch=10)
+            ticks = 0
+            for _ in range(20):
+                await asyncio.sleep(0.005)  # each returns only if the pump yields
+                ticks += 1
+            assert ticks == 20 and got == []
+            broker.create_topic(TOPIC, perm=PERM_RW)
+            await _until(lambda: len(got) == 3)
+    run(main())
