@@ -27,8 +27,10 @@ requests (acks=-1, IN_FLIGHT deep): one producer with Kafka's transaction protoc
 Kafka 4 client uses with this broker: Produce v12, EndTxn v5, two round trips a
 transaction), TXN_PRODUCERS such producers at once (separate transactional ids and
 connections: the _x row), and one producer with protocol v1 (AddPartitionsToTxn first, as
-librdkafka drives it: the _v1 row); then raw fetches of the transactional topic with
-isolation_level 0 and 1. Then confluent-kafka (protocol v1) producing in transactions of
+librdkafka drives it: the _v1 row), and the same plain requests in those producers' shape
+(one in flight on one connection, and on TXN_PRODUCERS connections: the _seq rows; each
+transactional row's seq_ratio is against its shape's); then raw fetches of the transactional
+topic with isolation_level 0 and 1. Then confluent-kafka (protocol v1) producing in transactions of
 1,000 (acks=all, idempotent, tuned as above) beside the same produce without transactions,
 and consumer passes with isolation.level read_uncommitted and read_committed. Floors:
 transactional produce (protocol v2 rows and confluent) >= 0.7x the plain produce and
@@ -336,30 +338,40 @@ async def raw_txn_produce(port: int, topic: str, size: int, messages: int, per_t
     return elapsed
 
 
-async def raw_plain_produce(port: int, topic: str, size: int, messages: int, per_request: int) -> float:
+async def raw_plain_produce(port: int, topic: str, size: int, messages: int, per_request: int,
+                            in_flight: int = IN_FLIGHT, connections: int = 1) -> float:
     """Seconds to have ``messages`` records acknowledged (acks=-1) in requests shaped as the
-    transactional producer's (``per_request`` records, one batch per partition), IN_FLIGHT
-    deep: the plain figure the transactional one is held against."""
+    transactional producer's (``per_request`` records, one batch per partition) over
+    ``connections`` connections, ``in_flight`` deep each: by default the plain figure the
+    transactional one is held against; one in flight, on one connection or on as many as the
+    transactional producers', the same requests in the transactional producers' shape (each
+    request after the previous answer), so a row can tell the transactions' cost from the
+    shape's."""
     template, _, _ = _produce_template(topic, size, per_request // PARTITIONS, -1)
     request = bytes(template)
-    requests = messages // per_request
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    window = asyncio.Semaphore(IN_FLIGHT)
+    streams = [await asyncio.open_connection("127.0.0.1", port) for _ in range(connections)]
+    requests, rest = divmod(messages // per_request, connections)
 
-    async def send_all() -> None:
-        for _ in range(requests):
-            await window.acquire()
-            writer.write(request)
-            await writer.drain()
+    async def run(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, count: int) -> None:
+        window = asyncio.Semaphore(in_flight)
+
+        async def send_all() -> None:
+            for _ in range(count):
+                await window.acquire()
+                writer.write(request)
+                await writer.drain()
+
+        sender = asyncio.create_task(send_all())
+        for _ in range(count):
+            _check_produce(await read_frame(reader))
+            window.release()
+        await sender
 
     started = time.perf_counter()
-    sender = asyncio.create_task(send_all())
-    for _ in range(requests):
-        _check_produce(await read_frame(reader))
-        window.release()
+    await asyncio.gather(*(run(reader, writer, requests + (i < rest)) for i, (reader, writer) in enumerate(streams)))
     elapsed = time.perf_counter() - started
-    await sender
-    writer.close()
+    for _, writer in streams:
+        writer.close()
     return elapsed
 
 
@@ -741,18 +753,27 @@ def transactional_rows(target: Target, args: argparse.Namespace, run: Callable[.
         return [(max(r for r, _ in rs), sum(c for _, c in rs) / len(rs), [round(r) for r, _ in rs]) for rs in runs]
 
     n = max(args.messages, RAW_TXN_MESSAGES)
-    (plain, plain_cpu, plain_runs), *txn_rows = alternated(
+    (plain, plain_cpu, plain_runs), *txn_rows, seq, seq_x = alternated(
         n, (raw_plain_produce, "txn-raw-plain-100B", 100, n, per_txn),
         (raw_txn_produce, "txn-raw-100B", 100, n, per_txn, 1, 2),
         (raw_txn_produce, "txn-raw-100B", 100, n, per_txn, TXN_PRODUCERS, 2),
-        (raw_txn_produce, "txn-raw-100B", 100, n, per_txn, 1, 1))
+        (raw_txn_produce, "txn-raw-100B", 100, n, per_txn, 1, 1),
+        (raw_plain_produce, "txn-raw-plain-100B", 100, n, per_txn, 1),
+        (raw_plain_produce, "txn-raw-plain-100B", 100, n, per_txn, 1, TXN_PRODUCERS))
     emit("produce_100B_raw_acksall_plain", plain, "msg/s", None, broker_cpu_us_per_msg=round(plain_cpu, 3),
          runs=plain_runs, records_per_request=per_txn, in_flight=IN_FLIGHT)
-    for (txn, txn_cpu, txn_runs), (suffix, producers, protocol) in zip(txn_rows, (
-            ("", 1, 2), (f"_x{TXN_PRODUCERS}", TXN_PRODUCERS, 2), ("_v1", 1, 1)), strict=True):
+    # the same plain requests one at a time per connection, as the transactional producers send
+    for (value, cpu, runs), suffix, connections in ((seq, "", 1), (seq_x, f"_x{TXN_PRODUCERS}", TXN_PRODUCERS)):
+        emit(f"produce_100B_raw_acksall_plain_seq{suffix}", value, "msg/s", None,
+             broker_cpu_us_per_msg=round(cpu, 3), runs=runs, records_per_request=per_txn, in_flight=1,
+             connections=connections, ratio=round(value / plain, 3))
+    for (txn, txn_cpu, txn_runs), (suffix, producers, protocol), (shape, _, shape_runs) in zip(txn_rows, (
+            ("", 1, 2), (f"_x{TXN_PRODUCERS}", TXN_PRODUCERS, 2), ("_v1", 1, 1)), (seq, seq_x, seq), strict=True):
         emit(f"produce_100B_raw_txn{per_txn}{suffix}", txn, "msg/s", round(0.7 * plain, 1) if protocol == 2 else None,
              broker_cpu_us_per_msg=round(txn_cpu, 3), runs=txn_runs, ratio=round(txn / plain, 3),
-             producers=producers, protocol=f"v{protocol}", **_pass_ratios(txn_runs, plain_runs))
+             producers=producers, protocol=f"v{protocol}", **_pass_ratios(txn_runs, plain_runs),
+             seq_ratio=round(txn / shape, 3),
+             seq_median_pass_ratio=_pass_ratios(txn_runs, shape_runs)["median_pass_ratio"])
     # the fetch passes read the transactional topic's first n records (committed, with markers)
     (uncommitted, u_cpu, u_runs), (committed, c_cpu, c_runs) = alternated(
         n, (raw_fetch, "txn-raw-100B", n, 0), (raw_fetch, "txn-raw-100B", n, 1))
