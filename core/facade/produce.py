@@ -166,14 +166,18 @@ class ProduceRole:
         return await self.store.put_inner_batch(topic, queue_id, batch, count, **kwargs)
 
     def accept_now(self, topic: str, queue_id: int, properties: bytes,
-                   sys_flag: int) -> tuple[int, int] | None:
+                   sys_flag: int, *, answers_after_durable: bool = False) -> tuple[int, int] | None:
         """Whether `put_now` may store this message as it is: (queue id, tags code), or
         None when it needs `put_message` (a topic to auto-create or not writable, a
-        transaction or delay to wrap, or SYNC_FLUSH, which must wait). The properties are
-        given encoded, as a remoting send carries them, and stored as sent. The rules
-        that raise (the queue) are the calls `put_message` makes."""
+        transaction or delay to wrap, or SYNC_FLUSH, which must wait, unless the caller
+        ``answers_after_durable``: it answers only once `durable` resolves, and nothing
+        under dispatchAfterFlush). The properties are given encoded, as a remoting send
+        carries them, and stored as sent. The rules that raise (the queue) are the calls
+        `put_message` makes."""
         cfg = self.topics.get(topic)
-        if (cfg is None or not cfg.perm & PERM_WRITE or self.store.sync_flush
+        store = self.store
+        if (cfg is None or not cfg.perm & PERM_WRITE
+                or (store.sync_flush and (not answers_after_durable or store.defers_dispatch))
                 or sys_flag & INNER_BATCH_FLAG  # refused by put_message, which says why
                 or sys_flag & TRANSACTION_ROLLBACK_TYPE == TRANSACTION_PREPARED_TYPE
                 or topic == SCHEDULE_TOPIC
@@ -188,6 +192,11 @@ class ProduceRole:
         that message alone (too large...). Concurrent single sends gathered this way pay
         the append's fixed costs once. Raises StoreUnavailable for all of them."""
         return self.store.append_messages(messages)
+
+    def durable(self) -> asyncio.Future[int] | None:
+        """SYNC_FLUSH: a future resolved once everything stored so far is on disk (what a
+        `put_now` or `put_run` caller awaits before it answers); None under ASYNC_FLUSH."""
+        return self.store.durable()
 
     def put_run(self, topic: str, queue_id: int, bodies: list[bytes], properties: bytes, tags_code: int,
                 born_host: tuple[str, int]) -> int:

@@ -2,7 +2,8 @@
 
 ASYNC_FLUSH: every flushIntervalCommitLog ms, fdatasync whatever was written.
 SYNC_FLUSH (group commit): a put waits on a future that resolves once an fdatasync has
-covered its end offset. A sync starts as soon as a put waits and none is in flight; puts
+covered its end offset; a put nobody waits for (a STOMP SEND without a receipt) starts no
+sync and is covered by the next one, or by the periodic flush within the interval. A sync starts as soon as a put waits and none is in flight; puts
 that arrive while it runs append on the loop meanwhile (fdatasync releases the GIL) and are
 all covered by the next one. So appends overlap the disk round trip, and 64 concurrent
 putters share a few syncs instead of paying 64.
@@ -99,16 +100,15 @@ class FlushService:
         return self.flushed_offset
 
     async def run(self) -> None:
-        """ASYNC_FLUSH: flush every interval. Both modes: flush once more when stopped."""
+        """Flush every interval (under SYNC_FLUSH this covers puts nobody waits for: they
+        were appended without asking for a sync), and once more when stopped."""
         try:
             while not self._stopping.is_set():
                 try:
-                    await asyncio.wait_for(self._stopping.wait(),
-                                           None if self.sync else self.interval)
+                    await asyncio.wait_for(self._stopping.wait(), self.interval)
                 except asyncio.TimeoutError:
                     pass
-                if not self.sync:
-                    await self.flush()
+                await self.flush()
         finally:
             if self._in_flight is not None:
                 await asyncio.wait([self._in_flight])

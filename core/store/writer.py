@@ -280,13 +280,14 @@ class StoreWriter:
     def append_messages(self, items: list[EncodedPut]) -> list[tuple[int, int] | BrokerError]:
         """Append messages of any topics and queues, in order, as contiguous records in
         one write: (queue offset, commit-log offset) per message, or the error that
-        refused that message alone. ASYNC_FLUSH only (records are dispatched at once).
+        refused that message alone. Records are dispatched at once; under SYNC_FLUSH the
+        caller answers only after `durable` (refused with dispatchAfterFlush).
         The per-put costs (reserving, writing, dispatching, waking pulls) are paid once
         per call and once per queue, which is what concurrent single sends need."""
         if not self._running:
             raise StoreUnavailable("the store is not running")
-        if self._sync:
-            raise RuntimeError("append_messages serves ASYNC_FLUSH only")
+        if self._defer:
+            raise RuntimeError("append_messages dispatches at once: not with dispatchAfterFlush")
         # One pass, assuming the records fit the current segment; nothing is written or
         # counted until they do (else one by one, which rolls the segment over).
         mf = self.commitlog.reserve(0)
@@ -364,12 +365,12 @@ class StoreWriter:
         code and born host (a pipelining publisher's run of alike messages) as contiguous
         records in one write; returns the first queue offset. What is the same for every
         record (the shared head fields, the topic and properties after the body) is packed
-        once. ASYNC_FLUSH only (dispatched at once). A limit refuses the whole run before
+        once. Dispatched at once, as append_messages. A limit refuses the whole run before
         anything is written."""
         if not self._running:
             raise StoreUnavailable("the store is not running")
-        if self._sync:
-            raise RuntimeError("append_run serves ASYNC_FLUSH only")
+        if self._defer:
+            raise RuntimeError("append_run dispatches at once: not with dispatchAfterFlush")
         count = len(bodies)
         if not count:
             raise InvalidMessage("empty run")
@@ -416,6 +417,17 @@ class StoreWriter:
     @property
     def sync_flush(self) -> bool:
         return self._sync
+
+    @property
+    def defers_dispatch(self) -> bool:
+        """SYNC_FLUSH with dispatchAfterFlush: records become visible only once synced."""
+        return self._defer
+
+    def durable(self):
+        """SYNC_FLUSH: a future resolved once everything written so far is on disk (a put
+        made without waiting, by append_messages or append_run, is answered after it).
+        None under ASYNC_FLUSH."""
+        return self.flush_service.wait_flushed(self.commitlog.max_offset) if self._sync else None
 
     async def put_messages(self, msgs: list[Message]) -> PutResult:
         """Store several messages of one topic and queue as contiguous records (one append)."""

@@ -336,8 +336,11 @@ class StompSession(Session):
                 self._connect(frame)
                 continue
             handler = self._handlers.get(frame.command)
-            if frame.command == "DISCONNECT":
-                self._queue.append(_Pending(eager.Done(), receipt, disconnect=True))
+            if frame.command == "DISCONNECT":  # its receipt: what was sent is on disk (SYNC_FLUSH)
+                durable = self.broker.durable() if receipt is not None else None
+                self._queue.append(_Pending(durable or eager.Done(), receipt, disconnect=True))
+                if durable is not None:
+                    durable.add_done_callback(self._on_done)
                 backlog.clear()
                 break
             if handler is None:  # CONNECT again
@@ -353,13 +356,20 @@ class StompSession(Session):
     def _put_lane(self, bodies: list[bytes], plans: list[_SendPlan],
                   receipts: list[str | None]) -> None:
         """Store a run of plain SENDs to one topic that came in one read, as plain records
-        in one append, then answer each frame in its turn like any other. ASYNC_FLUSH:
-        `Broker.put_now`, without a coroutine. SYNC_FLUSH, or when `Broker.accept_now`
-        refuses (a topic to auto-create...): `Broker.put_messages`, one wait for the fsync.
-        (One inner batch per run costs as much to store and up to twice as much to read
-        back one by one, which is what a drain does.)"""
+        in one append, then answer each frame in its turn like any other: `Broker.put_now`,
+        without a coroutine; under SYNC_FLUSH a receipt waits for `Broker.durable` (one
+        fsync for the run; a SEND without a receipt asks for none, as RocketMQ's send
+        without WAIT). When `Broker.accept_now` refuses (a topic to auto-create...):
+        `Broker.put_messages`, which waits for its fsync. (One inner batch per run costs as
+        much to store and up to twice as much to read back one by one, which is what a
+        drain does.)"""
         queue = self._queue
-        outcomes = None if self._sync else self._put_now(bodies, plans)
+        outcomes = self._put_now(bodies, plans)
+        if outcomes is not None and self._sync and any(r is not None for r in receipts):
+            durable = self.broker.durable()
+            outcomes = [durable if outcome is _STORED and receipt is not None else outcome  # type: ignore[misc]
+                        for outcome, receipt in zip(outcomes, receipts)]
+            durable.add_done_callback(self._on_done)  # type: ignore[union-attr]
         if outcomes is None:
             peer = self.peer  # the core may rewrite a message's properties: a copy each
             outcome = eager.start(self.broker.put_messages(
@@ -380,7 +390,7 @@ class StompSession(Session):
         last = None
         for body, plan in zip(bodies, plans):
             if plan is not last:
-                accepted = broker.accept_now(plan.topic, -1, plan.encoded, 0)
+                accepted = broker.accept_now(plan.topic, -1, plan.encoded, 0, answers_after_durable=True)
                 if accepted is None:
                     return None
                 last = plan

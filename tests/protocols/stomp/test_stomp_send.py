@@ -4,6 +4,7 @@ broker: what is sent is stored with its headers as properties."""
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
 
@@ -162,3 +163,39 @@ def test_pipelined_sends_come_back_as_the_same_message_frames(flush_broker):
         assert b"color:a\\cb" in lines and b"x-tags:T" in lines
         assert body == b"m%d" % i
     raw.close()
+
+
+def test_under_sync_flush_receipts_come_after_the_fsync_and_plain_sends_wait_for_none(stomp_config):
+    """A SEND's receipt and a DISCONNECT's receipt mean that what was sent is on disk; a
+    SEND without one starts no fsync of its own (the run's receipt, or the periodic flush,
+    covers it), as RocketMQ's sends without WAIT."""
+    live = start_live_broker(dataclasses.replace(stomp_config, flush_disk_type="SYNC_FLUSH",
+                                                 flush_interval_commit_log=60_000))
+    store = live.server.broker.store
+
+    def durable_and_end() -> tuple[int, int, int]:
+        return store.flush_service.flushed_offset, store.commitlog.max_offset, store.flush_service.sync_count
+    try:
+        raw = RawClient(endpoint(live))
+        raw.send(b"CONNECT\naccept-version:1.2\nhost:x\n\n\0")
+        assert raw.frame().startswith(b"CONNECTED")
+        raw.send(b"SEND\ndestination:/queue/synced\nreceipt:first\n\nwarm\0")
+        assert raw.frame() == b"RECEIPT\nreceipt-id:first\n\n\0"
+        flushed, end, syncs = live.call(durable_and_end)
+        assert flushed >= end
+        raw.send(b"".join(b"SEND\ndestination:/queue/synced\n\nplain%d\0" % i for i in range(50)))
+        deadline = time.monotonic() + 10
+        while len(stored(live, "synced")) < 51 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        flushed_now, end_now, syncs_now = live.call(durable_and_end)
+        assert end_now > end and flushed_now < end_now and syncs_now == syncs  # no fsync asked for
+        raw.send(b"SEND\ndestination:/queue/synced\nreceipt:r\n\nlast\0")
+        assert raw.frame() == b"RECEIPT\nreceipt-id:r\n\n\0"
+        flushed, end, _ = live.call(durable_and_end)
+        assert flushed >= end
+        raw.send(b"SEND\ndestination:/queue/synced\n\nbye\0DISCONNECT\nreceipt:d\n\n\0")
+        assert raw.frame() == b"RECEIPT\nreceipt-id:d\n\n\0"
+        flushed, end, _ = live.call(durable_and_end)
+        assert flushed >= end
+    finally:
+        live.stop()
