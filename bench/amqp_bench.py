@@ -1,7 +1,7 @@
 """AMQP 0-9-1 front-end end to end, with RabbitMQ beside it in the same run and client.
 
 Run: python bench/amqp_bench.py [--messages N] [--raw-messages N] [--raw-sync-messages N]
-     [--passes N] [--skip-rabbitmq] [--only CASES]
+     [--passes N] [--skip-rabbitmq] [--only CASES] [--latency-rates 1000,10000]
 Starts Rocketport as a subprocess (`python -m rocketport broker`, uvloop, a temporary store)
 and, unless --skip-rabbitmq, a private RabbitMQ node (bench/peers/rabbitmq.py), and prints
 one JSON object per measurement: {"bench": "amqp", "case": ..., "value": ..., "unit": ...,
@@ -587,7 +587,7 @@ class Case:
     ceiling: Callable[[], dict[str, tuple[float, ...]]] | None = None
 
 
-def cases(count: int, raw_count: int, raw_sync_count: int, only: set[str]) -> list[Case]:
+def cases(count: int, raw_count: int, raw_sync_count: int, only: set[str], rates: list[int]) -> list[Case]:
     out: list[Case] = []
     if "pika" in only:
         for size, label in ((100, "100B"), (1024, "1KiB")):
@@ -624,7 +624,7 @@ def cases(count: int, raw_count: int, raw_sync_count: int, only: set[str]) -> li
                         t, lambda: asyncio.run(raw_drain(t.port, raw_sync_count)), raw_sync_count)}
         out.append(Case("raw_sync", raw_sync_pass, "sync"))
     if "latency" in only:
-        for rate in (1000, 10000):
+        for rate in rates:
             # RabbitMQ hands a persistent message to consumers before its fsync; Rocketport
             # does so under ASYNC_FLUSH, and after the covering fsync under SYNC_FLUSH
             for mode in ("async", "sync"):
@@ -632,7 +632,7 @@ def cases(count: int, raw_count: int, raw_sync_count: int, only: set[str]) -> li
                     reset_queue(t.port)
                     return {f"latency_{rate}_per_s_{mode}": pika_latency(t.port, rate)}
                 out.append(Case(f"latency_{rate}_{mode}", latency, mode))
-    if "raw_latency" in only:
+    if "raw_latency" in only and 1000 in rates:
         for mode in ("async", "sync"):
             def latency_raw(t: Target, mode: str = mode) -> dict[str, tuple[float, ...]]:
                 reset_queue(t.port)
@@ -685,6 +685,8 @@ def main() -> None:
     parser.add_argument("--raw-sync-messages", type=int, default=100_000)
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--skip-rabbitmq", action="store_true")
+    parser.add_argument("--latency-rates", default="1000,10000",
+                        help="msg/s of the latency cases (the raw ones run at 1000 only)")
     parser.add_argument("--only", default="pika,ceiling,aio_pika,raw,raw_sync,latency,raw_latency",
                         help="pika, ceiling (with pika), aio_pika, raw, raw_sync, latency, raw_latency "
                              "(comma-separated)")
@@ -695,7 +697,8 @@ def main() -> None:
         targets["sync"] = start_rocketport(workdir, "SYNC_FLUSH")
         targets["async"] = start_rocketport(workdir, "ASYNC_FLUSH")
         peer = None if args.skip_rabbitmq else start_rabbit(workdir)
-        for case in cases(args.messages, args.raw_messages, args.raw_sync_messages, set(args.only.split(","))):
+        for case in cases(args.messages, args.raw_messages, args.raw_sync_messages, set(args.only.split(",")),
+                          [int(r) for r in args.latency_rates.split(",")]):
             mine: dict[str, list[tuple[float, ...]]] = {}
             theirs: dict[str, list[tuple[float, ...]]] = {}
             ceilings: dict[str, list[tuple[float, ...]]] = {}
