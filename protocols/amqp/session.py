@@ -8,7 +8,8 @@ does not wait in line: its put starts at once (so stores keep publish order) and
 confirm goes out when the store has it (under SYNC_FLUSH after the fsync); confirms of
 publishes stored together leave as one ack with ``multiple``. The codec hands over runs of
 publishes alike (a pipelining publisher's read): a run is routed once (remembered until the
-vhost's declarations change) and, under ASYNC_FLUSH, stored with one `Broker.put_run`.
+vhost's declarations change) and stored with one `Broker.put_run` (under SYNC_FLUSH its
+confirms wait for one fsync, `Broker.durable`; without confirms nothing waits).
 Deliveries come from the core's delivery engine (`rocketport.core.delivery`), a dispatch
 slice's deliveries to a consumer at once, and are written as they come, joined into one
 bytes from frame parts each consumer keeps per stored property set; frames written within
@@ -536,9 +537,8 @@ class AmqpSession(Session):
 
     # ---------------------------------------------------------------- basic: publish
     def _publish(self, channel: Channel, event: ContentReceived) -> None:
-        """A run of publishes alike: routed once; under ASYNC_FLUSH stored at once with one
-        `Broker.put_run` (no coroutine, no Message objects), else gathered for
-        `_store_gathered`."""
+        """A run of publishes alike: routed once; stored at once with one `Broker.put_run`
+        (no coroutine, no Message objects), else gathered for `_store_gathered`."""
         method = event.method
         exchange, routing_key = method.exchange, method.routing_key
         route = self._route(exchange, routing_key, event.properties)
@@ -596,10 +596,13 @@ class AmqpSession(Session):
         return route
 
     def _store_run(self, channel: Channel, route: _Route, bodies: list[bytes]) -> bool:
-        """Store a run with `Broker.put_run` and settle its confirms; False when the broker
-        wants it put another way (SYNC_FLUSH, a delay, a transaction or dedup property)."""
+        """Store a run with `Broker.put_run` and settle its confirms (under SYNC_FLUSH once
+        `Broker.durable` says it is on disk: one fsync for the run; a channel without
+        confirms asks for none); False when the broker wants it put another way (a delay,
+        a transaction or dedup property, dispatchAfterFlush)."""
         topic = route.topic
-        accepted = self.broker.accept_now(topic, -1, route.encoded, 0)  # type: ignore[arg-type]
+        accepted = self.broker.accept_now(topic, -1, route.encoded, 0,  # type: ignore[arg-type]
+                                          answers_after_durable=True)
         if accepted is None:
             return False
         if self._gathered:  # stored in publish order
@@ -609,6 +612,13 @@ class AmqpSession(Session):
         except BrokerError as exc:  # refused as a whole
             for _ in bodies:
                 self._settle(channel, channel.next_publish(), exc)
+            return True
+        durable = self.broker.durable() if channel.confirm else None
+        if durable is not None:  # SYNC_FLUSH: the confirms wait for the fsync
+            entries: list[_Gathered] = [(channel, channel.next_publish(), body, route.properties)
+                                        for body in bodies]
+            self._puts += len(entries)
+            durable.add_done_callback(lambda done: self._put_done(entries, done))
             return True
         channel.stored_at_once(len(bodies))
         self._stored(None)

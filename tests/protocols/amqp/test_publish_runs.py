@@ -160,3 +160,51 @@ def test_a_run_larger_than_a_commit_log_segment_is_stored_whole_and_in_order(sma
         assert got == [b"%04d" % i for i in range(150)]
     finally:
         live.stop()
+
+
+def test_under_sync_flush_confirms_follow_the_fsync_and_plain_publishes_ask_for_none(small_config):
+    """SYNC_FLUSH: a run's confirms leave once an fsync covers it (one for the run); a
+    channel without confirms starts no fsync (the next confirm's, or the periodic flush,
+    covers its publishes), as RocketMQ's sends without WAIT."""
+    import dataclasses
+
+    from tests.protocols.amqp.conftest import amqp_config
+    from tests.support.live_broker import start_live_broker
+
+    live = start_live_broker(amqp_config(dataclasses.replace(
+        small_config, flush_disk_type="SYNC_FLUSH", flush_interval_commit_log=60_000)))
+    store = live.server.broker.store
+
+    def state() -> tuple[int, int, int]:
+        return store.flush_service.flushed_offset, store.commitlog.max_offset, store.flush_service.sync_count
+    try:
+        port = live.endpoint("amqp")[1]
+        with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port)) as conn:
+            conn.channel().queue_declare("sq", durable=True)
+        plain = RawAmqp(port)
+        plain.send(1, commands.Channel.Open())
+        assert isinstance(plain.read_frame()[1], commands.Channel.OpenOk)
+        _, end0, syncs0 = live.call(state)
+        plain.send_raw(b"".join(_publish("sq", b"plain%d" % i) for i in range(30)))
+        deadline = time.monotonic() + TIMEOUT_S
+        while live.call(state)[1] - end0 < 30 * 100 and time.monotonic() < deadline:
+            time.sleep(0.02)  # (each record is over 100 bytes)
+        flushed, end, syncs = live.call(state)
+        assert end > end0 and flushed < end and syncs == syncs0  # stored, no fsync asked for
+        confirmed = RawAmqp(port)
+        confirmed.send(1, commands.Channel.Open())
+        assert isinstance(confirmed.read_frame()[1], commands.Channel.OpenOk)
+        confirmed.send(1, commands.Confirm.Select())
+        assert isinstance(confirmed.read_frame()[1], commands.Confirm.SelectOk)
+        confirmed.send_raw(b"".join(_publish("sq", b"c%d" % i) for i in range(20)))
+        acked = 0
+        while acked < 20:
+            _, method = confirmed.read_frame()
+            assert isinstance(method, commands.Basic.Ack), method
+            acked = method.delivery_tag if method.multiple else max(acked, method.delivery_tag)
+            flushed, end, _ = live.call(state)
+            assert flushed >= end  # nothing else was written meanwhile
+        plain.close()
+        confirmed.close()
+    finally:
+        live.stop()
