@@ -534,8 +534,9 @@ class DeliveryGroup:
         """One future the pump sleeps on, resolved by whichever comes first: `_wake_up`,
         the dispatch of a message to one of ``positions`` (held as a pull waiter), or
         the timeout. A dispatch resumes the pump in the next loop iteration."""
-        if self._woken:
+        if self._woken:  # woken since the last wait: go round again, after one yield
             self._woken = False
+            await asyncio.sleep(0)
             return
         loop = asyncio.get_running_loop()
         self._waiter = waiter = loop.create_future()
