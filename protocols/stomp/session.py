@@ -686,7 +686,9 @@ class StompSession(Session):
         if s is not None:
             del self._by_serial[s.serial]
             await self._release(s)
-        if durable:  # ActiveMQ and RabbitMQ: UNSUBSCRIBE naming it removes a durable subscription
+        # ActiveMQ and RabbitMQ: UNSUBSCRIBE naming a durable subscription removes it (not a
+        # queue's group, which a durable header on a /queue subscription does not name)
+        if durable and (s is None or s.group.name == durable):
             await self._remove_durable(destinations.group_name(durable))
 
     async def _remove_durable(self, name: str) -> None:
@@ -695,6 +697,8 @@ class StompSession(Session):
         if self.account is not None and not self.account.permits(group_resource(name), SUB):
             raise StompError(f"No permission to remove the durable subscription {name} "
                              f"(login={self.account.access_key})")
+        if self.broker.groups.get(name) is None:  # (get_group would make it)
+            raise StompError(f"no durable subscription {name[:64]!r}")
         group = self.broker.open_delivery_group(name)
         if group is not None and group.consumer_count:
             raise StompError(f"durable subscription {name!r} is in use by {group.consumer_count} subscriber(s)")

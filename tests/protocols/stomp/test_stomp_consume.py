@@ -337,3 +337,26 @@ def test_unsubscribe_refuses_to_remove_a_durable_subscription_in_use(stomp_broke
     send_all(stomp_broker, "/topic/busy", [b"still-here"])
     assert bodies(_.wait_messages(1)) == [b"still-here"]
     user.disconnect()
+
+
+def test_unsubscribe_with_a_durable_header_leaves_a_queue_and_names_unknown_ones(stomp_broker):
+    """A durable header on a /queue subscription names no durable subscription: its
+    UNSUBSCRIBE leaves the queue's group and offsets; an unknown name is an ERROR."""
+    send_all(stomp_broker, "/queue/kept", [b"one", b"two"])
+    conn, listener = connect(stomp_broker)
+    conn.subscribe("/queue/kept", id="q", ack="client-individual",
+                   headers={"durable": "true", "prefetch-count": "1"})
+    [(headers, body)] = listener.wait_messages(1)
+    conn.ack(headers["ack"])
+    conn.unsubscribe(id="q", headers={"durable": "true"}, receipt="u")
+    listener.wait_receipt("u")
+    conn.subscribe("/queue/kept", id="q2", ack="auto")
+    rest = listener.wait_messages(2)[1:]
+    assert bodies([(headers, body)] + rest) == [b"one", b"two"]  # the queue went on from its offset
+    conn.disconnect()
+    raw = RawClient(endpoint(stomp_broker))
+    raw.send(b"CONNECT\naccept-version:1.2\nhost:x\n\n\0")
+    assert raw.frame().startswith(b"CONNECTED")
+    raw.send(b"UNSUBSCRIBE\nactivemq.subscriptionName:never-made\nreceipt:8\n\n\0")
+    error = raw.frame()
+    assert error.startswith(b"ERROR\n") and b"receipt-id:8" in error and b"no durable subscription" in error
