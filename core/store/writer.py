@@ -200,7 +200,9 @@ class StoreWriter:
     """The put paths (the store's state: see MessageStore.__init__)."""
 
     def _finish_put(self, topic: str, queue_id: int, queue_offset: int, entries: bytes,
-                    count: int, end: int, size: int):
+                    count: int, end: int, size: int, *, wait: bool = True):
+        """Offsets, counts and dispatch of a put; under SYNC_FLUSH the future of the fsync
+        that covers it (``wait``: a put nobody waits for starts no sync)."""
         self._next_queue_offset[(topic, queue_id)] = queue_offset + count
         self.put_count += count
         self.put_bytes += size
@@ -209,7 +211,7 @@ class StoreWriter:
             self._pending.append(d)
         else:
             self._dispatch(d)
-        return self.flush_service.wait_flushed(end) if self._sync else None
+        return self.flush_service.wait_flushed(end) if self._sync and wait else None
 
     def _code_of(self, topic: str, properties: dict[str, str]) -> int:
         if self._tags_code_of is not None:
@@ -403,7 +405,7 @@ class StoreWriter:
             cq_entries.append(cq_pack(phys, size, code))
             phys += size
         mf.write(b"".join(parts))
-        self._finish_put(topic, queue_id, first, b"".join(cq_entries), count, phys, total)
+        self._finish_put(topic, queue_id, first, b"".join(cq_entries), count, phys, total, wait=False)
         if not names_index_keys(props):
             self.index.keyless(start, phys, count)
         return first

@@ -189,6 +189,7 @@ def test_under_sync_flush_confirms_follow_the_fsync_and_plain_publishes_ask_for_
         deadline = time.monotonic() + TIMEOUT_S
         while live.call(state)[1] - end0 < 30 * 100 and time.monotonic() < deadline:
             time.sleep(0.02)  # (each record is over 100 bytes)
+        time.sleep(0.3)  # a sync started for them would have ended by now
         flushed, end, syncs = live.call(state)
         assert end > end0 and flushed < end and syncs == syncs0  # stored, no fsync asked for
         confirmed = RawAmqp(port)

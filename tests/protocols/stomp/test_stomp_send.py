@@ -187,6 +187,7 @@ def test_under_sync_flush_receipts_come_after_the_fsync_and_plain_sends_wait_for
         deadline = time.monotonic() + 10
         while len(stored(live, "synced")) < 51 and time.monotonic() < deadline:
             time.sleep(0.05)
+        time.sleep(0.3)  # a sync started for them would have ended by now
         flushed_now, end_now, syncs_now = live.call(durable_and_end)
         assert end_now > end and flushed_now < end_now and syncs_now == syncs  # no fsync asked for
         raw.send(b"SEND\ndestination:/queue/synced\nreceipt:r\n\nlast\0")
