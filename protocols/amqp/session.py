@@ -820,9 +820,8 @@ class AmqpSession(Session):
             if not parts:
                 return
             out.append(b"".join(parts))
-            if not self._flush_scheduled:
-                self._flush_scheduled = True
-                self._loop.call_soon(self._flush)
+            if not self._flush_scheduled:  # else it joins the write already due this iteration
+                self._flush()  # a slice is one write: now, not an iteration later (latency)
         return deliver
 
     def _exchange_name(self, topic: str, queue: str, props: dict[str, str]) -> str:
