@@ -372,6 +372,28 @@ class RawClient:
         await self.writer.wait_closed()
 
 
+async def _read_confirms(client: RawClient, confirmed: int) -> int:
+    """One read: the highest delivery tag confirmed so far (frames counted from their
+    headers, nothing decoded); a basic.nack raises."""
+    data = await client.reader.read(1 << 16)
+    if not data:
+        raise ConnectionError("closed")
+    buf = client.buf
+    buf += data
+    pos = 0
+    while len(buf) - pos >= 7:
+        kind, _, length = _FRAME_HEAD.unpack_from(buf, pos)
+        if len(buf) - pos < length + 8:
+            break
+        if kind == 1 and buf[pos + 7:pos + 11] == _ACK:
+            confirmed = max(confirmed, _U64.unpack_from(buf, pos + 11)[0])
+        elif kind == 1 and buf[pos + 7:pos + 11] == _NACK:
+            raise RuntimeError("the broker nacked a publish")
+        pos += length + 8
+    del buf[:pos]
+    return confirmed
+
+
 async def raw_publish(port: int, count: int, size: int) -> float:
     client = await RawClient.connect(port)
     client.send(1, commands.Confirm.Select())
@@ -379,26 +401,13 @@ async def raw_publish(port: int, count: int, size: int) -> float:
     one = _publish_frames(size)
     chunk = one * 100
     confirmed = sent = 0
-    buf = client.buf
     start = time.perf_counter()
     while confirmed < count:
         while sent < count and sent - confirmed < RAW_WINDOW:
             n = min(100, count - sent)
             client.writer.write(chunk if n == 100 else one * n)
             sent += n
-        data = await client.reader.read(1 << 16)
-        if not data:
-            raise ConnectionError("closed")
-        buf += data
-        pos = 0
-        while len(buf) - pos >= 7:
-            kind, _, length = _FRAME_HEAD.unpack_from(buf, pos)
-            if len(buf) - pos < length + 8:
-                break
-            if kind == 1 and buf[pos + 7:pos + 11] == _ACK:
-                confirmed = max(confirmed, _U64.unpack_from(buf, pos + 11)[0])
-            pos += length + 8
-        del buf[:pos]
+        confirmed = await _read_confirms(client, confirmed)
     elapsed = time.perf_counter() - start
     await client.close()
     return elapsed
@@ -421,28 +430,13 @@ async def raw_publish_confirm(port: int, count: int, size: int) -> float:
     one = _publish_frames(size)
     batch = one * CONFIRM_BATCH
     confirmed = sent = 0
-    buf = client.buf
     start = time.perf_counter()
     while confirmed < count:
         if confirmed >= sent:
             n = min(CONFIRM_BATCH, count - sent)
             client.writer.write(batch if n == CONFIRM_BATCH else one * n)
             sent += n
-        data = await client.reader.read(1 << 16)
-        if not data:
-            raise ConnectionError("closed")
-        buf += data
-        pos = 0
-        while len(buf) - pos >= 7:
-            kind, _, length = _FRAME_HEAD.unpack_from(buf, pos)
-            if len(buf) - pos < length + 8:
-                break
-            if kind == 1 and buf[pos + 7:pos + 11] == _ACK:
-                confirmed = max(confirmed, _U64.unpack_from(buf, pos + 11)[0])
-            elif kind == 1 and buf[pos + 7:pos + 11] == _NACK:
-                raise RuntimeError("the broker nacked a publish")
-            pos += length + 8
-        del buf[:pos]
+        confirmed = await _read_confirms(client, confirmed)
     elapsed = time.perf_counter() - start
     await client.close()
     return elapsed
