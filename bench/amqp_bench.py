@@ -332,6 +332,8 @@ class RawClient:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
         self.buf = bytearray()
+        self.read_at = 0  # perf_counter_ns of the last read_frames
+        self._whole = 0  # bytes of whole frames the last read_frames found
 
     @classmethod
     async def connect(cls, port: int) -> RawClient:
@@ -351,6 +353,32 @@ class RawClient:
 
     def send(self, channel: int, value: Any) -> None:
         self.writer.write(frame.marshal(value, channel))
+
+    async def read_frames(self, size: int = 1 << 16, timeout: float | None = None) -> list[tuple[int, int]]:
+        """One read, then (frame type, offset in ``buf``) of every whole frame at the
+        buffer's start, found from their headers (nothing decoded); ``read_at`` is when the
+        read returned. The caller looks into ``buf``, then calls `release`."""
+        data = await asyncio.wait_for(self.reader.read(size), timeout)
+        self.read_at = time.perf_counter_ns()
+        if not data:
+            raise ConnectionError("closed")
+        buf = self.buf
+        buf += data
+        found: list[tuple[int, int]] = []
+        pos = 0
+        while len(buf) - pos >= 7:
+            kind, _, length = _FRAME_HEAD.unpack_from(buf, pos)
+            if len(buf) - pos < length + 8:
+                break
+            found.append((kind, pos))
+            pos += length + 8
+        self._whole = pos
+        return found
+
+    def release(self) -> None:
+        """Drop the frames the last `read_frames` returned."""
+        del self.buf[:self._whole]
+        self._whole = 0
 
     async def expect(self, kind: type) -> Any:
         while True:
@@ -373,24 +401,14 @@ class RawClient:
 
 
 async def _read_confirms(client: RawClient, confirmed: int) -> int:
-    """One read: the highest delivery tag confirmed so far (frames counted from their
-    headers, nothing decoded); a basic.nack raises."""
-    data = await client.reader.read(1 << 16)
-    if not data:
-        raise ConnectionError("closed")
+    """One read: the highest delivery tag confirmed so far; a basic.nack raises."""
     buf = client.buf
-    buf += data
-    pos = 0
-    while len(buf) - pos >= 7:
-        kind, _, length = _FRAME_HEAD.unpack_from(buf, pos)
-        if len(buf) - pos < length + 8:
-            break
+    for kind, pos in await client.read_frames():
         if kind == 1 and buf[pos + 7:pos + 11] == _ACK:
             confirmed = max(confirmed, _U64.unpack_from(buf, pos + 11)[0])
         elif kind == 1 and buf[pos + 7:pos + 11] == _NACK:
             raise RuntimeError("the broker nacked a publish")
-        pos += length + 8
-    del buf[:pos]
+    client.release()
     return confirmed
 
 
@@ -452,23 +470,13 @@ async def raw_drain(port: int, count: int) -> float:
     buf = client.buf
     got = 0
     while got < count:
-        data = await client.reader.read(1 << 18)
-        if not data:
-            raise ConnectionError("closed")
-        buf += data
-        pos = 0
         last = 0
-        while len(buf) - pos >= 7:
-            kind, _, length = _FRAME_HEAD.unpack_from(buf, pos)
-            if len(buf) - pos < length + 8:
-                break
+        for kind, pos in await client.read_frames(1 << 18):
             if kind == 1 and buf[pos + 7:pos + 11] == _DELIVER:
                 got += 1
                 if got % ACK_EVERY == 0 or got == count:
-                    tag_at = pos + 12 + buf[pos + 11]
-                    last = _U64.unpack_from(buf, tag_at)[0]
-            pos += length + 8
-        del buf[:pos]
+                    last = _U64.unpack_from(buf, pos + 12 + buf[pos + 11])[0]
+        client.release()
         if last:
             client.writer.write(frame.marshal(commands.Basic.Ack(last, multiple=True), 1))
     elapsed = time.perf_counter() - start
@@ -496,22 +504,14 @@ async def _raw_consume(port: int, total: int, pipe) -> list[float]:
     latencies: list[float] = []
     tag = acked = 0
     while len(latencies) < total:
-        data = await asyncio.wait_for(client.reader.read(1 << 16), LATENCY_SECONDS + 30)
-        now = time.perf_counter_ns()
-        if not data:
-            raise ConnectionError("closed")
-        buf += data
-        pos = 0
-        while len(buf) - pos >= 7:
-            kind, _, length = _FRAME_HEAD.unpack_from(buf, pos)
-            if len(buf) - pos < length + 8:
-                break
+        frames = await client.read_frames(timeout=LATENCY_SECONDS + 30)
+        now = client.read_at
+        for kind, pos in frames:
             if kind == 1 and buf[pos + 7:pos + 11] == _DELIVER:
                 tag = _U64.unpack_from(buf, pos + 12 + buf[pos + 11])[0]
             elif kind == 3:
                 latencies.append((now - _I64.unpack_from(buf, pos + 7)[0]) / 1e6)
-            pos += length + 8
-        del buf[:pos]
+        client.release()
         if len(latencies) - acked >= ACK_EVERY or len(latencies) >= total:
             client.writer.write(frame.marshal(commands.Basic.Ack(tag, multiple=True), 1))
             acked = len(latencies)
