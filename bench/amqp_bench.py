@@ -57,7 +57,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing
 import os
 import shutil
 import statistics
@@ -79,7 +78,7 @@ from pamqp.header import ContentHeader
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peers import rabbitmq  # noqa: E402
-from procs import cpu_seconds, free_port, wait_for_port  # noqa: E402
+from procs import consumer_latencies, cpu_seconds, free_port, wait_for_port  # noqa: E402
 
 QUEUE = "bench-q"
 CONFIRM_BATCH = 1000
@@ -249,26 +248,11 @@ def _latency_run(port: int, rate: int, consumer: Callable, publish_all: Callable
     """Start ``consumer(port, total, pipe)`` in its own process, publish with
     ``publish_all(total)`` once it consumes, and return p50 and p99 (ms) of its times."""
     total = int(rate * LATENCY_SECONDS)
-    ctx = multiprocessing.get_context("spawn")
-    here, there = ctx.Pipe()
-    proc = ctx.Process(target=consumer, args=(port, total, there), daemon=True)
-    proc.start()
-    try:
-        if not here.poll(60):
-            raise RuntimeError("the latency consumer did not start")
-        if (ready := here.recv()) != "ready":
-            raise RuntimeError(ready)
+
+    def publish() -> None:
         time.sleep(0.2)
         publish_all(total)
-        if not here.poll(LATENCY_SECONDS + 60):
-            raise RuntimeError("the latency consumer did not answer")
-        latencies = here.recv()
-    finally:
-        proc.join(10)
-        if proc.is_alive():
-            proc.kill()
-    if isinstance(latencies, str):
-        raise RuntimeError(latencies)
+    latencies = consumer_latencies(consumer, (port, total), publish, LATENCY_SECONDS + 60)
     if len(latencies) < total:
         raise RuntimeError(f"only {len(latencies)} of {total} delivered")
     ms = sorted(latencies)

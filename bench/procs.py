@@ -82,3 +82,33 @@ def remoting_broker_main(store_dir: str, port: int, ready, uvloop: bool = True) 
             loop_module.run(serve())
             return
     asyncio.run(serve())
+
+
+def consumer_latencies(consumer, args: tuple, publish, timeout_s: float) -> list:
+    """A latency case's consumer in a process of its own (spawn), so it shares no
+    interpreter with the publisher: ``consumer(*args, pipe)`` sends "ready" once it
+    consumes, then its list of latencies (a text instead is its error); ``publish()``
+    runs here in between. Stamps must be time.perf_counter_ns (CLOCK_MONOTONIC: one
+    clock for every process)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    here, there = ctx.Pipe()
+    proc = ctx.Process(target=consumer, args=(*args, there), daemon=True)
+    proc.start()
+    try:
+        if not here.poll(60):
+            raise RuntimeError("the latency consumer did not start")
+        if (ready := here.recv()) != "ready":
+            raise RuntimeError(ready)
+        publish()
+        if not here.poll(timeout_s):
+            raise RuntimeError("the latency consumer did not answer")
+        latencies = here.recv()
+    finally:
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+    if isinstance(latencies, str):
+        raise RuntimeError(latencies)
+    return latencies

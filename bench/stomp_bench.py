@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing
 import os
 import shutil
 import statistics
@@ -64,7 +63,7 @@ import stomp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peers import activemq, rabbitmq  # noqa: E402
-from procs import cpu_seconds, free_port, wait_for_port  # noqa: E402
+from procs import consumer_latencies, cpu_seconds, free_port, wait_for_port  # noqa: E402
 
 RECEIPT_EVERY = 1000
 PREFETCH = 1000
@@ -242,14 +241,14 @@ def stomppy_latency(port: int, rate: int) -> tuple[float, float]:
     return statistics.median(kept) / 1e6, kept[int(len(kept) * 0.99) - 1] / 1e6
 
 
-def _raw_latency_consumer(port: int, dest: str, total: int, ready, out) -> None:
-    """A raw subscriber in a process of its own: the stamp in each body against its
-    arrival (time.perf_counter_ns is CLOCK_MONOTONIC: one clock for every process)."""
-    async def run() -> None:
+def _raw_latency_consumer(port: int, dest: str, total: int, pipe) -> None:
+    """A raw subscriber in a process of its own (procs.consumer_latencies): the stamp in
+    each body against its arrival."""
+    async def run() -> list[int]:
         reader, writer, _ = await _raw_connect(port)
         writer.write(f"SUBSCRIBE\ndestination:{dest}\nid:0\nack:auto\nreceipt:s\n\n\0".encode())
         await reader.readuntil(b"\0")
-        ready.set()
+        pipe.send("ready")
         latencies: list[int] = []
         buf = b""
         while len(latencies) < total:
@@ -262,8 +261,11 @@ def _raw_latency_consumer(port: int, dest: str, total: int, ready, out) -> None:
             for frame in frames:
                 body = frame[frame.rfind(b"\n\n") + 2:]
                 latencies.append(now - int(body[:20]))
-        out.put(latencies)
-    asyncio.run(run())
+        return latencies
+    try:
+        pipe.send(asyncio.run(run()))
+    except Exception as exc:  # noqa: BLE001 - reported by the parent
+        pipe.send(f"consumer failed: {exc!r}")
 
 
 def raw_latency(port: int, rate: int) -> tuple[float, float]:
@@ -271,32 +273,21 @@ def raw_latency(port: int, rate: int) -> tuple[float, float]:
     the broker's own tail, without stomp.py's threads sharing one interpreter."""
     dest = destination(f"rawlat-{rate}")
     total = int(rate * LATENCY_SECONDS)
-    ctx = multiprocessing.get_context("spawn")
-    ready, out = ctx.Event(), ctx.Queue()
-    consumer = ctx.Process(target=_raw_latency_consumer, args=(port, dest, total, ready, out))
-    consumer.start()
-    try:
-        if not ready.wait(30):
-            raise RuntimeError("the raw latency consumer did not subscribe")
 
-        async def produce() -> None:
-            _, writer, _ = await _raw_connect(port)
-            head = f"SEND\ndestination:{dest}\npersistent:true\ncontent-length:100\n\n".encode()
-            started = time.perf_counter()
-            for i in range(total):
-                delay = started + i / rate - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                writer.write(head + b"%020d" % time.perf_counter_ns() + b"x" * 80 + b"\0")
-            await writer.drain()
-            await asyncio.sleep(0.5)
-            writer.close()
-        asyncio.run(produce())
-        latencies = out.get(timeout=60)
-    finally:
-        consumer.join(10)
-        if consumer.is_alive():
-            consumer.kill()
+    async def produce() -> None:
+        _, writer, _ = await _raw_connect(port)
+        head = f"SEND\ndestination:{dest}\npersistent:true\ncontent-length:100\n\n".encode()
+        started = time.perf_counter()
+        for i in range(total):
+            delay = started + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            writer.write(head + b"%020d" % time.perf_counter_ns() + b"x" * 80 + b"\0")
+        await writer.drain()
+        await asyncio.sleep(0.5)
+        writer.close()
+    latencies = consumer_latencies(_raw_latency_consumer, (port, dest, total),
+                                   lambda: asyncio.run(produce()), 60)
     kept = sorted(latencies[len(latencies) // 10:])
     if len(kept) < total // 2:
         raise RuntimeError(f"only {len(latencies)} of {total} messages arrived")
