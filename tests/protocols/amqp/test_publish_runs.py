@@ -27,15 +27,22 @@ def _publish(routing_key: str, body: bytes, headers: dict | None = None, *, exch
             + frame.marshal(ContentBody(body), 1))
 
 
+def _channel(port: int, *, confirm: bool = True) -> RawAmqp:
+    """A raw connection with channel 1 open (in confirm mode unless told otherwise)."""
+    raw = RawAmqp(port)
+    raw.send(1, commands.Channel.Open())
+    assert isinstance(raw.read_frame()[1], commands.Channel.OpenOk)
+    if confirm:
+        raw.send(1, commands.Confirm.Select())
+        assert isinstance(raw.read_frame()[1], commands.Confirm.SelectOk)
+    return raw
+
+
 def test_a_pipelined_read_is_stored_in_runs_and_read_back_per_message(amqp_broker):
     port = amqp_broker.endpoint("amqp")[1]
     with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port)) as conn:
         conn.channel().queue_declare("gq", durable=True)
-    raw = RawAmqp(port)
-    raw.send(1, commands.Channel.Open())
-    assert isinstance(raw.read_frame()[1], commands.Channel.OpenOk)
-    raw.send(1, commands.Confirm.Select())
-    assert isinstance(raw.read_frame()[1], commands.Confirm.SelectOk)
+    raw = _channel(port)
     sends = [(b"p%d" % i, {"n": str(i)}) for i in range(40)]
     sends[10] = (b"dedup", {"DEDUP_KEY": "once"})
     sends[20] = (b"later", {"x-delay": 300})
@@ -89,11 +96,7 @@ def test_a_run_goes_where_the_declarations_say_when_it_comes(amqp_broker):
     (mandatory); once the queue and the binding exist, the same publishes on the same
     connection reach the queue, in order."""
     port = amqp_broker.endpoint("amqp")[1]
-    raw = RawAmqp(port)
-    raw.send(1, commands.Channel.Open())
-    assert isinstance(raw.read_frame()[1], commands.Channel.OpenOk)
-    raw.send(1, commands.Confirm.Select())
-    assert isinstance(raw.read_frame()[1], commands.Confirm.SelectOk)
+    raw = _channel(port)
     with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port)) as conn:
         conn.channel().exchange_declare("late-x", "direct")
 
@@ -139,11 +142,7 @@ def test_a_run_larger_than_a_commit_log_segment_is_stored_whole_and_in_order(sma
         port = live.endpoint("amqp")[1]
         with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port)) as conn:
             conn.channel().queue_declare("big-run")
-        raw = RawAmqp(port)
-        raw.send(1, commands.Channel.Open())
-        assert isinstance(raw.read_frame()[1], commands.Channel.OpenOk)
-        raw.send(1, commands.Confirm.Select())
-        assert isinstance(raw.read_frame()[1], commands.Confirm.SelectOk)
+        raw = _channel(port)
         raw.send_raw(b"".join(_publish("big-run", b"%04d" % i + b"." * 896) for i in range(150)))
         _confirmed(raw, 150)
         raw.close()
@@ -181,9 +180,7 @@ def test_under_sync_flush_confirms_follow_the_fsync_and_plain_publishes_ask_for_
         port = live.endpoint("amqp")[1]
         with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port)) as conn:
             conn.channel().queue_declare("sq", durable=True)
-        plain = RawAmqp(port)
-        plain.send(1, commands.Channel.Open())
-        assert isinstance(plain.read_frame()[1], commands.Channel.OpenOk)
+        plain = _channel(port, confirm=False)
         _, end0, syncs0 = live.call(state)
         plain.send_raw(b"".join(_publish("sq", b"plain%d" % i) for i in range(30)))
         deadline = time.monotonic() + TIMEOUT_S
@@ -192,11 +189,7 @@ def test_under_sync_flush_confirms_follow_the_fsync_and_plain_publishes_ask_for_
         time.sleep(0.3)  # a sync started for them would have ended by now
         flushed, end, syncs = live.call(state)
         assert end > end0 and flushed < end and syncs == syncs0  # stored, no fsync asked for
-        confirmed = RawAmqp(port)
-        confirmed.send(1, commands.Channel.Open())
-        assert isinstance(confirmed.read_frame()[1], commands.Channel.OpenOk)
-        confirmed.send(1, commands.Confirm.Select())
-        assert isinstance(confirmed.read_frame()[1], commands.Confirm.SelectOk)
+        confirmed = _channel(port)
         confirmed.send_raw(b"".join(_publish("sq", b"c%d" % i) for i in range(20)))
         acked = 0
         while acked < 20:

@@ -24,6 +24,13 @@ def bodies(messages) -> list[bytes]:
     return [body for _, body in messages]
 
 
+def assert_only(listener, expected: list[bytes]) -> None:
+    """These bodies arrive, and nothing more within 0.3 s."""
+    assert bodies(listener.wait_messages(len(expected))) == expected
+    time.sleep(0.3)
+    assert bodies(listener.messages) == expected
+
+
 @pytest.mark.parametrize("version", ["1.0", "1.1", "1.2"])
 def test_queue_keeps_what_was_sent_before_its_first_subscriber(stomp_broker, version):
     send_all(stomp_broker, "/queue/early", [b"a", b"b", b"c"], color="red")
@@ -65,9 +72,7 @@ def test_topic_subscription_sees_only_what_is_sent_after_it(stomp_broker):
     conn.subscribe("/topic/late", id="t", ack="auto", receipt="sub")
     listener.wait_receipt("sub")
     send_all(stomp_broker, "/topic/late", [b"after"])
-    assert bodies(listener.wait_messages(1)) == [b"after"]
-    time.sleep(0.3)
-    assert bodies(listener.messages) == [b"after"]
+    assert_only(listener, [b"after"])
     conn.disconnect()
 
 
@@ -318,9 +323,7 @@ def test_unsubscribe_naming_a_durable_subscription_removes_it(stomp_broker, how)
     conn.subscribe("/topic/removed", id=sub_id, ack="auto", headers=dict(how), receipt="again")
     listener.wait_receipt("again")
     send_all(stomp_broker, "/topic/removed", [b"fresh"])
-    assert bodies(listener.wait_messages(1)) == [b"fresh"]
-    time.sleep(0.3)
-    assert bodies(listener.messages) == [b"fresh"]
+    assert_only(listener, [b"fresh"])
     conn.disconnect()
 
 
