@@ -3,9 +3,9 @@
 ASYNC_FLUSH: every flushIntervalCommitLog ms, fdatasync whatever was written.
 SYNC_FLUSH (group commit): a put waits on a future that resolves once an fdatasync has
 covered its end offset; a put nobody waits for (a STOMP SEND without a receipt) starts no
-sync and is covered by the next one, or by the periodic flush within the interval. A sync starts as soon as a put waits and none is in flight; puts
-that arrive while it runs append on the loop meanwhile (fdatasync releases the GIL) and are
-all covered by the next one. So appends overlap the disk round trip, and 64 concurrent
+sync and is covered by the next one, or by the periodic flush within the interval. A sync
+starts as soon as a put waits and none is in flight; puts that arrive while it runs append
+on the loop meanwhile (fdatasync releases the GIL) and are all covered by the next one. So appends overlap the disk round trip, and 64 concurrent
 putters share a few syncs instead of paying 64.
 fdatasync always runs in a worker thread (the loop's default executor, so a host loop such
 as trio-asyncio's works too); overlapping syncs are harmless: each only raises the durable

@@ -26,8 +26,8 @@ these five places together.
 A put checks its limits and reserves room (ConsumeQueue first, so a full disk refuses it
 before anything is written), then writes, then assigns queue offsets and dispatches
 (core/store/dispatch.py; under SYNC_FLUSH with dispatchAfterFlush, after the covering
-fsync). Under SYNC_FLUSH a put is answered after the covering fsync either way. This module never
-reads for a consumer, never makes a record visible before its dispatch, and never awaits
+fsync). Under SYNC_FLUSH a put is answered after the covering fsync either way. This
+module never reads for a consumer, never makes a record visible before its dispatch, and never awaits
 between reserving room and writing it (another put would take the same bytes).
 """
 
@@ -635,8 +635,10 @@ class StoreWriter:
             ends.append((phys, size))
         mf.write(b"".join(parts))
         waiter = None
-        for (topic, queue_id), first, (end, size) in zip(queues, firsts, ends):
-            waiter = self._finish_put(topic, queue_id, first, CQ_ENTRY.pack(end - size, -size, 0), 1, end, size)
+        last = len(queues) - 1
+        for i, ((topic, queue_id), first, (end, size)) in enumerate(zip(queues, firsts, ends)):
+            waiter = self._finish_put(topic, queue_id, first, CQ_ENTRY.pack(end - size, -size, 0), 1, end, size,
+                                      wait=i == last)
         if waiter is not None:  # the last one's flush covers them all
             await waiter
         return firsts
