@@ -17,7 +17,8 @@ import resource
 from rocketport.allocator import tune_malloc
 from rocketport.core.broker import Broker
 from rocketport.core.config import BrokerConfig
-from rocketport.protocols.frontend import FrontEnd, build_enabled
+from rocketport.protocols.frontend import FrontEnd
+from rocketport.protocols.registry import build_enabled
 
 log = logging.getLogger("rocketport.server")
 
