@@ -17,6 +17,7 @@ state set up here. This module keeps construction and the lifecycle: the store l
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import os
@@ -27,7 +28,7 @@ from .consumer.groups import ConsumerManager, ProducerManager
 from .consumer._clock import Clock, monotonic_ms
 from .consumer.locks import RebalanceLockManager
 from .consumer.long_polling import PullWaiters
-from .dedup import DedupWindow
+from .dedup import DedupWindow, recall_stored
 from .facade.admin import AdminRole, BrokerStats
 from .facade.consume import ConsumeRole
 from .facade.delivery import DeliveryRole
@@ -70,7 +71,7 @@ class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole)
         self.groups = SubscriptionGroupManager(config_dir)
         self.offsets = ConsumerOffsetManager(config_dir)
         self._queue_rr: dict[str, itertools.count] = {}
-        self.dedup = DedupWindow()
+        self.dedup = DedupWindow(recall=functools.partial(recall_stored, self.store))
         self.pull_waiters = PullWaiters()
         self._tasks: asyncio.TaskGroup | None = None
         self._delivery_groups = {}
@@ -115,6 +116,7 @@ class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole)
             self.offsets.load()
             self.delay_offsets.load()
             await asyncio.to_thread(self.store.open)
+            self.dedup.floor = self.store.commitlog.max_offset  # keys below: in the log only
         except BaseException:
             self.store.close()
             self._lock.release()

@@ -5,29 +5,55 @@ key are one unit: stored together, or dropped together by a later put of that ke
 Why: a writer that retries (a Spark task attempt run again, a streaming micro-batch
 replayed after a restart) resends exactly what an earlier attempt may already have stored.
 When it names every message (or every batch) with a deterministic key, the broker drops
-the repeats, so consumers see each message once. The window is the last `capacity` keys
-stored, per broker, in memory: it does not outlive the broker process, and a key older
-than the window is not recognised. A put whose key is being stored by a concurrent put
-waits for that one: stored, it is a repeat; refused, it is stored. A repeat is answered
-with the result of the put that stored the key, so the producer sees a success.
+the repeats, so consumers see each message once. A put whose key is being stored by a
+concurrent put waits for that one: stored, it is a repeat; refused, it is stored. A repeat
+is answered with the result of the put that stored the key, so the producer sees a success.
+
+Where the keys come from: the last `capacity` keys this process stored are kept in memory;
+every other key is recalled from the log. The index builder indexes each record's
+DEDUP_KEY as it indexes KEYS (core/store/index_service.py), so a key is found again through
+the same derivation from the CommitLog that rebuilds the index after a crash (and that a
+replica running the same dispatch would run). `floor` is the commit-log offset below which a
+record's key may be missing from memory: the log's end when the store opened, raised as
+keys are forgotten. Only a key missing from memory while `floor` is above 0 is recalled;
+the recall first waits until the index covers the log below `floor`. With
+messageIndexEnable off nothing can be recalled: the window is then memory only.
 
 Messages without the property cost nothing here: the produce role sends only messages
-whose encoded properties name DEDUP_KEY through `DedupWindow.put`.
+whose encoded properties name DEDUP_KEY through `DedupWindow.put`. This module never
+writes the store.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Protocol
 
-from .message import Message
+from .message import PROPERTY_DEDUP_KEY, Message
+from .store.writer import PutResult
 
-PROPERTY_DEDUP_KEY = "DEDUP_KEY"
+if TYPE_CHECKING:
+    from .store.message_store import MessageStore
+
+__all__ = ["DEDUP_NEEDLE", "PROPERTY_DEDUP_KEY", "DedupWindow", "dedup_key", "recall_stored"]
+
 DEDUP_NEEDLE = PROPERTY_DEDUP_KEY.encode() + b"\x01"  # found in encoded properties
 DEFAULT_CAPACITY = 100_000  # keys kept (~15 MB); a batch of messages may share one key
+RECALL_MAX = 4096  # records of one stored unit a recalled answer names
 
 Key = tuple[str, str]  # (topic, key)
+
+
+class Stored(Protocol):
+    """What a put answers (a PutResult): where its first record is in the log."""
+
+    commit_log_offset: int
+
+
+Recall = Callable[[Key, int], Awaitable["Stored | None"]]
 
 
 def dedup_key(msg: Message) -> str | None:
@@ -35,11 +61,16 @@ def dedup_key(msg: Message) -> str | None:
 
 
 class DedupWindow:
-    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+    def __init__(self, capacity: int = DEFAULT_CAPACITY, recall: Recall | None = None) -> None:
+        """``recall(key, below)``: the answer for a key stored in the log below commit-log
+        offset ``below``, or None (see the module docstring)."""
         self.capacity = capacity
-        self._stored: OrderedDict[Key, object] = OrderedDict()  # key -> the put's result
+        self._stored: OrderedDict[Key, Stored] = OrderedDict()  # key -> the put's result
         self._pending: dict[Key, asyncio.Future] = {}
+        self._recall = recall
+        self.floor = 0  # keys of records below this offset may be in the log only
         self.dropped = 0  # messages not stored because their key was
+        self.recalled = 0  # keys found in the log, not in memory
 
     def __contains__(self, key: Key) -> bool:
         return key in self._stored
@@ -62,6 +93,8 @@ class DedupWindow:
                 continue
             while (waiting := self._pending.get(k)) is not None:
                 await asyncio.shield(waiting)  # a concurrent put of this key: its outcome decides
+            if k not in self._stored and self.floor and self._recall is not None:
+                await self._recall_key(k)
             if k in self._stored:
                 self.dropped += 1
                 if earlier is None:
@@ -80,7 +113,20 @@ class DedupWindow:
         self._settle(claimed, result)
         return result
 
-    def _settle(self, claimed: list[Key], result: object) -> None:
+    async def _recall_key(self, k: Key) -> None:
+        """Look ``k`` up in the log below `floor`, claimed meanwhile so that a concurrent
+        put of it waits for the answer; kept in memory when found."""
+        self._pending[k] = asyncio.get_running_loop().create_future()
+        try:
+            found = await self._recall(k, self.floor)
+        except BaseException:
+            self._settle([k], None)
+            raise
+        if found is not None:
+            self.recalled += 1
+        self._settle([k], found)
+
+    def _settle(self, claimed: list[Key], result: Stored | None) -> None:
         stored = self._stored
         for k in claimed:
             if result is not None:
@@ -88,4 +134,27 @@ class DedupWindow:
                 stored.move_to_end(k)
             self._pending.pop(k).set_result(None)
         while len(stored) > self.capacity:
-            stored.popitem(last=False)
+            _, forgotten = stored.popitem(last=False)
+            self.floor = max(self.floor, forgotten.commit_log_offset + 1)
+
+
+async def recall_stored(store: "MessageStore", k: Key, below: int) -> PutResult | None:
+    """The answer for the unit stored under key ``k`` = (topic, DEDUP_KEY) below commit-log
+    offset ``below``, rebuilt from its records (found through the index, each checked), or
+    None. Waits until the index covers the log below ``below`` first."""
+    topic, key = k
+    index = store.index
+    await index.catch_up(store, below)
+    hits = index.lookup(f"{topic}#{key}", RECALL_MAX, 0, int(time.time() * 1000) + 1000)
+    records = []
+    for phys in sorted({p for p in hits if p < below}):
+        msg = store.message_at(phys)
+        if msg is not None and msg.topic == topic and msg.properties.get(PROPERTY_DEDUP_KEY) == key:
+            records.append(msg)
+    if not records:
+        return None
+    first = records[0]
+    return PutResult(first.queue_id, first.queue_offset, first.commit_log_offset,
+                     sum(m.store_size for m in records), first.store_timestamp, len(records),
+                     store.store_host,
+                     tuple(m.commit_log_offset for m in records) if len(records) > 1 else ())

@@ -42,6 +42,7 @@ PROPERTY_INNER_BASE = "INNER_BASE"
 # Beyond RocketMQ 4's fixed levels: deliver at an absolute time (ms since epoch), as 5.x does.
 PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+PROPERTY_DEDUP_KEY = "DEDUP_KEY"  # Rocketport's: a producer's repeat is dropped (core/dedup.py)
 
 KEY_SEPARATOR = " "
 

@@ -9,7 +9,8 @@ the queue those requests wait in: the builder sleeps twice as long after each la
 down to 1% of the loop, and halves it again once wake-ups are on time. Under a burst it
 lags; once nothing was stored or read since its last slice it only yields between slices,
 so it catches up at full speed while a request that arrives waits one slice at most.
-Keys indexed per message: ``topic#KEYS`` (each key) and ``topic#UNIQ_KEY``; the records of
+Keys indexed per message: ``topic#KEYS`` (each key), ``topic#UNIQ_KEY`` and ``topic#DEDUP_KEY``
+(what the producer dedup window recalls after a restart, core/dedup.py); the records of
 an inner batch are indexed by their Kafka key (their KEYS, see core.batch.messages), read
 without decoding the records, from the payload the one expander holds
 (core.store.inner_batch: a compressed batch is decompressed once for the index and every
@@ -44,6 +45,7 @@ from ..batch.record_batch import ATTR_CONTROL, CorruptBatch, all_keyless, record
 from ..message import (
     INNER_BATCH_FLAG,
     KEY_SEPARATOR,
+    PROPERTY_DEDUP_KEY,
     PROPERTY_KEYS,
     UNIQ_KEY_NEEDLES,
     property_bytes,
@@ -71,6 +73,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _KEYS_NEEDLES = property_needles(PROPERTY_KEYS)
+_DEDUP_NEEDLES = property_needles(PROPERTY_DEDUP_KEY)
 _KEY_SEPARATOR = KEY_SEPARATOR.encode()
 PREFIX_CACHE = 4096  # topics whose ``topic#`` key prefix is kept
 KEYLESS_SPANS = 4096  # keyless log ranges remembered ahead of the walk
@@ -99,8 +102,8 @@ class _OpenBatch:
 
 
 def names_index_keys(props: bytes) -> bool:
-    """Whether encoded properties may hold KEYS or UNIQ_KEY (False: surely neither)."""
-    return _KEYS_NEEDLES[1] in props or UNIQ_KEY_NEEDLES[1] in props
+    """Whether encoded properties may hold KEYS, UNIQ_KEY or DEDUP_KEY (False: surely none)."""
+    return _KEYS_NEEDLES[1] in props or UNIQ_KEY_NEEDLES[1] in props or _DEDUP_NEEDLES[1] in props
 
 
 class IndexService:
@@ -310,13 +313,15 @@ class IndexService:
         return max(n, 1), not left
 
     def _index_record(self, view: memoryview, pos: int, phys: int) -> None:
-        """``topic#key`` for each of a plain record's KEYS and ``topic#UNIQ_KEY``."""
+        """``topic#key`` for each of a plain record's KEYS, ``topic#UNIQ_KEY`` and
+        ``topic#DEDUP_KEY``."""
         topic_start, topic_end, props = topic_and_properties(view, pos)
         if not names_index_keys(props):
-            return  # an AMQP or STOMP message: two scans, no split
+            return  # an AMQP or STOMP message: three scans, no split
         keys = property_bytes(props, _KEYS_NEEDLES)
         uniq = property_bytes(props, UNIQ_KEY_NEEDLES)
-        if not (keys or uniq):
+        dedup = property_bytes(props, _DEDUP_NEEDLES)
+        if not (keys or uniq or dedup):
             return
         prefix = self._prefix(bytes(view[topic_start:topic_end]))
         store_ts = I64.unpack_from(view, pos + POS_STORE_TIMESTAMP)[0]
@@ -326,6 +331,8 @@ class IndexService:
                     self._put(prefix + k, phys, store_ts)
         if uniq:
             self._put(prefix + uniq, phys, store_ts)
+        if dedup:
+            self._put(prefix + dedup, phys, store_ts)
 
     async def run(self, store: "MessageStore") -> None:
         self._wakeup = asyncio.Event()
@@ -376,6 +383,17 @@ class IndexService:
                     await asyncio.wait_for(self._wakeup.wait(), IDLE_POLL_S)
                 except asyncio.TimeoutError:
                     pass
+
+    async def catch_up(self, store: "MessageStore", offset: int) -> None:
+        """Return once every record below ``offset`` (at most the dispatched offset) is
+        indexed, building a slice at a time with the loop free between: what a lookup that
+        must not miss a record below ``offset`` awaits. Returns early on a full disk (the
+        lookup then sees what is indexed)."""
+        offset = min(offset, store.dispatched_offset)
+        while self.built_offset < offset:
+            if not self.build(store, deadline=time.perf_counter() + SLICE_S) or self.disk_full:
+                return
+            await asyncio.sleep(0)
 
     def stop(self) -> None:
         self._stopping = True

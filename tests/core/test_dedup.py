@@ -10,6 +10,7 @@ from rocketport.core.broker import Broker
 from rocketport.core.dedup import PROPERTY_DEDUP_KEY, DedupWindow
 from rocketport.core.errors import MessageTooLarge
 from rocketport.core.message import Message
+from rocketport.core.store.message_store import PutResult
 
 
 def keyed(topic: str, body: bytes, key: str | None, queue_id: int = 0) -> Message:
@@ -80,12 +81,12 @@ def test_concurrent_puts_of_one_key_store_it_once():
         async def store(msgs):
             await gate.wait()
             stored.append([m.body for m in msgs])
-            return len(stored)
+            return PutResult(0, len(stored) - 1, len(stored) * 100, 100, 0)
 
         puts = [asyncio.create_task(window.put([keyed("T", b"m", "k")], store)) for _ in range(3)]
         await asyncio.sleep(0)
         gate.set()
-        assert await asyncio.gather(*puts) == [1, 1, 1]
+        assert [r.queue_offset for r in await asyncio.gather(*puts)] == [0, 0, 0]
         assert stored == [[b"m"]]
         # the window keeps `capacity` keys: the oldest goes first
         for key in ("a", "b"):
