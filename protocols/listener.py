@@ -1,7 +1,10 @@
 """A TCP listener that owns its sessions: bind, accept, limits, timeouts, graceful stop.
 
 Binding is separate from serving so the shell can bind every front-end's port before the
-store opens: a taken port then fails start-up while the store is still untouched. A
+store opens: a taken port then fails start-up while the store is still untouched. A bound
+socket listens at once (connections queue in its backlog until it accepts): a port bound
+but not listening can be bound again by another process (both with SO_REUSEADDR) and taken
+from under it, and `start` checks that the socket still listens before it says so. A
 listener holds at most ``max_connections`` sessions (later ones are closed on accept), and
 a once-a-second sweep closes sessions idle for ``idle_timeout`` seconds (no input and no
 request in flight) and sessions whose frame has been arriving for ``frame_timeout``
@@ -14,6 +17,8 @@ import asyncio
 import errno
 import logging
 import os
+import signal
+import socket
 from collections.abc import Callable
 
 from rocketport.core.config import ConnectionLimits
@@ -21,6 +26,11 @@ from rocketport.core.config import ConnectionLimits
 from .session_base import Session
 
 log = logging.getLogger(__name__)
+
+# Tests only (docs/configuration.md): a port whose listener stops its process (SIGSTOP)
+# between bind and listen, so a test can race another broker into that gap.
+STOP_AFTER_BIND_ENV = "ROCKETPORT_STOP_AFTER_BIND"
+BACKLOG = 100  # asyncio's create_server default
 
 
 class ListenError(OSError):
@@ -72,17 +82,34 @@ class Listener:
             return
         try:
             self._server = await asyncio.get_running_loop().create_server(
-                self._new_session, self.host, self.port, reuse_address=True, start_serving=False)
+                self._new_session, self.host, self.port, reuse_address=True, start_serving=False,
+                backlog=BACKLOG)
+            if os.environ.get(STOP_AFTER_BIND_ENV) == str(self.port):
+                os.kill(os.getpid(), signal.SIGSTOP)
+            for sock in self._server.sockets:  # the loop listens only when it serves
+                with socket.socket(fileno=os.dup(sock.fileno())) as same:
+                    same.listen(BACKLOG)
         except OSError as exc:
+            self._close_unserved()
             raise ListenError(self.role, self.host, self.port, exc) from None
         if self.port == 0:  # tests ask for any free port
             self.port = self._server.sockets[0].getsockname()[1]
 
+    def _close_unserved(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
     async def start(self) -> None:
-        """Accept connections (binding first if `bind` was not called)."""
+        """Accept connections (binding first if `bind` was not called); ListenError when a
+        socket does not listen (uvloop's start_serving says nothing when it cannot)."""
         await self.bind()
         assert self._server is not None
         await self._server.start_serving()
+        for sock in self._server.sockets:
+            if not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+                raise ListenError(self.role, self.host, self.port,
+                                  OSError(errno.EADDRINUSE, "not listening"))
         if self._sweeper is None:
             self._sweeper = asyncio.create_task(self._sweep(), name=f"sweep-{self.role}")
         log.info("%s listening on %s:%d", self.role, self.host, self.port)
