@@ -1,0 +1,118 @@
+"""The producer dedup window outlives what it keeps in memory: a key forgotten by the window,
+or stored before a restart or a SIGKILL, is recalled from the log (through the key index),
+so a writer's replay is still dropped. In-process through the Broker facade, and with a
+real broker process killed right after its answer, written to by the native client's batch
+sends as the Spark sink writes (pipeline/writer.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from rocketport.client import Message as ClientMessage
+from rocketport.client import AdminClient, Producer, PullConsumer
+from rocketport.core.broker import Broker
+from rocketport.core.dedup import PROPERTY_DEDUP_KEY
+from rocketport.core.message import Message
+from tests.support.processes import start_broker, stop, wait_ready
+
+
+def keyed(topic: str, body: bytes, key: str) -> Message:
+    return Message(topic, body, {PROPERTY_DEDUP_KEY: key}, queue_id=0)
+
+
+def bodies(broker: Broker, topic: str) -> list[bytes]:
+    return [m.body for m in broker.get_messages(topic, 0, 0, 100).messages()]
+
+
+def test_a_key_the_window_forgot_is_recalled_from_the_log(small_config):
+    async def main():
+        async with Broker(small_config) as broker:
+            broker.dedup.capacity = 2
+            first = await broker.put_messages([keyed("F", b"a1", "a"), keyed("F", b"a2", "a")])
+            for key in "bcd":  # "a" leaves memory
+                await broker.put_message(keyed("F", key.encode(), key))
+            assert ("F", "a") not in broker.dedup
+            again = await broker.put_messages([keyed("F", b"a1", "a"), keyed("F", b"a2", "a")])
+            # answered as the put that stored it was: both records, from their first offset
+            assert (again.queue_offset, again.count) == (first.queue_offset, 2)
+            assert again.msg_ids == first.msg_ids
+            await broker.put_message(keyed("F", b"e", "e"))  # a new key: stored
+            assert bodies(broker, "F") == [b"a1", b"a2", b"b", b"c", b"d", b"e"]
+            assert broker.dedup.recalled == 1
+    asyncio.run(main())
+
+
+def test_keys_stored_before_a_restart_are_recalled(small_config):
+    async def main():
+        async with Broker(small_config) as broker:
+            await broker.put_message(keyed("R", b"x", "x"))
+            await broker.put_message(keyed("Other", b"y", "y"))
+        async with Broker(small_config) as broker:
+            await broker.put_message(keyed("R", b"x", "x"))  # a repeat
+            await broker.put_message(keyed("R", b"y", "y"))  # another topic's key: new here
+            await broker.put_message(keyed("R", b"y", "y"))  # and now a repeat in memory
+            assert bodies(broker, "R") == [b"x", b"y"]
+            assert broker.dedup.dropped == 2
+    asyncio.run(main())
+
+
+# ---------------------------------------------------------------- a real process, SIGKILLed
+_SETTINGS = ("listenPort=0", "namesrv.port=0", "kafka.enabled=false")
+TOPIC = "SinkReplay"
+CHUNKS, CHUNK = 12, 50  # batch sends, messages in each (one DEDUP_KEY a chunk, as the sink)
+
+
+def _namesrv(log: str) -> str:
+    return "127.0.0.1:" + re.search(r"name server listening on 127\.0\.0\.1:(\d+)", log).group(1)
+
+
+async def _write(namesrv: str, chunks: range) -> None:
+    """The sink's shape: each chunk one batch send to one queue, named writer/epoch/queue/chunk."""
+    async with Producer(namesrv, "sink", send_timeout_s=10) as producer:
+        queues = await producer.runtime.routes.publish_queues(TOPIC)
+        for n in chunks:
+            mq = queues[n % len(queues)]
+            key = f"w1/0/{mq.broker_name}:{mq.queue_id}/{n}"
+            await producer.send_batch([ClientMessage(TOPIC, b"%d-%d" % (n, i),
+                                                     properties={PROPERTY_DEDUP_KEY: key})
+                                       for i in range(CHUNK)], queue=mq)
+
+
+async def _stored(namesrv: str) -> tuple[int, list[bytes]]:
+    """(messages stored in the topic by its queues' max offsets, every body read back)."""
+    async with PullConsumer("reader", namesrv, consume_from="first") as consumer, \
+            AdminClient(namesrv) as admin:
+        queues = await consumer.queues(TOPIC)
+        total = sum([await admin.max_offset(mq) for mq in queues])
+        consumer.assign(queues)
+        got: list[bytes] = []
+        for _ in range(200):
+            if len(got) >= total:
+                break
+            got += [m.body for m in await consumer.poll(timeout_s=0.2, max_messages=1000)]
+        return total, got
+
+
+def test_a_replay_after_a_sigkill_is_dropped(tmp_path):
+    root = tmp_path / "store"
+    proc = start_broker(root, *_SETTINGS)
+    try:
+        namesrv = _namesrv(wait_ready(proc))
+        asyncio.run(_write(namesrv, range(CHUNKS)))
+    finally:
+        proc.kill()  # SIGKILL right after the last answer
+        proc.wait()
+    again = start_broker(root, *_SETTINGS)
+    try:
+        log = wait_ready(again)
+        assert "after a crash" in log
+        namesrv = _namesrv(log)
+        # the replay: every chunk again, under the same keys, and two chunks never sent
+        asyncio.run(_write(namesrv, range(CHUNKS + 2)))
+        total, got = asyncio.run(_stored(namesrv))
+        expected = sorted(b"%d-%d" % (n, i) for n in range(CHUNKS + 2) for i in range(CHUNK))
+        assert total == len(expected)
+        assert sorted(got) == expected
+    finally:
+        stop(again)
