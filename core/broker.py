@@ -44,10 +44,13 @@ from .store.store_lock import StoreLock
 from .tags import tags_code
 from .transaction import TransactionCheckService
 from .txn.coordinator import TxnCoordinator
+from .txn.producer_state import ProducerStateTable
 
 __all__ = ["Broker", "BrokerStats"]
 
 log = logging.getLogger(__name__)
+
+PRODUCER_STATE_SNAPSHOT_S = 5.0  # bounds the log a restart scans for producer state
 
 
 def _tags_code_of(topic: str, properties: dict[str, str]) -> int:
@@ -93,6 +96,8 @@ class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole)
             notify=self.pull_waiters.notify, sync=config.sync_flush,
             max_timeout_ms=config.transaction_max_timeout_ms)
         self.txn_queues = self.txn.queues
+        self.producer_states = ProducerStateTable(config_dir, lambda: self.store.commitlog.max_offset)
+        self.store.batch_listeners.append(self.producer_states.batch_stored)
         self.consumer_manager = ConsumerManager(config.channel_expired_timeout, clock)
         self.producer_manager = ProducerManager(config.channel_expired_timeout, clock)
         self.lock_manager = RebalanceLockManager(config.rebalance_lock_max_live_time, clock)
@@ -116,6 +121,8 @@ class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole)
             self.offsets.load()
             self.delay_offsets.load()
             await asyncio.to_thread(self.store.open)
+            await asyncio.to_thread(self.producer_states.rebuild, self.store.stored_batches,
+                                    self.store.commitlog.min_offset)
             self.dedup.floor = self.store.commitlog.max_offset  # keys below: in the log only
         except BaseException:
             self.store.close()
@@ -132,6 +139,8 @@ class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole)
         await self.schedule.run(self._tasks)
         self._tasks.create_task(self.transactions.run(), name="transaction-check")
         self._tasks.create_task(self.txn.run(), name="transaction-timeouts")
+        self._tasks.create_task(self.producer_states.run(self._stop, PRODUCER_STATE_SNAPSHOT_S),
+                                name="producer-state-snapshots")
         self._tasks.create_task(self._scan_clients_loop(), name="scan-clients")
         self.running = True
 
@@ -148,6 +157,7 @@ class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole)
         self.pull_waiters.close()  # held pulls return now instead of at their timeout
         await self._tasks.__aexit__(None, None, None)
         self.txn.close()
+        await self.producer_states.save()  # covers the whole log: the next start scans nothing
         await self.schedule.persist()
         await asyncio.to_thread(self.offsets.persist)
         await self.store.stop()

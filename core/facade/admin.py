@@ -32,6 +32,7 @@ from ..metadata.offsets import ConsumerOffsetManager
 from ..metadata.topics import PERM_RW, TopicConfig, TopicConfigManager
 from ..store.message_store import MessageStore
 from ..txn.coordinator import TxnCoordinator
+from ..txn.producer_state import ProducerStateTable
 
 @dataclass(slots=True)
 class BrokerStats:
@@ -60,6 +61,7 @@ class AdminRole:
     pull_waiters: PullWaiters
     consumer_manager: ConsumerManager
     txn: TxnCoordinator
+    producer_states: ProducerStateTable
     _views: dict[str, Callable[[], Any]]
 
     @property
@@ -106,6 +108,7 @@ class AdminRole:
         self.store.delete_topic(topic)
         self.offsets.remove_topic(topic)
         self.txn.forget_topic(topic)  # its transactions' read-rule state (core/txn)
+        self.producer_states.forget_topic(topic)
         self.pull_waiters.notify_all(topic)  # held pulls on it answer now, not at their timeout
 
     def set_topic_attributes(self, topic: str, attributes: dict[str, str]) -> TopicConfig:

@@ -19,7 +19,9 @@ logged, then markers to every covered queue and the offsets; with ``bump`` the e
 on at every end),
 `check_transactional_write` (before a producer's transactional batch is stored), `last_stable_offset` / `aborted_transactions` (what a Kafka
 read_committed fetch reports), `has_pending_txn_offsets`, `transactions_matching` /
-`transaction` (admin). A front-end never writes a marker itself.
+`transaction` (admin). A front-end never writes a marker itself. Idempotent producers
+(``core/txn/producer_state.py``, state derived from the stored batches): `allocate_producer_id`,
+`check_sequence` (before a producer's batch is stored).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ..metadata.topics import TopicConfigManager
 from ..store.message_store import MessageStore, PutResult
 from ..transaction import TransactionChecker, TransactionCheckService, committed_message, is_half
 from ..txn.coordinator import TxnCoordinator, TxnMetadata
+from ..txn.producer_state import ProducerStateTable, SequenceCheck
 from ..txn.visibility import AbortedRange
 
 # the facade's log lines keep the logger name they have always had, whichever role writes them
@@ -46,6 +49,7 @@ class TransactionRole:
     topics: TopicConfigManager
     transactions: TransactionCheckService
     txn: TxnCoordinator
+    producer_states: ProducerStateTable
 
     def add_transaction_checker(self, checker: TransactionChecker) -> None:
         """One more who answers check-backs (each front-end with producers adds its own):
@@ -108,6 +112,17 @@ class TransactionRole:
         """The producer id and epoch the next transaction runs under: ``bump`` (Kafka's
         transaction protocol v2) moves the epoch on at every end."""
         return await self.txn.end_txn(transactional_id, producer_id, producer_epoch, commit, bump)
+
+    async def allocate_producer_id(self) -> int:
+        """A new idempotent producer id (never one handed out before, even across a crash)."""
+        return await self.producer_states.allocate_producer_id()
+
+    def check_sequence(self, producer_id: int, producer_epoch: int, topic: str, queue_id: int,
+                       first_seq: int, count: int) -> tuple[SequenceCheck, int]:
+        """An idempotent producer's batch, before it is stored: accepted, a duplicate (with
+        the base offset it was stored at), out of order, or of a fenced epoch. The table is
+        derived from the stored batches, so the answer is the same after a crash."""
+        return self.producer_states.check(producer_id, producer_epoch, topic, queue_id, first_seq, count)
 
     def check_transactional_write(self, producer_id: int, producer_epoch: int, topic: str,
                                   queue_id: int) -> None:

@@ -77,6 +77,8 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreDispatch):
         self._last_checkpoint_dispatched = 0
         self._tags_code_of = tags_code_of  # None: the TAGS hash (delay topics override)
         self.dispatch_listeners: list[Callable[[str, int, int], None]] = []
+        # (topic, queue id, base offset, record batch) of every inner batch, as it is appended
+        self.batch_listeners: list[Callable[[str, int, int, bytes | memoryview], None]] = []
         self.flush_service: FlushService | None = None
         self._deleted_topics: set[str] = set()  # no late preparation may recreate their files
         self._running = False

@@ -7,7 +7,8 @@ when there is none or a ConsumeQueue is damaged), CRC-checks the tail from the
 checkpoint's verify-from offset, truncates a torn tail, and rebuilds the ConsumeQueue
 entries of every record it re-dispatches exactly as a live put made them
 (`_dispatch_from_record`), an inner batch's per-record tags codes included. The rules are
-in docs/store-format.md ("Recovery").
+in docs/store-format.md ("Recovery"). `stored_batches` walks the recovered log the
+same way for the state derived from its batches (core/txn/producer_state.py).
 
 It runs once, before the event loop serves anyone: it never runs while puts or gets do,
 never writes a record (only truncates what is torn) and never changes the on-disk format.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 
 from ..batch.record_batch import parse_header
 from ..batch.record_tags import batch_tags
@@ -92,6 +94,16 @@ class StoreRecovery:
         log.info("store recovered from %s: CommitLog %d..%d checked, %d records re-dispatched "
                  "from %d%s", reason, verify_from, valid_end, dispatched, start,
                  f"; torn tail cut: {scan.error}" if scan.error else "")
+
+    def stored_batches(self, start: int) -> Iterator[tuple[int, str, int, int, memoryview]]:
+        """Every inner batch stored from CommitLog offset ``start`` (a record boundary) to the
+        log's end, after `open`: (CommitLog offset, topic, queue id, base offset, record
+        batch). What state derived from the log is rebuilt from (core/txn/producer_state.py)."""
+        cl = self.commitlog
+        for phys, info in cl.scan(max(start, cl.min_offset), False):
+            if info.sys_flag & INNER_BATCH_FLAG:
+                body = cl.slice(phys + info.body_offset, info.body_length)
+                yield phys, info.topic, info.queue_id, info.queue_offset, body
 
     def _cq_tail_ok(self, cq: ConsumeQueue) -> bool:
         """The last entry must point at a record of this queue with this queue offset."""

@@ -591,6 +591,8 @@ class StoreWriter:
         view[body_at + 8:body_at + body_len] = rest
         view[body_at + body_len:pos + size] = tail
         mf.wrote_position = pos + size
+        for listener in self.batch_listeners:  # state derived from stored batches (core/txn)
+            listener(topic, queue_id, first, batch)
         if isinstance(tags_codes, int):
             entries = CQ_ENTRY.pack(phys, -size, tags_codes) * count
         else:
@@ -634,6 +636,9 @@ class StoreWriter:
             phys += size
             ends.append((phys, size))
         mf.write(b"".join(parts))
+        for listener in self.batch_listeners:
+            for (topic, queue_id), first in zip(queues, firsts):
+                listener(topic, queue_id, first, batch)
         waiter = None
         last = len(queues) - 1
         for i, ((topic, queue_id), first, (end, size)) in enumerate(zip(queues, firsts, ends)):

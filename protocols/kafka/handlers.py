@@ -10,7 +10,6 @@ bad input becomes an error code in the response.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -29,7 +28,6 @@ from .error_map import error_code_for
 from .errors import ErrorCode
 from .fetch import FetchHandler, PlainRecordEncoder
 from .produce import ProduceHandler
-from .producer_state import ProducerStateManager
 from .sasl import SaslPlain
 from .schema import APIS, ApiKey
 from .topic_configs import TOPIC_CONFIGS, ConfigType, InvalidConfig, described, validate
@@ -160,9 +158,8 @@ class KafkaHandlers:
         config = broker.config
         self.cluster_id = f"rocketport-{config.broker_cluster_name}"
         self.coordinator = GroupCoordinator()
-        self.producers = ProducerStateManager(config.store_path_root_dir)
         self.encoder = PlainRecordEncoder(config.kafka_tag_header)
-        self.produce = ProduceHandler(broker, self.producers, config.kafka_tag_header)
+        self.produce = ProduceHandler(broker, config.kafka_tag_header)
         self.fetch = FetchHandler(broker, self.encoder)
         self.sasl = SaslPlain(PlainAcl(config.plain_acl_file)) if config.kafka_sasl_mechanisms else None
         self.table: dict[int, Handler] = {
@@ -541,7 +538,6 @@ class KafkaHandlers:
             except BrokerError as exc:
                 out["error_code"] = error_code_for(exc)
                 continue
-            self.producers.forget_topic(name)
             self.encoder.forget_topic(name)
         return {"throttle_time_ms": 0, "responses": responses}
 
@@ -680,9 +676,7 @@ class KafkaHandlers:
         if pid >= 0 and 0 <= epoch < 32767:
             epoch += 1  # KIP-360: an existing producer bumps its epoch and restarts sequences
         else:
-            pid, epoch = self.producers.allocate_producer_id(), 0
-            # saved before answering: a producer id is never handed out twice, even after a crash
-            await asyncio.to_thread(self.producers.file.save, self.producers.snapshot())
+            pid, epoch = await self.broker.allocate_producer_id(), 0
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": pid, "producer_epoch": epoch}
 
     # ------------------------------------------------------------------ transactions (the core's coordinator)

@@ -39,10 +39,10 @@ from rocketport.core.batch.record_tags import codes_and_shared, payload_tags
 from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError, MessageTooLarge
 from rocketport.core.message import PROPERTY_TAGS
+from rocketport.core.txn.producer_state import NO_PRODUCER_ID, SequenceCheck
 
 from .error_map import error_code_for
 from .errors import ErrorCode
-from .producer_state import NO_PRODUCER_ID, ProducerStateManager, SequenceCheck
 from .topic_configs import is_compacted
 
 log = logging.getLogger(__name__)
@@ -79,9 +79,8 @@ class _Prepared:
 
 
 class ProduceHandler:
-    def __init__(self, broker: Broker, producers: ProducerStateManager, tag_header: str) -> None:
+    def __init__(self, broker: Broker, tag_header: str) -> None:
         self.broker = broker
-        self.producers = producers
         self.tag_header = tag_header
 
     async def handle(self, body: dict[str, Any], client_host: tuple[str, int],
@@ -233,34 +232,32 @@ class ProduceHandler:
     async def _store(self, topic: str, partition: int, batch: _Prepared,
                      client_host: tuple[str, int]) -> tuple[ErrorCode, int]:
         pid = batch.producer_id
-        idempotent = pid != NO_PRODUCER_ID and pid >= 0
         if batch.transactional:  # the core's coordinator: a current producer, an added partition
             try:
                 self.broker.check_transactional_write(pid, batch.producer_epoch, topic, partition)
             except BrokerError as exc:
                 log.debug("transactional produce to %s-%d refused: %s", topic, partition, exc)
                 return error_code_for(exc), -1
-        if idempotent:
-            verdict, offset = self.producers.check(pid, batch.producer_epoch, topic, partition,
-                                                   batch.base_sequence, batch.count)
-            if verdict is SequenceCheck.DUPLICATE:
-                if offset >= 0:
-                    return ErrorCode.NONE, offset
-                return ErrorCode.DUPLICATE_SEQUENCE_NUMBER, -1
+        if pid > NO_PRODUCER_ID:  # idempotent: judged by the stored batches (core/txn/producer_state.py)
+            verdict, offset = self.broker.check_sequence(pid, batch.producer_epoch, topic, partition,
+                                                         batch.base_sequence, batch.count)
+            if verdict is SequenceCheck.DUPLICATE:  # answered again once it is durable
+                durable = self.broker.durable()
+                if durable is not None:
+                    await durable
+                return ErrorCode.NONE, offset
             if verdict is SequenceCheck.OUT_OF_ORDER:
                 return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
             if verdict is SequenceCheck.FENCED:
                 return ErrorCode.INVALID_PRODUCER_EPOCH, -1
+        # no await before the append: the store reports the batch to the producer state as it
+        # appends, so the next batch of this producer is judged against it
         try:
             result = await self.broker.put_record_batch(
                 topic, partition, batch.view, batch.count, tags_codes=batch.tags_codes,
                 properties=batch.properties, born_timestamp=batch.born_timestamp, born_host=client_host)
         except BrokerError as exc:
-            if idempotent:
-                self.producers.failed(pid, topic, partition, batch.base_sequence)
             log.debug("produce to %s-%d failed: %s", topic, partition, exc)
             return error_code_for(exc), -1
-        if idempotent:
-            self.producers.stored(pid, topic, partition, batch.base_sequence, result.queue_offset)
         return ErrorCode.NONE, result.queue_offset
 

@@ -1,4 +1,4 @@
-"""Group coordinator and producer-state rules, without sockets (asyncio only)."""
+"""Group coordinator rules, without sockets (asyncio only). (Producer state: tests/core/txn.)"""
 
 from __future__ import annotations
 
@@ -11,10 +11,6 @@ from rocketport.protocols.kafka.coordinator import (
     GroupState,
 )
 from rocketport.protocols.kafka.errors import ErrorCode
-from rocketport.protocols.kafka.producer_state import (
-    ProducerStateManager,
-    SequenceCheck,
-)
 
 PROTOCOLS = [("range", b"sub-a"), ("roundrobin", b"sub-b")]
 
@@ -124,23 +120,3 @@ def test_inconsistent_protocols_are_refused():
 
     asyncio.run(scenario())
 
-
-def test_producer_sequences(tmp_path):
-    state = ProducerStateManager(str(tmp_path))
-    pid = state.allocate_producer_id()
-    assert state.check(pid, 0, "t", 0, 0, 5) == (SequenceCheck.ACCEPT, -1)
-    state.stored(pid, "t", 0, 0, 100)
-    assert state.check(pid, 0, "t", 0, 0, 5) == (SequenceCheck.DUPLICATE, 100)
-    assert state.check(pid, 0, "t", 0, 7, 1)[0] is SequenceCheck.OUT_OF_ORDER
-    assert state.check(pid, 0, "t", 0, 5, 1)[0] is SequenceCheck.ACCEPT
-    state.failed(pid, "t", 0, 5)  # its append failed: the retry is accepted, not a duplicate
-    assert state.check(pid, 0, "t", 0, 5, 1)[0] is SequenceCheck.ACCEPT
-    assert state.check(pid, 1, "t", 0, 3, 1)[0] is SequenceCheck.OUT_OF_ORDER  # new epoch starts at 0
-    assert state.check(pid, 1, "t", 0, 0, 1)[0] is SequenceCheck.ACCEPT
-    assert state.check(pid, 0, "t", 0, 6, 1)[0] is SequenceCheck.FENCED
-    state.stored(pid, "t", 0, 0, 200)
-    state.file.save(state.snapshot())
-    reloaded = ProducerStateManager(str(tmp_path))
-    reloaded.load()
-    assert reloaded.check(pid, 1, "t", 0, 0, 1) == (SequenceCheck.DUPLICATE, 200)
-    assert reloaded.allocate_producer_id() == pid + 1

@@ -1,0 +1,210 @@
+"""Idempotent-producer state, derived from the stored record batches (Kafka's ProducerStateManager).
+
+A Kafka idempotent (or transactional) producer numbers each partition's batches; a retried
+batch that was already stored is acknowledged again with its original offset instead of
+being stored twice, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch is fenced. The
+truth is the CommitLog: every stored record batch carries its producer id, epoch, base
+sequence and record count in its header, and its queue offset is its base offset. So the
+table is fed by the store with every batch it stores (`batch_stored`: the put path, and the
+same call for every batch a log scan finds), and `rebuild` derives it at start from the
+snapshot (`config/producerState.json`, an optimisation that records the CommitLog offset
+it covers) plus a scan of the stored batches from that offset to the log's end, or from
+the log's start without one. A slave fed the same log through the same call gets the same
+table. Per (producer id, topic, queue) the last five batches are kept, as Kafka does.
+
+Producer ids for idempotent producers are taken in blocks whose end is saved before the
+first id of the block is handed out, so an id is never handed out twice, even after a
+crash; after a restart ids go on past the saved end and past every id in the log.
+
+This module never touches sockets or a protocol, never writes the CommitLog, and never
+blocks the event loop on the disk (the caller saves snapshots in a worker thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import os
+import struct
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..batch.record_batch import ATTR_CONTROL
+from ..metadata.json_file import JsonFile
+from .coordinator import FIRST_PRODUCER_ID
+
+log = logging.getLogger(__name__)
+
+WINDOW: Final = 5  # batches remembered per queue (Kafka's max.in.flight for idempotence)
+NO_PRODUCER_ID: Final = -1
+FIRST_IDEMPOTENT_ID: Final = 1000
+ID_BLOCK: Final = 1000  # ids saved as taken per snapshot write (Kafka's producer id block)
+_INT32_MAX: Final = 0x7FFFFFFF
+# a record batch's attributes .. recordsCount (offset 21): attributes, lastOffsetDelta,
+# baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount
+_FIELDS: Final = struct.Struct(">hiqqqhii")
+_FIELDS_AT: Final = 21
+
+Queue = tuple[str, int]
+# (CommitLog offset, topic, queue id, base offset, record batch) of every stored batch
+StoredBatches = Iterable[tuple[int, str, int, int, memoryview]]
+
+
+class SequenceCheck(enum.Enum):
+    ACCEPT = "accept"
+    DUPLICATE = "duplicate"
+    OUT_OF_ORDER = "out_of_order"
+    FENCED = "fenced"  # an older epoch than the one already stored
+
+
+@dataclass(slots=True)
+class BatchEntry:
+    first_seq: int
+    last_seq: int
+    base_offset: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    """One producer's state in one queue: its epoch and its last stored batches."""
+
+    epoch: int
+    batches: list[BatchEntry] = field(default_factory=list)
+
+
+def _last_seq(first_seq: int, count: int) -> int:
+    last = first_seq + count - 1
+    return last - _INT32_MAX - 1 if last > _INT32_MAX else last  # sequences wrap to 0
+
+
+class ProducerStateTable:
+    """Every producer's sequence windows; fed synchronously by the store as it appends, so
+    pipelined batches of one producer are judged in the order they are stored."""
+
+    def __init__(self, config_dir: str, log_end: Callable[[], int]) -> None:
+        self.file = JsonFile(os.path.join(config_dir, "producerState.json"))
+        self._log_end = log_end
+        self.next_producer_id = FIRST_IDEMPOTENT_ID
+        self._block_end = FIRST_IDEMPOTENT_ID  # ids below it may have been handed out
+        self.entries: dict[tuple[int, str, int], ProducerEntry] = {}
+        self.dirty = False
+        self._saving = asyncio.Lock()
+
+    # ------------------------------------------------------------------ derivation
+    def batch_stored(self, topic: str, queue_id: int, base_offset: int, batch: memoryview | bytes) -> None:
+        """A record batch was stored at ``base_offset`` of the queue (the put path calls
+        this as it appends; `rebuild` for every batch of the log it scans)."""
+        attributes, _, _, _, pid, epoch, first_seq, count = _FIELDS.unpack_from(batch, _FIELDS_AT)
+        if pid < 0 or first_seq < 0 or attributes & ATTR_CONTROL:
+            return
+        key = (pid, topic, queue_id)
+        entry = self.entries.get(key)
+        if entry is None or entry.epoch != epoch:
+            entry = self.entries[key] = ProducerEntry(epoch)
+        batches = entry.batches
+        batches.append(BatchEntry(first_seq, _last_seq(first_seq, count), base_offset))
+        if len(batches) > WINDOW:
+            del batches[0]
+        self.dirty = True
+
+    def rebuild(self, batches_from: Callable[[int], StoredBatches], log_start: int) -> int:
+        """Load the snapshot, then apply every batch stored after what it covers (all of
+        them without a usable snapshot); the number of batches applied. Blocking: at start,
+        before anything is served."""
+        data = self.file.load() or {}
+        self._block_end = max(self._block_end, int(data.get("nextProducerId", 0)))
+        end = self._log_end()
+        start, source = log_start, "the log"
+        covers = data.get("offset")
+        if covers is not None and int(covers) <= end:
+            start, source = max(log_start, int(covers)), "the snapshot"
+            for pid, topic, queue_id, epoch, batches in data.get("producers", ()):
+                self.entries[(int(pid), topic, int(queue_id))] = ProducerEntry(
+                    int(epoch), [BatchEntry(int(f), int(l), int(o)) for f, l, o in batches])
+        elif covers is not None:  # the log lost what the snapshot saw (a power loss): the log wins
+            log.warning("producer state snapshot covers %d but the CommitLog ends at %d: rebuilt "
+                        "from the log", int(covers), end)
+        applied = 0
+        for _, topic, queue_id, base_offset, batch in batches_from(start):
+            self.batch_stored(topic, queue_id, base_offset, batch)
+            applied += 1
+        seen = max((pid for pid, _, _ in self.entries if pid < FIRST_PRODUCER_ID), default=-1)
+        self.next_producer_id = max(self._block_end, seen + 1, FIRST_IDEMPOTENT_ID)
+        self._block_end = self.next_producer_id  # the next id takes (and saves) a new block
+        log.info("producer state: %d producer queues from %s, %d batches applied from %d",
+                 len(self.entries), source, applied, start)
+        return applied
+
+    def forget_topic(self, topic: str) -> None:
+        """The topic was deleted: a new topic of that name starts with no producer state."""
+        for key in [k for k in self.entries if k[1] == topic]:
+            del self.entries[key]
+        self.dirty = True
+
+    # ------------------------------------------------------------------ producer ids
+    async def allocate_producer_id(self) -> int:
+        """A new idempotent producer id; a new block is saved before its first id is used."""
+        pid = self.next_producer_id
+        self.next_producer_id += 1
+        if pid >= self._block_end:
+            self._block_end = pid + ID_BLOCK
+            await self.save()
+        return pid
+
+    # ------------------------------------------------------------------ sequences
+    def check(self, producer_id: int, epoch: int, topic: str, queue_id: int,
+              first_seq: int, count: int) -> tuple[SequenceCheck, int]:
+        """Judge a batch before it is stored: (verdict, original base offset of a duplicate
+        else -1). Nothing is recorded here: the store reports the batch once it is appended
+        (`batch_stored`), with no await in between."""
+        entry = self.entries.get((producer_id, topic, queue_id))
+        if entry is None:  # a new producer (or one whose state retention dropped) starts anywhere
+            return SequenceCheck.ACCEPT, -1
+        if epoch < entry.epoch:
+            return SequenceCheck.FENCED, -1
+        if epoch > entry.epoch:  # a bumped epoch starts its sequences again
+            return (SequenceCheck.ACCEPT if first_seq == 0 else SequenceCheck.OUT_OF_ORDER), -1
+        last_seq = _last_seq(first_seq, count)
+        for b in entry.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return SequenceCheck.DUPLICATE, b.base_offset
+        expected = entry.batches[-1].last_seq + 1
+        if first_seq != (0 if expected > _INT32_MAX else expected):
+            return SequenceCheck.OUT_OF_ORDER, -1
+        return SequenceCheck.ACCEPT, -1
+
+    # ------------------------------------------------------------------ snapshots
+    def snapshot(self) -> dict[str, Any]:
+        """A plain copy of the table and the CommitLog offset it covers (taken on the event
+        loop, between appends: every batch below that offset is in it); clears the dirty mark."""
+        self.dirty = False
+        return {
+            "offset": self._log_end(),
+            "nextProducerId": self._block_end,
+            "producers": [[pid, topic, queue_id, e.epoch, [[b.first_seq, b.last_seq, b.base_offset]
+                                                           for b in e.batches]]
+                          for (pid, topic, queue_id), e in self.entries.items()],
+        }
+
+    async def save(self) -> None:
+        """Write a snapshot (in a worker thread); saves never overlap, so a later one always
+        lands last."""
+        async with self._saving:
+            await asyncio.to_thread(self.file.save, self.snapshot())
+
+    async def run(self, stop: asyncio.Event, interval_s: float) -> None:
+        """Save a snapshot every ``interval_s`` when the table changed, until ``stop``: it
+        bounds how much of the log a restart scans."""
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), interval_s)
+            except asyncio.TimeoutError:
+                pass
+            if self.dirty:
+                try:
+                    await self.save()
+                except OSError:
+                    log.exception("saving the producer state snapshot failed")
+                    self.dirty = True
