@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .errors import ConfigError
+from .inert_keys import INERT_KEYS, REFUSED_VALUES
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
@@ -71,12 +72,14 @@ class BrokerConfig:
     bind_address: str = field(default="127.0.0.1", metadata=_key("bindAddress"))
     namesrv_addr: str = field(default="", metadata=_key("namesrvAddr"))
     broker_role: str = field(default="ASYNC_MASTER", metadata=_key(
-        "brokerRole", choices=("ASYNC_MASTER", "SYNC_MASTER")))
+        "brokerRole", choices=("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")))
     # store
     # RocketMQ keeps its store under the user's home (~/store); Rocketport's is its own
     # folder there, never the directory the broker happened to be started from
     store_path_root_dir: str = field(default="~/rocketport/store", metadata=_key("storePathRootDir"))
     store_path_commit_log: str = field(default="", metadata=_key("storePathCommitLog"))
+    store_path_consume_queue: str = field(default="", metadata=_key("storePathConsumerQueue"))
+    store_path_index: str = field(default="", metadata=_key("storePathIndex"))
     mapped_file_size_commit_log: int = field(default=1 << 30, metadata=_key(
         "mappedFileSizeCommitLog", minimum=64 * 1024))
     mapped_file_size_consume_queue: int = field(default=300_000 * 20, metadata=_key(
@@ -141,14 +144,27 @@ class BrokerConfig:
         "kafkaSaslMechanisms", choices=("", "PLAIN")))
     # the Kafka record header whose value becomes a message's TAGS
     kafka_tag_header: str = field(default="tag", metadata=_key("kafkaTagHeader"))
+    # RocketMQ keys the file named that have no effect here, with why (core/inert_keys.py):
+    # not a key itself; the broker names each at start-up
+    inert_keys: dict[str, str] = field(default_factory=dict, metadata={"internal": True})
 
     def __post_init__(self) -> None:
         self.store_path_root_dir = os.path.expanduser(self.store_path_root_dir)
         self.store_path_commit_log = os.path.expanduser(self.store_path_commit_log)
+        self.store_path_consume_queue = os.path.expanduser(self.store_path_consume_queue)
+        self.store_path_index = os.path.expanduser(self.store_path_index)
 
     @property
     def commit_log_dir(self) -> str:
         return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
+
+    @property
+    def consume_queue_dir(self) -> str:
+        return self.store_path_consume_queue or os.path.join(self.store_path_root_dir, "consumequeue")
+
+    @property
+    def index_dir(self) -> str:
+        return self.store_path_index or os.path.join(self.store_path_root_dir, "index")
 
     @property
     def connection_limits(self) -> ConnectionLimits:
@@ -169,12 +185,18 @@ class BrokerConfig:
         bad value is reported in one InvalidConfig. ``sources`` says where keys came from
         (a file, "--set"), by full dotted key or by section: each problem's line starts with
         it, and lines are ordered by source."""
-        by_key = {key_of(f): f for f in dataclasses.fields(cls)}
+        by_key = {key_of(f): f for f in _settable_fields()}
         kwargs: dict[str, Any] = {}
+        inert: dict[str, str] = {}
         problems: list[tuple[str, str]] = []  # (dotted key, line)
         for key, raw in _sections(values).items():
             f = by_key.get(key)
-            if f is None:
+            if f is None and key in INERT_KEYS:
+                refused = REFUSED_VALUES.get((key, _text(raw).strip().lower()))
+                if refused:
+                    problems.append((key, refused))
+                inert[key] = INERT_KEYS[key]
+            elif f is None:
                 problems.append((key, _unknown(key, _ALL_KEYS)))
             elif f.name in _PROTOCOL_FIELDS:
                 section = _protocol_section(key, f, raw, problems)
@@ -185,9 +207,16 @@ class BrokerConfig:
                     kwargs[f.name] = _coerce(f, raw)
                 except (TypeError, ValueError) as exc:
                     problems.append((key, f"{key}: {exc}"))
+        if kwargs.get("broker_role") == "SLAVE":
+            problems.append(("brokerRole", "brokerRole=SLAVE: master/slave replication is not built yet, "
+                                           "so a slave would receive nothing; run this broker as a master"))
+        if kwargs.get("broker_role") == "SYNC_MASTER":
+            problems.append(("brokerRole", "brokerRole=SYNC_MASTER: master/slave replication is not built "
+                                           "yet, so no slave would hold a copy of what a send acknowledges; "
+                                           "use ASYNC_MASTER"))
         if problems:
             raise InvalidConfig(_locate(problems, sources or {}))
-        return cls(**kwargs)
+        return cls(**kwargs, inert_keys=inert)
 
     def with_overrides(self, **changes: Any) -> "BrokerConfig":
         return dataclasses.replace(self, **changes)
@@ -196,7 +225,7 @@ class BrokerConfig:
         """Every setting by its RocketMQ name, as broker.properties would spell it
         (front-ends as ``kafka.port`` ...); what GET_BROKER_CONFIG reports."""
         out: dict[str, str] = {}
-        for f in dataclasses.fields(self):
+        for f in _settable_fields():
             value = getattr(self, f.name)
             if f.name in _PROTOCOL_FIELDS:
                 for sub in _section_keys(f.name):
@@ -275,10 +304,15 @@ def key_of(f: dataclasses.Field) -> str:
     return f.metadata.get("key") or f.name
 
 
+def _settable_fields() -> tuple[dataclasses.Field, ...]:
+    """The fields a file sets (not the config's own record of inert keys)."""
+    return tuple(f for f in dataclasses.fields(BrokerConfig) if not f.metadata.get("internal"))
+
+
 # every key a file may name, sections' keys dotted: what a misspelt key is compared with
-_ALL_KEYS = tuple(key_of(f) for f in dataclasses.fields(BrokerConfig) if f.name not in _PROTOCOL_FIELDS) \
+_ALL_KEYS = tuple(key_of(f) for f in _settable_fields() if f.name not in _PROTOCOL_FIELDS) \
     + tuple(f"{section}.{sub}" for section in sorted(_PROTOCOL_FIELDS) for sub in _section_keys(section)) \
-    + tuple(sorted(_PROTOCOL_FIELDS))
+    + tuple(sorted(_PROTOCOL_FIELDS)) + tuple(INERT_KEYS)
 
 
 _TRUE = {"true", "yes", "on", "1"}

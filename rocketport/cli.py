@@ -45,7 +45,16 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     from rocketport.config_file import load_config
     from rocketport.core.errors import StoreLocked
 
-    config = load_config(args.config, _parse_overrides(args.set))
+    overrides = _parse_overrides(args.set)
+    if args.namesrv_addr is not None:  # mqbroker -n: the name servers to register with
+        overrides.setdefault("namesrvAddr", args.namesrv_addr)
+    config = load_config(args.config, overrides)
+    if args.print_config:  # mqbroker -p: every setting, then exit
+        for key, value in config.as_properties().items():
+            print(f"{key}={value}")
+        return 0
+    for key, why in config.inert_keys.items():
+        log.info("%s: %s", key, why)
     try:
         import uvloop
     except ImportError:
@@ -134,7 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     broker = sub.add_parser("broker", help="run the broker")
-    broker.add_argument("-c", "--config", help="broker.yaml or broker.properties")
+    broker.add_argument("-c", "--config", help="broker.yaml, or a RocketMQ broker.properties / broker.conf")
+    broker.add_argument("-n", "--namesrvAddr", dest="namesrv_addr", metavar="ADDRS",
+                        help="name servers to register with, host:port;host:port (mqbroker's -n)")
+    broker.add_argument("-p", "--printConfigItem", dest="print_config", action="store_true",
+                        help="print every setting and exit (mqbroker's -p)")
     broker.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a configuration key (RocketMQ name)")
     broker.set_defaults(func=_cmd_broker)

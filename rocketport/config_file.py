@@ -63,7 +63,7 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Br
                 text = f.read()
         except OSError as exc:
             raise ConfigError(f"cannot read configuration {path}: {exc.strerror}") from None
-        if path.endswith(".properties"):
+        if path.endswith((".properties", ".conf")):  # RocketMQ ships both: conf/broker.conf
             values = parse_properties(text)
         else:
             try:

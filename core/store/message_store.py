@@ -59,13 +59,13 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreDispatch):
                  tags_code_of: Callable[[str, dict[str, str]], int] | None = None) -> None:
         self.config = config
         self.root = config.store_path_root_dir
-        self.cq_root = os.path.join(self.root, "consumequeue")
+        self.cq_root = config.consume_queue_dir
         self.set_store_port(config.listen_port)
         self._preparer = SegmentPreparer()
         self.commitlog = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log,
                                    warm=config.warm_maped_file_enable, preparer=self._preparer)
         self.checkpoint_file = CheckpointFile(self.root)
-        self.index = IndexService(os.path.join(self.root, "index"), config.max_hash_slot_num,
+        self.index = IndexService(config.index_dir, config.max_hash_slot_num,
                                   config.max_index_num, enabled=config.message_index_enable)
         self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._next_queue_offset: dict[tuple[str, int], int] = {}
