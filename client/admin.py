@@ -150,15 +150,20 @@ class AdminClient:
         return await self._queue_offset(RequestCode.GET_MAX_OFFSET, mq)
 
     # ---------------------------------------------------------------- groups and offsets
-    async def create_group(self, group: str, *, retry_max_times: int = 16,
-                           broadcast: bool = True, cluster: str | None = None,
+    async def create_group(self, group: str, *, retry_max_times: int = 16, retry_queue_nums: int = 1,
+                           broadcast: bool = True, consume_enable: bool = True,
+                           consume_from_min_enable: bool = True, broker_id: int = 0,
+                           which_broker_when_consume_slowly: int = 1,
+                           notify_consumer_ids_changed_enable: bool = True, cluster: str | None = None,
                            broker_addr: str | None = None) -> list[str]:
-        """Create or update a subscription group on `broker_addr`, else on every master."""
-        body = orjson.dumps({"groupName": group, "consumeEnable": True,
-                             "consumeBroadcastEnable": broadcast, "retryQueueNums": 1,
-                             "retryMaxTimes": retry_max_times, "brokerId": 0,
-                             "whichBrokerWhenConsumeSlowly": 1,
-                             "notifyConsumerIdsChangedEnable": True})
+        """Create or update a subscription group on `broker_addr`, else on every master
+        (the settings are RocketMQ's SubscriptionGroupConfig, with its defaults)."""
+        body = orjson.dumps({"groupName": group, "consumeEnable": consume_enable,
+                             "consumeFromMinEnable": consume_from_min_enable,
+                             "consumeBroadcastEnable": broadcast, "retryQueueNums": retry_queue_nums,
+                             "retryMaxTimes": retry_max_times, "brokerId": broker_id,
+                             "whichBrokerWhenConsumeSlowly": which_broker_when_consume_slowly,
+                             "notifyConsumerIdsChangedEnable": notify_consumer_ids_changed_enable})
         addrs = [broker_addr] if broker_addr else await self.master_addrs(cluster)
         await asyncio.gather(*(self._broker(a, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
                                             body=body) for a in addrs))

@@ -246,8 +246,11 @@ class Report:
         """A result that is already one JSON object (a route): printed as JSON in every format."""
         self._document = obj
 
-    def say(self, text: str) -> None:
-        """The outcome of a verb that changes something ("create topic ... success.")."""
+    def say(self, text: str, **done: Any) -> None:
+        """The outcome of a verb that changes something ("create topic ... success."): the
+        text as mqadmin words it, and under --output json a row of ``done`` in "results"."""
+        if self.fmt == "json":
+            self.rows("results", (*done, "result"), [(*done.values(), "success")])
         (self.remarks if self.fmt == "json" else self.console).print(text, markup=False, highlight=False,
                                                                      soft_wrap=True)
 
@@ -361,13 +364,13 @@ async def update_topic(args: argparse.Namespace, out: Report) -> None:
         await _call(addr, _CLIENT.get().create_topic(
             args.topic, read_queue_nums=args.read_queue_nums, write_queue_nums=args.write_queue_nums,
             perm=args.perm, order=args.order, broker_addr=addr))
-        out.say(f"create topic to {addr} success.")
+        out.say(f"create topic to {addr} success.", broker=addr, topic=args.topic)
 
 
 async def delete_topic(args: argparse.Namespace, out: Report) -> None:
     for addr in await _target_brokers(args):
         await _call(addr, _CLIENT.get().delete_topic(args.topic, broker_addr=addr))
-        out.say(f"delete topic [{args.topic}] from {addr} success.")
+        out.say(f"delete topic [{args.topic}] from {addr} success.", broker=addr, topic=args.topic)
 
 
 async def topic_list(args: argparse.Namespace, out: Report) -> None:
@@ -392,9 +395,21 @@ async def topic_status(args: argparse.Namespace, out: Report) -> None:
                                       _ms(o.get("lastUpdateTimestamp", 0))) for mq, o in sorted(stats.items())))
 
 
-async def _runtime(addr: str) -> dict[str, str]:
+async def _runtime(addr: str) -> dict[str, Any]:
+    """A broker's runtime table; values that are numbers become numbers (the wire has text)."""
     resp = await _invoke(addr, request(RequestCode.GET_BROKER_RUNTIME_INFO))
-    return bodies.decode_body(bodies.KVTable, resp.body).table
+    return {k: _number(v) for k, v in bodies.decode_body(bodies.KVTable, resp.body).table.items()}
+
+
+def _number(text: str) -> Any:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text) if text.strip() else text
+    except ValueError:
+        return text
 
 
 async def cluster_list(args: argparse.Namespace, out: Report) -> None:
@@ -461,15 +476,19 @@ async def amqp_queues(args: argparse.Namespace, out: Report) -> None:
 async def update_sub_group(args: argparse.Namespace, out: Report) -> None:
     for addr in await _target_brokers(args):
         await _call(addr, _CLIENT.get().create_group(
-            args.group, retry_max_times=args.retry_max_times, broadcast=args.broadcast,
-            broker_addr=addr))
-        out.say(f"create subscription group to {addr} success.")
+            args.group, retry_max_times=args.retry_max_times, retry_queue_nums=args.retry_queue_nums,
+            broadcast=args.broadcast, consume_enable=args.consume_enable,
+            consume_from_min_enable=args.consume_from_min, broker_id=args.broker_id,
+            which_broker_when_consume_slowly=args.which_broker_when_consume_slowly,
+            notify_consumer_ids_changed_enable=args.notify_consumer_ids_changed, broker_addr=addr))
+        out.say(f"create subscription group to {addr} success.", broker=addr, group=args.group)
 
 
 async def delete_sub_group(args: argparse.Namespace, out: Report) -> None:
     for addr in await _target_brokers(args):
         await _call(addr, _CLIENT.get().delete_group(args.group, broker_addr=addr))
-        out.say(f"delete subscription group [{args.group}] from {addr} success.")
+        out.say(f"delete subscription group [{args.group}] from {addr} success.", broker=addr,
+                group=args.group)
 
 
 async def consumer_progress(args: argparse.Namespace, out: Report) -> None:
@@ -653,7 +672,8 @@ async def clone_group_offset(args: argparse.Namespace, out: Report) -> None:
         await _invoke(_master(route, name), request(RequestCode.CLONE_GROUP_OFFSET, encode_header(
             CloneGroupOffsetRequestHeader(args.src_group, args.dest_group, args.topic))))
     out.say(f"clone group offset success. srcGroup[{args.src_group}], "
-            f"destGroup[{args.dest_group}], topic[{args.topic}]")
+            f"destGroup[{args.dest_group}], topic[{args.topic}]",
+            srcGroup=args.src_group, destGroup=args.dest_group, topic=args.topic)
 
 
 async def print_msg(args: argparse.Namespace, out: Report) -> None:
@@ -688,19 +708,21 @@ async def print_msg(args: argparse.Namespace, out: Report) -> None:
 Verb = Callable[[argparse.Namespace, Report], Awaitable[None]]
 
 
+def _flag(value: str) -> bool:
+    return value.lower() == "true"
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     admin = sub.add_parser("admin", help="mqadmin-style administration over the remoting protocol")
     verbs = admin.add_subparsers(dest="verb", required=True)
 
-    def verb(name: str, fn: Verb, help_text: str, *, results: bool = True) -> argparse.ArgumentParser:
-        """``results``: the verb prints results (rows, a record), so it takes --output."""
+    def verb(name: str, fn: Verb, help_text: str) -> argparse.ArgumentParser:
         p = verbs.add_parser(name, help=help_text)
         p.add_argument("-n", "--namesrv", help=f"name server host:port[;host:port...] "
                        f"(default: ${NAMESRV_ENV}, else {DEFAULT_NAMESRV})")
-        if results:
-            p.add_argument("--output", choices=OUTPUT_FORMATS,
-                           help="table, json (one document) or plain (tab-separated, with a header "
-                                "line); default: table at a terminal, plain otherwise")
+        p.add_argument("--output", choices=OUTPUT_FORMATS,
+                       help="table, json (one document) or plain (tab-separated, with a header "
+                            "line); default: table at a terminal, plain otherwise")
         p.set_defaults(admin=fn)
         return p
 
@@ -708,14 +730,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         p.add_argument("-b", "--broker", help="broker address host:port")
         p.add_argument("-c", "--cluster", help="cluster name")
 
-    p = verb("updateTopic", update_topic, "create or update a topic", results=False)
+    p = verb("updateTopic", update_topic, "create or update a topic")
     p.add_argument("-t", "--topic", required=True)
     p.add_argument("-r", "--read-queue-nums", type=int, default=8)
     p.add_argument("-w", "--write-queue-nums", type=int, default=8)
     p.add_argument("-p", "--perm", type=int, default=6)
-    p.add_argument("-o", "--order", type=lambda v: v.lower() == "true", default=False)
+    p.add_argument("-o", "--order", type=_flag, default=False)
     target(p)
-    p = verb("deleteTopic", delete_topic, "delete a topic from brokers", results=False)
+    p = verb("deleteTopic", delete_topic, "delete a topic from brokers")
     p.add_argument("-t", "--topic", required=True)
     target(p)
     verb("topicList", topic_list, "list topics the name server knows")
@@ -726,12 +748,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     target(verb("getBrokerConfig", get_broker_config, "a broker's settings"))
     target(verb("amqpExchanges", amqp_exchanges, "AMQP exchanges, with exchange-to-exchange bindings"))
     target(verb("amqpQueues", amqp_queues, "AMQP queues: bindings, consumers, messages ready"))
-    p = verb("updateSubGroup", update_sub_group, "create or update a subscription group", results=False)
+    p = verb("updateSubGroup", update_sub_group, "create or update a subscription group")
     p.add_argument("-g", "--group", required=True)
-    p.add_argument("-d", "--broadcast", type=lambda v: v.lower() == "true", default=True)
-    p.add_argument("-q", "--retry-max-times", type=int, default=16)
+    # mqadmin's flags and SubscriptionGroupConfig's defaults (-q is retryQueueNums there)
+    p.add_argument("-d", "--broadcast", type=_flag, default=True, help="consumeBroadcastEnable")
+    p.add_argument("-q", "--retry-queue-nums", type=int, default=1, help="retryQueueNums")
+    p.add_argument("-r", "--retry-max-times", type=int, default=16, help="retryMaxTimes")
+    p.add_argument("-s", "--consume-enable", type=_flag, default=True, help="consumeEnable")
+    p.add_argument("-m", "--consume-from-min", type=_flag, default=True, help="consumeFromMinEnable")
+    p.add_argument("-i", "--broker-id", type=int, default=0, help="brokerId to consume from")
+    p.add_argument("-w", "--which-broker-when-consume-slowly", type=int, default=1,
+                   help="whichBrokerWhenConsumeSlowly")
+    p.add_argument("-a", "--notify-consumer-ids-changed", type=_flag, default=True,
+                   help="notifyConsumerIdsChangedEnable")
     target(p)
-    p = verb("deleteSubGroup", delete_sub_group, "delete a subscription group and its offsets", results=False)
+    p = verb("deleteSubGroup", delete_sub_group, "delete a subscription group and its offsets")
     p.add_argument("-g", "--group", required=True)
     target(p)
     p = verb("consumerProgress", consumer_progress, "a group's lag per queue")
@@ -768,7 +799,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-g", "--group", required=True)
     p.add_argument("-t", "--topic", required=True)
     p.add_argument("-s", "--timestamp", required=True, help="ms, yyyy-MM-dd#HH:mm:ss:SSS or now")
-    p = verb("cloneGroupOffset", clone_group_offset, "copy a group's offsets to another group", results=False)
+    p = verb("cloneGroupOffset", clone_group_offset, "copy a group's offsets to another group")
     p.add_argument("-s", "--src-group", required=True)
     p.add_argument("-d", "--dest-group", required=True)
     p.add_argument("-t", "--topic", required=True)

@@ -254,3 +254,30 @@ def test_consumer_progress_shows_the_metadata_a_kafka_consumer_committed(live_br
     live_broker.run(broker.commit_offset, "MetaGroup", "MetaTopic", 0, 0)  # a plain commit clears it
     plain = admin(live_broker, "consumerProgress", "-g", "MetaGroup", "-t", "MetaTopic", "--output", "plain")
     assert "metadata" not in plain.splitlines()[0]
+
+
+def test_update_sub_group_takes_mqadmins_flags(live_broker):
+    """-q is retryQueueNums in mqadmin (a script written for it must not set retryMaxTimes)."""
+    done = orjson.loads(admin(live_broker, "updateSubGroup", "-g", "FlagGroup", "-q", "3", "-r", "5",
+                              "-s", "false", "-m", "false", "-d", "false", "-i", "1", "-w", "2",
+                              "-a", "false", "--output", "json"))
+    assert done == [{"broker": live_broker.addr, "group": "FlagGroup", "result": "success"}]
+    group = live_broker.call(lambda: live_broker.server.broker.find_group("FlagGroup"))
+    assert (group.retry_queue_nums, group.retry_max_times, group.consume_enable, group.consume_from_min_enable,
+            group.consume_broadcast_enable, group.broker_id, group.which_broker_when_consume_slowly,
+            group.notify_consumer_ids_changed_enable) == (3, 5, False, False, False, 1, 2, False)
+    admin(live_broker, "updateSubGroup", "-g", "FlagGroup")
+    group = live_broker.call(lambda: live_broker.server.broker.find_group("FlagGroup"))
+    assert (group.retry_queue_nums, group.retry_max_times, group.consume_enable) == (1, 16, True)
+
+
+def test_every_verb_takes_output_json_and_numbers_stay_numbers(live_broker):
+    created = orjson.loads(admin(live_broker, "updateTopic", "-t", "JsonTopic", "--output", "json"))
+    assert created == [{"broker": live_broker.addr, "topic": "JsonTopic", "result": "success"}]
+    admin(live_broker, "sendMessage", "-t", "JsonTopic", "-p", "counted")
+    [broker] = orjson.loads(admin(live_broker, "clusterList", "--output", "json"))
+    assert isinstance(broker["putTotalToday"], int) and broker["putTotalToday"] >= 1, broker
+    runtime = {r["key"]: r["value"] for r in orjson.loads(admin(live_broker, "brokerStatus", "--output", "json"))}
+    assert isinstance(runtime["msgPutTotalTodayNow"], int)
+    deleted = orjson.loads(admin(live_broker, "deleteTopic", "-t", "JsonTopic", "--output", "json"))
+    assert deleted == [{"broker": live_broker.addr, "topic": "JsonTopic", "result": "success"}]
