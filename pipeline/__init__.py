@@ -12,7 +12,8 @@ from typing import Any
 
 
 def register(spark: Any) -> None:
-    """Register every Rocketport data source with this SparkSession."""
+    """Register every Rocketport data source with this SparkSession (any session: the
+    sources need no SQL setting, `spark.sql.python.filterPushdown.enabled` on or off)."""
     from .source import RocketportDataSource
     from .store_source import RocketportStoreDataSource
 

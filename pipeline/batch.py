@@ -1,30 +1,32 @@
-"""Batch read: one Spark partition per queue range, filters pushed into the broker."""
+"""Batch read: one Spark partition per queue range, broker-side filters from the options.
+
+The reader must never narrow what it reads by the filters Spark pushes (`pushFilters`):
+Spark 4.1-4.3 keep one read plan (partitions and read function) per DataFrame, set by the
+last filter pushdown and reused by every later scan of that DataFrame that pushes nothing,
+and by every other scan of it in the same query (a union or self-join of filtered views).
+A pushed `tags = 'A'` then silently drops the other rows from the DataFrame's unfiltered
+queries. So what is read is fixed by the options alone (`tags`, `sql`, offsets), which are
+the DataFrame's own, and Spark evaluates every predicate itself (docs/pipeline.md).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceReader, Filter
+from pyspark.sql.datasource import DataSourceReader
 
 from .options import LATEST, ReadOptions
 from .plan import QueueRange, read_range, resolve, split, split_filtered
-from .pushdown import Pushed
 from .remote import Link
 
 
 class BatchReader(DataSourceReader):
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
-        self.pushed = Pushed()
-
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        for f in filters:
-            if not self.pushed.take(f):
-                yield f
 
     def partitions(self) -> list[QueueRange]:
-        return plan_batch(self.options, self.pushed)
+        return plan_batch(self.options)
 
     def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, QueueRange):
@@ -32,32 +34,21 @@ class BatchReader(DataSourceReader):
         return read_range(partition, self.options.group, self.options.namesrv)
 
 
-def plan_batch(opts: ReadOptions, pushed: Pushed) -> list[QueueRange]:
-    """Queue ranges from the offsets specs, pruned and narrowed by the pushed filters."""
-    tags, sql, possible = pushed.broker_filter(opts.tags, opts.sql)
-    if not possible:
-        return []
+def plan_batch(opts: ReadOptions) -> list[QueueRange]:
+    """Queue ranges from the offsets specs, with the options' broker-side filter."""
     out: list[QueueRange] = []
     with Link(opts.namesrv, opts.group) as link:
         for topic in opts.topics:
-            if pushed.topics is not None and topic not in pushed.topics:
-                continue
-            mqs = [mq for mq in link.queues(topic) if pushed.allows_queue(mq.queue_id)]
+            mqs = link.queues(topic)
             if not mqs:
                 continue
             mins, maxs = link.min_offsets(mqs), link.max_offsets(mqs)
             starts = resolve(link, opts.starting, mqs, mins=mins, maxs=maxs)
             ends = resolve(link, opts.ending, mqs, mins=mins, maxs=maxs, unnamed=LATEST)
-            if pushed.store_lo_ms is not None:
-                starts = [max(s, o) for s, o in zip(starts, link.offsets_by_time(mqs, pushed.store_lo_ms))]
-            if pushed.store_hi_ms is not None:
-                ends = [min(e, o) for e, o in zip(ends, link.offsets_by_time(mqs, pushed.store_hi_ms))]
             for mq, start, end in zip(mqs, starts, ends):
-                start = max(start, pushed.offset_lo)
-                if pushed.offset_hi is not None:
-                    end = min(end, pushed.offset_hi)
                 if start < end:
-                    r = QueueRange(topic, mq.broker_name, link.broker_addr(mq), mq.queue_id, start, end, tags, sql)
-                    out += (split_filtered(link, r, opts.max_offsets_per_partition) if tags or sql
-                            else split(r, opts.max_offsets_per_partition))
+                    r = QueueRange(topic, mq.broker_name, link.broker_addr(mq), mq.queue_id,
+                                   start, end, opts.tags, opts.sql)
+                    out += (split_filtered(link, r, opts.max_offsets_per_partition)
+                            if opts.tags or opts.sql else split(r, opts.max_offsets_per_partition))
     return out

@@ -2,9 +2,8 @@
 
 A `QueueRange` is one queue's offsets [start, end) on the broker that hosts it, with the
 broker-side filter (tag expression or SQL92) to send with every pull. Planning resolves the
-offsets specs against the broker (earliest, latest, timestamps, per-queue JSON), narrows
-them by the pushed filters (`pushdown.Pushed`) and splits ranges longer than
-`maxOffsetsPerPartition` (by offsets, or with a broker-side filter by the rows a sample
+offsets specs against the broker (earliest, latest, timestamps, per-queue JSON) and splits
+ranges longer than `maxOffsetsPerPartition` (by offsets, or with a broker-side filter by the rows a sample
 pull says they hold). Reading pulls the range in broker-filtered chunks and yields
 Arrow RecordBatches.
 """

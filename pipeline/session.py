@@ -2,8 +2,8 @@
 
 The settings are the ones measured to matter (`../shared/reference/spark.md`): workers run
 this interpreter (else they may lack pyarrow or this package), Spark binds loopback, no UI,
-two shuffle partitions, and filter pushdown for Python data sources on (without it a source
-that implements pushFilters fails every read). Rocketport's sources are registered.
+two shuffle partitions. Rocketport's sources are registered; they need no other setting
+(`rocketport.pipeline.register` works on any session).
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ def local_session(app: str = "rocketport", master: str = "local[2]", **conf: str
 
     builder = (SparkSession.builder.master(master).appName(app)
                .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.python.filterPushdown.enabled", "true"))
+               .config("spark.sql.shuffle.partitions", "2"))
     for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

@@ -8,8 +8,9 @@ core's own decoder (`rocketport.core.store.record`, inner batches through
 reads the log as written: messages under the topic they were stored in (a delayed message
 under SCHEDULE_TOPIC_XXXX until due, a half message under RMQ_SYS_TRANS_HALF_TOPIC, Kafka
 transaction markers and aborted batches included), up to the first position that holds no
-record. Pushed `topic` predicates (and the `topic` option) skip other topics' records
-before their bodies are decoded.
+record. The `topic` option skips other topics' records before their bodies are decoded;
+Spark's own predicates are never pushed here (see `batch.py` for why a Python source must
+not narrow its read by them).
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from __future__ import annotations
 import mmap
 import os
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, EqualTo, Filter, In, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from rocketport.core.message import COMPRESSED_FLAG, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
@@ -110,14 +111,6 @@ class StoreReader(DataSourceReader):
     def __init__(self, path: str, topics: tuple[str, ...] | None) -> None:
         self.path = path
         self.topics = topics
-
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        for f in filters:
-            if f.attribute == ("topic",) and isinstance(f, (EqualTo, In)):
-                values = {f.value} if isinstance(f, EqualTo) else set(f.value)
-                self.topics = tuple(sorted(values if self.topics is None else set(self.topics) & values))
-            else:
-                yield f
 
     def partitions(self) -> list[Segment]:
         return [Segment(p, self.topics) for p in segments(self.path)]
