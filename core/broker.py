@@ -50,7 +50,7 @@ __all__ = ["Broker", "BrokerStats"]
 
 log = logging.getLogger(__name__)
 
-PRODUCER_STATE_SNAPSHOT_S = 5.0  # bounds the log a restart scans for producer state
+PRODUCER_STATE_SNAPSHOT_S = 1.0  # bounds the log a restart scans for producer state
 
 
 def _tags_code_of(topic: str, properties: dict[str, str]) -> int:
