@@ -3,19 +3,25 @@
 One message: `put_message` (a delay or a prepared transaction is wrapped here). A batch for
 one queue: `put_messages` (decoded messages), `put_batch` (a remoting MessageBatch body, stored
 as sent), `put_record_batch` (a Kafka record batch, stored whole as one inner batch). Plain
-single sends without a coroutine: `accept_now`, then `put_now` for the messages it accepted
-(the remoting send lane gathers them), or `put_run` for bodies that share their properties
-(a pipelining AMQP publisher's run). A consumer's give-up on a message: `send_back` (to the
-group's retry topic, or its dead-letter topic). `topic_for_write` when a front-end must know
-the topic before it sends (auto-created when the configuration allows). `put_restored` is the
-schedule service's (due delayed messages), not a front-end's.
+sends, the lane most producers take: `put_plain`, without a coroutine, for a list of
+`PlainSend` records (`core.facade.types`), each one send or a run of bodies that share their
+properties (a remoting read's sends, a STOMP client's run of frames, an AMQP publisher's
+run), stored in one append; under SYNC_FLUSH the caller answers after the one fsync it is
+handed (`PlainPut.durable`), and what the lane cannot take is stored as `put_messages` would
+(`PlainPut.later`). A front-end that must know whether the lane takes a send before it
+builds one asks `accept_now` first (the remoting send lane declines the rest to its
+handlers). Replication's wait for a slave belongs in this lane, beside the fsync's. A
+consumer's give-up on a message: `send_back` (to the group's retry topic, or its dead-letter
+topic). `topic_for_write` when a front-end must know the topic before it sends
+(auto-created when the configuration allows). `put_restored` is the schedule service's (due
+delayed messages), not a front-end's.
 
 The write rules live here, once for every protocol: auto-creation, PERM_WRITE, the queue
 (round robin when none is given), and the wrapping of delayed and prepared messages. A
 front-end never writes to the store around these calls and never puts into a system topic
 (schedule, half, op) itself. These methods never read for a consumer and never touch
-offsets; `accept_now`, `put_now` and `put_run` are the send hot path and stay flat: no
-coroutine, no call or attribute chain added per message.
+offsets; `accept_now` and `put_plain` are the send hot path and stay flat: no coroutine,
+no call or attribute chain added per message.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from ..message import (
     TRANSACTION_ROLLBACK_TYPE,
     Message,
     MessageExt,
+    decode_properties,
     property_bytes,
     transaction_type,
 )
@@ -53,7 +60,8 @@ from ..message_id import offset_msg_id
 from ..metadata.topics import PERM_WRITE, TopicConfig, TopicConfigManager, validate_topic
 from ..retry import DEFAULT_MAX_RECONSUME_TIMES, DLQ_QUEUE_NUMS, build_send_back
 from ..schedule import SCHEDULE_TOPIC, DelayLevels, needs_schedule, now_ms, wrap_for_schedule
-from ..store.message_store import EncodedPut, MessageStore, PutResult
+from ..store.message_store import MessageStore
+from .types import PlainPut, PlainSend, PutResult
 from ..tags import tags_code_of_value
 from ..transaction import is_prepared, wrap_half
 
@@ -167,7 +175,7 @@ class ProduceRole:
 
     def accept_now(self, topic: str, queue_id: int, properties: bytes,
                    sys_flag: int, *, answers_after_durable: bool = False) -> tuple[int, int] | None:
-        """Whether `put_now` may store this message as it is: (queue id, tags code), or
+        """Whether `put_plain` may store this message as it is: (queue id, tags code), or
         None when it needs `put_message` (a topic to auto-create or not writable, a
         transaction or delay to wrap, or SYNC_FLUSH, which must wait, unless the caller
         ``answers_after_durable``: it answers only once `durable` resolves, and nothing
@@ -186,24 +194,51 @@ class ProduceRole:
         return (self._select_queue(cfg, queue_id),
                 tags_code_of_value(property_bytes(properties, TAGS_NEEDLES)) if properties else 0)
 
-    def put_now(self, messages: list[EncodedPut]) -> list[tuple[int, int] | BrokerError]:
-        """Store messages `accept_now` accepted, in order, synchronously and in one
-        append: (queue offset, commit-log offset) for each, or the error that refused
-        that message alone (too large...). Concurrent single sends gathered this way pay
-        the append's fixed costs once. Raises StoreUnavailable for all of them."""
-        return self.store.append_messages(messages)
+    def put_plain(self, sends: list[PlainSend], *, durable: bool = False) -> PlainPut:
+        """The plain-send lane every front-end uses: store ``sends`` in order, those the
+        lane can take synchronously and in one append (`PlainPut.stored`), the rest as
+        `put_messages` would (`PlainPut.later`). A send not accepted yet (``tags_code``
+        None) is accepted here for a caller that answers after ``durable``; the first one
+        refused and every send after it go to ``later``, so that order holds. ``durable``:
+        the caller answers only once they are on disk, and gets the future to wait for
+        under SYNC_FLUSH (one fsync for them all). Errors are per send; a store refusing
+        every put (StoreUnavailable) refuses each."""
+        taken = len(sends)
+        for i, send in enumerate(sends):
+            if send.tags_code is None:
+                accepted = self.accept_now(send.topic, send.queue_id, send.properties, send.sys_flag,
+                                           answers_after_durable=True)
+                if accepted is None:
+                    taken = i
+                    break
+                send.queue_id, send.tags_code = accepted
+        now = sends if taken == len(sends) else sends[:taken]
+        try:
+            stored = self.store.append_sends(now) if now else []
+        except BrokerError as exc:
+            stored = [exc] * taken
+        return PlainPut(stored, self.store.durable() if durable and now else None,
+                        self._put_later(sends[taken:]) if taken < len(sends) else None)
 
     def durable(self) -> asyncio.Future[int] | None:
-        """SYNC_FLUSH: a future resolved once everything stored so far is on disk (what a
-        `put_now` or `put_run` caller awaits before it answers); None under ASYNC_FLUSH."""
+        """SYNC_FLUSH: a future resolved once everything stored so far is on disk; None
+        under ASYNC_FLUSH. (A STOMP DISCONNECT receipt waits for it.)"""
         return self.store.durable()
 
-    def put_run(self, topic: str, queue_id: int, bodies: list[bytes], properties: bytes, tags_code: int,
-                born_host: tuple[str, int]) -> int:
-        """Store bodies that share properties `accept_now` accepted (with its queue id and
-        tags code), in order, synchronously and in one append; the first queue offset.
-        Raises BrokerError for all of them (too large, store unavailable...)."""
-        return self.store.append_run(topic, queue_id, bodies, properties, tags_code, born_host)
+    async def _put_later(self, sends: list[PlainSend]) -> list[PutResult]:
+        """Sends the lane refused, as `put_messages` stores them: one put per run of sends
+        to one topic and queue, in turn (each message with a properties dict of its own:
+        the core may rewrite it); the first refusal raises, and nothing after it is put."""
+        results: list[PutResult] = []
+        for _, group in itertools.groupby(sends, key=lambda s: (s.topic, s.queue_id)):
+            run = list(group)
+            msgs = []
+            for s in run:
+                props = decode_properties(s.properties)
+                msgs += [Message(s.topic, body, dict(props), s.flag, s.queue_id, s.sys_flag,
+                                 s.born_timestamp, s.born_host, s.reconsume_times) for body in s.bodies]
+            results += [await self.put_messages(msgs)] * len(run)
+        return results
 
     async def send_back(self, group: str, commit_log_offset: int, *, delay_level: int = 0,
                         max_reconsume_times: int | None = None,

@@ -10,7 +10,7 @@ This module knows nothing of protocols, groups or filters beyond the tags-code p
 `MessageStore` is composed, as RocketMQ's DefaultMessageStore composes named services, of
 one class per role, each in its own module, and inherits them (as `Broker` inherits its
 facade roles): every call is a plain method of the store, so the hot paths (put_batch,
-append_message(s), put_inner_batch, get_messages) gain no delegation.
+append_message, append_sends, put_inner_batch, get_messages) gain no delegation.
 
     core/store/recovery.py   StoreRecovery   load the ConsumeQueues, recover from the checkpoint
     core/store/writer.py     StoreWriter     the put paths; the record header's one layout
@@ -45,8 +45,8 @@ from .reader import StoreReader, TagsFilter  # noqa: F401  (TagsFilter: imported
 from .recovery import StoreRecovery
 from .segment_preparer import SegmentPreparer
 # PutResult and the encoded shapes are imported from here by the facade, the schedule and
-# transaction services, the send lane and tests
-from .writer import EncodedMessage, EncodedPut, PutResult, StoreWriter, _host_bytes  # noqa: F401
+# transaction services and tests
+from .writer import EncodedMessage, PlainSend, PutResult, StoreWriter, _host_bytes  # noqa: F401
 
 log = logging.getLogger(__name__)
 

@@ -3,10 +3,11 @@
 `StoreWriter` is one of the classes `MessageStore` (core/store/message_store.py) is made of;
 its methods are plain methods of the store (no delegation on the hot paths). The put paths:
 
-    put_message        one decoded message
-    append_message     one message with its properties encoded (no await: the send lane)
-    append_messages    many single sends of any queues, one write (ASYNC_FLUSH)
-    append_run         bodies of one queue sharing their properties, one write (ASYNC_FLUSH)
+    put_message        one decoded message (via append_message)
+    append_message     one message with its properties encoded (no await)
+    append_sends       plain sends of any queues, each one body or a run of bodies that share
+                       their properties, one write (ASYNC_FLUSH or answered after `durable`):
+                       every front-end's plain-send lane, through `Broker.put_plain`
     put_messages       decoded messages of one queue, as contiguous records (via put_batch)
     put_batch          encoded messages of one queue, as contiguous records
     put_message_batch  a remoting MessageBatch body walked once, one record per entry
@@ -14,14 +15,16 @@ its methods are plain methods of the store (no delegation on the hot paths). The
     put_control_batch  a transaction's marker into each of its queues, one write
 
 Every record's 88-byte fixed header has one layout, `record.HEADER` (its field order is the
-docs/store-format.md table). `record_head` below is the one encoder of it, used by the
-paths that write one record per call (append_message, put_inner_batch), where a Python call
-costs nothing measurable. The per-message loops (append_messages, put_batch) pack the same
-precompiled `HEADER` with the same argument order inline, and put_message_batch and
-append_run pack the same layout cut in two (`record.BATCH_HEADER` around
-`record.SHARED_FIELDS`, the fields a batch shares, packed once): a function call per message
-there costs 10-20% of a 100-byte put. A change to the header changes `record.HEADER` and
-these five places together.
+docs/store-format.md table), packed in four places: `record_head` below, the one encoder
+of it, for the paths that write one record per call (append_message, put_inner_batch,
+put_control_batch), where a Python call costs nothing measurable; put_batch's loop, which
+packs the same precompiled `HEADER` with the same argument order inline; and append_sends
+and put_message_batch, which pack the same layout cut in two (`record.BATCH_HEADER` around
+`record.SHARED_FIELDS`, the fields a send's or a batch's messages share, packed once): a
+function call per message there costs 10-20% of a 100-byte put.
+tests/core/store/test_put_parity.py stores the same messages through every path and holds
+their bytes to `record.encode_record`; a change to the header changes `record.HEADER` and
+these four places together.
 
 A put checks its limits and reserves room (ConsumeQueue first, so a full disk refuses it
 before anything is written), then writes, then assigns queue offsets and dispatches
@@ -35,7 +38,7 @@ from __future__ import annotations
 
 import struct
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from operator import itemgetter
 from typing import Callable
@@ -59,6 +62,7 @@ from .index_service import names_index_keys
 from .record import (
     BATCH_HEADER,
     END_FILE_MIN_BLANK_LENGTH,
+    FIXED_SIZE,
     HEADER,
     HEADER_SIZE,
     MAX_PROPERTIES_LENGTH,
@@ -118,9 +122,26 @@ class PutResult:
 # A message for put_batch: (body, encoded properties, tags code, flag, sys flag, born
 # timestamp, born host, reconsume times, prepared transaction offset).
 EncodedMessage = tuple[bytes | memoryview, bytes, int, int, int, int, tuple[str, int], int, int]
-# A message for append_messages: (topic, queue id, body, encoded properties, tags code,
-# flag, sys flag, born timestamp, born host, reconsume times).
-EncodedPut = tuple[str, int, bytes | memoryview, bytes, int, int, int, int, tuple[str, int], int]
+
+
+@dataclass(slots=True)
+class PlainSend:
+    """Plain sends of one topic and queue that share their encoded properties and born
+    fields: one remoting send (one body), or a run of alike STOMP frames or AMQP publishes
+    (many). ``tags_code`` None: not accepted yet (`Broker.put_plain` accepts it); set, with
+    ``queue_id``, from `Broker.accept_now`. No delay, transaction or inner-batch flag: what
+    the core must rewrite never takes this shape."""
+
+    topic: str
+    queue_id: int  # -1: any (round robin), until accepted
+    properties: bytes  # encoded, stored as given
+    bodies: list[bytes | memoryview]
+    born_host: tuple[str, int]
+    tags_code: int | None = None
+    flag: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0  # 0: the store timestamp
+    reconsume_times: int = 0
 
 
 @lru_cache(maxsize=4096)
@@ -279,19 +300,22 @@ class StoreWriter:
                 listener(topic, queue_id, queue_offset + 1)
         return queue_offset, phys, end, now
 
-    def append_messages(self, items: list[EncodedPut]) -> list[tuple[int, int] | BrokerError]:
-        """Append messages of any topics and queues, in order, as contiguous records in
-        one write: (queue offset, commit-log offset) per message, or the error that
-        refused that message alone. Records are dispatched at once; under SYNC_FLUSH the
-        caller answers only after `durable` (refused with dispatchAfterFlush).
-        The per-put costs (reserving, writing, dispatching, waking pulls) are paid once
-        per call and once per queue, which is what concurrent single sends need."""
+    def append_sends(self, sends: list[PlainSend]) -> list[tuple[int, int] | BrokerError]:
+        """Append plain sends of any topics and queues, in order, as contiguous records in
+        one write: per send, the (queue offset, commit-log offset) of its first body, or
+        the error that refused that send (all its bodies) alone. What a send's bodies share
+        (the head fields from the sys flag on, the topic and properties after the body) is
+        packed once per send. Records are dispatched at once; under SYNC_FLUSH the caller
+        answers only after `durable` (refused with dispatchAfterFlush). The per-put costs
+        (reserving, writing, dispatching, waking pulls) are paid once per call and once per
+        queue, which is what concurrent single sends and a publisher's runs need."""
+        # The hot path of every front-end's plain sends, kept flat on purpose.
         if not self._running:
             raise StoreUnavailable("the store is not running")
         if self._defer:
-            raise RuntimeError("append_messages dispatches at once: not with dispatchAfterFlush")
+            raise RuntimeError("append_sends dispatches at once: not with dispatchAfterFlush")
         # One pass, assuming the records fit the current segment; nothing is written or
-        # counted until they do (else one by one, which rolls the segment over).
+        # counted until they do (else send by send, which rolls the segment over).
         mf = self.commitlog.reserve(0)
         start = mf.wrote_position
         phys = base = mf.file_from_offset + start
@@ -299,18 +323,14 @@ class StoreWriter:
         now = time.time_ns() // 1_000_000
         store_ip, store_port = self._store_ip, self._store_port
         next_offset = self._next_queue_offset
-        pack_header = _pack_header
+        pack, pack_shared, cq_pack = BATCH_HEADER.pack, SHARED_FIELDS.pack, CQ_ENTRY.pack
         out: list[tuple[int, int] | BrokerError] = []
         parts: list[bytes | memoryview] = []
         queues: dict[tuple[str, int], list] = {}  # per queue: [first offset, entries, end]
         last_topic = last_host = topic_head = host = None
-        for topic, queue_id, body, props, code, flag, sys_flag, born_ts, born_host, reconsume in items:
-            body_len = len(body)
-            props_len = len(props)
-            if body_len > max_size:
-                out.append(MessageTooLarge(body_len, max_size))
-                continue
-            if props_len > MAX_PROPERTIES_LENGTH:
+        for send in sends:
+            topic, queue_id, props, born_host = send.topic, send.queue_id, send.properties, send.born_host
+            if len(props) > MAX_PROPERTIES_LENGTH:
                 out.append(InvalidMessage(f"properties longer than {MAX_PROPERTIES_LENGTH} bytes"))
                 continue
             if topic is not last_topic:  # a read's sends mostly share topic and host
@@ -322,99 +342,84 @@ class StoreWriter:
                 last_topic = topic
             if born_host is not last_host:
                 host, last_host = _host_bytes(born_host[0]), born_host
-            size = HEADER_SIZE + body_len + len(topic_head) + 2 + props_len
             key = (topic, queue_id)
             queue = queues.get(key)
             if queue is None:
-                queue_offset = next_offset.get(key, 0)
-                queue = queues[key] = [queue_offset, [], 0]
+                queue = queues[key] = [next_offset.get(key, 0), [], 0]
+            entries = queue[1]
+            queue_offset = first = queue[0] + len(entries)
+            first_phys = phys
+            tail = topic_head + PROPS_LEN.pack(len(props)) + props
+            fixed = HEADER_SIZE + len(tail)
+            shared = pack_shared(send.sys_flag, send.born_timestamp or now, host, born_host[1], now,
+                                 store_ip, store_port, send.reconsume_times, 0)
+            flag, code = send.flag, send.tags_code
+            body_len = 0
+            for body in send.bodies:
+                body_len = len(body)
+                if body_len > max_size:
+                    break
+                size = fixed + body_len
+                parts += (pack(size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag,
+                               queue_offset, phys, shared, body_len), body, tail)
+                entries.append(cq_pack(phys, size, code))
+                phys += size
+                queue_offset += 1
             else:
-                queue_offset = queue[0] + len(queue[1])
-            parts += (pack_header(  # record_head's fields, inline: see the module docstring
-                size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag,
-                queue_offset, phys, sys_flag, born_ts or now, host, born_host[1], now,
-                store_ip, store_port, reconsume, 0, body_len),
-                body, topic_head, PROPS_LEN.pack(props_len), props)
-            queue[1].append(CQ_ENTRY.pack(phys, size, code))
-            out.append((queue_offset, phys))
-            phys += size
-            queue[2] = phys
+                if queue_offset > first:
+                    queue[2] = phys
+                    out.append((first, first_phys))
+                    continue
+            # refused as a whole: a body too large (or none); what it packed is dropped
+            done = queue_offset - first
+            if done:
+                del parts[-3 * done:], entries[-done:]
+            phys = first_phys
+            out.append(MessageTooLarge(body_len, max_size) if body_len else InvalidMessage("a send without a body"))
         total = phys - base
         if not total:
             return out
         if start + total + END_FILE_MIN_BLANK_LENGTH > self.commitlog.file_size:
-            return [self._append_alone(item) for item in items]  # the segment's end: rare
+            return [self._append_apart(send) for send in sends]  # the segment's end: rare
         for key, (first, entries, _) in queues.items():  # a full disk refuses them here
-            (self.consume_queues.get(key) or self._consume_queue(*key)).ensure_room(first, len(entries))
+            if entries:
+                (self.consume_queues.get(key) or self._consume_queue(*key)).ensure_room(first, len(entries))
         if start + total + END_FILE_MIN_BLANK_LENGTH > mf.backed:  # reserve(0) backed less
             mf.ensure_backed(start + total + END_FILE_MIN_BLANK_LENGTH)  # DiskFull: nothing written
         mf.view[start:start + total] = b"".join(parts)
         mf.wrote_position = start + total
         self.put_bytes += total
         for key, (first, entries, end) in queues.items():
-            next_offset[key] = first + len(entries)
-            self.put_count += len(entries)
+            if not entries:
+                continue
+            count = len(entries)
+            next_offset[key] = first + count
+            self.put_count += count
             cq = self.consume_queues.get(key) or self._consume_queue(*key)
             cq.put(first, b"".join(entries), end)
             for listener in self.dispatch_listeners:
-                listener(key[0], key[1], first + len(entries))
+                listener(key[0], key[1], first + count)
         self.dispatched_offset = phys
+        if len(sends) == 1 and not names_index_keys(sends[0].properties):
+            self.index.keyless(base, phys, len(sends[0].bodies))
         return out
 
-    def append_run(self, topic: str, queue_id: int, bodies: list[bytes], props: bytes, code: int,
-                   born_host: tuple[str, int]) -> int:
-        """Append bodies of one topic and queue that share their encoded properties, tags
-        code and born host (a pipelining publisher's run of alike messages) as contiguous
-        records in one write; returns the first queue offset. What is the same for every
-        record (the shared head fields, the topic and properties after the body) is packed
-        once. Dispatched at once, as append_messages. A limit refuses the whole run before
-        anything is written."""
-        if not self._running:
-            raise StoreUnavailable("the store is not running")
-        if self._defer:
-            raise RuntimeError("append_run dispatches at once: not with dispatchAfterFlush")
-        count = len(bodies)
-        if not count:
-            raise InvalidMessage("empty run")
-        limit = self.config.max_message_size
-        if max(map(len, bodies)) > limit:
-            raise MessageTooLarge(max(map(len, bodies)), limit)
-        tail = _tail(topic, props)
-        fixed = HEADER_SIZE + len(tail)
-        total = fixed * count + sum(map(len, bodies))
-        if total + END_FILE_MIN_BLANK_LENGTH > self.commitlog.file_size and count > 1:
-            half = count // 2  # more than a segment holds: rare, and only in small test stores
-            first = self.append_run(topic, queue_id, bodies[:half], props, code, born_host)
-            self.append_run(topic, queue_id, bodies[half:], props, code, born_host)
-            return first
-        first = self._next_queue_offset.get((topic, queue_id), 0)
-        now = time.time_ns() // 1_000_000
-        shared = SHARED_FIELDS.pack(0, now, _host_bytes(born_host[0]), born_host[1], now, self._store_ip,
-                                    self._store_port, 0, 0)
-        self._consume_queue(topic, queue_id).ensure_room(first, count)
-        mf = self.commitlog.reserve(total)
-        phys = start = mf.file_from_offset + mf.wrote_position
-        pack, cq_pack = BATCH_HEADER.pack, CQ_ENTRY.pack
-        parts: list[bytes] = []
-        cq_entries: list[bytes] = []
-        for queue_offset, body in enumerate(bodies, first):
-            body_len = len(body)
-            size = fixed + body_len
-            parts += (pack(size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, 0, queue_offset, phys,
-                           shared, body_len), body, tail)
-            cq_entries.append(cq_pack(phys, size, code))
-            phys += size
-        mf.write(b"".join(parts))
-        self._finish_put(topic, queue_id, first, b"".join(cq_entries), count, phys, total, wait=False)
-        if not names_index_keys(props):
-            self.index.keyless(start, phys, count)
-        return first
-
-    def _append_alone(self, item: EncodedPut) -> tuple[int, int] | BrokerError:
+    def _append_apart(self, send: PlainSend) -> tuple[int, int] | BrokerError:
+        """One send at a segment's end: the segment rolled over first; a run longer than a
+        segment halved (rare, and only in small test stores)."""
+        bodies = send.bodies
+        size = (sum(map(len, bodies))
+                + len(bodies) * (FIXED_SIZE + len(send.topic.encode()) + len(send.properties)))
         try:
-            return self.append_message(*item)[:2]
+            if size + END_FILE_MIN_BLANK_LENGTH > self.commitlog.file_size and len(bodies) > 1:
+                half = len(bodies) // 2
+                first = self._append_apart(replace(send, bodies=bodies[:half]))
+                rest = self._append_apart(replace(send, bodies=bodies[half:]))
+                return first if isinstance(rest, tuple) else rest
+            self.commitlog.reserve(size)
         except BrokerError as exc:
             return exc
+        return self.append_sends([send])[0]
 
     @property
     def sync_flush(self) -> bool:
@@ -427,7 +432,7 @@ class StoreWriter:
 
     def durable(self):
         """SYNC_FLUSH: a future resolved once everything written so far is on disk (a put
-        made without waiting, by append_messages or append_run, is answered after it).
+        made without waiting, by append_sends, is answered after it).
         None under ASYNC_FLUSH."""
         return self.flush_service.wait_flushed(self.commitlog.max_offset) if self._sync else None
 

@@ -8,8 +8,8 @@ does not wait in line: its put starts at once (so stores keep publish order) and
 confirm goes out when the store has it (under SYNC_FLUSH after the fsync); confirms of
 publishes stored together leave as one ack with ``multiple``. The codec hands over runs of
 publishes alike (a pipelining publisher's read): a run is routed once (remembered until the
-vhost's declarations change) and stored with one `Broker.put_run` (under SYNC_FLUSH its
-confirms wait for one fsync, `Broker.durable`; without confirms nothing waits).
+vhost's declarations change) and stored with one `Broker.put_plain` (under SYNC_FLUSH its
+confirms wait for the one fsync it hands back; without confirms nothing waits).
 Deliveries come from the core's delivery engine (`rocketport.core.delivery`), a dispatch
 slice's deliveries to a consumer at once, and are written as they come, joined into one
 bytes from frame parts each consumer keeps per stored property set; frames written within
@@ -44,7 +44,7 @@ from rocketport.core.message import (
 )
 from rocketport.core.message import encode_properties as encode_stored  # not the content header's
 from rocketport.core.schedule import needs_schedule, now_ms
-from rocketport.core.store.stored_message import StoredMessage
+from rocketport.core.facade.types import PlainSend, StoredMessage
 
 from .. import eager
 from ..session_base import Session
@@ -537,7 +537,7 @@ class AmqpSession(Session):
 
     # ---------------------------------------------------------------- basic: publish
     def _publish(self, channel: Channel, event: ContentReceived) -> None:
-        """A run of publishes alike: routed once; stored at once with one `Broker.put_run`
+        """A run of publishes alike: routed once; stored at once with one `Broker.put_plain`
         (no coroutine, no Message objects), else gathered for `_store_gathered`."""
         method = event.method
         exchange, routing_key = method.exchange, method.routing_key
@@ -596,10 +596,11 @@ class AmqpSession(Session):
         return route
 
     def _store_run(self, channel: Channel, route: _Route, bodies: list[bytes]) -> bool:
-        """Store a run with `Broker.put_run` and settle its confirms (under SYNC_FLUSH once
-        `Broker.durable` says it is on disk: one fsync for the run; a channel without
-        confirms asks for none); False when the broker wants it put another way (a delay,
-        a transaction or dedup property, dispatchAfterFlush)."""
+        """Store a run through the core's plain-send lane (`Broker.put_plain`, one send of
+        many bodies) and settle its confirms (under SYNC_FLUSH once `PlainPut.durable` says
+        it is on disk: one fsync for the run; a channel without confirms asks for none);
+        False when the broker wants it put another way (a delay, a transaction or dedup
+        property, dispatchAfterFlush: the gathered puts below, batched across runs)."""
         topic = route.topic
         accepted = self.broker.accept_now(topic, -1, route.encoded, 0,  # type: ignore[arg-type]
                                           answers_after_durable=True)
@@ -607,13 +608,14 @@ class AmqpSession(Session):
             return False
         if self._gathered:  # stored in publish order
             self._store_gathered()
-        try:
-            self.broker.put_run(topic, accepted[0], bodies, route.encoded, accepted[1], self.peer)  # type: ignore[arg-type]
-        except BrokerError as exc:  # refused as a whole
+        put = self.broker.put_plain([PlainSend(topic, accepted[0], route.encoded, bodies,  # type: ignore[arg-type]
+                                               self.peer, accepted[1])], durable=channel.confirm)
+        refused = put.stored[0]
+        if type(refused) is not tuple:  # refused as a whole
             for _ in bodies:
-                self._settle(channel, channel.next_publish(), exc)
+                self._settle(channel, channel.next_publish(), refused)
             return True
-        durable = self.broker.durable() if channel.confirm else None
+        durable = put.durable
         if durable is not None:  # SYNC_FLUSH: the confirms wait for the fsync
             entries: list[_Gathered] = [(channel, channel.next_publish(), body, route.properties)
                                         for body in bodies]

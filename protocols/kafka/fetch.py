@@ -43,20 +43,14 @@ from typing import Any, Final
 from rocketport.core.batch import Record, build_batch
 from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError
+from rocketport.core.facade.types import HEADER_SIZE, I32, POS_BODY_LENGTH, GetStatus, Segment, decode_record
 from rocketport.core.message import (
     PROPERTY_INNER_NUM,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_WAIT_STORE_MSG_OK,
 )
-from rocketport.core.store.get_result import GetStatus, Segment
 from rocketport.core.txn.visibility import Isolation
-from rocketport.core.store.record import (
-    HEADER_SIZE,
-    I32,
-    POS_BODY_LENGTH,
-    decode_record,
-)
 
 from .error_map import error_code_for
 from .errors import ErrorCode

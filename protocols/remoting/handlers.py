@@ -26,6 +26,7 @@ from rocketport.core.consumer.locks import MessageQueueKey
 from rocketport.core.batch.compression import GZIP, CompressionError, decompress
 from rocketport.core.errors import InvalidMessage, TopicNotFound
 from rocketport.core.filter import EXPRESSION_TYPE_SQL92, MessageFilter, compile_filter
+from rocketport.core.facade.types import GetResult, GetStatus, ip_bytes
 from rocketport.core.message import (
     COMPRESSED_FLAG,
     PROPERTY_REAL_QUEUE_ID,
@@ -40,8 +41,6 @@ from rocketport.core.message import (
 from rocketport.core.message_id import offset_msg_id
 from rocketport.core.metadata.groups import SubscriptionGroupConfig
 from rocketport.core.retry import retry_topic
-from rocketport.core.store.get_result import GetResult, GetStatus
-from rocketport.core.store.record import ip_bytes
 
 from . import bodies, headers
 from .codes import RequestCode, ResponseCode

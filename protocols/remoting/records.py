@@ -7,7 +7,7 @@ slices, untouched. Two cases need records built here, with the store's record en
   record that matches the subscription becomes a MessageExt (key -> KEYS, headers ->
   properties, tag header -> TAGS, as `core.batch.messages` maps them; queue offset = batch
   base + delta, commit-log offset = the batch record's, so an offset id finds the batch).
-  The batch is read through the core's one expander (`core.store.inner_batch`): decoded
+  The batch is read through the core's one expander (`StoredBatch`, `batches_of`): decoded
   once however many pulls or filter-cut segments read it, and only the records a pull
   asks for are encoded;
 - messages the facade returns decoded (query by key, view by id).
@@ -23,9 +23,7 @@ from rocketport.core.message import (
     MessageExt,
     encode_properties,
 )
-from rocketport.core.store.get_result import GetResult, Segment
-from rocketport.core.store.inner_batch import StoredBatch, batches_of
-from rocketport.core.store.record import encode_record, ip_bytes
+from rocketport.core.facade.types import GetResult, Segment, StoredBatch, batches_of, encode_record, ip_bytes
 
 from .command import Buffer
 

@@ -5,10 +5,11 @@ the commonest busy connection, and each send's bookkeeping used to cost more tha
 store append: a checked command, a typed header, a coroutine or its substitute, one
 append and one dispatch per message. The session offers every JSON request to `take`,
 which accepts only a well-formed send the broker can store as it is (`Broker.accept_now`:
-an existing writable topic, no transaction or delay, ASYNC_FLUSH); `answer` then stores all
-the sends one read delivered with one append (`Broker.put_now`) and renders each response
-from a template. Anything else (oneway, odd values, a topic to create, SYNC_FLUSH...) is
-declined and served by the handlers as before, which also name what was wrong.
+an existing writable topic, no transaction or delay, ASYNC_FLUSH) as a `PlainSend`;
+`answer` then stores all the sends one read delivered with one append (`Broker.put_plain`,
+the core's plain-send lane) and renders each response from a template. Anything else
+(oneway, odd values, a topic to create, SYNC_FLUSH...) is declined and served by the
+handlers as before, which also name what was wrong.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from rocketport.core.message import (
     UNIQ_KEY_NEEDLES,
     property_bytes,
 )
-from rocketport.core.store.message_store import EncodedPut
+from rocketport.core.facade.types import PlainSend
 
 from .codes import RequestCode, ResponseCode
 from .command import FLAG_RESPONSE, Buffer, RemotingCommand
@@ -51,8 +52,8 @@ SEND_FIXED = {PROPERTY_MSG_REGION: "DefaultRegion", PROPERTY_TRACE_SWITCH: "true
 SEND_OK = JsonFrameTemplate(ResponseCode.SUCCESS, {
     "msgId": bytes, "queueId": int, "queueOffset": int, "transactionId": bytes, **SEND_FIXED})
 
-# What `take` hands to `answer`: the message as the store takes it, opaque, version.
-Taken = tuple[EncodedPut, int, int]
+# What `take` hands to `answer`: the accepted send, opaque, version.
+Taken = tuple[PlainSend, int, int]
 
 
 class SendLane:
@@ -94,24 +95,23 @@ class SendLane:
             return None  # the handlers answer it, naming what is wrong
         if accepted is None:
             return None
-        return ((topic, accepted[0], body, props, accepted[1], flag, sys_flag, born, session.peer,
-                 reconsume), opaque, version)
+        return (PlainSend(topic, accepted[0], props, [body], session.peer, accepted[1], flag, sys_flag,
+                          born, reconsume), opaque, version)
 
     def answer(self, session: Any, taken: list[Taken]) -> list[Buffer]:
         try:
-            results: list[Any] = self._broker.put_now([item for item, _, _ in taken])
-        except Exception as exc:  # the store refused them all (StoreUnavailable), or a bug
-            if not isinstance(exc, BrokerError):
-                log.exception("send lane failed for %d sends from %s:%d", len(taken), *session.peer)
+            results: list[Any] = self._broker.put_plain([send for send, _, _ in taken]).stored
+        except Exception as exc:  # a bug: the lane answers the store's refusals per send
+            log.exception("send lane failed for %d sends from %s:%d", len(taken), *session.peer)
             results = [exc] * len(taken)
         msg_id = offset_msg_id_template(self._broker.store_host)
         frames: list[Buffer] = []
-        for (item, opaque, version), result in zip(taken, results):
+        for (send, opaque, version), result in zip(taken, results):
             if type(result) is tuple:
                 queue_offset, phys = result
-                props = item[3]
+                props = send.properties
                 uniq = property_bytes(props, UNIQ_KEY_NEEDLES) if props else None
-                frames.append(SEND_OK.frame(opaque, version, msg_id % phys, item[1], queue_offset,
+                frames.append(SEND_OK.frame(opaque, version, msg_id % phys, send.queue_id, queue_offset,
                                             json_text(uniq) if uniq else b""))
             else:
                 code, remark = code_for(result)

@@ -42,6 +42,7 @@ from rocketport.core.broker import Broker
 from rocketport.core.dedup import PROPERTY_DEDUP_KEY
 from rocketport.core.delivery import Delivery, DeliveryGroup, Source, StoredMessage, Subscriber
 from rocketport.core.errors import BrokerError
+from rocketport.core.facade.types import PlainSend
 from rocketport.core.filter import FilterError
 from rocketport.core.message import (
     PROPERTY_KEYS,
@@ -355,51 +356,38 @@ class StompSession(Session):
     # ------------------------------------------------------------------ the send lane
     def _put_lane(self, bodies: list[bytes], plans: list[_SendPlan],
                   receipts: list[str | None]) -> None:
-        """Store a run of plain SENDs to one topic that came in one read, as plain records
-        in one append, then answer each frame in its turn like any other: `Broker.put_now`,
-        without a coroutine; under SYNC_FLUSH a receipt waits for `Broker.durable` (one
-        fsync for the run; a SEND without a receipt asks for none, as RocketMQ's send
-        without WAIT). When `Broker.accept_now` refuses (a topic to auto-create...):
-        `Broker.put_messages`, which waits for its fsync. (One inner batch per run costs as
-        much to store and up to twice as much to read back one by one, which is what a
-        drain does.)"""
-        queue = self._queue
-        outcomes = self._put_now(bodies, plans)
-        if outcomes is not None and self._sync and any(r is not None for r in receipts):
-            durable = self.broker.durable()
-            outcomes = [durable if outcome is _STORED and receipt is not None else outcome  # type: ignore[misc]
-                        for outcome, receipt in zip(outcomes, receipts)]
-            durable.add_done_callback(self._on_done)  # type: ignore[union-attr]
-        if outcomes is None:
-            peer = self.peer  # the core may rewrite a message's properties: a copy each
-            outcome = eager.start(self.broker.put_messages(
-                [Message(p.topic, body, dict(p.properties), born_host=peer) for body, p in zip(bodies, plans)]))
-            queue.extend([_Pending(outcome, receipt) for receipt in receipts])
-            if type(outcome) is not eager.Done:
-                outcome.add_done_callback(self._on_done)
-            return
-        # a frame stored at once that wants no receipt has nothing to answer: not queued
-        queue.extend([_Pending(outcome, receipt) for outcome, receipt in zip(outcomes, receipts)
-                      if receipt is not None or outcome is not _STORED])
-
-    def _put_now(self, bodies: list[bytes], plans: list[_SendPlan]) -> list[eager.Done] | None:
-        """One outcome per message stored with `Broker.put_now` (a plan's queue and tags
-        code asked once a run), or None when the broker wants them put another way."""
-        broker, peer = self.broker, self.peer
-        puts = []
+        """Store a run of plain SENDs to one topic that came in one read through the core's
+        plain-send lane (`Broker.put_plain`: a `PlainSend` per run of frames with one header
+        block, all in one append, without a coroutine), then answer each frame in its turn
+        like any other; under SYNC_FLUSH a receipt waits for the lane's fsync (one for the
+        run; a SEND without a receipt asks for none, as RocketMQ's send without WAIT). What
+        the lane refuses (a topic to auto-create...) it stores as `put_messages` would, and
+        those frames wait for that. (One inner batch per run costs as much to store and up
+        to twice as much to read back one by one, which is what a drain does.)"""
+        peer = self.peer
+        sends: list[PlainSend] = []
         last = None
         for body, plan in zip(bodies, plans):
             if plan is not last:
-                accepted = broker.accept_now(plan.topic, -1, plan.encoded, 0, answers_after_durable=True)
-                if accepted is None:
-                    return None
                 last = plan
-            puts.append((plan.topic, accepted[0], body, plan.encoded, accepted[1], 0, 0, 0, peer, 0))
-        try:
-            results: list[Any] = broker.put_now(puts)
-        except BrokerError as exc:  # the store refused them all
-            return [eager.Done(error=exc)] * len(puts)
-        return [eager.Done(error=r) if isinstance(r, BrokerError) else _STORED for r in results]
+                sends.append(PlainSend(plan.topic, -1, plan.encoded, [], peer))
+            sends[-1].bodies.append(body)
+        put = self.broker.put_plain(sends, durable=self._sync and any(r is not None for r in receipts))
+        stored = _STORED if put.durable is None else put.durable
+        if put.durable is not None:
+            put.durable.add_done_callback(self._on_done)
+        outcomes: list[asyncio.Future | eager.Done] = [
+            stored if type(r) is tuple else eager.Done(error=r) for r in put.stored]
+        if put.later is not None:
+            later = eager.start(put.later)
+            outcomes += [later] * (len(sends) - len(outcomes))
+            if type(later) is not eager.Done:
+                later.add_done_callback(self._on_done)
+        # a frame stored at once that wants no receipt has nothing to answer: not queued
+        receipt_of = iter(receipts)
+        self._queue.extend([_Pending(outcome, receipt) for outcome, send in zip(outcomes, sends)
+                            for receipt in itertools.islice(receipt_of, len(send.bodies))
+                            if receipt is not None or outcome is not stored])
 
     def _answer_in_turn(self, outcome: asyncio.Future | eager.Done, receipt: str | None) -> None:
         """Queue a frame's outcome for answering in order, and answer when it completes."""

@@ -194,7 +194,7 @@ def test_a_store_writes_reads_finds_and_recovers_across_many_windows(windowed):
         for i in range(2500):  # ~12 CommitLog windows, 12 ConsumeQueue windows, 6 index ones
             await store.put_message(Message("W", b"m%05d" % i + b"x" * 300, {"KEYS": "k%d" % i},
                                             queue_id=i % 2))
-        for how in ("batch", "message_batch", "inner_batch", "append_messages"):
+        for how in ("batch", "message_batch", "inner_batch", "append_sends"):
             await _put(store, how, "W" + how, 300, b"b")  # more entries than a window
         cl = store.commitlog.queue.last
         assert cl.backed < cl.file_size and blocks(cl.path) < cl.file_size
@@ -208,7 +208,7 @@ def test_a_store_writes_reads_finds_and_recovers_across_many_windows(windowed):
             assert [m.body for m in store.query_by_key("W", "k2999")] == [b"m02999"]
             odd = [b for _, b in drain(store, "W", 1)]
             assert [b[:6] for b in odd] == [b"m%05d" % i for i in range(1, 3000, 2)]
-            for how in ("batch", "message_batch", "inner_batch", "append_messages"):
+            for how in ("batch", "message_batch", "inner_batch", "append_sends"):
                 assert len(_bodies(store, "W" + how, how)) == 300
     run(main())
 

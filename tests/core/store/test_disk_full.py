@@ -21,7 +21,7 @@ from rocketport.core.batch import Record, build_batch
 from rocketport.core.batch.message_batch import BatchMessage, encode_batch
 from rocketport.core.errors import DiskFull, StoreUnavailable
 from rocketport.core.message import Message
-from rocketport.core.store.message_store import MessageStore
+from rocketport.core.store.message_store import MessageStore, PlainSend
 from tests.support.disk import SimulatedFullDisk
 
 from .helpers import crash, drain, open_store, run
@@ -53,9 +53,9 @@ async def _put(store: MessageStore, how: str, topic: str, n: int, tag: bytes) ->
                                       sys_flag=0, born_timestamp=1, born_host=("127.0.0.1", 1))
     elif how == "inner_batch":
         await store.put_inner_batch(topic, 0, _kafka_batch(bodies), n)
-    elif how == "append_messages":
-        items = [(topic, 0, b, b"", 0, 0, 0, 1, ("127.0.0.1", 1), 0) for b in bodies]
-        results = store.append_messages(items)
+    elif how == "append_sends":
+        sends = [PlainSend(topic, 0, b"", [b], ("127.0.0.1", 1), 0, born_timestamp=1) for b in bodies]
+        results = store.append_sends(sends)
         assert all(type(r) is tuple for r in results), results
     return n
 
@@ -70,10 +70,10 @@ def _bodies(store: MessageStore, topic: str, how: str) -> list[bytes]:
     return [b for _, b in got]
 
 
-HOWS = ["single", "batch", "message_batch", "inner_batch", "append_messages"]
-# every put path under each flush mode it serves (append_messages: ASYNC_FLUSH only)
+HOWS = ["single", "batch", "message_batch", "inner_batch", "append_sends"]
+# every put path under each flush mode it serves (append_sends: ASYNC_FLUSH only)
 FLUSH_HOWS = [(flush, how) for flush in ("ASYNC_FLUSH", "SYNC_FLUSH") for how in HOWS
-              if not (how == "append_messages" and flush == "SYNC_FLUSH")]
+              if not (how == "append_sends" and flush == "SYNC_FLUSH")]
 
 
 @pytest.mark.parametrize("config,how", FLUSH_HOWS, indirect=["config"])

@@ -7,6 +7,7 @@ import pytest
 from rocketport.core.errors import InvalidMessage, MessageTooLarge
 from rocketport.core.message import Message
 from rocketport.core.store.get_result import GetStatus
+from rocketport.core.store.message_store import PlainSend
 from rocketport.core.store.record import decode_record
 
 from rocketport.core.batch import Record, build_batch
@@ -136,18 +137,21 @@ def test_max_message_size_and_bad_input(small_config):
     run(main())
 
 
-def test_append_messages_spans_queues_in_one_write_and_refuses_only_the_bad_one(small_config):
+def test_append_sends_spans_queues_in_one_write_and_refuses_only_the_bad_one(small_config):
     host = ("10.0.0.1", 1234)
-    items = [(topic, queue, b"%s-%d-%d" % (topic.encode(), queue, i), b"TAGS\x01t\x02", 7, 0, 0, 1, host, 0)
+    sends = [PlainSend(topic, queue, b"TAGS\x01t\x02", [b"%s-%d-%d" % (topic.encode(), queue, i)], host, 7,
+                       born_timestamp=1)
              for i in range(5) for topic, queue in (("A", 0), ("A", 1), ("B", 0))]
-    items.insert(4, ("A", 0, b"x" * (small_config.max_message_size + 1), b"", 0, 0, 0, 1, host, 0))
+    sends.insert(4, PlainSend("A", 0, b"", [b"x" * (small_config.max_message_size + 1)], host, 0))
+    # a run refused as a whole: nothing of it is stored
+    sends.insert(6, PlainSend("A", 1, b"", [b"ok", b"x" * (small_config.max_message_size + 1)], host, 0))
 
     async def main():
         async with open_store(small_config) as store:
             await store.put_message(Message("A", b"before", queue_id=0))
-            out = store.append_messages(items)
-            assert isinstance(out[4], MessageTooLarge)
-            good = out[:4] + out[5:]
+            out = store.append_sends(sends)
+            assert isinstance(out[4], MessageTooLarge) and isinstance(out[6], MessageTooLarge)
+            good = out[:4] + out[5:6] + out[7:]
             assert [o for o, _ in good] == [1 + i if (t, q) == ("A", 0) else i
                                             for i in range(5) for t, q in (("A", 0), ("A", 1), ("B", 0))]
             phys = [p for _, p in good]
@@ -454,7 +458,7 @@ def test_unfiltered_gets_match_a_record_by_record_reading(small_config):
 
 
 def test_index_steps_over_keyless_runs_and_indexes_what_follows(small_config):
-    """Runs stored with `append_run` whose properties name no key are stepped over by the
+    """Runs stored with `append_sends` (one send at a time) whose properties name no key are stepped over by the
     index walk as one range (the writer says so); keyed runs and records between them are
     indexed as ever, and the walk counts every record."""
     from rocketport.core.message import encode_properties
@@ -465,11 +469,15 @@ def test_index_steps_over_keyless_runs_and_indexes_what_follows(small_config):
             plain = encode_properties({"TAGS": "a", "AMQP_DELIVERY_MODE": "2"})
             keyed = encode_properties({"TAGS": "a", "KEYS": "shared"})
             host = ("127.0.0.1", 5672)
+            def append_run(bodies: list[bytes], props: bytes) -> int:
+                (first, _), = store.append_sends([PlainSend("R", 0, props, bodies, host, 0)])
+                return first
+
             for _ in range(3):  # contiguous keyless runs: one range
-                store.append_run("R", 0, [b"p"] * 40, plain, 0, host)
+                append_run([b"p"] * 40, plain)
             single = await store.put_message(Message("R", b"k", {"KEYS": "one"}, queue_id=0))
-            first = store.append_run("R", 0, [b"s%d" % i for i in range(30)], keyed, 0, host)
-            store.append_run("R", 0, [b"p"] * 40, plain, 0, host)
+            first = append_run([b"s%d" % i for i in range(30)], keyed)
+            append_run([b"p"] * 40, plain)
             last = await store.put_message(Message("R", b"u", {"UNIQ_KEY": "U1"}, queue_id=0))
             assert store.index.build(store) == 3 * 40 + 1 + 30 + 40 + 1
             assert store.index.lookup("R#one", 8, 0, 2**62) == [single.commit_log_offset]
