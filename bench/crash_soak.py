@@ -1,29 +1,47 @@
-"""SIGKILL durability soak: acknowledged messages survive a broker killed at random moments.
+"""SIGKILL durability soak: acknowledged messages survive a broker killed at random moments,
+and the clients that were producing survive it too.
 
 Run: python bench/crash_soak.py [--cycles N] [--seed S] [--dir DIR] [--set KEY=VALUE ...]
      python bench/crash_soak.py --cycles 1 --sabotage   (the checker's own check: exits 1)
 
 Starts a real broker process (`python -m rocketport broker`, SYNC_FLUSH, a temporary store,
-free loopback ports) and repeats N cycles of:
+loopback ports chosen once: every restart listens on the same ones) and repeats N cycles of:
 
-1. produce continuously over both protocols, every send acknowledged and unique: Kafka
-   Produce with acks=all (a raw client, several requests in flight per connection, 1-8
-   records a batch) and remoting SEND_MESSAGE_V2 sync sends (several in flight per
-   connection); a payload counts as acknowledged once its success response was read;
+1. produce continuously over every protocol, every send acknowledged and unique:
+   - ``kafka``: Produce with acks=all (a raw client, several requests in flight per
+     connection, 1-8 records a batch, no producer id);
+   - ``remoting``: SEND_MESSAGE_V2 sync sends (several in flight per connection);
+   - ``stomp``: SEND frames with a receipt header (raw frames, several in flight);
+   - ``amqp``: publishes on a confirm channel (aio-pika, several in flight) to a fanout
+     exchange;
+   - ``kafka_idempotent``: one confluent-kafka producer with enable.idempotence and
+     acks=all that lives through every cycle (never restarted unless it dies: each death
+     is a fatal error);
+   - ``kafka_transactional``: one confluent-kafka transactional producer that lives through
+     every cycle, transactions of 8 records back to back (a failed commit is retried while
+     it is retriable, the transaction aborted when the client must);
+   a payload counts as acknowledged once its success response (receipt, confirm, delivery
+   report, committed transaction) was read; the raw clients' connections die with the
+   broker and new ones start in the next cycle;
 2. SIGKILL the broker at a random moment (--min-run..--max-run seconds in);
-3. restart it on the same store, read everything back (Kafka Fetch from offset 0 of every
-   partition, remoting PULL_MESSAGE from offset 0 of every queue) and check: every payload
-   ever acknowledged is there; nothing is there that was never sent (a torn or corrupt
-   record served); offsets are dense. Duplicates are counted (the raw clients never retry,
-   so a duplicate would be the broker's).
+3. restart it on the same store and ports; let the two confluent producers finish what they
+   hold (flush; the transaction in hand committed or aborted), then read everything back
+   (Kafka Fetch from offset 0 of every partition, read_committed for the transactional
+   topic; remoting PULL_MESSAGE from offset 0 of every queue for the remoting, STOMP and
+   AMQP topics) and check: every payload ever acknowledged is there; nothing is there that
+   was never sent (a torn or corrupt record served), nor a record of an aborted
+   transaction, nor part of a transaction; offsets are dense. Duplicates are counted (the
+   raw clients never retry, so a duplicate would be the broker's; the confluent producers
+   do retry, and the broker must recognise what it already stored).
 
 The next cycle produces to the restarted broker; each check covers every earlier cycle.
 Prints one JSON object per measurement and line, e.g.
-    {"bench": "crash_soak", "case": "acked_lost_kafka", "value": 0, "unit": "count", ...}
-for acked_lost_*, duplicates_* and cycles_* of kafka and remoting, with the totals (acked,
-read, unacknowledged sends found stored, corrupt, offset gaps) beside each. Progress goes to
-stderr. Exits 1 if an acknowledged message was lost or a corrupt one served, 2 if the
-broker could not be started.
+    {"bench": "crash_soak", "case": "acked_lost_kafka", "value": 0, "unit": "count", "floor": 0, ...}
+for acked_lost_*, duplicates_* and cycles_* of every protocol, and fatal_errors_* of the two
+confluent producers, with the totals (acked, read, unacknowledged sends found stored,
+corrupt, offset gaps, transactions) beside each. Progress goes to stderr. Exits 1 if an
+acknowledged message was lost, a corrupt one served, a producer died or the broker stored
+a retry twice; 2 if the broker could not be started.
 """
 
 from __future__ import annotations
@@ -32,64 +50,60 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import random
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
-from rocketport.core.batch import Record, build_batch, iter_records
-from rocketport.core.batch.record_batch import split_batches, verify_crc
-from rocketport.protocols.kafka import codec
-from rocketport.protocols.remoting.client import RemotingClient, RemotingClientError, request
-from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
-from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
-from rocketport.protocols.remoting.messages import decode_message_ext_records
+import aiormq
+from soak_clients import (
+    QUEUES,
+    TXN_RECORDS,
+    ConfluentProducer,
+    Ledger,
+    amqp_producer,
+    create_topics,
+    kafka_producer,
+    kafka_read_all,
+    remoting_producer,
+    remoting_read_all,
+    stomp_producer,
+)
+
+from rocketport.protocols.remoting.client import RemotingClientError
 
 KAFKA_TOPIC = "soak_kafka"
 REMOTING_TOPIC = "soak_remoting"
-QUEUES = 4  # partitions of the Kafka topic, queues of the remoting topic
-CONNECTIONS = 2  # per protocol
-WINDOW = 4  # requests in flight per connection
-PRODUCE_V = 9
-FETCH_V = 12
-CREATE_TOPICS_V = 5
+STOMP_TOPIC = "soak_stomp"
+AMQP_EXCHANGE = "soak_amqp"  # a topic of one queue, as every exchange
+IDEMPOTENT_TOPIC = "soak_kafka_idempotent"
+TRANSACTIONAL_TOPIC = "soak_kafka_transactional"
+PROTOCOLS = ("kafka", "remoting", "stomp", "amqp", "kafka_idempotent", "kafka_transactional")
+CONFLUENT = ("kafka_idempotent", "kafka_transactional")
+CONNECTIONS = 2  # per raw protocol
 START_TIMEOUT_S = 60
-READ_TIMEOUT_S = 60
+READ_TIMEOUT_S = 120
 SABOTAGE_BYTES = 64 * 1024  # what --sabotage zeroes at the CommitLog's end
-_SIZE = struct.Struct(">i")
+# how a raw producer's connection ends when the broker dies
+_CONNECTION_ENDED = (OSError, asyncio.IncompleteReadError, RemotingClientError, asyncio.TimeoutError,
+                     aiormq.exceptions.AMQPError)
 
 
 def emit(case: str, value: int, **extra: Any) -> None:
-    print(json.dumps({"bench": "crash_soak", "case": case, "value": value, "unit": "count",
+    print(json.dumps({"bench": "crash_soak", "case": case, "value": value, "unit": "count", "floor": 0,
                       **extra}), flush=True)
 
 
 def note(text: str) -> None:
     print(f"crash_soak: {text}", file=sys.stderr, flush=True)
-
-
-@dataclass
-class Ledger:
-    """What one protocol's producers sent and what the broker acknowledged, over all cycles."""
-
-    sent: set[bytes] = field(default_factory=set)
-    acked: set[bytes] = field(default_factory=set)
-    lost: set[bytes] = field(default_factory=set)  # acked, then missing at some check
-    duplicates: int = 0  # the most copies beyond the first seen at any check
-    corrupt: int = 0  # payloads read that were never sent, or batches failing their CRC
-    gaps: int = 0  # offsets missing or out of order
-    read: int = 0  # payloads read at the last check
-    unacked_found: int = 0  # sent, never acknowledged, but stored (allowed)
-    cycles: int = 0
 
 
 # ------------------------------------------------------------------ the broker process
@@ -100,25 +114,30 @@ def free_port() -> int:
 
 
 class Broker:
-    """One store, one broker process at a time, on loopback ports chosen here (a broker
-    given port 0 does not say outside which port it got)."""
+    """One store, one broker process at a time, on loopback ports chosen at the first start
+    (a broker given port 0 does not say outside which port it got) and kept: the confluent
+    producers reconnect to the same address after every restart."""
 
     def __init__(self, store: str, log_path: str, settings: list[str]) -> None:
         self.store = store
         self.log_path = log_path
         self.settings = settings
         self.proc: subprocess.Popen | None = None
-        self.kafka_port = self.remoting_port = 0
+        self.ports: dict[str, int] = {}
 
     def start(self) -> None:
-        for attempt in range(3):  # a port taken between choosing and binding: choose again
-            self.kafka_port, self.remoting_port = free_port(), free_port()
+        first = not self.ports
+        for _ in range(3 if first else 1):  # a port taken between choosing and binding: choose again
+            if first:
+                self.ports = {name: free_port() for name in ("kafka", "remoting", "stomp", "amqp")}
             args = [sys.executable, "-m", "rocketport", "broker",
                     "--set", f"storePathRootDir={self.store}",
                     "--set", "flushDiskType=SYNC_FLUSH",
-                    "--set", f"listenPort={self.remoting_port}",
-                    "--set", f"kafka.port={self.kafka_port}",
-                    "--set", "namesrv.port=0", "--set", "amqp.enabled=false", "--set", "stomp.enabled=false",
+                    "--set", f"listenPort={self.ports['remoting']}",
+                    "--set", f"kafka.port={self.ports['kafka']}",
+                    "--set", f"stomp.port={self.ports['stomp']}", "--set", "stomp.wsPort=0",
+                    "--set", f"amqp.port={self.ports['amqp']}",
+                    "--set", "namesrv.port=0",
                     # small segments: CommitLog and ConsumeQueue rolls happen during the soak
                     "--set", "mappedFileSizeCommitLog=4194304",
                     "--set", "mappedFileSizeConsumeQueue=40960",
@@ -136,7 +155,7 @@ class Broker:
 
     def _wait_listening(self) -> bool:
         deadline = time.monotonic() + START_TIMEOUT_S
-        pending = {self.kafka_port, self.remoting_port}
+        pending = set(self.ports.values())
         while pending and time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return False
@@ -163,206 +182,32 @@ class Broker:
                 self.proc.wait(30)
 
 
-# ------------------------------------------------------------------ Kafka
-def kafka_frame(api_key: int, version: int, correlation: int, body: dict[str, Any]) -> bytes:
-    payload = codec.encode_request_header(api_key, version, correlation, "crash-soak") + b"".join(
-        bytes(p) for p in codec.encode_request(api_key, version, body))
-    return _SIZE.pack(len(payload)) + payload
-
-
-async def read_frame(reader: asyncio.StreamReader) -> bytes:
-    (size,) = _SIZE.unpack(await reader.readexactly(4))
-    return await reader.readexactly(size)
-
-
-async def kafka_call(port: int, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(kafka_frame(api_key, version, 1, body))
-        data = await asyncio.wait_for(read_frame(reader), 30)
-        _, pos = codec.decode_response_header(api_key, version, data)
-        return codec.decode_response(api_key, version, memoryview(data)[pos:])
-    finally:
-        writer.close()
-
-
-async def create_topics(port: int) -> None:
-    """Both topics, QUEUES each (topics are shared by every protocol)."""
-    body = {"topics": [{"name": name, "num_partitions": QUEUES, "replication_factor": 1,
-                        "assignments": [], "configs": []} for name in (KAFKA_TOPIC, REMOTING_TOPIC)],
-            "timeout_ms": 10000}
-    response = await kafka_call(port, 19, CREATE_TOPICS_V, body)
-    for topic in response["topics"]:
-        if topic["error_code"] not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
-            raise RuntimeError(f"cannot create {topic['name']}: error {topic['error_code']}")
-
-
-async def kafka_producer(port: int, tag: bytes, ledger: Ledger, rng: random.Random) -> None:
-    """Produce batches (acks=all) with WINDOW in flight until the connection dies."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    window = asyncio.Semaphore(WINDOW)
-    pending: dict[int, list[bytes]] = {}
-
-    async def send() -> None:
-        for correlation in range(1, 1 << 30):
-            await window.acquire()
-            values = [tag + b"|%d|%d" % (correlation, i) for i in range(rng.randint(1, 8))]
-            batch = build_batch([Record(i, 0, None, v) for i, v in enumerate(values)],
-                                base_timestamp=int(time.time() * 1000))
-            pending[correlation] = values
-            ledger.sent.update(values)
-            writer.write(kafka_frame(0, PRODUCE_V, correlation, {
-                "transactional_id": None, "acks": -1, "timeout_ms": 30000, "topic_data": [
-                    {"name": KAFKA_TOPIC, "partition_data": [
-                        {"index": correlation % QUEUES, "records": batch}]}]}))
-            await writer.drain()
-
-    async def receive() -> None:
-        while True:
-            data = await read_frame(reader)
-            correlation, pos = codec.decode_response_header(0, PRODUCE_V, data)
-            body = codec.decode_response(0, PRODUCE_V, memoryview(data)[pos:])
-            values = pending.pop(correlation)
-            if body["responses"][0]["partition_responses"][0]["error_code"] == 0:
-                ledger.acked.update(values)
-            window.release()
-
-    await _until_either_ends(send(), receive())
-    writer.close()
-
-
-async def kafka_read_all(port: int, ledger: Ledger) -> Counter:
-    """Every record value of every partition from offset 0, CRC-checked, offsets dense."""
-    seen: Counter = Counter()
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        for partition in range(QUEUES):
-            offset = 0
-            for correlation in range(1, 1 << 30):
-                writer.write(kafka_frame(1, FETCH_V, correlation, {
-                    "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 4 << 20, "isolation_level": 0,
-                    "topics": [{"topic": KAFKA_TOPIC, "partitions": [
-                        {"partition": partition, "fetch_offset": offset,
-                         "partition_max_bytes": 4 << 20}]}]}))
-                data = await asyncio.wait_for(read_frame(reader), 30)
-                _, pos = codec.decode_response_header(1, FETCH_V, data)
-                part = codec.decode_response(1, FETCH_V, memoryview(data)[pos:])["responses"][0]["partitions"][0]
-                if part["error_code"]:
-                    raise RuntimeError(f"fetch {partition}@{offset}: error {part['error_code']}")
-                records = bytes(part["records"] or b"")
-                if not records or offset >= part["high_watermark"]:
-                    break
-                for start, size in split_batches(records):
-                    if not verify_crc(records, start):
-                        ledger.corrupt += 1
-                        continue
-                    for record in iter_records(records[start:start + size]):
-                        record_offset = _I64.unpack_from(records, start)[0] + record.offset_delta
-                        if record_offset < offset:
-                            continue  # a batch starting before the fetch offset
-                        if record_offset != offset:
-                            ledger.gaps += 1
-                        offset = record_offset + 1
-                        seen[record.value] += 1
-    finally:
-        writer.close()
-    return seen
-
-
-_I64 = struct.Struct(">q")
-
-
-# ------------------------------------------------------------------ remoting
-def send_command(body: bytes, queue_id: int) -> Any:
-    header = SendMessageRequestHeader("soak", REMOTING_TOPIC, "TBW102", QUEUES, queue_id, 0,
-                                      int(time.time() * 1000), 0, "")
-    return request(RequestCode.SEND_MESSAGE_V2, encode_send_message_header_v2(header), body)
-
-
-async def remoting_producer(port: int, tag: bytes, ledger: Ledger) -> None:
-    """Sync sends, WINDOW in flight, until the connection dies."""
-    client = await RemotingClient.connect(f"127.0.0.1:{port}")
-    counter = iter(range(1 << 30))
-
-    async def worker() -> None:
-        for seq in counter:
-            body = tag + b"|%d" % seq
-            ledger.sent.add(body)
-            response = await client.invoke(send_command(body, seq % QUEUES), timeout_s=30)
-            if response.code == ResponseCode.SUCCESS:
-                ledger.acked.add(body)
-
-    try:  # a dead connection fails every worker's next or pending invoke: all end
-        results = await asyncio.gather(*(worker() for _ in range(WINDOW)), return_exceptions=True)
-    finally:
-        await client.close()
-    for result in results:  # how it ended (a connection error, normally)
-        if isinstance(result, BaseException):
-            raise result
-
-
-async def remoting_read_all(port: int, ledger: Ledger) -> Counter:
-    seen: Counter = Counter()
-    async with await RemotingClient.connect(f"127.0.0.1:{port}") as client:
-        for queue_id in range(QUEUES):
-            offset = 0
-            for _ in range(1 << 30):
-                response = await client.invoke(request(RequestCode.PULL_MESSAGE, {
-                    "consumerGroup": "soak_check", "topic": REMOTING_TOPIC,
-                    "queueId": str(queue_id), "queueOffset": str(offset), "maxMsgNums": "256",
-                    "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0",
-                    "subscription": "*", "subVersion": "0"}), timeout_s=30)
-                if response.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED):
-                    break
-                if response.code != ResponseCode.SUCCESS:
-                    raise RuntimeError(f"pull {queue_id}@{offset}: {response.code} {response.remark}")
-                messages = decode_message_ext_records(response.body)
-                if not messages:
-                    break
-                for message in messages:
-                    if message.queue_offset != offset:
-                        ledger.gaps += 1
-                    offset = message.queue_offset + 1
-                    seen[bytes(message.body)] += 1
-    return seen
-
-
 # ------------------------------------------------------------------ cycles
-async def _until_either_ends(*coros: Any) -> None:
-    """Run the coroutines until one ends (a dead connection ends them all); raises what
-    ended it."""
-    tasks = [asyncio.ensure_future(c) for c in coros]
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    for task in done:
-        if task.exception() is not None:
-            raise task.exception()
-
-
 async def produce_then_kill(broker: Broker, cycle: int, ledgers: dict[str, Ledger],
                             run_s: float, rng: random.Random) -> None:
-    producers = [asyncio.ensure_future(kafka_producer(broker.kafka_port, b"k|%d|%d" % (cycle, c),
-                                                      ledgers["kafka"], random.Random(rng.random())))
-                 for c in range(CONNECTIONS)]
-    producers += [asyncio.ensure_future(remoting_producer(broker.remoting_port, b"r|%d|%d" % (cycle, c),
-                                                          ledgers["remoting"]))
-                  for c in range(CONNECTIONS)]
+    """The raw producers of one cycle against the running broker, killed after ``run_s``
+    (the confluent producers run on in their threads)."""
+    ports = broker.ports
+    producers = []
+    for c in range(CONNECTIONS):
+        producers += [
+            kafka_producer(ports["kafka"], KAFKA_TOPIC, b"k|%d|%d" % (cycle, c), ledgers["kafka"],
+                           random.Random(rng.random())),
+            remoting_producer(ports["remoting"], REMOTING_TOPIC, b"r|%d|%d" % (cycle, c), ledgers["remoting"]),
+            stomp_producer(ports["stomp"], STOMP_TOPIC, b"s|%d|%d" % (cycle, c), ledgers["stomp"]),
+            amqp_producer(ports["amqp"], AMQP_EXCHANGE, b"a|%d|%d" % (cycle, c), ledgers["amqp"])]
+    tasks = [asyncio.ensure_future(p) for p in producers]
     await asyncio.sleep(run_s)
-    for task in producers:
+    for task in tasks:
         if task.done():
             raise RuntimeError(f"a producer stopped before the kill: {task.exception()!r}")
     broker.kill()  # the moment: whatever responses were read by now are acknowledged
-    done, alive = await asyncio.wait(producers, timeout=30)
+    done, alive = await asyncio.wait(tasks, timeout=30)
     for task in alive:
         task.cancel()
     for task in done:
         exc = task.exception()
-        if exc is not None and not isinstance(exc, (OSError, asyncio.IncompleteReadError,
-                                                    RemotingClientError, asyncio.TimeoutError)):
+        if exc is not None and not isinstance(exc, _CONNECTION_ENDED):
             raise exc
 
 
@@ -391,6 +236,33 @@ def check(ledger: Ledger, seen: Counter) -> None:
     ledger.cycles += 1
 
 
+def check_transactions(ledger: Ledger, seen: Counter) -> None:
+    """What read_committed shows of the transactions: none of an aborted one, each one
+    whole or not at all (a transaction whose outcome the client never learnt may be either)."""
+    for values in ledger.aborted:
+        ledger.corrupt += sum(1 for v in values if seen[v])
+    by_txn = Counter(v.rsplit(b"|", 1)[0] for v in seen)
+    ledger.corrupt += sum(1 for n in by_txn.values() if n != TXN_RECORDS)
+
+
+async def read_back(broker: Broker, ledgers: dict[str, Ledger]) -> None:
+    ports = broker.ports
+    reads = {
+        "kafka": kafka_read_all(ports["kafka"], KAFKA_TOPIC, ledgers["kafka"]),
+        "kafka_idempotent": kafka_read_all(ports["kafka"], IDEMPOTENT_TOPIC, ledgers["kafka_idempotent"]),
+        "kafka_transactional": kafka_read_all(ports["kafka"], TRANSACTIONAL_TOPIC, ledgers["kafka_transactional"],
+                                              committed=True),
+        "remoting": remoting_read_all(ports["remoting"], REMOTING_TOPIC, QUEUES, ledgers["remoting"]),
+        "stomp": remoting_read_all(ports["remoting"], STOMP_TOPIC, QUEUES, ledgers["stomp"]),
+        "amqp": remoting_read_all(ports["remoting"], AMQP_EXCHANGE, 1, ledgers["amqp"]),
+    }
+    for name, read in reads.items():
+        seen = await asyncio.wait_for(read, READ_TIMEOUT_S)
+        check(ledgers[name], seen)
+        if name == "kafka_transactional":
+            check_transactions(ledgers[name], seen)
+
+
 def _quiet_lost_connection(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
     """Drops one known harmless report: when a send's write fails because the broker died,
     RemotingClient.invoke leaves that request's future, already failed by the reader with
@@ -403,14 +275,23 @@ def _quiet_lost_connection(loop: asyncio.AbstractEventLoop, context: dict[str, A
 
 async def soak(args: argparse.Namespace) -> dict[str, Ledger]:
     asyncio.get_running_loop().set_exception_handler(_quiet_lost_connection)
+    logging.getLogger("aiormq").setLevel(logging.CRITICAL)  # each kill's lost connection, with a traceback
     rng = random.Random(args.seed)
     root = tempfile.mkdtemp(prefix="crash-soak-", dir=args.dir)
     store = os.path.join(root, "store")
     broker = Broker(store, os.path.join(root, "broker.log"), args.set)
-    ledgers = {"kafka": Ledger(), "remoting": Ledger()}
+    ledgers = {name: Ledger() for name in PROTOCOLS}
+    confluent: list[ConfluentProducer] = []
     try:
         broker.start()
-        await create_topics(broker.kafka_port)
+        await create_topics(broker.ports["kafka"], [KAFKA_TOPIC, REMOTING_TOPIC, STOMP_TOPIC,
+                                                     IDEMPOTENT_TOPIC, TRANSACTIONAL_TOPIC])
+        bootstrap = f"127.0.0.1:{broker.ports['kafka']}"
+        confluent = [ConfluentProducer(bootstrap, IDEMPOTENT_TOPIC, ledgers["kafka_idempotent"], transactional=False),
+                     ConfluentProducer(bootstrap, TRANSACTIONAL_TOPIC, ledgers["kafka_transactional"],
+                                       transactional=True)]
+        for producer in confluent:
+            producer.start()
         for cycle in range(args.cycles):
             run_s = rng.uniform(args.min_run, args.max_run)
             await produce_then_kill(broker, cycle, ledgers, run_s, rng)
@@ -419,24 +300,33 @@ async def soak(args: argparse.Namespace) -> dict[str, Ledger]:
             started = time.monotonic()
             broker.start()
             restart_s = time.monotonic() - started
-            kafka_seen = await asyncio.wait_for(kafka_read_all(broker.kafka_port, ledgers["kafka"]),
-                                                READ_TIMEOUT_S)
-            remoting_seen = await asyncio.wait_for(
-                remoting_read_all(broker.remoting_port, ledgers["remoting"]), READ_TIMEOUT_S)
-            check(ledgers["kafka"], kafka_seen)
-            check(ledgers["remoting"], remoting_seen)
+            for producer in confluent:  # what they hold goes to the restarted broker first
+                await asyncio.to_thread(producer.pause)
+            for producer in confluent:
+                if producer.error is not None:
+                    raise RuntimeError(f"{producer.name} failed: {producer.error!r}")
+            await read_back(broker, ledgers)
+            if cycle + 1 < args.cycles:  # after the last check nothing more is produced
+                for producer in confluent:
+                    producer.resume()
             note(f"cycle {cycle + 1}/{args.cycles}: killed after {run_s:.2f} s, restarted in "
                  f"{restart_s:.2f} s; " + "; ".join(
                      f"{name} acked {len(l.acked)} read {l.read} lost {len(l.lost)}"
                      for name, l in ledgers.items()))
-        broker.stop()
     finally:
+        for producer in confluent:
+            if producer.is_alive():
+                await asyncio.to_thread(producer.stop)
         broker.stop()
-        if args.keep or any(l.lost or l.corrupt for l in ledgers.values()):
+        if args.keep or any(failed(l) for l in ledgers.values()):
             note(f"store and broker log kept in {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
     return ledgers
+
+
+def failed(ledger: Ledger) -> bool:
+    return bool(ledger.lost or ledger.corrupt or ledger.fatal_errors)
 
 
 def main() -> int:
@@ -465,10 +355,15 @@ def main() -> int:
         totals = {"acked": len(ledger.acked), "read": ledger.read, "corrupt": ledger.corrupt,
                   "offset_gaps": ledger.gaps, "unacked_found": ledger.unacked_found,
                   "seed": args.seed}
+        if name == "kafka_transactional":
+            totals.update(committed_txns=len(ledger.committed), aborted_txns=len(ledger.aborted))
         emit(f"acked_lost_{name}", len(ledger.lost), **totals)
         emit(f"duplicates_{name}", ledger.duplicates, **totals)
+        if name in CONFLUENT:
+            emit(f"fatal_errors_{name}", ledger.fatal_errors, **totals)
         emit(f"cycles_{name}", ledger.cycles, **totals)
-    return 1 if any(l.lost or l.corrupt for l in ledgers.values()) else 0
+    confluent_duplicates = any(ledgers[name].duplicates for name in CONFLUENT)
+    return 1 if any(failed(l) for l in ledgers.values()) or confluent_duplicates else 0
 
 
 if __name__ == "__main__":
