@@ -28,12 +28,14 @@ from rich.table import Table
 from rich.text import Text
 
 from rocketport.client import AdminClient, ClientError
+from rocketport.client.rebalance import allocate_averagely
 from rocketport.core.message import MessageExt, encode_properties
 from rocketport.protocols.remoting import RemotingCommand
 from rocketport.protocols.remoting import bodies, mq_tables
 from rocketport.protocols.remoting.client import request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.headers import CloneGroupOffsetRequestHeader, SendMessageRequestHeader, encode_header
+from rocketport.protocols.remoting.kv_config import ORDER_TOPIC_CONFIG
 from rocketport.protocols.remoting.messages import (
     MessageClientIdGenerator,
     decode_message_ext_records,
@@ -43,6 +45,7 @@ from rocketport.protocols.remoting.messages import (
 
 
 AUTO_CREATE_TOPIC = "TBW102"  # the template topic brokers that create topics on send publish
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"  # where clusterRT sends, as RocketMQ's system self-test topic
 NEW_TOPIC_QUEUE_NUMS = 4  # queues a topic created on send asks for (RocketMQ producers' default)
 NAMESRV_ENV = "NAMESRV_ADDR"  # what mqadmin and RocketMQ clients read when -n is not given
 DEFAULT_NAMESRV = "127.0.0.1:9876"
@@ -676,32 +679,227 @@ async def clone_group_offset(args: argparse.Namespace, out: Report) -> None:
             srcGroup=args.src_group, destGroup=args.dest_group, topic=args.topic)
 
 
+async def _queue_messages(addr: str, topic: str, queue_id: int, begin: str | None, end: str | None,
+                          limit: int) -> list[MessageExt]:
+    """Up to ``limit`` messages of one queue stored from ``begin`` (else its min offset) to
+    ``end`` (timestamps as `_timestamp` reads them)."""
+    f = {"topic": topic, "queueId": str(queue_id)}
+    if begin:
+        start = int((await _invoke(addr, request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {
+            **f, "timestamp": str(_timestamp(begin))}))).ext_fields["offset"])
+    else:
+        start = int((await _invoke(addr, request(RequestCode.GET_MIN_OFFSET, f))).ext_fields["offset"])
+    end_ms = _timestamp(end) if end else None
+    messages: list[MessageExt] = []
+    while len(messages) < limit:
+        resp = await _pull(addr, topic, queue_id, start, min(32, limit - len(messages)), "TOOLS_CONSUMER")
+        if resp.code != ResponseCode.SUCCESS:
+            break
+        batch = [m for m in decode_message_ext_records(resp.body) if end_ms is None or m.store_timestamp <= end_ms]
+        messages += batch
+        start = int(resp.ext_fields["nextBeginOffset"])
+        if not batch:
+            break
+    return messages
+
+
 async def print_msg(args: argparse.Namespace, out: Report) -> None:
     route = await _route(args, args.topic)
     messages: list[MessageExt] = []
     for q in route.queue_datas:
         addr = _master(route, q.broker_name)
         for qid in range(q.read_queue_nums):
-            f = {"topic": args.topic, "queueId": str(qid)}
-            if args.begin:
-                start = int((await _invoke(addr, request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {
-                    **f, "timestamp": str(_timestamp(args.begin))}))).ext_fields["offset"])
-            else:
-                start = int((await _invoke(addr, request(RequestCode.GET_MIN_OFFSET, f))).ext_fields["offset"])
-            end_ms = _timestamp(args.end) if args.end else None
-            while len(messages) < args.limit:
-                resp = await _pull(addr, args.topic, qid, start, min(32, args.limit - len(messages)),
-                                   "TOOLS_CONSUMER")
-                if resp.code != ResponseCode.SUCCESS:
-                    break
-                batch = [m for m in decode_message_ext_records(resp.body)
-                         if end_ms is None or m.store_timestamp <= end_ms]
-                messages += batch
-                start = int(resp.ext_fields["nextBeginOffset"])
-                if not batch:
-                    break
+            messages += await _queue_messages(addr, args.topic, qid, args.begin, args.end,
+                                              args.limit - len(messages))
     out.rows("messages", MESSAGE_COLUMNS, map(_message_row, messages),
              title=f"{len(messages)} message(s) of {args.topic}")
+
+
+async def print_msg_by_queue(args: argparse.Namespace, out: Report) -> None:
+    route = await _route(args, args.topic)
+    messages = await _queue_messages(_master(route, args.broker_name), args.topic, args.queue_id, args.begin,
+                                     args.end, args.limit)
+    out.rows("messages", MESSAGE_COLUMNS, map(_message_row, messages),
+             title=f"{len(messages)} message(s) of {args.topic} {args.broker_name}:{args.queue_id}")
+
+
+async def query_msg_by_unique_key(args: argparse.Namespace, out: Report) -> None:
+    """QUERY_MESSAGE with the unique-key flag, as mqadmin's queryMsgByUniqueKey."""
+    route = await _route(args, args.topic)
+    found: list[MessageExt] = []
+    for data in route.broker_datas:
+        addr = data.broker_addrs.get(0)
+        if addr:
+            resp = await _invoke(addr, request(RequestCode.QUERY_MESSAGE, {
+                "topic": args.topic, "key": args.msg_id, "maxNum": "32", "beginTimestamp": "0",
+                "endTimestamp": str(int(time.time() * 1000) + 60_000), "_UNIQUE_KEY_QUERY": "true"}),
+                (ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+            if resp.code == ResponseCode.SUCCESS:
+                found += [m for m in decode_message_ext_records(resp.body)
+                          if m.properties.get("UNIQ_KEY") == args.msg_id]
+    if not found:
+        raise AdminError(f"no message with unique key {args.msg_id} in {args.topic}")
+    out.record("message", _message_record(found[0]))
+
+
+async def topic_cluster_list(args: argparse.Namespace, out: Report) -> None:
+    route = await _route(args, args.topic)
+    clusters = sorted({data.cluster for data in route.broker_datas})
+    out.rows("clusters", ("cluster",), ((c,) for c in clusters), title=f"clusters of {args.topic}")
+
+
+async def update_topic_perm(args: argparse.Namespace, out: Report) -> None:
+    if args.perm not in (2, 4, 6):
+        raise AdminError(f"perm must be 2 (write), 4 (read) or 6 (read and write), got {args.perm}")
+    route = await _route(args, args.topic)
+    queues = {q.broker_name: q for q in route.queue_datas}
+    targets = [d for d in route.broker_datas if (not args.broker_name or d.broker_name == args.broker_name)
+               and (not args.cluster or d.cluster == args.cluster)]
+    if not targets:
+        raise AdminError(f"no broker of {args.topic} matches (brokers: {', '.join(sorted(queues))})")
+    for data in targets:
+        q, addr = queues[data.broker_name], data.broker_addrs.get(0)
+        await _call(addr, _CLIENT.get().create_topic(
+            args.topic, read_queue_nums=q.read_queue_nums, write_queue_nums=q.write_queue_nums,
+            perm=args.perm, broker_addr=addr))
+        out.say(f"update topic perm from {q.perm} to {args.perm} in {addr} success.", broker=addr,
+                topic=args.topic, perm=args.perm)
+
+
+async def allocate_mq(args: argparse.Namespace, out: Report) -> None:
+    """How RocketMQ's average allocation spreads a topic's queues over the given client ids."""
+    route = await _route(args, args.topic)
+    queues = sorted((q.broker_name, qid) for q in route.queue_datas for qid in range(q.read_queue_nums))
+    clients = sorted(c.strip() for c in args.ip_list.split(",") if c.strip())
+    out.rows("allocation", ("client", "brokerName", "queueId"),
+             ((c, b, q) for c in clients for b, q in allocate_averagely(queues, clients, c)),
+             title=f"{args.topic} over {len(clients)} client(s)")
+
+
+async def _timed_sends(addr: str, topic: str, queue_id: int, size: int, count: int) -> list[float]:
+    """``count`` sends of ``size`` bytes to one broker queue; each one's round trip in ms."""
+    body = b"x" * size
+    times = []
+    for _ in range(count):
+        header = SendMessageRequestHeader("TOOLS_PRODUCER", topic, AUTO_CREATE_TOPIC, NEW_TOPIC_QUEUE_NUMS,
+                                          queue_id, 0, int(time.time() * 1000), 0,
+                                          encode_properties({"UNIQ_KEY": MessageClientIdGenerator().next_id(),
+                                                             "WAIT": "true"}).decode())
+        began = time.perf_counter()
+        await _invoke(addr, request(RequestCode.SEND_MESSAGE, encode_header(header), body))
+        times.append((time.perf_counter() - began) * 1000)
+    return times
+
+
+async def _broker_addr(args: argparse.Namespace, broker_name: str) -> str:
+    data = (await _cluster(args)).broker_addr_table.get(broker_name)
+    addr = data.broker_addrs.get(0) if data else None
+    if not addr:
+        raise AdminError(f"no master of broker {broker_name} is registered")
+    return addr
+
+
+async def send_msg_status(args: argparse.Namespace, out: Report) -> None:
+    addr = await _broker_addr(args, args.broker_name)
+    rts = await _timed_sends(addr, SELF_TEST_TOPIC, 0, args.message_size, args.count)
+    out.rows("sends", ("broker", "send", "rtMs"), ((addr, i, round(rt, 3)) for i, rt in enumerate(rts)))
+
+
+async def check_msg_send_rt(args: argparse.Namespace, out: Report) -> None:
+    route = await _route(args, args.topic)
+    columns = ("brokerName", "queueId", "sends", "avgRtMs", "maxRtMs")
+    out.rows("queues", columns, title=f"send RT of {args.topic}")
+    for q in route.queue_datas:
+        addr = _master(route, q.broker_name)
+        for qid in range(q.write_queue_nums):
+            rts = await _timed_sends(addr, args.topic, qid, args.size, args.amount)
+            out.rows("queues", columns, [(q.broker_name, qid, len(rts), round(sum(rts) / len(rts), 3),
+                                          round(max(rts), 3))])
+
+
+async def cluster_rt(args: argparse.Namespace, out: Report) -> None:
+    info = await _cluster(args)
+    columns = ("cluster", "brokerName", "sends", "avgRtMs", "maxRtMs")
+    out.rows("brokers", columns, title="send RT per broker")
+    for cluster, names in sorted(info.cluster_addr_table.items()):
+        if args.cluster and cluster != args.cluster:
+            continue
+        for name in sorted(names):
+            addr = info.broker_addr_table[name].broker_addrs.get(0)
+            if addr:
+                rts = await _timed_sends(addr, SELF_TEST_TOPIC, 0, args.size, args.amount)
+                out.rows("brokers", columns, [(cluster, name, len(rts), round(sum(rts) / len(rts), 3),
+                                               round(max(rts), 3))])
+
+
+async def _each_namesrv(args: argparse.Namespace, code: RequestCode, fields: dict[str, str] | None = None,
+                        body: bytes = b"", ok: tuple[int, ...] = (ResponseCode.SUCCESS,)
+                        ) -> list[tuple[str, RemotingCommand]]:
+    """The request sent to every name server (as mqadmin does for KV config and perms)."""
+    return [(addr, await _invoke(addr, request(code, fields or {}, body), ok)) for addr in namesrv_addrs(args.namesrv)]
+
+
+async def update_kv_config(args: argparse.Namespace, out: Report) -> None:
+    for addr, _ in await _each_namesrv(args, RequestCode.PUT_KV_CONFIG,
+                                       {"namespace": args.namespace, "key": args.key, "value": args.value}):
+        out.say(f"create or update kv config to namespace {addr} success.", namesrv=addr,
+                namespace=args.namespace, key=args.key)
+
+
+async def delete_kv_config(args: argparse.Namespace, out: Report) -> None:
+    for addr, _ in await _each_namesrv(args, RequestCode.DELETE_KV_CONFIG,
+                                       {"namespace": args.namespace, "key": args.key}):
+        out.say(f"delete kv config from namespace {addr} success.", namesrv=addr, namespace=args.namespace,
+                key=args.key)
+
+
+async def update_order_conf(args: argparse.Namespace, out: Report) -> None:
+    """The topic's ordered-queue layout in the ORDER_TOPIC_CONFIG namespace (-m put|get|delete)."""
+    fields = {"namespace": ORDER_TOPIC_CONFIG, "key": args.topic}
+    if args.method == "put":
+        if not args.order_conf:
+            raise AdminError("updateOrderConf -m put needs -v, e.g. broker-a:4;broker-b:4")
+        for addr, _ in await _each_namesrv(args, RequestCode.PUT_KV_CONFIG, {**fields, "value": args.order_conf}):
+            out.say(f"update orderConf success. topic=[{args.topic}], orderConf=[{args.order_conf}] ({addr})",
+                    namesrv=addr, topic=args.topic, orderConf=args.order_conf)
+    elif args.method == "delete":
+        for addr, _ in await _each_namesrv(args, RequestCode.DELETE_KV_CONFIG, fields):
+            out.say(f"delete orderConf success. topic=[{args.topic}] ({addr})", namesrv=addr, topic=args.topic)
+    else:
+        got = await _each_namesrv(args, RequestCode.GET_KV_CONFIG, fields,
+                                  ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+        out.rows("orderConf", ("namesrv", "topic", "orderConf"),
+                 ((addr, args.topic, resp.ext_fields.get("value") if resp.code == ResponseCode.SUCCESS else None)
+                  for addr, resp in got))
+
+
+async def get_namesrv_config(args: argparse.Namespace, out: Report) -> None:
+    out.rows("config", ("namesrv", "key", "value"), title="name server config")
+    for addr, resp in await _each_namesrv(args, RequestCode.GET_NAMESRV_CONFIG):
+        out.rows("config", ("namesrv", "key", "value"),
+                 ((addr, *line.partition("=")[::2]) for line in sorted(bytes(resp.body).decode().splitlines())))
+
+
+async def update_namesrv_config(args: argparse.Namespace, out: Report) -> None:
+    for addr, _ in await _each_namesrv(args, RequestCode.UPDATE_NAMESRV_CONFIG,
+                                       body=f"{args.key}={args.value}\n".encode()):
+        out.say(f"update name server config success! {addr}", namesrv=addr, key=args.key, value=args.value)
+
+
+async def wipe_write_perm(args: argparse.Namespace, out: Report) -> None:
+    for addr, resp in await _each_namesrv(args, RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+                                          {"brokerName": args.broker_name}):
+        count = _int(resp.ext_fields.get("wipeTopicCount"))
+        out.say(f"wipe write perm of broker[{args.broker_name}] in name server[{addr}] OK, {count}",
+                namesrv=addr, brokerName=args.broker_name, wipeTopicCount=count)
+
+
+async def add_write_perm(args: argparse.Namespace, out: Report) -> None:
+    for addr, resp in await _each_namesrv(args, RequestCode.ADD_WRITE_PERM_OF_BROKER,
+                                          {"brokerName": args.broker_name}):
+        count = _int(resp.ext_fields.get("addTopicCount"))
+        out.say(f"add write perm of broker[{args.broker_name}] in name server[{addr}] OK, {count}",
+                namesrv=addr, brokerName=args.broker_name, addTopicCount=count)
 
 
 # ------------------------------------------------------------------ parser
@@ -810,6 +1008,57 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-g", "--group", required=True)
     p.add_argument("-t", "--topic")
     target(p)
+    p = verb("printMsgByQueue", print_msg_by_queue, "print one queue's messages in a time range")
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-a", "--broker-name", required=True)
+    p.add_argument("-i", "--queue-id", type=int, required=True)
+    p.add_argument("-b", "--begin", help="begin timestamp (ms or yyyy-MM-dd#HH:mm:ss:SSS)")
+    p.add_argument("-e", "--end", help="end timestamp")
+    p.add_argument("-l", "--limit", type=int, default=256)
+    p = verb("queryMsgByUniqueKey", query_msg_by_unique_key, "a message by its unique key (client msgId)")
+    p.add_argument("-i", "--msg-id", required=True)
+    p.add_argument("-t", "--topic", required=True)
+    verb("topicClusterList", topic_cluster_list, "clusters a topic is served in").add_argument(
+        "-t", "--topic", required=True)
+    p = verb("updateTopicPerm", update_topic_perm, "change a topic's permission (2 write, 4 read, 6 both)")
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-p", "--perm", type=int, required=True)
+    p.add_argument("-b", "--broker-name", help="only this broker's queues")
+    p.add_argument("-c", "--cluster", help="only brokers of this cluster")
+    p = verb("allocateMQ", allocate_mq, "how average allocation spreads a topic's queues over clients")
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-i", "--ip-list", required=True, help="client ids, comma-separated")
+    p = verb("sendMsgStatus", send_msg_status, "send messages to one broker and print each round trip")
+    p.add_argument("-b", "--broker-name", required=True)
+    p.add_argument("-s", "--message-size", type=int, default=128)
+    p.add_argument("-c", "--count", type=int, default=50)
+    p = verb("checkMsgSendRT", check_msg_send_rt, "average send round trip per queue of a topic")
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-a", "--amount", type=int, default=100)
+    p.add_argument("-s", "--size", type=int, default=128)
+    p = verb("clusterRT", cluster_rt, "send round trip of every broker (to SELF_TEST_TOPIC)")
+    p.add_argument("-a", "--amount", type=int, default=100)
+    p.add_argument("-s", "--size", type=int, default=128)
+    p.add_argument("-c", "--cluster")
+    p = verb("updateKvConfig", update_kv_config, "set a name server KV config item")
+    p.add_argument("-s", "--namespace", required=True)
+    p.add_argument("-k", "--key", required=True)
+    p.add_argument("-v", "--value", required=True)
+    p = verb("deleteKvConfig", delete_kv_config, "delete a name server KV config item")
+    p.add_argument("-s", "--namespace", required=True)
+    p.add_argument("-k", "--key", required=True)
+    p = verb("updateOrderConf", update_order_conf, "a topic's ordered-queue layout at the name servers")
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-v", "--order-conf", help="brokerName:queueNums;... (with -m put)")
+    p.add_argument("-m", "--method", choices=("put", "get", "delete"), default="get")
+    verb("getNamesrvConfig", get_namesrv_config, "every name server's settings")
+    p = verb("updateNamesrvConfig", update_namesrv_config, "change a name server setting live")
+    p.add_argument("-k", "--key", required=True)
+    p.add_argument("-v", "--value", required=True)
+    verb("wipeWritePerm", wipe_write_perm, "make a broker's queues read-only in every name server's routes"
+         ).add_argument("-b", "--broker-name", required=True)
+    verb("addWritePerm", add_write_perm, "undo wipeWritePerm for a broker").add_argument(
+        "-b", "--broker-name", required=True)
 
 
 async def _run_verb(args: argparse.Namespace, out: Report) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 
@@ -93,11 +94,14 @@ def _cmd_store(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _run_namesrv(host: str, port: int) -> None:
+async def _run_namesrv(host: str, port: int, kv_config: str) -> None:
+    from rocketport.protocols.remoting.kv_config import KVConfig, NamesrvSettings
     from rocketport.protocols.remoting.namesrv import NameServerHandlers, RouteRegistry
     from rocketport.protocols.remoting.session import RemotingListener
 
-    handlers = NameServerHandlers(RouteRegistry())
+    kv = KVConfig(kv_config)
+    kv.load()
+    handlers = NameServerHandlers(RouteRegistry(), kv, NamesrvSettings(port, kv_config))
     listener = RemotingListener(handlers, host, port, role="name server")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -114,7 +118,7 @@ async def _run_namesrv(host: str, port: int) -> None:
 
 def _cmd_namesrv(args: argparse.Namespace) -> int:
     try:
-        asyncio.run(_run_namesrv(args.host, args.port))
+        asyncio.run(_run_namesrv(args.host, args.port, os.path.expanduser(args.kv_config)))
     except OSError as exc:  # the port is taken
         print(f"rocketport: {_one_line(exc)}", file=sys.stderr)
         return 1
@@ -167,6 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     namesrv = sub.add_parser("namesrv", help="run a standalone name server brokers register with")
     namesrv.add_argument("--host", default="0.0.0.0")
     namesrv.add_argument("-p", "--port", type=int, default=9876)
+    namesrv.add_argument("--kv-config", default="~/rocketport/namesrv/kvConfig.json",
+                         help="where the KV config (mqadmin updateKvConfig) is kept (RocketMQ's kvConfigPath)")
     namesrv.set_defaults(func=_cmd_namesrv)
 
     from rocketport import admin

@@ -551,6 +551,42 @@ class ResetOffsetRequestHeader:
 
 
 @dataclass(slots=True)
+class KVConfigRequestHeader:
+    """PUT_KV_CONFIG (100; value set), GET_KV_CONFIG (101), DELETE_KV_CONFIG (102)."""
+
+    namespace: str
+    key: str
+    value: str | None = None
+
+
+@dataclass(slots=True)
+class GetKVConfigResponseHeader:
+    value: str | None = None
+
+
+@dataclass(slots=True)
+class GetKVListByNamespaceRequestHeader:
+    namespace: str
+
+
+@dataclass(slots=True)
+class WriteOfBrokerRequestHeader:
+    """WIPE_WRITE_PERM_OF_BROKER (205) and ADD_WRITE_PERM_OF_BROKER (327)."""
+
+    broker_name: str
+
+
+@dataclass(slots=True)
+class WipeWritePermOfBrokerResponseHeader:
+    wipe_topic_count: int
+
+
+@dataclass(slots=True)
+class AddWritePermOfBrokerResponseHeader:
+    add_topic_count: int
+
+
+@dataclass(slots=True)
 class QueryTopicConsumeByWhoRequestHeader:
     topic: str
 

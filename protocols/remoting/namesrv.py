@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from rocketport.core.broker import Broker
-from rocketport.core.metadata.topics import PERM_INHERIT, PERM_RW
+from rocketport.core.metadata.topics import PERM_INHERIT, PERM_RW, PERM_WRITE
 
 from . import bodies, headers
 from .client import RemotingClient, RemotingClientError, request
 from .codes import RequestCode, ResponseCode
 from .command import Buffer, RemotingCommand, make_response
 from .headers import decode_header, encode_header
+from .kv_config import ORDER_TOPIC_CONFIG, KVConfig, NamesrvSettings, parse_properties_body
 from .session import RemotingSession
 
 log = logging.getLogger(__name__)
@@ -147,12 +148,17 @@ class RouteRegistry:
 
 
 class NameServerHandlers:
-    """Answers name-server requests from a `RouteSource` (and registrations for a registry)."""
+    """Answers name-server requests from a `RouteSource` (and registrations for a registry),
+    with the operator's KV config, settings and write-perm wipes (mqadmin's name-server verbs)."""
 
     lane = None  # nothing dominates a name server's requests
 
-    def __init__(self, routes: RouteSource) -> None:
+    def __init__(self, routes: RouteSource, kv: KVConfig | None = None,
+                 settings: NamesrvSettings | None = None) -> None:
         self.routes = routes
+        self.kv = kv or KVConfig(None)
+        self.settings = settings or NamesrvSettings(0, "")
+        self.wiped: set[str] = set()  # broker names whose queues routes show read-only
         self._expiry: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -182,7 +188,7 @@ class NameServerHandlers:
         code = req.code
         if code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
             h = decode_header(headers.GetRouteInfoRequestHeader, req.ext_fields)
-            route = self.routes.topic_route(h.topic)
+            route = self._route(h.topic)
             if route is None:
                 return make_response(req, ResponseCode.TOPIC_NOT_EXIST,
                                      f"No topic route info in name server for the topic: {h.topic}")
@@ -193,8 +199,9 @@ class NameServerHandlers:
         if code in (RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, RequestCode.GET_TOPICS_BY_CLUSTER):
             return make_response(req, ResponseCode.SUCCESS,
                                  body=bodies.encode_body(bodies.TopicList(self.routes.topic_list())))
-        if code == RequestCode.GET_KV_CONFIG:
-            return make_response(req, ResponseCode.QUERY_NOT_FOUND, "no such KV config")
+        operated = self._operate(req)
+        if operated is not None:
+            return operated
         if isinstance(self.routes, RouteRegistry):
             if code == RequestCode.REGISTER_BROKER:
                 return self._register(req, self.routes)
@@ -207,6 +214,72 @@ class NameServerHandlers:
                     headers.QueryDataVersionResponseHeader(changed=True)))
         return make_response(req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                              f"request type {code} not supported")
+
+    def _route(self, topic: str) -> bodies.TopicRouteData | None:
+        """The route with wiped brokers' queues read-only and, with orderMessageEnable, the
+        topic's ordered-queue layout (ORDER_TOPIC_CONFIG), as RocketMQ's name server serves it."""
+        route = self.routes.topic_route(topic)
+        if route is None:
+            return None
+        for queue in route.queue_datas:
+            if queue.broker_name in self.wiped:
+                queue.perm &= ~PERM_WRITE
+        if self.settings.order_message_enable:
+            route.order_topic_conf = self.kv.get(ORDER_TOPIC_CONFIG, topic)
+        return route
+
+    def _broker_topics(self, broker_name: str) -> int:
+        return sum(1 for t in self.routes.topic_list()
+                   if (r := self.routes.topic_route(t)) and any(q.broker_name == broker_name
+                                                                 for q in r.queue_datas))
+
+    def _operate(self, req: RemotingCommand) -> RemotingCommand | None:
+        """The operator's requests (mqadmin): KV config, settings, write perm; else None."""
+        code = req.code
+        if code in (RequestCode.PUT_KV_CONFIG, RequestCode.GET_KV_CONFIG, RequestCode.DELETE_KV_CONFIG):
+            h = decode_header(headers.KVConfigRequestHeader, req.ext_fields)
+            if code == RequestCode.PUT_KV_CONFIG:
+                if h.value is None:
+                    return make_response(req, ResponseCode.SYSTEM_ERROR, "PUT_KV_CONFIG needs a value")
+                self.kv.put(h.namespace, h.key, h.value)
+                return make_response(req, ResponseCode.SUCCESS)
+            if code == RequestCode.DELETE_KV_CONFIG:
+                self.kv.delete(h.namespace, h.key)
+                return make_response(req, ResponseCode.SUCCESS)
+            value = self.kv.get(h.namespace, h.key)
+            if value is None:
+                return make_response(req, ResponseCode.QUERY_NOT_FOUND,
+                                     f"No config item, Namespace: {h.namespace} Key: {h.key}")
+            return make_response(req, ResponseCode.SUCCESS,
+                                 ext_fields=encode_header(headers.GetKVConfigResponseHeader(value)))
+        if code == RequestCode.GET_KVLIST_BY_NAMESPACE:
+            h = decode_header(headers.GetKVListByNamespaceRequestHeader, req.ext_fields)
+            pairs = self.kv.namespace(h.namespace)
+            if not pairs:
+                return make_response(req, ResponseCode.QUERY_NOT_FOUND,
+                                     f"No config item, Namespace: {h.namespace}")
+            return make_response(req, ResponseCode.SUCCESS, body=bodies.encode_body(bodies.KVTable(pairs)))
+        if code == RequestCode.GET_NAMESRV_CONFIG:
+            text = "".join(f"{k}={v}\n" for k, v in self.settings.as_properties().items())
+            return make_response(req, ResponseCode.SUCCESS, body=text.encode())
+        if code == RequestCode.UPDATE_NAMESRV_CONFIG:
+            problem = self.settings.update(parse_properties_body(bytes(req.body or b"")))
+            if problem:
+                return make_response(req, ResponseCode.SYSTEM_ERROR, problem)
+            return make_response(req, ResponseCode.SUCCESS)
+        if code in (RequestCode.WIPE_WRITE_PERM_OF_BROKER, RequestCode.ADD_WRITE_PERM_OF_BROKER):
+            h = decode_header(headers.WriteOfBrokerRequestHeader, req.ext_fields)
+            count = self._broker_topics(h.broker_name)
+            if code == RequestCode.WIPE_WRITE_PERM_OF_BROKER:
+                self.wiped.add(h.broker_name)
+                answer: object = headers.WipeWritePermOfBrokerResponseHeader(count)
+            else:
+                self.wiped.discard(h.broker_name)
+                answer = headers.AddWritePermOfBrokerResponseHeader(count)
+            log.info("write permission of broker %s %s (%d topics)", h.broker_name,
+                     "wiped" if code == RequestCode.WIPE_WRITE_PERM_OF_BROKER else "restored", count)
+            return make_response(req, ResponseCode.SUCCESS, ext_fields=encode_header(answer))
+        return None
 
     @staticmethod
     def _register(req: RemotingCommand, registry: RouteRegistry) -> RemotingCommand:

@@ -281,3 +281,103 @@ def test_every_verb_takes_output_json_and_numbers_stay_numbers(live_broker):
     assert isinstance(runtime["msgPutTotalTodayNow"], int)
     deleted = orjson.loads(admin(live_broker, "deleteTopic", "-t", "JsonTopic", "--output", "json"))
     assert deleted == [{"broker": live_broker.addr, "topic": "JsonTopic", "result": "success"}]
+
+
+def _json(live, *args: str):
+    return orjson.loads(admin(live, *args, "--output", "json"))
+
+
+def test_topic_verbs_of_the_operations_guide(live_broker):
+    admin(live_broker, "updateTopic", "-t", "GuideTopic", "-r", "2", "-w", "2")
+    assert _json(live_broker, "topicClusterList", "-t", "GuideTopic") == [{"cluster": "DefaultCluster"}]
+    admin(live_broker, "sendMessage", "-t", "GuideTopic", "-p", "first", "-i", "1")
+    sent = _json(live_broker, "sendMessage", "-t", "GuideTopic", "-p", "by queue", "-i", "1")
+    by_queue = _json(live_broker, "printMsgByQueue", "-t", "GuideTopic", "-a", "broker-a", "-i", "1")
+    assert [m["body"] for m in by_queue] == ["first", "by queue"]
+    assert _json(live_broker, "printMsgByQueue", "-t", "GuideTopic", "-a", "broker-a", "-i", "0") == []
+    found = _json(live_broker, "queryMsgByUniqueKey", "-i", sent["msgId"], "-t", "GuideTopic")
+    assert found["body"] == "by queue" and found["msgId"] == sent["msgId"], found
+    assert "no message with unique key" in admin(live_broker, "queryMsgByUniqueKey", "-i", "0A00000000",
+                                                 "-t", "GuideTopic", expect=1)
+    allocation = _json(live_broker, "allocateMQ", "-t", "GuideTopic", "-i", "client-b,client-a")
+    assert [(r["client"], r["queueId"]) for r in allocation] == [("client-a", 0), ("client-b", 1)]
+    changed = _json(live_broker, "updateTopicPerm", "-t", "GuideTopic", "-p", "4")
+    assert changed == [{"broker": live_broker.addr, "topic": "GuideTopic", "perm": 4, "result": "success"}]
+    assert '"perm": 4' in admin(live_broker, "topicRoute", "-t", "GuideTopic")
+    assert "is not writable" in admin(live_broker, "sendMessage", "-t", "GuideTopic", "-p", "refused", expect=1)
+    admin(live_broker, "updateTopicPerm", "-t", "GuideTopic", "-p", "6")
+    assert "perm must be 2" in admin(live_broker, "updateTopicPerm", "-t", "GuideTopic", "-p", "7", expect=1)
+
+
+def test_send_round_trip_verbs(live_broker):
+    admin(live_broker, "updateTopic", "-t", "RtTopic", "-r", "2", "-w", "2")
+    assert len(_json(live_broker, "sendMsgStatus", "-b", "broker-a", "-c", "3", "-s", "64")) == 3
+    queues = _json(live_broker, "checkMsgSendRT", "-t", "RtTopic", "-a", "2", "-s", "16")
+    assert [(q["queueId"], q["sends"]) for q in queues] == [(0, 2), (1, 2)]
+    assert all(q["maxRtMs"] >= q["avgRtMs"] > 0 for q in queues)
+    [broker] = _json(live_broker, "clusterRT", "-a", "2")
+    assert (broker["brokerName"], broker["sends"]) == ("broker-a", 2)
+    status = _json(live_broker, "topicStatus", "-t", "RtTopic")
+    assert [q["maxOffset"] for q in status] == [2, 2]
+
+
+def test_name_server_kv_config_settings_and_write_perm(live_broker):
+    assert _json(live_broker, "updateKvConfig", "-s", "NS", "-k", "k1", "-v", "v1")[0]["result"] == "success"
+    admin(live_broker, "updateOrderConf", "-t", "OrderedTopic", "-v", "broker-a:4", "-m", "put")
+    [got] = _json(live_broker, "updateOrderConf", "-t", "OrderedTopic", "-m", "get")
+    assert got["orderConf"] == "broker-a:4"
+    config = {r["key"]: r["value"] for r in _json(live_broker, "getNamesrvConfig")}
+    assert config["orderMessageEnable"] == "false" and config["kvConfigPath"].endswith("kvConfig.json")
+    admin(live_broker, "updateTopic", "-t", "OrderedTopic")
+    assert "orderTopicConf" not in admin(live_broker, "topicRoute", "-t", "OrderedTopic")
+    admin(live_broker, "updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "true")
+    assert '"orderTopicConf": "broker-a:4"' in admin(live_broker, "topicRoute", "-t", "OrderedTopic")
+    assert "cannot change while the name server runs" in admin(
+        live_broker, "updateNamesrvConfig", "-k", "kvConfigPath", "-v", "/tmp/x", expect=1)
+    admin(live_broker, "deleteKvConfig", "-s", ORDER_NS, "-k", "OrderedTopic")
+    assert _json(live_broker, "updateOrderConf", "-t", "OrderedTopic", "-m", "get")[0]["orderConf"] is None
+    [wiped] = _json(live_broker, "wipeWritePerm", "-b", "broker-a")
+    assert wiped["wipeTopicCount"] >= 1
+    assert '"perm": 4' in admin(live_broker, "topicRoute", "-t", "OrderedTopic")
+    admin(live_broker, "addWritePerm", "-b", "broker-a")
+    assert '"perm": 6' in admin(live_broker, "topicRoute", "-t", "OrderedTopic")
+    admin(live_broker, "updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "false")
+
+
+ORDER_NS = "ORDER_TOPIC_CONFIG"
+
+
+def test_a_standalone_name_servers_kv_config_survives_its_restart(tmp_path):
+    kv = tmp_path / "kvConfig.json"
+
+    def namesrv() -> tuple[subprocess.Popen, str]:
+        proc = subprocess.Popen([sys.executable, "-m", "rocketport", "namesrv", "--host", "127.0.0.1", "-p", "0",
+                                 "--kv-config", str(kv)], stderr=subprocess.PIPE, text=True)
+        seen = ""
+        while "listening on" not in seen and proc.poll() is None:
+            seen += proc.stderr.readline()
+        return proc, re.search(r"listening on (\S+)", seen).group(1)
+
+    def order_conf(addr: str) -> str | None:
+        got = run_cli("updateOrderConf", "-n", addr, "-t", "Kept", "-m", "get", "--output", "json")
+        assert got.returncode == 0, got.stderr
+        return orjson.loads(got.stdout)[0]["orderConf"]
+
+    proc, addr = namesrv()
+    try:
+        put = run_cli("updateOrderConf", "-n", addr, "-t", "Kept", "-v", "broker-a:2", "-m", "put")
+        assert put.returncode == 0, put.stderr
+        assert order_conf(addr) == "broker-a:2"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    proc, addr = namesrv()
+    try:
+        assert order_conf(addr) == "broker-a:2"  # read back from kvConfigPath
+        deleted = run_cli("deleteKvConfig", "-n", addr, "-s", ORDER_NS, "-k", "Kept")
+        assert deleted.returncode == 0, deleted.stderr
+        assert order_conf(addr) is None
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert orjson.loads(kv.read_text()) == {"configTable": {}}
