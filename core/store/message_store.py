@@ -10,7 +10,7 @@ This module knows nothing of protocols, groups or filters beyond the tags-code p
 `MessageStore` is composed, as RocketMQ's DefaultMessageStore composes named services, of
 one class per role, each in its own module, and inherits them (as `Broker` inherits its
 facade roles): every call is a plain method of the store, so the hot paths (put_batch,
-append_message, append_sends, put_inner_batch, get_messages) gain no delegation.
+put_message, append_sends, put_inner_batch, get_messages) gain no delegation.
 
     core/store/recovery.py   StoreRecovery   load the ConsumeQueues, recover from the checkpoint
     core/store/writer.py     StoreWriter     the put paths; the record header's one layout

@@ -3,8 +3,7 @@
 `StoreWriter` is one of the classes `MessageStore` (core/store/message_store.py) is made of;
 its methods are plain methods of the store (no delegation on the hot paths). The put paths:
 
-    put_message        one decoded message (via append_message)
-    append_message     one message with its properties encoded (no await)
+    put_message        one decoded message, one record
     append_sends       plain sends of any queues, each one body or a run of bodies that share
                        their properties, one write (ASYNC_FLUSH or answered after `durable`):
                        every front-end's plain-send lane, through `Broker.put_plain`
@@ -16,7 +15,7 @@ its methods are plain methods of the store (no delegation on the hot paths). The
 
 Every record's 88-byte fixed header has one layout, `record.HEADER` (its field order is the
 docs/store-format.md table), packed in four places: `record_head` below, the one encoder
-of it, for the paths that write one record per call (append_message, put_inner_batch,
+of it, for the paths that write one record per call (put_message, put_inner_batch,
 put_control_batch), where a Python call costs nothing measurable; put_batch's loop, which
 packs the same precompiled `HEADER` with the same argument order inline; and append_sends
 and put_message_batch, which pack the same layout cut in two (`record.BATCH_HEADER` around
@@ -240,35 +239,23 @@ class StoreWriter:
         return tags_code(properties.get(PROPERTY_TAGS)) if properties else 0
 
     async def put_message(self, msg: Message) -> PutResult:
-        properties = msg.properties
-        props = encode_properties(properties) if properties else b""
-        code = (self._tags_code_of(msg.topic, properties) if self._tags_code_of
-                else tags_code(properties.get(PROPERTY_TAGS)) if properties else 0)
-        queue_offset, phys, end, now = self.append_message(
-            msg.topic, msg.queue_id, msg.body, props, code, msg.flag, msg.sys_flag,
-            msg.born_timestamp, msg.born_host, msg.reconsume_times, msg.prepared_transaction_offset)
-        if self._sync:
-            await self.flush_service.wait_flushed(end)
-        return PutResult(msg.queue_id, queue_offset, phys, end - phys, now, 1, self.store_host)
-
-    def append_message(self, topic: str, queue_id: int, body: bytes | memoryview, props: bytes,
-                       code: int, flag: int, sys_flag: int, born_timestamp: int,
-                       born_host: tuple[str, int], reconsume_times: int = 0,
-                       prepared_transaction_offset: int = 0) -> tuple[int, int, int, int]:
-        """Append one record with its properties already encoded; no await, so a front-end
-        can answer a send without a coroutine. Returns (queue offset, commit-log offset,
-        end offset, store timestamp). Dispatched at once (under SYNC_FLUSH with
-        dispatchAfterFlush, once flushed); under SYNC_FLUSH the caller must await
-        ``flush_service.wait_flushed(end)`` before answering."""
-        # The hot path, kept flat on purpose: each call or object costs ~0.3 µs here.
+        """Store one decoded message as one record; dispatched at once (under SYNC_FLUSH
+        with dispatchAfterFlush, once flushed) and, under SYNC_FLUSH, answered after the
+        covering fsync."""
+        # Every single put that is not a plain send (delays, transactions, system topics,
+        # SYNC_FLUSH remoting sends) comes here: kept flat, each call costs ~0.3 µs.
         if not self._running:
             raise StoreUnavailable("the store is not running")
+        topic, queue_id, body, properties = msg.topic, msg.queue_id, msg.body, msg.properties
         body_len = len(body)
         if body_len > self.config.max_message_size:
             raise MessageTooLarge(body_len, self.config.max_message_size)
+        props = encode_properties(properties) if properties else b""
         props_len = len(props)
         if props_len > MAX_PROPERTIES_LENGTH:
             raise InvalidMessage(f"properties longer than {MAX_PROPERTIES_LENGTH} bytes")
+        code = (self._tags_code_of(topic, properties) if self._tags_code_of
+                else tags_code(properties.get(PROPERTY_TAGS)) if properties else 0)
         topic_head = _topic_head(topic)
         size = HEADER_SIZE + body_len + len(topic_head) + 2 + props_len
         key = (topic, queue_id)
@@ -279,11 +266,12 @@ class StoreWriter:
         mf = self.commitlog.reserve(size)
         pos = mf.wrote_position
         phys = mf.file_from_offset + pos
+        born_host = msg.born_host
         mf.view[pos:pos + size] = b"".join((record_head(
-            size, crc32(body) & 0x7FFFFFFF, queue_id, flag,
-            queue_offset, phys, sys_flag, born_timestamp or now,
+            size, crc32(body) & 0x7FFFFFFF, queue_id, msg.flag,
+            queue_offset, phys, msg.sys_flag, msg.born_timestamp or now,
             _host_bytes(born_host[0]), born_host[1], now, self._store_ip, self._store_port,
-            reconsume_times, prepared_transaction_offset, body_len),
+            msg.reconsume_times, msg.prepared_transaction_offset, body_len),
             body, topic_head, PROPS_LEN.pack(props_len), props))
         mf.wrote_position = pos + size
         self._next_queue_offset[key] = queue_offset + 1
@@ -298,7 +286,9 @@ class StoreWriter:
             self.dispatched_offset = end
             for listener in self.dispatch_listeners:
                 listener(topic, queue_id, queue_offset + 1)
-        return queue_offset, phys, end, now
+        if self._sync:
+            await self.flush_service.wait_flushed(end)
+        return PutResult(queue_id, queue_offset, phys, size, now, 1, self.store_host)
 
     def append_sends(self, sends: list[PlainSend]) -> list[tuple[int, int] | BrokerError]:
         """Append plain sends of any topics and queues, in order, as contiguous records in

@@ -23,6 +23,7 @@ class RemotingFrontEnd(ListenerFrontEnd):
     name = "remoting"
 
     def __init__(self, broker: Broker) -> None:
+        super().__init__()
         config = broker.config
         limits = config.connection_limits
         self.broker = broker
