@@ -209,7 +209,7 @@ class AdminClient:
         """Move the group's offsets of `topic` to the first message stored at or after
         `timestamp_s` (epoch seconds) on every broker of the topic."""
         route = await self.topic_route(topic)
-        fields = {"topic": topic, "group": group, "timestamp": str(int(timestamp_s * 1000)),
+        fields = {"topic": topic, "group": group, "timestamp": str(round(timestamp_s * 1000)),
                   "isForce": "true"}
         await asyncio.gather(*(self._broker(a, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields)
                                for b in route.broker_datas

@@ -1,17 +1,25 @@
-"""The push consumer: rebalance, one puller and one consumer per held queue, retries.
+"""The push consumer: rebalance, one puller per held queue, listener calls, retries.
 
 Clustering: the group's queues are shared out (average or average-by-circle) among the
 consumers the broker knows, again every 20 s and whenever the broker says the group
-changed; a queue that moves away is dropped after its in-flight batch and its offset is
+changed; a queue that moves away is dropped after its in-flight batches and its offset is
 committed. Broadcasting: every consumer takes every queue and keeps offsets in a local
-file. Per queue, a pull task long-polls batches of `pull_batch_size` into a buffer (paused
-above `pull_threshold_for_queue` cached messages) and a consume task hands them to the
-listener in order, `consume_batch_size` at a time. RECONSUME_LATER or a listener exception
-sends the batch back to the group's retry topic (CONSUMER_SEND_MSG_BACK; the broker moves it
-to the DLQ past `max_reconsume_times`); a message that cannot be sent back is retried here.
-Orderly consumers hold the broker's lock on each queue (renewed every 20 s) and retry a
-failed batch in place. Offsets are committed every 5 s and on shutdown; heartbeats carry
-the subscriptions; shutdown unregisters.
+file. Per queue, a pull task long-polls batches of `pull_batch_size` into the queue's
+ProcessQueue (paused above `pull_threshold_for_queue` cached messages). A concurrent
+consumer hands them to a pool of `consume_thread_max` listener calls
+(consume_concurrently.py), `consume_batch_size` at a time, committing the lowest
+unfinished offset; an orderly one consumes each queue one batch at a time, in order, only
+while it holds the broker's lock on it (renewed every 20 s), retrying a failed batch in
+place. RECONSUME_LATER or a listener exception sends the batch back to the group's retry
+topic (CONSUMER_SEND_MSG_BACK; the broker moves it to the DLQ past `max_reconsume_times`);
+a message that cannot be sent back is retried here.
+
+A reset the broker pushes (RESET_CONSUMER_CLIENT_OFFSET, from mqadmin resetOffsetByTime)
+drops the named queues' work, commits the new offsets and pulls again from them, so the
+old position is never committed over the reset. A queue not pulled for `pull_max_idle_s`
+(a puller that stopped) is dropped and taken again at the next rebalance. Offsets are
+committed every 5 s and on shutdown; heartbeats carry the subscriptions; shutdown
+unregisters.
 """
 
 from __future__ import annotations
@@ -19,11 +27,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from rocketport.protocols.remoting import RemotingCommand, RequestCode, ResponseCode
+from rocketport.protocols.remoting import (
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    make_response,
+    mq_tables,
+)
 from rocketport.protocols.remoting.bodies import (
     BodyError,
     ConsumeFromWhere,
@@ -40,10 +53,13 @@ from rocketport.protocols.remoting.bodies import (
     encode_body,
 )
 
+from .consume_concurrently import ConsumeMessageConcurrentlyService
 from .errors import ClientError
 from .message import ConsumeResult, MessageExt
 from .offsets import LocalOffsetStore, OffsetStore, RemoteOffsetStore
+from .process_queue import Clock, ProcessQueueInfo
 from .pulling import PULL_TIMEOUT_S, PullStatus, Puller, Subscription, outcome, received
+from .queue_work import QueueWork
 from .rebalance import STRATEGIES
 from .routing import queue_order
 from .runtime import ClientRuntime, log
@@ -58,26 +74,6 @@ _FROM_WHERE = {"last": ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
 _MODELS = {"clustering": MessageModel.CLUSTERING, "broadcasting": MessageModel.BROADCASTING}
 
 
-class _QueueWork:
-    """One held queue: its pull position, buffered batches and the two tasks."""
-
-    __slots__ = ("mq", "next_offset", "buffer", "cached", "ready", "room", "dropped", "locked",
-                 "tasks", "consuming")
-
-    def __init__(self, mq: MessageQueue, offset: int) -> None:
-        self.mq = mq
-        self.next_offset = offset
-        self.buffer: deque[list[MessageExt]] = deque()  # pulled batches, oldest first
-        self.cached = 0
-        self.ready = asyncio.Event()
-        self.room = asyncio.Event()
-        self.room.set()
-        self.dropped = False
-        self.locked = False
-        self.consuming = False
-        self.tasks: list[asyncio.Task[None]] = []
-
-
 class PushConsumer:
     """Messages pushed to a listener; see the module docstring for the behaviour."""
 
@@ -89,6 +85,8 @@ class PushConsumer:
                  instance_name: str | None = None, rebalance_interval_s: float = 20.0,
                  persist_interval_s: float = 5.0, heartbeat_interval_s: float = 30.0,
                  suspend_current_queue_s: float = 1.0, pull_retry_delay_s: float = 1.0,
+                 consume_thread_max: int = 20, consume_timeout_s: float = 900.0,
+                 pull_max_idle_s: float = 120.0, clock: Clock = time.monotonic,
                  credentials: tuple[str, str] | None = None) -> None:
         if model not in _MODELS:
             raise ValueError(f"model must be one of {sorted(_MODELS)}")
@@ -96,6 +94,8 @@ class PushConsumer:
             raise ValueError(f"consume_from must be one of {sorted(_FROM_WHERE)}")
         if allocate not in STRATEGIES:
             raise ValueError(f"allocate must be one of {sorted(STRATEGIES)}")
+        if consume_thread_max < 1:
+            raise ValueError("consume_thread_max must be at least 1")
         self.group = group
         self.model = _MODELS[model]
         self.consume_from = consume_from
@@ -107,6 +107,10 @@ class PushConsumer:
         self.max_reconsume_times = max_reconsume_times
         self.suspend_current_queue_s = suspend_current_queue_s
         self.pull_retry_delay_s = pull_retry_delay_s
+        self.consume_thread_max = consume_thread_max
+        self.consume_timeout_s = consume_timeout_s
+        self.pull_max_idle_s = pull_max_idle_s
+        self._clock = clock
         self._allocate = STRATEGIES[allocate]
         self._rebalance_interval_s = rebalance_interval_s
         self._persist_interval_s = persist_interval_s
@@ -114,10 +118,14 @@ class PushConsumer:
                                      instance_name=instance_name, credentials=credentials)
         self.runtime.heartbeat_data = self._heartbeat_data
         self.runtime.handlers[RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] = self._ids_changed
+        self.runtime.handlers[RequestCode.RESET_CONSUMER_CLIENT_OFFSET] = self._reset_pushed
         self.subscriptions: dict[str, Subscription] = {}
         self._listener: Listener | None = None
         self._puller = Puller(group)
-        self._work: dict[MessageQueue, _QueueWork] = {}
+        self._work: dict[MessageQueue, QueueWork] = {}
+        self._service: ConsumeMessageConcurrentlyService | None = None
+        self._rebalance_lock = asyncio.Lock()  # a rebalance and a pushed reset, one at a time
+        self._resets: set[asyncio.Task[None]] = set()
         self._offsets: OffsetStore
         if self.model is MessageModel.BROADCASTING:
             root = Path(offset_store_dir) if offset_store_dir else Path.home() / ".rocketmq_offsets"
@@ -168,6 +176,15 @@ class PushConsumer:
         await self.runtime.heartbeat()
         self._started = True
         self.runtime.spawn(self._persist_interval_s, self._offsets.persist)
+        if not self.orderly:
+            self._service = ConsumeMessageConcurrentlyService(
+                self._listener, threads=self.consume_thread_max,
+                batch_size=self.consume_batch_size, pull_threshold=self.pull_threshold_for_queue,
+                send_back=self._send_back, offset_moved=self._offset_moved,
+                broadcasting=self.model is MessageModel.BROADCASTING,
+                retry_delay_s=self.suspend_current_queue_s,
+                consume_timeout_s=self.consume_timeout_s, works=lambda: self._work.values())
+            self._service.start()
         if self.orderly:
             self.runtime.spawn(20.0, self._lock_all)
         await self.rebalance()
@@ -181,8 +198,14 @@ class PushConsumer:
         if self._rebalancer is not None:
             self._rebalancer.cancel()
             await asyncio.gather(self._rebalancer, return_exceptions=True)
+        for task in list(self._resets):
+            task.cancel()
+        await asyncio.gather(*self._resets, return_exceptions=True)
         held = list(self._work)
         await asyncio.gather(*(self._drop(mq, persist=False) for mq in held))
+        if self._service is not None:
+            await self._service.stop()
+            self._service = None
         await self._offsets.persist()
         if self.orderly:
             await self._unlock(held)
@@ -200,6 +223,20 @@ class PushConsumer:
     def assigned(self) -> list[MessageQueue]:
         """The queues this consumer holds now."""
         return sorted(self._work, key=queue_order)
+
+    def process_queue_info(self, mq: MessageQueue) -> ProcessQueueInfo | None:
+        """A snapshot of a held queue (None when not held): what is cached, being
+        consumed, the offset committed for it next, when it was last pulled."""
+        work = self._work.get(mq)
+        if work is None:
+            return None
+        return work.pq.info(self._offsets.offsets.get(mq, -1))
+
+    def _offset_moved(self, work: QueueWork, offset: int) -> None:
+        """A finished batch moved the queue's committable offset (unless a reset or a drop
+        made it stale)."""
+        if work.may_move_offset:
+            self._offsets.update(work.mq, offset)
 
     # ---------------------------------------------------------------- rebalance
     def _ids_changed(self, conn: Connection, command: RemotingCommand) -> None:
@@ -229,6 +266,10 @@ class PushConsumer:
 
     async def rebalance(self) -> None:
         """Work out this consumer's queues now and start or drop queue work to match."""
+        async with self._rebalance_lock:
+            await self._rebalance()
+
+    async def _rebalance(self) -> None:
         wanted: list[MessageQueue] = []
         for topic in self._all_subscriptions():
             try:
@@ -245,16 +286,27 @@ class PushConsumer:
                 wanted += self._allocate(queues, await self._consumer_ids(queues),
                                          self.runtime.client_id)
         keep = set(wanted)
-        await asyncio.gather(*(self._drop(mq) for mq in list(self._work) if mq not in keep))
+        # PULL_MAX_IDLE: a held queue whose puller stopped is dropped (its offset committed)
+        # and taken again below, as RebalanceImpl does with an expired ProcessQueue
+        idle = [mq for mq, work in self._work.items()
+                if mq in keep and work.pq.is_pull_expired(self.pull_max_idle_s)]
+        for mq in idle:
+            log.warning("%s not pulled for over %s s: dropped, to be taken again", mq,
+                        self.pull_max_idle_s)
+        await asyncio.gather(*(self._drop(mq) for mq in list(self._work)
+                               if mq not in keep or mq in idle))
         new = [mq for mq in wanted if mq not in self._work]
         if self.orderly and new:
             new = await self._lock(new)
         for mq in new:
-            offset = await self._initial_offset(mq)
-            work = self._work[mq] = _QueueWork(mq, offset)
-            work.locked = self.orderly
-            work.tasks = [asyncio.create_task(self._pull_loop(work)),
-                          asyncio.create_task(self._consume_loop(work))]
+            self._start_work(mq, await self._initial_offset(mq), locked=self.orderly)
+
+    def _start_work(self, mq: MessageQueue, offset: int, locked: bool) -> None:
+        work = self._work[mq] = QueueWork(mq, offset, self._clock)
+        work.locked = locked
+        work.tasks = [asyncio.create_task(self._pull_loop(work))]
+        if self.orderly:
+            work.tasks.append(asyncio.create_task(self._consume_loop(work)))
 
     async def _initial_offset(self, mq: MessageQueue) -> int:
         """Where a queue's consumption starts: the committed offset, else `consume_from`."""
@@ -274,24 +326,76 @@ class PushConsumer:
         return int(response.ext_fields.get("offset", 0))
 
     async def _drop(self, mq: MessageQueue, persist: bool = True) -> None:
-        """Stop a queue's work (its in-flight batch finishes first) and commit its offset."""
+        """Stop a queue's work (its in-flight batches finish first) and commit its offset."""
         work = self._work.pop(mq, None)
         if work is None:
             return
-        work.dropped = True
-        puller, consumer = work.tasks
+        work.pq.dropped = True
+        puller = work.tasks[0]
         puller.cancel()
         work.ready.set()
         work.room.set()
         await asyncio.gather(puller, return_exceptions=True)
-        _, stuck = await asyncio.wait([consumer], timeout=30.0)
-        for task in stuck:  # a listener busy for 30 s more is interrupted
-            task.cancel()
+        if self.orderly:
+            _, stuck = await asyncio.wait(work.tasks[1:], timeout=30.0)
+            for task in stuck:  # a listener busy for 30 s more is interrupted
+                task.cancel()
+        else:  # calls of the pool's workers: waited for, never interrupted
+            waiter = asyncio.ensure_future(work.idle.wait())
+            await asyncio.wait([waiter], timeout=30.0)
+            waiter.cancel()
         if persist:
             await self._offsets.persist([mq])
             self._offsets.remove(mq)
+            work.closed = True
             if self.orderly:
                 await self._unlock([mq])
+
+    # ---------------------------------------------------------------- pushed reset
+    def _reset_pushed(self, conn: Connection, command: RemotingCommand) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET (220): the broker reset the group's offsets of a
+        topic (ResetOffsetBody: offsets keyed by queue). Held queues stop moving their
+        offset at once, so neither a commit nor a pull carries the old position over the
+        reset; the rest (drop, commit, pull again) is `_reset_offset`."""
+        if not command.is_oneway:
+            conn.respond(make_response(command, ResponseCode.SUCCESS))
+        fields = command.ext_fields
+        if fields.get("group") != self.group or not self._started:
+            return
+        topic = fields.get("topic")
+        try:
+            table = mq_tables.loads(bytes(command.body))["offsetTable"]
+            offsets = {MessageQueue(k.topic, k.broker_name, int(k.queue_id)): int(v)
+                       for k, v in table.items() if k.topic == topic}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.warning("ignoring a reset of %s with an unreadable body: %s", self.group, exc)
+            return
+        for mq, offset in offsets.items():
+            work = self._work.get(mq)
+            if work is not None:
+                work.discard = True
+                self._offsets.update(mq, offset)
+        task = asyncio.create_task(self._reset_offset(offsets))
+        self._resets.add(task)
+        task.add_done_callback(self._resets.discard)
+
+    async def _reset_offset(self, offsets: dict[MessageQueue, int]) -> None:
+        """As the Java client's resetOffset: drop the held queues' process queues, set and
+        commit the new offsets, then pull from them (at once here, where Java waits for
+        its next rebalance). Queues not held here are the broker's business alone."""
+        async with self._rebalance_lock:
+            held = [mq for mq in offsets if mq in self._work]
+            if not held:
+                return
+            locked = {mq: self._work[mq].locked for mq in held}
+            await asyncio.gather(*(self._drop(mq, persist=False) for mq in held))
+            for mq in held:
+                self._offsets.remove(mq)  # forget what was committed: commit again
+                self._offsets.update(mq, offsets[mq])
+            await self._offsets.persist(held)
+            for mq in held:
+                log.info("%s of %s reset to offset %d", mq, self.group, offsets[mq])
+                self._start_work(mq, offsets[mq], locked[mq])
 
     # ---------------------------------------------------------------- orderly locks
     def _by_broker(self, mqs: list[MessageQueue]) -> dict[str, list[MessageQueue]]:
@@ -332,7 +436,7 @@ class PushConsumer:
                                           RemotingCommand(RequestCode.UNLOCK_BATCH_MQ, body=body))
 
     # ---------------------------------------------------------------- per-queue work
-    async def _pull_loop(self, work: _QueueWork) -> None:
+    async def _pull_loop(self, work: QueueWork) -> None:
         mq = work.mq
         sub = self._all_subscriptions().get(mq.topic)
         if sub is None:
@@ -341,6 +445,7 @@ class PushConsumer:
         threshold, batch = self.pull_threshold_for_queue, self.pull_batch_size
         clustering = self.model is MessageModel.CLUSTERING
         offsets = self._offsets.offsets
+        pq = work.pq
         conn: Connection | None = None
         sent: Sent | None = None  # a pull on the wire
 
@@ -351,11 +456,16 @@ class PushConsumer:
 
         while not work.dropped:
             start = work.next_offset  # where the pull answered next began
+            pq.mark_pulled()
             try:
                 if sent is None:
                     if work.cached >= threshold:  # flow control: wait for the listener
                         work.room.clear()
-                        await work.room.wait()
+                        pq.pulling_paused = True  # held back, not idle (PULL_MAX_IDLE)
+                        try:
+                            await work.room.wait()
+                        finally:
+                            pq.pulling_paused = False
                         continue
                     conn = await pool.get(routes.broker_addr(mq.broker_name))
                     sent = send(work.next_offset)
@@ -379,17 +489,21 @@ class PushConsumer:
                 await asyncio.sleep(self.pull_retry_delay_s)
                 continue
             if messages:
-                work.buffer.append(messages)
-                work.cached += len(messages)
-                work.ready.set()
+                pq.put(messages)
+                if self._service is not None:
+                    self._service.submit(work, messages)
+                else:
+                    work.buffer.append(messages)
+                    work.ready.set()
             elif status is PullStatus.OFFSET_ILLEGAL or (not work.cached and not work.consuming):
-                self._offsets.update(mq, next_offset)
+                self._offset_moved(work, next_offset)
 
-    async def _consume_loop(self, work: _QueueWork) -> None:
+    async def _consume_loop(self, work: QueueWork) -> None:
+        """Orderly: the queue's batches one at a time, in order, while its lock is held."""
         listener = self._listener
         assert listener is not None
         buffer, size = work.buffer, self.consume_batch_size
-        offsets, mq, room = self._offsets, work.mq, work.room
+        mq, room, pq = work.mq, work.room, work.pq
         threshold = self.pull_threshold_for_queue
         retry_topic = mq.topic.startswith(RETRY_PREFIX)
         while True:
@@ -409,6 +523,7 @@ class PushConsumer:
                 for msg in batch:
                     msg.reset_retry_topic()
             work.consuming = True
+            pq.begin(batch)
             try:
                 ok = await self._deliver(listener, batch, work)
             finally:
@@ -417,13 +532,15 @@ class PushConsumer:
                 buffer.appendleft(batch)
                 await asyncio.sleep(self.suspend_current_queue_s)
                 continue
-            work.cached -= len(batch)
-            offsets.update(mq, batch[-1].queue_offset + 1)
+            offset = pq.remove(batch)
+            if offset >= 0:
+                self._offset_moved(work, offset)
             if work.cached < threshold:
                 room.set()
 
-    async def _deliver(self, listener: Listener, batch: list[MessageExt], work: _QueueWork) -> bool:
-        """Hand `batch` to the listener; True when it is done with (consumed, or sent back)."""
+    async def _deliver(self, listener: Listener, batch: list[MessageExt], work: QueueWork) -> bool:
+        """Orderly: hand `batch` to the listener; True when it is done with (consumed, or
+        sent back), False to retry it in place."""
         try:
             result = await listener(batch)
         except Exception as exc:  # the user's code: any failure means "later"
@@ -435,14 +552,12 @@ class PushConsumer:
             log.warning("broadcast messages %s not consumed: dropped, as RocketMQ does",
                         [m.msg_id for m in batch])
             return True
-        if self.orderly:
-            if all(m.reconsume_times < self.max_reconsume_times for m in batch):
-                for msg in batch:
-                    msg.reconsume_times += 1
-                return False
-        # orderly past the limit: straight to the dead letters (a negative delay level)
-        delay_level = -1 if self.orderly else 0
-        sent = await asyncio.gather(*(self._send_back(m, delay_level) for m in batch))
+        if all(m.reconsume_times < self.max_reconsume_times for m in batch):
+            for msg in batch:
+                msg.reconsume_times += 1
+            return False
+        # past the limit: straight to the dead letters (a negative delay level)
+        sent = await asyncio.gather(*(self._send_back(m, -1) for m in batch))
         return all(sent)
 
     async def _send_back(self, msg: MessageExt, delay_level: int) -> bool:

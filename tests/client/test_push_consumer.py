@@ -247,11 +247,13 @@ def test_flow_control_caps_cached_messages_per_queue(broker):
         c.subscribe("Flow")
         c.register(slow)
         await c.start()
-        await wait_for(lambda: len(got) == 1)
-        work = c._work[MessageQueue("Flow", "broker-a", 0)]
-        await wait_for(lambda: work.cached >= 50)  # pulled up to the threshold ...
+        await wait_for(lambda: len(got) >= 1)
+        q0 = MessageQueue("Flow", "broker-a", 0)
+        cached = lambda: c.process_queue_info(q0).cached_msg_count
+        await wait_for(lambda: cached() >= 50)  # pulled up to the threshold ...
         await asyncio.sleep(1.0)
-        assert work.cached < 50 + 32  # ... then paused: one pull of 32 past it at most
+        assert cached() < 50 + 32  # ... then paused: one pull of 32 past it at most
+        assert len(got) == 20  # consume_thread_max listener calls, all waiting
         release.set()
         await wait_for(lambda: len(got) == 500)
         await c.shutdown()
