@@ -3,9 +3,9 @@
 A `QueueRange` is one queue's offsets [start, end) on the broker that hosts it, with the
 broker-side filter (tag expression or SQL92) to send with every pull. Planning resolves the
 offsets specs against the broker (earliest, latest, timestamps, per-queue JSON) and splits
-ranges longer than `maxOffsetsPerPartition` (by offsets, or with a broker-side filter by the rows a sample
-pull says they hold). Reading pulls the range in broker-filtered chunks and yields
-Arrow RecordBatches.
+ranges longer than `maxOffsetsPerPartition` (by offsets, or with a broker-side filter by
+the rows a sample pull says they hold). Reading pulls the range in broker-filtered chunks
+and turns the pulled bytes into Arrow RecordBatches (`columns.py`).
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ from pyspark.sql.datasource import InputPartition
 from rocketport.client.message import MessageQueue
 from rocketport.client.pulling import PullStatus
 
+from .columns import to_batch
 from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions
 from .remote import MAX_PULL, Link, subscription
-from .schema import RowBuffer
 
-ROWS_PER_BATCH = 8192
+ROWS_PER_BATCH = 8192  # the offline reader's rows per RecordBatch
+BATCH_BYTES = 2 << 20  # pulled bytes per RecordBatch (about 8,000 rows of 100 B)
+PULLS_IN_FLIGHT = 4
 
 
 @dataclass(frozen=True)
@@ -106,23 +108,40 @@ def split_filtered(link: Link, r: QueueRange, max_rows: int) -> list[QueueRange]
 
 
 def read_range(r: QueueRange, group: str, namesrv: str) -> Iterator[pa.RecordBatch]:
-    """Every message of the range that the broker's filter accepts, as RecordBatches."""
+    """Every message of the range that the broker's filter accepts, as RecordBatches made
+    from the pulled bytes (`columns.to_batch`). The next pulls go out before the last ones'
+    bytes are decoded, so the broker serves them meanwhile. Without a filter their offsets
+    are known, so `PULLS_IN_FLIGHT` go together; with one each pull starts where the last
+    one's scan ended."""
     mq = r.mq
     sub = subscription(r.topic, r.tags, r.sql)
-    rows = RowBuffer()
+    window = 1 if r.tags or r.sql else PULLS_IN_FLIGHT
+    bodies: list[bytes] = []
+    held = 0
     offset = r.start
     with Link(namesrv, group) as link:
-        while offset < r.end:
-            result = link.pull(r.addr, mq, offset, min(r.end - offset, MAX_PULL), sub)
-            for m in result.messages:
-                if m.queue_offset >= r.end:
+        def send(at: int) -> tuple[list[tuple[int, int]], object]:
+            requests = []
+            while at < r.end and len(requests) < window:
+                requests.append((at, min(r.end - at, MAX_PULL)))
+                at += requests[-1][1]
+            return requests, link.send_pulls(r.addr, mq, requests, sub)
+
+        pending = send(offset) if offset < r.end else None
+        while pending is not None:
+            requests, task = pending
+            ended = False
+            for (start, _), (status, next_offset, body) in zip(requests, link.answers(task)):
+                if start != offset:
+                    break  # an earlier pull stopped short: go on from where it stopped
+                if body:
+                    bodies.append(body)
+                    held += len(body)
+                if status is PullStatus.NO_NEW_MSG or next_offset <= offset:
+                    ended = True  # the queue ends before the range (or cannot move on)
                     break
-                rows.add(r.topic, r.queue_id, m.queue_offset, m.body, m.properties,
-                         m.born_timestamp, m.store_timestamp, m.msg_id, m.reconsume_times)
-            if len(rows) >= ROWS_PER_BATCH:
-                yield rows.take()
-            if result.status is PullStatus.NO_NEW_MSG or result.next_begin_offset <= offset:
-                break  # the queue ends before the range (or cannot move on)
-            offset = result.next_begin_offset
-    if len(rows):
-        yield rows.take()
+                offset = next_offset
+            pending = None if ended or offset >= r.end else send(offset)
+            if held >= BATCH_BYTES or (bodies and pending is None):
+                yield to_batch(b"".join(bodies), r.topic, r.queue_id, r.end, sub.tags)
+                bodies, held = [], 0

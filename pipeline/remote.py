@@ -17,7 +17,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from rocketport.client.message import MessageQueue
-from rocketport.client.pulling import Puller, PullResult, Subscription
+from rocketport.client.pulling import Puller, PullResult, PullStatus, Subscription, outcome
 from rocketport.client.runtime import ClientRuntime
 from rocketport.protocols.remoting import RemotingCommand, RequestCode
 
@@ -107,3 +107,31 @@ class Link:
                                           suspend=False, send_subscription=True,
                                           timeout_s=self.runtime.timeout_s)
         return self.run(pull())
+
+    def send_pulls(self, addr: str, mq: MessageQueue, requests: list[tuple[int, int]],
+                   sub: Subscription) -> asyncio.Task[list[tuple[PullStatus, int, bytes]]]:
+        """Put pulls of (offset, count) on the wire and return at once, so the broker
+        serves them while the caller works; `answers` waits for them. Never held, never
+        commit."""
+        async def pulls() -> list[tuple[PullStatus, int, bytes]]:
+            conn = await self.runtime.pool.get(addr)
+            sent = [self.puller.send(conn, mq, offset, max(1, min(count, MAX_PULL)), sub,
+                                     suspend=False, send_subscription=True)
+                    for offset, count in requests]
+            out = []
+            for one in sent:
+                response = await conn.response(one, self.runtime.timeout_s)
+                status, next_offset, _, _ = outcome(response)
+                out.append((status, next_offset, (response.body or b"") if status is PullStatus.FOUND else b""))
+            return out
+
+        async def turns() -> None:  # the task sends, then the connection writes
+            for _ in range(3):
+                await asyncio.sleep(0)
+        task = self.loop.create_task(pulls())
+        self.run(turns())
+        return task
+
+    def answers(self, task: asyncio.Task[list[tuple[PullStatus, int, bytes]]]) -> list[tuple[PullStatus, int, bytes]]:
+        """The (status, next offset, the records' bytes undecoded) of `send_pulls`' pulls."""
+        return self.run(task)
