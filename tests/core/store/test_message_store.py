@@ -47,6 +47,31 @@ def test_segments_roll_over_with_blank_records(small_config):
     run(main())
 
 
+def test_append_sends_roll_segments_over_and_halve_a_run_longer_than_one(small_config):
+    """Sends that do not fit the segment's end are appended one by one after it rolls over
+    (a BLANK record pads it); a single run longer than a whole segment is stored in halves.
+    Every body comes back in order with dense offsets."""
+    host = ("127.0.0.1", 1)
+    body = b"y" * 3000
+
+    async def main():
+        async with open_store(small_config) as store:
+            expected = []
+            for read in range(20):  # ~60 KB of sends per call over 64 KiB segments
+                sends = [PlainSend("R", 0, b"", [body + bytes([read, i])], host, 0) for i in range(20)]
+                expected += [body + bytes([read, i]) for i in range(20)]
+                assert all(type(r) is tuple for r in store.append_sends(sends))
+            long_run = [b"z" * 1000 + bytes([i]) for i in range(100)]  # ~110 KB: over one segment
+            (first, _), = store.append_sends([PlainSend("R", 0, b"", long_run, host, 0)])
+            assert first == len(expected)
+            expected += long_run
+            assert len(store.commitlog.queue.files) >= 8
+            got = drain(store, "R", 0)
+            assert [o for o, _ in got] == list(range(len(expected)))
+            assert [b for _, b in got] == expected
+    run(main())
+
+
 def test_record_batch_is_contiguous_and_per_message(small_config):
     async def main():
         async with open_store(small_config) as store:
