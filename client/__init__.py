@@ -18,9 +18,15 @@ from .message import (
     SendResult,
     SendStatus,
 )
+from .process_queue import ProcessQueueInfo
 from .producer import Producer
 from .pull import PullConsumer
 from .push import PushConsumer
+from .selectors import (
+    SelectMessageQueueByHash,
+    SelectMessageQueueByMachineRoom,
+    SelectMessageQueueByRandom,
+)
 from .transaction import TransactionProducer
 
 __all__ = [
@@ -31,9 +37,13 @@ __all__ = [
     "Message",
     "MessageExt",
     "MessageQueue",
+    "ProcessQueueInfo",
     "Producer",
     "PullConsumer",
     "PushConsumer",
+    "SelectMessageQueueByHash",
+    "SelectMessageQueueByMachineRoom",
+    "SelectMessageQueueByRandom",
     "SendResult",
     "SendStatus",
     "TransactionProducer",

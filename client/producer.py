@@ -4,7 +4,11 @@ A send picks the next writable queue of the topic round-robin; when the broker r
 for a reason that another broker may not share (or the connection fails), it tries again
 on a queue of another broker, up to `retry_times_when_send_failed` more times, as
 RocketMQ's DefaultMQProducer does. A `selector` (ordered sends) picks the queue itself and
-is not retried elsewhere, since another queue would break the order. Bodies over
+is not retried elsewhere, since another queue would break the order (selectors.py has
+RocketMQ's built-in ones). `send_async` is the callback form of `send` (Java's
+`send(msg, SendCallback)`): it returns at once and calls `on_success(result)` or
+`on_exception(error)` when the answer comes; the producer owns those sends and waits for
+them on shutdown. Bodies over
 `compress_msg_body_over` bytes go zlib-compressed with the COMPRESSED sys flag, which every
 RocketMQ consumer understands. Requests are SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE frames
 built from precompiled templates (the hot path); many sends may be in flight at once.
@@ -13,10 +17,11 @@ built from precompiled templates (the hot path); many sends may be in flight at 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import re
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from rocketport.core.batch.message_batch import ENTRY_HEAD, MIN_ENTRY_SIZE, PROPS_LEN
@@ -36,8 +41,11 @@ from .routing import AUTO_CREATE_TOPIC
 from .runtime import ClientRuntime, log
 
 Selector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
+OnSuccess = Callable[[SendResult], Awaitable[None] | None]
+OnException = Callable[[ClientError], Awaitable[None] | None]
 
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # RocketMQ's maxMessageSize, also the batch limit
+ASYNC_SEND_LIMIT = 50_000  # callback sends in flight at most (Java's async executor queue)
 _TOPIC_NAME = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
 _STATUS = {ResponseCode.SUCCESS: SendStatus.SEND_OK,
            ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
@@ -102,9 +110,11 @@ class Producer:
     def __init__(self, namesrv: str | None = None, group: str = "DEFAULT_PRODUCER", *,
                  send_timeout_s: float = 3.0, retry_times_when_send_failed: int = 2,
                  compress_msg_body_over: int = 4096, max_message_size: int = MAX_MESSAGE_SIZE,
-                 instance_name: str | None = None,
+                 instance_name: str | None = None, async_send_limit: int = ASYNC_SEND_LIMIT,
                  credentials: tuple[str, str] | None = None) -> None:
         self.group = group
+        self.async_send_limit = async_send_limit
+        self._async_sends: set[asyncio.Task[None]] = set()
         self.send_timeout_s = send_timeout_s
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.compress_msg_body_over = compress_msg_body_over
@@ -130,6 +140,9 @@ class Producer:
     async def shutdown(self) -> None:
         if not self._started:
             return
+        # callback sends already under way finish (and call back) first
+        while pending := [t for t in self._async_sends if not t.done()]:
+            await asyncio.gather(*pending, return_exceptions=True)
         self._started = False
         await self.runtime.unregister(producer_group=self.group)
         await self.runtime.close()
@@ -152,6 +165,50 @@ class Producer:
         body, props, sys_flag, uniq = self._prepare(msg)
         return await self._send(msg.topic, body, props, sys_flag, uniq, False, False,
                                 await self._fixed_queue(msg, selector, arg, queue), timeout_s)
+
+    def send_async(self, msg: Message, on_success: OnSuccess,
+                   on_exception: OnException | None = None, *, selector: Selector | None = None,
+                   arg: Any = None, queue: MessageQueue | None = None,
+                   timeout_s: float | None = None) -> None:
+        """Start sending `msg` and return at once; `on_success(result)` or
+        `on_exception(error)` (plain functions or coroutine functions) is called with the
+        outcome, as Java's `send(msg, SendCallback)`. Call it inside the running loop.
+        Past `async_send_limit` sends in flight, `on_exception` is called at once."""
+        if len(self._async_sends) >= self.async_send_limit:
+            error = ClientError(f"{self.async_send_limit} async sends already in flight")
+            if on_exception is None:
+                log.warning("async send to %s refused: %s", msg.topic, error)
+            else:
+                result = on_exception(error)
+                if inspect.isawaitable(result):
+                    self._own(asyncio.ensure_future(result))
+            return
+        self._own(asyncio.create_task(self._send_with_callback(
+            msg, on_success, on_exception, selector, arg, queue, timeout_s)))
+
+    def _own(self, task: asyncio.Future[Any]) -> None:
+        self._async_sends.add(task)  # type: ignore[arg-type]
+        task.add_done_callback(self._async_sends.discard)
+
+    async def _send_with_callback(self, msg: Message, on_success: OnSuccess,
+                                  on_exception: OnException | None, selector: Selector | None,
+                                  arg: Any, queue: MessageQueue | None,
+                                  timeout_s: float | None) -> None:
+        error: ClientError | None = None
+        try:
+            result = await self.send(msg, selector=selector, arg=arg, queue=queue,
+                                     timeout_s=timeout_s)
+        except ClientError as exc:
+            error = exc
+        if error is not None and on_exception is None:
+            log.warning("async send to %s failed: %s", msg.topic, error)
+            return
+        try:
+            outcome = on_success(result) if error is None else on_exception(error)  # type: ignore[misc]
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:  # the user's code: logged, never raised into the producer
+            log.exception("send callback for %s raised", msg.topic)
 
     async def send_oneway(self, msg: Message, *, selector: Selector | None = None,
                           arg: Any = None, queue: MessageQueue | None = None) -> None:

@@ -28,10 +28,16 @@ from .message import (
     SendStatus,
 )
 from .errors import ClientError
+from .selectors import (
+    SelectMessageQueueByHash,
+    SelectMessageQueueByMachineRoom,
+    SelectMessageQueueByRandom,
+)
 
 __all__ = ["AdminClient", "ClientError", "ConsumeResult", "LocalTransactionState", "Message",
            "MessageExt", "MessageQueue", "Producer", "PullConsumer", "PushConsumer",
-           "SendResult", "SendStatus", "TransactionProducer"]
+           "SelectMessageQueueByHash", "SelectMessageQueueByMachineRoom",
+           "SelectMessageQueueByRandom", "SendResult", "SendStatus", "TransactionProducer"]
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
@@ -90,6 +96,18 @@ class _Blocking:
 class Producer(_Blocking):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._client = producer.Producer(*args, **kwargs)
+
+    def send_async(self, msg: Message, on_success: Callable[[SendResult], None],
+                   on_exception: Callable[[ClientError], None] | None = None,
+                   **kwargs: Any) -> None:
+        """Returns once the send is under way; the callbacks are plain functions, run in
+        a worker thread."""
+        client = self._client
+
+        async def start() -> None:
+            client.send_async(msg, _in_thread(on_success),
+                              _in_thread(on_exception) if on_exception else None, **kwargs)
+        _run(start())
 
 
 class TransactionProducer(_Blocking):
