@@ -6,15 +6,22 @@ untouched), serves from `start`, and in `stop` stops accepting, closes its conne
 drains what they were doing. The shell builds the enabled ones from `protocols.registry`
 and never names a protocol. This module must never import a protocol package (they import it).
 `ListenerFrontEnd` is the part every front-end made of listeners shares: a subclass fills
-``listeners`` and wraps `bind` / `start` / `stop` with its own work.
+``listeners``, wraps `bind` / `start` / `stop` with its own work, and hands work that must
+outlive a connection (releasing what a closed connection held) to `spawn`, whose tasks
+`stop` awaits, so nothing a front-end started outlives it.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import Any, Protocol
 
 from .listener import Listener
 from .session_base import Session
+
+log = logging.getLogger(__name__)
 
 
 class FrontEnd(Protocol):
@@ -39,6 +46,25 @@ class ListenerFrontEnd:
     name: str
     listeners: list[Listener]
 
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None  # kept at start: see `spawn`
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        """Run work that outlives a connection (its clean-up after it closed); `stop` waits
+        for it, a failure is logged."""
+        # the loop `start` ran on: hosted under trio-asyncio, a connection's callbacks may
+        # run where asyncio.get_running_loop() cannot see it
+        assert self._loop is not None, "spawn before start"
+        task = self._loop.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s: %s failed", self.name, task.get_name(), exc_info=task.exception())
+
     @property
     def sessions(self) -> set[Session]:
         return set().union(*(listener.sessions for listener in self.listeners))
@@ -51,10 +77,15 @@ class ListenerFrontEnd:
             await listener.bind()
 
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         await self.bind()
         for listener in self.listeners:
             await listener.start()
 
     async def stop(self) -> None:
+        """Stop the listeners (closing their connections), then await what the connections
+        left to `spawn` (a clean-up may spawn another)."""
         for listener in reversed(self.listeners):
             await listener.stop()
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)

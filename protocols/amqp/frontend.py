@@ -1,6 +1,7 @@
 """The AMQP 0-9-1 front-end: its listener, the virtual host its connections share, and the
 background work they leave behind (a closed connection's consumers and exclusive queues are
-released by tasks this front-end owns and awaits on stop, so nothing outlives it).
+released by tasks this front-end owns, `ListenerFrontEnd.spawn`, and awaits on stop, so
+nothing outlives it).
 
 The broker must be started before and stopped after it.
 """
@@ -10,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
 
 from rocketport.core.auth.plain_acl import PlainAcl
 from rocketport.core.broker import Broker
@@ -34,6 +34,7 @@ class AmqpFrontEnd(ListenerFrontEnd):
     name = "amqp"
 
     def __init__(self, broker: Broker) -> None:
+        super().__init__()
         self.broker = broker
         config = broker.config
         section = config.amqp
@@ -45,7 +46,6 @@ class AmqpFrontEnd(ListenerFrontEnd):
         self.listener = Listener("amqp", section.host, section.port, self._new_session,
                                  config.connection_limits)
         self.listeners = [self.listener]
-        self._tasks: set[asyncio.Task] = set()
         self._opened = False
         self._sweeper: asyncio.Task | None = None
 
@@ -56,17 +56,6 @@ class AmqpFrontEnd(ListenerFrontEnd):
     @property
     def port(self) -> int:
         return self.listener.port
-
-    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        """Run a connection's clean-up after it is gone; `stop` waits for it."""
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("AMQP clean-up failed", exc_info=task.exception())
 
     async def start(self) -> None:
         if not self._opened:
@@ -91,5 +80,3 @@ class AmqpFrontEnd(ListenerFrontEnd):
             await asyncio.gather(self._sweeper, return_exceptions=True)
             self._sweeper = None
         await super().stop()
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -24,7 +24,7 @@ import asyncio
 import logging
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +47,7 @@ from rocketport.core.schedule import needs_schedule, now_ms
 from rocketport.core.facade.types import PlainSend, StoredMessage
 
 from .. import eager
-from ..session_base import Session
+from ..session_base import Pausable, Session
 from . import codec
 from .channel import Channel, Consumer, Source, Unacked, group_tags, sources
 from .connection import OPEN, AmqpServerConnection, shortstr_text
@@ -116,12 +116,9 @@ class AmqpSession(Session):
         self._tag_header = config.kafka_tag_header
         self._run_bytes = config.max_message_size // 2  # bytes of one gathered run, at most
         self._routes: dict[tuple[str, str, int], _Route] = {}
-        self._out: list[bytes | memoryview] = []
-        self._flush_scheduled = False
         self._dirty_confirms: set[Channel] = set()
         self._closing = False
         self._heartbeat_timer: asyncio.TimerHandle | None = None
-        self._last_output = self._loop.time()
         self._blocked = False
         self._handlers: dict[type, Callable[[Channel, Any], Any]] = {
             ChannelMethods.Close: self._channel_close, ChannelMethods.Flow: self._channel_flow,
@@ -178,47 +175,31 @@ class AmqpSession(Session):
         self._flush()
         self._update_reading()
 
-    def pause_writing(self) -> None:
-        super().pause_writing()
-        for channel in self.channels.values():
-            for consumer in channel.consumers.values():
-                if consumer.subscriber is not None:
-                    consumer.subscriber.pause()
-
-    def resume_writing(self) -> None:
-        super().resume_writing()
+    def _subscribers(self) -> Iterator[Pausable]:
+        """Consumers that may deliver: not cancelled, on a channel not stopped by flow."""
         for channel in self.channels.values():
             if channel.active:
                 for consumer in channel.consumers.values():
                     if consumer.subscriber is not None and not consumer.cancelled:
-                        consumer.subscriber.resume()
-
-    def _send(self, data: bytes | memoryview) -> None:
-        self._out.append(data)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+                        yield consumer.subscriber
 
     def _flush(self) -> None:
-        self._flush_scheduled = False
+        """Write what is queued, the channels' due publisher confirms first."""
         if self._dirty_confirms:
+            out = self._out
             for channel in self._dirty_confirms:
                 for ack, tag, multiple in channel.due_confirms():
                     method = Basic.Ack(tag, multiple) if ack else Basic.Nack(tag, multiple, requeue=False)
-                    self._out.append(codec.method_frame(channel.number, method))
+                    out.append(codec.method_frame(channel.number, method))
             self._dirty_confirms.clear()
-        out = self._out
-        if out and self.transport is not None:
-            self.transport.writelines(out)
-            self._last_output = self._loop.time()
-        out.clear()
+        super()._flush()
 
     def close(self) -> None:
         """The broker closes this connection (shutdown, idle sweep): connection.close 320
         CONNECTION_FORCED first, as RabbitMQ says it, so the client knows why."""
         if self.transport is not None and not self._closing and self.conn.state == OPEN:
             self._closing = True
-            self._send(self.conn.close(Reply.CONNECTION_FORCED, "CONNECTION_FORCED - broker closed the connection"))
+            self._emit(self.conn.close(Reply.CONNECTION_FORCED, "CONNECTION_FORCED - broker closed the connection"))
             self._flush()
         super().close()
 
@@ -228,7 +209,7 @@ class AmqpSession(Session):
             self._heartbeat_timer.cancel()
         channels = list(self.channels.values())
         self.channels.clear()
-        self.front_end.spawn(self._release(channels))
+        self.front_end.spawn(self._release(channels), f"amqp-release-{self.peer[0]}:{self.peer[1]}")
 
     async def _release(self, channels: list[Channel]) -> None:
         """What a closed connection held: consumers, unacked deliveries, exclusive queues."""
@@ -244,7 +225,7 @@ class AmqpSession(Session):
         elif kind is MethodReceived:
             self._method(event.channel, event.method)
         elif kind is HeaderReceived:
-            self._send(self.conn.send_start(SERVER_PROPERTIES, MECHANISMS))
+            self._emit(self.conn.send_start(SERVER_PROPERTIES, MECHANISMS))
         elif kind is StartOkReceived:
             self._start_ok(event)
         elif kind is OpenReceived:
@@ -252,14 +233,14 @@ class AmqpSession(Session):
                 self._close_connection(Reply.NOT_ALLOWED,
                                        f"NOT_ALLOWED - vhost {event.virtual_host} not found", 10, 40)
                 return
-            self._send(self.conn.send_open_ok())
+            self._emit(self.conn.send_open_ok())
             self._start_heartbeats()
         elif kind is ContentTooLarge:
             self._on_channel(event.channel, self._too_large, event)
         elif kind is ChannelCloseOkReceived:
             self.channels.pop(event.channel, None)
         elif kind is CloseReceived:
-            self._send(self.conn.send_close_ok())
+            self._emit(self.conn.send_close_ok())
             self._flush()
             self._closing = True
             if self.transport is not None:
@@ -269,7 +250,7 @@ class AmqpSession(Session):
             if self.transport is not None:
                 self.transport.close()
         elif kind is HeaderMismatch:
-            self._send(codec.PROTOCOL_HEADER)
+            self._emit(codec.PROTOCOL_HEADER)
             self._flush()
             self._closing = True
             if self.transport is not None:
@@ -283,7 +264,7 @@ class AmqpSession(Session):
         if self._closing:
             return
         self._closing = True
-        self._send(self.conn.close(code, text, class_id, method_id))
+        self._emit(self.conn.close(code, text, class_id, method_id))
         self._flush()
         self._loop.call_later(5.0, self.close)  # a client that never answers close-ok
 
@@ -303,7 +284,7 @@ class AmqpSession(Session):
             self._close_connection(Reply.ACCESS_REFUSED,
                                    f"ACCESS_REFUSED - unsupported mechanism {event.mechanism}", 10, 11)
             return
-        self._send(self.conn.send_tune())
+        self._emit(self.conn.send_tune())
 
     def _start_heartbeats(self) -> None:
         interval = self.conn.heartbeat
@@ -319,7 +300,7 @@ class AmqpSession(Session):
             self.abort()
             return
         if now - self._last_output >= interval / 2:
-            self._send(codec.HEARTBEAT_FRAME)
+            self._emit(codec.HEARTBEAT_FRAME)
         self._heartbeat_timer = self._loop.call_later(interval / 2, self._heartbeat)
 
     # ================================================================ channel methods
@@ -330,7 +311,7 @@ class AmqpSession(Session):
                                        20, 10)
                 return
             self.channels[number] = Channel(number)
-            self._send(self.conn.send_method(number, ChannelMethods.OpenOk()))
+            self._emit(self.conn.send_method(number, ChannelMethods.OpenOk()))
             return
         handler = self._handlers.get(type(method))
         if handler is None:
@@ -405,10 +386,10 @@ class AmqpSession(Session):
         """A channel error: channel.close to the client; the channel is freed at its close-ok."""
         if self.channels.get(channel.number) is not channel:
             return
-        self._send(self.conn.close_channel(channel.number, code, text, class_id, method_id))
+        self._emit(self.conn.close_channel(channel.number, code, text, class_id, method_id))
         channel.backlog.clear()
         channel.active = False
-        self.front_end.spawn(self._teardown(channel))
+        self.front_end.spawn(self._teardown(channel), f"amqp-channel-close-{channel.number}")
 
     async def _teardown(self, channel: Channel) -> None:
         """Cancel the channel's consumers; its unacked deliveries go back, redelivered."""
@@ -433,7 +414,7 @@ class AmqpSession(Session):
         self.channels.pop(channel.number, None)
         self.conn.forget_channel(channel.number)
         await self._teardown(channel)
-        self._send(self.conn.send_method(channel.number, ChannelMethods.CloseOk()))
+        self._emit(self.conn.send_method(channel.number, ChannelMethods.CloseOk()))
 
     def _channel_flow(self, channel: Channel, method: ChannelMethods.Flow) -> None:
         channel.active = method.active
@@ -443,7 +424,7 @@ class AmqpSession(Session):
                     consumer.subscriber.resume()
                 else:
                     consumer.subscriber.pause()
-        self._send(self.conn.send_method(channel.number, ChannelMethods.FlowOk(method.active)))
+        self._emit(self.conn.send_method(channel.number, ChannelMethods.FlowOk(method.active)))
 
     # ---------------------------------------------------------------- permissions
     def _allow(self, resource: str, needed: int) -> None:
@@ -466,26 +447,26 @@ class AmqpSession(Session):
                                     durable=method.durable, auto_delete=method.auto_delete,
                                     internal=method.internal, arguments=method.arguments)
         if not method.nowait:
-            self._send(self.conn.send_method(channel.number, Exchange.DeclareOk()))
+            self._emit(self.conn.send_method(channel.number, Exchange.DeclareOk()))
 
     def _exchange_delete(self, channel: Channel, method: Exchange.Delete) -> None:
         self._admin(f"delete exchange '{method.exchange}'")
         self.vhost.delete_exchange(method.exchange, if_unused=method.if_unused)
         if not method.nowait:
-            self._send(self.conn.send_method(channel.number, Exchange.DeleteOk()))
+            self._emit(self.conn.send_method(channel.number, Exchange.DeleteOk()))
 
     def _exchange_bind(self, channel: Channel, method: Exchange.Bind) -> None:
         self._admin(f"bind exchange '{method.destination}'")
         self.vhost.bind_exchange(method.destination, method.source, method.routing_key, method.arguments)
         if not method.nowait:
-            self._send(self.conn.send_method(channel.number, Exchange.BindOk()))
+            self._emit(self.conn.send_method(channel.number, Exchange.BindOk()))
 
     def _exchange_unbind(self, channel: Channel, method: Exchange.Unbind) -> None:
         self._admin(f"unbind exchange '{method.destination}'")
         self.vhost.bind_exchange(method.destination, method.source, method.routing_key, method.arguments,
                                  unbind=True)
         if not method.nowait:
-            self._send(self.conn.send_method(channel.number, Exchange.UnbindOk()))
+            self._emit(self.conn.send_method(channel.number, Exchange.UnbindOk()))
 
     # ---------------------------------------------------------------- queue class
     def _queue_name(self, channel: Channel, name: str) -> str:
@@ -504,7 +485,7 @@ class AmqpSession(Session):
         name = state.entity.name
         channel.last_queue = name
         if not method.nowait:
-            self._send(codec.declare_ok_frame(channel.number, name, state.group.message_count,
+            self._emit(codec.declare_ok_frame(channel.number, name, state.group.message_count,
                                               state.group.consumer_count))
 
     def _queue_bind(self, channel: Channel, method: Queue.Bind) -> None:
@@ -512,20 +493,20 @@ class AmqpSession(Session):
         self.vhost.bind(self._queue_name(channel, method.queue), method.exchange, method.routing_key,
                         method.arguments, self)
         if not method.nowait:
-            self._send(self.conn.send_method(channel.number, Queue.BindOk()))
+            self._emit(self.conn.send_method(channel.number, Queue.BindOk()))
 
     def _queue_unbind(self, channel: Channel, method: Queue.Unbind) -> None:
         self._admin(f"unbind queue '{method.queue}'")
         self.vhost.unbind(self._queue_name(channel, method.queue), method.exchange, method.routing_key,
                           method.arguments, self)
-        self._send(self.conn.send_method(channel.number, Queue.UnbindOk()))
+        self._emit(self.conn.send_method(channel.number, Queue.UnbindOk()))
 
     async def _queue_purge(self, channel: Channel, method: Queue.Purge) -> None:
         name = self._queue_name(channel, method.queue)
         self._allow(name, SUB)
         count = await self.vhost.purge_queue(name, self)
         if not method.nowait:
-            self._send(self.conn.send_method(channel.number, Queue.PurgeOk(count)))
+            self._emit(self.conn.send_method(channel.number, Queue.PurgeOk(count)))
 
     async def _queue_delete(self, channel: Channel, method: Queue.Delete) -> None:
         name = self._queue_name(channel, method.queue)
@@ -533,7 +514,7 @@ class AmqpSession(Session):
         count = await self.vhost.delete_queue(name, if_unused=method.if_unused, if_empty=method.if_empty,
                                               owner=self)
         if not method.nowait:
-            self._send(self.conn.send_method(channel.number, Queue.DeleteOk(count)))
+            self._emit(self.conn.send_method(channel.number, Queue.DeleteOk(count)))
 
     # ---------------------------------------------------------------- basic: publish
     def _publish(self, channel: Channel, event: ContentReceived) -> None:
@@ -550,7 +531,7 @@ class AmqpSession(Session):
             for body in bodies:
                 seq = channel.next_publish()
                 if method.mandatory:
-                    self._send(self.conn.send_method(channel.number, Basic.Return(
+                    self._emit(self.conn.send_method(channel.number, Basic.Return(
                         Reply.NO_ROUTE, "NO_ROUTE", shortstr_text(exchange), shortstr_text(routing_key))))
                     self._out.extend(codec.content_frames(channel.number, encode_properties(
                         route.properties, self._tag_header), body, self.conn.frame_max))
@@ -690,9 +671,7 @@ class AmqpSession(Session):
             error = exc
         for channel, seq, _, _ in entries:
             self._settle(channel, seq, error)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+        self._flush_soon()
         self._update_reading()
 
     def _settle(self, channel: Channel, seq: int, error: BaseException | None) -> None:
@@ -711,11 +690,11 @@ class AmqpSession(Session):
             if self._blocked:
                 self._blocked = False
                 if self.client_capabilities.get("connection.blocked"):
-                    self._send(self.conn.send_method(0, Connection.Unblocked()))
+                    self._emit(self.conn.send_method(0, Connection.Unblocked()))
         elif isinstance(error, StoreUnavailable) and not self._blocked:
             self._blocked = True
             if self.client_capabilities.get("connection.blocked"):
-                self._send(self.conn.send_method(0, Connection.Blocked(str(error)[:255])))
+                self._emit(self.conn.send_method(0, Connection.Blocked(str(error)[:255])))
 
     def _confirm(self, channel: Channel, seq: int, ok: bool) -> None:
         if channel.confirm:
@@ -731,7 +710,7 @@ class AmqpSession(Session):
             raise ChannelError(Reply.PRECONDITION_FAILED, "cannot switch from tx to confirm mode")
         channel.confirm = True
         if not method.nowait:
-            self._send(self.conn.send_method(channel.number, Confirm.SelectOk()))
+            self._emit(self.conn.send_method(channel.number, Confirm.SelectOk()))
 
     # ---------------------------------------------------------------- basic: consume
     def _basic_qos(self, channel: Channel, method: Basic.Qos) -> None:
@@ -739,7 +718,7 @@ class AmqpSession(Session):
         for consumer in channel.consumers.values():
             if consumer.subscriber is not None:
                 consumer.subscriber.set_prefetch(method.prefetch_count)
-        self._send(self.conn.send_method(channel.number, Basic.QosOk()))
+        self._emit(self.conn.send_method(channel.number, Basic.QosOk()))
 
     def _basic_consume(self, channel: Channel, method: Basic.Consume) -> None:
         name = self._queue_name(channel, method.queue)
@@ -753,7 +732,7 @@ class AmqpSession(Session):
         consumer = Consumer(tag, tag.encode("utf-8", "surrogateescape")[:255], name, method.no_ack, channel, self._queue_deleted)
         channel.consumers[tag] = consumer
         if not method.nowait:  # consume-ok before the first delivery
-            self._send(self.conn.send_method(channel.number, Basic.ConsumeOk(tag)))
+            self._emit(self.conn.send_method(channel.number, Basic.ConsumeOk(tag)))
         deliver = self._deliverer(channel, consumer, state)
         if state.policy.max_length is None:
             consumer.subscriber = state.group.subscribe(deliver, prefetch=channel.prefetch,
@@ -822,7 +801,7 @@ class AmqpSession(Session):
             if not parts:
                 return
             out.append(b"".join(parts))
-            if not self._flush_scheduled:  # else it joins the write already due this iteration
+            if not self._flush_due:  # else it joins the write already due this iteration
                 self._flush()  # a slice is one write: now, not an iteration later (latency)
         return deliver
 
@@ -841,7 +820,7 @@ class AmqpSession(Session):
             return
         consumer.subscriber = None
         if self.client_capabilities.get("consumer_cancel_notify") and self.channels.get(channel.number) is channel:
-            self._send(self.conn.send_method(channel.number, Basic.Cancel(consumer.tag, nowait=True)))
+            self._emit(self.conn.send_method(channel.number, Basic.Cancel(consumer.tag, nowait=True)))
 
     async def _basic_cancel(self, channel: Channel, method: Basic.Cancel) -> None:
         consumer = channel.consumers.pop(method.consumer_tag, None)
@@ -852,7 +831,7 @@ class AmqpSession(Session):
                 state.exclusive_consumer = False
             await self._drop_consumer(consumer)
         if not method.nowait:
-            self._send(self.conn.send_method(channel.number, Basic.CancelOk(method.consumer_tag)))
+            self._emit(self.conn.send_method(channel.number, Basic.CancelOk(method.consumer_tag)))
 
     def _dropped(self, state: QueueState, delivery: Any, auto_ack: bool) -> bool:
         """A delivery the queue's TTL, max length or delivery limit refuses: acknowledged at
@@ -870,7 +849,7 @@ class AmqpSession(Session):
         if not auto_ack:
             state.group.ack([delivery.tag])
         if state.policy.dead_letter_exchange is not None:
-            self.front_end.spawn(self._dead_letter(state, [message], reason))
+            self.front_end.spawn(self._dead_letter(state, [message], reason), "amqp-dead-letter")
         return True
 
     async def _dead_letter(self, state: QueueState, messages: list[MessageExt], reason: str) -> None:
@@ -906,7 +885,7 @@ class AmqpSession(Session):
         while True:  # bounded by the queue's messages: each one is dropped or handed out
             delivery = await state.group.get(auto_ack=method.no_ack)
             if delivery is None:
-                self._send(self.conn.send_method(channel.number, Basic.GetEmpty()))
+                self._emit(self.conn.send_method(channel.number, Basic.GetEmpty()))
                 return
             props = delivery.message.properties
             if not ((state.policy.drops or "expiration" in props) and self._dropped(state, delivery, method.no_ack)):
@@ -914,7 +893,7 @@ class AmqpSession(Session):
         message = delivery.message
         tag = channel.add_delivery(Source(state.group, name), delivery.tag, message, method.no_ack)
         exchange = props.get(PROPERTY_RETRY_TOPIC, message.topic)
-        self._send(codec.get_ok_frame(channel.number, tag, delivery.redelivered or message.reconsume_times > 0,
+        self._emit(codec.get_ok_frame(channel.number, tag, delivery.redelivered or message.reconsume_times > 0,
                                       codec.shortstr_of(self._exchange_name(exchange, name, props))[1:],
                                       codec.shortstr_of(props.get("TAGS", ""))[1:],
                                       min(state.group.message_count, 0xFFFFFFFF)))
@@ -978,14 +957,14 @@ class AmqpSession(Session):
     async def _basic_recover(self, channel: Channel, method: Any) -> None:
         await self._settle_nack(channel.take_all(), True)
         if isinstance(method, Basic.Recover):
-            self._send(self.conn.send_method(channel.number, Basic.RecoverOk()))
+            self._emit(self.conn.send_method(channel.number, Basic.RecoverOk()))
 
     # ---------------------------------------------------------------- tx
     def _tx_select(self, channel: Channel, method: Tx.Select) -> None:
         if channel.confirm:
             raise ChannelError(Reply.PRECONDITION_FAILED, "cannot switch from confirm to tx mode")
         channel.tx = True
-        self._send(self.conn.send_method(channel.number, Tx.SelectOk()))
+        self._emit(self.conn.send_method(channel.number, Tx.SelectOk()))
 
     async def _tx_commit(self, channel: Channel, method: Tx.Commit) -> None:
         if not channel.tx:
@@ -1000,14 +979,14 @@ class AmqpSession(Session):
                 self._ack(taken)
             else:
                 await self._settle_nack(taken, requeue)
-        self._send(self.conn.send_method(channel.number, Tx.CommitOk()))
+        self._emit(self.conn.send_method(channel.number, Tx.CommitOk()))
 
     def _tx_rollback(self, channel: Channel, method: Tx.Rollback) -> None:
         if not channel.tx:
             raise ChannelError(Reply.PRECONDITION_FAILED, "channel is not transactional")
         channel.tx_publishes.clear()
         channel.tx_answers.clear()  # the deliveries stay unacknowledged
-        self._send(self.conn.send_method(channel.number, Tx.RollbackOk()))
+        self._emit(self.conn.send_method(channel.number, Tx.RollbackOk()))
 
 
 @dataclass(slots=True)

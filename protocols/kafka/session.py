@@ -2,17 +2,13 @@
 
 Kafka clients match responses to requests by order, so responses leave in request order
 even though requests run concurrently (a Fetch waiting for data must not hold back the
-Produce pipelined behind it from being stored, only from being answered). Produce with
-acks=0 is processed in its turn but never answered. Backpressure: at most
-``max_in_flight`` running requests per connection (later ones wait decoded, and reading
-pauses), and reading also pauses while the transport's write buffer is above its high-water
-mark, so neither a pipelining client nor a slow reader can make the broker buffer without
-bound.
-
-Responses of pipelined requests that become ready in the same loop iteration leave in one
-``writelines`` (one writev): a client pipelining small Produce requests otherwise costs one
-send syscall, the largest single item of such a request's broker CPU, per response. A lone
-request (a consumer's Fetch) is answered at once.
+Produce pipelined behind it from being stored, only from being answered): the ordered
+pipeline of `session_base.OrderedSession`, with its bound (``max_in_flight`` running
+requests; later ones wait decoded and reading pauses) and its write coalescing (responses
+of pipelined requests that become ready together leave in one writev: a client pipelining
+small Produce requests otherwise costs one send syscall, the largest single item of such a
+request's broker CPU, per response; a lone request, a consumer's Fetch, is answered at
+once). Produce with acks=0 is processed in its turn but never answered.
 
 With SASL on (``kafkaSaslMechanisms``) the session runs the handshake itself and serves
 nothing but ApiVersions until the client has authenticated; the account then travels in
@@ -20,7 +16,7 @@ each request's context for the handlers' permission checks.
 
 A malformed frame, an unsupported API (other than ApiVersions, which answers
 UNSUPPORTED_VERSION) or a handler bug closes this connection only; it is logged and the
-broker goes on. This is the only Kafka module that touches asyncio transports.
+broker goes on. This is the only Kafka module that touches a transport.
 """
 
 from __future__ import annotations
@@ -35,7 +31,7 @@ from typing import Any, Final
 from rocketport.core.auth.plain_acl import Account, AclError
 
 from .. import eager
-from ..session_base import Session
+from ..session_base import OrderedSession, Session
 from .connection import KafkaServerConnection
 from .errors import ErrorCode
 from .events import BadRequest, Event, RequestReceived, SaslTokenReceived, UnsupportedVersion
@@ -58,91 +54,61 @@ class _Pending:
     api_version: int
 
 
-class KafkaSession(Session):
+class KafkaSession(OrderedSession[_Pending]):
     def __init__(self, handlers: KafkaHandlers, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
                  max_frame_size: int | None = None,
                  on_open: Callable[[Session], bool] | None = None,
                  on_closed: Callable[[Session], None] | None = None) -> None:
-        super().__init__(on_open, on_closed)
+        super().__init__(max_in_flight, on_open, on_closed)
         self.handlers = handlers
-        self.max_in_flight = max_in_flight
         self.conn = KafkaServerConnection(max_frame_size) if max_frame_size else KafkaServerConnection()
-        self._queue: deque[_Pending] = deque()  # running or answered-but-unsent, in order
-        self._backlog: deque[Event] = deque()  # received, not yet started (max_in_flight)
-        self._pumping = False
-        self._flush_scheduled = False
-        self._closing = False
         self.principal: Account | None = None  # the authenticated account (SASL)
         self._handshaken = False  # a v1 SaslHandshake was accepted: SaslAuthenticate next
 
     # ------------------------------------------------------------------ transport callbacks
-    def _closed_hook(self) -> None:
-        self._closing = True
-        for pending in self._queue:
-            pending.result.cancel()
-        self._queue.clear()
-        self._backlog.clear()
-
-    def _busy(self) -> bool:
-        return bool(self._backlog) or len(self._queue) >= self.max_in_flight
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._queue)
-
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
         events = self.conn.receive_data(data)
         self._note_input(bool(events), self.conn.buffered > 0)
-        self._backlog.extend(events)
-        self._pump()
+        self._received(events)
 
-    def _pump(self) -> None:
+    def _start(self, backlog: deque[Event]) -> None:
         """Start the received requests, in order, while fewer than max_in_flight are running.
 
-        Requests past the bound wait here, decoded, and reading pauses until they start, so
-        one connection holds at most max_in_flight running requests plus one read's worth.
+        Requests past the bound wait in the backlog, decoded, and reading pauses until they
+        start, so one connection holds at most max_in_flight running requests plus one
+        read's worth.
         """
-        backlog = self._backlog
-        self._pumping = True
-        try:
-            while backlog and len(self._queue) < self.max_in_flight and not self._closing:
-                event = backlog.popleft()
-                if type(event) is RequestReceived:
-                    if event.api_key in _SASL_APIS or (self.principal is None and self.handlers.sasl is not None):
-                        self._sasl_request(event)
-                    else:
-                        self._dispatch(event)
-                elif type(event) is SaslTokenReceived:
-                    self._sasl_token(event.token)
-                elif type(event) is UnsupportedVersion:
-                    if event.api_key == ApiKey.API_VERSIONS:
-                        self._answer_now(event.correlation_id, ApiKey.API_VERSIONS, 0,
-                                         api_versions_body(ErrorCode.UNSUPPORTED_VERSION))
-                    else:
-                        log.info("client %s:%d sent unsupported api %d v%d; closing", *self.peer,
-                                 event.api_key, event.api_version)
-                        self.close()
+        queue, limit = self._queue, self.max_in_flight
+        while backlog and len(queue) < limit and not self._closing:
+            event = backlog.popleft()
+            if type(event) is RequestReceived:
+                if event.api_key in _SASL_APIS or (self.principal is None and self.handlers.sasl is not None):
+                    self._sasl_request(event)
                 else:
-                    assert isinstance(event, BadRequest)
-                    log.warning("bad request from %s:%d (%s); closing", *self.peer, event.reason)
+                    self._dispatch(event)
+            elif type(event) is SaslTokenReceived:
+                self._sasl_token(event.token)
+            elif type(event) is UnsupportedVersion:
+                if event.api_key == ApiKey.API_VERSIONS:
+                    self._answer_now(event.correlation_id, ApiKey.API_VERSIONS, 0,
+                                     api_versions_body(ErrorCode.UNSUPPORTED_VERSION))
+                else:
+                    log.info("client %s:%d sent unsupported api %d v%d; closing", *self.peer,
+                             event.api_key, event.api_version)
                     self.close()
-        finally:
-            self._pumping = False
-        queue = self._queue
-        if queue and queue[0].result.done() and not self._closing:
-            self._flush_ready()  # requests that finished at once, answered in one write
-        self._update_reading()
+            else:
+                assert isinstance(event, BadRequest)
+                log.warning("bad request from %s:%d (%s); closing", *self.peer, event.reason)
+                self.close()
 
     # ------------------------------------------------------------------ requests
     def _dispatch(self, event: RequestReceived) -> None:
         handler = self.handlers.table[event.api_key]
         ctx = RequestContext(event.api_version, event.client_id, self.peer, self.principal)
-        outcome = eager.start(handler(ctx, event.body))
-        self._queue.append(_Pending(outcome, event.correlation_id, event.api_key, event.api_version))
-        if type(outcome) is not eager.Done:  # answered at the end of _pump otherwise
-            outcome.add_done_callback(self._on_done)
+        self._track(_Pending(eager.start(handler(ctx, event.body)), event.correlation_id,
+                             event.api_key, event.api_version))
 
     # ------------------------------------------------------------------ SASL
     def _sasl_request(self, event: RequestReceived) -> None:
@@ -193,61 +159,31 @@ class KafkaSession(Session):
             log.info("client %s:%d: %s; closing", *self.peer, exc)
             self.close()
             return
-        if self.transport is not None:
-            self.transport.write(self.conn.frame_sasl_token(b""))
+        self._emit(self.conn.frame_sasl_token(b""))
 
     def _answer_now(self, correlation_id: int, api_key: int, api_version: int, body: dict[str, Any]) -> None:
-        self._queue.append(_Pending(eager.Done(body), correlation_id, api_key, api_version))
-        self._flush_ready()
+        self._track(_Pending(eager.Done(body), correlation_id, api_key, api_version))
+        self._answer_ready()
 
-    def _on_done(self, _: asyncio.Future) -> None:
-        """A request finished. Alone in the queue, it is answered at once; with others in
-        flight, once the loop has run this iteration's other callbacks, so the responses of
-        pipelined requests finishing together go out in one write."""
-        if self._closing:
-            return
-        if len(self._queue) == 1:
-            self._flush_ready()
-        elif not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush_ready)
-
-    def _flush_ready(self) -> None:
-        """Write the responses at the head of the queue that are ready, in request order."""
-        self._flush_scheduled = False
-        queue = self._queue
-        transport = self.transport
-        out: list[bytes | memoryview] = []
-        while queue and queue[0].result.done() and transport is not None:
-            pending = queue.popleft()
-            try:
-                body = pending.result.result()
-                if body is None:  # acks=0 produce: Kafka clients expect no response
-                    continue
-                out.extend(self.conn.send_response(
-                    pending.correlation_id, pending.api_key, pending.api_version, body))
-            except asyncio.CancelledError:
-                break
-            except Exception:
-                log.exception("api %d v%d from %s:%d failed; closing the connection",
-                              pending.api_key, pending.api_version, *self.peer)
-                if out:
-                    transport.writelines(out)  # the answers before the failed one
-                self.close()
-                return
-        if out and transport is not None:
-            transport.writelines(out)
-        if not self._pumping:
-            self._pump()
+    def _answer(self, pending: _Pending) -> bool:
+        try:
+            body = pending.result.result()
+        except asyncio.CancelledError:
+            return False
+        except Exception:
+            log.exception("api %d v%d from %s:%d failed; closing the connection",
+                          pending.api_key, pending.api_version, *self.peer)
+            self.close()  # after the answers before the failed one
+            return False
+        if body is not None:  # None: an acks=0 produce, which Kafka clients expect no answer to
+            self._out.extend(self.conn.send_response(
+                pending.correlation_id, pending.api_key, pending.api_version, body))
+        return True
 
     def close(self) -> None:
-        """Drop this connection (only this one): pending requests are abandoned."""
+        """Drop this connection (only this one), after the answers already encoded: pending
+        requests are abandoned."""
         if self._closing:
             return
-        self._closing = True
-        for pending in self._queue:
-            pending.result.cancel()
-        self._queue.clear()
-        self._backlog.clear()
-        if self.transport is not None:
-            self.transport.close()
+        self._abandon()
+        super().close()

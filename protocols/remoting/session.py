@@ -132,13 +132,13 @@ class RemotingSession(Session):
         if frames is None:
             return False
         if self.transport is not None:
-            self._queue(frames)
+            self._emit_all(frames)
         return True
 
     def _answer(self, lane: FastLane, taken: list[Any]) -> None:
         frames = lane.answer(self, taken)
         if self.transport is not None:
-            self._queue(frames)
+            self._emit_all(frames)
 
     def _closed_hook(self) -> None:
         for task in self._tasks:
@@ -201,7 +201,7 @@ class RemotingSession(Session):
             log.warning("cannot encode response %d to %s:%d: %s", command.opaque, *self.peer, exc)
             frame = encode_command(RemotingCommand(code=ResponseCode.SYSTEM_ERROR, opaque=command.opaque,
                                                    flag=command.flag, remark="response too large"))
-        self._queue(frame)
+        self._emit_all(frame)
 
     # ------------------------------------------------------------------ public
     @property

@@ -4,12 +4,11 @@
 Both listeners share one `StompContext` (the Broker facade, the ACL when ``aclEnable`` is
 on, the frame limits). ``stop`` closes both listeners and their connections, then awaits the
 release of the subscriptions those connections held (their unacked messages go back to
-their groups), so nothing outlives it. The broker is started before and stopped after it.
+their groups; `ListenerFrontEnd.spawn`), so nothing outlives it. The broker is started before and stopped after it.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
 from rocketport.core.auth.plain_acl import PlainAcl
@@ -30,11 +29,12 @@ class StompFrontEnd(ListenerFrontEnd):
     name = "stomp"
 
     def __init__(self, broker: Broker) -> None:
+        super().__init__()
         self.broker = broker
         config = broker.config
         section = config.stomp
         acl = PlainAcl(config.plain_acl_file) if config.acl_enable else None
-        self.ctx = StompContext(broker, acl, Limits(max_body=config.max_message_size))
+        self.ctx = StompContext(broker, acl, Limits(max_body=config.max_message_size), self.spawn)
         limits = config.connection_limits
         self.listeners = [Listener(TCP_ROLE, section.host, section.port, self._tcp_session, limits)]
         # wsPort 0 means no WebSocket listener, except with port 0 (tests): both on free ports
@@ -48,8 +48,3 @@ class StompFrontEnd(ListenerFrontEnd):
     def _ws_session(self, on_open: Callable[[Session], bool],
                     on_closed: Callable[[Session], None]) -> StompSession:
         return WebSocketStompSession(self.ctx, on_open=on_open, on_closed=on_closed)
-
-    async def stop(self) -> None:
-        await super().stop()
-        while self.ctx.cleanups:
-            await asyncio.gather(*list(self.ctx.cleanups), return_exceptions=True)

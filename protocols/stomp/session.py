@@ -33,7 +33,7 @@ import logging
 import secrets
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -55,7 +55,7 @@ from rocketport.core.message import (
 from rocketport.core.schedule import needs_schedule
 
 from .. import eager
-from ..session_base import Session
+from ..session_base import OrderedSession, Pausable, Session
 from . import destinations
 from .codec import V10, V12, VERSIONS, Frame, Limits
 from .connection import ProtocolError, StompConnection
@@ -91,21 +91,9 @@ class StompContext:
     broker: Broker
     acl: PlainAcl | None
     limits: Limits
+    spawn: Callable[[Coroutine[Any, Any, Any], str], None]  # work outliving a connection
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
-    cleanups: set[asyncio.Task] = field(default_factory=set)  # subscriptions ending after a close
     serials: itertools.count = field(default_factory=lambda: itertools.count(1))
-
-    def spawn(self, loop: asyncio.AbstractEventLoop, coro: Any, name: str) -> None:
-        """Work that outlives a connection (its subscriptions' release); the front-end's
-        stop awaits what is still running."""
-        task = loop.create_task(coro, name=name)
-        self.cleanups.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task) -> None:
-        self.cleanups.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("releasing a STOMP subscription failed: %r", task.exception())
 
 
 @dataclass(slots=True)
@@ -171,10 +159,10 @@ def _silence_allowed(interval_ms: int) -> float:
     return max(2 * interval_ms, interval_ms + 2000) / 1000
 
 
-class StompSession(Session):
+class StompSession(OrderedSession[_Pending]):
     def __init__(self, ctx: StompContext, on_open: Callable[[Session], bool] | None = None,
                  on_closed: Callable[[Session], None] | None = None) -> None:
-        super().__init__(on_open, on_closed)
+        super().__init__(ctx.max_in_flight, on_open, on_closed)
         self.ctx = ctx
         self.broker = ctx.broker
         self.conn = StompConnection(ctx.limits)
@@ -191,15 +179,9 @@ class StompSession(Session):
         self._lane_cap = min(_BATCH_BYTES, ctx.broker.config.max_message_size // 2)
         self._by_serial: dict[int, _Subscription] = {}
         self._tx: dict[str, list[Frame]] = {}
-        self._queue: deque[_Pending] = deque()
-        self._backlog: deque[Frame | ProtocolError] = deque()
-        self._out: list[bytes] = []
-        self._flush_scheduled = False
-        self._closing = False
         self._beat_send = 0
         self._beat_receive = 0
         self._beat_timer: asyncio.TimerHandle | None = None
-        self._last_output = self._loop.time()
 
     # ------------------------------------------------------------------ transport callbacks
     def data_received(self, data: bytes) -> None:
@@ -210,11 +192,7 @@ class StompSession(Session):
             return
         events = self.conn.receive_data(data)
         self._note_input(bool(events), self.conn.buffered > 0)
-        self._backlog.extend(events)
-        self._pump()
-
-    def _busy(self) -> bool:
-        return bool(self._backlog) or len(self._queue) >= self.ctx.max_in_flight
+        self._received(events)
 
     @property
     def in_flight(self) -> int:
@@ -222,55 +200,25 @@ class StompSession(Session):
         with nothing to read is not idle (the listener's idle sweep must leave it open)."""
         return len(self._queue) + len(self._subs)
 
-    def pause_writing(self) -> None:
-        super().pause_writing()
-        for s in self._subs.values():
-            if s.sub is not None:
-                s.sub.pause()
-
-    def resume_writing(self) -> None:
-        super().resume_writing()
-        for s in self._subs.values():
-            if s.sub is not None:
-                s.sub.resume()
+    def _subscribers(self) -> list[Pausable]:
+        return [s.sub for s in self._subs.values() if s.sub is not None]
 
     def _closed_hook(self) -> None:
-        self._closing = True
+        self._abandon()
         if self._beat_timer is not None:
             self._beat_timer.cancel()
-        for pending in self._queue:
-            pending.result.cancel()
-        self._queue.clear()
-        self._backlog.clear()
         self._tx.clear()
         subs = list(self._subs.values())
         self._subs.clear()
         self._by_serial.clear()
         if subs:
-            self.ctx.spawn(self._loop, self._release_all(subs), f"stomp-release-{self.serial}")
+            self.ctx.spawn(self._release_all(subs), f"stomp-release-{self.serial}")
 
     async def _release_all(self, subs: list[_Subscription]) -> None:
         for s in subs:
             await self._release(s)
 
     # ------------------------------------------------------------------ output
-    def _emit(self, data: bytes) -> None:
-        self._out.append(data)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        out, self._out = self._out, []
-        if out and self.transport is not None and not self.transport.is_closing():
-            self._write(out)
-            self._last_output = self._loop.time()
-
-    def _write(self, frames: list[bytes]) -> None:
-        """Put whole frames (and heart-beat EOLs) on the wire; WebSocket wraps each one."""
-        self.transport.writelines(frames)  # type: ignore[union-attr]
-
     def _fail(self, message: str, receipt: str | None = None, detail: str = "") -> None:
         """ERROR, then close: the specification's answer to anything the server refuses."""
         if self._closing:
@@ -292,16 +240,8 @@ class StompSession(Session):
             self.transport.close()  # sends what is buffered first
 
     # ------------------------------------------------------------------ frames
-    def _pump(self) -> None:
-        backlog, queue = self._backlog, self._queue
-        limit = self.ctx.max_in_flight
-        while backlog and not self._closing:
-            self._start_frames(backlog, queue, limit)
-            self._answer_ready()  # frames done at once leave room for more
-            if len(queue) >= limit:
-                break
-        self._answer_ready()
-        self._update_reading()
+    def _start(self, backlog: deque[Frame | ProtocolError]) -> None:
+        self._start_frames(backlog, self._queue, self.max_in_flight)
 
     def _start_frames(self, backlog: deque[Frame | ProtocolError], queue: deque[_Pending],
                       limit: int) -> None:
@@ -328,7 +268,7 @@ class StompSession(Session):
                 self._put_lane(bodies, plans, receipts)
                 bodies, plans, receipts, lane_bytes = [], [], [], 0
             if type(event) is ProtocolError:
-                self._answer_in_turn(eager.Done(error=StompError(event.reason)), None)
+                self._track(_Pending(eager.Done(error=StompError(event.reason)), None))
                 backlog.clear()
                 break
             frame: Frame = event  # type: ignore[assignment]
@@ -339,9 +279,7 @@ class StompSession(Session):
             handler = self._handlers.get(frame.command)
             if frame.command == "DISCONNECT":  # its receipt: what was sent is on disk (SYNC_FLUSH)
                 durable = self.broker.durable() if receipt is not None else None
-                self._queue.append(_Pending(durable or eager.Done(), receipt, disconnect=True))
-                if durable is not None:
-                    durable.add_done_callback(self._on_done)
+                self._track(_Pending(durable or eager.Done(), receipt, disconnect=True))
                 backlog.clear()
                 break
             if handler is None:  # CONNECT again
@@ -349,7 +287,7 @@ class StompSession(Session):
                     error=StompError(f"{frame.command} on a connected session"))
             else:
                 outcome = eager.start(handler(self, frame))
-            self._answer_in_turn(outcome, receipt)
+            self._track(_Pending(outcome, receipt))
         if bodies:
             self._put_lane(bodies, plans, receipts)
 
@@ -389,37 +327,25 @@ class StompSession(Session):
                             for receipt in itertools.islice(receipt_of, len(send.bodies))
                             if receipt is not None or outcome is not stored])
 
-    def _answer_in_turn(self, outcome: asyncio.Future | eager.Done, receipt: str | None) -> None:
-        """Queue a frame's outcome for answering in order, and answer when it completes."""
-        self._queue.append(_Pending(outcome, receipt))
-        if type(outcome) is not eager.Done:
-            outcome.add_done_callback(self._on_done)
-
-    def _on_done(self, _: Any) -> None:
-        if not self._closing:
-            self._answer_ready()
-            self._pump()
-
-    def _answer_ready(self) -> None:
-        queue = self._queue
-        while queue and queue[0].result.done() and not self._closing:
-            pending = queue.popleft()
-            try:
-                pending.result.result()
-            except (StompError, BrokerError, DestinationError) as exc:
-                self._fail(str(exc), pending.receipt)
-                return
-            except asyncio.CancelledError:
-                return
-            except Exception as exc:  # our bug: this connection only
-                log.exception("STOMP frame from %s:%d failed", *self.peer)
-                self._fail(f"internal error: {type(exc).__name__}", pending.receipt)
-                return
-            if pending.receipt is not None:
-                self._emit(self.conn.send("RECEIPT", {"receipt-id": pending.receipt}))
-            if pending.disconnect:
-                self._close_after_output()
-                return
+    def _answer(self, pending: _Pending) -> bool:
+        """A frame's RECEIPT when it asked for one; an ERROR (and the end) when it failed."""
+        try:
+            pending.result.result()
+        except (StompError, BrokerError, DestinationError) as exc:
+            self._fail(str(exc), pending.receipt)
+            return False
+        except asyncio.CancelledError:
+            return False
+        except Exception as exc:  # our bug: this connection only
+            log.exception("STOMP frame from %s:%d failed", *self.peer)
+            self._fail(f"internal error: {type(exc).__name__}", pending.receipt)
+            return False
+        if pending.receipt is not None:
+            self._out.append(self.conn.send("RECEIPT", {"receipt-id": pending.receipt}))
+        if pending.disconnect:
+            self._close_after_output()
+            return False
+        return True
 
     # ------------------------------------------------------------------ CONNECT
     def _connect(self, frame: Frame) -> None:
@@ -736,7 +662,7 @@ class StompSession(Session):
             body = msg.body
             out.append(b"".join((head, f"{ident}\n{text}content-length:{len(body)}\n\n"
                                  .encode("utf-8", "surrogateescape"), body, b"\0")))
-        if not self._flush_scheduled:  # else they join the write already due this iteration
+        if not self._flush_due:  # else they join the write already due this iteration
             self._flush()  # a slice is one write: now, not an iteration later (latency)
 
     # ------------------------------------------------------------------ ACK / NACK

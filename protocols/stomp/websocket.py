@@ -87,7 +87,7 @@ class WebSocketStompSession(StompSession):
         if self.transport is not None and data:
             self.transport.write(data)
 
-    def _write(self, frames: list[bytes]) -> None:
+    def _write_out(self, frames: list[bytes]) -> None:  # type: ignore[override]
         if not self._open:
             return
         send = self.ws.send
