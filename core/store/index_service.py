@@ -7,8 +7,14 @@ may stop inside a stored record batch and resume there. When its sleep ends late
 is busy serving requests (or the process is short of CPU), and every slice then lengthens
 the queue those requests wait in: the builder sleeps twice as long after each late wake-up,
 down to 1% of the loop, and halves it again once wake-ups are on time. Under a burst it
-lags; once nothing was stored or read since its last slice it only yields between slices,
-so it catches up at full speed while a request that arrives waits one slice at most.
+lags; once nothing was stored or read since its last slice, or the oldest record it has not
+indexed was stored more than MAX_LAG_MS ago, it only yields between slices, so it catches up
+at full speed while a request that arrives waits one slice at most; behind, each slice is
+twice the last, up to MAX_SLICE_S, so the builder's share grows with the work between its
+slices (a loop iteration serving a busy publisher is far longer than SLICE_S). The bound keeps
+a keyed write rate the throttled share cannot index (a loop busy with sends leaves the
+builder 1%) from falling behind for good: the work is owed either way, and deferring it
+only makes lookups miss.
 Keys indexed per message: ``topic#KEYS`` (each key), ``topic#UNIQ_KEY`` and ``topic#DEDUP_KEY``
 (what the producer dedup window recalls after a restart, core/dedup.py); the records of
 an inner batch are indexed by their Kafka key (their KEYS, see core.batch.messages), read
@@ -52,6 +58,7 @@ from ..message import (
     property_needles,
 )
 from ..errors import DiskFull
+from .commitlog import now_ms
 from .index_file import IndexFile, index_file_name
 from .inner_batch import open_batch as open_stored_batch
 from .mapped_file import creating, drop_if_empty
@@ -88,6 +95,8 @@ IDLE_POLL_S = 0.2
 BACKOFF = 9  # sleep 9x the time a slice took: indexing takes <= 10% of a core under load
 MAX_BACKOFF = 99  # while the loop is busy: <= 1%
 LATE_S = 0.002  # a wake-up this late means the loop is busy (uvloop's timers have 1 ms steps)
+MAX_LAG_MS = 100  # the oldest record not yet indexed may be this old before the builder stops pausing
+MAX_SLICE_S = 0.01  # a slice while the builder is further behind than that
 DISK_FULL_RETRY_S = 1.0  # how often the builder tries again while the disk is full
 
 
@@ -338,6 +347,7 @@ class IndexService:
         self._wakeup = asyncio.Event()
         backoff = BACKOFF
         traffic = -1
+        slice_s = SLICE_S
         paused: DiskFull | None = None
         ahead_again = 0.0  # after a failed extension ahead (a full disk), not before this
         while not self._stopping:
@@ -349,7 +359,7 @@ class IndexService:
                     ahead_again = time.monotonic() + DISK_FULL_RETRY_S  # reports a full disk
             started = time.perf_counter()
             try:
-                done = self.build(store, deadline=started + SLICE_S)
+                done = self.build(store, deadline=started + slice_s)
             except Exception:
                 log.exception("index build failed at %d", self.built_offset)
                 done = 0
@@ -367,10 +377,15 @@ class IndexService:
                 paused = None
             if done:
                 seen = store.put_count + store.get_count
-                if seen == traffic:  # nothing stored or read since the last slice: catch up
+                busy, traffic = seen != traffic, seen  # stored or read since the last slice
+                behind = busy and self.lag_ms(store) > MAX_LAG_MS
+                # behind while the store is busy: the next slice twice as long (the loop's
+                # other work between two slices grows with the load that put it behind)
+                slice_s = min(MAX_SLICE_S, slice_s * 2) if behind else SLICE_S
+                if not busy or behind:  # idle, or too far behind: no pause
                     await asyncio.sleep(0)  # a request that arrives waits one slice at most
                     continue
-                traffic = seen  # leave the loop to the puts: at most 1 / (1 + backoff) of a core
+                # leave the loop to the puts: at most 1 / (1 + backoff) of a core
                 now = time.perf_counter()
                 pause = min(1.0, (now - started) * backoff)
                 await asyncio.sleep(pause)
@@ -383,6 +398,18 @@ class IndexService:
                     await asyncio.wait_for(self._wakeup.wait(), IDLE_POLL_S)
                 except asyncio.TimeoutError:
                     pass
+
+    def lag_ms(self, store: "MessageStore") -> int:
+        """How long ago the oldest record not indexed yet was stored (0: none)."""
+        if self.built_offset >= store.dispatched_offset:
+            return 0
+        mf = store.commitlog.queue.find(self.built_offset)
+        if mf is None:
+            return 0
+        pos = self.built_offset - mf.file_from_offset
+        if pos + HEADER_SIZE > mf.file_size or SIZE_MAGIC.unpack_from(mf.view, pos)[1] == BLANK_MAGIC_CODE:
+            return 0
+        return now_ms() - I64.unpack_from(mf.view, pos + POS_STORE_TIMESTAMP)[0]
 
     async def catch_up(self, store: "MessageStore", offset: int) -> None:
         """Return once every record below ``offset`` (at most the dispatched offset) is
