@@ -507,11 +507,11 @@ class PushConsumer:
         threshold = self.pull_threshold_for_queue
         retry_topic = mq.topic.startswith(RETRY_PREFIX)
         while True:
-            if not buffer or (self.orderly and not work.locked):
-                if work.dropped:
-                    return
+            if work.dropped:  # what is still buffered is the next owner's (or the reset's)
+                return
+            if not buffer or not work.locked:
                 work.ready.clear()
-                await _wait(work.ready, 1.0 if self.orderly and not work.locked else None)
+                await _wait(work.ready, 1.0 if not work.locked else None)
                 continue
             batch = buffer[0]
             if len(batch) <= size:  # a whole pulled batch: handed over as it is

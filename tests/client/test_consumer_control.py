@@ -7,6 +7,8 @@ import asyncio
 import time
 from collections import Counter
 
+import pytest
+
 from rocketport.client import AdminClient, ConsumeResult, Message, Producer, PushConsumer
 from tests.support.aio import run
 
@@ -39,7 +41,8 @@ async def until_committed(namesrv: str, group: str, queue, offset: int) -> None:
             await asyncio.sleep(0.05)
 
 
-def test_reset_by_time_rewinds_a_live_consumer(broker):
+@pytest.mark.parametrize("orderly", [False, True])
+def test_reset_by_time_rewinds_a_live_consumer(broker, orderly):
     """resetOffsetByTime on a live group: the broker pushes RESET_CONSUMER_CLIENT_OFFSET,
     the consumer drops what it holds, commits the reset offset (not its old position) and
     receives again from there; the committed offset then ends at the end."""
@@ -66,7 +69,7 @@ def test_reset_by_time_rewinds_a_live_consumer(broker):
             return ConsumeResult.SUCCESS
 
         c = PushConsumer("RewindGroup", broker.namesrv, consume_from="first",
-                         persist_interval_s=0.1)
+                         persist_interval_s=0.1, orderly=orderly)
         c.subscribe("Rewind")
         c.register(listener)
         await c.start()
