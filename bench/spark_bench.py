@@ -1,15 +1,25 @@
 """The Spark pipeline (rocketport.pipeline) against a local broker process, in rows/s.
 
 The broker runs in its own process (ASYNC_FLUSH, a temporary store, remoting and its name
-server on free loopback ports); one local[2] SparkSession drives it. A topic of 4 queues
-is loaded with `--messages` 100 B messages (2,000,000 by default, sent as batches of 1,000
-with 16 in flight), 1% of them tagged `hot`, the rest `cold`. Cases (each the best of
-`--passes` runs of one Spark action, planning and Spark's per-query start included):
+server on free loopback ports); one local[2] SparkSession drives it (two Python workers,
+one task each at a time). A topic of 4 queues is loaded with `--messages` 100 B messages
+(2,000,000 by default, sent as batches of 1,000 with 16 in flight), 1% of them tagged
+`hot`, the rest `cold`. Cases:
 
-- query_fixed_cost: the pushed query below against an empty topic of 4 queues: what every
-  query pays whatever it reads (Spark's job and Python-worker start, planning, route and
-  offset lookups), in seconds;
-- batch_read_all: every queue read, the sum of the value lengths computed;
+- session_start: building the SparkSession (the JVM's start), seconds;
+- first_query: the session's first query (a broker-filtered count), seconds: the Python
+  workers' start and first import of the pipeline, the JVM's warm-up;
+- pull_ceiling: this process pulling every queue's range as a Spark task would (four
+  pulls in flight) without decoding anything: what one worker can at most read from this
+  broker, rows/s;
+- worker_read: this process reading every queue's range through the pipeline's own read
+  (`plan.read_range`: pulls and RecordBatches) without Spark: one worker's rate, with the
+  issue's floor of 1,000,000 rows/s of 100 B per worker and `pull_ceiling` beside it;
+- batch_read_all: Spark reading every queue (the sum of the value lengths computed), rows/s
+  and `per_worker` (over its 2 workers), with the same floor;
+- query_fixed_cost: the broker-filtered query below against an empty topic of 4 queues:
+  what every query pays whatever it reads (Spark's job, planning, route and offset
+  lookups), in seconds;
 - batch_read_pushed_1pct: the `tags` option ``hot``: the broker filters, 1% leave it;
 - batch_read_spark_1pct: the same predicate in Spark (``tags = 'hot'``): every row is
   read, then filtered in Spark;
@@ -17,15 +27,15 @@ with 16 in flight), 1% of them tagged `hot`, the rest `cold`. Cases (each the be
   timings and the fixed cost;
 - stream_read: the topic's last `--stream-messages` as a stream (Trigger.AvailableNow,
   4 micro-batches by maxOffsetsPerTrigger) into Spark's noop sink;
-- batch_write: `--write-messages` rows of 100 B values written to a fresh topic.
+- batch_write: `--write-messages` rows of 100 B values written to a fresh topic by 2
+  tasks, rows/s and `per_worker`, with the issue's floor of 300,000 rows/s per worker.
 
-The pushed query's cost grows with the 1% it moves, the Spark-side one's with the whole
-topic, so on a small topic both are the fixed cost and the ratio says little: the topic
-is large by default. batch_read_all and batch_read_spark_1pct read every message, and
-they, stream_read and batch_write take tens of seconds each, so they run once
-(`--long-passes`); the other cases run `--passes` times after an untimed warm-up query. Rows/s counts
-the topic's messages (the 1% cases too: the rate at which the topic is searched). The
-machine is small and shared: note its load beside the figures.
+The broker-filtered query's cost grows with the 1% it moves, the Spark-side one's with the
+whole topic, so on a small topic both are the fixed cost and the ratio says little: the
+topic is large by default. The cases that read every message and batch_write take seconds
+to tens of seconds each, so they run once (`--long-passes`); the other cases run
+`--passes` times. Rows/s counts the topic's messages (the 1% cases too: the rate at which
+the topic is searched). The machine is small and shared: note its load beside the figures.
 """
 
 from __future__ import annotations
@@ -46,6 +56,9 @@ from procs import free_port as _free_port, remoting_broker_main
 BODY = b"x" * 100
 TOPIC = "SparkBench"
 FLOOR_SPEEDUP = 10.0
+FLOOR_READ_PER_WORKER = 1_000_000
+FLOOR_WRITE_PER_WORKER = 300_000
+WORKERS = 2  # local[2]
 LOAD_BATCH = 1000  # messages per batch send while loading
 LOAD_IN_FLIGHT = 16
 
@@ -85,9 +98,9 @@ def _best(action, passes: int) -> tuple[float, object]:
     return best, result
 
 
-def _row(case: str, value: float, unit: str = "rows/s", **extra: object) -> None:
-    print(json.dumps({"bench": "spark", "case": case, "value": round(value, 1), "unit": unit, **extra}),
-          flush=True)
+def _row(case: str, value: float, unit: str = "rows/s", floor: float | None = None, **extra: object) -> None:
+    print(json.dumps({"bench": "spark", "case": case, "value": round(value, 1), "unit": unit,
+                      "floor": floor, **extra}), flush=True)
 
 
 def run(spark, namesrv: str, args: argparse.Namespace, workdir: str, only: set[str]) -> None:
@@ -103,7 +116,8 @@ def run(spark, namesrv: str, args: argparse.Namespace, workdir: str, only: set[s
         rows.count()
         seconds, _ = _best(lambda: rows.write.format("rocketport").mode("append")
                            .option("namesrv", namesrv).option("topic", TOPIC + "Out").save(), args.long_passes)
-        _row("batch_write", count / seconds, messages=count, seconds=round(seconds, 2))
+        _row("batch_write", count / seconds, messages=count, seconds=round(seconds, 2),
+             per_worker=round(count / seconds / WORKERS), floor=FLOOR_WRITE_PER_WORKER)
 
 
 def _batch_reads(spark, namesrv: str, count: int, passes: int, long_passes: int) -> None:
@@ -113,11 +127,14 @@ def _batch_reads(spark, namesrv: str, count: int, passes: int, long_passes: int)
         return (spark.read.format("rocketport").option("namesrv", namesrv).option("topic", topic)
                 .options(**options).load())
 
-    # untimed: a session's first queries start its Python workers and warm the JVM (10-40 s)
-    source(tags="hot").count()
+    seconds, n = _best(lambda: source(tags="hot").count(), 1)
+    assert n == count // 100, n
+    _row("first_query", seconds, "s")
+    ceiling = _worker_rates(namesrv, count, long_passes)
     seconds, total = _best(lambda: source().agg(F.sum(F.length("value"))).first()[0], long_passes)
     assert total == count * len(BODY), total
-    _row("batch_read_all", count / seconds, messages=count, seconds=round(seconds, 2))
+    _row("batch_read_all", count / seconds, messages=count, seconds=round(seconds, 2),
+         per_worker=round(count / seconds / WORKERS), floor=FLOOR_READ_PER_WORKER, pull_ceiling=ceiling)
 
     # the pushed query and the same against an empty topic take turns, so both see the
     # same minutes of the machine (and the same warmth of the JVM)
@@ -138,6 +155,37 @@ def _batch_reads(spark, namesrv: str, count: int, passes: int, long_passes: int)
     _row("batch_read_spark_1pct", count / spark_s, messages=count, matches=n, seconds=round(spark_s, 2))
     _row("pushed_filter_speedup", spark_s / pushed_s, "x", floor=FLOOR_SPEEDUP, messages=count,
          pushed_s=round(pushed_s, 2), spark_s=round(spark_s, 2), fixed_s=round(fixed_s, 2))
+
+
+def _worker_rates(namesrv: str, count: int, passes: int) -> int:
+    """pull_ceiling and worker_read rows, measured in this process; returns the ceiling."""
+    from rocketport.pipeline.plan import PULLS_IN_FLIGHT, QueueRange, read_range
+    from rocketport.pipeline.remote import MAX_PULL, Link, subscription
+
+    with Link(namesrv) as link:
+        mqs = link.queues(TOPIC)
+        ranges = [QueueRange(TOPIC, mq.broker_name, link.broker_addr(mq), mq.queue_id, 0, end, None, None)
+                  for mq, end in zip(mqs, link.max_offsets(mqs))]
+        sub = subscription(TOPIC, None, None)
+
+        def pull_all() -> int:
+            pulled = 0
+            for r in ranges:
+                offset = r.start
+                while offset < r.end:
+                    requests = [(o, MAX_PULL) for o in range(offset, min(r.end, offset + PULLS_IN_FLIGHT * MAX_PULL), MAX_PULL)]
+                    answers = link.answers(link.send_pulls(r.addr, r.mq, requests, sub))
+                    pulled += sum(len(body) for _, _, body in answers)
+                    offset = answers[-1][1]
+            return pulled
+        seconds, _ = _best(pull_all, passes)
+    ceiling = round(count / seconds)
+    _row("pull_ceiling", ceiling, messages=count, seconds=round(seconds, 2))
+    seconds, n = _best(lambda: sum(b.num_rows for r in ranges for b in read_range(r, "spark-bench", namesrv)), passes)
+    assert n == count, n
+    _row("worker_read", count / seconds, messages=count, seconds=round(seconds, 2),
+         floor=FLOOR_READ_PER_WORKER, pull_ceiling=ceiling)
+    return ceiling
 
 
 def _stream_read(spark, namesrv: str, count: int, stream_count: int, passes: int, workdir: str) -> None:
@@ -189,7 +237,9 @@ def main() -> None:
             _row("load", rate, "msg/s", messages=loaded, batch=LOAD_BATCH, in_flight=LOAD_IN_FLIGHT)
         from rocketport.pipeline.session import local_session
 
+        started = time.perf_counter()
         spark = local_session("spark-bench", **{"spark.driver.memory": "1g", "spark.ui.showConsoleProgress": "false"})
+        _row("session_start", time.perf_counter() - started, "s")
         try:
             run(spark, namesrv, args, workdir, set(args.only.split(",")))
         finally:
