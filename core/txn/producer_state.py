@@ -166,14 +166,15 @@ class ProducerStateTable:
             return SequenceCheck.FENCED, -1
         if epoch > entry.epoch:  # a bumped epoch starts its sequences again
             return (SequenceCheck.ACCEPT if first_seq == 0 else SequenceCheck.OUT_OF_ORDER), -1
+        batches = entry.batches
+        expected = batches[-1].last_seq + 1
+        if first_seq == expected or (expected > _INT32_MAX and first_seq == 0):
+            return SequenceCheck.ACCEPT, -1  # the next batch: no earlier one can be the same
         last_seq = _last_seq(first_seq, count)
-        for b in entry.batches:
+        for b in batches:
             if b.first_seq == first_seq and b.last_seq == last_seq:
                 return SequenceCheck.DUPLICATE, b.base_offset
-        expected = entry.batches[-1].last_seq + 1
-        if first_seq != (0 if expected > _INT32_MAX else expected):
-            return SequenceCheck.OUT_OF_ORDER, -1
-        return SequenceCheck.ACCEPT, -1
+        return SequenceCheck.OUT_OF_ORDER, -1
 
     # ------------------------------------------------------------------ snapshots
     def snapshot(self) -> dict[str, Any]:
