@@ -4,6 +4,7 @@ live group), consumeTimeout, PULL_MAX_IDLE and the pool of concurrent listener c
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections import Counter
 
@@ -41,8 +42,19 @@ async def until_committed(namesrv: str, group: str, queue, offset: int) -> None:
             await asyncio.sleep(0.05)
 
 
-@pytest.mark.parametrize("orderly", [False, True])
-def test_reset_by_time_rewinds_a_live_consumer(broker, orderly):
+async def reset_with_cli(namesrv: str, group: str, topic: str, timestamp_ms: int) -> None:
+    """`rocketport admin resetOffsetByTime`, as an operator runs it."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "rocketport", "admin", "resetOffsetByTime", "-n", namesrv,
+        "-g", group, "-t", topic, "-s", str(timestamp_ms),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, out + err
+
+
+@pytest.mark.parametrize("orderly, via", [(False, "AdminClient"), (True, "AdminClient"),
+                                          (False, "cli")])
+def test_reset_by_time_rewinds_a_live_consumer(broker, orderly, via):
     """resetOffsetByTime on a live group: the broker pushes RESET_CONSUMER_CLIENT_OFFSET,
     the consumer drops what it holds, commits the reset offset (not its old position) and
     receives again from there; the committed offset then ends at the end."""
@@ -76,8 +88,11 @@ def test_reset_by_time_rewinds_a_live_consumer(broker, orderly):
         await wait_for(lambda: len(got) == 10)
         await until_committed(broker.namesrv, "RewindGroup", queue, 10)
 
-        async with AdminClient(broker.namesrv) as admin:
-            await admin.reset_offset_by_time("RewindGroup", "Rewind", reset_ms / 1000)
+        if via == "cli":
+            await reset_with_cli(broker.namesrv, "RewindGroup", "Rewind", reset_ms)
+        else:
+            async with AdminClient(broker.namesrv) as admin:
+                await admin.reset_offset_by_time("RewindGroup", "Rewind", reset_ms / 1000)
         await asyncio.wait_for(redelivered.wait(), 20)
         # the consumer committed the reset point, not its old position 10, over the reset
         assert await committed(broker.namesrv, "RewindGroup", queue) == 5
