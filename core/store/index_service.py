@@ -17,8 +17,10 @@ builder 1%) from falling behind for good: the work is owed either way, and defer
 only makes lookups miss.
 Keys indexed per message: ``topic#KEYS`` (each key), ``topic#UNIQ_KEY`` and ``topic#DEDUP_KEY``
 (what the producer dedup window recalls after a restart, core/dedup.py); the records of
-an inner batch are indexed by their Kafka key (their KEYS, see core.batch.messages), read
-without decoding the records, from the payload the one expander holds
+an inner batch are indexed by their Kafka key (their KEYS, see core.batch.messages), and by
+a UNIQ_KEY header where a batch's payload names one (decoded once, see
+`_index_unique_headers`); the keys are read without decoding the records, from the payload
+the one expander holds
 (core.store.inner_batch: a compressed batch is decompressed once for the index and every
 reader); a batch of keyless records with equal-size values (what most keyless producers
 send) is recognised in one regular-expression pass instead (record_batch.all_keyless),
@@ -47,12 +49,19 @@ from zlib import crc32
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..batch.record_batch import ATTR_CONTROL, CorruptBatch, all_keyless, record_keys
+from ..batch.record_batch import (
+    ATTR_CONTROL,
+    CorruptBatch,
+    all_keyless,
+    iter_payload_records,
+    record_keys,
+)
 from ..message import (
     INNER_BATCH_FLAG,
     KEY_SEPARATOR,
     PROPERTY_DEDUP_KEY,
     PROPERTY_KEYS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     UNIQ_KEY_NEEDLES,
     property_bytes,
     property_needles,
@@ -81,6 +90,7 @@ log = logging.getLogger(__name__)
 
 _KEYS_NEEDLES = property_needles(PROPERTY_KEYS)
 _DEDUP_NEEDLES = property_needles(PROPERTY_DEDUP_KEY)
+_UNIQ_HEADER = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()  # a record header's name, in a payload
 _KEY_SEPARATOR = KEY_SEPARATOR.encode()
 PREFIX_CACHE = 4096  # topics whose ``topic#`` key prefix is kept
 KEYLESS_SPANS = 4096  # keyless log ranges remembered ahead of the walk
@@ -297,6 +307,8 @@ class IndexService:
                 log.error("cannot index batch at %d: %s", phys, exc)
                 return 1, True
             left, data = batch.count, batch.payload
+            if _UNIQ_HEADER in data:  # one search: most batches carry no such header
+                self._index_unique_headers(data, left, phys, info)
             if left <= UNIFORM_CHECK_MAX and all_keyless(data):  # nothing to index: no keys
                 return left, True
             pos = 0
@@ -320,6 +332,20 @@ class IndexService:
         if left:
             self._open = _OpenBatch(phys, data, pos, left)
         return max(n, 1), not left
+
+    def _index_unique_headers(self, data: bytes, count: int, phys: int, info) -> None:
+        """``topic#UNIQ_KEY`` for each record of a batch with a UNIQ_KEY header (a producer
+        naming its messages as RocketMQ clients do), so `message_by_unique_key` finds the
+        records of a batch as it finds single messages. Decodes the batch's records, once,
+        when it is first opened (the search that sends a batch here is a false hint at worst)."""
+        prefix, ts = self._prefix(info.topic.encode("utf-8", "surrogateescape")), info.store_timestamp
+        try:
+            for record in iter_payload_records(data, count):
+                for name, value in record.headers:
+                    if name == PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX and value:
+                        self._put(prefix + value, phys, ts)
+        except CorruptBatch as exc:
+            log.error("cannot index batch at %d: %s", phys, exc)
 
     def _index_record(self, view: memoryview, pos: int, phys: int) -> None:
         """``topic#key`` for each of a plain record's KEYS, ``topic#UNIQ_KEY`` and
