@@ -218,6 +218,21 @@ class BrokerConfig:
             raise InvalidConfig(_locate(problems, sources or {}))
         return cls(**kwargs, inert_keys=inert)
 
+    def update_live(self, changes: Mapping[str, Any]) -> dict[str, str]:
+        """Apply RocketMQ-named ``changes`` to this running config (UPDATE_BROKER_CONFIG):
+        only keys in LIVE_KEYS, which the broker reads where it uses them; every value is
+        checked as a file's would be. All or nothing: an InvalidConfig names each problem.
+        Returns the changes as applied, by key, as text."""
+        problems = [f"{key}: needs a restart (it is read when the broker starts)" if key in _ALL_KEYS
+                    else _unknown(key, _ALL_KEYS) for key in changes if key not in LIVE_KEYS]
+        if problems:
+            raise InvalidConfig(problems)
+        checked = BrokerConfig.from_mapping({**self.as_properties(), **changes})
+        by_key = {key_of(f): f for f in _settable_fields()}
+        for key in changes:
+            setattr(self, by_key[key].name, getattr(checked, by_key[key].name))
+        return {key: self.as_properties()[key] for key in changes}
+
     def with_overrides(self, **changes: Any) -> "BrokerConfig":
         return dataclasses.replace(self, **changes)
 
@@ -314,6 +329,10 @@ _ALL_KEYS = tuple(key_of(f) for f in _settable_fields() if f.name not in _PROTOC
     + tuple(f"{section}.{sub}" for section in sorted(_PROTOCOL_FIELDS) for sub in _section_keys(section)) \
     + tuple(sorted(_PROTOCOL_FIELDS)) + tuple(INERT_KEYS)
 
+
+# keys UPDATE_BROKER_CONFIG may change while the broker runs: each is read where it is used
+LIVE_KEYS = frozenset({"autoCreateTopicEnable", "autoCreateSubscriptionGroup", "defaultTopicQueueNums",
+                       "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio"})
 
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}

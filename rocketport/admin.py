@@ -445,6 +445,52 @@ async def get_broker_config(args: argparse.Namespace, out: Report) -> None:
                  ((addr, *line.partition("=")[::2]) for line in sorted(body.splitlines())))
 
 
+async def update_broker_config(args: argparse.Namespace, out: Report) -> None:
+    for addr in await _target_brokers(args):
+        await _invoke(addr, request(RequestCode.UPDATE_BROKER_CONFIG, {}, f"{args.key}={args.value}\n".encode()))
+        out.say(f"update broker config success, {addr}", broker=addr, key=args.key, value=args.value)
+
+
+async def _broker_operation(args: argparse.Namespace, out: Report, code: RequestCode, what: str) -> None:
+    for addr in await _target_brokers(args):
+        await _invoke(addr, request(code))
+        out.say(f"{what} on {addr} success.", broker=addr)
+
+
+async def clean_expired_cq(args: argparse.Namespace, out: Report) -> None:
+    await _broker_operation(args, out, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, "clean expired consume queues")
+
+
+async def clean_unused_topic(args: argparse.Namespace, out: Report) -> None:
+    await _broker_operation(args, out, RequestCode.CLEAN_UNUSED_TOPIC, "clean unused topics")
+
+
+async def delete_expired_commit_log(args: argparse.Namespace, out: Report) -> None:
+    await _broker_operation(args, out, RequestCode.DELETE_EXPIRED_COMMITLOG, "delete expired commit log")
+
+
+async def broker_consume_stats(args: argparse.Namespace, out: Report) -> None:
+    """Every group's lag per queue on each broker (GET_BROKER_CONSUME_STATS), queues whose
+    lag is at least -l."""
+    columns = ("broker", "group", "topic", "queueId", "brokerOffset", "consumerOffset", "diff", "lastTime")
+    out.rows("queues", columns, title="consume stats")
+    total = 0
+    for addr in await _target_brokers(args):
+        resp = await _invoke(addr, request(RequestCode.GET_BROKER_CONSUME_STATS,
+                                           {"isOrder": "true" if args.order else "false"}))
+        stats = mq_tables.loads(resp.body)
+        for by_group in stats.get("consumeStatsList", []):
+            for group, per_topic in sorted(by_group.items()):
+                for consume in per_topic:
+                    for mq, o in sorted(consume.get("offsetTable", {}).items()):
+                        diff = o["brokerOffset"] - o["consumerOffset"]
+                        if diff >= args.diff_level:
+                            out.rows("queues", columns, [(addr, group, mq.topic, mq.queue_id, o["brokerOffset"],
+                                                          o["consumerOffset"], diff, _ms(o.get("lastTimestamp", 0)))])
+        total += stats.get("totalDiff", 0)
+    out.total("diffTotal", total, "Diff Total")
+
+
 async def _amqp_view(addr: str) -> dict[str, Any]:
     resp = await _invoke(addr, request(RequestCode.GET_FRONTEND_VIEW, {"name": "amqp"}))
     return orjson.loads(bytes(resp.body))
@@ -1007,6 +1053,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = verb("producerConnection", producer_connection, "a group's online producers")
     p.add_argument("-g", "--group", required=True)
     p.add_argument("-t", "--topic")
+    target(p)
+    p = verb("updateBrokerConfig", update_broker_config, "change a broker setting while it runs (persisted)")
+    p.add_argument("-k", "--key", required=True)
+    p.add_argument("-v", "--value", required=True)
+    target(p)
+    target(verb("cleanExpiredCQ", clean_expired_cq, "delete ConsumeQueue files the CommitLog no longer backs"))
+    target(verb("cleanUnusedTopic", clean_unused_topic, "delete ConsumeQueues of topics with no config"))
+    target(verb("deleteExpiredCommitLog", delete_expired_commit_log,
+                "delete CommitLog segments past fileReservedTime now"))
+    p = verb("brokerConsumeStats", broker_consume_stats, "every group's lag per queue on a broker")
+    p.add_argument("-l", "--diff-level", type=int, default=0, help="only queues lagging at least this much")
+    p.add_argument("-o", "--order", type=_flag, default=False, help="isOrder")
     target(p)
     p = verb("printMsgByQueue", print_msg_by_queue, "print one queue's messages in a time range")
     p.add_argument("-t", "--topic", required=True)

@@ -14,6 +14,7 @@ import yaml
 
 from rocketport.core.config import BrokerConfig
 from rocketport.core.errors import ConfigError
+from rocketport.core.live_config import live_config_path, read_live_config
 
 
 def parse_properties(text: str) -> dict[str, Any]:
@@ -53,8 +54,9 @@ OVERRIDES = "--set"  # how problems in overrides are labelled
 
 
 def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> BrokerConfig:
-    """Load ``path`` (YAML or .properties) and apply ``overrides`` (RocketMQ key names,
-    dotted for a section: ``kafka.port``); an override wins over the file. A ConfigError
+    """Load ``path`` (YAML or .properties), then the settings updateBrokerConfig changed
+    while a broker ran on this store, then ``overrides`` (RocketMQ key names, dotted for a
+    section: ``kafka.port``); a later one wins. A ConfigError
     lists every problem of both, one line each, behind the file's path or "--set"."""
     values: dict[str, Any] = {}
     if path:
@@ -77,6 +79,11 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Br
             values = {str(k): v for k, v in loaded.items()}
     sources = {key: path for key in values} if path else {}
     overrides = overrides or {}
+    root = overrides.get("storePathRootDir", values.get("storePathRootDir", BrokerConfig().store_path_root_dir))
+    live_path = live_config_path(str(root))
+    for key, value in read_live_config(live_path).items():  # updateBrokerConfig's, over the file
+        values[key] = value
+        sources[key] = live_path
     for key in overrides:  # an override's key moves to the end: applied after the file
         values.pop(key, None)
         sources[key] = OVERRIDES

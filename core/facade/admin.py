@@ -17,11 +17,13 @@ path. These methods never put a message.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from ..config import BrokerConfig
+from ..live_config import live_config_path, read_live_config
 from ..consumer.groups import ConsumerManager
 from ..consumer.long_polling import PullWaiters
 from ..errors import InvalidMessage, MessageNotFound, TopicNotFound
@@ -30,9 +32,14 @@ from ..message_id import decode_offset_msg_id
 from ..metadata.groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from ..metadata.offsets import ConsumerOffsetManager
 from ..metadata.topics import PERM_RW, TopicConfig, TopicConfigManager
+from ..store.checkpoint import write_atomically
 from ..store.message_store import MessageStore
 from ..txn.coordinator import TxnCoordinator
 from ..txn.producer_state import ProducerStateTable
+
+# topics the broker keeps for itself: never "unused", whether or not a config names them
+_SYSTEM_TOPIC_PREFIXES: Final = ("SCHEDULE_TOPIC_", "RMQ_SYS_", "%RETRY%", "%DLQ%")
+
 
 @dataclass(slots=True)
 class BrokerStats:
@@ -204,6 +211,51 @@ class AdminRole:
             disk_usage_ratio=s.disk_usage_ratio())
 
     # ---------------------------------------------------------------- front-end views
+    # ---------------------------------------------------------------- operations (mqadmin)
+    def update_config(self, changes: dict[str, str]) -> dict[str, str]:
+        """updateBrokerConfig: the live keys changed at once and persisted, so they also
+        hold after a restart (rocketport.config_file reads them back between the file and
+        --set). Keys read only at start-up are refused, naming each (InvalidConfig)."""
+        applied = self.config.update_live(changes)
+        path = live_config_path(self.config.store_path_root_dir)
+        kept = read_live_config(path)
+        kept.update(applied)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_atomically(path, "".join(f"{k}={v}\n" for k, v in sorted(kept.items())).encode())
+        return applied
+
+    def delete_expired_commit_log(self) -> int:
+        """deleteExpiredCommitLog: CommitLog segments past fileReservedTime go now rather
+        than at the deleteWhen hour; how many went."""
+        return self.store.delete_expired_files(force=True)
+
+    def unused_topics(self) -> list[str]:
+        """Topics whose ConsumeQueues are on disk without a topic config (a config file
+        restored from before they were created, say); the system's own topics aside."""
+        known = self.topics.table
+        return sorted({t for t, _ in self.store.consume_queues
+                       if t not in known and not t.startswith(_SYSTEM_TOPIC_PREFIXES)})
+
+    def clean_unused_topics(self) -> list[str]:
+        """cleanUnusedTopic: the ConsumeQueues of `unused_topics` deleted; their names."""
+        gone = self.unused_topics()
+        for topic in gone:
+            self.store.delete_topic(topic)
+        return gone
+
+    def clean_expired_consume_queues(self) -> int:
+        """cleanExpiredCQ: ConsumeQueue files whose every entry points before the CommitLog's
+        first record, and the queues of unused topics that hold nothing readable any more;
+        how many files and queues went."""
+        cl_min = self.store.commitlog.min_offset
+        n = sum(cq.delete_expired(cl_min) for cq in list(self.store.consume_queues.values()))
+        for topic in self.unused_topics():
+            queues = [cq for (t, _), cq in self.store.consume_queues.items() if t == topic]
+            if all(cq.max_physical_end <= cl_min for cq in queues):
+                self.store.delete_topic(topic)
+                n += len(queues)
+        return n
+
     def register_view(self, name: str, snapshot: Callable[[], Any]) -> None:
         """``snapshot()`` returns front-end state as JSON-able data, read on demand."""
         self._views[name] = snapshot

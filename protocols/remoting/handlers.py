@@ -55,6 +55,7 @@ from .headers import (
 )
 from .lenient_json import loads_lenient
 from .mq_tables import MessageQueueKey as QueueKey, encode_body as encode_mq_body
+from .operations import BrokerOperations, consume_stats_table
 from .records import message_ext_record, pull_body
 from .send_lane import SEND_FIXED, SendLane
 from .session import RemotingSession
@@ -146,6 +147,7 @@ class BrokerHandlers:
             RequestCode.CLONE_GROUP_OFFSET: self.clone_group_offset,
             RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
             RequestCode.GET_FRONTEND_VIEW: self.get_frontend_view,
+            **BrokerOperations(broker, self.broker_addr).routes(),
         }
 
     # ------------------------------------------------------------------ dispatch
@@ -520,31 +522,15 @@ class BrokerHandlers:
 
     async def get_consume_stats(self, session: RemotingSession,
                                 request: RemotingCommand) -> RemotingCommand:
-        """ConsumeStats: broker and consumer offset per queue of the group's topics (one
-        topic when the header names it), as mqadmin consumerProgress reads them, with the
-        metadata a Kafka consumer committed with the offset, if any."""
+        """ConsumeStats as mqadmin consumerProgress reads them (operations.consume_stats_table)."""
         h = decode_header(headers.GetConsumeStatsRequestHeader, request.ext_fields)
-        broker, name, group = self.broker, self.config.broker_name, h.consumer_group
-        topics = [h.topic] if h.topic else sorted(broker.group_offsets(group))
-        table = {}
-        for topic in topics:
-            cfg = broker.get_topic(topic)
-            if cfg is None:
-                continue
-            for q in range(cfg.read_queue_nums):
-                entry = table[QueueKey(topic, name, q)] = {
-                    "brokerOffset": broker.max_offset(topic, q),
-                    "consumerOffset": max(broker.query_offset(group, topic, q), 0),
-                    "lastTimestamp": broker.last_store_timestamp(topic, q)}
-                metadata = broker.query_offset_metadata(group, topic, q)
-                if metadata:  # a Kafka commit's metadata; RocketMQ's readers ignore the field
-                    entry["metadata"] = metadata
+        table = consume_stats_table(self.broker, h.consumer_group, h.topic)
         return make_response(request, ResponseCode.SUCCESS,
                              body=encode_mq_body({"consumeTps": 0.0}, {"offsetTable": table}))
 
     async def get_broker_config(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
         """The settings as Java properties text (mqadmin getBrokerConfig), with the
-        `version` header RocketMQ's client requires; read-only (25 is not served)."""
+        `version` header RocketMQ's client requires (25 changes it: operations.py)."""
         text = "".join(f"{k}={v}\n" for k, v in self.config.as_properties().items())
         version = orjson.dumps({"counter": 0, "timestamp": self._started_ms}).decode()
         return make_response(request, ResponseCode.SUCCESS, ext_fields={"version": version},

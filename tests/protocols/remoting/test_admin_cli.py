@@ -381,3 +381,65 @@ def test_a_standalone_name_servers_kv_config_survives_its_restart(tmp_path):
         proc.terminate()
         proc.wait(30)
     assert orjson.loads(kv.read_text()) == {"configTable": {}}
+
+
+def test_broker_consume_stats_lists_every_groups_lag(live_broker):
+    admin(live_broker, "updateTopic", "-t", "StatsTopic", "-r", "1", "-w", "1")
+    for body in ("a", "b", "c"):
+        admin(live_broker, "sendMessage", "-t", "StatsTopic", "-p", body)
+    admin(live_broker, "updateSubGroup", "-g", "StatsGroup")
+    admin(live_broker, "resetOffsetByTime", "-g", "StatsGroup", "-t", "StatsTopic", "-s", "0")
+    stats = _json(live_broker, "brokerConsumeStats")
+    rows = [r for r in stats["queues"] if r["group"] == "StatsGroup"]
+    assert [(r["topic"], r["queueId"], r["brokerOffset"], r["consumerOffset"], r["diff"]) for r in rows] \
+        == [("StatsTopic", 0, 3, 0, 3)]
+    assert stats["diffTotal"] >= 3
+    assert not [r for r in _json(live_broker, "brokerConsumeStats", "-l", "4")["queues"]
+                if r["group"] == "StatsGroup"]
+
+
+def _broker_process(root, *settings: str) -> tuple[subprocess.Popen, str]:
+    from tests.support.processes import start_broker, wait_ready
+    proc = start_broker(root, "listenPort=0", "namesrv.port=0", "kafka.port=0", *settings)
+    seen = wait_ready(proc)
+    return proc, re.search(r"name server listening on (\S+)", seen).group(1)
+
+
+def test_store_maintenance_verbs_and_a_live_config_change_that_survives_a_restart(tmp_path):
+    from tests.support.processes import stop
+    root = tmp_path / "store"
+    small = ("mappedFileSizeCommitLog=65536", "mappedFileSizeConsumeQueue=320")
+    proc, namesrv = _broker_process(root, *small)
+    try:
+        for topic in ("Keep", "Gone"):
+            assert run_cli("updateTopic", "-n", namesrv, "-t", topic, "-r", "1", "-w", "1").returncode == 0
+        sent = run_cli("checkMsgSendRT", "-n", namesrv, "-t", "Keep", "-a", "40", "-s", "4096")
+        assert sent.returncode == 0, sent.stderr
+        assert run_cli("sendMessage", "-n", namesrv, "-t", "Gone", "-p", "x").returncode == 0
+        refused = run_cli("updateBrokerConfig", "-n", namesrv, "-k", "listenPort", "-v", "1")
+        assert refused.returncode == 1 and "listenPort: needs a restart" in refused.stderr
+        changed = run_cli("updateBrokerConfig", "-n", namesrv, "-k", "fileReservedTime", "-v", "0")
+        assert changed.returncode == 0, changed.stderr
+        queue_files = sorted((root / "consumequeue" / "Keep" / "0").iterdir())
+        assert len(queue_files) == 3
+        assert run_cli("deleteExpiredCommitLog", "-n", namesrv).returncode == 0
+        status = orjson.loads(run_cli("topicStatus", "-n", namesrv, "-t", "Keep", "--output", "json").stdout)
+        assert status[0]["minOffset"] > 0 and status[0]["maxOffset"] == 40, status
+        assert run_cli("cleanExpiredCQ", "-n", namesrv).returncode == 0
+        assert len(list((root / "consumequeue" / "Keep" / "0").iterdir())) < len(queue_files)
+    finally:
+        stop(proc)
+    topics = orjson.loads((root / "config" / "topics.json").read_bytes())
+    del topics["topicConfigTable"]["Gone"]  # a config restored from before the topic existed
+    (root / "config" / "topics.json").write_bytes(orjson.dumps(topics))
+    proc, namesrv = _broker_process(root, *small)
+    try:
+        config = {r["key"]: r["value"] for r in orjson.loads(
+            run_cli("getBrokerConfig", "-n", namesrv, "--output", "json").stdout)}
+        assert config["fileReservedTime"] == "0"  # updateBrokerConfig's change outlived the broker
+        assert (root / "consumequeue" / "Gone").is_dir()
+        assert run_cli("cleanUnusedTopic", "-n", namesrv).returncode == 0
+        assert not (root / "consumequeue" / "Gone").exists()
+        assert (root / "consumequeue" / "Keep").is_dir()
+    finally:
+        stop(proc)
