@@ -9,12 +9,15 @@ handles requests.
 
 from __future__ import annotations
 
+import os
+
 from rocketport.core.auth.plain_acl import PlainAcl
 from rocketport.core.broker import Broker
 
 from ..frontend import ListenerFrontEnd
 from .acl_hook import AclCheckedHandlers
 from .handlers import BrokerHandlers
+from .kv_config import KVConfig, NamesrvSettings
 from .namesrv import BrokerRegistrar, LocalRoutes, NameServerHandlers
 from .session import RemotingListener
 
@@ -39,7 +42,11 @@ class RemotingFrontEnd(ListenerFrontEnd):
         if addrs:
             self.registrar = BrokerRegistrar(broker, self.broker_addr, addrs)
         elif config.namesrv.enabled:
-            self.namesrv_handlers = NameServerHandlers(LocalRoutes(broker, self.broker_addr))
+            kv_path = os.path.join(config.store_path_root_dir, "config", "kvConfig.json")
+            kv = KVConfig(kv_path)
+            kv.load()
+            self.namesrv_handlers = NameServerHandlers(LocalRoutes(broker, self.broker_addr), kv,
+                                                       NamesrvSettings(config.namesrv.port, kv_path))
             self.namesrv_listener = RemotingListener(self.namesrv_handlers, config.namesrv.host,
                                                      config.namesrv.port, role="name server",
                                                      limits=limits)
