@@ -187,7 +187,11 @@ class PushConsumer:
             self._service.start()
         if self.orderly:
             self.runtime.spawn(20.0, self._lock_all)
-        await self.rebalance()
+        try:
+            await self.rebalance()
+        except BaseException:
+            await self.shutdown()  # no task left behind by a start that failed
+            raise
         self._rebalancer = asyncio.create_task(self._rebalance_loop())
 
     async def shutdown(self) -> None:
@@ -377,7 +381,12 @@ class PushConsumer:
                 self._offsets.update(mq, offset)
         task = asyncio.create_task(self._reset_offset(offsets))
         self._resets.add(task)
-        task.add_done_callback(self._resets.discard)
+        task.add_done_callback(self._reset_done)
+
+    def _reset_done(self, task: asyncio.Task[None]) -> None:
+        self._resets.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("reset of %s failed", self.group, exc_info=task.exception())
 
     async def _reset_offset(self, offsets: dict[MessageQueue, int]) -> None:
         """As the Java client's resetOffset: drop the held queues' process queues, set and
