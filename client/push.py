@@ -17,7 +17,8 @@ a message that cannot be sent back is retried here.
 A reset the broker pushes (RESET_CONSUMER_CLIENT_OFFSET, from mqadmin resetOffsetByTime)
 drops the named queues' work, commits the new offsets and pulls again from them, so the
 old position is never committed over the reset. A queue not pulled for `pull_max_idle_s`
-(a puller that stopped) is dropped and taken again at the next rebalance. Offsets are
+(a puller that stopped) is dropped by the next rebalance, which takes it again at once
+with a new puller (as RebalanceImpl does with an expired ProcessQueue). Offsets are
 committed every 5 s and on shutdown; heartbeats carry the subscriptions; shutdown
 unregisters.
 """
