@@ -377,9 +377,23 @@ async def delete_topic(args: argparse.Namespace, out: Report) -> None:
 
 
 async def topic_list(args: argparse.Namespace, out: Report) -> None:
+    """Topic names; with -c each topic's cluster and consumer groups (as mqadmin topicList -c)."""
     resp = await _ask_namesrv(args, lambda: request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
     topics = bodies.decode_body(bodies.TopicList, resp.body).topic_list
-    out.rows("topics", ("topic",), ((t,) for t in topics))
+    if not args.clusters:
+        out.rows("topics", ("topic",), ((t,) for t in topics))
+        return
+    columns = ("cluster", "topic", "consumerGroup")
+    out.rows("topics", columns)
+    for topic in topics:
+        route = await _route_if_known(args, topic)
+        for data in route.broker_datas if route else ():
+            addr = data.broker_addrs.get(0)
+            if not addr:
+                continue
+            who = await _invoke(addr, request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}))
+            groups = orjson.loads(bytes(who.body)).get("groupList", []) or [""]
+            out.rows("topics", columns, ((data.cluster, topic, g) for g in sorted(groups)))
 
 
 async def topic_route(args: argparse.Namespace, out: Report) -> None:
@@ -645,18 +659,29 @@ def _int(text: str | None) -> int | None:
 
 
 async def consume_message(args: argparse.Namespace, out: Report) -> None:
+    """Messages from each queue's start, or from -o / -s on the queues -b / -i pick, up to -e."""
     route = await _route(args, args.topic)
     messages: list[MessageExt] = []
+    end_ms = _timestamp(args.end) if args.end else None
     for q in route.queue_datas:
+        if args.broker_name and q.broker_name != args.broker_name:
+            continue
         addr = _master(route, q.broker_name)
-        for qid in range(q.read_queue_nums):
+        for qid in range(q.read_queue_nums) if args.queue_id is None else (args.queue_id,):
             if len(messages) >= args.count:
                 break
             f = {"topic": args.topic, "queueId": str(qid)}
-            offset = int((await _invoke(addr, request(RequestCode.GET_MIN_OFFSET, f))).ext_fields["offset"])
+            if args.offset is not None:
+                offset = args.offset
+            elif args.begin:
+                offset = int((await _invoke(addr, request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {
+                    **f, "timestamp": str(_timestamp(args.begin))}))).ext_fields["offset"])
+            else:
+                offset = int((await _invoke(addr, request(RequestCode.GET_MIN_OFFSET, f))).ext_fields["offset"])
             resp = await _pull(addr, args.topic, qid, offset, args.count - len(messages), args.group)
             if resp.code == ResponseCode.SUCCESS:
-                messages += decode_message_ext_records(resp.body)
+                messages += [m for m in decode_message_ext_records(resp.body)
+                             if end_ms is None or m.store_timestamp <= end_ms]
     out.rows("messages", MESSAGE_COLUMNS, map(_message_row, messages),
              title=f"{len(messages)} message(s) of {args.topic}")
 
@@ -710,7 +735,7 @@ async def reset_offset_by_time(args: argparse.Namespace, out: Report) -> None:
             continue
         resp = await _invoke(addr, request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {
             "topic": args.topic, "group": args.group, "timestamp": str(_timestamp(args.timestamp)),
-            "isForce": "true"}))
+            "isForce": "true" if args.force else "false"}))
         out.rows("offsets", columns, ((mq.broker_name, mq.queue_id, offset) for mq, offset
                                       in sorted(mq_tables.loads(resp.body).get("offsetTable", {}).items())))
 
@@ -750,15 +775,20 @@ async def _queue_messages(addr: str, topic: str, queue_id: int, begin: str | Non
 
 
 async def print_msg(args: argparse.Namespace, out: Report) -> None:
+    """mqadmin printMsg: -s a tag expression (``TagA || TagB``, ``*``), -d false leaves
+    bodies out, -c the charset bodies are decoded with."""
     route = await _route(args, args.topic)
+    tags = None if args.sub_expression.strip() == "*" else {t.strip() for t in args.sub_expression.split("||")}
     messages: list[MessageExt] = []
     for q in route.queue_datas:
         addr = _master(route, q.broker_name)
         for qid in range(q.read_queue_nums):
-            messages += await _queue_messages(addr, args.topic, qid, args.begin, args.end,
-                                              args.limit - len(messages))
-    out.rows("messages", MESSAGE_COLUMNS, map(_message_row, messages),
-             title=f"{len(messages)} message(s) of {args.topic}")
+            messages += [m for m in await _queue_messages(addr, args.topic, qid, args.begin, args.end,
+                                                          args.limit - len(messages))
+                         if tags is None or m.tags in tags]
+    rows = [(*_message_row(m)[:-1], m.body.decode(args.charset, "replace") if args.print_body else "")
+            for m in messages]
+    out.rows("messages", MESSAGE_COLUMNS, rows, title=f"{len(messages)} message(s) of {args.topic}")
 
 
 async def print_msg_by_queue(args: argparse.Namespace, out: Report) -> None:
@@ -984,7 +1014,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = verb("deleteTopic", delete_topic, "delete a topic from brokers")
     p.add_argument("-t", "--topic", required=True)
     target(p)
-    verb("topicList", topic_list, "list topics the name server knows")
+    verb("topicList", topic_list, "list topics the name server knows").add_argument(
+        "-c", "--clusters", action="store_true", help="with each topic's cluster and consumer groups")
     verb("topicRoute", topic_route, "print a topic's route (JSON)").add_argument("-t", "--topic", required=True)
     verb("topicStatus", topic_status, "min/max offset per queue").add_argument("-t", "--topic", required=True)
     verb("clusterList", cluster_list, "brokers per cluster with their counters")
@@ -1034,15 +1065,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-t", "--topic", required=True)
     p.add_argument("-g", "--group", default="TOOLS_CONSUMER")
     p.add_argument("-c", "--count", type=int, default=16)
+    p.add_argument("-b", "--broker-name", help="only this broker's queues")
+    p.add_argument("-i", "--queue-id", type=int, help="only this queue")
+    p.add_argument("-o", "--offset", type=int, help="start at this queue offset")
+    p.add_argument("-s", "--begin", help="start at this store time (ms or yyyy-MM-dd#HH:mm:ss:SSS)")
+    p.add_argument("-e", "--end", help="no message stored after this time")
     p = verb("printMsg", print_msg, "print messages stored in a time range")
     p.add_argument("-t", "--topic", required=True)
     p.add_argument("-b", "--begin", help="begin timestamp (ms or yyyy-MM-dd#HH:mm:ss:SSS)")
     p.add_argument("-e", "--end", help="end timestamp")
     p.add_argument("-l", "--limit", type=int, default=256)
+    p.add_argument("-s", "--sub-expression", default="*", help="tags: TagA || TagB, or *")
+    p.add_argument("-d", "--print-body", type=_flag, default=True, help="false: no bodies")
+    p.add_argument("-c", "--charset", default="utf-8", help="the bodies' character set")
     p = verb("resetOffsetByTime", reset_offset_by_time, "commit a group's offsets at a time")
     p.add_argument("-g", "--group", required=True)
     p.add_argument("-t", "--topic", required=True)
     p.add_argument("-s", "--timestamp", required=True, help="ms, yyyy-MM-dd#HH:mm:ss:SSS or now")
+    p.add_argument("-f", "--force", type=_flag, default=True,
+                   help="false: a queue whose committed offset is already before the time keeps it")
+    p.add_argument("-c", "--cplus", action="store_true",
+                   help="mqadmin's flag for C++ clients; the broker pushes the reset to every client alike")
     p = verb("cloneGroupOffset", clone_group_offset, "copy a group's offsets to another group")
     p.add_argument("-s", "--src-group", required=True)
     p.add_argument("-d", "--dest-group", required=True)

@@ -200,6 +200,12 @@ class ConsumeRole:
         """Commit ``offset``; ``metadata`` (Kafka's commit metadata) is kept with it."""
         self.offsets.commit(group, topic, queue_id, offset, metadata)
 
+    async def offsets_durable(self) -> None:
+        """Return once every offset committed before this call is on disk (one save for
+        every caller meanwhile), for a protocol whose commit is answered only then (Kafka's
+        OffsetCommit); OSError when the offsets file cannot be written."""
+        await self.offsets.durable()
+
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         return self.offsets.query(group, topic, queue_id)
 
@@ -225,15 +231,21 @@ class ConsumeRole:
             copied.append(name)
         return copied
 
-    def reset_offsets_by_timestamp(self, group: str, topic: str, timestamp_ms: int) -> dict[int, int]:
+    def reset_offsets_by_timestamp(self, group: str, topic: str, timestamp_ms: int,
+                                   force: bool = True) -> dict[int, int]:
         """mqadmin resetOffsetByTime: commit, for every queue of ``topic``, the first offset
-        stored at or after ``timestamp_ms``; returns the new offsets."""
+        stored at or after ``timestamp_ms``; returns the new offsets. Without ``force`` a
+        queue moves only back (RocketMQ's isForce=false: a committed offset already before
+        that point stays)."""
         cfg = self.topics.get(topic)
         if cfg is None:
             raise TopicNotFound(topic)
         result = {}
         for queue_id in range(cfg.read_queue_nums):
             offset = self.store.offset_by_timestamp(topic, queue_id, timestamp_ms)
+            committed = self.offsets.query(group, topic, queue_id)
+            if not force and 0 <= committed < offset:
+                offset = committed
             self.offsets.commit(group, topic, queue_id, offset)
             result[queue_id] = offset
         return result

@@ -497,7 +497,7 @@ class BrokerHandlers:
         which move to them at once instead of committing their old positions over them.
         Both bodies are RocketMQ's ResetOffsetBody (offsets keyed by MessageQueue)."""
         h = decode_header(headers.ResetOffsetRequestHeader, request.ext_fields)
-        offsets = self.broker.reset_offsets_by_timestamp(h.group, h.topic, h.timestamp)
+        offsets = self.broker.reset_offsets_by_timestamp(h.group, h.topic, h.timestamp, h.is_force)
         broker_name = self.config.broker_name
         body = encode_mq_body({}, {"offsetTable": {
             QueueKey(h.topic, broker_name, q): o for q, o in sorted(offsets.items())}})

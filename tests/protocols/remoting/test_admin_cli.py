@@ -443,3 +443,25 @@ def test_store_maintenance_verbs_and_a_live_config_change_that_survives_a_restar
         assert (root / "consumequeue" / "Keep").is_dir()
     finally:
         stop(proc)
+
+
+def test_message_verbs_take_the_guides_options(live_broker):
+    admin(live_broker, "updateTopic", "-t", "OptTopic", "-r", "2", "-w", "2")
+    for body, tag, queue in (("a0", "TagA", "0"), ("b0", "TagB", "0"), ("a1", "TagA", "1")):
+        admin(live_broker, "sendMessage", "-t", "OptTopic", "-p", body, "-c", tag, "-i", queue)
+    bodies = lambda rows: sorted(r["body"] for r in rows)  # noqa: E731
+    assert bodies(_json(live_broker, "consumeMessage", "-t", "OptTopic", "-i", "0", "-o", "1")) == ["b0"]
+    assert bodies(_json(live_broker, "consumeMessage", "-t", "OptTopic", "-b", "broker-a", "-i", "1")) == ["a1"]
+    assert bodies(_json(live_broker, "consumeMessage", "-t", "OptTopic", "-s", "now")) == []
+    assert bodies(_json(live_broker, "printMsg", "-t", "OptTopic", "-s", "TagA")) == ["a0", "a1"]
+    assert bodies(_json(live_broker, "printMsg", "-t", "OptTopic", "-s", "TagA || TagB", "-d", "false")) \
+        == ["", "", ""]
+    admin(live_broker, "updateSubGroup", "-g", "OptGroup")
+    admin(live_broker, "resetOffsetByTime", "-g", "OptGroup", "-t", "OptTopic", "-s", "now")
+    kept = _json(live_broker, "resetOffsetByTime", "-g", "OptGroup", "-t", "OptTopic", "-s", "0", "-f", "false")
+    assert [r["offset"] for r in kept] == [0, 0]  # moving back is allowed without force
+    admin(live_broker, "resetOffsetByTime", "-g", "OptGroup", "-t", "OptTopic", "-s", "0")
+    kept = _json(live_broker, "resetOffsetByTime", "-g", "OptGroup", "-t", "OptTopic", "-s", "now", "-f", "false")
+    assert [r["offset"] for r in kept] == [0, 0]  # without force a queue never moves forward
+    listed = _json(live_broker, "topicList", "-c")
+    assert {"cluster": "DefaultCluster", "topic": "OptTopic", "consumerGroup": "OptGroup"} in listed, listed
