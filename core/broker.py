@@ -177,13 +177,10 @@ class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole)
                 await asyncio.wait_for(self._stop.wait(), interval)
             except asyncio.TimeoutError:
                 pass
-            if self.offsets.dirty:
-                snapshot = self.offsets.snapshot()
-                try:
-                    await asyncio.to_thread(self.offsets.file.save, snapshot)
-                except OSError:
-                    log.exception("persisting consumer offsets failed")
-                    self.offsets.dirty = True
+            try:
+                await self.offsets.save()  # nothing to write: returns at once
+            except OSError:
+                log.exception("persisting consumer offsets failed")
 
     async def _scan_clients_loop(self) -> None:
         """Drop silent consumers and producers and purge lapsed queue locks."""

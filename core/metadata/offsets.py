@@ -2,7 +2,10 @@
 
 ``topic@group -> {queueId: offset}``, persisted in config/consumerOffset.json every
 flushConsumerOffsetInterval and at shutdown. Commits are in memory first (as RocketMQ), so
-a crash can replay at most one interval: consumers are at-least-once.
+a crash can replay at most one interval: consumers are at-least-once. A caller whose client
+was promised more (Kafka answers an OffsetCommit once its __consumer_offsets write is done)
+awaits `durable`: the commits made before it are on disk when it returns, and the callers
+that wait meanwhile share one save.
 
 A commit may carry a metadata string (Kafka's OffsetCommit ``metadata``); it is kept beside
 the offset in ``metadataTable`` (same keys), so the file's ``offsetTable`` stays RocketMQ's
@@ -11,6 +14,7 @@ format, and a commit without metadata clears the queue's earlier one.
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from .json_file import JsonFile
@@ -23,7 +27,9 @@ class ConsumerOffsetManager:
         self.file = JsonFile(os.path.join(config_dir, "consumerOffset.json"))
         self.table: dict[str, dict[int, int]] = {}
         self.metadata: dict[str, dict[int, str]] = {}
-        self.dirty = False
+        self.version = 0  # changes made so far
+        self._saved_version = 0  # changes the file holds
+        self._saving: asyncio.Lock | None = None  # created on the loop that saves
 
     def load(self) -> None:
         data = self.file.load() or {}
@@ -35,9 +41,27 @@ class ConsumerOffsetManager:
     def persist(self) -> None:
         self.file.save(self.snapshot())
 
+    async def save(self) -> None:
+        """Write the table (in a worker thread) unless the file holds every change already;
+        one save at a time. OSError when the file cannot be written."""
+        if self._saving is None:
+            self._saving = asyncio.Lock()
+        async with self._saving:
+            version = self.version
+            if self._saved_version >= version:
+                return
+            await asyncio.to_thread(self.file.save, self.snapshot())
+            self._saved_version = version
+
+    async def durable(self) -> None:
+        """Return once every change made before this call is on disk (a save waiting
+        behind another one finds the file already holding its changes, or writes them)."""
+        version = self.version
+        while self._saved_version < version:
+            await self.save()
+
     def snapshot(self) -> dict:
         """A copy to persist from a worker thread while the loop goes on committing."""
-        self.dirty = False
         data = {"offsetTable": {k: {str(q): o for q, o in v.items()} for k, v in self.table.items()}}
         metadata = {k: {str(q): m for q, m in v.items()} for k, v in self.metadata.items() if v}
         if metadata:  # only Kafka commits carry any: RocketMQ's file stays as it was
@@ -52,7 +76,7 @@ class ConsumerOffsetManager:
             self.metadata.setdefault(key, {})[queue_id] = metadata
         elif key in self.metadata:
             self.metadata[key].pop(queue_id, None)
-        self.dirty = True
+        self.version += 1
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1 if the group never committed for this queue."""
@@ -77,10 +101,10 @@ class ConsumerOffsetManager:
         for key in [k for k in self.table if k.split(TOPIC_GROUP_SEPARATOR, 1)[0] == topic]:
             del self.table[key]
             self.metadata.pop(key, None)
-            self.dirty = True
+            self.version += 1
 
     def remove_group(self, group: str) -> None:
         for key in [k for k in self.table if k.split(TOPIC_GROUP_SEPARATOR, 1)[1] == group]:
             del self.table[key]
             self.metadata.pop(key, None)
-            self.dirty = True
+            self.version += 1

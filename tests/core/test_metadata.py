@@ -1,5 +1,8 @@
+import asyncio
 import json
+import os
 
+from rocketport.core.broker import Broker
 from rocketport.core.metadata.json_file import JsonFile
 from rocketport.core.metadata.offsets import ConsumerOffsetManager
 
@@ -65,3 +68,23 @@ def test_concurrent_saves_of_one_file_all_succeed(tmp_path):
         t.join(60)
     assert errors == []
     assert file.load()["i"] == 199
+
+
+def test_offsets_durable_returns_once_the_commits_are_on_disk(small_config):
+    """What a Kafka OffsetCommit is answered after: the file holds every commit made before
+    the call, whatever flushConsumerOffsetInterval says (an hour here)."""
+    config = small_config.with_overrides(flush_consumer_offset_interval=3_600_000)
+
+    async def main():
+        async with Broker(config) as broker:
+            broker.create_topic("T")
+            for queue_id in range(4):
+                broker.commit_offset("g", "T", queue_id, 10 + queue_id)
+            waiters = [asyncio.create_task(broker.offsets_durable()) for _ in range(3)]
+            broker.commit_offset("g", "T", 0, 99)  # after the first waiters, before they return
+            await broker.offsets_durable()
+            await asyncio.gather(*waiters)
+            on_disk = ConsumerOffsetManager(os.path.join(config.store_path_root_dir, "config"))
+            on_disk.load()
+            assert on_disk.offsets_of("g", "T") == {0: 99, 1: 11, 2: 12, 3: 13}
+    asyncio.run(main())
