@@ -111,8 +111,8 @@ class ProducerStateTable:
 
     def rebuild(self, batches_from: Callable[[int], StoredBatches], log_start: int) -> int:
         """Load the snapshot, then apply every batch stored after what it covers (all of
-        them without a usable snapshot); the number of batches applied. Blocking: at start,
-        before anything is served."""
+        them without a usable snapshot), and save a snapshot of the result; the number of
+        batches applied. Blocking: at start, before anything is served."""
         data = self.file.load() or {}
         self._block_end = max(self._block_end, int(data.get("nextProducerId", 0)))
         end = self._log_end()
@@ -133,6 +133,9 @@ class ProducerStateTable:
         seen = max((pid for pid, _, _ in self.entries if pid < FIRST_PRODUCER_ID), default=-1)
         self.next_producer_id = max(self._block_end, seen + 1, FIRST_IDEMPOTENT_ID)
         self._block_end = self.next_producer_id  # the next id takes (and saves) a new block
+        # a snapshot of the log as it now ends at once: a later start never scans from an
+        # offset this log no longer has a record at (a snapshot past a power loss's cut)
+        self.file.save(self.snapshot())
         log.info("producer state: %d producer queues from %s, %d batches applied from %d",
                  len(self.entries), source, applied, start)
         return applied
