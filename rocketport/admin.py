@@ -564,20 +564,27 @@ async def consumer_progress(args: argparse.Namespace, out: Report) -> None:
             if resp.code == ResponseCode.SUCCESS:
                 topics = sorted(orjson.loads(bytes(resp.body)).get("subscriptionTable", {}))
                 break
-        if not topics:
-            raise AdminError(f"group {args.group} is not online; give -t topic")
+    # (broker, topic or None): a group that is not online (an AMQP queue, a Kafka group
+    # between polls) is asked of every broker without a topic, which answers for each
+    # topic the group has committed offsets on, as RocketMQ's broker does
+    asks: list[tuple[str, str | None]] = []
+    for topic in topics:
+        route = await _route(args, topic)
+        asks += [(_master(route, q.broker_name), topic) for q in route.queue_datas]
+    if not asks:
+        asks = [(addr, None) for addr in await _target_brokers(args)]
     columns = ("topic", "brokerName", "queueId", "brokerOffset", "consumerOffset", "diff")
     rows = []
     total = 0
-    for topic in topics:
-        route = await _route(args, topic)
-        for q in route.queue_datas:
-            resp = await _invoke(_master(route, q.broker_name), request(
-                RequestCode.GET_CONSUME_STATS, {"consumerGroup": args.group, "topic": topic}))
-            for mq, o in sorted(mq_tables.loads(resp.body).get("offsetTable", {}).items()):
-                hi, done = o["brokerOffset"], o["consumerOffset"]
-                total += hi - done
-                rows.append((mq.topic, mq.broker_name, mq.queue_id, hi, done, hi - done, o.get("metadata", "")))
+    for addr, topic in asks:
+        resp = await _invoke(addr, request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": args.group,
+                                                                           **({"topic": topic} if topic else {})}))
+        for mq, o in sorted(mq_tables.loads(resp.body).get("offsetTable", {}).items()):
+            hi, done = o["brokerOffset"], o["consumerOffset"]
+            total += hi - done
+            rows.append((mq.topic, mq.broker_name, mq.queue_id, hi, done, hi - done, o.get("metadata", "")))
+    if not rows and not topics:
+        raise AdminError(f"group {args.group} is not online and has no committed offsets; give -t topic")
     if any(row[-1] for row in rows):  # Kafka consumers' commit metadata, when any was given
         out.rows("progress", columns + ("metadata",), rows, title=f"consumer progress of {args.group}")
     else:

@@ -465,3 +465,16 @@ def test_message_verbs_take_the_guides_options(live_broker):
     assert [r["offset"] for r in kept] == [0, 0]  # without force a queue never moves forward
     listed = _json(live_broker, "topicList", "-c")
     assert {"cluster": "DefaultCluster", "topic": "OptTopic", "consumerGroup": "OptGroup"} in listed, listed
+
+
+def test_consumer_progress_of_a_group_that_is_not_online_needs_no_topic(live_broker):
+    """An AMQP queue or a Kafka group between polls is not online over remoting: its
+    progress comes from the offsets it committed, as RocketMQ's broker answers it."""
+    admin(live_broker, "updateTopic", "-t", "OfflineTopic", "-r", "1", "-w", "1")
+    admin(live_broker, "sendMessage", "-t", "OfflineTopic", "-p", "one")
+    admin(live_broker, "sendMessage", "-t", "OfflineTopic", "-p", "two")
+    assert "no committed offsets" in admin(live_broker, "consumerProgress", "-g", "OfflineGroup", expect=1)
+    admin(live_broker, "resetOffsetByTime", "-g", "OfflineGroup", "-t", "OfflineTopic", "-s", "0")
+    progress = _json(live_broker, "consumerProgress", "-g", "OfflineGroup")
+    assert [(r["topic"], r["diff"]) for r in progress["progress"]] == [("OfflineTopic", 2)]
+    assert progress["diffTotal"] == 2
