@@ -206,6 +206,12 @@ class ConsumeRole:
         OffsetCommit); OSError when the offsets file cannot be written."""
         await self.offsets.durable()
 
+    def persist_offsets(self) -> None:
+        """Write the offsets file now, blocking (an fsync): for a change answered at once
+        whose start offsets must outlive a crash beside a file written the same way (an
+        AMQP durable queue's declare or binding, saved with its entity file)."""
+        self.offsets.persist()
+
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         return self.offsets.query(group, topic, queue_id)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 
 from .json_file import JsonFile
 
@@ -30,6 +31,7 @@ class ConsumerOffsetManager:
         self.version = 0  # changes made so far
         self._saved_version = 0  # changes the file holds
         self._saving: asyncio.Lock | None = None  # created on the loop that saves
+        self._writing = threading.Lock()  # a write from a worker thread or the loop
 
     def load(self) -> None:
         data = self.file.load() or {}
@@ -39,7 +41,16 @@ class ConsumerOffsetManager:
             self.metadata[key] = {int(q): str(m) for q, m in queues.items()}
 
     def persist(self) -> None:
-        self.file.save(self.snapshot())
+        """Write the table now (blocking: temp file, fsync, rename)."""
+        self._write(self.version, self.snapshot())
+
+    def _write(self, version: int, snapshot: dict) -> None:
+        """Write ``snapshot`` (the table at ``version``) unless a newer one is on disk: a
+        worker thread's save that took its snapshot first never lands over a later one."""
+        with self._writing:
+            if version > self._saved_version:
+                self.file.save(snapshot)
+                self._saved_version = version
 
     async def save(self) -> None:
         """Write the table (in a worker thread) unless the file holds every change already;
@@ -50,8 +61,7 @@ class ConsumerOffsetManager:
             version = self.version
             if self._saved_version >= version:
                 return
-            await asyncio.to_thread(self.file.save, self.snapshot())
-            self._saved_version = version
+            await asyncio.to_thread(self._write, version, self.snapshot())
 
     async def durable(self) -> None:
         """Return once every change made before this call is on disk (a save waiting

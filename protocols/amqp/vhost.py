@@ -211,6 +211,8 @@ class VirtualHost:
         entity = AmqpQueue(name, durable and not exclusive, exclusive, auto_delete, plain_arguments(arguments))
         group = self._group(name)
         self.entities.put_queue(entity)
+        if entity.durable:  # its start on its topic, saved as its entity is: before the answer
+            self.broker.persist_offsets()
         state = self.queues[name] = QueueState(entity, group, policy, time.monotonic(),
                                                owner if exclusive else None)
         self.generation += 1
@@ -271,6 +273,8 @@ class VirtualHost:
         binding = AmqpBinding(queue, exchange, routing_key, binding_arguments(arguments))
         if self.entities.bind(binding):
             self._rebind({queue})
+            if self.queues[queue].entity.durable:  # the queue's start on the exchange's topic
+                self.broker.persist_offsets()
 
     def unbind(self, queue: str, exchange: str, routing_key: str, arguments: dict[str, Any] | None,
                owner: object) -> None:
@@ -314,6 +318,8 @@ class VirtualHost:
         changed = (self.entities.unbind_exchange(binding) if unbind else self.entities.bind_exchange(binding))
         if changed:
             self._rebind(set(self.queues))
+            if not unbind and any(q.entity.durable for q in self.queues.values()):
+                self.broker.persist_offsets()  # durable queues' starts on a new source topic
 
     # ------------------------------------------------------------------ publishing
     def publish_topic(self, exchange: str, routing_key: str) -> str | None:
