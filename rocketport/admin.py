@@ -922,6 +922,33 @@ async def _each_namesrv(args: argparse.Namespace, code: RequestCode, fields: dic
     return [(addr, await _invoke(addr, request(code, fields or {}, body), ok)) for addr in namesrv_addrs(args.namesrv)]
 
 
+async def start_monitoring(args: argparse.Namespace, out: Report) -> None:
+    """mqadmin startMonitoring: every -i seconds, each subscription group's lag per broker
+    (GET_BROKER_CONSUME_STATS), as its monitor service reports it; -r rounds (0: until
+    interrupted). Each round prints when complete (a blank line apart; one JSON document
+    each under --output json)."""
+    columns = ("round", "time", "broker", "group", "diff")
+    n = 0
+    while args.rounds == 0 or n < args.rounds:
+        n += 1
+        if n > 1:
+            out.console.file.write("\n")
+        round_out = Report(out.fmt, out.console, out.remarks)
+        round_out.rows("monitor", columns)
+        for addr in await _target_brokers(args):
+            resp = await _invoke(addr, request(RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": "false"}))
+            lag: dict[str, int] = {}
+            for by_group in mq_tables.loads(resp.body).get("consumeStatsList", []):
+                for group, per_topic in by_group.items():
+                    lag[group] = lag.get(group, 0) + sum(o["brokerOffset"] - o["consumerOffset"]
+                                                         for c in per_topic for o in c["offsetTable"].values())
+            round_out.rows("monitor", columns, ((n, _ms(int(time.time() * 1000)), addr, g, d)
+                                                for g, d in sorted(lag.items())))
+        round_out.emit()
+        if args.rounds == 0 or n < args.rounds:
+            await asyncio.sleep(args.interval)
+
+
 async def update_kv_config(args: argparse.Namespace, out: Report) -> None:
     for addr, _ in await _each_namesrv(args, RequestCode.PUT_KV_CONFIG,
                                        {"namespace": args.namespace, "key": args.key, "value": args.value}):
@@ -1165,6 +1192,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-v", "--value", required=True)
     verb("wipeWritePerm", wipe_write_perm, "make a broker's queues read-only in every name server's routes"
          ).add_argument("-b", "--broker-name", required=True)
+    p = verb("startMonitoring", start_monitoring, "print every group's lag at an interval")
+    p.add_argument("-i", "--interval", type=float, default=20.0, help="seconds between rounds (20)")
+    p.add_argument("-r", "--rounds", type=int, default=0, help="rounds to run (0: until interrupted)")
+    target(p)
     verb("addWritePerm", add_write_perm, "undo wipeWritePerm for a broker").add_argument(
         "-b", "--broker-name", required=True)
 

@@ -478,3 +478,16 @@ def test_consumer_progress_of_a_group_that_is_not_online_needs_no_topic(live_bro
     progress = _json(live_broker, "consumerProgress", "-g", "OfflineGroup")
     assert [(r["topic"], r["diff"]) for r in progress["progress"]] == [("OfflineTopic", 2)]
     assert progress["diffTotal"] == 2
+
+
+def test_start_monitoring_prints_each_groups_lag_every_round(live_broker):
+    admin(live_broker, "updateTopic", "-t", "WatchTopic", "-r", "1", "-w", "1")
+    admin(live_broker, "sendMessage", "-t", "WatchTopic", "-p", "watched")
+    admin(live_broker, "updateSubGroup", "-g", "WatchGroup")
+    admin(live_broker, "resetOffsetByTime", "-g", "WatchGroup", "-t", "WatchTopic", "-s", "0")
+    text = admin(live_broker, "startMonitoring", "-r", "2", "-i", "0.1", "--output", "plain")
+    rounds = [plain_rows(block) for block in text.strip().split("\n\n")]
+    assert len(rounds) == 2
+    for n, rows in enumerate(rounds, 1):
+        assert {"round": str(n), "broker": live_broker.addr, "group": "WatchGroup", "diff": "1"}.items() \
+            <= next(r for r in rows if r["group"] == "WatchGroup").items()
