@@ -44,7 +44,7 @@ class KafkaFrontEnd(ListenerFrontEnd):
 
     async def bind(self) -> None:
         await super().bind()
-        self.handlers.advertised = (self.listener.host, self.listener.port)
+        self.handlers.node.host, self.handlers.node.port = self.listener.host, self.listener.port
 
     async def start(self) -> None:
         await asyncio.to_thread(codec.compile_all)  # before listening: no first request waits

@@ -35,7 +35,9 @@ from ..session_base import OrderedSession, Session
 from .connection import KafkaServerConnection
 from .errors import ErrorCode
 from .events import BadRequest, Event, RequestReceived, SaslTokenReceived, UnsupportedVersion
-from .handlers import KafkaHandlers, RequestContext, api_versions_body
+from .cluster import api_versions_body
+from .handlers import KafkaHandlers
+from .requests import RequestContext
 from .schema import ApiKey
 
 log = logging.getLogger(__name__)

@@ -1,28 +1,45 @@
-"""The codec stays sans-IO: no module of the package imports asyncio or sockets."""
+"""Every protocol package's codec stays sans-IO: outside a package's transport and waiting
+side (its session, front-end, clients and the handlers that wait on timers or long polls),
+no module imports asyncio, sockets or another event loop. Checked for all four packages."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-import rocketport.protocols.remoting as package
+import pytest
+
+import rocketport.protocols.amqp as amqp
+import rocketport.protocols.kafka as kafka
+import rocketport.protocols.remoting as remoting
+import rocketport.protocols.stomp as stomp
 
 FORBIDDEN = {"asyncio", "socket", "selectors", "trio", "uvloop"}
-# The front-end's I/O side lives beside the codec; every other module must stay sans-IO.
-IO_MODULES = {"session", "client", "handlers", "namesrv", "frontend"}
+# The modules of each package that may do I/O or wait; every other module must stay sans-IO.
+IO_MODULES = {
+    remoting: {"session", "client", "handlers", "namesrv", "frontend"},
+    kafka: {"session", "frontend", "coordinator", "fetch"},  # group timers; fetch long polls
+    stomp: {"session", "frontend"},
+    amqp: {"session", "frontend"},
+}
+CODECS = {remoting: "frame", kafka: "codec", stomp: "codec", amqp: "codec"}
 
 
-def test_no_module_imports_io() -> None:
-    for path in Path(package.__file__).parent.glob("*.py"):
-        if path.stem in IO_MODULES:
-            continue
-        tree = ast.parse(path.read_text(), str(path))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                names = [node.module or ""]
-            else:
-                continue
-            for name in names:
-                assert name.split(".")[0] not in FORBIDDEN, f"{path.name} imports {name}"
+def _imports(path: Path) -> list[str]:
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.append(node.module or "")
+    return names
+
+
+@pytest.mark.parametrize("package", list(IO_MODULES), ids=lambda p: p.__name__.rsplit(".", 1)[-1])
+def test_no_codec_module_imports_io(package) -> None:
+    modules = sorted(Path(package.__file__).parent.glob("*.py"))
+    checked = [path for path in modules if path.stem not in IO_MODULES[package]]
+    assert CODECS[package] in {path.stem for path in checked}
+    for path in checked:
+        for name in _imports(path):
+            assert name.split(".")[0] not in FORBIDDEN, f"{package.__name__}.{path.stem} imports {name}"

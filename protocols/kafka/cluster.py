@@ -1,0 +1,162 @@
+"""Kafka's cluster APIs: ApiVersions, Metadata, FindCoordinator and ListOffsets, what a
+client asks before it produces or consumes (this broker is the whole cluster: every
+partition's leader, every group's and transactional id's coordinator).
+
+Like every handler family it turns a decoded request into a response dict, calls only the
+Broker facade and never touches a socket; bad input is an error code in the answer.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any, Final
+
+from rocketport.core.auth.plain_acl import PUB
+from rocketport.core.broker import Broker
+from rocketport.core.errors import BrokerError
+
+from .error_map import error_code_for
+from .errors import ErrorCode
+from .requests import (
+    NODE_ID,
+    BrokerNode,
+    Handler,
+    RequestContext,
+    has_partition,
+    may_use_group,
+    may_use_topic,
+    partitions,
+)
+from .schema import APIS, ApiKey
+
+_LATEST: Final = -1
+_EARLIEST: Final = -2
+_MAX_TIMESTAMP: Final = -3
+# The transaction protocol v2 (KIP-890 part 2), finalized as the feature transaction.version 2,
+# as a Kafka 4 cluster does: its clients then add partitions and groups with Produce v12 and
+# TxnOffsetCommit v5 (no AddPartitionsToTxn or AddOffsetsToTxn), and EndTxn v5 bumps the epoch.
+TRANSACTION_VERSION: Final = 2
+
+
+@cache
+def api_versions_body(error_code: ErrorCode = ErrorCode.NONE, version: int = 0) -> dict[str, Any]:
+    """Every served API from version 0 (old librdkafka checks single versions, not ranges), and
+    (v3+) the transaction.version feature. Built once per answer kind: the encoder only reads it."""
+    body: dict[str, Any] = {"error_code": error_code, "throttle_time_ms": 0,
+                            "api_keys": [{"api_key": key, "min_version": 0, "max_version": api.versions[1]}
+                                         for key, api in sorted(APIS.items())]}
+    if version >= 3:
+        # below v4 a supported feature whose minimum is 0 is left out (KAFKA-17492: some
+        # clients failed to read it); the finalized level is there for every version
+        body["supported_features"] = [] if version < 4 else [
+            {"name": "transaction.version", "min_version": 0, "max_version": TRANSACTION_VERSION}]
+        body["finalized_features_epoch"] = 0
+        body["finalized_features"] = [{"name": "transaction.version", "max_version_level": TRANSACTION_VERSION,
+                                       "min_version_level": TRANSACTION_VERSION}]
+    return body
+
+
+class ClusterHandlers:
+    """ApiVersions, Metadata, FindCoordinator, ListOffsets."""
+
+    def __init__(self, broker: Broker, node: BrokerNode) -> None:
+        self.broker = broker
+        self.node = node
+        self.cluster_id = f"rocketport-{broker.config.broker_cluster_name}"
+        self.table: dict[int, Handler] = {
+            ApiKey.API_VERSIONS: self._api_versions,
+            ApiKey.METADATA: self._metadata,
+            ApiKey.FIND_COORDINATOR: self._find_coordinator,
+            ApiKey.LIST_OFFSETS: self._list_offsets,
+        }
+
+    async def _api_versions(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        return api_versions_body(ErrorCode.NONE, ctx.api_version)
+
+    async def _metadata(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        requested = body["topics"]
+        if requested is None or (ctx.api_version == 0 and not requested):
+            names = [n for n in self.broker.topic_names() if may_use_topic(ctx, n)]
+            auto_create = False
+        else:
+            # each topic once, as Kafka does with a set (by id, all alike here: none is known)
+            names = list(dict.fromkeys(t["name"] for t in requested))
+            auto_create = body["allow_auto_topic_creation"] and self.broker.config.auto_create_topic_enable
+        topics = []
+        for name in names:
+            if name is not None and not may_use_topic(ctx, name):
+                topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+                               "topic_id": bytes(16), "is_internal": False, "partitions": []})
+                continue
+            topics.append(self._topic_metadata(name, auto_create and (name is None or may_use_topic(ctx, name, PUB))))
+            if name is None and ctx.api_version < 12:  # by id in v10-11, whose answer has no null name
+                topics[-1]["name"] = ""
+        return {"throttle_time_ms": 0, "brokers": [self.node.node()], "cluster_id": self.cluster_id,
+                "controller_id": NODE_ID, "topics": topics}
+
+    def _topic_metadata(self, name: str | None, auto_create: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {"error_code": ErrorCode.NONE, "name": name, "topic_id": bytes(16),
+                               "is_internal": False, "partitions": []}
+        if name is None:  # v10+ asks by topic id, which this broker does not assign
+            out["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+            return out
+        n = partitions(self.broker, name)
+        if n is None and auto_create:
+            try:
+                self.broker.topic_for_write(name)
+                n = partitions(self.broker, name)
+            except BrokerError as exc:
+                out["error_code"] = error_code_for(exc)
+                return out
+        if n is None:
+            out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return out
+        out["partitions"] = [{"error_code": ErrorCode.NONE, "partition_index": i, "leader_id": NODE_ID,
+                              "leader_epoch": 0, "replica_nodes": [NODE_ID], "isr_nodes": [NODE_ID],
+                              "offline_replicas": []} for i in range(n)]
+        return out
+
+    async def _find_coordinator(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        host, port = self.node.host, self.node.port
+        keys = body["coordinator_keys"] if ctx.api_version >= 4 else [body["key"]]
+        # group keys need the group's permission; this broker coordinates every transactional id too
+        codes = [ErrorCode.NONE if body["key_type"] != 0 or may_use_group(ctx, k)
+                 else ErrorCode.GROUP_AUTHORIZATION_FAILED for k in keys]
+        return {"throttle_time_ms": 0, "error_code": codes[0] if codes else ErrorCode.NONE, "error_message": None,
+                "node_id": NODE_ID, "host": host, "port": port,
+                "coordinators": [{"key": k, "node_id": NODE_ID, "host": host, "port": port,
+                                  "error_code": code, "error_message": None} for k, code in zip(keys, codes)]}
+
+    async def _list_offsets(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        broker = self.broker
+        topics = []
+        for t in body["topics"]:
+            partitions = []
+            for p in t["partitions"]:
+                index, ts = p["partition_index"], p["timestamp"]
+                out: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.NONE,
+                                       "old_style_offsets": [], "timestamp": -1, "offset": -1,
+                                       "leader_epoch": 0}
+                partitions.append(out)
+                if not may_use_topic(ctx, t["name"]):
+                    out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
+                if not has_partition(self.broker, t["name"], index):
+                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                high = broker.max_offset(t["name"], index) if body["isolation_level"] != 1 \
+                    else broker.last_stable_offset(t["name"], index)  # read_committed: the LSO
+                if ts == _EARLIEST:
+                    offset = broker.min_offset(t["name"], index)
+                elif ts in (_LATEST, _MAX_TIMESTAMP):
+                    offset = high
+                else:  # by the records' own timestamps, answering the one found
+                    offset, found_ts = broker.offset_by_record_timestamp(t["name"], index, ts)
+                    if found_ts < 0:  # nothing at or after ts: Kafka answers -1
+                        offset = -1
+                    else:
+                        out["timestamp"] = found_ts
+                out["offset"] = offset
+                out["old_style_offsets"] = [offset] if offset >= 0 else []
+            topics.append({"name": t["name"], "partitions": partitions})
+        return {"throttle_time_ms": 0, "topics": topics}

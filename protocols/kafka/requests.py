@@ -1,0 +1,71 @@
+"""What every Kafka handler family shares: the request's context, the permission checks
+and this broker as Kafka clients see it (one node, leader of every partition).
+
+Sans-IO and socket-free like the handlers; it must never hold a connection's state (that
+is the session's) or call the store (the facade does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from rocketport.core.auth.plain_acl import ANY, SUB, Account, group_resource
+from rocketport.core.broker import Broker
+
+NODE_ID: Final = 0  # this broker is the whole cluster: leader of every partition
+MAX_STRING: Final = 0x7FFF  # UTF-8 bytes an int16-length string (every non-flexible version) holds
+OFFSET_METADATA_MAX_BYTES: Final = 4096  # Kafka's offset.metadata.max.bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    api_version: int
+    client_id: str | None
+    client_host: tuple[str, int]
+    principal: Account | None = None  # the SASL-authenticated account; None: SASL is off
+
+
+Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+
+@dataclass(slots=True)
+class BrokerNode:
+    """Where clients reach this broker: the bound port once listening (the front-end sets it)."""
+
+    host: str
+    port: int
+
+    def node(self) -> dict[str, Any]:
+        return {"node_id": NODE_ID, "host": self.host, "port": self.port, "rack": None}
+
+
+def may_use_topic(ctx: RequestContext, topic: str, needed: int = ANY) -> bool:
+    """SASL authorization by the plain ACL's permissions (PUB to produce, SUB to read, either
+    to see a topic); always true without SASL."""
+    return ctx.principal is None or ctx.principal.permits(topic, needed)
+
+
+def may_use_group(ctx: RequestContext, group: str) -> bool:
+    return ctx.principal is None or ctx.principal.permits(group_resource(group), SUB)
+
+
+def is_admin(ctx: RequestContext) -> bool:
+    return ctx.principal is None or ctx.principal.admin
+
+
+def fits(text: str | None, room: int = MAX_STRING) -> bool:
+    """Whether ``text`` fits a string of ``room`` UTF-8 bytes."""
+    return text is None or len(text) * 4 <= room or len(text.encode("utf-8")) <= room
+
+
+def partitions(broker: Broker, topic: str) -> int | None:
+    """A topic's partition count (queues both readable and writable), None if none."""
+    cfg = broker.get_topic(topic)
+    return None if cfg is None else min(cfg.read_queue_nums, cfg.write_queue_nums)
+
+
+def has_partition(broker: Broker, topic: str, partition: int) -> bool:
+    n = partitions(broker, topic)
+    return n is not None and 0 <= partition < n
