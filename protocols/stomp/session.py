@@ -20,8 +20,9 @@ consumer never makes the broker buffer without bound.
 Transactions are buffers of SEND/ACK/NACK frames applied at COMMIT. Heart-beats are
 negotiated as the specification says; a client silent for twice its interval (at least
 its interval plus two seconds) is dropped.
-Any protocol or broker error is an ERROR frame (``message``, and ``receipt-id`` when the frame
-asked for one) and the connection closes; nothing here can reach another connection.
+Any protocol or broker error is an ERROR frame (``message`` from the error map, `errors`, and
+``receipt-id`` when the frame asked for one) and the connection closes; nothing here can
+reach another connection.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ from rocketport.core.auth.plain_acl import PUB, SUB, Account, AclError, PlainAcl
 from rocketport.core.broker import Broker
 from rocketport.core.dedup import PROPERTY_DEDUP_KEY
 from rocketport.core.delivery import Delivery, DeliveryGroup, Source, StoredMessage, Subscriber
-from rocketport.core.errors import BrokerError
 from rocketport.core.facade.types import PlainSend
 from rocketport.core.filter import FilterError
 from rocketport.core.message import (
@@ -60,6 +60,7 @@ from . import destinations
 from .codec import V10, V12, VERSIONS, Frame, Limits
 from .connection import ProtocolError, StompConnection
 from .destinations import QUEUE, Destination, DestinationError
+from .errors import StompError, error_message, is_refusal
 from .headers import PropertyHeaders
 
 log = logging.getLogger(__name__)
@@ -78,10 +79,6 @@ _DESTINATION_CACHE: Final = 1024
 _BATCH_BYTES: Final = 1 << 20  # per run put in one append (maxMessageSize bounds the whole run)
 _STORED: Final = eager.Done()
 _RECORD_OVERHEAD: Final = 160  # a record's own octets (head, topic) beside its properties, about
-
-
-class StompError(Exception):
-    """What the client did wrong; the text is the ERROR frame's message."""
 
 
 @dataclass(slots=True)
@@ -331,14 +328,12 @@ class StompSession(OrderedSession[_Pending]):
         """A frame's RECEIPT when it asked for one; an ERROR (and the end) when it failed."""
         try:
             pending.result.result()
-        except (StompError, BrokerError, DestinationError) as exc:
-            self._fail(str(exc), pending.receipt)
-            return False
         except asyncio.CancelledError:
             return False
-        except Exception as exc:  # our bug: this connection only
-            log.exception("STOMP frame from %s:%d failed", *self.peer)
-            self._fail(f"internal error: {type(exc).__name__}", pending.receipt)
+        except Exception as exc:  # noqa: BLE001 - said to the client through the error map
+            if not is_refusal(exc):  # our bug: this connection only
+                log.exception("STOMP frame from %s:%d failed", *self.peer)
+            self._fail(error_message(exc), pending.receipt)
             return False
         if pending.receipt is not None:
             self._out.append(self.conn.send("RECEIPT", {"receipt-id": pending.receipt}))
@@ -372,7 +367,7 @@ class StompSession(OrderedSession[_Pending]):
                     raise StompError("Authentication failed: login and passcode are required")
                 self.account = self.ctx.acl.authenticate(login, headers.get("passcode", ""))
         except (StompError, AclError) as exc:
-            self._fail(str(exc), receipt)
+            self._fail(error_message(exc), receipt)
             return
         self.connected = True
         self._backlog.extend(self.conn.negotiated(version))
@@ -556,6 +551,8 @@ class StompSession(OrderedSession[_Pending]):
                                 auto_ack=ack == "auto", many=True)
         if self._write_paused:
             s.sub.pause()
+        if not drop and start == "last":  # a durable subscription's start outlives a crash
+            await self.broker.offsets_durable()  # before the RECEIPT, as ActiveMQ's record
 
     @staticmethod
     def _prefetch(headers: dict[str, str]) -> int:

@@ -200,3 +200,20 @@ def test_under_sync_flush_receipts_come_after_the_fsync_and_plain_sends_wait_for
         assert flushed >= end
     finally:
         live.stop()
+
+
+def test_a_core_refusal_is_said_through_the_error_map(stomp_config):
+    """The core's typed error reaches the client as the map says it (its kind, then why):
+    a SEND to a topic that does not exist, with topic auto-creation off."""
+    live = start_live_broker(dataclasses.replace(stomp_config, auto_create_topic_enable=False))
+    try:
+        raw = RawClient(endpoint(live))
+        raw.send(b"CONNECT\naccept-version:1.2\nhost:x\n\n\0")
+        assert raw.frame().startswith(b"CONNECTED")
+        raw.send(b"SEND\ndestination:/queue/nowhere\nreceipt:5\n\nx\0")
+        error = raw.frame()
+        assert error.startswith(b"ERROR\n") and b"receipt-id:5\n" in error
+        assert b"\nmessage:NOT_FOUND - " in error and b"nowhere" in error
+        assert raw.closed()
+    finally:
+        live.stop()
