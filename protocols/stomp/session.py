@@ -42,6 +42,7 @@ from rocketport.core.auth.plain_acl import PUB, SUB, Account, AclError, PlainAcl
 from rocketport.core.broker import Broker
 from rocketport.core.dedup import PROPERTY_DEDUP_KEY
 from rocketport.core.delivery import Delivery, DeliveryGroup, Source, StoredMessage, Subscriber
+from rocketport.core.errors import TopicNotFound
 from rocketport.core.facade.types import PlainSend
 from rocketport.core.filter import FilterError
 from rocketport.core.message import (
@@ -535,6 +536,12 @@ class StompSession(OrderedSession[_Pending]):
                     raise StompError(f"No permission to subscribe: {what} "
                                      f"(login={self.account.access_key})")
         source = self._source(dest, headers)
+        durable = not drop and start == "last"  # a durable topic subscription
+        if durable:  # on a topic that exists (as a SEND would auto-create it): it has a start
+            try:
+                self.broker.topic_for_write(dest.topic)
+            except TopicNotFound:
+                pass
         try:
             group = self.broker.delivery_group(group_name, [source], start=start)
             if group.consumer_count == 0:  # an idle open group takes its new first subscriber's filter
@@ -551,8 +558,8 @@ class StompSession(OrderedSession[_Pending]):
                                 auto_ack=ack == "auto", many=True)
         if self._write_paused:
             s.sub.pause()
-        if not drop and start == "last":  # a durable subscription's start outlives a crash
-            await self.broker.offsets_durable()  # before the RECEIPT, as ActiveMQ's record
+        if durable:  # its start outlives a crash from the RECEIPT on, as ActiveMQ's record
+            await self.broker.offsets_durable()
 
     @staticmethod
     def _prefetch(headers: dict[str, str]) -> int:
