@@ -155,6 +155,7 @@ class GroupHandlers:
                                                 body["member_id"], body["group_instance_id"]) \
             if may_use_group(ctx, group_id) else ErrorCode.GROUP_AUTHORIZATION_FAILED
         topics = []
+        committed = False
         for t in body["topics"]:
             partitions = []
             for p in t["partitions"]:
@@ -169,8 +170,17 @@ class GroupHandlers:
                     else:
                         self.broker.commit_offset(group_id, t["name"], p["partition_index"],
                                                   p["committed_offset"], p["committed_metadata"])
+                        committed = True
                 partitions.append({"partition_index": p["partition_index"], "error_code": pcode})
             topics.append({"name": t["name"], "partitions": partitions})
+        if committed:  # answered once on disk, as Kafka answers after its __consumer_offsets write
+            try:
+                await self.broker.offsets_durable()
+            except OSError:  # the commits stay in memory; the client is told they may not
+                for t in topics:
+                    for p in t["partitions"]:
+                        if p["error_code"] == ErrorCode.NONE:
+                            p["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
         return {"throttle_time_ms": 0, "topics": topics}
 
     def _committed(self, group_id: str, topics: list[dict[str, Any]] | None,
