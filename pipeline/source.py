@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-
 from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.types import StructType
 
@@ -36,6 +34,11 @@ class RocketportDataSource(DataSource):
         return BatchWriter(WriteOptions.parse(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
-        writer_id = (self.options.get("writerId") or self.options.get("checkpointLocation")
-                     or uuid.uuid4().hex)
+        # the dedup keys of a replayed micro-batch must be those of its first run, so the id
+        # must outlive the driver: a fresh one here would make every restart's replay new
+        writer_id = self.options.get("writerId") or self.options.get("checkpointLocation")
+        if not writer_id:
+            raise OptionError("a streaming write needs .option('checkpointLocation', ...) on the "
+                              "query (or .option('writerId', ...)): its replayed batches must "
+                              "carry the keys of their first run")
         return StreamWriter(WriteOptions.parse(self.options), schema, writer_id)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from rocketport.client import Message
 from tests.pipeline.conftest import create_topic, produce
 from tests.pipeline.test_write import read_back
@@ -46,3 +48,19 @@ def test_stream_to_topic_and_a_replayed_batch(spark, broker, tmp_path):
     assert broker.call(lambda: broker.server.broker.dedup.dropped) - dropped == 1000
     m = next(m for m in got if m.body == b"e4")
     assert (m.tags, m.properties["__SHARDINGKEY"]) == ("t1", "copied-t1")
+
+
+def test_a_stream_write_without_its_checkpoint_option_is_refused(spark, broker, tmp_path):
+    # only the session's checkpoint root: the sink cannot know the query's checkpoint, so
+    # a restart's replay would get fresh dedup keys
+    create_topic(broker, "SparkNoCheckpoint", 1)
+    spark.conf.set("spark.sql.streaming.checkpointLocation", str(tmp_path / "root"))
+    try:
+        with pytest.raises(Exception, match="checkpointLocation"):
+            q = (spark.readStream.format("rocketport").option("namesrv", broker.namesrv)
+                 .option("topic", "SparkNoCheckpoint").load().select("value")
+                 .writeStream.format("rocketport").option("namesrv", broker.namesrv)
+                 .option("topic", "SparkNoCheckpoint").trigger(availableNow=True).start())
+            q.awaitTermination(120)
+    finally:
+        spark.conf.unset("spark.sql.streaming.checkpointLocation")
