@@ -314,10 +314,12 @@ async def soak(args: argparse.Namespace) -> dict[str, Ledger]:
                      f"{name} acked {len(l.acked)} read {l.read} lost {len(l.lost)}"
                      for name, l in ledgers.items()))
     finally:
-        for producer in confluent:
-            if producer.is_alive():
-                await asyncio.to_thread(producer.stop)
-        broker.stop()
+        try:
+            for producer in confluent:
+                if producer.is_alive():
+                    await asyncio.to_thread(producer.stop)
+        finally:  # the broker never outlives the soak
+            broker.stop()
         if args.keep or any(failed(l) for l in ledgers.values()):
             note(f"store and broker log kept in {root}")
         else:

@@ -184,7 +184,7 @@ async def kafka_read_all(port: int, topic: str, ledger: Ledger, *, committed: bo
 # ------------------------------------------------------------------ Kafka (confluent-kafka)
 class ConfluentProducer(threading.Thread):
     """One confluent-kafka producer (idempotent, or transactional with ``transactional``)
-    producing from its own thread through every kill and restart, paced to about 5,000
+    producing from its own thread through every kill and restart, paced to about 2,000
     records a second. `pause` has it finish what it holds (flush; the transaction in hand
     committed or aborted) and wait, so a check reads a settled topic; `resume` goes on. A
     fatal error is counted and the producer replaced: the count is what the soak reports."""
@@ -270,7 +270,7 @@ class ConfluentProducer(threading.Thread):
             pass
 
     def _produce(self, producer: Producer) -> None:
-        for _ in range(50):
+        for _ in range(20):
             seq = next(self._seq)
             value = b"i|%d" % seq
             try:
