@@ -9,9 +9,10 @@ the queue those requests wait in: the builder sleeps twice as long after each la
 down to 1% of the loop, and halves it again once wake-ups are on time. Under a burst it
 lags; once nothing was stored or read since its last slice, or the oldest record it has not
 indexed was stored more than MAX_LAG_MS ago, it only yields between slices, so it catches up
-at full speed while a request that arrives waits one slice at most; behind, each slice is
-twice the last, up to MAX_SLICE_S, so the builder's share grows with the work between its
-slices (a loop iteration serving a busy publisher is far longer than SLICE_S). The bound keeps
+at full speed while a request that arrives waits one slice at most; behind while the
+store is busy, each slice lasts as long as the loop spent elsewhere since the last one (up
+to MAX_SLICE_S), an even share of the loop: a loop iteration serving a busy publisher is far
+longer than SLICE_S, so fixed slices would fall behind again. The bound keeps
 a keyed write rate the throttled share cannot index (a loop busy with sends leaves the
 builder 1%) from falling behind for good: the work is owed either way, and deferring it
 only makes lookups miss.
@@ -106,7 +107,7 @@ BACKOFF = 9  # sleep 9x the time a slice took: indexing takes <= 10% of a core u
 MAX_BACKOFF = 99  # while the loop is busy: <= 1%
 LATE_S = 0.002  # a wake-up this late means the loop is busy (uvloop's timers have 1 ms steps)
 MAX_LAG_MS = 100  # the oldest record not yet indexed may be this old before the builder stops pausing
-MAX_SLICE_S = 0.01  # a slice while the builder is further behind than that
+MAX_SLICE_S = 0.05  # the longest slice, taken while the builder is further behind than that
 DISK_FULL_RETRY_S = 1.0  # how often the builder tries again while the disk is full
 
 
@@ -373,7 +374,8 @@ class IndexService:
         self._wakeup = asyncio.Event()
         backoff = BACKOFF
         traffic = -1
-        slice_s = SLICE_S
+        behind = False  # the last slice left the index further behind than MAX_LAG_MS
+        ended = 0.0  # when the last slice ended
         paused: DiskFull | None = None
         ahead_again = 0.0  # after a failed extension ahead (a full disk), not before this
         while not self._stopping:
@@ -384,6 +386,9 @@ class IndexService:
                 except (DiskFull, OSError):  # the builder's own put tries again, and
                     ahead_again = time.monotonic() + DISK_FULL_RETRY_S  # reports a full disk
             started = time.perf_counter()
+            # behind while the store is busy: a slice as long as the loop spent elsewhere
+            # since the last one (an even share of the loop), up to MAX_SLICE_S
+            slice_s = min(MAX_SLICE_S, max(SLICE_S, started - ended)) if behind else SLICE_S
             try:
                 done = self.build(store, deadline=started + slice_s)
             except Exception:
@@ -405,9 +410,7 @@ class IndexService:
                 seen = store.put_count + store.get_count
                 busy, traffic = seen != traffic, seen  # stored or read since the last slice
                 behind = busy and self.lag_ms(store) > MAX_LAG_MS
-                # behind while the store is busy: the next slice twice as long (the loop's
-                # other work between two slices grows with the load that put it behind)
-                slice_s = min(MAX_SLICE_S, slice_s * 2) if behind else SLICE_S
+                ended = time.perf_counter()
                 if not busy or behind:  # idle, or too far behind: no pause
                     await asyncio.sleep(0)  # a request that arrives waits one slice at most
                     continue
