@@ -38,6 +38,7 @@ from .message import PROPERTY_TAGS
 from .metadata.groups import SubscriptionGroupManager
 from .metadata.offsets import ConsumerOffsetManager
 from .metadata.topics import TopicConfigManager
+from .periodic import run_every
 from .schedule import SCHEDULE_TOPIC, DelayLevels, DelayOffsets, ScheduleMessageService, schedule_due_ms
 from .store.message_store import MessageStore
 from .store.store_lock import StoreLock
@@ -135,13 +136,16 @@ class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole)
         await self.txn.recover()  # before anything is served: killed EndTxns completed
         self._tasks = asyncio.TaskGroup()
         await self._tasks.__aenter__()
-        self._tasks.create_task(self._persist_offsets_loop(), name="persist-offsets")
+        self._tasks.create_task(run_every(
+            self.config.flush_consumer_offset_interval / 1000, self.offsets.save, self._stop,
+            name="persisting consumer offsets", survives=(OSError,)), name="persist-offsets")
         await self.schedule.run(self._tasks)
         self._tasks.create_task(self.transactions.run(), name="transaction-check")
         self._tasks.create_task(self.txn.run(), name="transaction-timeouts")
         self._tasks.create_task(self.producer_states.run(self._stop, PRODUCER_STATE_SNAPSHOT_S),
                                 name="producer-state-snapshots")
-        self._tasks.create_task(self._scan_clients_loop(), name="scan-clients")
+        self._tasks.create_task(run_every(self.config.client_scan_interval / 1000, self._scan_clients,
+                                          self._stop, name="client scan"), name="scan-clients")
         self.running = True
 
     async def stop(self) -> None:
@@ -170,29 +174,8 @@ class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole)
     async def __aexit__(self, *exc) -> None:
         await self.stop()
 
-    async def _persist_offsets_loop(self) -> None:
-        interval = self.config.flush_consumer_offset_interval / 1000
-        while not self._stop.is_set():
-            try:
-                await asyncio.wait_for(self._stop.wait(), interval)
-            except asyncio.TimeoutError:
-                pass
-            try:
-                await self.offsets.save()  # nothing to write: returns at once
-            except OSError:
-                log.exception("persisting consumer offsets failed")
-
-    async def _scan_clients_loop(self) -> None:
+    def _scan_clients(self) -> None:
         """Drop silent consumers and producers and purge lapsed queue locks."""
-        interval = self.config.client_scan_interval / 1000
-        while not self._stop.is_set():
-            try:
-                await asyncio.wait_for(self._stop.wait(), interval)
-            except asyncio.TimeoutError:
-                pass
-            try:
-                self.consumer_manager.scan_expired()
-                self.producer_manager.scan_expired()
-                self.lock_manager.purge_expired()
-            except Exception:  # a listener's bug must not take the broker's tasks down
-                log.exception("client scan failed")
+        self.consumer_manager.scan_expired()
+        self.producer_manager.scan_expired()
+        self.lock_manager.purge_expired()

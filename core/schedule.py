@@ -50,6 +50,7 @@ from .message import (
     MessageExt,
 )
 from .metadata.json_file import JsonFile
+from .periodic import run_every, stopped_within
 from .store.consume_queue import CQ_ENTRY
 from .store.message_store import MessageStore, PutResult
 
@@ -215,7 +216,9 @@ class ScheduleMessageService:
         self._persisted = dict(self.offsets.table)
         for level in range(1, self.levels.max_level + 1):
             tasks.create_task(self._run_level(level), name=f"schedule-level-{level}")
-        tasks.create_task(self._persist_loop(), name="persist-delay-offsets")
+        tasks.create_task(run_every(self._persist_interval, self.persist, self._stop,
+                                    name="persisting delay offsets", survives=(OSError,)),
+                          name="persist-delay-offsets")
 
     def stop(self) -> None:
         """Ask every task to finish; the broker awaits them, then calls :meth:`persist`."""
@@ -257,10 +260,7 @@ class ScheduleMessageService:
                 else:
                     self.offsets.table[level] = offset + len(due)
             if wait_ms:
-                try:
-                    await asyncio.wait_for(stop.wait(), wait_ms / 1000)
-                except asyncio.TimeoutError:
-                    pass
+                await stopped_within(stop, wait_ms / 1000)
             else:  # a backlog of due messages: let clients in between rounds
                 await asyncio.sleep(0)
 
@@ -284,17 +284,6 @@ class ScheduleMessageService:
                 log.error("cannot deliver a scheduled message: %s", outcome)
             else:
                 self.delivered += 1
-
-    async def _persist_loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                await asyncio.wait_for(self._stop.wait(), self._persist_interval)
-            except asyncio.TimeoutError:
-                pass
-            try:
-                await self.persist()
-            except OSError:
-                log.exception("persisting delay offsets failed")
 
     async def persist(self) -> None:
         """Write the offsets once the CommitLog durably holds what they cover."""

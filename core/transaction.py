@@ -48,6 +48,7 @@ from .message import (
     transaction_type,
 )
 from .metadata.offsets import ConsumerOffsetManager
+from .periodic import run_every
 from .schedule import now_ms
 from .store.consume_queue import CQ_ENTRY
 from .store.message_store import MessageStore, PutResult
@@ -176,17 +177,8 @@ class TransactionCheckService:
 
     # ---------------------------------------------------------------- check-back
     async def run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                await asyncio.wait_for(self._stop.wait(), self.interval_ms / 1000)
-            except asyncio.TimeoutError:
-                pass
-            if self._stop.is_set():
-                return
-            try:
-                await self.check_once()
-            except Exception:  # a failed round is retried at the next interval
-                log.exception("transaction check failed")
+        """Check the half queue every interval; a failed round is retried at the next."""
+        await run_every(self.interval_ms / 1000, self.check_once, self._stop, name="transaction check")
 
     def stop(self) -> None:
         self._stop.set()

@@ -19,6 +19,7 @@ import logging
 from collections import deque
 from typing import Callable
 
+from ..periodic import run_every
 from .commitlog import CommitLog
 from .mapped_file import MappedFile
 
@@ -103,12 +104,8 @@ class FlushService:
         """Flush every interval (under SYNC_FLUSH this covers puts nobody waits for: they
         were appended without asking for a sync), and once more when stopped."""
         try:
-            while not self._stopping.is_set():
-                try:
-                    await asyncio.wait_for(self._stopping.wait(), self.interval)
-                except asyncio.TimeoutError:
-                    pass
-                await self.flush()
+            await run_every(self.interval, self.flush, self._stopping, name="flushing the commit log",
+                            survives=())
         finally:
             if self._in_flight is not None:
                 await asyncio.wait([self._in_flight])

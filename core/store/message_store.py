@@ -35,6 +35,7 @@ from collections import deque
 from typing import Callable
 
 from ..config import BrokerConfig
+from ..periodic import run_every
 from .checkpoint import Checkpoint, CheckpointFile
 from .commitlog import CommitLog, now_ms
 from .consume_queue import ConsumeQueue
@@ -114,11 +115,13 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreDispatch):
         self._services = asyncio.TaskGroup()
         await self._services.__aenter__()
         self._services.create_task(self.flush_service.run(), name="flush-commitlog")
-        self._services.create_task(self._run_every(self.config.flush_interval_consume_queue,
-                                                   self.flush_queues_and_checkpoint),
-                                   name="flush-consumequeue")
-        self._services.create_task(self._run_every(self.config.clean_resource_interval,
-                                                   self._clean_expired), name="clean-files")
+        stop = self._stop_event
+        self._services.create_task(run_every(self.config.flush_interval_consume_queue / 1000,
+                                             self.flush_queues_and_checkpoint, stop,
+                                             name="flushing consume queues"), name="flush-consumequeue")
+        self._services.create_task(run_every(self.config.clean_resource_interval / 1000,
+                                             self._clean_expired, stop, name="cleaning expired files"),
+                                   name="clean-files")
         self._services.create_task(self.index.run(self), name="index-builder")
 
     async def stop(self) -> None:
@@ -140,20 +143,6 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreDispatch):
         for cq in self.consume_queues.values():
             cq.close()
         self.index.close()
-
-    async def _run_every(self, interval_ms: int, fn) -> None:
-        stop = self._stop_event
-        while self._running:
-            try:
-                await asyncio.wait_for(stop.wait(), interval_ms / 1000)
-            except asyncio.TimeoutError:
-                pass
-            if not self._running:
-                return
-            try:
-                await fn()
-            except Exception:  # a background service logs and goes on; it never kills the broker
-                log.exception("store service %s failed", getattr(fn, "__name__", fn))
 
     # ================================================================ admin
     def prepare_queues(self, topic: str, queue_nums: int) -> None:

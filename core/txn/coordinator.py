@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from ..batch import Record, build_batch
 from ..errors import BrokerError, TopicNotFound
+from ..periodic import run_every
 from ..schedule import now_ms
 from .errors import (
     ConcurrentTransactions,
@@ -430,17 +431,8 @@ class TxnCoordinator:
     async def run(self) -> None:
         """Abort transactions open longer than their timeout (and fence their producer); at
         stop, wait for the markers of answered EndTxns."""
-        while not self._stop.is_set():
-            try:
-                await asyncio.wait_for(self._stop.wait(), self.check_interval_ms / 1000)
-            except asyncio.TimeoutError:
-                pass
-            if self._stop.is_set():
-                break
-            try:
-                await self.abort_expired()
-            except Exception:  # retried at the next interval
-                log.exception("aborting timed-out transactions failed")
+        await run_every(self.check_interval_ms / 1000, self.abort_expired, self._stop,
+                        name="aborting timed-out transactions")  # a failed round: retried next
         if self._completing:  # answered EndTxns' markers, written while the store is up
             await asyncio.wait(set(self._completing))
 

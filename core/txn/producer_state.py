@@ -33,6 +33,7 @@ from typing import Any, Final
 
 from ..batch.record_batch import ATTR_CONTROL
 from ..metadata.json_file import JsonFile
+from ..periodic import run_every
 from .coordinator import FIRST_PRODUCER_ID
 
 log = logging.getLogger(__name__)
@@ -201,14 +202,13 @@ class ProducerStateTable:
     async def run(self, stop: asyncio.Event, interval_s: float) -> None:
         """Save a snapshot every ``interval_s`` when the table changed, until ``stop``: it
         bounds how much of the log a restart scans."""
-        while not stop.is_set():
+        await run_every(interval_s, self._save_changed, stop, name="saving the producer state snapshot",
+                        survives=(OSError,))
+
+    async def _save_changed(self) -> None:
+        if self.dirty:
             try:
-                await asyncio.wait_for(stop.wait(), interval_s)
-            except asyncio.TimeoutError:
-                pass
-            if self.dirty:
-                try:
-                    await self.save()
-                except OSError:
-                    log.exception("saving the producer state snapshot failed")
-                    self.dirty = True
+                await self.save()
+            except OSError:
+                self.dirty = True  # (`snapshot` cleared it): the next round tries again
+                raise
