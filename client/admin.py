@@ -1,8 +1,9 @@
 """The admin client: topics, groups, offsets and lookups, as mqadmin asks them.
 
 Every method is one or a few remoting requests a RocketMQ 4.x broker or name server
-answers the same way (Rocketport's or Apache's). A refusal raises ClientError with the
-peer's code and remark. It never sends or consumes messages.
+answers the same way (Rocketport's or Apache's), or that a broker passes on to one of
+its consumers (running info, a direct consumption). A refusal raises ClientError with
+the peer's code and remark. It never sends or consumes messages itself.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import orjson
 
@@ -24,10 +26,21 @@ from rocketport.protocols.remoting.bodies import (
     TopicRouteData,
     decode_body,
 )
+from rocketport.protocols.remoting.headers import (
+    ConsumeMessageDirectlyResultRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    encode_header,
+)
 from rocketport.protocols.remoting.messages import (
     MessageFormatError,
     decode_offset_msg_id,
     unpack_message_ext_records,
+)
+from rocketport.protocols.remoting.running_info import (
+    ConsumeMessageDirectlyResult,
+    ConsumerRunningInfo,
+    decode_direct_result,
+    decode_running_info,
 )
 
 from .errors import ClientError
@@ -35,10 +48,23 @@ from .message import MessageExt
 from .routing import MASTER_ID
 from .runtime import ClientRuntime
 
+RETRY_PREFIX = "%RETRY%"
+# 307 and 309 wait for a client behind the broker, which waits 10 s for it: mqadmin waits
+# three times its usual 5 s, so the broker's answer (the client's, or its timeout) arrives
+RELAYED_TIMEOUT_S = 15.0
+T = TypeVar("T")
+
 
 def _decode(cls: Any, body: Any, what: str) -> Any:
     try:
         return decode_body(cls, body)
+    except BodyError as exc:
+        raise ClientError(f"bad {what}: {exc}") from None
+
+
+def _decode_with(decode: Callable[[Any], T], body: Any, what: str) -> T:
+    try:
+        return decode(body)
     except BodyError as exc:
         raise ClientError(f"bad {what}: {exc}") from None
 
@@ -60,10 +86,11 @@ class AdminClient:
         await self.runtime.close()
 
     async def request(self, addr: str, command: RemotingCommand,
-                      ok: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
+                      ok: tuple[int, ...] = (ResponseCode.SUCCESS,),
+                      timeout_s: float | None = None) -> RemotingCommand:
         """Any request to the server at `addr`; ClientError unless the answer's code is in `ok`
         (for requests this class has no method for, as `rocketport admin` sends them)."""
-        response = await self.runtime.invoke(addr, command)
+        response = await self.runtime.invoke(addr, command, timeout_s)
         if response.code not in ok:
             raise ClientError(response.remark or "", response.code)
         return response
@@ -214,6 +241,43 @@ class AdminClient:
         await asyncio.gather(*(self._broker(a, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields)
                                for b in route.broker_datas
                                if (a := b.broker_addrs.get(MASTER_ID))))
+
+    # ---------------------------------------------------------------- consumers, through a broker
+    async def group_broker(self, group: str) -> str:
+        """A broker that knows the group's clients: the first master of `%RETRY%group`'s
+        route (every consumer of a clustering group heartbeats to it), as mqadmin picks one."""
+        route = await self.topic_route(RETRY_PREFIX + group)
+        for broker in route.broker_datas:
+            addr = broker.broker_addrs.get(MASTER_ID)
+            if addr:
+                return addr
+        raise ClientError(f"no broker serves {RETRY_PREFIX}{group}", ResponseCode.TOPIC_NOT_EXIST)
+
+    async def consumer_running_info(self, group: str, client_id: str, *, jstack: bool = False,
+                                    broker_addr: str | None = None) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO (307): what the consumer `client_id` of `group` holds
+        and how it is set, asked of `broker_addr` (else `group_broker`), which passes the
+        request on to the client; with `jstack`, its tasks' stacks too."""
+        addr = broker_addr or await self.group_broker(group)
+        response = await self.request(addr, RemotingCommand(
+            RequestCode.GET_CONSUMER_RUNNING_INFO, ext_fields=encode_header(GetConsumerRunningInfoRequestHeader(
+                group, client_id, jstack))), timeout_s=RELAYED_TIMEOUT_S)
+        return _decode_with(decode_running_info, response.body, "consumer running info")
+
+    async def consume_message_directly(self, group: str, client_id: str,
+                                       offset_msg_id: str) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY (309): the consumer `client_id` of `group` consumes the
+        message `offset_msg_id` names once with its listener (no offset moves); the
+        listener's verdict. Asked of the broker that stores the message."""
+        try:
+            host, port, _ = decode_offset_msg_id(offset_msg_id)
+        except MessageFormatError as exc:
+            raise ClientError(str(exc)) from None
+        response = await self.request(f"{host}:{port}", RemotingCommand(
+            RequestCode.CONSUME_MESSAGE_DIRECTLY, ext_fields=encode_header(
+                ConsumeMessageDirectlyResultRequestHeader(group, client_id, offset_msg_id))),
+            timeout_s=RELAYED_TIMEOUT_S)
+        return _decode_with(decode_direct_result, response.body, "direct consumption result")
 
     # ---------------------------------------------------------------- messages
     async def view_message(self, offset_msg_id: str) -> MessageExt:

@@ -20,7 +20,8 @@ old position is never committed over the reset. A queue not pulled for `pull_max
 (a puller that stopped) is dropped by the next rebalance, which takes it again at once
 with a new puller (as RebalanceImpl does with an expired ProcessQueue). Offsets are
 committed every 5 s and on shutdown; heartbeats carry the subscriptions; shutdown
-unregisters.
+unregisters. What an admin asks through a broker (running info, a direct consumption)
+is answered by admin_answers.py.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from rocketport.protocols.remoting.bodies import (
     encode_body,
 )
 
+from .admin_answers import AdminAnswers
 from .consume_concurrently import ConsumeMessageConcurrentlyService
 from .errors import ClientError
 from .message import ConsumeResult, MessageExt
@@ -120,6 +122,7 @@ class PushConsumer:
         self.runtime.heartbeat_data = self._heartbeat_data
         self.runtime.handlers[RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] = self._ids_changed
         self.runtime.handlers[RequestCode.RESET_CONSUMER_CLIENT_OFFSET] = self._reset_pushed
+        self._admin_answers = AdminAnswers(self, lambda: self._listener, clock)  # 307, 309
         self.subscriptions: dict[str, Subscription] = {}
         self._listener: Listener | None = None
         self._puller = Puller(group)
@@ -206,6 +209,7 @@ class PushConsumer:
         for task in list(self._resets):
             task.cancel()
         await asyncio.gather(*self._resets, return_exceptions=True)
+        await self._admin_answers.close()
         held = list(self._work)
         await asyncio.gather(*(self._drop(mq, persist=False) for mq in held))
         if self._service is not None:

@@ -27,6 +27,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from rocketport import consumer_status as status_view
 from rocketport.client import AdminClient, ClientError
 from rocketport.client.rebalance import allocate_averagely
 from rocketport.core.message import MessageExt, encode_properties
@@ -585,11 +586,79 @@ async def consumer_progress(args: argparse.Namespace, out: Report) -> None:
             rows.append((mq.topic, mq.broker_name, mq.queue_id, hi, done, hi - done, o.get("metadata", "")))
     if not rows and not topics:
         raise AdminError(f"group {args.group} is not online and has no committed offsets; give -t topic")
+    if args.show_client_ip:  # each queue's client, from the running info of the group's clients
+        owners = await _queue_owners(args, args.group, out)
+        columns = (*columns[:5], "clientIP", *columns[5:])
+        rows = [(*row[:5], owners.get(row[:3], "N/A"), *row[5:]) for row in rows]
     if any(row[-1] for row in rows):  # Kafka consumers' commit metadata, when any was given
         out.rows("progress", columns + ("metadata",), rows, title=f"consumer progress of {args.group}")
     else:
         out.rows("progress", columns, [row[:-1] for row in rows], title=f"consumer progress of {args.group}")
     out.total("diffTotal", total, "Diff Total")
+
+
+async def _group_clients(args: argparse.Namespace, group: str) -> tuple[str | None, list[str]]:
+    """The broker to ask about the group's clients (-b, else the first of %RETRY%group's
+    route, as mqadmin picks it) and the clients it has online; (None, []) if none."""
+    addr = getattr(args, "broker", None)
+    if not addr:
+        try:
+            addr = await _CLIENT.get().group_broker(group)
+        except ClientError as exc:
+            if exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                return None, []
+            raise _admin_error("the name server", exc) from None
+    resp = await _invoke(addr, request(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group}),
+                         (ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE))
+    if resp.code != ResponseCode.SUCCESS:
+        return addr, []
+    return addr, sorted(c["clientId"] for c in orjson.loads(bytes(resp.body)).get("connectionSet", []))
+
+
+async def _running_infos(addr: str, group: str, client_ids: list[str], jstack: bool,
+                         out: Report) -> dict[str, Any]:
+    """Each client's ConsumerRunningInfo (307, passed on by the broker at `addr`); a client
+    that fails is named in a note and left out, as mqadmin goes on to the next."""
+    infos = {}
+    for client_id in client_ids:
+        try:
+            infos[client_id] = await _call(addr, _CLIENT.get().consumer_running_info(
+                group, client_id, jstack=jstack, broker_addr=addr))
+        except AdminError as exc:
+            out.note(f"{client_id}: {exc}")
+    return infos
+
+
+async def _queue_owners(args: argparse.Namespace, group: str, out: Report) -> dict[tuple[str, str, int], str]:
+    addr, client_ids = await _group_clients(args, group)
+    return status_view.queue_owners(await _running_infos(addr, group, client_ids, False, out)) if addr else {}
+
+
+async def consumer_status(args: argparse.Namespace, out: Report) -> None:
+    """mqadmin consumerStatus: GET_CONSUMER_RUNNING_INFO (307), which the broker passes on
+    to the client; every client of the group in summary, or one (-i) in detail."""
+    addr, client_ids = await _group_clients(args, args.group)
+    if args.client_id:
+        if addr is None:
+            raise AdminError(f"the consumer group {args.group} is not online")
+        info = await _call(addr, _CLIENT.get().consumer_running_info(
+            args.group, args.client_id, jstack=args.jstack, broker_addr=addr))
+        out.rows("properties", ("key", "value"), sorted(info.properties.items()),
+                 title=f"{args.client_id} of {args.group}")
+        out.rows("subscriptions", status_view.SUBSCRIPTION_COLUMNS, status_view.subscription_rows(info),
+                 title="subscriptions")
+        out.rows("queues", status_view.QUEUE_COLUMNS, status_view.queue_rows(info), title="queues held")
+        out.rows("status", status_view.STATUS_COLUMNS, status_view.status_rows(info), title="consume status per topic")
+        if args.jstack:
+            out.total("jstack", info.jstack or "", "jstack")
+        return
+    if not client_ids:
+        raise AdminError(f"the consumer group {args.group} is not online")
+    infos = await _running_infos(addr, args.group, client_ids, args.jstack, out)
+    out.rows("clients", status_view.SUMMARY_COLUMNS,
+             [status_view.summary_row(i, cid, infos[cid]) for i, cid in enumerate(sorted(infos), 1)],
+             title=f"clients of {args.group}")
+    out.rows("analysis", ("finding",), [(f,) for f in status_view.analysis(infos, int(time.time() * 1000))])
 
 
 async def query_msg_by_id(args: argparse.Namespace, out: Report) -> None:
@@ -822,6 +891,14 @@ async def query_msg_by_unique_key(args: argparse.Namespace, out: Report) -> None
                           if m.properties.get("UNIQ_KEY") == args.msg_id]
     if not found:
         raise AdminError(f"no message with unique key {args.msg_id} in {args.topic}")
+    if args.group and args.client_id:  # the client consumes it (309, passed on by its broker)
+        m = found[0]
+        result = await _call("%s:%d" % m.store_host, _CLIENT.get().consume_message_directly(
+            args.group, args.client_id, _offset_msg_id(m)))
+        out.record("result", {"order": result.order, "autoCommit": result.auto_commit,
+                              "consumeResult": result.consume_result.name if result.consume_result else None,
+                              "remark": result.remark, "spentTimeMills": result.spent_time_mills})
+        return
     out.record("message", _message_record(found[0]))
 
 
@@ -1077,7 +1154,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = verb("consumerProgress", consumer_progress, "a group's lag per queue")
     p.add_argument("-g", "--group", required=True)
     p.add_argument("-t", "--topic")
+    p.add_argument("-s", "--show-client-ip", nargs="?", const=True, default=False, type=_flag,
+                   help="each queue's client IP (asks each client through the broker, 307)")
     target(p)
+    p = verb("consumerStatus", consumer_status, "a group's clients as they run: queues, subscriptions (307)")
+    p.add_argument("-g", "--group", required=True)
+    p.add_argument("-i", "--client-id", help="one client in detail")
+    p.add_argument("-s", "--jstack", action="store_true", help="with the client's task stacks")
+    p.add_argument("-b", "--broker", help="broker address host:port to ask")
     verb("queryMsgById", query_msg_by_id, "view a message by offset message id").add_argument(
         "-i", "--msg-id", required=True)
     p = verb("queryMsgByKey", query_msg_by_key, "messages by key")
@@ -1153,6 +1237,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = verb("queryMsgByUniqueKey", query_msg_by_unique_key, "a message by its unique key (client msgId)")
     p.add_argument("-i", "--msg-id", required=True)
     p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-g", "--group", help="with -d: that consumer of this group consumes the message (309)")
+    p.add_argument("-d", "--client-id", help="with -g: the consumer's client id")
     verb("topicClusterList", topic_cluster_list, "clusters a topic is served in").add_argument(
         "-t", "--topic", required=True)
     p = verb("updateTopicPerm", update_topic_perm, "change a topic's permission (2 write, 4 read, 6 both)")

@@ -119,6 +119,8 @@ RULES: dict[int, _Rule | object] = {
     RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: _signed_only,
     RequestCode.GET_BROKER_CONFIG: _signed_only,
     RequestCode.GET_FRONTEND_VIEW: _signed_only,
+    RequestCode.GET_CONSUMER_RUNNING_INFO: _signed_only,  # relayed to a client, as RocketMQ: signed only
+    RequestCode.CONSUME_MESSAGE_DIRECTLY: _signed_only,
     RequestCode.UPDATE_AND_CREATE_TOPIC: _ADMIN,
     RequestCode.DELETE_TOPIC_IN_BROKER: _ADMIN,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: _ADMIN,

@@ -43,6 +43,7 @@ from rocketport.core.metadata.groups import SubscriptionGroupConfig
 from rocketport.core.retry import retry_topic
 
 from . import bodies, headers
+from .client_relay import ClientRelay
 from .codes import RequestCode, ResponseCode
 from .command import Buffer, RemotingCommand, make_response
 from .frame import JsonFrameTemplate
@@ -148,6 +149,7 @@ class BrokerHandlers:
             RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
             RequestCode.GET_FRONTEND_VIEW: self.get_frontend_view,
             **BrokerOperations(broker, self.broker_addr).routes(),
+            **ClientRelay(broker).routes(),
         }
 
     # ------------------------------------------------------------------ dispatch

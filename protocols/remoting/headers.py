@@ -599,6 +599,26 @@ class CloneGroupOffsetRequestHeader:
     offline: bool = False
 
 
+@dataclass(slots=True)
+class GetConsumerRunningInfoRequestHeader:
+    """GET_CONSUMER_RUNNING_INFO (307), admin to broker and broker to client."""
+
+    consumer_group: str
+    client_id: str
+    jstack_enable: bool = False
+
+
+@dataclass(slots=True)
+class ConsumeMessageDirectlyResultRequestHeader:
+    """CONSUME_MESSAGE_DIRECTLY (309): `msg_id` is the offset message id; the broker adds
+    its `broker_name` before passing the request on to the client."""
+
+    consumer_group: str
+    client_id: str
+    msg_id: str
+    broker_name: str | None = None
+
+
 # --- name server ---------------------------------------------------------------------------
 
 

@@ -7,8 +7,11 @@ lacks the oneway bit is answered (clients rarely set it, see remoting.md), with 
 response when its handler fails. Bounded: at most `max_in_flight` requests run per
 connection (reading pauses beyond that) and reading also pauses while the transport's
 write buffer is above its high-water mark. A fatal framing error closes only that
-connection. This module knows nothing of request codes: `RequestHandler` does the work;
-it must never let one connection's failure reach the broker or another connection.
+connection. The broker may also ask the client something and await its answer (`invoke`:
+an admin's request relayed to a consumer), matched by opaque, bounded by a timeout and
+failed when the connection closes. This module knows nothing of request codes:
+`RequestHandler` does the work; it must never let one connection's failure reach the
+broker or another connection.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ class RemotingSession(Session):
         self._max_in_flight = max_in_flight
         self._tasks: set[asyncio.Task[None]] = set()
         self._opaque = itertools.count(1)
+        self._answers: dict[int, asyncio.Future[RemotingCommand]] = {}  # `invoke`s awaiting
 
     # ------------------------------------------------------------------ asyncio callbacks
     def data_received(self, data: bytes) -> None:
@@ -108,8 +112,11 @@ class RemotingSession(Session):
                 taken = []
             if type(event) is CommandReceived:
                 command = event.command
-                if command.flag & FLAG_RESPONSE:
-                    continue  # answers to our oneway pushes: nothing waits for them
+                if command.flag & FLAG_RESPONSE:  # to an `invoke`; else nothing waits for it
+                    answer = self._answers.pop(command.opaque, None)
+                    if answer is not None and not answer.done():
+                        answer.set_result(command)
+                    continue
                 self._start(command)
             else:
                 log.info("remoting %s:%d: %s", *self.peer, event.reason)
@@ -143,6 +150,10 @@ class RemotingSession(Session):
     def _closed_hook(self) -> None:
         for task in self._tasks:
             task.cancel()
+        answers, self._answers = self._answers, {}
+        for answer in answers.values():
+            if not answer.done():
+                answer.set_exception(ConnectionError("the connection closed before the client answered"))
         self._handler.session_closed(self)
 
     def _busy(self) -> bool:
@@ -214,10 +225,35 @@ class RemotingSession(Session):
         request.flag |= FLAG_ONEWAY
         self._write(request)
 
+    async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """Send a broker-initiated request and await the client's answer: TimeoutError
+        when none comes within `timeout_s`, ConnectionError when the connection is or
+        becomes closed first. A late answer is dropped."""
+        if not self.is_open or self.transport is None or self.transport.is_closing():
+            raise ConnectionError("the connection is closed")
+        request.opaque = opaque = next(self._opaque)
+        request.flag &= ~(FLAG_ONEWAY | FLAG_RESPONSE)
+        loop = asyncio.get_running_loop()
+        answer = self._answers[opaque] = loop.create_future()
+        timer = loop.call_later(timeout_s, _expire, answer, timeout_s)
+        try:
+            self._write(request)
+            return await answer
+        finally:
+            timer.cancel()
+            self._answers.pop(opaque, None)
+
     async def wait_closed(self) -> None:
         await super().wait_closed()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _expire(answer: asyncio.Future[RemotingCommand], timeout_s: float) -> None:
+    """A timer, not `asyncio.wait_for`: on 3.11 a cancellation arriving as wait_for's
+    timeout fires can be lost."""
+    if not answer.done():
+        answer.set_exception(TimeoutError(f"no answer within {timeout_s:g} s"))
 
 
 class RemotingListener(Listener):
