@@ -24,11 +24,18 @@ def bodies(messages) -> list[bytes]:
     return [body for _, body in messages]
 
 
-def assert_only(listener, expected: list[bytes]) -> None:
-    """These bodies arrive, and nothing more within 0.3 s."""
-    assert bodies(listener.wait_messages(len(expected))) == expected
-    time.sleep(0.3)
-    assert bodies(listener.messages) == expected
+def one_queue(live, topic: str) -> None:
+    """Make ``topic`` with one queue: a subscription gets its messages in the order they were
+    sent, so a message sent later is a barrier for everything before it."""
+    broker = live.server.broker
+    live.call(lambda: broker.create_topic_ready(topic, read_queue_nums=1, write_queue_nums=1))
+
+
+def assert_only(live, listener, destination: str, expected: list[bytes]) -> None:
+    """These bodies arrive and nothing else: a barrier sent after them to the same one-queue
+    destination is the next thing to arrive."""
+    send_all(live, destination, [b"barrier"])
+    assert bodies(listener.wait_messages(len(expected) + 1)) == expected + [b"barrier"]
 
 
 @pytest.mark.parametrize("version", ["1.0", "1.1", "1.2"])
@@ -67,16 +74,18 @@ def test_queue_subscribers_compete_and_topic_subscribers_each_get_everything(sto
 
 
 def test_topic_subscription_sees_only_what_is_sent_after_it(stomp_broker):
+    one_queue(stomp_broker, "late")
     send_all(stomp_broker, "/topic/late", [b"before"])
     conn, listener = connect(stomp_broker)
     conn.subscribe("/topic/late", id="t", ack="auto", receipt="sub")
     listener.wait_receipt("sub")
     send_all(stomp_broker, "/topic/late", [b"after"])
-    assert_only(listener, [b"after"])
+    assert_only(stomp_broker, listener, "/topic/late", [b"after"])
     conn.disconnect()
 
 
 def test_client_individual_ack_and_redelivery_of_unacked_after_close(stomp_broker):
+    one_queue(stomp_broker, "redo")
     send_all(stomp_broker, "/queue/redo", [b"1", b"2", b"3"])
     conn, listener = connect(stomp_broker)
     conn.subscribe("/queue/redo", id="s", ack="client-individual")
@@ -95,8 +104,7 @@ def test_client_individual_ack_and_redelivery_of_unacked_after_close(stomp_broke
     again.disconnect(receipt="bye")
     third, listener3 = connect(stomp_broker)
     third.subscribe("/queue/redo", id="s", ack="client-individual")
-    time.sleep(0.5)
-    assert listener3.messages == []
+    assert_only(stomp_broker, listener3, "/queue/redo", [])  # all acked: nothing comes back
     third.disconnect()
 
 
@@ -117,6 +125,7 @@ def test_client_ack_is_cumulative(stomp_broker):
 def test_nack_goes_to_retry_then_dlq(stomp_broker):
     broker = stomp_broker.server.broker
     stomp_broker.call(lambda: broker.update_group(SubscriptionGroupConfig("PoisonGroup", retry_max_times=2)))
+    one_queue(stomp_broker, "poison")
     send_all(stomp_broker, "/queue/poison", [b"bad"], color="red")
     conn, listener = connect(stomp_broker)
     conn.subscribe("/queue/poison", id="s", ack="client-individual", headers={"x-group": "PoisonGroup"})
@@ -133,8 +142,8 @@ def test_nack_goes_to_retry_then_dlq(stomp_broker):
     assert all(h["destination"] == "/queue/poison" and h["color"] == "red" for h in seen)
     [dead] = stored(stomp_broker, "%DLQ%PoisonGroup")
     assert dead.body == b"bad" and dead.properties["color"] == "red"
-    time.sleep(0.5)
-    assert len(listener.messages) == 3, "dead-lettered: not delivered again"
+    send_all(stomp_broker, "/queue/poison", [b"barrier"])  # dead-lettered: the next is the barrier
+    assert bodies(listener.wait_messages(4)) == [b"bad"] * 3 + [b"barrier"]
     conn.disconnect()
 
 
@@ -164,6 +173,7 @@ def test_durable_topic_subscription_resumes_after_reconnect(stomp_broker):
 
 
 def test_selector_and_tag_filter_are_evaluated_in_the_broker(stomp_broker):
+    one_queue(stomp_broker, "sel")
     conn, listener = connect(stomp_broker)
     conn.subscribe("/topic/sel", id="a", ack="auto", headers={"selector": "color = 'red' AND size > 2"})
     conn.subscribe("/topic/sel", id="b", ack="auto", headers={"x-tag-filter": "TagA || TagC"},
@@ -171,17 +181,15 @@ def test_selector_and_tag_filter_are_evaluated_in_the_broker(stomp_broker):
     listener.wait_receipt("subs")
     producer, plistener = connect(stomp_broker)
     for i, (color, size, tag) in enumerate([("red", "3", "TagA"), ("blue", "5", "TagB"),
-                                            ("red", "1", "TagC"), ("red", "9", "TagB")]):
+                                            ("red", "1", "TagC"), ("red", "9", "TagB"),
+                                            ("red", "4", "TagA")]):  # the last passes both: a barrier
         producer.send("/topic/sel", b"m%d" % i, headers={"color": color, "size": size, "x-tags": tag})
     producer.disconnect(receipt="sent")
-    got = listener.wait_messages(4)
-    time.sleep(0.3)
     by_sub = {}
-    for headers, body in listener.messages:
+    for headers, body in listener.wait_messages(6):
         by_sub.setdefault(headers["subscription"], []).append(body)
-    assert sorted(by_sub["a"]) == [b"m0", b"m3"]
-    assert sorted(by_sub["b"]) == [b"m0", b"m2"]
-    assert got
+    assert by_sub["a"] == [b"m0", b"m3", b"m4"]
+    assert by_sub["b"] == [b"m0", b"m2", b"m4"]
 
 
 def test_bad_selector_gets_an_error(stomp_broker):
@@ -195,6 +203,7 @@ def test_bad_selector_gets_an_error(stomp_broker):
 
 
 def test_transaction_sends_and_acks_apply_at_commit_only(stomp_broker):
+    one_queue(stomp_broker, "txq")
     send_all(stomp_broker, "/queue/txq", [b"in"])
     conn, listener = connect(stomp_broker)
     conn.subscribe("/queue/txq", id="s", ack="client-individual")
@@ -214,8 +223,7 @@ def test_transaction_sends_and_acks_apply_at_commit_only(stomp_broker):
     conn.disconnect()
     again, listener2 = connect(stomp_broker)
     again.subscribe("/queue/txq", id="s", ack="auto")
-    time.sleep(0.5)
-    assert listener2.messages == [], "the ack committed with the transaction"
+    assert_only(stomp_broker, listener2, "/queue/txq", [])  # the ack committed with the transaction
     again.disconnect()
 
 
@@ -224,12 +232,15 @@ def test_prefetch_bounds_what_an_unacking_consumer_holds(stomp_broker):
     conn, listener = connect(stomp_broker)
     conn.subscribe("/queue/pf", id="s", ack="client-individual", headers={"prefetch-count": "5"})
     listener.wait_messages(5)
-    time.sleep(0.5)
-    assert len(listener.messages) == 5
     conn.ack(listener.messages[0][0]["ack"])
     listener.wait_messages(6)
-    time.sleep(0.3)
+    # the barrier: a second consumer takes everything left, so the first could have had more
+    # than one message past each ack only by leaving the second fewer than 24
+    other, others = connect(stomp_broker)
+    other.subscribe("/queue/pf", id="o", ack="auto")
+    assert len(others.wait_messages(24)) == 24
     assert len(listener.messages) == 6
+    other.disconnect()
     conn.disconnect()
 
 
@@ -260,20 +271,19 @@ def test_delivery_delay_through_the_core_delay_path(stomp_broker, name, value):
 
 
 def test_exchange_routing_key_is_the_tag(stomp_broker):
+    one_queue(stomp_broker, "logs")
     conn, listener = connect(stomp_broker)
     conn.subscribe("/exchange/logs/error", id="e", ack="auto")
     conn.subscribe("/exchange/logs", id="all", ack="auto", receipt="subs")
     listener.wait_receipt("subs")
     conn.send("/exchange/logs/error", b"bad")
     conn.send("/exchange/logs/info", b"fine")
-    got = listener.wait_messages(3)
-    time.sleep(0.3)
+    conn.send("/exchange/logs/error", b"barrier")  # both subscriptions' last
     by_sub = {}
-    for headers, body in listener.messages:
+    for headers, body in listener.wait_messages(5):
         by_sub.setdefault(headers["subscription"], []).append((headers["x-tags"], body))
-    assert by_sub["e"] == [("error", b"bad")]
-    assert sorted(by_sub["all"]) == [("error", b"bad"), ("info", b"fine")]
-    assert got
+    assert by_sub["e"] == [("error", b"bad"), ("error", b"barrier")]
+    assert by_sub["all"] == [("error", b"bad"), ("info", b"fine"), ("error", b"barrier")]
     conn.disconnect()
 
 
@@ -314,6 +324,7 @@ def test_unsubscribe_naming_a_durable_subscription_removes_it(stomp_broker, how)
     UNSUBSCRIBE with the name ends the durable subscription; what is sent after it is not
     kept for it, and subscribing again starts afresh."""
     sub_id = "gone" if "durable" in how else "d"
+    one_queue(stomp_broker, "removed")
     conn, listener = connect(stomp_broker)
     conn.subscribe("/topic/removed", id=sub_id, ack="auto", headers=dict(how), receipt="sub")
     listener.wait_receipt("sub")
@@ -323,7 +334,7 @@ def test_unsubscribe_naming_a_durable_subscription_removes_it(stomp_broker, how)
     conn.subscribe("/topic/removed", id=sub_id, ack="auto", headers=dict(how), receipt="again")
     listener.wait_receipt("again")
     send_all(stomp_broker, "/topic/removed", [b"fresh"])
-    assert_only(listener, [b"fresh"])
+    assert_only(stomp_broker, listener, "/topic/removed", [b"fresh"])
     conn.disconnect()
 
 
