@@ -116,6 +116,7 @@ RULES: dict[int, _Rule | object] = {
     RequestCode.GET_PRODUCER_CONNECTION_LIST: _signed_only,
     RequestCode.GET_TOPIC_STATS_INFO: _signed_only,
     RequestCode.GET_CONSUME_STATS: _signed_only,
+    RequestCode.GET_BROKER_CONSUME_STATS: _signed_only,
     RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: _signed_only,
     RequestCode.GET_BROKER_CONFIG: _signed_only,
     RequestCode.GET_FRONTEND_VIEW: _signed_only,
@@ -128,6 +129,9 @@ RULES: dict[int, _Rule | object] = {
     RequestCode.UPDATE_BROKER_CONFIG: _ADMIN,
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: _ADMIN,
     RequestCode.CLONE_GROUP_OFFSET: _ADMIN,
+    RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: _ADMIN,
+    RequestCode.CLEAN_UNUSED_TOPIC: _ADMIN,
+    RequestCode.DELETE_EXPIRED_COMMITLOG: _ADMIN,
 }
 
 
