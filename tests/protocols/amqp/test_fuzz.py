@@ -115,4 +115,7 @@ def test_the_broker_serves_after_the_fuzz(fuzz_broker):
     with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", fuzz_broker.endpoint("amqp")[1])) as conn:
         ch = conn.channel()
         ch.queue_declare("after-fuzz")
+        ch.confirm_delivery()
         ch.basic_publish("", "after-fuzz", b"ok")
+        _, _, body = next(ch.consume("after-fuzz", auto_ack=True, inactivity_timeout=30))
+        assert body == b"ok", "the broker stores and delivers after the fuzz"
