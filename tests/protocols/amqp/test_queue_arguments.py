@@ -75,21 +75,18 @@ def test_bad_queue_arguments_are_refused(amqp_port):
         assert bad.value.reply_code == 406
 
 
-def test_unused_queue_expires(amqp_port):
+def test_unused_queue_expires(amqp_broker, amqp_port):
+    vhost = amqp_broker.server.front_ends["amqp"].vhost
     with _connect(amqp_port) as conn:
         ch = conn.channel()
         ch.queue_declare("ephemeral", arguments={"x-expires": 500})
+        # watched from the broker's side: a passive declare would be a use, and keep it
         deadline = time.monotonic() + TIMEOUT
-        gone = False
-        while not gone and time.monotonic() < deadline:
-            time.sleep(1.6)  # longer than x-expires plus a sweep: a passive declare is a use
-            probe = conn.channel()
-            try:
-                probe.queue_declare("ephemeral", passive=True)
-                probe.close()
-            except ChannelClosedByBroker as exc:
-                gone = exc.reply_code == 404
-        assert gone
+        while amqp_broker.call(lambda: "ephemeral" in vhost.queues) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(ChannelClosedByBroker) as gone:
+            conn.channel().queue_declare("ephemeral", passive=True)
+        assert gone.value.reply_code == 404
 
 
 def test_exclusive_queue_goes_with_its_connection_and_auto_delete_with_its_last_consumer(amqp_port):

@@ -230,11 +230,17 @@ def test_broker_killed_right_after_end_txn_is_all_or_nothing(tmp_path):
                 kill(proc)
         proc, bootstrap = broker_process(root)
         try:
-            time.sleep(2.5)  # past the transaction's timeout: an open one is aborted by now
-            seen = committed_count(bootstrap, topic, partitions)
+            # an open transaction is aborted once its timeout passes: wait for it to end
+            deadline = time.monotonic() + TIMEOUT_S
             with RawClient(int(bootstrap.rsplit(":", 1)[1])) as client:
-                state = client.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [f"atomic-{round_}"]})
-            assert (state["transaction_states"][0]["transaction_state"], seen) in (
-                ("CompleteCommit", partitions), ("CompleteAbort", 0))
+                while True:
+                    state = client.request(ApiKey.DESCRIBE_TRANSACTIONS, 0,
+                                           {"transactional_ids": [f"atomic-{round_}"]})
+                    ended = state["transaction_states"][0]["transaction_state"]
+                    if ended in ("CompleteCommit", "CompleteAbort") or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.05)
+            seen = committed_count(bootstrap, topic, partitions)
+            assert (ended, seen) in (("CompleteCommit", partitions), ("CompleteAbort", 0))
         finally:
             stop(proc)

@@ -58,12 +58,20 @@ def test_a_subscriber_that_stops_reading_is_paused_not_buffered_for(stomp_broker
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
     sock.connect(endpoint(stomp_broker))
     sock.sendall(b"CONNECT\naccept-version:1.2\nhost:x\n\n\0SUBSCRIBE\ndestination:/queue/slow\nid:0\nack:auto\n\n\0")
-    time.sleep(2.0)  # the broker writes until the socket and its buffer are full, then pauses
 
-    def buffered() -> int:
-        [session] = stomp_broker.server.front_ends["stomp"].sessions
-        return session.transport.get_write_buffer_size()
-    assert stomp_broker.call(buffered) < 2 << 20, "at most a dispatch slice over the high-water mark"
+    def buffered() -> tuple[int, int]:
+        sessions = stomp_broker.server.front_ends["stomp"].sessions
+        if not sessions:
+            return 0, 1
+        [session] = sessions
+        return session.transport.get_write_buffer_size(), session.transport.get_write_buffer_limits()[1]
+    # the broker writes until the socket is full and its buffer passes the high-water mark,
+    # which pauses the subscriber: from then on the buffer can only stay as it is
+    deadline = time.monotonic() + 60
+    while (size := stomp_broker.call(buffered))[0] <= size[1] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert size[0] > size[1], "the subscriber filled the socket and the write buffer"
+    assert stomp_broker.call(buffered)[0] < 2 << 20, "at most a dispatch slice over the high-water mark"
     received = 0
     sock.settimeout(20)
     deadline = time.monotonic() + 60
