@@ -416,7 +416,9 @@ class IndexService:
                     continue
                 # leave the loop to the puts: at most 1 / (1 + backoff) of a core
                 now = time.perf_counter()
-                pause = min(1.0, (now - started) * backoff)
+                # never past half the lag bound: a slice stretched by a busy machine times the
+                # backoff would otherwise sleep up to a second while the lag grows past it
+                pause = min(MAX_LAG_MS / 2000, (now - started) * backoff)
                 await asyncio.sleep(pause)
                 if time.perf_counter() - now - pause > LATE_S:
                     backoff = min(MAX_BACKOFF, backoff * 2 + 1)
