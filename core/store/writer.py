@@ -14,16 +14,17 @@ its methods are plain methods of the store (no delegation on the hot paths). The
     put_control_batch  a transaction's marker into each of its queues, one write
 
 Every record's 88-byte fixed header has one layout, `record.HEADER` (its field order is the
-docs/store-format.md table), packed in four places: `record_head` below, the one encoder
+docs/store-format.md table), packed in five places: `record_head` below, the one encoder
 of it, for the paths that write one record per call (put_message, put_inner_batch,
-put_control_batch), where a Python call costs nothing measurable; put_batch's loop, which
-packs the same precompiled `HEADER` with the same argument order inline; and append_sends
-and put_message_batch, which pack the same layout cut in two (`record.BATCH_HEADER` around
-`record.SHARED_FIELDS`, the fields a send's or a batch's messages share, packed once): a
-function call per message there costs 10-20% of a 100-byte put.
+put_control_batch), where a Python call costs nothing measurable; the per-message loops of
+put_batch and of append_sends' single sends, which pack the same precompiled `HEADER` with
+the same argument order inline; and append_sends' runs and put_message_batch, which pack
+the same layout cut in two (`record.BATCH_HEADER` around `record.SHARED_FIELDS`, the fields
+a run's or a batch's messages share, packed once). A function call per message in those
+loops costs 10-20% of a 100-byte put; packing a single send as a run of one, 5-10%.
 tests/core/store/test_put_parity.py stores the same messages through every path and holds
 their bytes to `record.encode_record`; a change to the header changes `record.HEADER` and
-these four places together.
+these five places together.
 
 A put checks its limits and reserves room (ConsumeQueue first, so a full disk refuses it
 before anything is written), then writes, then assigns queue offsets and dispatches
@@ -314,6 +315,7 @@ class StoreWriter:
         store_ip, store_port = self._store_ip, self._store_port
         next_offset = self._next_queue_offset
         pack, pack_shared, cq_pack = BATCH_HEADER.pack, SHARED_FIELDS.pack, CQ_ENTRY.pack
+        pack_header = _pack_header
         out: list[tuple[int, int] | BrokerError] = []
         parts: list[bytes | memoryview] = []
         queues: dict[tuple[str, int], list] = {}  # per queue: [first offset, entries, end]
@@ -338,6 +340,25 @@ class StoreWriter:
                 queue = queues[key] = [next_offset.get(key, 0), [], 0]
             entries = queue[1]
             queue_offset = first = queue[0] + len(entries)
+            bodies = send.bodies
+            if len(bodies) == 1:  # a single send (remoting's): its head packed whole, no tail made
+                body = bodies[0]
+                body_len = len(body)
+                if body_len > max_size:
+                    out.append(MessageTooLarge(body_len, max_size))
+                    continue
+                props_len = len(props)
+                size = HEADER_SIZE + body_len + len(topic_head) + 2 + props_len
+                parts += (pack_header(  # record_head's fields, inline: see the module docstring
+                    size, MESSAGE_MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, send.flag,
+                    queue_offset, phys, send.sys_flag, send.born_timestamp or now, host, born_host[1],
+                    now, store_ip, store_port, send.reconsume_times, 0, body_len),
+                    body, topic_head, PROPS_LEN.pack(props_len), props)
+                entries.append(cq_pack(phys, size, send.tags_code))
+                out.append((queue_offset, phys))
+                phys += size
+                queue[2] = phys
+                continue
             first_phys = phys
             tail = topic_head + PROPS_LEN.pack(len(props)) + props
             fixed = HEADER_SIZE + len(tail)
@@ -345,7 +366,7 @@ class StoreWriter:
                                  store_ip, store_port, send.reconsume_times, 0)
             flag, code = send.flag, send.tags_code
             body_len = 0
-            for body in send.bodies:
+            for body in bodies:
                 body_len = len(body)
                 if body_len > max_size:
                     break

@@ -1,8 +1,8 @@
 """Every put path packs the same record: the store's header packs held to one reference.
 
-`core/store/writer.py` packs the 88-byte record header in four places (`record_head`,
-put_batch's loop, and the shared-fields cut of append_sends and put_message_batch) for
-speed. Each path here stores the same messages in a fresh store, with the clock fixed, and
+`core/store/writer.py` packs the 88-byte record header in five places (`record_head`,
+put_batch's loop and append_sends' single sends inline, and the shared-fields cut of
+append_sends' runs and put_message_batch) for speed. Each path here stores the same messages in a fresh store, with the clock fixed, and
 its CommitLog bytes and ConsumeQueue entries must equal what `record.encode_record` and the
 ConsumeQueue's entry layout say, so any drift between the packs fails here.
 """
