@@ -17,7 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..message import PROPERTY_TAGS
+from ..tags import tags_code
 from .consume_queue import CQ_ENTRY_SIZE, ConsumeQueue
+from .state import StoreState
 
 
 @dataclass(slots=True)
@@ -29,7 +32,7 @@ class _Dispatch:
     end: int  # commit-log offset just past the record(s)
 
 
-class StoreDispatch:
+class StoreDispatch(StoreState):
     """ConsumeQueue creation and dispatch (the store's state: see MessageStore.__init__)."""
 
     def _consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
@@ -40,6 +43,13 @@ class StoreDispatch:
                               self.config.mapped_file_size_consume_queue, self._preparer)
             self.consume_queues[key] = cq
         return cq
+
+    def _code_of(self, topic: str, properties: dict[str, str]) -> int:
+        """The tags code a ConsumeQueue entry carries (the TAGS hash unless the store was
+        given another rule: delay topics)."""
+        if self._tags_code_of is not None:
+            return self._tags_code_of(topic, properties)
+        return tags_code(properties.get(PROPERTY_TAGS)) if properties else 0
 
     def _dispatch(self, d: _Dispatch, notify: bool = True) -> None:
         cq = self.consume_queues.get((d.topic, d.queue_id)) or self._consume_queue(d.topic, d.queue_id)

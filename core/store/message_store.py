@@ -52,7 +52,7 @@ from .writer import EncodedMessage, PlainSend, PutResult, StoreWriter, _host_byt
 log = logging.getLogger(__name__)
 
 
-class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreDispatch):
+class MessageStore(StoreRecovery, StoreWriter, StoreReader):
     """The store: its state, lifecycle, admin, checkpoint and retention; puts, gets and
     recovery are the inherited role classes' (see the module docstring)."""
 

@@ -38,6 +38,7 @@ from .commitlog import now_ms
 from .consume_queue import CQ_ENTRY_SIZE, ConsumeQueue
 from .get_result import GetResult, GetStatus, Segment
 from .inner_batch import batch_messages
+from .state import StoreState
 from .record import (
     HEADER_SIZE,
     I32,
@@ -67,7 +68,7 @@ class TagsFilter(Protocol):
     def raw_matcher(self) -> Callable[[bytes], bool]: ...
 
 
-class StoreReader:
+class StoreReader(StoreState):
     """Gets and lookups (the store's state: see MessageStore.__init__)."""
 
     def get_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:

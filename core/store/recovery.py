@@ -25,13 +25,13 @@ from ..batch.record_tags import batch_tags
 from ..message import INNER_BATCH_FLAG, PROPERTY_INNER_NUM, PROPERTY_TAGS
 from .checkpoint import Checkpoint
 from .consume_queue import CQ_ENTRY, ConsumeQueue
-from .dispatch import _Dispatch
+from .dispatch import StoreDispatch, _Dispatch
 from .record import RecordInfo, decode_record
 
 log = logging.getLogger(__name__)
 
 
-class StoreRecovery:
+class StoreRecovery(StoreDispatch):
     """Load and recover (the store's state: see MessageStore.__init__)."""
 
     def _load_consume_queues(self) -> None:
