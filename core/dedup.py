@@ -30,7 +30,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from .message import PROPERTY_DEDUP_KEY, Message
 from .store.writer import PutResult
@@ -47,13 +47,7 @@ RECALL_MAX = 4096  # records of one stored unit a recalled answer names
 Key = tuple[str, str]  # (topic, key)
 
 
-class Stored(Protocol):
-    """What a put answers (a PutResult): where its first record is in the log."""
-
-    commit_log_offset: int
-
-
-Recall = Callable[[Key, int], Awaitable["Stored | None"]]
+Recall = Callable[[Key, int], Awaitable["PutResult | None"]]
 
 
 def dedup_key(msg: Message) -> str | None:
@@ -65,7 +59,7 @@ class DedupWindow:
         """``recall(key, below)``: the answer for a key stored in the log below commit-log
         offset ``below``, or None (see the module docstring)."""
         self.capacity = capacity
-        self._stored: OrderedDict[Key, Stored] = OrderedDict()  # key -> the put's result
+        self._stored: OrderedDict[Key, PutResult] = OrderedDict()  # key -> the put's result
         self._pending: dict[Key, asyncio.Future] = {}
         self._recall = recall
         self.floor = 0  # keys of records below this offset may be in the log only
@@ -75,13 +69,13 @@ class DedupWindow:
     def __contains__(self, key: Key) -> bool:
         return key in self._stored
 
-    async def put(self, msgs: list[Message], store: Callable[[list[Message]], Awaitable[object]]) -> object:
+    async def put(self, msgs: list[Message], store: Callable[[list[Message]], Awaitable[PutResult]]) -> PutResult:
         """Store through `store` the messages of `msgs` whose key is not stored yet (and
         those without a key); the result of `store`, or, when every message is a repeat,
         the result of the put that stored the first one's key."""
         fresh: list[Message] = []
         claimed: list[Key] = []
-        earlier: object = None
+        earlier: PutResult | None = None
         for msg in msgs:
             key = dedup_key(msg)
             if key is None:
@@ -103,7 +97,8 @@ class DedupWindow:
             self._pending[k] = asyncio.get_running_loop().create_future()
             claimed.append(k)
             fresh.append(msg)
-        if not fresh:
+        if not fresh:  # every message a repeat (put_messages refuses an empty batch first)
+            assert earlier is not None
             return earlier
         try:
             result = await store(fresh)
@@ -116,9 +111,11 @@ class DedupWindow:
     async def _recall_key(self, k: Key) -> None:
         """Look ``k`` up in the log below `floor`, claimed meanwhile so that a concurrent
         put of it waits for the answer; kept in memory when found."""
+        recall = self._recall
+        assert recall is not None  # put asks only when there is one
         self._pending[k] = asyncio.get_running_loop().create_future()
         try:
-            found = await self._recall(k, self.floor)
+            found = await recall(k, self.floor)
         except BaseException:
             self._settle([k], None)
             raise
@@ -126,7 +123,7 @@ class DedupWindow:
             self.recalled += 1
         self._settle([k], found)
 
-    def _settle(self, claimed: list[Key], result: Stored | None) -> None:
+    def _settle(self, claimed: list[Key], result: PutResult | None) -> None:
         stored = self._stored
         for k in claimed:
             if result is not None:
