@@ -25,7 +25,7 @@ import os
 from .config import BrokerConfig
 from .consumer.delay_levels import parse_delay_levels
 from .consumer.groups import ConsumerManager, ProducerManager
-from .consumer._clock import Clock, monotonic_ms
+from .consumer._clock import LOOP_TIMERS, Clock, Timers, monotonic_ms
 from .consumer.locks import RebalanceLockManager
 from .consumer.long_polling import PullWaiters
 from .dedup import DedupWindow, recall_stored
@@ -39,7 +39,7 @@ from .metadata.groups import SubscriptionGroupManager
 from .metadata.offsets import ConsumerOffsetManager
 from .metadata.topics import TopicConfigManager
 from .periodic import run_every
-from .schedule import SCHEDULE_TOPIC, DelayLevels, DelayOffsets, ScheduleMessageService, schedule_due_ms
+from .schedule import SCHEDULE_TOPIC, DelayLevels, DelayOffsets, ScheduleMessageService, now_ms, schedule_due_ms
 from .store.message_store import MessageStore
 from .store.store_lock import StoreLock
 from .tags import tags_code
@@ -65,9 +65,13 @@ class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole)
     """One per store. Its calls are the role classes' (``core/facade``); their shared state
     is set up here."""
 
-    def __init__(self, config: BrokerConfig, *, clock: Clock = monotonic_ms) -> None:
-        """``clock`` (milliseconds) times client and lock expiry; tests pass a fake one."""
+    def __init__(self, config: BrokerConfig, *, clock: Clock = monotonic_ms,
+                 wall_clock: Clock = now_ms, timers: Timers = LOOP_TIMERS) -> None:
+        """``clock`` (milliseconds) times client and lock expiry; ``wall_clock`` (wall
+        milliseconds) the delay levels' due times; ``timers`` every wait with a timeout
+        (held pulls, delivery groups' idle waits, the delay levels). Tests pass fakes."""
         self.config = config
+        self.wall_clock = wall_clock
         config_dir = os.path.join(config.store_path_root_dir, "config")
         self._lock = StoreLock(config.store_path_root_dir)
         self.store = MessageStore(config, tags_code_of=_tags_code_of)
@@ -76,7 +80,7 @@ class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole)
         self.offsets = ConsumerOffsetManager(config_dir)
         self._queue_rr: dict[str, itertools.count] = {}
         self.dedup = DedupWindow(recall=functools.partial(recall_stored, self.store))
-        self.pull_waiters = PullWaiters()
+        self.pull_waiters = PullWaiters(timers)
         self._tasks: asyncio.TaskGroup | None = None
         self._delivery_groups = {}
         self._views = {}
@@ -87,7 +91,7 @@ class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole)
         self.delay_offsets = DelayOffsets(config_dir)
         self.schedule = ScheduleMessageService(
             self.store, self.delay_levels, self.delay_offsets, self.put_restored,
-            self.pull_waiters.wait, config.flush_delay_offset_interval)
+            self.pull_waiters.wait, config.flush_delay_offset_interval, clock=wall_clock, timers=timers)
         self.transactions = TransactionCheckService(
             self.store, self.offsets, put=self._put_system, timeout_ms=config.transaction_time_out,
             check_max=config.transaction_check_max, interval_ms=config.transaction_check_interval)

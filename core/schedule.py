@@ -50,7 +50,8 @@ from .message import (
     MessageExt,
 )
 from .metadata.json_file import JsonFile
-from .periodic import run_every, stopped_within
+from .consumer._clock import LOOP_TIMERS, Clock, Timers
+from .periodic import run_every
 from .store.consume_queue import CQ_ENTRY
 from .store.message_store import MessageStore, PutResult
 
@@ -200,8 +201,14 @@ class ScheduleMessageService:
     """One owned task per level delivering due messages, plus the offset persister."""
 
     def __init__(self, store: MessageStore, levels: DelayLevels, offsets: DelayOffsets,
-                 deliver: Deliver, wait_arrival: WaitArrival, persist_interval_ms: int) -> None:
+                 deliver: Deliver, wait_arrival: WaitArrival, persist_interval_ms: int, *,
+                 clock: Clock = now_ms, timers: Timers = LOOP_TIMERS) -> None:
+        """``clock`` (wall milliseconds, what due times are) and ``timers`` (the waits for
+        the next due message): tests pass fakes and move time on themselves."""
         self.store = store
+        self._clock = clock
+        self._timers = timers
+        self._sleeping: set[asyncio.Future[bool]] = set()  # levels waiting for a due time
         self.levels = levels
         self.offsets = offsets
         self._deliver = deliver
@@ -223,6 +230,20 @@ class ScheduleMessageService:
     def stop(self) -> None:
         """Ask every task to finish; the broker awaits them, then calls :meth:`persist`."""
         self._stop.set()
+        for waiter in self._sleeping:
+            if not waiter.done():
+                waiter.set_result(True)
+
+    async def _sleep(self, delay_s: float) -> None:
+        """Until ``delay_s`` passes on the timers, or the service stops."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._sleeping.add(waiter)
+        timer = self._timers.call_later(delay_s, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._sleeping.discard(waiter)
 
     async def _run_level(self, level: int) -> None:
         queue_id = level - 1
@@ -239,7 +260,7 @@ class ScheduleMessageService:
                 # no await between the look and the hold: a put cannot slip between them
                 await self._wait_arrival(SCHEDULE_TOPIC, queue_id, offset, 3600.0)
                 continue
-            now = now_ms()
+            now = self._clock()
             due: list[int] = []
             wait_ms = 0
             for phys, _size, due_ms in CQ_ENTRY.iter_unpack(chunk):
@@ -260,7 +281,7 @@ class ScheduleMessageService:
                 else:
                     self.offsets.table[level] = offset + len(due)
             if wait_ms:
-                await stopped_within(stop, wait_ms / 1000)
+                await self._sleep(wait_ms / 1000)
             else:  # a backlog of due messages: let clients in between rounds
                 await asyncio.sleep(0)
 
@@ -295,3 +316,8 @@ class ScheduleMessageService:
             await flush.flush()  # deliveries before the snapshot are durable first
         await asyncio.to_thread(self.offsets.save, table)
         self._persisted = table
+
+
+def _wake(waiter: asyncio.Future[bool]) -> None:
+    if not waiter.done():
+        waiter.set_result(False)

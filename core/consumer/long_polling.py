@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from ._clock import LOOP_TIMERS, Timers
+
 # topic -> queue id -> {future of one held pull: the offset it wants to read}
 _QueueWaiters = dict[asyncio.Future[bool], int]
 
@@ -31,9 +33,10 @@ class PullWaiters:
     so when nobody waits on the queue it costs two dict look-ups and nothing else.
     """
 
-    __slots__ = ("_topics", "_count", "_closed")
+    __slots__ = ("_topics", "_count", "_closed", "timers")
 
-    def __init__(self) -> None:
+    def __init__(self, timers: Timers = LOOP_TIMERS) -> None:
+        self.timers = timers  # the holds' timeouts (a delivery group's idle waits too)
         self._topics: dict[str, dict[int, _QueueWaiters]] = {}
         self._count = 0
         self._closed = False
@@ -61,7 +64,7 @@ class PullWaiters:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
         self._hold(topic, queue_id, offset, future)
-        timer = loop.call_later(timeout_s, _resolve, future, False)
+        timer = self.timers.call_later(timeout_s, _resolve, future, False)
         try:
             return await future
         finally:
@@ -77,7 +80,7 @@ class PullWaiters:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
         self.hold_any(positions, future)
-        timer = loop.call_later(timeout_s, _resolve, future, False)
+        timer = self.timers.call_later(timeout_s, _resolve, future, False)
         try:
             return await future
         finally:

@@ -545,7 +545,8 @@ class DeliveryGroup:
         self._waiter = waiter = loop.create_future()
         if positions:
             self._broker.pull_waiters.hold_any(positions, waiter)
-        timer = None if timeout_s is None else loop.call_later(timeout_s, _resolve, waiter)
+        timer = None if timeout_s is None else self._broker.pull_waiters.timers.call_later(
+            timeout_s, _resolve, waiter)
         try:
             await waiter
         finally:

@@ -32,6 +32,7 @@ import logging
 
 from ..batch.message_batch import decode_batch
 from ..config import BrokerConfig
+from ..consumer._clock import Clock
 from ..dedup import DEDUP_NEEDLE, DedupWindow, dedup_key
 from ..errors import (
     BrokerError,
@@ -59,7 +60,7 @@ from ..message import (
 from ..message_id import offset_msg_id
 from ..metadata.topics import PERM_WRITE, TopicConfig, TopicConfigManager, validate_topic
 from ..retry import DEFAULT_MAX_RECONSUME_TIMES, DLQ_QUEUE_NUMS, build_send_back
-from ..schedule import SCHEDULE_TOPIC, DelayLevels, needs_schedule, now_ms, wrap_for_schedule
+from ..schedule import SCHEDULE_TOPIC, DelayLevels, needs_schedule, wrap_for_schedule
 from ..store.message_store import MessageStore
 from .types import PlainPut, PlainSend, PutResult
 from ..tags import tags_code_of_value
@@ -108,6 +109,7 @@ class ProduceRole:
     store: MessageStore
     topics: TopicConfigManager
     delay_levels: DelayLevels
+    wall_clock: Clock  # due times of delayed messages
     dedup: DedupWindow
     _queue_rr: dict[str, itertools.count]
 
@@ -351,7 +353,7 @@ class ProduceRole:
             if is_prepared(msg):
                 wrap_half(msg)  # RocketMQ ignores a delay on the prepare; the commit honours it
             elif props and needs_schedule(props):
-                wrap_for_schedule(msg, self.delay_levels, now_ms())
+                wrap_for_schedule(msg, self.delay_levels, self.wall_clock())
         return real_queue
 
     async def _put_batches(self, batches: list[list[Message]]) -> list[PutResult | BrokerError]:

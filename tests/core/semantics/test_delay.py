@@ -12,6 +12,7 @@ from rocketport.core.message import Message
 from rocketport.core.schedule import SCHEDULE_TOPIC
 
 from tests.support.aio import run
+from tests.support.fake_time import FakeTime
 
 
 def ms() -> int:
@@ -33,18 +34,32 @@ async def _take(broker: Broker, topic: str, queue_id: int, want: int, timeout_s:
     return got
 
 
-def test_delay_level_delivers_on_time_with_properties_restored(sem_config):
+async def _next(broker: Broker, topic: str, queue_id: int, offset: int) -> list:
+    """The messages from ``offset`` on, once there are some: a pull held until one arrives
+    (with fake timers a hold ends only by an arrival; bounded here in real time)."""
+    async def pull() -> list:
+        while not (r := await broker.pull("g", topic, queue_id, offset, 64, hold_s=3600)).messages():
+            pass
+        return r.messages()
+    return await asyncio.wait_for(pull(), 30)
+
+
+def test_delay_level_delivers_when_due_with_properties_restored(sem_config):
     async def main():
-        async with Broker(sem_config) as broker:
+        clock = FakeTime()
+        async with Broker(sem_config, wall_clock=clock.wall_ms, timers=clock) as broker:
             broker.create_topic("T", read_queue_nums=2, write_queue_nums=2)
-            sent = ms()
+            sent = clock.now_ms
             r = await broker.put_message(Message(
                 "T", b"later", {"TAGS": "A", "KEYS": "k1", "DELAY": "1", "UNIQ_KEY": "U1"}, queue_id=1))
             assert r.queue_id == 1  # the real queue, as RocketMQ answers the producer
             assert broker.max_offset("T", 1) == 0  # parked, invisible
             assert broker.max_offset(SCHEDULE_TOPIC, 0) == 1
-            [(m, arrived)] = await _take(broker, "T", 1, 1, 3)
-            assert arrived - sent >= 1000 and m.store_timestamp - sent >= 1000
+            await clock.until_pending(sent + 1000)  # level 1 sleeps until the message is due
+            clock.advance(0.999)
+            assert broker.max_offset("T", 1) == 0  # not a millisecond early
+            clock.advance(0.001)
+            [m] = await _next(broker, "T", 1, 0)
             assert m.body == b"later" and m.tags == "A" and m.keys == ["k1"]
             assert m.uniq_key == "U1"
             for gone in ("DELAY", "REAL_TOPIC", "REAL_QID", "TIMER_OUT_MS"):
@@ -55,20 +70,23 @@ def test_delay_level_delivers_on_time_with_properties_restored(sem_config):
 
 def test_levels_order_and_clamp_to_max(sem_config):
     async def main():
-        async with Broker(sem_config) as broker:
+        clock = FakeTime()
+        async with Broker(sem_config, wall_clock=clock.wall_ms, timers=clock) as broker:
             broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
-            sent = ms()
+            sent = clock.now_ms
             for level in (3, 1, 2, 99):
                 await broker.put_message(Message("T", str(level).encode(), {"DELAY": str(level)}, queue_id=0))
             await broker.put_message(Message("T", b"now", {"DELAY": "0"}, queue_id=0))
-            got = await _take(broker, "T", 0, 5, 6)
-            bodies = [m.body for m, _ in got]
-            assert bodies[0] == b"now"
-            assert set(bodies[1:3]) == {b"1", b"2"} and bodies[1] == b"1"
-            assert set(bodies[3:]) == {b"3", b"99"}
-            expected = {b"now": 0, b"1": 1000, b"2": 2000, b"3": 3000, b"99": 3000}
-            for m, _ in got:
-                assert m.store_timestamp - sent >= expected[m.body]
+            got = [m.body for m in await _next(broker, "T", 0, 0)]
+            assert got == [b"now"]
+            for second, due in ((1, [b"1"]), (2, [b"2"]), (3, [b"3", b"99"])):  # 99: the last level
+                await clock.until_pending(sent + 1000 * second)
+                clock.advance((sent + 1000 * second - clock.now_ms) / 1000)
+                arrived: list[bytes] = []
+                while len(arrived) < len(due):
+                    arrived += [m.body for m in await _next(broker, "T", 0, len(got) + len(arrived))]
+                assert sorted(arrived) == due
+                got += arrived
     run(main())
 
 
