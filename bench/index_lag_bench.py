@@ -40,6 +40,7 @@ FLOOR_MS = 1000.0
 PROBE_S = 0.1  # a sample handed over this often
 POLL_S = 0.005  # between two lookups of one key
 GIVE_UP_S = 120.0  # a key not found by then counts as this lag
+LOOKUP_TIMEOUT_S = 30.0  # one lookup's answer
 TICK_S = 0.001  # the producers' pacing grain
 WINDOW = 5000  # requests in flight (remoting, amqp)
 BODY = b"x" * 100
@@ -261,13 +262,19 @@ def producer_main(path: str, ports: Ports, topic: str, rate: int, seconds: float
 # ------------------------------------------------------------------------------- prober
 async def probe(ports: Ports, topic: str, samples) -> tuple[list[float], float | None, int, float]:
     """Look each newest sample up until found: (lags ms, the last key's lag, messages, s)."""
-    from rocketport.client import AdminClient
+    from rocketport.client import AdminClient, ClientError
+
+    async def found(admin: AdminClient, key: str) -> bool:
+        try:
+            return bool(await admin.query_by_key(topic, key, max_num=1))
+        except ClientError:  # no answer in time: a broker too busy to answer is not finding it
+            return False
 
     lags: list[float] = []
     last: float | None = None
     total, elapsed = 0, 0.0
     finished = False
-    async with AdminClient(f"127.0.0.1:{ports.namesrv}") as admin:
+    async with AdminClient(f"127.0.0.1:{ports.namesrv}", timeout_s=LOOKUP_TIMEOUT_S) as admin:
         while True:
             sample = None
             while not finished and samples.poll():
@@ -286,7 +293,7 @@ async def probe(ports: Ports, topic: str, samples) -> tuple[list[float], float |
                 await asyncio.sleep(POLL_S)
                 continue
             key, acked = sample
-            while not await admin.query_by_key(topic, key, max_num=1):
+            while not await found(admin, key):
                 if time.monotonic() - acked > GIVE_UP_S:
                     break
                 await asyncio.sleep(POLL_S)
