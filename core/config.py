@@ -324,6 +324,8 @@ def _settable_fields() -> tuple[dataclasses.Field, ...]:
     return tuple(f for f in dataclasses.fields(BrokerConfig) if not f.metadata.get("internal"))
 
 
+_DEFAULTS = BrokerConfig()  # every section's defaults, for keys a file leaves out
+
 # every key a file may name, sections' keys dotted: what a misspelt key is compared with
 _ALL_KEYS = tuple(key_of(f) for f in _settable_fields() if f.name not in _PROTOCOL_FIELDS) \
     + tuple(f"{section}.{sub}" for section in sorted(_PROTOCOL_FIELDS) for sub in _section_keys(section)) \
@@ -388,7 +390,7 @@ def _protocol_section(key: str, f: dataclasses.Field, raw: Any,
                       problems: list[tuple[str, str]]) -> ProtocolConfig | None:
     """A front-end's section with its defaults for keys not given; each unknown key or bad
     value goes to ``problems`` by its dotted name (``kafka.port``), None if there was one."""
-    default: ProtocolConfig = f.default_factory()  # type: ignore[misc]
+    default: ProtocolConfig = getattr(_DEFAULTS, f.name)
     if not isinstance(raw, Mapping):
         problems.append((key, f"{key}: expected a section with {', '.join(_section_keys(key))}, got {raw!r}"))
         return None

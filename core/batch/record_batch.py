@@ -185,7 +185,7 @@ def split_batches(buf: Buffer) -> list[tuple[int, int]]:
 # --- records -------------------------------------------------------------------------------
 
 
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+def _read_varint(data: Buffer, pos: int) -> tuple[int, int]:
     """Zigzag varint (up to 64 bits) at ``pos``; returns (value, next position)."""
     shift = 0
     result = 0

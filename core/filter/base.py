@@ -7,6 +7,7 @@ the compiler's business. This module must never import a protocol or do I/O.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import ClassVar
 from collections.abc import Callable, Mapping
 
 
@@ -28,7 +29,7 @@ class MessageFilter(ABC):
 
     __slots__ = ()
 
-    expression_type: str
+    expression_type: ClassVar[str]  # "TAG" or "SQL92", set by each kind
     expression: str
 
     @abstractmethod

@@ -72,7 +72,7 @@ class ConsumerOffsetManager:
 
     def snapshot(self) -> dict:
         """A copy to persist from a worker thread while the loop goes on committing."""
-        data = {"offsetTable": {k: {str(q): o for q, o in v.items()} for k, v in self.table.items()}}
+        data: dict[str, dict] = {"offsetTable": {k: {str(q): o for q, o in v.items()} for k, v in self.table.items()}}
         metadata = {k: {str(q): m for q, m in v.items()} for k, v in self.metadata.items() if v}
         if metadata:  # only Kafka commits carry any: RocketMQ's file stays as it was
             data["metadataTable"] = metadata

@@ -117,6 +117,13 @@ class CommitLog:
             return None
         return mf.view[pos:pos + size]
 
+    def written(self, phys: int, size: int) -> memoryview:
+        """Bytes [phys, phys+size) that an index entry or a scan found written: a run of
+        whole records in one segment, always there while the log holds it."""
+        view = self.slice(phys, size)
+        assert view is not None, (phys, size)
+        return view
+
     def record_at(self, phys: int) -> memoryview | None:
         """The whole record starting at ``phys`` (None if there is none)."""
         mf = self.queue.find(phys)

@@ -146,9 +146,12 @@ class ConsumeQueue:
         done = 0
         total = len(entries)
         while done < total:
-            mf = self.queue.find(pos)
-            if mf is None:
-                mf = self.queue.create_file(self.queue.last.end_offset)
+            found = self.queue.find(pos)
+            if found is None:
+                last = self.queue.last
+                assert last is not None  # a file was created above if there was none
+                found = self.queue.create_file(last.end_offset)
+            mf = found
             rel = pos - mf.file_from_offset
             n = min(total - done, mf.file_size - rel)
             mf.ensure_backed(rel + n)  # done by ensure_room before the record: a no-op here
@@ -177,6 +180,12 @@ class ConsumeQueue:
         data = self.entries(offset, 1)
         return CQ_ENTRY.unpack_from(data) if len(data) == CQ_ENTRY_SIZE else None
 
+    def _entry_within(self, offset: int) -> tuple[int, int, int]:
+        """The entry at an offset between min and max offset, which is always there."""
+        entry = self.entry(offset)
+        assert entry is not None
+        return entry
+
     def last_entry(self) -> tuple[int, int, int] | None:
         return self.entry(self.max_offset - 1) if self.max_offset > self.min_offset else None
 
@@ -186,7 +195,7 @@ class ConsumeQueue:
         lo, hi = self.min_offset, self.max_offset
         while lo < hi:  # first entry that points past phys_end
             mid = (lo + hi) // 2
-            off, size, _ = self.entry(mid)
+            off, size, _ = self._entry_within(mid)
             if off + abs(size) <= phys_end:
                 lo = mid + 1
             else:
@@ -209,7 +218,7 @@ class ConsumeQueue:
         lo, hi = self.min_offset, self.max_offset
         while lo < hi:
             mid = (lo + hi) // 2
-            off, _, _ = self.entry(mid)
+            off, _, _ = self._entry_within(mid)
             if off < commit_log_min:
                 lo = mid + 1
             else:

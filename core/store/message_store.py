@@ -130,6 +130,7 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader):
             return
         self._running = False
         self.index.stop()
+        assert self.flush_service is not None  # set by start, as _running is
         self.flush_service.stop()
         self._stop_event.set()
         await self._services.__aexit__(None, None, None)

@@ -88,6 +88,7 @@ class PageWarmer:
                 if self._stopped:
                     return
                 anchor, start = self._anchor, self._done
+                assert anchor is not None  # a target is set only with a mapping to warm
                 length = min(self.chunk, self._target - start)
                 self._done = start + length
             if _madvise(ctypes.addressof(anchor) + start, length, MADV_POPULATE_WRITE) != 0:

@@ -23,7 +23,7 @@ import struct
 from bisect import bisect_right
 from functools import lru_cache
 from itertools import accumulate
-from typing import Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 from ..batch.record_batch import iter_records, parse_header
 from ..message import (
@@ -150,12 +150,12 @@ class StoreReader(StoreState):
                         run_count += 1
                     else:
                         if run_count:
-                            segments.append(Segment(cl.slice(run_start, run_end - run_start), run_first, run_count))
+                            segments.append(Segment(cl.written(run_start, run_end - run_start), run_first, run_count))
                         run_start, run_end, run_first, run_count = phys, phys + size, qo, 1
                     total += size
                 else:  # an entry of an inner batch (negative size)
                     if run_count:
-                        segments.append(Segment(cl.slice(run_start, run_end - run_start), run_first, run_count))
+                        segments.append(Segment(cl.written(run_start, run_end - run_start), run_first, run_count))
                         run_count = 0
                         run_end = -1
                     if phys == batch_phys and batch_seg.first_offset + batch_seg.count == qo:
@@ -191,7 +191,7 @@ class StoreReader(StoreState):
             if stop:
                 break
         if run_count:
-            segments.append(Segment(cl.slice(run_start, run_end - run_start), run_first, run_count))
+            segments.append(Segment(cl.written(run_start, run_end - run_start), run_first, run_count))
         # slices are None only if the log was truncated under us: drop them
         if any(s.view is None for s in segments):
             segments[:] = [s for s in segments if s.view is not None]
@@ -247,6 +247,7 @@ class StoreReader(StoreState):
         (negative size) pass the exact check: their reader filters per record
         (core.store.inner_batch).
         """
+        entries: Iterator[tuple[int, tuple[Any, ...]]]
         if codes is None:
             entries = enumerate(_CQ_ENTRY_WORDS.iter_unpack(chunk))
         else:
@@ -257,7 +258,8 @@ class StoreReader(StoreState):
             return
         find = self.commitlog.queue.find
         body_length = I32.unpack_from
-        mm = view = None
+        mm: Any = None  # the segment in use (mmap, memoryview), set at the first record:
+        view: Any = None  # base = end = 0 sends it through find
         base = end = 0  # the segment in use: [base, end) is written
         for i, entry in entries:
             phys, size, _, _ = entry

@@ -102,7 +102,7 @@ class StoreRecovery(StoreDispatch):
         cl = self.commitlog
         for phys, info in cl.scan(max(start, cl.min_offset), False):
             if info.sys_flag & INNER_BATCH_FLAG:
-                body = cl.slice(phys + info.body_offset, info.body_length)
+                body = cl.written(phys + info.body_offset, info.body_length)
                 yield phys, info.topic, info.queue_id, info.queue_offset, body
 
     def _cq_tail_ok(self, cq: ConsumeQueue) -> bool:
@@ -136,7 +136,7 @@ class StoreRecovery(StoreDispatch):
             entries = CQ_ENTRY.pack(phys, size, self._code_of(topic, props))
             return _Dispatch(topic, info.queue_id, info.queue_offset, entries, phys + size)
         count = _inner_num(props)
-        view = self.commitlog.slice(phys, size)
+        view = self.commitlog.written(phys, size)
         body = view[info.body_offset:info.body_offset + info.body_length]
         try:  # INNER_NUM must be what the stored batch says: never trust it to size the queue
             stated = parse_header(body).records_count

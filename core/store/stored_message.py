@@ -101,7 +101,7 @@ def stored_messages(view: memoryview, first_offset: int, count: int) -> list[Sto
     long after the read: it pins nothing else). What every delivery is read for (body,
     properties, reconsume count) is cut out at once."""
     data = bytes(view)
-    out = []
+    out: list[StoredMessage] = []
     pos = 0
     unpack = _WALK.unpack_from
     append = out.append

@@ -58,7 +58,7 @@ class CoordinatorLog:
 
     def replay(self) -> list[dict[str, Any]]:
         """Every record, in order (a torn or unreadable line is skipped with a warning)."""
-        records = []
+        records: list[dict[str, Any]] = []
         try:
             with open(self.path, "rb") as f:
                 data = f.read()
@@ -102,18 +102,23 @@ class CoordinatorLog:
 
     def _put(self, data: bytes) -> None:
         end = self._pos + len(data)
-        if end > len(self._map):
-            self._grow(end)
-        self._map[self._pos:end] = data
+        mapped = self._map
+        assert mapped is not None  # append opens the log first
+        if end > len(mapped):
+            mapped = self._grow(mapped, end)
+        mapped[self._pos:end] = data
         self._pos = end
 
-    def _grow(self, needed: int) -> None:
-        size = len(self._map)
+    def _grow(self, mapped: mmap.mmap, needed: int) -> mmap.mmap:
+        size = len(mapped)
         while size < needed:
             size *= 2
-        _back(self._fd, size)  # before the old map goes: a full disk leaves the log as it was
-        self._map.close()
-        self._map = mmap.mmap(self._fd, size)
+        fd = self._fd
+        assert fd is not None
+        _back(fd, size)  # before the old map goes: a full disk leaves the log as it was
+        mapped.close()
+        self._map = mmap.mmap(fd, size)
+        return self._map
 
     async def flushed(self) -> None:
         """Under SYNC_FLUSH, once what was appended is on disk (fsync in a worker thread: it
