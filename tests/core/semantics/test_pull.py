@@ -15,6 +15,7 @@ from rocketport.core.metadata.groups import SubscriptionGroupConfig
 from rocketport.core.store.get_result import GetStatus
 
 from tests.support.aio import run
+from tests.support.fake_time import FakeTime
 
 
 async def _fill(broker: Broker, topic: str, n: int, tag_of, props_of=lambda i: {}) -> None:
@@ -85,15 +86,24 @@ def test_filtered_scan_reads_records_in_place_across_commit_log_segments(sem_con
     run(main())
 
 
+def _holds(pending):
+    """The held pulls' timers among ``pending`` (the delay levels hold theirs for an hour)."""
+    return [t for t in pending if t.delay_ms <= 5000]
+
+
 def test_no_match_advances_next_offset_and_holds_until_hold_ends(sem_config):
     async def main():
-        async with Broker(sem_config) as broker:
+        clock = FakeTime()
+        async with Broker(sem_config, timers=clock) as broker:
             broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
             await _fill(broker, "T", 20, lambda i: "B")
-            started = time.monotonic()
-            r = await broker.pull("g", "T", 0, 0, 32, message_filter=compile_filter("TAG", "A"),
-                                  hold_s=0.2)
-            assert 0.18 <= time.monotonic() - started < 1.0
+            held = asyncio.create_task(broker.pull("g", "T", 0, 0, 32, message_filter=compile_filter("TAG", "A"),
+                                                   hold_s=0.2))
+            [hold] = _holds(await clock.until(lambda pending: any(_holds(pending))))  # the pull holds
+            clock.advance((hold.due_ms - clock.now_ms - 1) / 1000)
+            assert not held.done()
+            clock.advance(0.001)  # its hold ends
+            r = await asyncio.wait_for(held, 30)
             assert r.message_count == 0 and not r.segments
             assert r.next_begin_offset == 20
     run(main())
@@ -101,15 +111,17 @@ def test_no_match_advances_next_offset_and_holds_until_hold_ends(sem_config):
 
 def test_held_pull_wakes_on_matching_put_and_ignores_others(sem_config):
     async def main():
-        async with Broker(sem_config) as broker:
+        clock = FakeTime()
+        async with Broker(sem_config, timers=clock) as broker:
             broker.create_topic("T", read_queue_nums=2, write_queue_nums=2)
             flt = compile_filter("TAG", "A")
             held = asyncio.create_task(broker.pull("g", "T", 0, 0, 32, message_filter=flt, hold_s=5))
-            await asyncio.sleep(0.05)
+            [first] = _holds(await clock.until(lambda pending: any(_holds(pending))))
             await broker.put_message(Message("T", b"b", {"TAGS": "B"}, queue_id=0))
             await broker.put_message(Message("T", b"a-other-queue", {"TAGS": "A"}, queue_id=1))
-            await asyncio.sleep(0.05)
-            assert not held.done()  # a non-matching put woke it; it re-checked and held again
+            # a non-matching put woke it: it re-checked and held again (a new hold)
+            await clock.until(lambda pending: [t.serial for t in _holds(pending)] > [first.serial])
+            assert not held.done()
             await broker.put_message(Message("T", b"a", {"TAGS": "A"}, queue_id=0))
             r = await asyncio.wait_for(held, 1)  # woken by the put, long before its 5 s hold
             assert [m.body for m in r.messages()] == [b"a"]
