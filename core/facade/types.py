@@ -4,9 +4,11 @@ A front-end passes and receives these across the facade: put results and the pla
 record (`PlainSend`, `PlainPut`), read results and their CommitLog slices (`GetResult`,
 `GetStatus`, `Segment`), stored-message views (`StoredMessage`, `StoredBatch` and
 `batches_of` for inner batches, `decode_record`), the record encoder a pull response builds
-records with (`encode_record`, `ip_bytes`), and the record layout offsets a front-end may
-read a slice at (`HEADER_SIZE`, `POS_BODY_LENGTH`, `I32`). Protocols import these from here,
-never from `core.store`, so the store can change behind the names.
+records with (`encode_record`, `ip_bytes`), the record layout offsets a front-end may
+read a slice at (`HEADER_SIZE`, `POS_BODY_LENGTH`, `I32`), and the verdicts on an
+idempotent producer's batch (`SequenceCheck`, `NO_PRODUCER_ID`: `Broker.check_sequence`).
+Protocols import these from here, never from `core.store`, so the store can change behind
+the names.
 
 This module holds types and names only: it never stores, reads or decides anything.
 """
@@ -24,11 +26,12 @@ from ..store.inner_batch import StoredBatch, batches_of
 from ..store.record import HEADER_SIZE, I32, POS_BODY_LENGTH, decode_record, encode_record, ip_bytes
 from ..store.stored_message import StoredMessage
 from ..store.writer import PlainSend, PutResult
+from ..txn.producer_state import NO_PRODUCER_ID, SequenceCheck
 
 __all__ = [
-    "HEADER_SIZE", "I32", "POS_BODY_LENGTH", "GetResult", "GetStatus", "PlainPut", "PlainSend",
-    "PutResult", "Segment", "StoredBatch", "StoredMessage", "batches_of", "decode_record",
-    "encode_record", "ip_bytes",
+    "HEADER_SIZE", "I32", "NO_PRODUCER_ID", "POS_BODY_LENGTH", "GetResult", "GetStatus", "PlainPut",
+    "PlainSend", "PutResult", "Segment", "SequenceCheck", "StoredBatch", "StoredMessage", "batches_of",
+    "decode_record", "encode_record", "ip_bytes",
 ]
 
 

@@ -39,7 +39,7 @@ from rocketport.core.batch.record_tags import codes_and_shared, payload_tags
 from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError, MessageTooLarge
 from rocketport.core.message import PROPERTY_TAGS
-from rocketport.core.txn.producer_state import NO_PRODUCER_ID, SequenceCheck
+from rocketport.core.facade.types import NO_PRODUCER_ID, SequenceCheck
 
 from .error_map import error_code_for
 from .errors import ErrorCode
