@@ -91,7 +91,8 @@ def _shortstr(text: str) -> bytes:
 
 _BASIC_FIELDS: Final = {name: (bit, kind) for name, bit, kind in _FIELDS if name != "headers"}
 _HEADERS_FLAG: Final = 1 << 13
-_HIDDEN: Final = (SYSTEM_NAMES - {"DELAY"}) | {DEFAULT_EXCHANGE_MARK}
+# DELAY and DEDUP_KEY are the publisher's own: they come back as headers
+_HIDDEN: Final = (SYSTEM_NAMES - {"DELAY", core_message.PROPERTY_DEDUP_KEY}) | {DEFAULT_EXCHANGE_MARK}
 # per tag header: messages of one publisher look alike
 _encoded: dict[str, dict[tuple[tuple[str, str], ...], bytes]] = {}
 _ENCODED_MAX = 4096

@@ -18,8 +18,10 @@ from rocketport.core.message import PROPERTY_KEYS, PROPERTY_TAGS, decode_propert
 
 from .codec import escape
 
+# the system properties (DEDUP_KEY aside: the sender's own, it comes back as a header)
 HIDDEN: Final = frozenset(value for name, value in vars(_message).items()
-                          if name.startswith("PROPERTY_") and isinstance(value, str)) | {
+                          if name.startswith("PROPERTY_") and isinstance(value, str)
+                          and value != _message.PROPERTY_DEDUP_KEY) | {
     "message-id", "ack", "subscription", "destination", "content-length", "redelivered",
     "x-reconsume-times", "x-tags", "x-keys"}
 _CACHED_MAX: Final = 64  # distinct property blocks kept per connection
