@@ -24,7 +24,7 @@ import os
 
 from .config import BrokerConfig
 from .consumer.delay_levels import parse_delay_levels
-from .consumer.groups import ConsumerManager, ProducerManager
+from .consumer.clients import ConsumerManager, ProducerManager
 from .consumer._clock import LOOP_TIMERS, Clock, Timers, monotonic_ms
 from .consumer.locks import RebalanceLockManager
 from .consumer.long_polling import PullWaiters
@@ -35,7 +35,7 @@ from .facade.delivery import DeliveryRole
 from .facade.produce import ProduceRole
 from .facade.transactions import TransactionRole
 from .message import PROPERTY_TAGS
-from .metadata.groups import SubscriptionGroupManager
+from .metadata.subscription_groups import SubscriptionGroupManager
 from .metadata.offsets import ConsumerOffsetManager
 from .metadata.topics import TopicConfigManager
 from .periodic import run_every
@@ -43,7 +43,7 @@ from .schedule import SCHEDULE_TOPIC, DelayLevels, DelayOffsets, ScheduleMessage
 from .store.message_store import MessageStore
 from .store.store_lock import StoreLock
 from .tags import tags_code
-from .transaction import TransactionCheckService
+from .half_messages import TransactionCheckService
 from .txn.coordinator import TxnCoordinator
 from .txn.producer_state import ProducerStateTable
 

@@ -24,12 +24,12 @@ from typing import Any, Final
 
 from ..config import BrokerConfig
 from ..live_config import live_config_path, read_live_config
-from ..consumer.groups import ConsumerManager
+from ..consumer.clients import ConsumerManager
 from ..consumer.long_polling import PullWaiters
 from ..errors import InvalidMessage, MessageNotFound, TopicNotFound
 from ..message import MessageExt
 from ..message_id import decode_offset_msg_id
-from ..metadata.groups import SubscriptionGroupConfig, SubscriptionGroupManager
+from ..metadata.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from ..metadata.offsets import ConsumerOffsetManager
 from ..metadata.topics import PERM_RW, TopicConfig, TopicConfigManager
 from ..store.checkpoint import write_atomically

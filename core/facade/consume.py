@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 
 from ..consumer.allocate import allocate_averagely, allocate_averagely_by_circle
-from ..consumer.groups import ConsumerManager
+from ..consumer.clients import ConsumerManager
 from ..consumer.locks import MessageQueueKey, RebalanceLockManager
 from ..consumer.long_polling import PullWaiters
 from ..errors import (

@@ -64,7 +64,7 @@ from ..schedule import SCHEDULE_TOPIC, DelayLevels, needs_schedule, wrap_for_sch
 from ..store.message_store import MessageStore
 from .types import PlainPut, PlainSend, PutResult
 from ..tags import tags_code_of_value
-from ..transaction import is_prepared, wrap_half
+from ..half_messages import is_prepared, wrap_half
 
 # the facade's log lines keep the logger name they have always had, whichever role writes them
 log = logging.getLogger("rocketport.core.broker")

@@ -32,7 +32,7 @@ from ..errors import MessageNotFound, TopicNotFound, TransactionMismatch
 from ..message import PROPERTY_PRODUCER_GROUP, Message
 from ..metadata.topics import TopicConfigManager
 from ..store.message_store import MessageStore, PutResult
-from ..transaction import TransactionChecker, TransactionCheckService, committed_message, is_half
+from ..half_messages import TransactionChecker, TransactionCheckService, committed_message, is_half
 from ..txn.coordinator import TxnCoordinator, TxnMetadata
 from ..txn.producer_state import ProducerStateTable, SequenceCheck
 from ..txn.visibility import AbortedRange

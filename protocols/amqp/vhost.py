@@ -31,7 +31,7 @@ from rocketport.core.metadata.amqp_entities import (
     binding_arguments,
     plain_arguments,
 )
-from rocketport.core.metadata.groups import SubscriptionGroupConfig
+from rocketport.core.metadata.subscription_groups import SubscriptionGroupConfig
 from rocketport.core.metadata.topics import validate_topic
 
 from .errors import ChannelError, ConnectionError_, Reply, channel_error

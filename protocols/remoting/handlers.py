@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from rocketport.core.broker import Broker
-from rocketport.core.consumer.groups import SubscriptionData as CoreSubscription
+from rocketport.core.consumer.clients import SubscriptionData as CoreSubscription
 from rocketport.core.consumer.locks import MessageQueueKey
 from rocketport.core.batch.compression import GZIP, CompressionError, decompress
 from rocketport.core.errors import InvalidMessage, TopicNotFound
@@ -39,7 +39,7 @@ from rocketport.core.message import (
     decode_properties,
 )
 from rocketport.core.message_id import offset_msg_id
-from rocketport.core.metadata.groups import SubscriptionGroupConfig
+from rocketport.core.metadata.subscription_groups import SubscriptionGroupConfig
 from rocketport.core.retry import retry_topic
 
 from . import bodies, headers

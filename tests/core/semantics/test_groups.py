@@ -8,7 +8,7 @@ import time
 import pytest
 
 from rocketport.core.broker import Broker
-from rocketport.core.consumer.groups import SubscriptionData
+from rocketport.core.consumer.clients import SubscriptionData
 from rocketport.core.consumer.locks import MessageQueueKey
 from rocketport.core.errors import InvalidMessage, MessageNotFound, TopicNotFound
 from rocketport.core.message import Message

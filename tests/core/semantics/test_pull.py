@@ -11,7 +11,7 @@ from rocketport.core.broker import Broker
 from rocketport.core.errors import ConsumeDisabled, GroupNotFound, TopicNotFound
 from rocketport.core.filter import compile_filter
 from rocketport.core.message import Message
-from rocketport.core.metadata.groups import SubscriptionGroupConfig
+from rocketport.core.metadata.subscription_groups import SubscriptionGroupConfig
 from rocketport.core.store.get_result import GetStatus
 
 from tests.support.aio import run

@@ -9,7 +9,7 @@ import pytest
 from rocketport.core.broker import Broker
 from rocketport.core.errors import MessageNotFound
 from rocketport.core.message import Message
-from rocketport.core.metadata.groups import SubscriptionGroupConfig
+from rocketport.core.metadata.subscription_groups import SubscriptionGroupConfig
 from rocketport.core.metadata.topics import PERM_WRITE
 from rocketport.core.schedule import SCHEDULE_TOPIC
 

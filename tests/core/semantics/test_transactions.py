@@ -9,7 +9,7 @@ import pytest
 from rocketport.core.broker import Broker
 from rocketport.core.errors import MessageNotFound, TransactionMismatch
 from rocketport.core.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE, Message, transaction_type
-from rocketport.core.transaction import CHECK_MAX_TIME_TOPIC, HALF_TOPIC, OP_TOPIC
+from rocketport.core.half_messages import CHECK_MAX_TIME_TOPIC, HALF_TOPIC, OP_TOPIC
 
 from tests.support.aio import run
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from rocketport.core.metadata.groups import SubscriptionGroupConfig
+from rocketport.core.metadata.subscription_groups import SubscriptionGroupConfig
 
 from .stomp_support import RawClient, connect, endpoint, stored
 

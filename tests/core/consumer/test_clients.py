@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocketport.core.consumer.groups import (
+from rocketport.core.consumer.clients import (
     ConsumerManager,
     ProducerManager,
     SubscriptionData,
