@@ -11,6 +11,7 @@ import sys
 
 from rich.console import Console
 
+from rocketport import log_format
 from rocketport.core.errors import ConfigError
 
 log = logging.getLogger("rocketport")
@@ -144,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rocketport", description="Rocketport message broker")
     parser.add_argument("--version", action="version", version=f"rocketport {_version()}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text",
+                        help="json: one JSON object a line (time, level, logger, message), for log shippers")
     sub = parser.add_subparsers(dest="command", required=True)
 
     broker = sub.add_parser("broker", help="run the broker")
@@ -183,8 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_format.configure(logging.DEBUG if args.verbose else logging.INFO, args.log_format)
     try:
         return args.func(args)
     except ConfigError as exc:

@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 
-from tests.support.processes import run_broker, start_broker, stop, wait_ready
+from tests.support.processes import REPO, run_broker, start_broker, stop, wait_ready
 
 _EPHEMERAL = ["listenPort=0", "namesrv.port=0", "kafka.port=0"]
 
@@ -90,3 +90,20 @@ def test_a_store_path_that_is_a_file_fails_in_one_line(tmp_path):
 def test_version():
     r = _run("--version")
     assert r.returncode == 0 and r.stdout.startswith("rocketport 0.")
+
+
+def test_json_log_format_gives_one_object_a_line(tmp_path):
+    import orjson
+    command = [sys.executable, "-m", "rocketport", "--log-format", "json", "broker", "-c", "conf/broker.yaml",
+               "--set", f"storePathRootDir={tmp_path / 'store'}", "--set", "amqp.port=0", "--set", "stomp.port=0",
+               "--set", "stomp.wsPort=0", *[a for s in _EPHEMERAL for a in ("--set", s)]]
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        seen = wait_ready(proc)
+    finally:
+        stop(proc)
+    lines = [orjson.loads(line) for line in seen.splitlines() if line.strip()]
+    assert all(set(line) == {"time", "level", "logger", "message"} for line in lines), lines
+    assert any(line["message"].startswith("broker broker-a ready") and line["logger"] == "rocketport.server"
+               for line in lines)
+    assert all(line["time"].endswith("+00:00") for line in lines)
