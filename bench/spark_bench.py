@@ -2,7 +2,8 @@
 
 The broker runs in its own process (ASYNC_FLUSH, a temporary store, remoting and its name
 server on free loopback ports); one local[2] SparkSession drives it (two Python workers,
-one task each at a time). A topic of 4 queues is loaded with `--messages` 100 B messages
+one task each at a time), or with `--cluster` a session on a standalone cluster of a
+master and two one-core workers started on loopback (`rocketport.pipeline.cluster`). A topic of 4 queues is loaded with `--messages` 100 B messages
 (2,000,000 by default, sent as batches of 1,000 with 16 in flight), 1% of them tagged
 `hot`, the rest `cold`. Cases:
 
@@ -49,6 +50,7 @@ import shutil
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from rocketport.client import AdminClient, Message, Producer
 from procs import free_port as _free_port, remoting_broker_main
@@ -58,7 +60,7 @@ TOPIC = "SparkBench"
 FLOOR_SPEEDUP = 10.0
 FLOOR_READ_PER_WORKER = 1_000_000
 FLOOR_WRITE_PER_WORKER = 300_000
-WORKERS = 2  # local[2]
+WORKERS = 2  # local[2], or two one-core workers
 LOAD_BATCH = 1000  # messages per batch send while loading
 LOAD_IN_FLIGHT = 16
 
@@ -219,6 +221,8 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="100,000 messages, one pass each")
     p.add_argument("--dir", help="where the store goes (default: a temporary directory)")
     p.add_argument("--only", default="read,stream,write", help="case groups: read,stream,write")
+    p.add_argument("--cluster", action="store_true",
+                   help="run Spark on a standalone cluster of two one-core workers started on loopback")
     args = p.parse_args()
     if args.quick:
         args.messages = args.stream_messages = args.write_messages = 100_000
@@ -235,15 +239,26 @@ def main() -> None:
         rate = asyncio.run(_load(namesrv, loaded))
         if loaded:
             _row("load", rate, "msg/s", messages=loaded, batch=LOAD_BATCH, in_flight=LOAD_IN_FLIGHT)
+        from rocketport.pipeline.cluster import EXECUTOR_CONF, start_cluster, wait_for_executors
         from rocketport.pipeline.session import local_session
 
-        started = time.perf_counter()
-        spark = local_session("spark-bench", **{"spark.driver.memory": "1g", "spark.ui.showConsoleProgress": "false"})
-        _row("session_start", time.perf_counter() - started, "s")
+        conf = {"spark.driver.memory": "1g", "spark.ui.showConsoleProgress": "false"}
+        cluster = start_cluster(Path(workdir) / "cluster") if args.cluster else None
         try:
-            run(spark, namesrv, args, workdir, set(args.only.split(",")))
+            started = time.perf_counter()
+            if cluster is None:
+                spark = local_session("spark-bench", **conf)
+            else:
+                spark = local_session("spark-bench", cluster.master_url, **conf, **EXECUTOR_CONF)
+                assert wait_for_executors(spark, WORKERS) == WORKERS
+            _row("session_start", time.perf_counter() - started, "s", master="cluster" if cluster else "local[2]")
+            try:
+                run(spark, namesrv, args, workdir, set(args.only.split(",")))
+            finally:
+                spark.stop()
         finally:
-            spark.stop()
+            if cluster is not None:
+                cluster.stop()
     finally:
         parent.send(b"stop")
         broker.join(60)

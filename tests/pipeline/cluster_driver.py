@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 
 
 def main(master: str, namesrv: str, topic: str) -> None:
@@ -17,25 +16,24 @@ def main(master: str, namesrv: str, topic: str) -> None:
     from pyspark.sql import functions as F
 
     from rocketport.pipeline import register
+    from rocketport.pipeline.cluster import EXECUTOR_CONF, wait_for_executors
 
-    spark = (SparkSession.builder.master(master).appName("rocketport-cluster-test")
-             .config("spark.executor.memory", "512m").config("spark.executor.cores", "1")
-             .config("spark.driver.memory", "512m").config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    builder = (SparkSession.builder.master(master).appName("rocketport-cluster-test")
+               .config("spark.driver.memory", "512m").config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2"))
+    for key, value in EXECUTOR_CONF.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
-    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()
-    deadline = time.monotonic() + 120
-    while status.size() < 3 and time.monotonic() < deadline:  # the driver and two executors
-        time.sleep(0.2)
-        status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()
+    executors = wait_for_executors(spark, 2)
 
     where = F.udf(lambda: os.getcwd(), "string")  # an executor's directory in its worker's work dir
     df = spark.read.format("rocketport").option("namesrv", namesrv).option("topic", topic).load()
     placed = df.select("queue_id", where().alias("dir")).distinct().collect()
     hot = spark.read.format("rocketport").option("namesrv", namesrv).option("topic", topic).option("tags", "A").load()
     print(json.dumps({
-        "executors": status.size() - 1,
+        "executors": executors,
         "partitions": df.rdd.getNumPartitions(),
         "placed": sorted([r.queue_id, r.dir] for r in placed),
         "values": sorted(r.value.decode() for r in df.select("value").collect()),

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from rocketport.client import Message
-from tests.pipeline.cluster import start_cluster
+from rocketport.pipeline.cluster import start_cluster
 from tests.pipeline.conftest import create_topic, produce
 from tests.support.processes import REPO
 

@@ -156,6 +156,7 @@ def test_start_last_takes_only_what_is_sent_after_the_group_opens(config):
 def test_filters_tags_sql_predicate_and_several_sources_on_one_topic(config):
     async def main():
         async with Broker(config) as broker:
+            broker.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)  # read in order
             await _send(broker, 3, tags="a", props={"n": "1"})
             await _send(broker, 3, tags="b", props={"n": "7"}, start=10)
             await _send(broker, 3, tags="c", props={"n": "9"}, start=20)
@@ -174,8 +175,10 @@ def test_filters_tags_sql_predicate_and_several_sources_on_one_topic(config):
             assert {d.message.tags for d in got["sql"]} == {"b", "c"}
             assert _bodies(got["pred"]) == [b"m1", b"m11", b"m21"]
             assert {d.message.tags for d in got["multi"]} == {"a", "c"}
-            await asyncio.sleep(0.2)
-            assert all(len(got[n]) == want[n] for n in cases)  # nothing more came
+            # nothing more came: a later message every filter passes is the next for each
+            await _send(broker, 1, tags="a", props={"n": "9"}, start=31)
+            await _until(lambda: all(len(got[n]) > want[n] for n in cases))
+            assert all(len(got[n]) == want[n] + 1 and got[n][-1].message.body == b"m31" for n in cases)
     run(main())
 
 
@@ -197,12 +200,17 @@ def test_get_purge_counts_and_pause(config):
             delivered: list[Delivery] = []
             sub = group.subscribe(delivered.append, auto_ack=True)
             sub.pause()
+            # the barrier: a second subscriber gets what comes while the first is paused
+            other: list[Delivery] = []
+            second = group.subscribe(other.append, auto_ack=True)
             await _send(broker, 2, topic="one", start=50)
-            await asyncio.sleep(0.3)
+            await _until(lambda: len(other) == 2)
             assert delivered == []
+            await group.unsubscribe(second)
+            await _send(broker, 2, topic="one", start=52)
             sub.resume()
             await _until(lambda: len(delivered) == 2)
-            assert _bodies(delivered) == [b"m50", b"m51"]
+            assert _bodies(delivered) == [b"m52", b"m53"]
     run(main())
 
 
