@@ -27,7 +27,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from .crash_cycles import PARTITIONS, TIMEOUT_S, BrokerProcess, Killer, create_topic, read_all
 
 LIB = os.environ.get("KAFKA_JAVA_LIB") or str(Path(__file__).parents[3] / ".cache" / "kafka-java")
-JAVA_SOURCE = Path(__file__).parent / "java" / "IdempotentCrashProducer.java"
+JAVA_SOURCES = [Path(__file__).parent / "java" / f"{name}.java" for name in ("IdempotentCrashProducer", "TxnCrashProducer")]
 RUN_S = 2.0  # producing between kills
 CYCLES = [pytest.param(2, id="2-cycles"), pytest.param(10, id="10-cycles", marks=pytest.mark.slow)]
 
@@ -88,16 +88,16 @@ def java_classes(tmp_path_factory) -> Path:
     assert Path(LIB, "kafka-clients.jar").exists(), f"no kafka-clients.jar in {LIB}: run scripts/install-test-deps"
     assert shutil.which("javac"), "a JDK with javac is needed"
     out = tmp_path_factory.mktemp("java")
-    subprocess.run(["javac", "-d", str(out), "-cp", f"{LIB}/*", str(JAVA_SOURCE)], check=True, timeout=120)
+    subprocess.run(["javac", "-d", str(out), "-cp", f"{LIB}/*", *map(str, JAVA_SOURCES)], check=True, timeout=120)
     return out
 
 
-@pytest.mark.parametrize("cycles", CYCLES)
-def test_java_idempotent_producer_lives_through_broker_kills(broker, java_classes, tmp_path, cycles):
-    create_topic(broker.bootstrap, "idem-java")
+def run_java_through_kills(broker: BrokerProcess, classes: Path, tmp_path: Path, cycles: int, program: str,
+                           *args: str) -> dict[str, str]:
+    """Run a Java producer (it prints PRODUCING, then produces until the stop file exists)
+    while the broker is killed and restarted ``cycles`` times; its closing lines by key."""
     stop_file = tmp_path / "stop"
-    java = subprocess.Popen(["java", "-cp", f"{java_classes}:{LIB}/*", "IdempotentCrashProducer",
-                             broker.bootstrap, "idem-java", str(PARTITIONS), str(stop_file)],
+    java = subprocess.Popen(["java", "-cp", f"{classes}:{LIB}/*", program, broker.bootstrap, *args, str(stop_file)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert java.stdout.readline().strip() == "PRODUCING"
@@ -105,16 +105,25 @@ def test_java_idempotent_producer_lives_through_broker_kills(broker, java_classe
         killer.run()  # in this thread: the Java program produces in its own process
         assert killer.error is None, killer.error
         stop_file.touch()
-        out, err = java.communicate(timeout=TIMEOUT_S * 2)
+        out, err = java.communicate(timeout=TIMEOUT_S * 3)
     finally:
         if java.poll() is None:
             java.kill()
             java.wait()
     assert java.returncode == 0, err[-3000:]
     lines = dict(line.split(" ", 1) for line in out.strip().splitlines())
-    assert lines["ERRORS"] == "0", err[-3000:]
-    sent = int(lines["SENT"])
-    acked = [b"j%09d" % i for i in range(sent) if i not in _ranges(lines["UNACKED"])]
+    assert "FATAL" not in lines, (lines["FATAL"], err[-3000:])
+    return lines
+
+
+@pytest.mark.parametrize("cycles", CYCLES)
+def test_java_idempotent_producer_lives_through_broker_kills(broker, java_classes, tmp_path, cycles):
+    create_topic(broker.bootstrap, "idem-java")
+    lines = run_java_through_kills(broker, java_classes, tmp_path, cycles, "IdempotentCrashProducer",
+                                   "idem-java", str(PARTITIONS))
+    assert lines["ERRORS"] == "0", lines["ERRORS"]
+    sent, unacked = int(lines["SENT"]), _ranges(lines["UNACKED"])
+    acked = [b"j%09d" % i for i in range(sent) if i not in unacked]
     assert len(acked) == sent  # a producer that lived through every kill has them all acknowledged
     assert_exactly_once(acked, read_all(broker.bootstrap, "idem-java"))
 
@@ -167,6 +176,22 @@ def test_transactional_producer_lives_through_broker_kills(broker, cycles):
     assert not [t for t in aborted if by_txn[t]], "an aborted transaction is visible"
     assert set(by_txn) <= set(committed)
     assert len(committed) > cycles  # transactions committed after every restart
+
+
+@pytest.mark.parametrize("cycles", CYCLES)
+def test_java_transactional_producer_lives_through_broker_kills(broker, java_classes, tmp_path, cycles):
+    """The same with the Java client 3.9's transactional producer (java/TxnCrashProducer.java:
+    a commit that times out while the broker is away is retried, an abortable error aborts)."""
+    create_topic(broker.bootstrap, "txn-java", 2)
+    lines = run_java_through_kills(broker, java_classes, tmp_path, cycles, "TxnCrashProducer", "txn-java")
+    committed, aborted = _ranges(lines["COMMITTED"]), _ranges(lines["ABORTED"])
+    stored = read_all(broker.bootstrap, "txn-java", committed=True, partitions=2)
+    by_txn = Counter(int(value[1:8]) for value in stored)
+    assert all(n == 1 for n in stored.values()), [v for v, n in stored.items() if n > 1][:5]
+    assert all(by_txn[t] == TXN_RECORDS for t in committed), [t for t in committed if by_txn[t] != TXN_RECORDS][:5]
+    assert not [t for t in aborted if by_txn[t]], "an aborted transaction is visible"
+    assert set(by_txn) <= committed
+    assert len(committed) > cycles
 
 
 def _finish(producer: Producer) -> bool:
