@@ -2,8 +2,8 @@
 
 A real broker process is killed with SIGKILL and restarted on the same port, again and
 again, while one producer (never restarted by the test) goes on producing: confluent-kafka
-and the Java client 3.9 with enable.idempotence and acks=all, and a confluent-kafka
-transactional producer whose transactions the kills interrupt. Afterwards no producer saw a
+and the Java client 3.9, each with enable.idempotence and acks=all and as a transactional
+producer whose transactions the kills interrupt. Afterwards no producer saw a
 fatal error, every acknowledged record is stored exactly once, and a read_committed
 consumer sees each committed transaction whole and once and no aborted one. The broker's
 producer state is derived from the stored batches (core/txn/producer_state.py), so a retry
