@@ -141,8 +141,9 @@ def test_nack_requeue_redelivers_and_reject_without_requeue_drops(amqp_port):
         method, _, body = _get(ch, "retry-me")
         assert body == b"one" and method.redelivered
         ch.basic_reject(method.delivery_tag, requeue=False)
-        time.sleep(0.5)
-        assert ch.basic_get("retry-me") == (None, None, None)
+        ch.basic_publish("", "retry-me", b"two")  # the barrier: a requeued "one" would come first
+        method, _, body = _get(ch, "retry-me")
+        assert body == b"two" and not method.redelivered
 
 
 def _get(ch, queue: str):
@@ -370,9 +371,11 @@ def test_an_exchange_and_a_queue_may_share_a_name_as_kombu_and_celery_declare_th
                                                              ("celery", b"via the exchange")]
         spied = _drain(ch, "spy", 1)
         assert [b for _, _, b in spied] == [b"via the exchange"]
-        time.sleep(0.3)
-        assert ch.basic_get("spy") == (None, None, None), "the default exchange's publish is the queue's alone"
-        assert ch.basic_get("celery") == (None, None, None)
+        # the barrier: one more through the exchange, stored after the others in the same topic
+        ch.basic_publish("celery", "celery", b"barrier")
+        assert [b for _, _, b in _drain(ch, "spy", 1)] == [b"barrier"], \
+            "the default exchange's publish is the queue's alone"
+        assert [b for _, _, b in _drain(ch, "celery", 1)] == [b"barrier"]
 
 
 def test_names_outside_the_topic_alphabet_map_to_escaped_topics(amqp_port):
