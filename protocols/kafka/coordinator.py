@@ -22,10 +22,18 @@ from __future__ import annotations
 import asyncio
 import enum
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from .errors import ErrorCode
+
+
+class Timer(Protocol):
+    def cancel(self) -> None: ...
+
+
+CallLater = Callable[..., Timer]  # (delay_s, callback, *args), as loop.call_later
 
 MIN_SESSION_TIMEOUT_MS: Final = 1000
 MAX_SESSION_TIMEOUT_MS: Final = 30 * 60 * 1000
@@ -71,7 +79,7 @@ class Member:
     assignment: bytes = b""
     join_waiter: asyncio.Future | None = None
     sync_waiter: asyncio.Future | None = None
-    session_timer: asyncio.TimerHandle | None = None
+    session_timer: Timer | None = None
 
     def metadata_for(self, protocol: str) -> bytes:
         for name, metadata in self.protocols:
@@ -90,15 +98,22 @@ class Group:
     leader_id: str = ""
     members: dict[str, Member] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
-    pending: dict[str, asyncio.TimerHandle] = field(default_factory=dict)  # MEMBER_ID_REQUIRED
-    rebalance_timer: asyncio.TimerHandle | None = None
+    pending: dict[str, Timer] = field(default_factory=dict)  # MEMBER_ID_REQUIRED
+    rebalance_timer: Timer | None = None
 
 
 class GroupCoordinator:
     """Every consumer group of this broker (which is the coordinator of all of them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, call_later: CallLater | None = None) -> None:
+        """``call_later`` schedules the session, join and rebalance timeouts: the running
+        loop's by default; tests pass a fake one and move time on themselves."""
         self.groups: dict[str, Group] = {}
+        self._call_later = call_later
+
+    def _later(self, delay_s: float, callback: Callable[..., object], *args: Any) -> Timer:
+        call_later = self._call_later or asyncio.get_running_loop().call_later
+        return call_later(delay_s, callback, *args)
 
     def close(self) -> None:
         """Cancel every timer and fail every waiter: the front-end is stopping."""
@@ -140,9 +155,8 @@ class GroupCoordinator:
             new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if require_known_member_id and instance_id is None:
                 # KIP-394: the member learns its id first, and only a rejoin with it counts.
-                loop = asyncio.get_running_loop()
-                group.pending[new_id] = loop.call_later(session_timeout_ms / 1000,
-                                                        self._expire_pending, group, new_id)
+                group.pending[new_id] = self._later(session_timeout_ms / 1000,
+                                                    self._expire_pending, group, new_id)
                 raise GroupError(ErrorCode.MEMBER_ID_REQUIRED, new_id)
             member = self._add_member(group, new_id, instance_id, client_id, client_host,
                                       session_timeout_ms, rebalance_timeout_ms, protocol_type, protocols)
@@ -230,8 +244,7 @@ class GroupCoordinator:
         if group.rebalance_timer:
             group.rebalance_timer.cancel()
         timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
-        group.rebalance_timer = asyncio.get_running_loop().call_later(
-            timeout / 1000, self._rebalance_timed_out, group)
+        group.rebalance_timer = self._later(timeout / 1000, self._rebalance_timed_out, group)
 
     def _rebalance_timed_out(self, group: Group) -> None:
         """Members that did not rejoin within the rebalance timeout are removed."""
@@ -405,8 +418,8 @@ class GroupCoordinator:
         """Restart the member's session timer: it is alive."""
         if member.session_timer:
             member.session_timer.cancel()
-        member.session_timer = asyncio.get_running_loop().call_later(
-            member.session_timeout_ms / 1000, self._session_expired, group, member)
+        member.session_timer = self._later(member.session_timeout_ms / 1000, self._session_expired,
+                                           group, member)
 
     def _session_expired(self, group: Group, member: Member) -> None:
         member.session_timer = None

@@ -11,6 +11,7 @@ from rocketport.protocols.kafka.coordinator import (
     GroupState,
 )
 from rocketport.protocols.kafka.errors import ErrorCode
+from tests.support.fake_time import FakeTime
 
 PROTOCOLS = [("range", b"sub-a"), ("roundrobin", b"sub-b")]
 
@@ -78,10 +79,13 @@ def test_second_member_triggers_prompt_rebalance():
 
 def test_session_timeout_evicts_a_silent_member():
     async def scenario():
-        coord = GroupCoordinator()
+        clock = FakeTime()
+        coord = GroupCoordinator(clock.call_later)
         a = await join_v4(coord, session_ms=1000)
         await coord.sync("g", 1, a.member_id, None, {})
-        await asyncio.sleep(1.2)
+        clock.advance(0.999)
+        assert coord.groups["g"].state is GroupState.STABLE  # not a millisecond early
+        clock.advance(0.001)
         assert coord.groups["g"].state is GroupState.EMPTY
         assert coord.heartbeat("g", 1, a.member_id, None) == ErrorCode.UNKNOWN_MEMBER_ID
         coord.close()
