@@ -319,7 +319,9 @@ class StoreWriter:
         out: list[tuple[int, int] | BrokerError] = []
         parts: list[bytes | memoryview] = []
         queues: dict[tuple[str, int], list] = {}  # per queue: [first offset, entries, end]
-        last_topic = last_host = topic_head = host = None
+        last_topic: str | None = None
+        last_host: tuple[str, int] | None = None
+        topic_head = host = b""
         for send in sends:
             topic, queue_id, props, born_host = send.topic, send.queue_id, send.properties, send.born_host
             if len(props) > MAX_PROPERTIES_LENGTH:
