@@ -28,6 +28,8 @@ from .mapped_file import MappedFile
 
 INDEX_HEADER = struct.Struct(">qqqqii")
 INDEX_HEADER_SIZE = INDEX_HEADER.size  # 40
+_COUNT = struct.Struct(">i")
+_POS_COUNT = INDEX_HEADER_SIZE - _COUNT.size  # indexCount, the header's last field
 SLOT = struct.Struct(">i")
 INDEX_ENTRY = struct.Struct(">iqii")
 INDEX_ENTRY_SIZE = INDEX_ENTRY.size  # 20
@@ -85,7 +87,8 @@ class IndexFile:
         (prev,) = SLOT.unpack_from(self.view, slot_pos)
         if prev <= 0 or prev >= self.index_count:
             prev = 0
-        if self.begin_timestamp == 0:
+        first = self.begin_timestamp == 0
+        if first:
             self.begin_timestamp = store_timestamp
             self.begin_phy_offset = phy_offset
         time_diff = max(0, (store_timestamp - self.begin_timestamp) // 1000)
@@ -97,10 +100,19 @@ class IndexFile:
         self.index_count += 1
         self.end_timestamp = store_timestamp
         self.end_phy_offset = phy_offset
-        self._write_header()  # with every entry: a crash never leaves slots past the count
+        # the count with every entry: a crash never leaves slots past it (a slot past the
+        # count reads as empty, which would cut its chain); the rest at `write_header`
+        if first:
+            self.write_header()
+        else:
+            _COUNT.pack_into(self.view, _POS_COUNT, self.index_count)
         return True
 
-    def _write_header(self) -> None:
+    def write_header(self) -> None:
+        """Every header field as it is in memory (the end timestamp and offset, the slots
+        used), on the loop: before a sync (the index service's `dirty_files`) and at
+        close. Lookups read the fields from memory; a file loaded after a crash may have
+        older ones until the builder indexes past them."""
         INDEX_HEADER.pack_into(self.view, 0, self.begin_timestamp, self.end_timestamp,
                                self.begin_phy_offset, self.end_phy_offset,
                                self.hash_slot_count, self.index_count)
@@ -132,6 +144,7 @@ class IndexFile:
         self.file.destroy()
 
     def close(self) -> None:
+        self.write_header()
         self.file.close()
 
 

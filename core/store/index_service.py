@@ -469,7 +469,11 @@ class IndexService:
         return found
 
     def dirty_files(self) -> list[IndexFile]:
+        """The files written since the last call, their headers brought up to date (here,
+        on the loop: a worker thread syncs them)."""
         dirty, self._dirty = list(self._dirty), set()
+        for f in dirty:
+            f.write_header()
         return dirty
 
     def delete_before(self, min_offset: int) -> None:

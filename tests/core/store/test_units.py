@@ -59,6 +59,10 @@ def test_index_file_lookup_chain_time_range_and_full(tmp_path):
     assert idx.lookup("T#k1", 10, now, now + 60_000) == [700, 400, 100]
     assert idx.lookup("T#k1", 2, now, now + 60_000) == [700, 400]
     assert idx.lookup("T#k1", 10, now + 5000, now + 60_000) == [700]
+    # the count is on disk with every entry (a crash never leaves slots past it); the
+    # other fields once the header is written (before a sync, at close)
+    assert formats.IndexHeader.parse(bytes(idx.view[:40])).index_count == 10
+    idx.write_header()
     header = formats.IndexHeader.parse(bytes(idx.view[:40]))
     assert header.index_count == 10 and header.end_phy_offset == 800
     idx.close()
