@@ -60,8 +60,9 @@ def test_topic_and_transactions(stomp_broker):
             async with c.begin() as tx:
                 await tx.send(b"one", "/topic/smt")
                 await tx.send(b"two", "/topic/smt")
-                await asyncio.sleep(0.3)
-                assert got == [], "nothing before COMMIT"
+                # the barrier: a SEND with a receipt is answered after the frames before it
+                await c.send(b"elsewhere", "/topic/smt-other", receipt_timeout=10)
+                assert stored(stomp_broker, "smt") == [] and got == [], "nothing before COMMIT"
             await until(lambda: len(got) >= 2)
             try:
                 async with c.begin() as tx:
