@@ -82,6 +82,7 @@ def _start(args: list[str], log: Path, ready: str) -> subprocess.Popen:
 
 def start_cluster(root: Path, workers: int = 2) -> Cluster:
     """A master and `workers` workers of one core each, logs and work dirs under `root`."""
+    root.mkdir(parents=True, exist_ok=True)
     port = free_port()
     cluster = Cluster(f"spark://127.0.0.1:{port}", [root / f"worker-{i}" for i in range(workers)])
     try:
