@@ -10,11 +10,17 @@ the stored batch, see core/batch/messages.py).
 Produce v12 (Kafka's transaction protocol v2) adds the partitions of a transactional request
 to its transaction first, as AddPartitionsToTxn would; older versions need them added.
 
+Every batch of a request is appended, in request order, before any of them waits for its
+fsync (SYNC_FLUSH): requests on a connection run concurrently, and a later pipelined request
+must never be stored before an earlier one's later partitions, or an idempotent producer's
+next batch would look like a gap (OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to the client).
+
 Never answers acks=0 (the session drops the response) and never touches sockets.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from collections.abc import Callable
@@ -41,6 +47,7 @@ from rocketport.core.errors import BrokerError, MessageTooLarge
 from rocketport.core.message import PROPERTY_TAGS
 from rocketport.core.facade.types import NO_PRODUCER_ID, SequenceCheck
 
+from .. import eager
 from .error_map import error_code_for
 from .errors import ErrorCode
 from .topic_configs import is_compacted
@@ -94,29 +101,36 @@ class ProduceHandler:
         if adds_partitions and body["transactional_id"] is not None and acks in (0, 1, -1):
             refused = await self._add_to_transaction(body, may_write)
         responses = []
+        stores: list[tuple[dict[str, Any], eager.Done | asyncio.Task]] = []
         for topic_data in body["topic_data"]:
             topic = topic_data["name"]
             denied = may_write is not None and not may_write(topic)
             partitions = []
             for p in topic_data["partition_data"]:
-                code, base_offset, record_errors = ErrorCode.INVALID_REQUIRED_ACKS, -1, _NO_RECORD_ERRORS
+                out = {"index": p["index"], "error_code": ErrorCode.INVALID_REQUIRED_ACKS, "base_offset": -1,
+                       "log_start_offset": -1, "record_errors": _NO_RECORD_ERRORS, "error_message": None}
+                partitions.append(out)
                 if denied:
-                    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 elif refused and (topic, p["index"]) in refused:
-                    code = refused[(topic, p["index"])]
+                    out["error_code"] = refused[(topic, p["index"])]
                 elif acks in (0, 1, -1):
-                    try:
-                        code, base_offset = await self._produce_partition(topic, p["index"], p["records"],
-                                                                          client_host)
-                    except _InvalidRecords as exc:
-                        code, record_errors = ErrorCode.INVALID_RECORD, exc.record_errors
-                partitions.append({
-                    "index": p["index"], "error_code": code, "base_offset": base_offset,
-                    "log_start_offset": self._log_start(topic, p["index"], code),
-                    "record_errors": record_errors,
-                    "error_message": record_errors[0]["batch_index_error_message"] if record_errors else None,
-                })
+                    # appended now, in request order, whatever waits for an fsync: a pipelined
+                    # later request must not overtake this one's later partitions (to an
+                    # idempotent producer's state its next batch would look like a gap)
+                    stores.append((out, eager.start(self._produce_partition(topic, p["index"], p["records"],
+                                                                             client_host))))
             responses.append({"name": topic, "partition_responses": partitions})
+        for out, outcome in stores:
+            try:
+                out["error_code"], out["base_offset"] = (outcome.result() if type(outcome) is eager.Done
+                                                         else await outcome)
+            except _InvalidRecords as exc:
+                out.update(error_code=ErrorCode.INVALID_RECORD, record_errors=exc.record_errors,
+                           error_message=exc.record_errors[0]["batch_index_error_message"])
+        for response in responses:
+            for out in response["partition_responses"]:
+                out["log_start_offset"] = self._log_start(response["name"], out["index"], out["error_code"])
         return {"responses": responses}
 
     async def _add_to_transaction(self, body: dict[str, Any], may_write: Callable[[str], bool] | None
@@ -177,9 +191,15 @@ class ProduceHandler:
         except (CorruptBatch, CompressionError, BrokerError) as exc:
             log.debug("produce to %s-%d refused: %s", topic, partition, exc)
             return error_code_for(exc), -1
-        first_offset = -1
+        stored = []  # every batch appended before any waits for its fsync, as the partitions are
         for batch in prepared:
-            code, offset = await self._store(topic, partition, batch, client_host)
+            outcome = eager.start(self._store(topic, partition, batch, client_host))
+            stored.append(outcome)
+            if type(outcome) is eager.Done and outcome.result()[0] != ErrorCode.NONE:
+                break  # refused: the batches after it are not stored either
+        first_offset = -1
+        for outcome in stored:
+            code, offset = outcome.result() if type(outcome) is eager.Done else await outcome
             if code != ErrorCode.NONE:
                 return code, first_offset
             if first_offset < 0:

@@ -41,10 +41,18 @@ class RawClient:
 
     def send_raw(self, api_key: int, version: int, body: bytes) -> int:
         """A request with a hand-made body (for versions the codec does not serve)."""
+        correlation, frame = self.frame(api_key, version, body)
+        self.sock.sendall(frame)
+        return correlation
+
+    def frame(self, api_key: int, version: int, body: bytes | dict[str, Any]) -> tuple[int, bytes]:
+        """The next request's correlation id and bytes, unsent (a test that pipelines
+        several requests in one write sends their frames together)."""
+        if isinstance(body, dict):
+            body = b"".join(bytes(p) for p in codec.encode_request(api_key, version, body))
         self.correlation += 1
         payload = codec.encode_request_header(api_key, version, self.correlation, "raw-test") + body
-        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
-        return self.correlation
+        return self.correlation, struct.pack(">i", len(payload)) + payload
 
     def receive(self, api_key: int, version: int) -> tuple[int, dict[str, Any]]:
         (size,) = struct.unpack(">i", self._read(4))
