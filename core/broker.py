@@ -61,9 +61,10 @@ def _tags_code_of(topic: str, properties: dict[str, str]) -> int:
     return tags_code(properties.get(PROPERTY_TAGS)) if properties else 0
 
 
-class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole):
+class Broker(TransactionRole, ConsumeRole, DeliveryRole):
     """One per store. Its calls are the role classes' (``core/facade``); their shared state
-    is set up here."""
+    is set up here. The roles build on each other as their calls do: produce and consume on
+    admin's topics and groups, transactions on produce."""
 
     def __init__(self, config: BrokerConfig, *, clock: Clock = monotonic_ms,
                  wall_clock: Clock = now_ms, timers: Timers = LOOP_TIMERS) -> None:
@@ -163,7 +164,8 @@ class Broker(ProduceRole, ConsumeRole, DeliveryRole, AdminRole, TransactionRole)
         self.txn.stop()
         await self._close_delivery_groups()
         self.pull_waiters.close()  # held pulls return now instead of at their timeout
-        await self._tasks.__aexit__(None, None, None)
+        if self._tasks is not None:
+            await self._tasks.__aexit__(None, None, None)
         self.txn.close()
         await self.producer_states.save()  # covers the whole log: the next start scans nothing
         await self.schedule.persist()

@@ -62,7 +62,7 @@ class Delivery:
     message: MessageExt
     redelivered: bool
     subscriber: Subscriber | None  # None for a `DeliveryGroup.get`
-    ledger: QueueLedger | None = field(default=None, repr=False)  # the group's: its queue's
+    ledger: QueueLedger = field(repr=False)  # the group's: its queue's
 
 
 class Subscriber:
@@ -313,7 +313,7 @@ class DeliveryGroup:
 
     def _all_ledgers(self) -> list[QueueLedger]:
         """A ledger for every queue of every source topic that exists now."""
-        out = []
+        out: list[QueueLedger] = []
         get_topic = self._broker.topics.get
         for topic in self._readers:
             cfg = get_topic(topic)

@@ -42,6 +42,7 @@ from ..retry import RETRY_GROUP_TOPIC_PREFIX
 from ..store.get_result import GetResult, GetStatus
 from ..store.message_store import MessageStore, TagsFilter
 from ..txn.visibility import Isolation, QueueTxnState
+from .admin import AdminRole
 
 # Statuses after which a held pull waits for the queue to grow; the others (offset too
 # small, offset far beyond the end) are answered at once so the client can correct itself.
@@ -67,7 +68,7 @@ _CONSUME_FROM = {
 _ALLOCATORS = {"AVG": allocate_averagely, "AVG_BY_CIRCLE": allocate_averagely_by_circle}
 
 
-class ConsumeRole:
+class ConsumeRole(AdminRole):
     """The consume calls of `core.broker.Broker` (see the module docstring). State is the
     Broker's, set up in its constructor; calls `get_group` of the admin role."""
 

@@ -62,6 +62,7 @@ from ..metadata.topics import PERM_WRITE, TopicConfig, TopicConfigManager, valid
 from ..retry import DEFAULT_MAX_RECONSUME_TIMES, DLQ_QUEUE_NUMS, build_send_back
 from ..schedule import SCHEDULE_TOPIC, DelayLevels, needs_schedule, wrap_for_schedule
 from ..store.message_store import MessageStore
+from .admin import AdminRole
 from .types import PlainPut, PlainSend, PutResult
 from ..tags import tags_code_of_value
 from ..half_messages import is_prepared, wrap_half
@@ -100,7 +101,7 @@ def _check_sys_flag(sys_flag: int) -> None:
         raise InvalidMessage("sysFlag 128 (inner batch) is reserved for stored record batches")
 
 
-class ProduceRole:
+class ProduceRole(AdminRole):
     """The produce calls of `core.broker.Broker` (see the module docstring). State is the
     Broker's, set up in its constructor; calls `create_topic`, `get_group` and
     `message_by_offset` of the admin role."""
@@ -166,7 +167,7 @@ class ProduceRole:
             if result is not None:
                 return result
         return await self.put_messages([
-            Message(topic, m.body, m.properties, m.flag, queue_id, sys_flag, born_timestamp,
+            Message(topic, bytes(m.body), m.properties, m.flag, queue_id, sys_flag, born_timestamp,
                     born_host, reconsume_times) for m in decode_batch(batch)])
 
     async def put_record_batch(self, topic: str, queue_id: int, batch: bytes | memoryview,
@@ -237,7 +238,7 @@ class ProduceRole:
             msgs = []
             for s in run:
                 props = decode_properties(s.properties)
-                msgs += [Message(s.topic, body, dict(props), s.flag, s.queue_id, s.sys_flag,
+                msgs += [Message(s.topic, bytes(body), dict(props), s.flag, s.queue_id, s.sys_flag,
                                  s.born_timestamp, s.born_host, s.reconsume_times) for body in s.bodies]
             results += [await self.put_messages(msgs)] * len(run)
         return results

@@ -36,12 +36,13 @@ from ..half_messages import TransactionChecker, TransactionCheckService, committ
 from ..txn.coordinator import TxnCoordinator, TxnMetadata
 from ..txn.producer_state import ProducerStateTable, SequenceCheck
 from ..txn.visibility import AbortedRange
+from .produce import ProduceRole
 
 # the facade's log lines keep the logger name they have always had, whichever role writes them
 log = logging.getLogger("rocketport.core.broker")
 
 
-class TransactionRole:
+class TransactionRole(ProduceRole):
     """The transaction calls of `core.broker.Broker` (see the module docstring). State is
     the Broker's, set up in its constructor; calls `put_message` of the produce role."""
 

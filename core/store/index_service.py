@@ -48,7 +48,7 @@ import time
 from collections import deque
 from zlib import crc32
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..batch.record_batch import (
     ATTR_CONTROL,
@@ -68,7 +68,7 @@ from ..message import (
     property_needles,
 )
 from ..errors import DiskFull
-from .commitlog import now_ms
+from .commitlog import CommitLog, now_ms
 from .index_file import IndexFile, index_file_name
 from .inner_batch import open_batch as open_stored_batch
 from .mapped_file import creating, drop_if_empty
@@ -84,8 +84,16 @@ from .record import (
     topic_and_properties,
 )
 
-if TYPE_CHECKING:
-    from .message_store import MessageStore
+
+
+class IndexedStore(Protocol):
+    """What the index builder reads of the store: the log, how far it is dispatched (the
+    builder never indexes past it), and its put and get counts (how busy it is)."""
+
+    commitlog: CommitLog
+    dispatched_offset: int
+    put_count: int
+    get_count: int
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +211,7 @@ class IndexService:
                 topic.decode("utf-8", "replace").encode("utf-8", "surrogateescape") + b"#")
         return prefix
 
-    def build(self, store: "MessageStore", max_records: int = sys.maxsize,
+    def build(self, store: IndexedStore, max_records: int = sys.maxsize,
               deadline: float | None = None) -> int:
         """Index up to ``max_records`` records below the store's dispatched offset, stopping
         once ``perf_counter()`` passes ``deadline``; returns the records walked.
@@ -293,7 +301,7 @@ class IndexService:
             return None
         return f, end + mf.window
 
-    def _index_batch(self, store: "MessageStore", phys: int, info, max_records: int,
+    def _index_batch(self, store: IndexedStore, phys: int, info, max_records: int,
                      deadline: float | None) -> tuple[int, bool]:
         """Index the keys of (part of) a stored record batch, from where the last slice
         stopped inside it; returns (records walked, whether the batch is done)."""
@@ -301,7 +309,7 @@ class IndexService:
         if open_batch is not None and open_batch.phys == phys:
             data, pos, left = open_batch.data, open_batch.pos, open_batch.left
         else:
-            view = store.commitlog.slice(phys, info.total_size)
+            view = store.commitlog.written(phys, info.total_size)
             try:
                 batch = open_stored_batch(view).batch
             except CorruptBatch as exc:
@@ -370,7 +378,7 @@ class IndexService:
         if dedup:
             self._put(prefix + dedup, phys, store_ts)
 
-    async def run(self, store: "MessageStore") -> None:
+    async def run(self, store: IndexedStore) -> None:
         self._wakeup = asyncio.Event()
         backoff = BACKOFF
         traffic = -1
@@ -430,7 +438,7 @@ class IndexService:
                 except asyncio.TimeoutError:
                     pass
 
-    def lag_ms(self, store: "MessageStore") -> int:
+    def lag_ms(self, store: IndexedStore) -> int:
         """How long ago the oldest record not indexed yet was stored (0: none)."""
         if self.built_offset >= store.dispatched_offset:
             return 0
@@ -442,7 +450,7 @@ class IndexService:
             return 0
         return now_ms() - I64.unpack_from(mf.view, pos + POS_STORE_TIMESTAMP)[0]
 
-    async def catch_up(self, store: "MessageStore", offset: int) -> None:
+    async def catch_up(self, store: IndexedStore, offset: int) -> None:
         """Return once every record below ``offset`` (at most the dispatched offset) is
         indexed, building a slice at a time with the loop free between: what a lookup that
         must not miss a record below ``offset`` awaits. Returns early on a full disk (the

@@ -41,6 +41,7 @@ import time
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from operator import itemgetter
+from collections.abc import Sequence
 from typing import Callable
 
 from ..batch.message_batch import ENTRY_HEAD
@@ -57,7 +58,7 @@ from ..message import (
 from ..message_id import offset_msg_id, offset_msg_id_template
 from ..tags import tags_code, tags_code_of_value
 from .consume_queue import CQ_ENTRY
-from .dispatch import _Dispatch
+from .dispatch import StoreDispatch, _Dispatch
 from .index_service import names_index_keys
 from .record import (
     BATCH_HEADER,
@@ -217,7 +218,7 @@ def _topic_head(topic: str) -> bytes:
     return bytes((len(data),)) + data
 
 
-class StoreWriter:
+class StoreWriter(StoreDispatch):
     """The put paths (the store's state: see MessageStore.__init__)."""
 
     def _finish_put(self, topic: str, queue_id: int, queue_offset: int, entries: bytes,
@@ -232,12 +233,10 @@ class StoreWriter:
             self._pending.append(d)
         else:
             self._dispatch(d)
-        return self.flush_service.wait_flushed(end) if self._sync and wait else None
-
-    def _code_of(self, topic: str, properties: dict[str, str]) -> int:
-        if self._tags_code_of is not None:
-            return self._tags_code_of(topic, properties)
-        return tags_code(properties.get(PROPERTY_TAGS)) if properties else 0
+        if not (self._sync and wait):
+            return None
+        assert self.flush_service is not None  # a put runs only while the store does
+        return self.flush_service.wait_flushed(end)
 
     async def put_message(self, msg: Message) -> PutResult:
         """Store one decoded message as one record; dispatched at once (under SYNC_FLUSH
@@ -288,6 +287,7 @@ class StoreWriter:
             for listener in self.dispatch_listeners:
                 listener(topic, queue_id, queue_offset + 1)
         if self._sync:
+            assert self.flush_service is not None  # a put runs only while the store does
             await self.flush_service.wait_flushed(end)
         return PutResult(queue_id, queue_offset, phys, size, now, 1, self.store_host)
 
@@ -464,7 +464,7 @@ class StoreWriter:
                             m.prepared_transaction_offset))
         return await self.put_batch(topic, queue_id, entries)
 
-    async def put_batch(self, topic: str, queue_id: int, entries: list[EncodedMessage]) -> PutResult:
+    async def put_batch(self, topic: str, queue_id: int, entries: Sequence[EncodedMessage]) -> PutResult:
         """Store messages whose properties are already encoded as contiguous records of one
         topic and queue, in one append: a remoting batch send copies each message's
         properties from the request without decoding them. The limits are put_message's,
