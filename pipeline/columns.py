@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketport.core.message import (
+from rocketport.common.message import (
     BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
     KEY_SEPARATOR,
@@ -162,13 +162,16 @@ def to_batch(body: bytes, topic: str, queue_id: int, end: int,
     born6 = np.where(flags & BORNHOST_V6_FLAG, 12, 0)
     shift = born6 + np.where(flags & STOREHOSTADDRESS_V6_FLAG, 12, 0)
     v4 = not shift.any()
-    store_ts = _field(head, 56, 8) if v4 else _be(raw, at + 56 + born6, 8)
-    reconsume = _field(head, 72, 4) if v4 else _be(raw, at + 72 + shift, 4)
-    body_len = _field(head, 84, 4) if v4 else _be(raw, at + 84 + shift, 4)
-    body_at = at + _BODY_AT + shift
-    topic_at = body_at + body_len
-    props_len_at = topic_at + 1 + raw[topic_at]
-    props_len = (raw[props_len_at].astype(np.int64) << 8) | raw[props_len_at + 1]
+    try:
+        store_ts = _field(head, 56, 8) if v4 else _be(raw, at + 56 + born6, 8)
+        reconsume = _field(head, 72, 4) if v4 else _be(raw, at + 72 + shift, 4)
+        body_len = _field(head, 84, 4) if v4 else _be(raw, at + 84 + shift, 4)
+        body_at = at + _BODY_AT + shift
+        topic_at = body_at + body_len
+        props_len_at = topic_at + 1 + raw[topic_at]
+        props_len = (raw[props_len_at].astype(np.int64) << 8) | raw[props_len_at + 1]
+    except IndexError:
+        raise RecordFormatError("a record's lengths point past the pulled bytes") from None
     if np.any(props_len_at + 2 + props_len != at + _field(head, 0, 4)):
         raise RecordFormatError("a record's lengths do not add up to its size")
 
