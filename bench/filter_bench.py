@@ -28,10 +28,10 @@ import sys
 import tempfile
 import time
 
+from rocketport.common.message import Message
 from rocketport.core.broker import Broker
 from rocketport.core.config import BrokerConfig
 from rocketport.core.filter import compile_filter
-from rocketport.core.message import Message
 
 FLOORS = {"tag_10pct": 1_000_000, "sql_10pct": 300_000, "delay_put": 20_000,
           "delay_deliver": 20_000, "retry_send_back": 20_000, "retry_deliver": 20_000}

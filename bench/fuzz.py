@@ -61,8 +61,8 @@ from typing import Any
 
 from crc32c import crc32c
 
-from rocketport.core.batch import Record, build_batch
-from rocketport.core.batch.message_batch import BatchMessage, encode_batch
+from rocketport.common.batch import Record, build_batch
+from rocketport.common.batch.message_batch import BatchMessage, encode_batch
 from rocketport.protocols.kafka import codec
 from rocketport.protocols.kafka.connection import KafkaServerConnection
 from rocketport.protocols.kafka.events import BadRequest, UnsupportedVersion

@@ -56,8 +56,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from crc32c import crc32c
-from rocketport.core.batch import HEADER_SIZE, Record, build_batch
-from rocketport.core.batch.record_batch import (
+from procs import cpu_seconds, free_port, wait_for_port
+
+from rocketport.common.batch import HEADER_SIZE, Record, build_batch
+from rocketport.common.batch.record_batch import (
     ATTR_CONTROL,
     HEADER,
     iter_records,
@@ -65,7 +67,6 @@ from rocketport.core.batch.record_batch import (
     split_batches,
 )
 from rocketport.protocols.kafka import codec
-from procs import cpu_seconds, free_port, wait_for_port
 
 PARTITIONS = 4
 CONSUME_PASSES = 5

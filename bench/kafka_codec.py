@@ -11,7 +11,7 @@ import struct
 import time
 from collections.abc import Callable
 
-from rocketport.core.batch import Record, build_batch, iter_records
+from rocketport.common.batch import Record, build_batch, iter_records
 from rocketport.protocols.kafka import codec
 from rocketport.protocols.kafka.connection import KafkaServerConnection
 

@@ -23,10 +23,10 @@ import shutil
 import tempfile
 import time
 
+from rocketport.common.message import Message
 from rocketport.core.broker import Broker
 from rocketport.core.config import BrokerConfig
 from rocketport.core.consumer.long_polling import PullWaiters
-from rocketport.core.message import Message
 
 QUEUES = 10
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import dataclasses
 import hmac
 import json
 import multiprocessing as mp
@@ -27,15 +28,14 @@ import shutil
 import struct
 import tempfile
 import time
-import dataclasses
 from dataclasses import dataclass
 
+from rocketport.common.batch.message_batch import BatchMessage, encode_batch
 from rocketport.core.auth.plain_acl import sign
 from rocketport.core.config import BrokerConfig, ProtocolConfig
-from rocketport.protocols.remoting.frame import JsonFrameTemplate
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
+from rocketport.protocols.remoting.frame import JsonFrameTemplate
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
-from rocketport.core.batch.message_batch import BatchMessage, encode_batch
 
 FLOORS = {
     "send_single_100B": 50_000,

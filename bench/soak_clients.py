@@ -26,8 +26,8 @@ from typing import Any
 import aio_pika
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from rocketport.core.batch import Record, build_batch, iter_records
-from rocketport.core.batch.record_batch import parse_header, split_batches, verify_crc
+from rocketport.common.batch import Record, build_batch, iter_records
+from rocketport.common.batch.record_batch import parse_header, split_batches, verify_crc
 from rocketport.protocols.kafka import codec
 from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode

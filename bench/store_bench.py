@@ -27,15 +27,15 @@ import shutil
 import tempfile
 import time
 
-from rocketport.core.batch import build_batch
-from rocketport.core.batch import record_batch as _record_batch
-from rocketport.core.batch.compression import LZ4
-from rocketport.core.batch.record_batch import Record
+from rocketport.common.batch import build_batch
+from rocketport.common.batch import record_batch as _record_batch
+from rocketport.common.batch.compression import LZ4
+from rocketport.common.batch.record_batch import Record
+from rocketport.common.message import Message
+from rocketport.common.tags import tags_code
 from rocketport.core.config import BrokerConfig
-from rocketport.core.message import Message
 from rocketport.core.filter import compile_filter
 from rocketport.core.store.message_store import MessageStore
-from rocketport.core.tags import tags_code
 from rocketport.protocols.remoting.records import pull_body
 
 FLOORS = {

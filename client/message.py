@@ -13,7 +13,7 @@ import enum
 import zlib
 from dataclasses import dataclass, field
 
-from rocketport.core.message import (
+from rocketport.common.message import (
     COMPRESSED_FLAG,
     KEY_SEPARATOR,
     PROPERTY_DELAY_TIME_LEVEL,

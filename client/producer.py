@@ -24,8 +24,8 @@ import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from rocketport.core.batch.message_batch import ENTRY_HEAD, MIN_ENTRY_SIZE, PROPS_LEN
-from rocketport.core.message import (
+from rocketport.common.batch.message_batch import ENTRY_HEAD, MIN_ENTRY_SIZE, PROPS_LEN
+from rocketport.common.message import (
     COMPRESSED_FLAG,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     encode_properties,

@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from rocketport.core.message import (
+from rocketport.common.message import (
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_TRANSACTION_PREPARED,
     TRANSACTION_COMMIT_TYPE,

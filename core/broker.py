@@ -22,10 +22,13 @@ import itertools
 import logging
 import os
 
+from rocketport.common.message import PROPERTY_TAGS
+from rocketport.common.tags import tags_code
+
 from .config import BrokerConfig
-from .consumer.delay_levels import parse_delay_levels
-from .consumer.clients import ConsumerManager, ProducerManager
 from .consumer._clock import LOOP_TIMERS, Clock, Timers, monotonic_ms
+from .consumer.clients import ConsumerManager, ProducerManager
+from .consumer.delay_levels import parse_delay_levels
 from .consumer.locks import RebalanceLockManager
 from .consumer.long_polling import PullWaiters
 from .dedup import DedupWindow, recall_stored
@@ -34,16 +37,21 @@ from .facade.consume import ConsumeRole
 from .facade.delivery import DeliveryRole
 from .facade.produce import ProduceRole
 from .facade.transactions import TransactionRole
-from .message import PROPERTY_TAGS
-from .metadata.subscription_groups import SubscriptionGroupManager
+from .half_messages import TransactionCheckService
 from .metadata.offsets import ConsumerOffsetManager
+from .metadata.subscription_groups import SubscriptionGroupManager
 from .metadata.topics import TopicConfigManager
 from .periodic import run_every
-from .schedule import SCHEDULE_TOPIC, DelayLevels, DelayOffsets, ScheduleMessageService, now_ms, schedule_due_ms
+from .schedule import (
+    SCHEDULE_TOPIC,
+    DelayLevels,
+    DelayOffsets,
+    ScheduleMessageService,
+    now_ms,
+    schedule_due_ms,
+)
 from .store.message_store import MessageStore
 from .store.store_lock import StoreLock
-from .tags import tags_code
-from .half_messages import TransactionCheckService
 from .txn.coordinator import TxnCoordinator
 from .txn.producer_state import ProducerStateTable
 

@@ -32,7 +32,8 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from .message import PROPERTY_DEDUP_KEY, Message
+from rocketport.common.message import PROPERTY_DEDUP_KEY, Message
+
 from .store.writer import PutResult
 
 if TYPE_CHECKING:

@@ -6,9 +6,9 @@ a Kafka error code, a STOMP ERROR frame). Never put protocol codes here.
 
 from __future__ import annotations
 
+from rocketport.common.errors import BrokerError, InvalidMessage, MessageNotFound
 
-class BrokerError(Exception):
-    """Base of every error the core reports to a front-end."""
+__all__ = ["BrokerError", "InvalidMessage", "MessageNotFound"]  # with the classes below
 
 
 class ConfigError(BrokerError):
@@ -49,10 +49,6 @@ class MessageTooLarge(BrokerError):
         self.limit = limit
 
 
-class InvalidMessage(BrokerError):
-    """A message is malformed (bad properties, bad batch, empty topic...)."""
-
-
 class StoreUnavailable(BrokerError):
     """The store is shut down, read-only, or out of disk space."""
 
@@ -75,10 +71,6 @@ class StoreLocked(BrokerError):
         super().__init__(f"store {root} is in use by {who} (one broker per store)")
         self.root = root
         self.holder_pid = holder_pid
-
-
-class MessageNotFound(BrokerError):
-    """No message at the given id / commit-log offset."""
 
 
 class ConsumeDisabled(BrokerError):

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from .message import (
+from rocketport.common.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_QUEUE_ID,
@@ -47,6 +47,7 @@ from .message import (
     reset_transaction_type,
     transaction_type,
 )
+
 from .metadata.offsets import ConsumerOffsetManager
 from .periodic import run_every
 from .schedule import now_ms

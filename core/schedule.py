@@ -39,8 +39,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from .errors import BrokerError, InvalidMessage, StoreUnavailable
-from .message import (
+from rocketport.common.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -49,8 +48,10 @@ from .message import (
     Message,
     MessageExt,
 )
-from .metadata.json_file import JsonFile
+
 from .consumer._clock import LOOP_TIMERS, Clock, Timers
+from .errors import BrokerError, InvalidMessage, StoreUnavailable
+from .metadata.json_file import JsonFile
 from .periodic import run_every
 from .store.consume_queue import CQ_ENTRY
 from .store.message_store import MessageStore, PutResult

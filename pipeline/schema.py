@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from rocketport.core.message import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_TAGS
+from rocketport.common.message import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_TAGS
 
 # The key column travels as RocketMQ 5's sharding-key property: same key, same queue.
 PROPERTY_KEY = "__SHARDINGKEY"

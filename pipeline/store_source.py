@@ -25,8 +25,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from rocketport.core.message import COMPRESSED_FLAG, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-from rocketport.core.message_id import encode_offset_msg_id
+from rocketport.common.message import COMPRESSED_FLAG, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+from rocketport.common.message_id import encode_offset_msg_id
 from rocketport.core.store.inner_batch import batch_messages
 from rocketport.core.store.record import (
     MESSAGE_MAGIC_CODE,

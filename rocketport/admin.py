@@ -30,12 +30,15 @@ from rich.text import Text
 from rocketport import consumer_status as status_view
 from rocketport.client import AdminClient, ClientError
 from rocketport.client.rebalance import allocate_averagely
-from rocketport.core.message import MessageExt, encode_properties
-from rocketport.protocols.remoting import RemotingCommand
-from rocketport.protocols.remoting import bodies, mq_tables
+from rocketport.common.message import MessageExt, encode_properties
+from rocketport.protocols.remoting import RemotingCommand, bodies, mq_tables
 from rocketport.protocols.remoting.client import request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
-from rocketport.protocols.remoting.headers import CloneGroupOffsetRequestHeader, SendMessageRequestHeader, encode_header
+from rocketport.protocols.remoting.headers import (
+    CloneGroupOffsetRequestHeader,
+    SendMessageRequestHeader,
+    encode_header,
+)
 from rocketport.protocols.remoting.kv_config import ORDER_TOPIC_CONFIG
 from rocketport.protocols.remoting.messages import (
     MessageClientIdGenerator,
@@ -43,7 +46,6 @@ from rocketport.protocols.remoting.messages import (
     decode_offset_msg_id,
     encode_offset_msg_id,
 )
-
 
 AUTO_CREATE_TOPIC = "TBW102"  # the template topic brokers that create topics on send publish
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"  # where clusterRT sends, as RocketMQ's system self-test topic

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from rocketport.core.message import INNER_BATCH_FLAG, decode_properties
+from rocketport.common.message import INNER_BATCH_FLAG, decode_properties
 from rocketport.core.store import formats
 from rocketport.core.store.checkpoint import Checkpoint
 from rocketport.core.store.index_file import INDEX_HEADER_SIZE

@@ -11,7 +11,6 @@ protocol. The file is re-read when it changes (checked at most once a second).
 
 from __future__ import annotations
 
-import base64
 import hmac
 import ipaddress
 import logging
@@ -22,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+
+from rocketport.common.signature import sign
 
 from ..errors import BrokerError, ConfigError
 
@@ -48,10 +49,6 @@ def check_permission(needed: int, owned: int) -> bool:
         return bool(owned & (PUB | SUB))
     return bool(needed & owned)
 
-
-def sign(content: bytes, secret_key: str) -> str:
-    """Base64 HMAC-SHA1, as RocketMQ's AclSigner computes it."""
-    return base64.b64encode(hmac.digest(secret_key.encode(), content, "sha1")).decode()
 
 
 def group_resource(group: str) -> str:

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
+from rocketport.common.tags import tags_code
 from rocketport.core.consumer._clock import Clock, monotonic_ms
-from rocketport.core.tags import tags_code
 
 log = logging.getLogger(__name__)
 

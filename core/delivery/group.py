@@ -23,9 +23,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from rocketport.common.message import PROPERTY_RETRY_TOPIC, MessageExt
+
 from ..errors import BrokerError
 from ..filter import EXPRESSION_TYPE_SQL92, EXPRESSION_TYPE_TAG, MessageFilter, compile_filter
-from ..message import PROPERTY_RETRY_TOPIC, MessageExt
 from ..retry import RETRY_GROUP_TOPIC_PREFIX, retry_topic
 from .ledger import QueueLedger
 

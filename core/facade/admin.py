@@ -22,15 +22,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from rocketport.common.message import MessageExt
+from rocketport.common.message_id import decode_offset_msg_id
+
 from ..config import BrokerConfig
-from ..live_config import live_config_path, read_live_config
 from ..consumer.clients import ConsumerManager
 from ..consumer.long_polling import PullWaiters
 from ..errors import InvalidMessage, MessageNotFound, TopicNotFound
-from ..message import MessageExt
-from ..message_id import decode_offset_msg_id
-from ..metadata.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
+from ..live_config import live_config_path, read_live_config
 from ..metadata.offsets import ConsumerOffsetManager
+from ..metadata.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from ..metadata.topics import PERM_RW, TopicConfig, TopicConfigManager
 from ..store.checkpoint import write_atomically
 from ..store.message_store import MessageStore

@@ -30,19 +30,8 @@ import asyncio
 import itertools
 import logging
 
-from ..batch.message_batch import decode_batch
-from ..config import BrokerConfig
-from ..consumer._clock import Clock
-from ..dedup import DEDUP_NEEDLE, DedupWindow, dedup_key
-from ..errors import (
-    BrokerError,
-    GroupNotFound,
-    InvalidMessage,
-    QueueNotFound,
-    StoreUnavailable,
-    TopicNotFound,
-)
-from ..message import (
+from rocketport.common.batch.message_batch import decode_batch
+from rocketport.common.message import (
     INNER_BATCH_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_TIMER_DELAY_SEC,
@@ -57,15 +46,27 @@ from ..message import (
     property_bytes,
     transaction_type,
 )
-from ..message_id import offset_msg_id
+from rocketport.common.message_id import offset_msg_id
+from rocketport.common.tags import tags_code_of_value
+
+from ..config import BrokerConfig
+from ..consumer._clock import Clock
+from ..dedup import DEDUP_NEEDLE, DedupWindow, dedup_key
+from ..errors import (
+    BrokerError,
+    GroupNotFound,
+    InvalidMessage,
+    QueueNotFound,
+    StoreUnavailable,
+    TopicNotFound,
+)
+from ..half_messages import is_prepared, wrap_half
 from ..metadata.topics import PERM_WRITE, TopicConfig, TopicConfigManager, validate_topic
 from ..retry import DEFAULT_MAX_RECONSUME_TIMES, DLQ_QUEUE_NUMS, build_send_back
 from ..schedule import SCHEDULE_TOPIC, DelayLevels, needs_schedule, wrap_for_schedule
 from ..store.message_store import MessageStore
 from .admin import AdminRole
 from .types import PlainPut, PlainSend, PutResult
-from ..tags import tags_code_of_value
-from ..half_messages import is_prepared, wrap_half
 
 # the facade's log lines keep the logger name they have always had, whichever role writes them
 log = logging.getLogger("rocketport.core.broker")

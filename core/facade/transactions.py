@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import logging
 
+from rocketport.common.message import PROPERTY_PRODUCER_GROUP, Message
+
 from ..errors import MessageNotFound, TopicNotFound, TransactionMismatch
-from ..message import PROPERTY_PRODUCER_GROUP, Message
+from ..half_messages import TransactionChecker, TransactionCheckService, committed_message, is_half
 from ..metadata.topics import TopicConfigManager
 from ..store.message_store import MessageStore, PutResult
-from ..half_messages import TransactionChecker, TransactionCheckService, committed_message, is_half
 from ..txn.coordinator import TxnCoordinator, TxnMetadata
 from ..txn.producer_state import ProducerStateTable, SequenceCheck
 from ..txn.visibility import AbortedRange

@@ -20,18 +20,61 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from ..consumer.clients import SubscriptionData
+from ..consumer.locks import MessageQueueKey
+from ..delivery import Delivery, DeliveryGroup, Source, Subscriber
 from ..errors import BrokerError
+from ..filter import EXPRESSION_TYPE_SQL92, FilterError, MessageFilter, compile_filter
+from ..metadata.amqp_entities import (
+    EXCHANGE_TYPES,
+    AmqpBinding,
+    AmqpEntityManager,
+    AmqpExchange,
+    AmqpExchangeBinding,
+    AmqpQueue,
+    binding_arguments,
+    plain_arguments,
+)
+from ..metadata.subscription_groups import SubscriptionGroupConfig
+from ..metadata.topics import PERM_INHERIT, PERM_RW, PERM_WRITE, validate_topic
+from ..retry import retry_topic
+from ..schedule import needs_schedule, now_ms
 from ..store.get_result import GetResult, GetStatus, Segment
 from ..store.inner_batch import StoredBatch, batches_of
 from ..store.record import HEADER_SIZE, I32, POS_BODY_LENGTH, decode_record, encode_record, ip_bytes
 from ..store.stored_message import StoredMessage
 from ..store.writer import PlainSend, PutResult
+from ..txn.coordinator import TxnState
+from ..txn.errors import (
+    ConcurrentTransactions,
+    InvalidProducerIdMapping,
+    InvalidTransactionTimeout,
+    InvalidTxnState,
+    ProducerFenced,
+)
 from ..txn.producer_state import NO_PRODUCER_ID, SequenceCheck
+from ..txn.visibility import Isolation
 
 __all__ = [
-    "HEADER_SIZE", "I32", "NO_PRODUCER_ID", "POS_BODY_LENGTH", "GetResult", "GetStatus", "PlainPut",
-    "PlainSend", "PutResult", "Segment", "SequenceCheck", "StoredBatch", "StoredMessage", "batches_of",
-    "decode_record", "encode_record", "ip_bytes",
+    # put and read results, the plain-send records, stored-message views, record layout
+    "HEADER_SIZE", "I32", "POS_BODY_LENGTH", "GetResult", "GetStatus", "PlainPut", "PlainSend",
+    "PutResult", "Segment", "StoredBatch", "StoredMessage", "batches_of", "decode_record",
+    "encode_record", "ip_bytes",
+    # topics, groups and their permissions, as front-ends create and check them
+    "PERM_INHERIT", "PERM_RW", "PERM_WRITE", "SubscriptionData", "SubscriptionGroupConfig",
+    "MessageQueueKey", "validate_topic", "retry_topic",
+    # subscriptions' filters
+    "EXPRESSION_TYPE_SQL92", "FilterError", "MessageFilter", "compile_filter",
+    # delivery groups (STOMP and AMQP consume through them)
+    "Delivery", "DeliveryGroup", "Source", "Subscriber",
+    # AMQP's declarations, kept by the core so every front-end sees one set
+    "EXCHANGE_TYPES", "AmqpBinding", "AmqpEntityManager", "AmqpExchange", "AmqpExchangeBinding",
+    "AmqpQueue", "binding_arguments", "plain_arguments",
+    # delays
+    "needs_schedule", "now_ms",
+    # Kafka's transactions and idempotent producers
+    "ConcurrentTransactions", "InvalidProducerIdMapping", "InvalidTransactionTimeout", "InvalidTxnState",
+    "Isolation", "NO_PRODUCER_ID", "ProducerFenced", "SequenceCheck", "TxnState",
 ]
 
 

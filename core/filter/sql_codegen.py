@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from itertools import count
 from typing import Optional
 
+from rocketport.common.message import PROPERTY_TAGS, property_needles
 from rocketport.core.filter import java
 from rocketport.core.filter.sql_ast import (
     BOOLEAN,
@@ -54,7 +55,6 @@ from rocketport.core.filter.sql_ast import (
     children,
     kind_of,
 )
-from rocketport.core.message import PROPERTY_TAGS, property_needles
 
 # (properties, tags) -> whether the message matches (RocketMQ's result is True).
 Matcher = Callable[[Mapping[str, str], Optional[str]], bool]

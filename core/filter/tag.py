@@ -11,9 +11,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rocketport.common.message import TAGS_NEEDLES, raw_property
+from rocketport.common.tags import tags_code
 from rocketport.core.filter.base import MessageFilter
-from rocketport.core.message import TAGS_NEEDLES, raw_property
-from rocketport.core.tags import tags_code
 
 SUB_ALL = "*"
 TAG_SEPARATOR = "||"

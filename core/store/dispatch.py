@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..message import PROPERTY_TAGS
-from ..tags import tags_code
+from rocketport.common.message import PROPERTY_TAGS
+from rocketport.common.tags import tags_code
+
 from .consume_queue import CQ_ENTRY_SIZE, ConsumeQueue
 from .state import StoreState
 

@@ -6,8 +6,9 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
-from ..batch.messages import DEFAULT_TAG_HEADER
-from ..message import MessageExt
+from rocketport.common.batch.messages import DEFAULT_TAG_HEADER
+from rocketport.common.message import MessageExt
+
 from .inner_batch import StoredBatch, batches_of
 from .record import decode_record
 from .stored_message import stored_messages

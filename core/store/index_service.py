@@ -46,18 +46,18 @@ import struct
 import sys
 import time
 from collections import deque
-from zlib import crc32
 from dataclasses import dataclass
 from typing import Protocol
+from zlib import crc32
 
-from ..batch.record_batch import (
+from rocketport.common.batch.record_batch import (
     ATTR_CONTROL,
     CorruptBatch,
     all_keyless,
     iter_payload_records,
     record_keys,
 )
-from ..message import (
+from rocketport.common.message import (
     INNER_BATCH_FLAG,
     KEY_SEPARATOR,
     PROPERTY_DEDUP_KEY,
@@ -67,6 +67,7 @@ from ..message import (
     property_bytes,
     property_needles,
 )
+
 from ..errors import DiskFull
 from .commitlog import CommitLog, now_ms
 from .index_file import IndexFile, index_file_name
@@ -83,7 +84,6 @@ from .record import (
     parse_record_info,
     topic_and_properties,
 )
-
 
 
 class IndexedStore(Protocol):

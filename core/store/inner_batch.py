@@ -31,13 +31,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from ..batch.expander import BatchCache, ExpandedBatch
-from ..batch.messages import DEFAULT_TAG_HEADER
-from ..batch.record_batch import Record
+from rocketport.common.batch.expander import BatchCache, ExpandedBatch
+from rocketport.common.batch.messages import DEFAULT_TAG_HEADER
+from rocketport.common.batch.record_batch import Record
+from rocketport.common.message import PROPERTY_TAGS, MessageExt, decode_properties
+
 from ..filter import EXPRESSION_TYPE_TAG
-from ..message import PROPERTY_TAGS, MessageExt, decode_properties
-from .record import (HEADER, HEADER_SIZE, I64, MESSAGE_MAGIC_CODE, POS_PHYSICAL_OFFSET, PROPS_LEN,
-                     BadRecord)
+from .record import HEADER, HEADER_SIZE, I64, MESSAGE_MAGIC_CODE, POS_PHYSICAL_OFFSET, PROPS_LEN, BadRecord
 from .record import ip_text as host_text  # cached bytes -> dotted text
 
 if TYPE_CHECKING:

@@ -25,8 +25,8 @@ from functools import lru_cache
 from itertools import accumulate
 from typing import Any, Callable, Iterator, Protocol
 
-from ..batch.record_batch import iter_records, parse_header
-from ..message import (
+from rocketport.common.batch.record_batch import iter_records, parse_header
+from rocketport.common.message import (
     INNER_BATCH_FLAG,
     PROPERTY_INNER_NUM,
     PROPERTY_KEYS,
@@ -34,11 +34,11 @@ from ..message import (
     property_bytes,
     property_needles,
 )
+
 from .commitlog import now_ms
 from .consume_queue import CQ_ENTRY_SIZE, ConsumeQueue
 from .get_result import GetResult, GetStatus, Segment
 from .inner_batch import batch_messages
-from .state import StoreState
 from .record import (
     HEADER_SIZE,
     I32,
@@ -51,6 +51,7 @@ from .record import (
     decode_record,
     topic_and_properties,
 )
+from .state import StoreState
 
 MAX_SCAN_PER_GET = 16_000  # entries examined per get when a filter skips messages
 QUERY_CATCH_UP = 50_000  # messages a key lookup indexes first, at most

@@ -22,7 +22,7 @@ try:  # ISA-L's CRC-32, zlib's polynomial: 3x faster on 100 B-1 KiB bodies (meas
 except ImportError:  # a platform without isal's wheels
     from zlib import crc32
 
-from ..message import INNER_BATCH_FLAG, MessageExt, decode_properties
+from rocketport.common.message import INNER_BATCH_FLAG, MessageExt, decode_properties
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
 BLANK_MAGIC_CODE = -875286124  # 0xCBD43194

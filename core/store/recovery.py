@@ -20,9 +20,10 @@ import logging
 import os
 from collections.abc import Iterator
 
-from ..batch.record_batch import parse_header
-from ..batch.record_tags import batch_tags
-from ..message import INNER_BATCH_FLAG, PROPERTY_INNER_NUM, PROPERTY_TAGS
+from rocketport.common.batch.record_batch import parse_header
+from rocketport.common.batch.record_tags import batch_tags
+from rocketport.common.message import INNER_BATCH_FLAG, PROPERTY_INNER_NUM, PROPERTY_TAGS
+
 from .checkpoint import Checkpoint
 from .consume_queue import CQ_ENTRY, ConsumeQueue
 from .dispatch import StoreDispatch, _Dispatch

@@ -16,7 +16,8 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable
 
-from ..message import MessageExt, decode_properties, encode_properties
+from rocketport.common.message import MessageExt, decode_properties, encode_properties
+
 from .record import (
     HEADER,
     HEADER_SIZE,

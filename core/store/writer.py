@@ -38,15 +38,14 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from operator import itemgetter
-from collections.abc import Sequence
 from typing import Callable
 
-from ..batch.message_batch import ENTRY_HEAD
-from ..errors import BrokerError, InvalidMessage, MessageTooLarge, StoreUnavailable
-from ..message import (
+from rocketport.common.batch.message_batch import ENTRY_HEAD
+from rocketport.common.message import (
     INNER_BATCH_FLAG,
     PROPERTY_INNER_NUM,
     PROPERTY_TAGS,
@@ -55,8 +54,10 @@ from ..message import (
     encode_properties,
     property_bytes,
 )
-from ..message_id import offset_msg_id, offset_msg_id_template
-from ..tags import tags_code, tags_code_of_value
+from rocketport.common.message_id import offset_msg_id, offset_msg_id_template
+from rocketport.common.tags import tags_code, tags_code_of_value
+
+from ..errors import BrokerError, InvalidMessage, MessageTooLarge, StoreUnavailable
 from .consume_queue import CQ_ENTRY
 from .dispatch import StoreDispatch, _Dispatch
 from .index_service import names_index_keys

@@ -22,7 +22,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..batch import Record, build_batch
+from rocketport.common.batch import Record, build_batch
+
 from ..errors import BrokerError, TopicNotFound
 from ..periodic import run_every
 from ..schedule import now_ms

@@ -31,7 +31,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..batch.record_batch import ATTR_CONTROL
+from rocketport.common.batch.record_batch import ATTR_CONTROL
+
 from ..metadata.json_file import JsonFile
 from ..periodic import run_every
 from .coordinator import FIRST_PRODUCER_ID

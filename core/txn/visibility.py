@@ -15,7 +15,8 @@ import struct
 from dataclasses import dataclass
 from typing import Final
 
-from ..batch.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
+from rocketport.common.batch.record_batch import ATTR_CONTROL, ATTR_TRANSACTIONAL
+
 from ..store.get_result import GetResult, GetStatus
 from ..store.record import HEADER_SIZE
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rocketport.core.metadata.amqp_entities import plain_arguments
+from rocketport.core.facade.types import plain_arguments
 
 from .vhost import VirtualHost
 

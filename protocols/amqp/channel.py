@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from itertools import takewhile
 from operator import itemgetter
 
-from rocketport.core.delivery import DeliveryGroup, Subscriber
-from rocketport.core.message import MessageExt
+from rocketport.common.message import MessageExt
+from rocketport.core.facade.types import DeliveryGroup, Subscriber
 
 from .errors import ChannelError, Reply
 

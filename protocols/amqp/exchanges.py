@@ -12,14 +12,13 @@ answer "does any queue get this publish" for mandatory publishes. No I/O, no sta
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
 import re
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from urllib.parse import unquote
 
-from rocketport.core.delivery import Source
-from rocketport.core.message import PROPERTY_TAGS, MessageExt
-from rocketport.core.metadata.amqp_entities import AmqpBinding, AmqpExchange, AmqpExchangeBinding
+from rocketport.common.message import PROPERTY_TAGS, MessageExt
+from rocketport.core.facade.types import AmqpBinding, AmqpExchange, AmqpExchangeBinding, Source
 
 from .properties import DEFAULT_EXCHANGE_MARK as _MARK
 from .properties import _text

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from rocketport.core.auth.plain_acl import PlainAcl
 from rocketport.core.broker import Broker
-from rocketport.core.metadata.amqp_entities import AmqpEntityManager
+from rocketport.core.facade.types import AmqpEntityManager
 
 from ..frontend import ListenerFrontEnd
 from ..listener import Listener

@@ -20,8 +20,8 @@ from typing import Any, Final
 
 from pamqp import encode
 
-from rocketport.core import message as core_message
-from rocketport.core.message import PROPERTY_TAGS, PROPERTY_TIMER_DELIVER_MS
+from rocketport.common import message as core_message
+from rocketport.common.message import PROPERTY_TAGS, PROPERTY_TIMER_DELIVER_MS
 
 # (property name, flag bit, kind) in the spec's order; kind: s shortstr, o octet, t u64
 _FIELDS: Final = (

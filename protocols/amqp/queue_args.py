@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rocketport.core.message import MessageExt
+from rocketport.common.message import MessageExt
 
 from .errors import ChannelError, Reply
 

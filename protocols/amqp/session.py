@@ -30,21 +30,22 @@ from typing import TYPE_CHECKING, Any
 
 from pamqp import decode
 from pamqp.base import Frame
-from pamqp.commands import Basic, Channel as ChannelMethods, Confirm, Connection, Exchange, Queue, Tx
+from pamqp.commands import Basic
+from pamqp.commands import Channel as ChannelMethods
+from pamqp.commands import Confirm, Connection, Exchange, Queue, Tx
 
-from rocketport.core.auth.plain_acl import PUB, SUB, Account, AclError
-from rocketport.core.errors import BrokerError, StoreUnavailable
-from rocketport.core.dedup import PROPERTY_DEDUP_KEY
-from rocketport.core.message import (
+from rocketport.common.message import (
+    PROPERTY_DEDUP_KEY,
     PROPERTY_RETRY_TOPIC,
     PROPERTY_TRANSACTION_PREPARED,
     Message,
     MessageExt,
-    without_unique_key,
 )
-from rocketport.core.message import encode_properties as encode_stored  # not the content header's
-from rocketport.core.schedule import needs_schedule, now_ms
-from rocketport.core.facade.types import PlainSend, StoredMessage
+from rocketport.common.message import encode_properties as encode_stored  # not the content header's
+from rocketport.common.message import without_unique_key
+from rocketport.core.auth.plain_acl import PUB, SUB, Account, AclError
+from rocketport.core.errors import BrokerError, StoreUnavailable
+from rocketport.core.facade.types import PlainSend, StoredMessage, needs_schedule, now_ms
 
 from .. import eager
 from ..session_base import Pausable, Session
@@ -52,7 +53,6 @@ from . import codec
 from .channel import Channel, Consumer, Source, Unacked, group_tags, sources
 from .connection import OPEN, AmqpServerConnection, shortstr_text
 from .errors import ChannelError, ConnectionError_, Reply, channel_error
-from .exchanges import name_of
 from .events import (
     ChannelCloseOkReceived,
     CloseOkReceived,
@@ -66,6 +66,7 @@ from .events import (
     OpenReceived,
     StartOkReceived,
 )
+from .exchanges import name_of
 from .properties import DEFAULT_EXCHANGE_MARK, SYSTEM_NAMES, X_DELAY, encode_properties, to_message_properties
 from .queue_args import REJECTED
 from .vhost import DEFAULT_EXCHANGE, QueueState

@@ -19,20 +19,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocketport.core.broker import Broker
-from rocketport.core.delivery import DeliveryGroup
 from rocketport.core.errors import BrokerError
-from rocketport.core.metadata.amqp_entities import (
+from rocketport.core.facade.types import (
     EXCHANGE_TYPES,
     AmqpBinding,
     AmqpEntityManager,
     AmqpExchange,
     AmqpExchangeBinding,
     AmqpQueue,
+    DeliveryGroup,
+    SubscriptionGroupConfig,
     binding_arguments,
     plain_arguments,
+    validate_topic,
 )
-from rocketport.core.metadata.subscription_groups import SubscriptionGroupConfig
-from rocketport.core.metadata.topics import validate_topic
 
 from .errors import ChannelError, ConnectionError_, Reply, channel_error
 from .exchanges import Router, queue_sources, topic_of

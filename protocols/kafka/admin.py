@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError
-from rocketport.core.metadata.topics import validate_topic
+from rocketport.core.facade.types import validate_topic
 
 from .error_map import error_code_for
 from .errors import ErrorCode

@@ -4,7 +4,7 @@ Each (API, version, direction) is compiled once into a plan of reader and writer
 and a generated read/write function per struct, so decoding and encoding cost O(fields): a
 ``records`` field is returned as a memoryview slice of the frame and written as the
 caller's buffers, never copied or parsed here (record batches belong to
-``rocketport.core.batch``). Messages are plain dicts keyed by the snake_case
+``rocketport.common.batch``). Messages are plain dicts keyed by the snake_case
 field names of the schema; fields a version lacks decode to their defaults and are ignored
 on encode, so handlers read and write one shape for every version.
 

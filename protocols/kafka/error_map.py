@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from rocketport.core.batch import CompressionError, CorruptBatch
+from rocketport.common.batch import CompressionError, CorruptBatch
 from rocketport.core.errors import (
     InvalidMessage,
     InvalidTopicName,
@@ -19,8 +19,7 @@ from rocketport.core.errors import (
     TopicNotFound,
     TopicNotReadable,
 )
-
-from rocketport.core.txn.errors import (
+from rocketport.core.facade.types import (
     ConcurrentTransactions,
     InvalidProducerIdMapping,
     InvalidTransactionTimeout,

@@ -40,17 +40,24 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, Final
 
-from rocketport.core.batch import Record, build_batch
-from rocketport.core.broker import Broker
-from rocketport.core.errors import BrokerError
-from rocketport.core.facade.types import HEADER_SIZE, I32, POS_BODY_LENGTH, GetStatus, Segment, decode_record
-from rocketport.core.message import (
+from rocketport.common.batch import Record, build_batch
+from rocketport.common.message import (
     PROPERTY_INNER_NUM,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_WAIT_STORE_MSG_OK,
 )
-from rocketport.core.txn.visibility import Isolation
+from rocketport.core.broker import Broker
+from rocketport.core.errors import BrokerError
+from rocketport.core.facade.types import (
+    HEADER_SIZE,
+    I32,
+    POS_BODY_LENGTH,
+    GetStatus,
+    Isolation,
+    Segment,
+    decode_record,
+)
 
 from .error_map import error_code_for
 from .errors import ErrorCode

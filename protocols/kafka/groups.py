@@ -13,7 +13,7 @@ from typing import Any, Final
 from rocketport.core.auth.plain_acl import SUB
 from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError
-from rocketport.core.metadata.topics import validate_topic
+from rocketport.core.facade.types import validate_topic
 
 from .coordinator import GroupCoordinator, GroupError, GroupState
 from .errors import ErrorCode

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
-from rocketport.core.batch import (
+from rocketport.common.batch import (
     CompressionError,
     CorruptBatch,
     decompress,
@@ -34,17 +34,17 @@ from rocketport.core.batch import (
     split_batches,
     verify_crc,
 )
-from rocketport.core.batch.record_batch import (
+from rocketport.common.batch.record_batch import (
     ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
     HEADER_SIZE,
     iter_payload_records,
 )
-from rocketport.core.batch.record_tags import codes_and_shared, payload_tags
+from rocketport.common.batch.record_tags import codes_and_shared, payload_tags
+from rocketport.common.message import PROPERTY_TAGS
 from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError, MessageTooLarge
-from rocketport.core.message import PROPERTY_TAGS
 from rocketport.core.facade.types import NO_PRODUCER_ID, SequenceCheck
 
 from .. import eager

@@ -14,8 +14,7 @@ from typing import Any, Final
 from rocketport.core.auth.plain_acl import PUB, SUB
 from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError
-from rocketport.core.txn.coordinator import TxnState
-from rocketport.core.txn.errors import ProducerFenced
+from rocketport.core.facade.types import ProducerFenced, TxnState
 
 from .coordinator import GroupCoordinator
 from .error_map import error_code_for

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from rocketport.core.auth.plain_acl import sign
+from rocketport.common.signature import sign
 
 from .command import Body, RemotingCommand
 

@@ -13,7 +13,6 @@ from rocketport.core.errors import (
     BrokerError,
     ConsumeDisabled,
     GroupNotFound,
-    TransactionMismatch,
     InvalidMessage,
     InvalidTopicName,
     MessageNotFound,
@@ -22,8 +21,9 @@ from rocketport.core.errors import (
     StoreUnavailable,
     TopicNotFound,
     TopicNotReadable,
+    TransactionMismatch,
 )
-from rocketport.core.filter import FilterError
+from rocketport.core.facade.types import FilterError
 
 from .bodies import BodyError
 from .codes import ResponseCode

@@ -20,14 +20,8 @@ from typing import Any
 
 import orjson
 
-from rocketport.core.broker import Broker
-from rocketport.core.consumer.clients import SubscriptionData as CoreSubscription
-from rocketport.core.consumer.locks import MessageQueueKey
-from rocketport.core.batch.compression import GZIP, CompressionError, decompress
-from rocketport.core.errors import InvalidMessage, TopicNotFound
-from rocketport.core.filter import EXPRESSION_TYPE_SQL92, MessageFilter, compile_filter
-from rocketport.core.facade.types import GetResult, GetStatus, ip_bytes
-from rocketport.core.message import (
+from rocketport.common.batch.compression import GZIP, CompressionError, decompress
+from rocketport.common.message import (
     COMPRESSED_FLAG,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -38,16 +32,25 @@ from rocketport.core.message import (
     MessageExt,
     decode_properties,
 )
-from rocketport.core.message_id import offset_msg_id
-from rocketport.core.metadata.subscription_groups import SubscriptionGroupConfig
-from rocketport.core.retry import retry_topic
+from rocketport.common.message_id import offset_msg_id
+from rocketport.core.broker import Broker
+from rocketport.core.errors import InvalidMessage, TopicNotFound
+from rocketport.core.facade.types import (
+    EXPRESSION_TYPE_SQL92,
+    GetResult,
+    GetStatus,
+    MessageFilter,
+    MessageQueueKey,
+)
+from rocketport.core.facade.types import SubscriptionData as CoreSubscription
+from rocketport.core.facade.types import SubscriptionGroupConfig, compile_filter, ip_bytes, retry_topic
 
 from . import bodies, headers
 from .client_relay import ClientRelay
 from .codes import RequestCode, ResponseCode
 from .command import Buffer, RemotingCommand, make_response
-from .frame import JsonFrameTemplate
 from .errors import RemotingError
+from .frame import JsonFrameTemplate
 from .headers import (
     decode_header,
     decode_pull_message_header,
@@ -55,7 +58,8 @@ from .headers import (
     encode_header,
 )
 from .lenient_json import loads_lenient
-from .mq_tables import MessageQueueKey as QueueKey, encode_body as encode_mq_body
+from .mq_tables import MessageQueueKey as QueueKey
+from .mq_tables import encode_body as encode_mq_body
 from .operations import BrokerOperations, consume_stats_table
 from .records import message_ext_record, pull_body
 from .send_lane import SEND_FIXED, SendLane

@@ -1,5 +1,5 @@
 """Binary message layouts inside remoting bodies, and message ids (batch send bodies are
-the core's: `rocketport.core.batch.message_batch`).
+shared with the broker: `rocketport.common.batch.message_batch`).
 
 - Pull response body: concatenated MessageExt records (the CommitLog record layout);
   decoded here for clients only. The broker sends CommitLog slices untouched, so this
@@ -15,14 +15,16 @@ import ipaddress
 import struct
 from dataclasses import dataclass
 
-from rocketport.core.message import (
+from rocketport.common.message import (
     BORNHOST_V6_FLAG,
     STOREHOSTADDRESS_V6_FLAG,
     MessageExt,
     decode_properties,
     encode_properties,
 )
-from rocketport.core.message_id import MessageClientIdGenerator  # noqa: F401  (the layout decode_unique_id reads)
+from rocketport.common.message_id import (  # noqa: F401  (the layout decode_unique_id reads)
+    MessageClientIdGenerator,
+)
 
 MESSAGE_MAGIC_CODE = 0xDAA320A7 - (1 << 32)  # as the signed i32 on the wire
 

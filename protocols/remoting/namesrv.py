@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from rocketport.core.broker import Broker
-from rocketport.core.metadata.topics import PERM_INHERIT, PERM_RW, PERM_WRITE
+from rocketport.core.facade.types import PERM_INHERIT, PERM_RW, PERM_WRITE
 
 from . import bodies, headers
 from .client import RemotingClient, RemotingClientError, request

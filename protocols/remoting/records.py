@@ -16,14 +16,21 @@ Nothing here does I/O or reads the store directly.
 
 from __future__ import annotations
 
-from rocketport.core.batch.messages import DEFAULT_TAG_HEADER
-from rocketport.core.filter import MessageFilter
-from rocketport.core.message import (
+from rocketport.common.batch.messages import DEFAULT_TAG_HEADER
+from rocketport.common.message import (
     INNER_BATCH_FLAG,
     MessageExt,
     encode_properties,
 )
-from rocketport.core.facade.types import GetResult, Segment, StoredBatch, batches_of, encode_record, ip_bytes
+from rocketport.core.facade.types import (
+    GetResult,
+    MessageFilter,
+    Segment,
+    StoredBatch,
+    batches_of,
+    encode_record,
+    ip_bytes,
+)
 
 from .command import Buffer
 

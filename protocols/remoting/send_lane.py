@@ -18,15 +18,15 @@ import logging
 import struct
 from typing import Any
 
-from rocketport.core.broker import Broker
-from rocketport.core.errors import BrokerError
-from rocketport.core.message_id import offset_msg_id_template
-from rocketport.core.message import (
+from rocketport.common.message import (
     PROPERTY_MSG_REGION,
     PROPERTY_TRACE_SWITCH,
     UNIQ_KEY_NEEDLES,
     property_bytes,
 )
+from rocketport.common.message_id import offset_msg_id_template
+from rocketport.core.broker import Broker
+from rocketport.core.errors import BrokerError
 from rocketport.core.facade.types import PlainSend
 
 from .codes import RequestCode, ResponseCode

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from rocketport.core.errors import InvalidTopicName
-from rocketport.core.metadata.topics import validate_topic
+from rocketport.core.facade.types import validate_topic
 
 QUEUE: Final = "queue"
 TOPIC: Final = "topic"

@@ -27,7 +27,7 @@ from rocketport.core.errors import (
     TopicNotFound,
     TopicNotReadable,
 )
-from rocketport.core.filter import FilterError
+from rocketport.core.facade.types import FilterError
 
 from .destinations import DestinationError
 

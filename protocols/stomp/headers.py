@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from rocketport.core import message as _message
-from rocketport.core.message import PROPERTY_KEYS, PROPERTY_TAGS, decode_properties, without_unique_key
+from rocketport.common import message as _message
+from rocketport.common.message import PROPERTY_KEYS, PROPERTY_TAGS, decode_properties, without_unique_key
 
 from .codec import escape
 

@@ -38,14 +38,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from rocketport.core.auth.plain_acl import PUB, SUB, Account, AclError, PlainAcl, group_resource
-from rocketport.core.broker import Broker
-from rocketport.core.dedup import PROPERTY_DEDUP_KEY
-from rocketport.core.delivery import Delivery, DeliveryGroup, Source, StoredMessage, Subscriber
-from rocketport.core.errors import TopicNotFound
-from rocketport.core.facade.types import PlainSend
-from rocketport.core.filter import FilterError
-from rocketport.core.message import (
+from rocketport.common.message import (
+    PROPERTY_DEDUP_KEY,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_TIMER_DELIVER_MS,
@@ -53,7 +47,19 @@ from rocketport.core.message import (
     Message,
     encode_properties,
 )
-from rocketport.core.schedule import needs_schedule
+from rocketport.core.auth.plain_acl import PUB, SUB, Account, AclError, PlainAcl, group_resource
+from rocketport.core.broker import Broker
+from rocketport.core.errors import TopicNotFound
+from rocketport.core.facade.types import (
+    Delivery,
+    DeliveryGroup,
+    FilterError,
+    PlainSend,
+    Source,
+    StoredMessage,
+    Subscriber,
+    needs_schedule,
+)
 
 from .. import eager
 from ..session_base import OrderedSession, Pausable, Session

@@ -8,11 +8,10 @@ import zlib
 
 import pytest
 
-from rocketport.protocols.remoting.bodies import BrokerData, QueueData
-
 from rocketport.client import AdminClient, ClientError, Message, Producer, PullConsumer, SendStatus
-from rocketport.core.message import COMPRESSED_FLAG
+from rocketport.common.message import COMPRESSED_FLAG
 from rocketport.protocols.remoting import RequestCode, ResponseCode
+from rocketport.protocols.remoting.bodies import BrokerData, QueueData
 from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.messages import decode_message_ext_records, decode_offset_msg_id
 from tests.support.aio import run

@@ -8,7 +8,7 @@ import zlib
 import pytest
 
 from rocketport.client import MessageExt
-from rocketport.core.message import (
+from rocketport.common.message import (
     BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
     STOREHOSTADDRESS_V6_FLAG,

@@ -2,9 +2,15 @@ import asyncio
 
 import pytest
 
+from rocketport.common.message import Message
 from rocketport.core.broker import Broker
-from rocketport.core.errors import InvalidTopicName, MessageNotFound, MessageTooLarge, QueueNotFound, TopicNotFound
-from rocketport.core.message import Message
+from rocketport.core.errors import (
+    InvalidTopicName,
+    MessageNotFound,
+    MessageTooLarge,
+    QueueNotFound,
+    TopicNotFound,
+)
 
 
 def run(coro):

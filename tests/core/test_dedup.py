@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
-from rocketport.core.batch.message_batch import BatchMessage, encode_batch
+from rocketport.common.batch.message_batch import BatchMessage, encode_batch
+from rocketport.common.message import Message
 from rocketport.core.broker import Broker
 from rocketport.core.dedup import PROPERTY_DEDUP_KEY, DedupWindow
 from rocketport.core.errors import MessageTooLarge
-from rocketport.core.message import Message
 from rocketport.core.store.message_store import PutResult
 
 

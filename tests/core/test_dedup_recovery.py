@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 import re
 
+from rocketport.client import AdminClient
 from rocketport.client import Message as ClientMessage
-from rocketport.client import AdminClient, Producer, PullConsumer
+from rocketport.client import Producer, PullConsumer
+from rocketport.common.message import Message
 from rocketport.core.broker import Broker
 from rocketport.core.dedup import PROPERTY_DEDUP_KEY
-from rocketport.core.message import Message
 from tests.support.processes import start_broker, stop, wait_ready
 
 

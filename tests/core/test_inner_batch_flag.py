@@ -10,9 +10,9 @@ import shutil
 
 import pytest
 
+from rocketport.common.message import INNER_BATCH_FLAG, PROPERTY_INNER_NUM, Message
 from rocketport.core.broker import Broker
 from rocketport.core.errors import InvalidMessage
-from rocketport.core.message import INNER_BATCH_FLAG, PROPERTY_INNER_NUM, Message
 from rocketport.core.store.message_store import MessageStore
 from tests.support.aio import run
 

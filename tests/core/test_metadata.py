@@ -32,7 +32,7 @@ def test_consumer_offsets_layout(tmp_path):
 
 
 def test_offset_msg_id_template_formats_what_offset_msg_id_returns():
-    from rocketport.core.message_id import decode_offset_msg_id, offset_msg_id, offset_msg_id_template
+    from rocketport.common.message_id import decode_offset_msg_id, offset_msg_id, offset_msg_id_template
     from rocketport.core.store.message_store import PutResult
 
     host = bytes([10, 0, 0, 7]) + (10911).to_bytes(4, "big")

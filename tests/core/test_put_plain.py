@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
+from rocketport.common.message import encode_properties
 from rocketport.core.broker import Broker
 from rocketport.core.errors import MessageTooLarge
 from rocketport.core.facade.types import PlainSend
-from rocketport.core.message import encode_properties
 
 HOST = ("127.0.0.1", 1)
 

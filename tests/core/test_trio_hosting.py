@@ -15,7 +15,7 @@ PROGRAM = textwrap.dedent('''
 
     from rocketport.core.broker import Broker
     from rocketport.core.config import BrokerConfig
-    from rocketport.core.message import Message
+    from rocketport.common.message import Message
 
     async def trio_main(root):
         async with trio_asyncio.open_loop():

@@ -8,7 +8,7 @@ import zlib
 
 from rocketport.client import Message as ClientMessage
 from rocketport.client.message import MessageExt
-from rocketport.core.message import COMPRESSED_FLAG, Message
+from rocketport.common.message import COMPRESSED_FLAG, Message
 from rocketport.pipeline.columns import to_batch
 from rocketport.pipeline.plan import queue_key
 from rocketport.pipeline.remote import Link, subscription

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from rocketport.core.batch import Record, build_batch, iter_records
-from rocketport.core.batch.record_batch import split_batches, verify_crc
+from rocketport.common.batch import Record, build_batch, iter_records
+from rocketport.common.batch.record_batch import split_batches, verify_crc
 from rocketport.core.config import ProtocolConfig
 from rocketport.protocols.kafka.errors import ErrorCode
 from rocketport.protocols.kafka.schema import ApiKey
@@ -234,7 +234,7 @@ _INDEX_CHILD = """
 import asyncio, os, sys
 from rocketport.core.config import BrokerConfig
 from rocketport.core.errors import DiskFull
-from rocketport.core.message import Message
+from rocketport.common.message import Message
 from rocketport.core.store.message_store import MessageStore
 
 sys.path.insert(0, sys.argv[2])  # the repository: tests.support

@@ -9,8 +9,8 @@ import dataclasses
 
 import pytest
 
+from rocketport.common.message import Message
 from rocketport.core.config import ProtocolConfig
-from rocketport.core.message import Message
 from rocketport.core.metadata.topics import PERM_RW, PERM_WRITE
 from rocketport.protocols.kafka.errors import ErrorCode
 from rocketport.protocols.remoting import RemotingCommand
@@ -79,7 +79,7 @@ def test_a_property_name_that_is_not_utf8_does_not_make_a_topic_unfetchable(brok
     """Property names from remoting are bytes, read with surrogateescape; a Kafka fetch
     gives them as valid UTF-8 (U+FFFD for the bad bytes) instead of failing (which closed every consumer's
     connection on that partition)."""
-    from rocketport.core.message import decode_properties, encode_properties
+    from rocketport.common.message import decode_properties, encode_properties
     raw = b"bad\xffname\x01v\x02"
     props = decode_properties(raw)
     assert encode_properties(props) == raw
@@ -89,7 +89,7 @@ def test_a_property_name_that_is_not_utf8_does_not_make_a_topic_unfetchable(brok
     with RawClient(broker.port) as client:
         partition = client.fetch("Odd", 0, 0)
     assert partition["error_code"] == ErrorCode.NONE
-    from rocketport.core.batch import iter_records
+    from rocketport.common.batch import iter_records
     parts = partition["records"] if isinstance(partition["records"], list) else [partition["records"]]
     records = [r for part in parts for r in iter_records(part)]
     assert records[0].value == b"body"

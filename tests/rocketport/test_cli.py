@@ -5,7 +5,7 @@ import subprocess
 import sys
 import time
 
-from rocketport.core.message import Message
+from rocketport.common.message import Message
 from rocketport.core.store.message_store import MessageStore
 
 

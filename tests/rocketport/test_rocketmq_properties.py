@@ -92,6 +92,10 @@ def test_inert_keys_are_named_at_start_and_honoured_ones_take_effect(tmp_path):
                                "-t", "PathsTopic", "-p", "hello", "-k", "key-1"],
                               capture_output=True, text=True, timeout=60, cwd=REPO)
         assert sent.returncode == 0, sent.stdout + sent.stderr
+        found = subprocess.run([sys.executable, "-m", "rocketport", "admin", "queryMsgByKey", "-n", namesrv,
+                                "-t", "PathsTopic", "-k", "key-1"], capture_output=True, text=True, timeout=60,
+                               cwd=REPO)  # a lookup builds the index up to the log's end first
+        assert "hello" in found.stdout, found.stdout + found.stderr
     finally:
         stop(proc)
     lines = seen.splitlines()

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rocketport.core.batch.record_batch import (
+
+from rocketport.common.batch.record_batch import (
     HEADER_SIZE,
     Record,
     all_keyless,

@@ -11,7 +11,7 @@ import lz4.frame
 import pytest
 import zstandard
 
-from rocketport.core.batch import compression as c
+from rocketport.common.batch import compression as c
 
 DATA = b"".join(b"record %d payload " % i * 3 for i in range(5000))  # ~400 KiB, compressible
 

@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from rocketport.core.batch import Record, build_batch, iter_records
-from rocketport.core.batch.compression import LZ4, ZSTD
-from rocketport.core.batch.expander import BatchCache, ExpandedBatch
-from rocketport.core.batch.messages import record_properties
-from rocketport.core.batch.record_batch import CorruptBatch
+from rocketport.common.batch import Record, build_batch, iter_records
+from rocketport.common.batch.compression import LZ4, ZSTD
+from rocketport.common.batch.expander import BatchCache, ExpandedBatch
+from rocketport.common.batch.messages import record_properties
+from rocketport.common.batch.record_batch import CorruptBatch
 
 
 def _records(n: int, value_size: int = 100) -> list[Record]:

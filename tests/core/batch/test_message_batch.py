@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketport.core.batch.message_batch import BatchMessage, decode_batch, encode_batch
+from rocketport.common.batch.message_batch import BatchMessage, decode_batch, encode_batch
 from rocketport.core.errors import InvalidMessage
 
 BATCH_ENTRY = cs.Struct(

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketport.core.batch import compression
-from rocketport.core.batch.record_batch import (
+from rocketport.common.batch import compression
+from rocketport.common.batch.record_batch import (
     HEADER_SIZE,
     CorruptBatch,
     Record,

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from rocketport.core.batch import Record, build_batch
-from rocketport.core.batch.compression import CODEC_NAMES, GZIP
-from rocketport.core.batch.messages import record_properties
-from rocketport.core.batch.record_batch import HEADER_SIZE, CorruptBatch
-from rocketport.core.batch.record_tags import batch_tags, codes_and_shared, payload_tags
-from rocketport.core.message import PROPERTY_TAGS
-from rocketport.core.tags import tags_code
+from rocketport.common.batch import Record, build_batch
+from rocketport.common.batch.compression import CODEC_NAMES, GZIP
+from rocketport.common.batch.messages import record_properties
+from rocketport.common.batch.record_batch import HEADER_SIZE, CorruptBatch
+from rocketport.common.batch.record_tags import batch_tags, codes_and_shared, payload_tags
+from rocketport.common.message import PROPERTY_TAGS
+from rocketport.common.tags import tags_code
 
 HEADERS: list[list[tuple[str, bytes | None]]] = [
     [("tag", b"A")],

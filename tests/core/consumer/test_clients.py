@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from rocketport.common.tags import tags_code
 from rocketport.core.consumer.clients import (
     ConsumerManager,
     ProducerManager,
     SubscriptionData,
 )
-from rocketport.core.tags import tags_code
 
 G = "cg"
 PUSH = "CONSUME_PASSIVELY"

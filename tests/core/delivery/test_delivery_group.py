@@ -9,11 +9,11 @@ from collections.abc import Callable
 
 import pytest
 
-from rocketport.core.batch import Record, build_batch
+from rocketport.common.batch import Record, build_batch
+from rocketport.common.message import Message, MessageExt, decode_properties
+from rocketport.common.tags import tags_code
 from rocketport.core.broker import Broker
 from rocketport.core.delivery import Delivery, Source
-from rocketport.core.message import Message, MessageExt, decode_properties
-from rocketport.core.tags import tags_code
 from tests.support.aio import run
 
 TOPIC = "orders"

@@ -16,8 +16,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rocketport.common.message import encode_properties
 from rocketport.core.filter import compile_filter
-from rocketport.core.message import encode_properties
 
 SETTINGS = settings(max_examples=400, deadline=None)
 

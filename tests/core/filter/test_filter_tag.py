@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from rocketport.common.tags import tags_code
 from rocketport.core.filter import TagFilter, compile_filter, parse_tag_expression, tag_filter_codes
-from rocketport.core.tags import tags_code
 
 
 @pytest.mark.parametrize("expression", [None, "", "*"])

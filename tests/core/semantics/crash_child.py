@@ -12,9 +12,9 @@ import asyncio
 import sys
 import time
 
+from rocketport.common.message import Message
 from rocketport.core.broker import Broker
 from rocketport.core.config import BrokerConfig
-from rocketport.core.message import Message
 
 
 def config(root: str) -> BrokerConfig:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from rocketport.core.batch import Record, build_batch
-from rocketport.core.batch.messages import record_properties
-from rocketport.core.store.inner_batch import matching_records
+from rocketport.common.batch import Record, build_batch
+from rocketport.common.batch.messages import record_properties
+from rocketport.common.tags import tags_code
 from rocketport.core.broker import Broker
 from rocketport.core.filter import compile_filter
-from rocketport.core.tags import tags_code
-
+from rocketport.core.store.inner_batch import matching_records
 from tests.support.aio import run
 
 

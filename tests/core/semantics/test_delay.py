@@ -7,10 +7,9 @@ import json
 import os
 import time
 
+from rocketport.common.message import Message
 from rocketport.core.broker import Broker
-from rocketport.core.message import Message
 from rocketport.core.schedule import SCHEDULE_TOPIC
-
 from tests.support.aio import run
 from tests.support.fake_time import FakeTime
 
@@ -131,6 +130,7 @@ def test_pending_delays_survive_a_clean_restart(sem_config):
 
 def test_batches_cannot_be_delayed(sem_config):
     import pytest
+
     from rocketport.core.errors import InvalidMessage
 
     async def main():
@@ -192,6 +192,7 @@ def test_a_round_keeps_each_queues_order_under_sync_flush(sem_config):
 
 def test_bad_delay_level_configuration_is_refused():
     import pytest
+
     from rocketport.core.config import BrokerConfig
     from rocketport.core.errors import ConfigError
 

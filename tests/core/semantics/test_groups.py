@@ -7,13 +7,12 @@ import time
 
 import pytest
 
+from rocketport.common.message import Message
+from rocketport.common.message_id import decode_offset_msg_id, encode_offset_msg_id
 from rocketport.core.broker import Broker
 from rocketport.core.consumer.clients import SubscriptionData
 from rocketport.core.consumer.locks import MessageQueueKey
 from rocketport.core.errors import InvalidMessage, MessageNotFound, TopicNotFound
-from rocketport.core.message import Message
-from rocketport.core.message_id import decode_offset_msg_id, encode_offset_msg_id
-
 from tests.support.aio import run
 
 

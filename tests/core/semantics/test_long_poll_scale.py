@@ -9,8 +9,8 @@ import asyncio
 import pytest
 import uvloop
 
+from rocketport.common.message import Message
 from rocketport.core.broker import Broker
-from rocketport.core.message import Message
 
 HELD = 10_000
 QUEUES = 10

@@ -7,13 +7,12 @@ import time
 
 import pytest
 
+from rocketport.common.message import Message
 from rocketport.core.broker import Broker
 from rocketport.core.errors import ConsumeDisabled, GroupNotFound, TopicNotFound
 from rocketport.core.filter import compile_filter
-from rocketport.core.message import Message
 from rocketport.core.metadata.subscription_groups import SubscriptionGroupConfig
 from rocketport.core.store.get_result import GetStatus
-
 from tests.support.aio import run
 from tests.support.fake_time import FakeTime
 

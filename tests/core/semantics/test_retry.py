@@ -6,13 +6,12 @@ import time
 
 import pytest
 
+from rocketport.common.message import Message
 from rocketport.core.broker import Broker
 from rocketport.core.errors import MessageNotFound
-from rocketport.core.message import Message
 from rocketport.core.metadata.subscription_groups import SubscriptionGroupConfig
 from rocketport.core.metadata.topics import PERM_WRITE
 from rocketport.core.schedule import SCHEDULE_TOPIC
-
 from tests.support.aio import run
 
 

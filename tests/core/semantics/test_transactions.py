@@ -6,11 +6,15 @@ import asyncio
 
 import pytest
 
+from rocketport.common.message import (
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    Message,
+    transaction_type,
+)
 from rocketport.core.broker import Broker
 from rocketport.core.errors import MessageNotFound, TransactionMismatch
-from rocketport.core.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE, Message, transaction_type
 from rocketport.core.half_messages import CHECK_MAX_TIME_TOPIC, HALF_TOPIC, OP_TOPIC
-
 from tests.support.aio import run
 
 

@@ -9,8 +9,8 @@ import asyncio
 import sys
 import zlib
 
+from rocketport.common.message import Message
 from rocketport.core.config import BrokerConfig
-from rocketport.core.message import Message
 from rocketport.core.store.message_store import MessageStore
 
 QUEUES = 4

@@ -8,9 +8,9 @@ acknowledged, until it is killed.
 import asyncio
 import sys
 
+from rocketport.common.message import Message
 from rocketport.core.broker import Broker
 from rocketport.core.config import BrokerConfig
-from rocketport.core.message import Message
 
 QUEUES = 4
 

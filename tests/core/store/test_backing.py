@@ -18,8 +18,8 @@ import time
 
 import pytest
 
+from rocketport.common.message import Message
 from rocketport.core.errors import DiskFull
-from rocketport.core.message import Message
 from rocketport.core.store import commitlog as commitlog_module
 from rocketport.core.store import consume_queue as consume_queue_module
 from rocketport.core.store import index_file as index_file_module
@@ -261,7 +261,7 @@ _CHILD = """
 import asyncio, os, sys
 from rocketport.core.config import BrokerConfig
 from rocketport.core.errors import DiskFull
-from rocketport.core.message import Message
+from rocketport.common.message import Message
 from rocketport.core.store import commitlog, consume_queue, index_file
 from rocketport.core.store.message_store import MessageStore
 

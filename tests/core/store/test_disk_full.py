@@ -17,15 +17,14 @@ import os
 
 import pytest
 
-from rocketport.core.batch import Record, build_batch
-from rocketport.core.batch.message_batch import BatchMessage, encode_batch
+from rocketport.common.batch import Record, build_batch
+from rocketport.common.batch.message_batch import BatchMessage, encode_batch
+from rocketport.common.message import Message
 from rocketport.core.errors import DiskFull, StoreUnavailable
-from rocketport.core.message import Message
 from rocketport.core.store.message_store import MessageStore, PlainSend
 from tests.support.disk import SimulatedFullDisk
 
 from .helpers import crash, drain, open_store, run
-
 
 Disk = SimulatedFullDisk
 

@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import os
 
-from rocketport.core.batch import Record, build_batch, iter_records
-from rocketport.core.batch.compression import LZ4
-from rocketport.core.batch.messages import record_properties
+from rocketport.common.batch import Record, build_batch, iter_records
+from rocketport.common.batch.compression import LZ4
+from rocketport.common.batch.messages import record_properties
+from rocketport.common.message import PROPERTY_TAGS
+from rocketport.common.tags import tags_code
 from rocketport.core.config import BrokerConfig
 from rocketport.core.filter import compile_filter
-from rocketport.core.message import PROPERTY_TAGS
 from rocketport.core.store.inner_batch import BATCHES, matching_records
 from rocketport.core.store.record import HEADER_SIZE, I32, POS_BODY_LENGTH
-from rocketport.core.tags import tags_code
 from rocketport.protocols.remoting.messages import decode_message_ext_records
 from rocketport.protocols.remoting.records import pull_body
-
 from tests.core.store.helpers import open_store
 from tests.support.aio import run
 

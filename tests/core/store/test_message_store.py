@@ -4,13 +4,12 @@ import pathlib
 
 import pytest
 
+from rocketport.common.batch import Record, build_batch
+from rocketport.common.message import Message
 from rocketport.core.errors import InvalidMessage, MessageTooLarge
-from rocketport.core.message import Message
 from rocketport.core.store.get_result import GetStatus
 from rocketport.core.store.message_store import PlainSend
 from rocketport.core.store.record import decode_record
-
-from rocketport.core.batch import Record, build_batch
 
 from .helpers import drain, open_store, run
 
@@ -322,8 +321,8 @@ def test_retention_waits_for_delete_when_hour(small_config):
 
 
 def test_inner_batch_records_are_indexed_by_key(small_config):
-    from rocketport.core.batch import build_batch
-    from rocketport.core.batch.record_batch import Record
+    from rocketport.common.batch import build_batch
+    from rocketport.common.batch.record_batch import Record
     from rocketport.core.store.inner_batch import batch_messages
 
     async def main():
@@ -397,8 +396,8 @@ def test_index_catches_up_on_a_quiet_store_in_slices_that_let_requests_in(small_
 
 
 def test_index_slices_resume_inside_a_batch(small_config):
-    from rocketport.core.batch import build_batch
-    from rocketport.core.batch.record_batch import Record
+    from rocketport.common.batch import build_batch
+    from rocketport.common.batch.record_batch import Record
 
     async def main():
         async with open_store(small_config) as store:
@@ -486,7 +485,7 @@ def test_index_steps_over_keyless_runs_and_indexes_what_follows(small_config):
     """Runs stored with `append_sends` (one send at a time) whose properties name no key are stepped over by the
     index walk as one range (the writer says so); keyed runs and records between them are
     indexed as ever, and the walk counts every record."""
-    from rocketport.core.message import encode_properties
+    from rocketport.common.message import encode_properties
 
     async def main():
         async with open_store(small_config.with_overrides(mapped_file_size_commit_log=1 << 20)) as store:

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketport.core.batch.message_batch import BatchMessage, decode_batch, encode_batch
+from rocketport.common.batch.message_batch import BatchMessage, decode_batch, encode_batch
+from rocketport.common.tags import tags_code
 from rocketport.core.config import BrokerConfig
 from rocketport.core.errors import InvalidMessage, MessageTooLarge
 from rocketport.core.store.consume_queue import CQ_ENTRY
-from rocketport.core.tags import tags_code
 
 from .helpers import drain, open_store, run
 

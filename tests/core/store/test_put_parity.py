@@ -13,14 +13,14 @@ import types
 
 import pytest
 
-from rocketport.core.batch import Record, build_batch
-from rocketport.core.batch.message_batch import BatchMessage, encode_batch
-from rocketport.core.message import INNER_BATCH_FLAG, PROPERTY_INNER_NUM, Message, encode_properties
+from rocketport.common.batch import Record, build_batch
+from rocketport.common.batch.message_batch import BatchMessage, encode_batch
+from rocketport.common.message import INNER_BATCH_FLAG, PROPERTY_INNER_NUM, Message, encode_properties
+from rocketport.common.tags import tags_code
 from rocketport.core.store import writer
 from rocketport.core.store.consume_queue import CQ_ENTRY
 from rocketport.core.store.message_store import PlainSend
 from rocketport.core.store.record import QUEUE_OFFSET, encode_record, ip_bytes
-from rocketport.core.tags import tags_code
 
 from .helpers import open_store, run
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketport.core.message import decode_properties, encode_properties, property_needles, raw_property
+from rocketport.common.message import decode_properties, encode_properties, property_needles, raw_property
 from rocketport.core.store import formats
 from rocketport.core.store.record import (
     BadRecord,

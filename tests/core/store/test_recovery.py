@@ -3,11 +3,11 @@
 import os
 import shutil
 
-from rocketport.core.message import Message
+from rocketport.common.message import Message
 from rocketport.core.store.checkpoint import Checkpoint
+from rocketport.core.store.message_store import MessageStore
 
 from .helpers import crash, drain, open_store, run
-from rocketport.core.store.message_store import MessageStore
 
 
 async def _fill(config, n, queues=2, size=100):
@@ -151,7 +151,7 @@ def test_checkpoint_codec_round_trip():
 def test_torn_properties_of_a_stored_batch_do_not_stop_recovery(small_config):
     """Properties are outside the body CRC: a torn tail that zeroes only the end of a
     stored batch's properties (INNER_NUM "3\\x00") left a store that could not open."""
-    from rocketport.core.batch import Record, build_batch
+    from rocketport.common.batch import Record, build_batch
 
     async def main():
         store = MessageStore(small_config)

@@ -27,11 +27,11 @@ import time
 
 import pytest
 
-from rocketport.core.batch import Record, build_batch
-from rocketport.core.batch.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
-from rocketport.core.message import PROPERTY_TAGS
+from rocketport.common.batch import Record, build_batch
+from rocketport.common.batch.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
+from rocketport.common.message import PROPERTY_TAGS
+from rocketport.common.tags import tags_code
 from rocketport.core.store.message_store import MessageStore
-from rocketport.core.tags import tags_code
 from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.messages import decode_message_ext_records

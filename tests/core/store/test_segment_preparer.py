@@ -7,8 +7,8 @@ import pathlib
 import random
 import time
 
+from rocketport.common.message import Message
 from rocketport.core.broker import Broker
-from rocketport.core.message import Message
 from rocketport.core.store.consume_queue import ConsumeQueue
 from rocketport.core.store.mapped_file import segment_name
 from rocketport.core.store.segment_preparer import SUFFIX, prepare_file

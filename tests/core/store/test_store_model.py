@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from rocketport.common.message import Message
 from rocketport.core.config import BrokerConfig
-from rocketport.core.message import Message
 from rocketport.core.store.message_store import MessageStore
 from rocketport.core.store.record import decode_record
 

@@ -11,10 +11,10 @@ import shutil
 import time
 
 import pytest
-from rocketport.core.batch import Record, build_batch
+
+from rocketport.common.batch import Record, build_batch
 from rocketport.core.broker import Broker
 from rocketport.core.txn.producer_state import SequenceCheck
-
 from tests.support.aio import run
 
 ACCEPT, DUPLICATE, OUT_OF_ORDER, FENCED = (SequenceCheck.ACCEPT, SequenceCheck.DUPLICATE,

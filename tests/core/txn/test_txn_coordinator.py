@@ -8,10 +8,12 @@ import dataclasses
 import time
 
 import pytest
-from rocketport.core.batch import Record, build_batch
+
+from rocketport.common.batch import Record, build_batch
 from rocketport.core.broker import Broker
 from rocketport.core.errors import DiskFull
 from rocketport.core.store.get_result import GetStatus
+from rocketport.core.txn.coordinator import TxnCoordinator, TxnState
 from rocketport.core.txn.errors import (
     ConcurrentTransactions,
     InvalidProducerIdMapping,
@@ -19,9 +21,7 @@ from rocketport.core.txn.errors import (
     InvalidTxnState,
     ProducerFenced,
 )
-from rocketport.core.txn.coordinator import TxnCoordinator, TxnState
 from rocketport.core.txn.visibility import Isolation
-
 from tests.support.aio import run
 
 

@@ -8,7 +8,7 @@ import struct
 import time
 from typing import Any
 
-from rocketport.core.batch import Record, build_batch
+from rocketport.common.batch import Record, build_batch
 from rocketport.protocols.kafka import codec
 from rocketport.protocols.kafka.schema import ApiKey
 

@@ -7,16 +7,16 @@ import time
 
 from confluent_kafka import Producer as ConfluentProducer
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from rocketport.core.batch import iter_records
+
+from rocketport.common.batch import iter_records
+from rocketport.common.message import Message
 from rocketport.core.config import ProtocolConfig
 from rocketport.core.filter import compile_filter
-from rocketport.core.message import Message
 from rocketport.core.store.record import HEADER_SIZE, I32, POS_BODY_LENGTH
-from rocketport.protocols.remoting.handlers import SUBSCRIPTION_FLAG, SUSPEND_FLAG
 from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
+from rocketport.protocols.remoting.handlers import SUBSCRIPTION_FLAG, SUSPEND_FLAG
 from rocketport.protocols.remoting.messages import decode_message_ext_records
-
 from tests.support.live_broker import LiveBroker
 
 TIMEOUT_S = 20

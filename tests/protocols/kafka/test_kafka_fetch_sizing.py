@@ -16,12 +16,12 @@ import time
 from typing import Any
 
 import pytest
-from rocketport.core.batch import iter_records
-from rocketport.core.batch.record_batch import split_batches
-from rocketport.core.message import Message
+
+from rocketport.common.batch import iter_records
+from rocketport.common.batch.record_batch import split_batches
+from rocketport.common.message import Message
 from rocketport.protocols.kafka.fetch import FetchPacer
 from rocketport.protocols.kafka.schema import ApiKey
-
 from tests.support.live_broker import LiveBroker
 
 from .kafka_raw import FETCH_V, RawClient, encode_batch

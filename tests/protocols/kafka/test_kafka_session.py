@@ -10,10 +10,10 @@ import time
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rocketport.core.batch import Record, build_batch, iter_records
+
+from rocketport.common.batch import Record, build_batch, iter_records
 from rocketport.protocols.kafka.errors import ErrorCode
 from rocketport.protocols.kafka.schema import APIS, ApiKey
-
 from tests.support.live_broker import LiveBroker
 
 from .kafka_raw import FETCH_V, PRODUCE_V, RawClient, encode_batch

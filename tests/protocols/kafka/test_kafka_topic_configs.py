@@ -14,10 +14,10 @@ from confluent_kafka.admin import (
     ConfigSource,
     NewTopic,
 )
-from rocketport.core.batch import Record, build_batch
+
+from rocketport.common.batch import Record, build_batch
 from rocketport.protocols.kafka.errors import ErrorCode
 from rocketport.protocols.kafka.schema import ApiKey
-
 from tests.support.kafka import start_broker
 
 from .kafka_raw import PRODUCE_V, RawClient

@@ -10,10 +10,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
-from rocketport.core.batch import Record, build_batch
+
+from rocketport.common.batch import Record, build_batch
 from rocketport.protocols.kafka.errors import ErrorCode
 from rocketport.protocols.kafka.schema import ApiKey
-
 from tests.support.live_broker import LiveBroker
 
 from .kafka_raw import RawClient

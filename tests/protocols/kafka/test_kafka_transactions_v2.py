@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from rocketport.core.batch import Record, build_batch
+from rocketport.common.batch import Record, build_batch
 from rocketport.protocols.kafka.errors import ErrorCode
 from rocketport.protocols.kafka.schema import ApiKey
 

@@ -8,12 +8,11 @@ import time
 
 import orjson
 
-from rocketport.core.message import Message
+from rocketport.common.message import Message
 from rocketport.protocols.remoting import RemotingCommand, mq_tables
 from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.server import BrokerServer
-
 from tests.support.aio import run as run_async
 
 

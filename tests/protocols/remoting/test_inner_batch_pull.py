@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import time
 
-from rocketport.core.batch import build_batch
-from rocketport.core.batch.record_batch import Record
-from rocketport.core.message import Message
-from rocketport.core.tags import tags_code
+from rocketport.common.batch import build_batch
+from rocketport.common.batch.record_batch import Record
+from rocketport.common.message import Message
+from rocketport.common.tags import tags_code
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.messages import decode_message_ext_records
 from rocketport.server import BrokerServer
-
 from tests.support.aio import run as run_async
 from tests.support.remoting import remoting_client, request
 

@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from rocketport.core.message import BORNHOST_V6_FLAG
+from rocketport.common.message import BORNHOST_V6_FLAG
 from rocketport.protocols.remoting.messages import (
     MessageClientIdGenerator,
     MessageFormatError,
@@ -17,6 +17,7 @@ from rocketport.protocols.remoting.messages import (
     decode_unique_id,
     encode_offset_msg_id,
 )
+
 
 def message_ext_record(
     *, topic: str, body: bytes, properties: bytes, queue_id: int = 1, queue_offset: int = 2,

@@ -18,7 +18,7 @@ FORBIDDEN = {"asyncio", "socket", "selectors", "trio", "uvloop"}
 # The modules of each package that may do I/O or wait; every other module must stay sans-IO.
 IO_MODULES = {
     remoting: {"session", "client", "handlers", "namesrv", "frontend"},
-    kafka: {"session", "frontend", "coordinator", "fetch"},  # group timers; fetch long polls
+    kafka: {"session", "frontend", "coordinator", "fetch", "produce"},  # group timers; fetch long polls; produce gathers a request's appends
     stomp: {"session", "frontend"},
     amqp: {"session", "frontend"},
 }

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rocketport.core.message_id import decode_offset_msg_id
+from rocketport.common.message_id import decode_offset_msg_id
 from rocketport.protocols.remoting import RemotingCommand
 from rocketport.protocols.remoting.client import request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
@@ -14,7 +14,6 @@ from rocketport.protocols.remoting.command import FLAG_ONEWAY
 from rocketport.protocols.remoting.events import CommandReceived
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
 from rocketport.protocols.remoting.messages import decode_message_ext_records
-
 from tests.support.live_broker import start_live_broker
 from tests.support.remoting import frame_bytes, roundtrip
 

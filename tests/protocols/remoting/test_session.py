@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import zlib
 import socket
 import struct
+import zlib
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rocketport.common.batch.message_batch import BatchMessage, encode_batch
+from rocketport.common.message import decode_properties
+from rocketport.common.message_id import decode_offset_msg_id
 from rocketport.core.config import BrokerConfig
-from rocketport.core.message import decode_properties
-from rocketport.core.message_id import decode_offset_msg_id
 from rocketport.protocols.remoting import (
     RemotingCommand,
     RemotingConnection,
@@ -23,10 +24,8 @@ from rocketport.protocols.remoting import (
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.events import CommandReceived
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
-from rocketport.core.batch.message_batch import BatchMessage, encode_batch
 from rocketport.protocols.remoting.messages import decode_message_ext_records
 from rocketport.server import BrokerServer
-
 from tests.support.aio import run as run_async
 from tests.support.live_broker import start_live_broker
 from tests.support.remoting import frame_bytes, remoting_client, request, roundtrip

@@ -8,14 +8,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from rocketport.core.message import encode_properties
+from rocketport.common.message import encode_properties
 from rocketport.protocols.remoting import RemotingCommand
 from rocketport.protocols.remoting.client import RemotingClient, request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
 from rocketport.protocols.remoting.messages import decode_message_ext_records, decode_offset_msg_id
 from rocketport.server import BrokerServer
-
 from tests.support.aio import run as run_async
 
 

@@ -4,13 +4,12 @@ client for byte-level cases, and reading a topic back through the Broker facade.
 from __future__ import annotations
 
 import socket
-import time
-
 import threading
+import time
 
 import stomp
 
-from rocketport.core.message import MessageExt
+from rocketport.common.message import MessageExt
 from tests.support.live_broker import LiveBroker
 
 TIMEOUT = 20.0

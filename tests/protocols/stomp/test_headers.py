@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rocketport.core.message import encode_properties
+from rocketport.common.message import encode_properties
 from rocketport.protocols.stomp.codec import V10, V12
 from rocketport.protocols.stomp.headers import PropertyHeaders
 

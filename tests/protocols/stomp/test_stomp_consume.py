@@ -304,7 +304,7 @@ def test_temp_queue_reply_to_reaches_the_requester(stomp_broker):
 
 def test_properties_named_like_message_headers_do_not_reach_the_frame(stomp_broker):
     """A RocketMQ or Kafka client may send a "content-length" or "subscription" property."""
-    from rocketport.core.message import Message
+    from rocketport.common.message import Message
     broker = stomp_broker.server.broker
     stomp_broker.call(broker.put_message(Message("clash", b"true body", {
         "content-length": "999", "subscription": "forged", "message-id": "forged", "color": "red"})))
