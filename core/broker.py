@@ -107,6 +107,7 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         self.txn = TxnCoordinator(
             config_dir, put_markers=self._put_markers, max_offset=self.store.max_offset,
             min_offset=self.store.min_offset, commit_offset=self.offsets.commit,
+            offsets_durable=self.offsets.durable,
             notify=self.pull_waiters.notify, sync=config.sync_flush,
             max_timeout_ms=config.transaction_max_timeout_ms)
         self.txn_queues = self.txn.queues

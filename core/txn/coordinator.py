@@ -112,6 +112,7 @@ class TxnCoordinator:
     def __init__(self, config_dir: str, *, put_markers: PutMarkers, max_offset: Callable[[str, int], int],
                  min_offset: Callable[[str, int], int],
                  commit_offset: Callable[[str, str, int, int, str | None], None],
+                 offsets_durable: Callable[[], Awaitable[None]],
                  notify: Callable[[str, int, int], None], sync: bool,
                  max_timeout_ms: int = MAX_TIMEOUT_MS, check_interval_ms: int = 1000,
                  clock: Callable[[], int] = now_ms) -> None:
@@ -120,6 +121,7 @@ class TxnCoordinator:
         self._max_offset = max_offset
         self._min_offset = min_offset
         self._commit_offset = commit_offset
+        self._offsets_durable = offsets_durable
         self._notify = notify
         self.max_timeout_ms = max_timeout_ms
         self.check_interval_ms = check_interval_ms
@@ -412,9 +414,12 @@ class TxnCoordinator:
                 aborted.append([topic, queue_id, pid, first, marker])
             if marker >= 0:  # readers held at the LSO look again
                 self._notify(topic, queue_id, self._max_offset(topic, queue_id))
-        if commit:
+        if commit and meta.offsets:
             for (group, topic, queue_id), (offset, metadata) in meta.offsets.items():
                 self._commit_offset(group, topic, queue_id, offset, metadata)
+            # on disk before the transaction is logged complete: a crash in between leaves
+            # it prepared, and recovery commits the same offsets again
+            await self._offsets_durable()
         meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         ended = [[t, q] for t, q in meta.partitions]
         meta.partitions.clear()

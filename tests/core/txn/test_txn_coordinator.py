@@ -277,7 +277,7 @@ def test_a_marker_the_store_refuses_leaves_the_transaction_prepared_until_it_is_
 
         coordinator = TxnCoordinator(str(tmp_path), put_markers=put_markers, max_offset=lambda t, q: 5,
                                      min_offset=lambda t, q: 0, commit_offset=lambda *a: None,
-                                     notify=lambda *a: None, sync=False)
+                                     offsets_durable=asyncio.sleep, notify=lambda *a: None, sync=False)
         coordinator.load()
         pid, epoch = await coordinator.init_producer("t", 60_000)
         await coordinator.add_partitions("t", pid, epoch, [("T", 0)])

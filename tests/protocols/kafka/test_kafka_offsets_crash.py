@@ -66,3 +66,40 @@ def test_a_committed_offset_survives_a_sigkill(tmp_path):
         consumer.close()
     finally:
         stop(again)
+
+
+def test_offsets_a_committed_transaction_carried_survive_a_sigkill(tmp_path):
+    """A consume-transform-produce loop's offsets (sendOffsetsToTransaction) are on disk
+    once its commit is answered: a SIGKILL right after loses neither them nor the output."""
+    root, port = tmp_path / "store", _free_port()
+    settings = ("listenPort=0", "namesrv.port=0", f"kafka.port={port}",
+                "flushConsumerOffsetInterval=3600000")
+    proc = start_broker(root, *settings)
+    try:
+        wait_ready(proc)
+        source = Producer({"bootstrap.servers": f"127.0.0.1:{port}"})
+        for i in range(10):
+            source.produce(TOPIC, b"in%d" % i, partition=0)
+        assert source.flush(20) == 0
+        consumer = _consumer(port)
+        consumer.assign([TopicPartition(TOPIC, 0, 0)])
+        assert _read(consumer, 6) == list(range(6))
+        txn = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "transactional.id": "crash-eos"})
+        txn.init_transactions(20)
+        txn.begin_transaction()
+        txn.produce("offsets-crash-out", b"out", partition=0)
+        txn.send_offsets_to_transaction([TopicPartition(TOPIC, 0, 6)], consumer.consumer_group_metadata(), 20)
+        txn.commit_transaction(20)
+        consumer.close()
+    finally:
+        proc.kill()  # SIGKILL right after the commit's answer
+        proc.wait()
+    again = start_broker(root, *settings)
+    try:
+        wait_ready(again)
+        consumer = _consumer(port)
+        [committed] = consumer.committed([TopicPartition(TOPIC, 0)], timeout=20)
+        assert committed.offset == 6
+        consumer.close()
+    finally:
+        stop(again)
