@@ -621,7 +621,7 @@ class StompSession(OrderedSession[_Pending]):
         if self.account is not None and not self.account.permits(group_resource(name), SUB):
             raise StompError(f"No permission to remove the durable subscription {name} "
                              f"(login={self.account.access_key})")
-        if self.broker.groups.get(name) is None:  # (get_group would make it)
+        if self.broker.find_group(name) is None:  # (get_group would make it)
             raise StompError(f"no durable subscription {name[:64]!r}")
         group = self.broker.open_delivery_group(name)
         if group is not None and group.consumer_count:
