@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, Protocol, TypeVar, Union
@@ -48,6 +49,9 @@ class Outcome(Protocol):
     def result(self) -> Any: ...
 
 
+READ_SLICE_S = 0.01  # a connection's reads in one loop iteration before others get the loop
+
+
 class Session(asyncio.Protocol):
     """One client connection; subclasses implement `data_received`, `_busy`, `_closed_hook`."""
 
@@ -62,6 +66,8 @@ class Session(asyncio.Protocol):
         self._on_closed = on_closed
         self._read_paused = False
         self._write_paused = False
+        self._slice_start = 0.0  # when this loop iteration's first read came (0: none yet)
+        self._yielding = False  # reading paused to give the loop to other work (_note_input)
         self._out: list[Buffer] = []
         self._flush_due = False  # a `_flush` is scheduled for this loop iteration
         self._ended = self._loop.create_future()
@@ -123,6 +129,24 @@ class Session(asyncio.Protocol):
             self.partial_since = now if partial else None
         elif self.partial_since is None:
             self.partial_since = now
+        # A busy socket is read many times in one loop iteration (libuv reads up to 32
+        # times a poll event), and each read's frames are handled at once: a pipelining
+        # client could hold the loop for seconds while timers, the index builder and other
+        # connections wait. Past READ_SLICE_S of reads in one iteration, reading pauses
+        # until the next iteration (the loop's own time is cached per iteration: a clock).
+        started, clock = self._slice_start, time.perf_counter()
+        if not started:
+            self._slice_start = clock
+            self._loop.call_soon(self._end_slice)
+        elif clock - started > READ_SLICE_S and not self._yielding:
+            self._yielding = True
+            self._update_reading()
+
+    def _end_slice(self) -> None:
+        self._slice_start = 0.0
+        if self._yielding:
+            self._yielding = False
+            self._update_reading()
 
     def _emit(self, data: Buffer) -> None:
         """Queue one buffer; what is queued in one loop iteration goes out in one write.
@@ -166,7 +190,7 @@ class Session(asyncio.Protocol):
         transport = self.transport
         if transport is None:
             return
-        busy = self._write_paused or self._busy()
+        busy = self._write_paused or self._yielding or self._busy()
         if busy and not self._read_paused:
             self._read_paused = True
             transport.pause_reading()
