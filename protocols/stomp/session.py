@@ -69,15 +69,13 @@ from .connection import ProtocolError, StompConnection
 from .destinations import QUEUE, Destination, DestinationError
 from .errors import StompError, error_message, is_refusal
 from .headers import PropertyHeaders
+from .login import VersionRefused, log_in
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_IN_FLIGHT: Final = 1024
 DEFAULT_PREFETCH: Final = 100
 SERVER_NAME: Final = "Rocketport/0.1.0"
-# heart-beats: we send and expect them as often as the client asks (0 = none), but never
-# more often than every 100 ms
-_MIN_BEAT_MS: Final = 100
 # SEND headers that steer the frame rather than become message properties
 _FRAME_HEADERS: Final = frozenset({
     "destination", "receipt", "transaction", "content-length", "x-tags", "x-keys", "x-delay"})
@@ -132,29 +130,6 @@ class _Pending:
     result: asyncio.Future | eager.Done
     receipt: str | None
     disconnect: bool = False
-
-
-def negotiate_version(accept: str | None) -> str | None:
-    """The best version both sides speak; no accept-version header means 1.0."""
-    if accept is None:
-        return V10
-    offered = {v.strip() for v in accept.split(",")}
-    return next((v for v in VERSIONS if v in offered), None)
-
-
-def negotiate_heart_beat(header: str | None) -> tuple[int, int]:
-    """(ms between our beats, ms within which the client's must come); 0 = none."""
-    if not header:
-        return 0, 0
-    try:
-        cx, cy = (int(part.strip()) for part in header.split(","))
-    except ValueError:
-        raise StompError(f"heart-beat {header[:64]!r} is not two integers") from None
-    if cx < 0 or cy < 0:
-        raise StompError("heart-beat values must not be negative")
-    send = max(cy, _MIN_BEAT_MS) if cy else 0
-    receive = max(cx, _MIN_BEAT_MS) if cx else 0
-    return send, receive
 
 
 def _silence_allowed(interval_ms: int) -> float:
@@ -355,9 +330,9 @@ class StompSession(OrderedSession[_Pending]):
         if frame.command not in ("CONNECT", "STOMP"):
             self._fail(f"expected CONNECT or STOMP, got {frame.command}", receipt)
             return
-        headers = frame.headers
-        version = negotiate_version(headers.get("accept-version"))
-        if version is None:
+        try:
+            login = log_in(frame.headers, self.ctx.acl)
+        except VersionRefused:
             body = f"Supported protocol versions are {' '.join(reversed(VERSIONS))}"
             self._emit(self.conn.send("ERROR", {"version": ",".join(reversed(VERSIONS)),
                                                "content-type": "text/plain",
@@ -365,17 +340,11 @@ class StompSession(OrderedSession[_Pending]):
                                       body.encode()))
             self._close_after_output()
             return
-        try:
-            send_ms, receive_ms = (negotiate_heart_beat(headers.get("heart-beat"))
-                                   if version != V10 else (0, 0))
-            if self.ctx.acl is not None:
-                login = headers.get("login")
-                if not login:
-                    raise StompError("Authentication failed: login and passcode are required")
-                self.account = self.ctx.acl.authenticate(login, headers.get("passcode", ""))
         except (StompError, AclError) as exc:
             self._fail(error_message(exc), receipt)
             return
+        version, send_ms, receive_ms = login.version, login.beat_send_ms, login.beat_receive_ms
+        self.account = login.account
         self.connected = True
         self._backlog.extend(self.conn.negotiated(version))
         self._property_headers = PropertyHeaders(version, self._tag_header)
