@@ -75,6 +75,14 @@ class Channel:
     busy: object | None = None
     backlog: deque = field(default_factory=deque)
 
+    def queue_named(self, name: str) -> str:
+        """The queue a method names: an empty name is the channel's last declared queue."""
+        if name:
+            return name
+        if not self.last_queue:
+            raise ChannelError(Reply.NOT_FOUND, "no previously declared queue")
+        return self.last_queue
+
     # ------------------------------------------------------------------ deliveries
     def add_delivery(self, source: Source, group_tag: int, message: MessageExt, auto_ack: bool) -> int:
         tag = self.next_tag

@@ -1,7 +1,7 @@
 """One AMQP 0-9-1 client connection: connection events to vhost and Broker-facade calls.
 
-The sans-IO `AmqpServerConnection` frames the bytes; this session authenticates (PLAIN and
-AMQPLAIN against the ACL accounts when aclEnable is on), serves the channel methods, and
+The sans-IO `AmqpServerConnection` frames the bytes; this session logs the client in
+(`access`), serves the channel methods (the exchange and queue classes in `declare`), and
 writes. Methods of one channel run in order: a method that waits (a transaction commit, a
 get, a queue delete) holds the ones after it on its channel, not other channels'. A publish
 does not wait in line: its put starts at once (so stores keep publish order) and its
@@ -22,17 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pamqp import decode
 from pamqp.base import Frame
 from pamqp.commands import Basic
 from pamqp.commands import Channel as ChannelMethods
-from pamqp.commands import Confirm, Connection, Exchange, Queue, Tx
+from pamqp.commands import Confirm, Connection, Tx
 
 from rocketport.common.message import (
     PROPERTY_DEDUP_KEY,
@@ -48,10 +46,12 @@ from rocketport.core.errors import BrokerError, StoreUnavailable
 from rocketport.core.facade.types import PlainSend, StoredMessage, needs_schedule, now_ms
 
 from .. import eager
-from ..session_base import Pausable, Session
+from ..session_base import Buffer, Pausable, Session
 from . import codec
+from .access import MECHANISMS, SERVER_PROPERTIES, login, require
 from .channel import Channel, Consumer, Source, Unacked, group_tags, sources
 from .connection import OPEN, AmqpServerConnection, shortstr_text
+from .declare import DeclareHandlers
 from .errors import ChannelError, ConnectionError_, Reply, channel_error
 from .events import (
     ChannelCloseOkReceived,
@@ -76,7 +76,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MECHANISMS = "PLAIN AMQPLAIN"
 MAX_PUTS_IN_FLIGHT = 4096  # per connection: reading pauses above it
 # a publish not stored yet: (channel, publish sequence, body, message properties)
 _Gathered = tuple[Channel, int, bytes, dict[str, str]]
@@ -84,20 +83,7 @@ _ROUTES_MAX = 1024  # distinct (exchange, routing key, content header) remembere
 # properties the core must see on a message of its own (`Broker.put_messages` refuses a
 # transaction in a run; a dedup key is checked per message)
 _ALONE = frozenset((PROPERTY_DEDUP_KEY, PROPERTY_TRANSACTION_PREPARED))
-_U32 = struct.Struct(">I")
 _RENDERED_MAX = 256  # distinct (stored properties, topic) a consumer keeps frames for
-
-SERVER_PROPERTIES: dict[str, Any] = {
-    "product": "Rocketport",
-    "platform": "Python",
-    "version": "0.1.0",
-    "capabilities": {
-        "publisher_confirms": True, "exchange_exchange_bindings": True, "basic.nack": True,
-        "consumer_cancel_notify": True, "connection.blocked": True, "consumer_priorities": False,
-        "authentication_failure_close": True, "per_consumer_qos": True, "direct_reply_to": False,
-    },
-}
-
 
 class AmqpSession(Session):
     def __init__(self, front_end: AmqpFrontEnd, on_open: Callable[[Session], bool] | None = None,
@@ -124,11 +110,6 @@ class AmqpSession(Session):
         self._handlers: dict[type, Callable[[Channel, Any], Any]] = {
             ChannelMethods.Close: self._channel_close, ChannelMethods.Flow: self._channel_flow,
             ChannelMethods.FlowOk: lambda ch, m: None,
-            Exchange.Declare: self._exchange_declare, Exchange.Delete: self._exchange_delete,
-            Exchange.Bind: self._exchange_bind, Exchange.Unbind: self._exchange_unbind,
-            Queue.Declare: self._queue_declare, Queue.Bind: self._queue_bind,
-            Queue.Unbind: self._queue_unbind, Queue.Purge: self._queue_purge,
-            Queue.Delete: self._queue_delete,
             Basic.Qos: self._basic_qos, Basic.Consume: self._basic_consume,
             Basic.Cancel: self._basic_cancel, Basic.Get: self._basic_get,
             Basic.Ack: self._basic_ack, Basic.Nack: self._basic_nack,
@@ -137,6 +118,7 @@ class AmqpSession(Session):
             Confirm.Select: self._confirm_select,
             Tx.Select: self._tx_select, Tx.Commit: self._tx_commit, Tx.Rollback: self._tx_rollback,
         }
+        self._handlers.update(DeclareHandlers(self).table)
 
     # ================================================================ transport
     @property
@@ -272,18 +254,11 @@ class AmqpSession(Session):
     def _start_ok(self, event: StartOkReceived) -> None:
         capabilities = event.client_properties.get("capabilities")
         self.client_capabilities = dict(capabilities) if isinstance(capabilities, dict) else {}
-        acl = self.front_end.acl
-        if acl is not None:
-            try:
-                user, password = _credentials(event.mechanism, event.response)
-                self.account = acl.authenticate(user, password)
-            except AclError as exc:
-                log.info("AMQP client %s:%d: %s", *self.peer, exc)
-                self._close_connection(Reply.ACCESS_REFUSED, f"ACCESS_REFUSED - {exc}", 10, 11)
-                return
-        elif event.mechanism not in MECHANISMS.split():
-            self._close_connection(Reply.ACCESS_REFUSED,
-                                   f"ACCESS_REFUSED - unsupported mechanism {event.mechanism}", 10, 11)
+        try:
+            self.account = login(self.front_end.acl, event.mechanism, event.response)
+        except AclError as exc:
+            log.info("AMQP client %s:%d: %s", *self.peer, exc)
+            self._close_connection(Reply.ACCESS_REFUSED, f"ACCESS_REFUSED - {exc}", 10, 11)
             return
         self._emit(self.conn.send_tune())
 
@@ -427,96 +402,6 @@ class AmqpSession(Session):
                     consumer.subscriber.pause()
         self._emit(self.conn.send_method(channel.number, ChannelMethods.FlowOk(method.active)))
 
-    # ---------------------------------------------------------------- permissions
-    def _allow(self, resource: str, needed: int) -> None:
-        account = self.account
-        if account is not None and not account.permits(resource, needed):
-            what = "write to" if needed == PUB else "read from"
-            raise ChannelError(Reply.ACCESS_REFUSED, f"user '{account.access_key}' may not {what} '{resource}'")
-
-    def _admin(self, what: str) -> None:
-        account = self.account
-        if account is not None and not account.admin:
-            raise ChannelError(Reply.ACCESS_REFUSED,
-                               f"user '{account.access_key}' is not an admin: cannot {what}")
-
-    # ---------------------------------------------------------------- exchange class
-    def _exchange_declare(self, channel: Channel, method: Exchange.Declare) -> None:
-        if not method.passive:
-            self._admin(f"declare exchange '{method.exchange}'")
-        self.vhost.declare_exchange(method.exchange, method.exchange_type, passive=method.passive,
-                                    durable=method.durable, auto_delete=method.auto_delete,
-                                    internal=method.internal, arguments=method.arguments)
-        if not method.nowait:
-            self._emit(self.conn.send_method(channel.number, Exchange.DeclareOk()))
-
-    def _exchange_delete(self, channel: Channel, method: Exchange.Delete) -> None:
-        self._admin(f"delete exchange '{method.exchange}'")
-        self.vhost.delete_exchange(method.exchange, if_unused=method.if_unused)
-        if not method.nowait:
-            self._emit(self.conn.send_method(channel.number, Exchange.DeleteOk()))
-
-    def _exchange_bind(self, channel: Channel, method: Exchange.Bind) -> None:
-        self._admin(f"bind exchange '{method.destination}'")
-        self.vhost.bind_exchange(method.destination, method.source, method.routing_key, method.arguments)
-        if not method.nowait:
-            self._emit(self.conn.send_method(channel.number, Exchange.BindOk()))
-
-    def _exchange_unbind(self, channel: Channel, method: Exchange.Unbind) -> None:
-        self._admin(f"unbind exchange '{method.destination}'")
-        self.vhost.bind_exchange(method.destination, method.source, method.routing_key, method.arguments,
-                                 unbind=True)
-        if not method.nowait:
-            self._emit(self.conn.send_method(channel.number, Exchange.UnbindOk()))
-
-    # ---------------------------------------------------------------- queue class
-    def _queue_name(self, channel: Channel, name: str) -> str:
-        if name:
-            return name
-        if not channel.last_queue:
-            raise ChannelError(Reply.NOT_FOUND, "no previously declared queue")
-        return channel.last_queue
-
-    def _queue_declare(self, channel: Channel, method: Queue.Declare) -> None:
-        if not method.passive:
-            self._admin(f"declare queue '{method.queue}'")
-        state = self.vhost.declare_queue(method.queue, passive=method.passive, durable=method.durable,
-                                         exclusive=method.exclusive, auto_delete=method.auto_delete,
-                                         arguments=method.arguments, owner=self)
-        name = state.entity.name
-        channel.last_queue = name
-        if not method.nowait:
-            self._emit(codec.declare_ok_frame(channel.number, name, state.group.message_count,
-                                              state.group.consumer_count))
-
-    def _queue_bind(self, channel: Channel, method: Queue.Bind) -> None:
-        self._admin(f"bind queue '{method.queue}'")
-        self.vhost.bind(self._queue_name(channel, method.queue), method.exchange, method.routing_key,
-                        method.arguments, self)
-        if not method.nowait:
-            self._emit(self.conn.send_method(channel.number, Queue.BindOk()))
-
-    def _queue_unbind(self, channel: Channel, method: Queue.Unbind) -> None:
-        self._admin(f"unbind queue '{method.queue}'")
-        self.vhost.unbind(self._queue_name(channel, method.queue), method.exchange, method.routing_key,
-                          method.arguments, self)
-        self._emit(self.conn.send_method(channel.number, Queue.UnbindOk()))
-
-    async def _queue_purge(self, channel: Channel, method: Queue.Purge) -> None:
-        name = self._queue_name(channel, method.queue)
-        self._allow(name, SUB)
-        count = await self.vhost.purge_queue(name, self)
-        if not method.nowait:
-            self._emit(self.conn.send_method(channel.number, Queue.PurgeOk(count)))
-
-    async def _queue_delete(self, channel: Channel, method: Queue.Delete) -> None:
-        name = self._queue_name(channel, method.queue)
-        self._admin(f"delete queue '{name}'")
-        count = await self.vhost.delete_queue(name, if_unused=method.if_unused, if_empty=method.if_empty,
-                                              owner=self)
-        if not method.nowait:
-            self._emit(self.conn.send_method(channel.number, Queue.DeleteOk(count)))
-
     # ---------------------------------------------------------------- basic: publish
     def _publish(self, channel: Channel, event: ContentReceived) -> None:
         """A run of publishes alike: routed once; stored at once with one `Broker.put_plain`
@@ -526,7 +411,7 @@ class AmqpSession(Session):
         route = self._route(exchange, routing_key, event.properties)
         topic = route.topic
         if topic is not None:
-            self._allow(topic, PUB)
+            require(self.account, topic, PUB)
         bodies = event.bodies
         if not route.routed and (topic is None or method.mandatory):
             for body in bodies:
@@ -722,9 +607,9 @@ class AmqpSession(Session):
         self._emit(self.conn.send_method(channel.number, Basic.QosOk()))
 
     def _basic_consume(self, channel: Channel, method: Basic.Consume) -> None:
-        name = self._queue_name(channel, method.queue)
+        name = channel.queue_named(method.queue)
         state = self.vhost.queue(name, self)
-        self._allow(name, SUB)
+        require(self.account, name, SUB)
         tag = method.consumer_tag or "amq.ctag-" + uuid.uuid4().hex[:22]
         if tag in channel.consumers:
             raise ConnectionError_(Reply.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'")
@@ -880,9 +765,9 @@ class AmqpSession(Session):
             await self.broker.put_message(Message(topic, message.body, properties))
 
     async def _basic_get(self, channel: Channel, method: Basic.Get) -> None:
-        name = self._queue_name(channel, method.queue)
+        name = channel.queue_named(method.queue)
         state = self.vhost.queue(name, self)
-        self._allow(name, SUB)
+        require(self.account, name, SUB)
         while True:  # bounded by the queue's messages: each one is dropped or handed out
             delivery = await state.group.get(auto_ack=method.no_ack)
             if delivery is None:
@@ -990,6 +875,15 @@ class AmqpSession(Session):
         self._emit(self.conn.send_method(channel.number, Tx.RollbackOk()))
 
 
+    # ================================================================ for the handlers
+    def send(self, number: int, method: Frame) -> None:
+        """Queue one method frame on a channel (0: the connection) for this iteration's write."""
+        self._emit(self.conn.send_method(number, method))
+
+    def write(self, *frames: Buffer) -> None:
+        """Queue encoded frames (a method and its content) for this iteration's write."""
+        self._emit_all(frames)
+
 @dataclass(slots=True)
 class _Route:
     """Where publishes of one (exchange, routing key, content header) go (`AmqpSession._route`)."""
@@ -1006,18 +900,3 @@ def _gatherable(properties: dict[str, str]) -> bool:
     """Whether a publish may be stored in a run (`Broker.put_messages`)."""
     return not (needs_schedule(properties) or not _ALONE.isdisjoint(properties))
 
-
-def _credentials(mechanism: str, response: bytes) -> tuple[str, str]:
-    """The user name and password of a PLAIN or AMQPLAIN start-ok response."""
-    if mechanism == "PLAIN":
-        parts = response.split(b"\0")
-        if len(parts) != 3:
-            raise AclError("Authentication failed: malformed PLAIN response")
-        return parts[1].decode("utf-8", "replace"), parts[2].decode("utf-8", "replace")
-    if mechanism == "AMQPLAIN":
-        try:
-            _, table = decode.field_table(_U32.pack(len(response)) + response)
-        except (ValueError, struct.error, IndexError) as exc:
-            raise AclError(f"Authentication failed: malformed AMQPLAIN response ({exc})") from None
-        return str(table.get("LOGIN", "")), str(table.get("PASSWORD", ""))
-    raise AclError(f"Authentication failed: unsupported mechanism {mechanism}")
