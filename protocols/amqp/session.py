@@ -1,28 +1,25 @@
 """One AMQP 0-9-1 client connection: connection events to vhost and Broker-facade calls.
 
 The sans-IO `AmqpServerConnection` frames the bytes; this session logs the client in
-(`access`), serves the channel methods (the exchange and queue classes in `declare`), and
-writes. Methods of one channel run in order: a method that waits (a transaction commit, a
-get, a queue delete) holds the ones after it on its channel, not other channels'. A publish
-does not wait in line: its put starts at once (so stores keep publish order) and its
-confirm goes out when the store has it (under SYNC_FLUSH after the fsync); confirms of
-publishes stored together leave as one ack with ``multiple``. The codec hands over runs of
-publishes alike (a pipelining publisher's read): a run is routed once (remembered until the
-vhost's declarations change) and stored with one `Broker.put_plain` (under SYNC_FLUSH its
-confirms wait for the one fsync it hands back; without confirms nothing waits).
-Deliveries come from the core's delivery engine (`rocketport.core.delivery`), a dispatch
-slice's deliveries to a consumer at once, and are written as they come, joined into one
-bytes from frame parts each consumer keeps per stored property set; frames written within
-one loop iteration leave in one ``writelines``. A channel error closes its
-channel only; a connection error, a protocol violation or a bug of ours closes this
-connection only (logged), never the broker.
+(`access`), serves the channel methods (the exchange and queue classes in `declare`, the
+consuming ones in `deliver`, the tx class in `tx`), and writes. Methods of one channel run
+in order: a method that waits (a transaction commit, a get, a queue delete) holds the ones
+after it on its channel, not other channels'. A publish does not wait in line: its put
+starts at once (so stores keep publish order) and its confirm goes out when the store has
+it (under SYNC_FLUSH after the fsync); confirms of publishes stored together leave as one
+ack with ``multiple``. The codec hands over runs of publishes alike (a pipelining
+publisher's read): a run is routed once (remembered until the vhost's declarations
+change) and stored with one `Broker.put_plain` (under SYNC_FLUSH its confirms wait for the
+one fsync it hands back; without confirms nothing waits). Frames written within one loop
+iteration leave in one ``writelines``. A channel error closes its channel only; a
+connection error, a protocol violation or a bug of ours closes this connection only
+(logged), never the broker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -30,28 +27,22 @@ from typing import TYPE_CHECKING, Any
 from pamqp.base import Frame
 from pamqp.commands import Basic
 from pamqp.commands import Channel as ChannelMethods
-from pamqp.commands import Confirm, Connection, Tx
+from pamqp.commands import Confirm, Connection
 
-from rocketport.common.message import (
-    PROPERTY_DEDUP_KEY,
-    PROPERTY_RETRY_TOPIC,
-    PROPERTY_TRANSACTION_PREPARED,
-    Message,
-    MessageExt,
-)
+from rocketport.common.message import PROPERTY_DEDUP_KEY, PROPERTY_TRANSACTION_PREPARED, Message
 from rocketport.common.message import encode_properties as encode_stored  # not the content header's
-from rocketport.common.message import without_unique_key
-from rocketport.core.auth.plain_acl import PUB, SUB, Account, AclError
+from rocketport.core.auth.plain_acl import PUB, Account, AclError
 from rocketport.core.errors import BrokerError, StoreUnavailable
-from rocketport.core.facade.types import PlainSend, StoredMessage, needs_schedule, now_ms
+from rocketport.core.facade.types import PlainSend, needs_schedule, now_ms
 
 from .. import eager
 from ..session_base import Buffer, Pausable, Session
 from . import codec
 from .access import MECHANISMS, SERVER_PROPERTIES, login, require
-from .channel import Channel, Consumer, Source, Unacked, group_tags, sources
+from .channel import Channel
 from .connection import OPEN, AmqpServerConnection, shortstr_text
 from .declare import DeclareHandlers
+from .deliver import DeliverHandlers
 from .errors import ChannelError, ConnectionError_, Reply, channel_error
 from .events import (
     ChannelCloseOkReceived,
@@ -66,10 +57,9 @@ from .events import (
     OpenReceived,
     StartOkReceived,
 )
-from .exchanges import name_of
-from .properties import DEFAULT_EXCHANGE_MARK, SYSTEM_NAMES, X_DELAY, encode_properties, to_message_properties
-from .queue_args import REJECTED
-from .vhost import DEFAULT_EXCHANGE, QueueState
+from .properties import DEFAULT_EXCHANGE_MARK, X_DELAY, encode_properties, to_message_properties
+from .tx import TxHandlers
+from .vhost import DEFAULT_EXCHANGE
 
 if TYPE_CHECKING:
     from .frontend import AmqpFrontEnd
@@ -83,7 +73,6 @@ _ROUTES_MAX = 1024  # distinct (exchange, routing key, content header) remembere
 # properties the core must see on a message of its own (`Broker.put_messages` refuses a
 # transaction in a run; a dedup key is checked per message)
 _ALONE = frozenset((PROPERTY_DEDUP_KEY, PROPERTY_TRANSACTION_PREPARED))
-_RENDERED_MAX = 256  # distinct (stored properties, topic) a consumer keeps frames for
 
 class AmqpSession(Session):
     def __init__(self, front_end: AmqpFrontEnd, on_open: Callable[[Session], bool] | None = None,
@@ -110,15 +99,11 @@ class AmqpSession(Session):
         self._handlers: dict[type, Callable[[Channel, Any], Any]] = {
             ChannelMethods.Close: self._channel_close, ChannelMethods.Flow: self._channel_flow,
             ChannelMethods.FlowOk: lambda ch, m: None,
-            Basic.Qos: self._basic_qos, Basic.Consume: self._basic_consume,
-            Basic.Cancel: self._basic_cancel, Basic.Get: self._basic_get,
-            Basic.Ack: self._basic_ack, Basic.Nack: self._basic_nack,
-            Basic.Reject: self._basic_reject, Basic.Recover: self._basic_recover,
-            Basic.RecoverAsync: self._basic_recover,
             Confirm.Select: self._confirm_select,
-            Tx.Select: self._tx_select, Tx.Commit: self._tx_commit, Tx.Rollback: self._tx_rollback,
         }
-        self._handlers.update(DeclareHandlers(self).table)
+        self.deliver = DeliverHandlers(self)
+        for role in (self.deliver, DeclareHandlers(self), TxHandlers(self, self.deliver)):
+            self._handlers.update(role.table)
 
     # ================================================================ transport
     @property
@@ -197,7 +182,7 @@ class AmqpSession(Session):
     async def _release(self, channels: list[Channel]) -> None:
         """What a closed connection held: consumers, unacked deliveries, exclusive queues."""
         for channel in channels:
-            await self._teardown(channel)
+            await self.deliver.release(channel)
         await self.vhost.connection_closed(self)
 
     # ================================================================ connection events
@@ -365,31 +350,13 @@ class AmqpSession(Session):
         self._emit(self.conn.close_channel(channel.number, code, text, class_id, method_id))
         channel.backlog.clear()
         channel.active = False
-        self.front_end.spawn(self._teardown(channel), f"amqp-channel-close-{channel.number}")
-
-    async def _teardown(self, channel: Channel) -> None:
-        """Cancel the channel's consumers; its unacked deliveries go back, redelivered."""
-        self._count_returns(list(channel.unacked.values()))
-        consumers = list(channel.consumers.values())
-        channel.consumers.clear()
-        for consumer in consumers:
-            await self._drop_consumer(consumer)
-        taken = channel.take_all()
-        for group, tags in group_tags(taken).items():
-            await group.nack(tags, requeue=True)
-
-    async def _drop_consumer(self, consumer: Consumer) -> None:
-        state = self.vhost.queues.get(consumer.queue)
-        if consumer.subscriber is not None and state is not None:
-            state.consumers.discard(consumer)
-            await state.group.unsubscribe(consumer.subscriber)
-            await self.vhost.consumer_gone(consumer.queue)
+        self.front_end.spawn(self.deliver.release(channel), f"amqp-channel-close-{channel.number}")
 
     # ---------------------------------------------------------------- channel class
     async def _channel_close(self, channel: Channel, method: ChannelMethods.Close) -> None:
         self.channels.pop(channel.number, None)
         self.conn.forget_channel(channel.number)
-        await self._teardown(channel)
+        await self.deliver.release(channel)
         self._emit(self.conn.send_method(channel.number, ChannelMethods.CloseOk()))
 
     def _channel_flow(self, channel: Channel, method: ChannelMethods.Flow) -> None:
@@ -598,284 +565,12 @@ class AmqpSession(Session):
         if not method.nowait:
             self._emit(self.conn.send_method(channel.number, Confirm.SelectOk()))
 
-    # ---------------------------------------------------------------- basic: consume
-    def _basic_qos(self, channel: Channel, method: Basic.Qos) -> None:
-        channel.prefetch = method.prefetch_count
-        for consumer in channel.consumers.values():
-            if consumer.subscriber is not None:
-                consumer.subscriber.set_prefetch(method.prefetch_count)
-        self._emit(self.conn.send_method(channel.number, Basic.QosOk()))
-
-    def _basic_consume(self, channel: Channel, method: Basic.Consume) -> None:
-        name = channel.queue_named(method.queue)
-        state = self.vhost.queue(name, self)
-        require(self.account, name, SUB)
-        tag = method.consumer_tag or "amq.ctag-" + uuid.uuid4().hex[:22]
-        if tag in channel.consumers:
-            raise ConnectionError_(Reply.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'")
-        if state.exclusive_consumer or (method.exclusive and state.group.consumer_count):
-            raise ChannelError(Reply.ACCESS_REFUSED, f"queue '{name}' in vhost '/' in exclusive use")
-        consumer = Consumer(tag, tag.encode("utf-8", "surrogateescape")[:255], name, method.no_ack, channel, self._queue_deleted)
-        channel.consumers[tag] = consumer
-        if not method.nowait:  # consume-ok before the first delivery
-            self._emit(self.conn.send_method(channel.number, Basic.ConsumeOk(tag)))
-        deliver = self._deliverer(channel, consumer, state)
-        if state.policy.max_length is None:
-            consumer.subscriber = state.group.subscribe(deliver, prefetch=channel.prefetch,
-                                                        auto_ack=method.no_ack, many=True)
-        else:  # one at a time: whether to drop one counts the messages still waiting behind it
-            consumer.subscriber = state.group.subscribe(lambda delivery: deliver([delivery]),
-                                                        prefetch=channel.prefetch, auto_ack=method.no_ack)
-        if not channel.active or self._write_paused:
-            consumer.subscriber.pause()
-        state.consumers.add(consumer)
-        state.had_consumer = True
-        state.exclusive_consumer = method.exclusive
-
-    def _deliverer(self, channel: Channel, consumer: Consumer, state: QueueState) -> Callable[[Any], None]:
-        """The consumer's delivery callback, called with a list of deliveries (a dispatch
-        slice's to it). Deliveries mostly repeat a few property sets: their frames'
-        fixed parts (`codec.Deliveries`) are kept by the stored properties' octets and topic
-        until the vhost's declarations change (the exchange a delivery names depends on
-        them), so a repeat decodes nothing."""
-        group, queue = state.group, state.entity.name
-        drops = state.policy.drops  # the policy is the declare's: fixed
-        number = channel.number
-        tag_bytes = bytes((len(consumer.tag_bytes),)) + consumer.tag_bytes
-        no_ack = consumer.no_ack
-        conn, vhost = self.conn, self.vhost
-        out = self._out
-        add = channel.add_delivery
-        source = Source(group, queue)
-        rendered: dict[tuple[bytes, str], tuple[bool, codec.Deliveries]] = {}
-        generation = vhost.generation
-
-        def render(message: MessageExt, topic: str) -> tuple[bool, codec.Deliveries]:
-            props = message.properties
-            names = (codec.shortstr_of(self._exchange_name(props.get(PROPERTY_RETRY_TOPIC, topic), queue, props))
-                     + codec.shortstr_of(props.get("TAGS", "")))
-            return "expiration" in props, codec.Deliveries(number, tag_bytes, names,
-                                                           encode_properties(props, self._tag_header))
-
-        def deliver(run: list[Any]) -> None:
-            nonlocal generation
-            if generation != vhost.generation:
-                rendered.clear()
-                generation = vhost.generation
-            frame_max = conn.frame_max
-            parts: list[Any] = []
-            for delivery in run:
-                message = delivery.message
-                ledger = delivery.ledger
-                topic = message.topic if ledger is None else ledger.topic
-                if type(message) is StoredMessage:
-                    # UNIQ_KEY is never a header (SYSTEM_NAMES): messages that differ only in it share frames
-                    key = (without_unique_key(message.properties_bytes()), topic)
-                    found = rendered.get(key)
-                    if found is None:
-                        found = render(message, topic)
-                        if len(rendered) >= _RENDERED_MAX:
-                            rendered.clear()
-                        rendered[key] = found
-                else:
-                    found = render(message, topic)
-                expiring, frames = found
-                if (drops or expiring) and self._dropped(state, delivery, no_ack):
-                    continue
-                frames.frames_into(parts, add(source, delivery.tag, message, no_ack),
-                                   delivery.redelivered or message.reconsume_times > 0, message.body, frame_max)
-            if not parts:
-                return
-            out.append(b"".join(parts))
-            if not self._flush_due:  # else it joins the write already due this iteration
-                self._flush()  # a slice is one write: now, not an iteration later (latency)
-        return deliver
-
-    def _exchange_name(self, topic: str, queue: str, props: dict[str, str]) -> str:
-        """The exchange a delivery names: "" for the queue's own topic (the default
-        exchange), else the exchange whose topic it came from."""
-        name = name_of(topic)
-        if name == queue and (DEFAULT_EXCHANGE_MARK in props or name not in self.vhost.entities.exchanges):
-            return ""
-        return name
-
-    def _queue_deleted(self, consumer: Consumer) -> None:
-        """consumer_cancel_notify: the server cancels consumers of a deleted queue."""
-        channel = consumer.channel
-        if channel.consumers.pop(consumer.tag, None) is None:
-            return
-        consumer.subscriber = None
-        if self.client_capabilities.get("consumer_cancel_notify") and self.channels.get(channel.number) is channel:
-            self._emit(self.conn.send_method(channel.number, Basic.Cancel(consumer.tag, nowait=True)))
-
-    async def _basic_cancel(self, channel: Channel, method: Basic.Cancel) -> None:
-        consumer = channel.consumers.pop(method.consumer_tag, None)
-        if consumer is not None:
-            consumer.cancelled = True
-            state = self.vhost.queues.get(consumer.queue)
-            if state is not None:
-                state.exclusive_consumer = False
-            await self._drop_consumer(consumer)
-        if not method.nowait:
-            self._emit(self.conn.send_method(channel.number, Basic.CancelOk(method.consumer_tag)))
-
-    def _dropped(self, state: QueueState, delivery: Any, auto_ack: bool) -> bool:
-        """A delivery the queue's TTL, max length or delivery limit refuses: acknowledged at
-        once (the group holds it as unacknowledged before `deliver` is called), so a consumer
-        cancelled right after cannot have it requeued, then dead-lettered (RabbitMQ's
-        dead-lettering is at most once too) or dropped."""
-        message = delivery.message
-        key = (message.topic, message.queue_id, message.queue_offset)
-        returns = state.returns.get(key, 0) if state.returns else 0
-        reason = state.policy.drop_reason(message, state.group.message_count, now_ms(), returns)
-        if reason is None:
-            return False
-        if returns:
-            del state.returns[key]
-        if not auto_ack:
-            state.group.ack([delivery.tag])
-        if state.policy.dead_letter_exchange is not None:
-            self.front_end.spawn(self._dead_letter(state, [message], reason), "amqp-dead-letter")
-        return True
-
-    async def _dead_letter(self, state: QueueState, messages: list[MessageExt], reason: str) -> None:
-        """Publish copies to the queue's dead-letter exchange, as RabbitMQ does, with the
-        x-first-death-* headers saying why and from where."""
-        policy = state.policy
-        exchange = policy.dead_letter_exchange or ""
-        for message in messages:
-            routing_key = policy.dead_letter_routing_key or message.properties.get("TAGS", "")
-            try:
-                topic = self.vhost.publish_topic(exchange, routing_key)
-            except ChannelError as exc:
-                log.info("AMQP queue %s: dead-letter exchange: %s; message dropped", state.entity.name, exc.text)
-                return
-            if topic is None:
-                continue
-            tags, tag_header = message.properties.get("TAGS"), self._tag_header
-            properties = {k: v for k, v in message.properties.items()  # the tag header: see encode_properties
-                          if k not in SYSTEM_NAMES and k != DEFAULT_EXCHANGE_MARK
-                          and not (k == tag_header and v == tags)}
-            properties.update({"x-first-death-reason": reason, "x-first-death-queue": state.entity.name,
-                               "x-first-death-exchange": name_of(message.topic)})
-            if routing_key:
-                properties["TAGS"] = routing_key
-            if self.vhost.needs_mark(exchange, routing_key):
-                properties[DEFAULT_EXCHANGE_MARK] = "1"
-            await self.broker.put_message(Message(topic, message.body, properties))
-
-    async def _basic_get(self, channel: Channel, method: Basic.Get) -> None:
-        name = channel.queue_named(method.queue)
-        state = self.vhost.queue(name, self)
-        require(self.account, name, SUB)
-        while True:  # bounded by the queue's messages: each one is dropped or handed out
-            delivery = await state.group.get(auto_ack=method.no_ack)
-            if delivery is None:
-                self._emit(self.conn.send_method(channel.number, Basic.GetEmpty()))
-                return
-            props = delivery.message.properties
-            if not ((state.policy.drops or "expiration" in props) and self._dropped(state, delivery, method.no_ack)):
-                break
-        message = delivery.message
-        tag = channel.add_delivery(Source(state.group, name), delivery.tag, message, method.no_ack)
-        exchange = props.get(PROPERTY_RETRY_TOPIC, message.topic)
-        self._emit(codec.get_ok_frame(channel.number, tag, delivery.redelivered or message.reconsume_times > 0,
-                                      codec.shortstr_of(self._exchange_name(exchange, name, props))[1:],
-                                      codec.shortstr_of(props.get("TAGS", ""))[1:],
-                                      min(state.group.message_count, 0xFFFFFFFF)))
-        self._out.extend(codec.content_frames(channel.number, encode_properties(props, self._tag_header), message.body,
-                                              self.conn.frame_max))
-
-    def _basic_ack(self, channel: Channel, method: Basic.Ack) -> None:
-        if channel.tx:
-            channel.tx_answers.append((method.delivery_tag, method.multiple, None))
-            return
-        self._ack(channel.take(method.delivery_tag, method.multiple))
-
-    def _ack(self, taken: list[Unacked]) -> None:
-        for group, tags in group_tags(taken).items():
-            group.ack(tags)
-        queues = self.vhost.queues
-        for source in sources(taken):
-            state = queues.get(source.queue)
-            if state is not None and state.returns:
-                for entry_source, _, message in taken:
-                    if entry_source is source:
-                        state.returns.pop((message.topic, message.queue_id, message.queue_offset), None)
-
-    def _count_returns(self, taken: list[Unacked]) -> None:
-        """x-delivery-limit: count each delivery going back to its queue."""
-        queues = self.vhost.queues
-        for source, _, message in taken:
-            state = queues.get(source.queue)
-            if state is not None and state.policy.delivery_limit is not None:
-                key = (message.topic, message.queue_id, message.queue_offset)
-                state.returns[key] = state.returns.get(key, 0) + 1
-
-    async def _nack(self, channel: Channel, tag: int, multiple: bool, requeue: bool) -> None:
-        if channel.tx:
-            channel.tx_answers.append((tag, multiple, requeue))
-            return
-        await self._settle_nack(channel.take(tag, multiple), requeue)
-
-    async def _settle_nack(self, taken: list[Unacked], requeue: bool) -> None:
-        """Requeue (redelivered), or without requeue: to the queue's dead-letter exchange
-        when it has one, else straight to the group's ``%DLQ%`` topic (RabbitMQ would drop)."""
-        if requeue:
-            self._count_returns(taken)
-            for group, tags in group_tags(taken).items():
-                await group.nack(tags, requeue=True)
-            return
-        for source, group_tag, message in taken:
-            state = self.vhost.queues.get(source.queue)
-            if state is not None and state.policy.dead_letter_exchange is not None:
-                await self._dead_letter(state, [message], REJECTED)
-                source.group.ack([group_tag])
-            else:
-                await source.group.nack([group_tag], requeue=False, delay_level=-1)
-
-    async def _basic_nack(self, channel: Channel, method: Basic.Nack) -> None:
-        await self._nack(channel, method.delivery_tag, method.multiple, method.requeue)
-
-    async def _basic_reject(self, channel: Channel, method: Basic.Reject) -> None:
-        await self._nack(channel, method.delivery_tag, False, method.requeue)
-
-    async def _basic_recover(self, channel: Channel, method: Any) -> None:
-        await self._settle_nack(channel.take_all(), True)
-        if isinstance(method, Basic.Recover):
-            self._emit(self.conn.send_method(channel.number, Basic.RecoverOk()))
-
-    # ---------------------------------------------------------------- tx
-    def _tx_select(self, channel: Channel, method: Tx.Select) -> None:
-        if channel.confirm:
-            raise ChannelError(Reply.PRECONDITION_FAILED, "cannot switch from confirm to tx mode")
-        channel.tx = True
-        self._emit(self.conn.send_method(channel.number, Tx.SelectOk()))
-
-    async def _tx_commit(self, channel: Channel, method: Tx.Commit) -> None:
-        if not channel.tx:
-            raise ChannelError(Reply.PRECONDITION_FAILED, "channel is not transactional")
-        publishes, channel.tx_publishes = channel.tx_publishes, []
-        answers, channel.tx_answers = channel.tx_answers, []
-        for message in publishes:
-            await self.broker.put_message(message)
-        for tag, multiple, requeue in answers:
-            taken = channel.take(tag, multiple)
-            if requeue is None:
-                self._ack(taken)
-            else:
-                await self._settle_nack(taken, requeue)
-        self._emit(self.conn.send_method(channel.number, Tx.CommitOk()))
-
-    def _tx_rollback(self, channel: Channel, method: Tx.Rollback) -> None:
-        if not channel.tx:
-            raise ChannelError(Reply.PRECONDITION_FAILED, "channel is not transactional")
-        channel.tx_publishes.clear()
-        channel.tx_answers.clear()  # the deliveries stay unacknowledged
-        self._emit(self.conn.send_method(channel.number, Tx.RollbackOk()))
-
-
     # ================================================================ for the handlers
+    @property
+    def write_paused(self) -> bool:
+        """The transport's buffer is over its high-water mark: a new consumer starts paused."""
+        return self._write_paused
+
     def send(self, number: int, method: Frame) -> None:
         """Queue one method frame on a channel (0: the connection) for this iteration's write."""
         self._emit(self.conn.send_method(number, method))
@@ -883,6 +578,13 @@ class AmqpSession(Session):
     def write(self, *frames: Buffer) -> None:
         """Queue encoded frames (a method and its content) for this iteration's write."""
         self._emit_all(frames)
+
+    def write_now(self, frames: bytes) -> None:
+        """A delivery slice is one write: now, not an iteration later (latency), unless a
+        write is already due this iteration (then it joins that one)."""
+        self._out.append(frames)
+        if not self._flush_due:
+            self._flush()
 
 @dataclass(slots=True)
 class _Route:
