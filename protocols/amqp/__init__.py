@@ -2,6 +2,9 @@
 
 The codec (`codec`, pamqp underneath) and `connection` are sans-IO; `exchanges` turns
 bindings into delivery-group Sources, `vhost` keeps the declarations and their rules,
-`channel` one channel's state, and `session` maps events to Broker-facade calls (the only
-part that touches asyncio). The mapping is written down in docs/protocol-amqp.md.
+`channel` one channel's state. `session` is the transport (bytes through the connection,
+frames out, connection state, heart-beats, channels); the handlers turn channel methods into
+vhost and Broker-facade calls by role: `publish` (publishes, confirms, returns), `deliver`
+(consumers, get, acks, dead-lettering), `declare` (exchanges and queues), `tx`; `access`
+checks the login and the permissions. The mapping is written down in docs/protocol-amqp.md.
 """

@@ -20,7 +20,7 @@ IO_MODULES = {
     remoting: {"session", "client", "handlers", "namesrv", "frontend"},
     kafka: {"session", "frontend", "coordinator", "fetch", "produce"},  # group timers; fetch long polls; produce gathers a request's appends
     stomp: {"session", "frontend"},
-    amqp: {"session", "frontend"},
+    amqp: {"session", "frontend", "publish"},  # publish settles puts as they finish
 }
 CODECS = {remoting: "frame", kafka: "codec", stomp: "codec", amqp: "codec"}
 
