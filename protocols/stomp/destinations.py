@@ -17,12 +17,15 @@ the table):
   ``stomp-temp-{connection}-{name}``); a ``reply-to`` naming it is rewritten to the
   ``/queue/...`` form other clients can send to.
 
-Anything else is a `DestinationError` whose text names these forms. Pure functions only.
+Anything else is a `DestinationError` whose text names these forms. Pure functions, and
+`Destinations`, one connection's parsed destinations (a pipelining client names the same
+one frame after frame).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+import secrets
 from typing import Final
 
 from rocketport.core.errors import InvalidTopicName
@@ -31,6 +34,7 @@ from rocketport.core.facade.types import validate_topic
 QUEUE: Final = "queue"
 TOPIC: Final = "topic"
 
+_CACHED_MAX: Final = 1024  # parsed destinations kept per connection
 FORMS: Final = "/queue/NAME, /topic/NAME, /amq/queue/NAME, /exchange/NAME[/KEY] or /temp-queue/NAME"
 
 
@@ -71,6 +75,29 @@ def parse(destination: str, temp_prefix: str) -> Destination:
             raise DestinationError(f"routing key pattern {key!r}: only an exact key or '#' maps onto tags")
         return Destination(TOPIC, _name(name, "exchange"), key)
     raise DestinationError(f"unsupported destination {destination[:200]!r}; use {FORMS}")
+
+
+class Destinations:
+    """One connection's destinations: its temporary queues' prefix and what it parsed."""
+
+    __slots__ = ("temp_prefix", "_parsed")
+
+    def __init__(self) -> None:
+        self.temp_prefix = f"stomp-temp-{secrets.token_hex(4)}"
+        self._parsed: dict[str, Destination] = {}
+
+    def of(self, headers: dict[str, str]) -> tuple[str, Destination]:
+        """A frame's destination header, as written and parsed (a `DestinationError` when
+        it is missing or maps onto no topic)."""
+        text = headers.get("destination")
+        if not text:
+            raise DestinationError("the frame has no destination header")
+        dest = self._parsed.get(text)
+        if dest is None:
+            if len(self._parsed) >= _CACHED_MAX:
+                self._parsed.clear()
+            dest = self._parsed[text] = parse(text, self.temp_prefix)
+        return text, dest
 
 
 def reply_to(value: str, temp_prefix: str) -> str:
