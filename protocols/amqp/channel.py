@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import takewhile
 from operator import itemgetter
+from typing import Any
 
 from rocketport.common.message import MessageExt
 from rocketport.core.facade.types import DeliveryGroup, Subscriber
@@ -154,6 +155,11 @@ class Channel:
         if run_end:
             out.append((True, run_end, True))
         return out
+
+
+# A channel method's handler (the role handlers' tables): None, or an awaitable the
+# channel's later methods wait for.
+MethodHandler = Callable[[Channel, Any], Any]
 
 
 def sources(taken: list[Unacked]) -> set[Source]:

@@ -9,8 +9,7 @@ through the session.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pamqp.commands import Exchange, Queue
 
@@ -18,7 +17,7 @@ from rocketport.core.auth.plain_acl import SUB
 
 from . import codec
 from .access import require, require_admin
-from .channel import Channel
+from .channel import Channel, MethodHandler
 
 if TYPE_CHECKING:
     from .session import AmqpSession
@@ -30,7 +29,7 @@ class DeclareHandlers:
     def __init__(self, session: AmqpSession) -> None:
         self.session = session
         self.vhost = session.vhost
-        self.table: dict[type, Callable[[Channel, Any], Any]] = {
+        self.table: dict[type, MethodHandler] = {
             Exchange.Declare: self.exchange_declare, Exchange.Delete: self.exchange_delete,
             Exchange.Bind: self.exchange_bind, Exchange.Unbind: self.exchange_unbind,
             Queue.Declare: self.queue_declare, Queue.Bind: self.queue_bind,

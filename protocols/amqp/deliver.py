@@ -26,7 +26,7 @@ from rocketport.core.facade.types import StoredMessage, now_ms
 
 from . import codec
 from .access import require
-from .channel import Channel, Consumer, Source, Unacked, group_tags, sources
+from .channel import Channel, Consumer, MethodHandler, Source, Unacked, group_tags, sources
 from .errors import ChannelError, ConnectionError_, Reply
 from .exchanges import name_of
 from .properties import DEFAULT_EXCHANGE_MARK, SYSTEM_NAMES, encode_properties
@@ -50,7 +50,7 @@ class DeliverHandlers:
         self.broker = session.broker
         self.front_end = session.front_end
         self._tag_header = session.broker.config.kafka_tag_header
-        self.table: dict[type, Callable[[Channel, Any], Any]] = {
+        self.table: dict[type, MethodHandler] = {
             Basic.Qos: self.basic_qos, Basic.Consume: self.basic_consume,
             Basic.Cancel: self.basic_cancel, Basic.Get: self.basic_get,
             Basic.Ack: self.basic_ack, Basic.Nack: self.basic_nack,

@@ -16,7 +16,6 @@ touches the transport: frames go out through the session.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +30,7 @@ from rocketport.core.facade.types import PlainSend, needs_schedule, now_ms
 from .. import eager
 from . import codec
 from .access import require
-from .channel import Channel
+from .channel import Channel, MethodHandler
 from .connection import shortstr_text
 from .errors import ChannelError, Reply
 from .events import ContentReceived, ContentTooLarge
@@ -78,7 +77,7 @@ class PublishHandlers:
         self._run_bytes = config.max_message_size // 2  # bytes of one gathered run, at most
         self._routes: dict[tuple[str, str, int], _Route] = {}
         self._blocked = False
-        self.table: dict[type, Callable[[Channel, Any], Any]] = {Confirm.Select: self.confirm_select}
+        self.table: dict[type, MethodHandler] = {Confirm.Select: self.confirm_select}
 
     def publish(self, channel: Channel, event: ContentReceived) -> None:
         """A run of publishes alike: routed once; stored at once with one `Broker.put_plain`

@@ -32,7 +32,7 @@ from .. import eager
 from ..session_base import Buffer, Pausable, Session
 from . import codec
 from .access import MECHANISMS, SERVER_PROPERTIES, login
-from .channel import Channel
+from .channel import Channel, MethodHandler
 from .connection import OPEN, AmqpServerConnection
 from .declare import DeclareHandlers
 from .deliver import DeliverHandlers
@@ -78,7 +78,7 @@ class AmqpSession(Session):
         self._heartbeat_timer: asyncio.TimerHandle | None = None
         self.publisher = PublishHandlers(self)
         self.deliver = DeliverHandlers(self)
-        self._handlers: dict[type, Callable[[Channel, Any], Any]] = {
+        self._handlers: dict[type, MethodHandler] = {
             ChannelMethods.Close: self._channel_close, ChannelMethods.Flow: self._channel_flow,
             ChannelMethods.FlowOk: lambda ch, m: None,
         }
@@ -257,7 +257,7 @@ class AmqpSession(Session):
             return
         self._on_channel(number, handler, method)
 
-    def _on_channel(self, number: int, handler: Callable[[Channel, Any], Any], arg: Any) -> None:
+    def _on_channel(self, number: int, handler: MethodHandler, arg: Any) -> None:
         channel = self.channels.get(number)
         if channel is None:
             self._close_connection(Reply.CHANNEL_ERROR, f"CHANNEL_ERROR - expected 'channel.open' on "
@@ -268,7 +268,7 @@ class AmqpSession(Session):
             return
         self._run(channel, handler, arg)
 
-    def _run(self, channel: Channel, handler: Callable[[Channel, Any], Any], arg: Any) -> None:
+    def _run(self, channel: Channel, handler: MethodHandler, arg: Any) -> None:
         try:
             result = handler(channel, arg)
         except Exception as exc:  # noqa: BLE001 - mapped to the protocol's answer

@@ -9,12 +9,11 @@ never touches the transport.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pamqp.commands import Tx
 
-from .channel import Channel
+from .channel import Channel, MethodHandler
 from .errors import ChannelError, Reply
 
 if TYPE_CHECKING:
@@ -29,7 +28,7 @@ class TxHandlers:
         self.session = session
         self.broker = session.broker
         self.deliver = deliver
-        self.table: dict[type, Callable[[Channel, Any], Any]] = {
+        self.table: dict[type, MethodHandler] = {
             Tx.Select: self.tx_select, Tx.Commit: self.tx_commit, Tx.Rollback: self.tx_rollback,
         }
 
