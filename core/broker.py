@@ -38,6 +38,7 @@ from .facade.delivery import DeliveryRole
 from .facade.produce import ProduceRole
 from .facade.transactions import TransactionRole
 from .half_messages import TransactionCheckService
+from .metadata.broker_stats import DailyStats
 from .metadata.offsets import ConsumerOffsetManager
 from .metadata.subscription_groups import SubscriptionGroupManager
 from .metadata.topics import TopicConfigManager
@@ -60,6 +61,8 @@ __all__ = ["Broker", "BrokerStats"]
 log = logging.getLogger(__name__)
 
 PRODUCER_STATE_SNAPSHOT_S = 1.0  # bounds the log a restart scans for producer state
+STATS_SAMPLE_S = 1.0  # how often today's counters and the TPS are brought up to date
+STATS_SAVE_S = 10.0  # how often they reach config/brokerStats.json
 
 
 def _tags_code_of(topic: str, properties: dict[str, str]) -> int:
@@ -98,6 +101,7 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         # ---- messaging semantics (schedule, transactions, clients)
         self.delay_levels = DelayLevels(parse_delay_levels(config.message_delay_level))
         self.delay_offsets = DelayOffsets(config_dir)
+        self.daily_stats = DailyStats(config_dir)
         self.schedule = ScheduleMessageService(
             self.store, self.delay_levels, self.delay_offsets, self.put_restored,
             self.pull_waiters.wait, config.flush_delay_offset_interval, clock=wall_clock, timers=timers)
@@ -135,6 +139,7 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
             self.groups.load()
             self.offsets.load()
             self.delay_offsets.load()
+            self.daily_stats.load()
             await asyncio.to_thread(self.store.open)
             await asyncio.to_thread(self.producer_states.rebuild, self.store.stored_batches,
                                     self.store.commitlog.min_offset)
@@ -153,6 +158,12 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         self._tasks.create_task(run_every(
             self.config.flush_consumer_offset_interval / 1000, self.offsets.save, self._stop,
             name="persisting consumer offsets", survives=(OSError,)), name="persist-offsets")
+        self._tasks.create_task(run_every(
+            STATS_SAMPLE_S, lambda: self.daily_stats.sample(self.store.put_count, self.store.get_count),
+            self._stop, name="sampling the message counts"), name="sample-stats")
+        self._tasks.create_task(run_every(
+            STATS_SAVE_S, lambda: asyncio.to_thread(self.daily_stats.save), self._stop,
+            name="saving the daily counts", survives=(OSError,)), name="save-stats")
         await self.schedule.run(self._tasks)
         self._tasks.create_task(self.transactions.run(), name="transaction-check")
         self._tasks.create_task(self.txn.run(), name="transaction-timeouts")
@@ -179,6 +190,8 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         await self.producer_states.save()  # covers the whole log: the next start scans nothing
         await self.schedule.persist()
         await asyncio.to_thread(self.offsets.persist)
+        self.daily_stats.sample(self.store.put_count, self.store.get_count)
+        await asyncio.to_thread(self.daily_stats.save)
         await self.store.stop()
         self._lock.release()
 

@@ -266,6 +266,8 @@ class Report:
                                                                       soft_wrap=True)
 
     def emit(self) -> None:
+        if not (self._sections or self._totals or self._document is not None):
+            return  # a verb that printed as it went (clusterList -i, startMonitoring)
         if self.fmt == "json" or (self._document is not None and self.fmt == "plain"):
             self._write(orjson.dumps(self._json(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
         elif self._document is not None:
@@ -432,19 +434,54 @@ def _number(text: str) -> Any:
         return text
 
 
+def _day_counts(rt: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """(put yesterday, got yesterday, put today, got today) from RocketMQ's runtime keys, as
+    its clusterList computes them."""
+    def diff(later: str, earlier: str) -> Any:
+        a, b = rt.get(later), rt.get(earlier)
+        return a - b if isinstance(a, int) and isinstance(b, int) else "?"
+    return (diff("msgPutTotalTodayMorning", "msgPutTotalYesterdayMorning"),
+            diff("msgGetTotalTodayMorning", "msgGetTotalYesterdayMorning"),
+            diff("msgPutTotalTodayNow", "msgPutTotalTodayMorning"),
+            diff("msgGetTotalTodayNow", "msgGetTotalTodayMorning"))
+
+
+def _tps(value: Any) -> Any:
+    """The first (10 s) figure of RocketMQ's "a b c" TPS text."""
+    return _number(value.split()[0]) if isinstance(value, str) and value.split() else value
+
+
 async def cluster_list(args: argparse.Namespace, out: Report) -> None:
-    info = await _cluster(args)
-    columns = ("cluster", "brokerName", "brokerId", "address", "putTotalToday", "getTotalToday", "topics")
-    out.rows("brokers", columns, title="clusters")
-    for cluster, names in sorted(info.cluster_addr_table.items()):
-        for name in sorted(names):
-            for broker_id, addr in sorted(info.broker_addr_table[name].broker_addrs.items()):
-                try:
-                    rt = await _runtime(addr)
-                except AdminError:
-                    rt = {}
-                out.rows("brokers", columns, [(cluster, name, broker_id, addr, rt.get("msgPutTotalTodayNow", "?"),
-                                               rt.get("msgGetTotalTodayNow", "?"), rt.get("topicCount", "?"))])
+    """Brokers per cluster with their rates; -m adds yesterday's and today's counts; -i N
+    prints again every N seconds (-r rounds, 0: until interrupted), as mqadmin's clusterList."""
+    columns = ("cluster", "brokerName", "brokerId", "address", "version", "inTps", "outTps", "topics")
+    if args.more:
+        columns += ("putYesterday", "getYesterday", "putToday", "getToday")
+    n = 0
+    while True:
+        n += 1
+        report = out if args.interval is None else Report(out.fmt, out.console, out.remarks)
+        report.rows("brokers", columns, title="clusters")
+        info = await _cluster(args)
+        for cluster, names in sorted(info.cluster_addr_table.items()):
+            for name in sorted(names):
+                for broker_id, addr in sorted(info.broker_addr_table[name].broker_addrs.items()):
+                    try:
+                        rt = await _runtime(addr)
+                    except AdminError:
+                        rt = {}
+                    row = (cluster, name, broker_id, addr, rt.get("brokerVersionDesc", "?"),
+                           _tps(rt.get("putTps", "?")), _tps(rt.get("getTransferedTps", "?")),
+                           rt.get("topicCount", "?"))
+                    report.rows("brokers", columns, [row + (_day_counts(rt) if args.more else ())])
+        if args.interval is None:
+            return
+        if n > 1:
+            out.console.file.write("\n")
+        report.emit()
+        if args.rounds and n >= args.rounds:
+            return
+        await asyncio.sleep(args.interval)
 
 
 async def broker_status(args: argparse.Namespace, out: Report) -> None:
@@ -1131,7 +1168,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "-c", "--clusters", action="store_true", help="with each topic's cluster and consumer groups")
     verb("topicRoute", topic_route, "print a topic's route (JSON)").add_argument("-t", "--topic", required=True)
     verb("topicStatus", topic_status, "min/max offset per queue").add_argument("-t", "--topic", required=True)
-    verb("clusterList", cluster_list, "brokers per cluster with their counters")
+    p = verb("clusterList", cluster_list, "brokers per cluster with their rates and counters")
+    p.add_argument("-m", "--more", action="store_true", help="yesterday's and today's produce and consume counts")
+    p.add_argument("-i", "--interval", type=float, help="print again every this many seconds")
+    p.add_argument("-r", "--rounds", type=int, default=0, help="with -i: rounds to print (0: until interrupted)")
     target(verb("brokerStatus", broker_status, "a broker's runtime info"))
     target(verb("getBrokerConfig", get_broker_config, "a broker's settings"))
     target(verb("amqpExchanges", amqp_exchanges, "AMQP exchanges, with exchange-to-exchange bindings"))

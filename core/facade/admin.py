@@ -30,6 +30,7 @@ from ..consumer.clients import ConsumerManager
 from ..consumer.long_polling import PullWaiters
 from ..errors import InvalidMessage, MessageNotFound, TopicNotFound
 from ..live_config import live_config_path, read_live_config
+from ..metadata.broker_stats import DailyStats
 from ..metadata.offsets import ConsumerOffsetManager
 from ..metadata.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from ..metadata.topics import PERM_RW, TopicConfig, TopicConfigManager
@@ -55,6 +56,13 @@ class BrokerStats:
     dispatched_offset: int
     index_built_offset: int
     disk_usage_ratio: float
+    # RocketMQ's BrokerStats: since midnight (local time), yesterday, the last second's rates
+    put_today: int
+    get_today: int
+    put_yesterday: int
+    get_yesterday: int
+    put_tps: float
+    get_tps: float
 
 
 class AdminRole:
@@ -70,6 +78,7 @@ class AdminRole:
     consumer_manager: ConsumerManager
     txn: TxnCoordinator
     producer_states: ProducerStateTable
+    daily_stats: DailyStats
     _views: dict[str, Callable[[], Any]]
 
     @property
@@ -201,7 +210,7 @@ class AdminRole:
 
     # ---------------------------------------------------------------- stats
     def stats(self) -> BrokerStats:
-        s = self.store
+        s, d = self.store, self.daily_stats
         return BrokerStats(
             topics=len(self.topics.table), queues=len(s.consume_queues),
             put_messages=s.put_count, put_bytes=s.put_bytes,
@@ -209,9 +218,10 @@ class AdminRole:
             commit_log_min_offset=s.commitlog.min_offset,
             commit_log_max_offset=s.commitlog.max_offset,
             dispatched_offset=s.dispatched_offset, index_built_offset=s.index.built_offset,
-            disk_usage_ratio=s.disk_usage_ratio())
+            disk_usage_ratio=s.disk_usage_ratio(), put_today=d.put_today, get_today=d.get_today,
+            put_yesterday=d.put_yesterday, get_yesterday=d.get_yesterday, put_tps=d.put_tps,
+            get_tps=d.get_tps)
 
-    # ---------------------------------------------------------------- front-end views
     # ---------------------------------------------------------------- operations (mqadmin)
     def update_config(self, changes: dict[str, str]) -> dict[str, str]:
         """updateBrokerConfig: the live keys changed at once and persisted, so they also
@@ -257,6 +267,7 @@ class AdminRole:
                 n += len(queues)
         return n
 
+    # ---------------------------------------------------------------- front-end views
     def register_view(self, name: str, snapshot: Callable[[], Any]) -> None:
         """``snapshot()`` returns front-end state as JSON-able data, read on demand."""
         self._views[name] = snapshot

@@ -485,7 +485,14 @@ class BrokerHandlers:
         s = self.broker.stats()
         table = {
             "brokerVersionDesc": "Rocketport", "brokerVersion": "399",
-            "msgPutTotalTodayNow": str(s.put_messages), "msgGetTotalTodayNow": str(s.get_messages),
+            # RocketMQ's counters as its clusterList reads them: today = TodayNow - TodayMorning,
+            # yesterday = TodayMorning - YesterdayMorning (the day's counts live in
+            # config/brokerStats.json, so they survive a restart); one 1 s window for the TPS
+            "msgPutTotalYesterdayMorning": "0", "msgGetTotalYesterdayMorning": "0",
+            "msgPutTotalTodayMorning": str(s.put_yesterday), "msgGetTotalTodayMorning": str(s.get_yesterday),
+            "msgPutTotalTodayNow": str(s.put_yesterday + s.put_today),
+            "msgGetTotalTodayNow": str(s.get_yesterday + s.get_today),
+            "putTps": " ".join([f"{s.put_tps:.2f}"] * 3), "getTransferedTps": " ".join([f"{s.get_tps:.2f}"] * 3),
             "putBytesTotal": str(s.put_bytes), "getBytesTotal": str(s.get_bytes),
             "topicCount": str(s.topics), "queueCount": str(s.queues),
             "commitLogMinOffset": str(s.commit_log_min_offset),
