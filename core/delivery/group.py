@@ -21,7 +21,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from rocketport.common.message import PROPERTY_RETRY_TOPIC, MessageExt
 
@@ -31,9 +31,43 @@ from ..retry import RETRY_GROUP_TOPIC_PREFIX, retry_topic
 from .ledger import QueueLedger
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from ..config import BrokerConfig
+    from ..consumer.long_polling import PullWaiters
+    from ..metadata.topics import TopicConfigManager
+    from ..store.get_result import GetResult
+    from ..store.reader import TagsFilter
+    from ..store.writer import PutResult
+    from ..txn.visibility import Isolation
 
 log = logging.getLogger(__name__)
+
+
+class GroupBroker(Protocol):
+    """What a delivery group uses of the Broker: its queues' reads and offsets, the topic
+    table, send-back for a refused delivery, and the held-pull wake-ups it waits on."""
+
+    config: BrokerConfig
+    topics: TopicConfigManager
+    pull_waiters: PullWaiters
+
+    def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int, *,
+                     max_bytes: int | None = None, message_filter: TagsFilter | None = None,
+                     isolation: Isolation = ...) -> GetResult: ...
+
+    def min_offset(self, topic: str, queue_id: int) -> int: ...
+
+    def max_offset(self, topic: str, queue_id: int) -> int: ...
+
+    def query_offset(self, group: str, topic: str, queue_id: int) -> int: ...
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int,
+                      metadata: str | None = None) -> None: ...
+
+    def readable_beyond(self, positions: list[tuple[str, int, int]]) -> bool: ...
+
+    async def send_back_message(self, group: str, msg: MessageExt, *, delay_level: int = 0,
+                                max_reconsume_times: int | None = None,
+                                origin_msg_id: str | None = None) -> PutResult: ...
 
 # Unacknowledged deliveries a subscriber with prefetch 0 may hold: it bounds the broker's
 # memory for a client that never acks.
@@ -132,7 +166,7 @@ def _compile(source: Source) -> MessageFilter | None:
 class DeliveryGroup:
     """See the module docstring. Made by `Broker.delivery_group`, one per group name."""
 
-    def __init__(self, broker: Broker, name: str, sources: list[Source], *,
+    def __init__(self, broker: GroupBroker, name: str, sources: list[Source], *,
                  start: Start = "first") -> None:
         if start not in ("first", "last"):
             raise ValueError(f"start must be 'first' or 'last', not {start!r}")
