@@ -166,12 +166,13 @@ class StompSession(OrderedSession[_Pending]):
         lane_bytes = 0
         handlers = self.handlers
         publish = handlers.publish if handlers is not None else None
+        cap = publish.lane_cap if publish is not None else 0
         while backlog and len(queue) + len(bodies) < limit and not self._closing:
             event = backlog.popleft()
             if type(event) is Frame and event.command == "SEND" and publish is not None:
                 plan = publish.plan(event.headers)
-                if plan is not None and (size := len(event.body) + plan.overhead) <= publish.lane_cap:
-                    if bodies and (plan.topic != plans[0].topic or lane_bytes + size > publish.lane_cap):
+                if plan is not None and (size := len(event.body) + plan.overhead) <= cap:
+                    if bodies and (plan.topic != plans[0].topic or lane_bytes + size > cap):
                         self._put_run(bodies, plans, receipts)
                         bodies, plans, receipts, lane_bytes = [], [], [], 0
                     bodies.append(event.body)
@@ -188,11 +189,9 @@ class StompSession(OrderedSession[_Pending]):
                 break
             frame: Frame = event  # type: ignore[assignment]
             receipt = frame.headers.get("receipt")
-            if handlers is None:
+            if handlers is None:  # the frames behind CONNECT: `_pump` starts them anew, with the handlers
                 self._connect(frame)
-                handlers = self.handlers
-                publish = handlers.publish if handlers is not None else None
-                continue
+                return
             if frame.command == "DISCONNECT":  # its receipt: what was sent is on disk (SYNC_FLUSH)
                 durable = self.ctx.broker.durable() if receipt is not None else None
                 self._track(_Pending(durable or eager.Done(), receipt, disconnect=True))
