@@ -39,7 +39,7 @@ from .store.writer import PutResult
 if TYPE_CHECKING:
     from .store.message_store import MessageStore
 
-__all__ = ["DEDUP_NEEDLE", "PROPERTY_DEDUP_KEY", "DedupWindow", "dedup_key", "recall_stored"]
+__all__ = ["DEDUP_NEEDLE", "DedupWindow", "dedup_key", "recall_stored"]
 
 DEDUP_NEEDLE = PROPERTY_DEDUP_KEY.encode() + b"\x01"  # found in encoded properties
 DEFAULT_CAPACITY = 100_000  # keys kept (~15 MB); a batch of messages may share one key

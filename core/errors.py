@@ -6,9 +6,8 @@ a Kafka error code, a STOMP ERROR frame). Never put protocol codes here.
 
 from __future__ import annotations
 
-from rocketport.common.errors import BrokerError, InvalidMessage, MessageNotFound
-
-__all__ = ["BrokerError", "InvalidMessage", "MessageNotFound"]  # with the classes below
+# the shared formats' errors are part of the core's set: front-ends import them from here
+from rocketport.common.errors import BrokerError, InvalidMessage, MessageNotFound  # noqa: F401
 
 
 class ConfigError(BrokerError):

@@ -30,7 +30,7 @@ from pyspark.sql.types import StructType
 
 from rocketport.client import Message, Producer
 from rocketport.client.message import MessageQueue
-from rocketport.core.dedup import PROPERTY_DEDUP_KEY
+from rocketport.common.message import PROPERTY_DEDUP_KEY
 
 from .options import OptionError, WriteOptions
 from .schema import PROPERTY_KEY

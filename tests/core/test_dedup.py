@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 
 from rocketport.common.batch.message_batch import BatchMessage, encode_batch
-from rocketport.common.message import Message
+from rocketport.common.message import PROPERTY_DEDUP_KEY, Message
 from rocketport.core.broker import Broker
-from rocketport.core.dedup import PROPERTY_DEDUP_KEY, DedupWindow
+from rocketport.core.dedup import DedupWindow
 from rocketport.core.errors import MessageTooLarge
 from rocketport.core.store.message_store import PutResult
 

@@ -12,9 +12,8 @@ import re
 from rocketport.client import AdminClient
 from rocketport.client import Message as ClientMessage
 from rocketport.client import Producer, PullConsumer
-from rocketport.common.message import Message
+from rocketport.common.message import PROPERTY_DEDUP_KEY, Message
 from rocketport.core.broker import Broker
-from rocketport.core.dedup import PROPERTY_DEDUP_KEY
 from tests.support.processes import start_broker, stop, wait_ready
 
 
