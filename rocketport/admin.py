@@ -709,18 +709,28 @@ async def query_msg_by_id(args: argparse.Namespace, out: Report) -> None:
     out.record("message", _message_record(decode_message_ext_records(resp.body)[0]))
 
 
-async def query_msg_by_key(args: argparse.Namespace, out: Report) -> None:
-    route = await _route(args, args.topic)
+async def _query_messages(args: argparse.Namespace, topic: str, key: str, max_num: int,
+                          unique: bool = False) -> list[MessageExt]:
+    """QUERY_MESSAGE to each master of ``topic``: by KEYS, or (``unique``, RocketMQ's
+    _UNIQUE_KEY_QUERY flag) by the client's unique message id."""
+    route = await _route(args, topic)
+    fields = {"topic": topic, "key": key, "maxNum": str(max_num), "beginTimestamp": "0",
+              "endTimestamp": str(int(time.time() * 1000) + 60_000)}
+    if unique:
+        fields["_UNIQUE_KEY_QUERY"] = "true"
     found: list[MessageExt] = []
     for data in route.broker_datas:
         addr = data.broker_addrs.get(0)
         if addr:
-            resp = await _invoke(addr, request(RequestCode.QUERY_MESSAGE, {
-                "topic": args.topic, "key": args.key, "maxNum": "64", "beginTimestamp": "0",
-                "endTimestamp": str(int(time.time() * 1000) + 60_000)}),
-                (ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+            resp = await _invoke(addr, request(RequestCode.QUERY_MESSAGE, fields),
+                                 (ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
             if resp.code == ResponseCode.SUCCESS:
                 found += decode_message_ext_records(resp.body)
+    return found
+
+
+async def query_msg_by_key(args: argparse.Namespace, out: Report) -> None:
+    found = await _query_messages(args, args.topic, args.key, 64)
     out.rows("messages", MESSAGE_COLUMNS, map(_message_row, found), title=f"key {args.key} in {args.topic}")
 
 
@@ -916,18 +926,8 @@ async def print_msg_by_queue(args: argparse.Namespace, out: Report) -> None:
 
 async def query_msg_by_unique_key(args: argparse.Namespace, out: Report) -> None:
     """QUERY_MESSAGE with the unique-key flag, as mqadmin's queryMsgByUniqueKey."""
-    route = await _route(args, args.topic)
-    found: list[MessageExt] = []
-    for data in route.broker_datas:
-        addr = data.broker_addrs.get(0)
-        if addr:
-            resp = await _invoke(addr, request(RequestCode.QUERY_MESSAGE, {
-                "topic": args.topic, "key": args.msg_id, "maxNum": "32", "beginTimestamp": "0",
-                "endTimestamp": str(int(time.time() * 1000) + 60_000), "_UNIQUE_KEY_QUERY": "true"}),
-                (ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
-            if resp.code == ResponseCode.SUCCESS:
-                found += [m for m in decode_message_ext_records(resp.body)
-                          if m.properties.get("UNIQ_KEY") == args.msg_id]
+    found = [m for m in await _query_messages(args, args.topic, args.msg_id, 32, unique=True)
+             if m.properties.get("UNIQ_KEY") == args.msg_id]
     if not found:
         raise AdminError(f"no message with unique key {args.msg_id} in {args.topic}")
     if args.group and args.client_id:  # the client consumes it (309, passed on by its broker)

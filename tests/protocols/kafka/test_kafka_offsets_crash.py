@@ -36,17 +36,37 @@ def _read(consumer: Consumer, count: int) -> list[int]:
     return offsets
 
 
+def _settings(port: int) -> tuple[str, ...]:
+    """Kafka on ``port``; the periodic offsets flush at an hour, so only a commit's own
+    save can have kept an offset."""
+    return ("listenPort=0", "namesrv.port=0", f"kafka.port={port}", "flushConsumerOffsetInterval=3600000")
+
+
+def _produce(port: int, count: int) -> None:
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}"})
+    for i in range(count):
+        producer.produce(TOPIC, b"v%d" % i, partition=0)
+    assert producer.flush(20) == 0
+
+
+def _committed_after_restart(root, port: int) -> int:
+    again = start_broker(root, *_settings(port))
+    try:
+        wait_ready(again)
+        consumer = _consumer(port)
+        [committed] = consumer.committed([TopicPartition(TOPIC, 0)], timeout=20)
+        consumer.close()
+        return committed.offset
+    finally:
+        stop(again)
+
+
 def test_a_committed_offset_survives_a_sigkill(tmp_path):
     root, port = tmp_path / "store", _free_port()
-    settings = ("listenPort=0", "namesrv.port=0", f"kafka.port={port}",
-                "flushConsumerOffsetInterval=3600000")
-    proc = start_broker(root, *settings)
+    proc = start_broker(root, *_settings(port))
     try:
         wait_ready(proc)
-        producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}"})
-        for i in range(20):
-            producer.produce(TOPIC, b"v%d" % i, partition=0)
-        assert producer.flush(20) == 0
+        _produce(port, 20)
         consumer = _consumer(port)
         consumer.assign([TopicPartition(TOPIC, 0, 0)])
         assert _read(consumer, 12) == list(range(12))
@@ -55,7 +75,7 @@ def test_a_committed_offset_survives_a_sigkill(tmp_path):
     finally:
         proc.kill()  # SIGKILL right after the commit's answer
         proc.wait()
-    again = start_broker(root, *settings)
+    again = start_broker(root, *_settings(port))
     try:
         wait_ready(again)
         consumer = _consumer(port)
@@ -72,15 +92,10 @@ def test_offsets_a_committed_transaction_carried_survive_a_sigkill(tmp_path):
     """A consume-transform-produce loop's offsets (sendOffsetsToTransaction) are on disk
     once its commit is answered: a SIGKILL right after loses neither them nor the output."""
     root, port = tmp_path / "store", _free_port()
-    settings = ("listenPort=0", "namesrv.port=0", f"kafka.port={port}",
-                "flushConsumerOffsetInterval=3600000")
-    proc = start_broker(root, *settings)
+    proc = start_broker(root, *_settings(port))
     try:
         wait_ready(proc)
-        source = Producer({"bootstrap.servers": f"127.0.0.1:{port}"})
-        for i in range(10):
-            source.produce(TOPIC, b"in%d" % i, partition=0)
-        assert source.flush(20) == 0
+        _produce(port, 10)
         consumer = _consumer(port)
         consumer.assign([TopicPartition(TOPIC, 0, 0)])
         assert _read(consumer, 6) == list(range(6))
@@ -94,12 +109,4 @@ def test_offsets_a_committed_transaction_carried_survive_a_sigkill(tmp_path):
     finally:
         proc.kill()  # SIGKILL right after the commit's answer
         proc.wait()
-    again = start_broker(root, *settings)
-    try:
-        wait_ready(again)
-        consumer = _consumer(port)
-        [committed] = consumer.committed([TopicPartition(TOPIC, 0)], timeout=20)
-        assert committed.offset == 6
-        consumer.close()
-    finally:
-        stop(again)
+    assert _committed_after_restart(root, port) == 6
