@@ -65,6 +65,18 @@ def offset_fetch(live: LiveBroker, group: str, topic: str, *, require_stable: bo
     return r["groups"][0]["topics"][0]["partitions"][0]
 
 
+def stable_offset(live: LiveBroker, group: str, topic: str) -> int:
+    """The committed offset once no transaction's offsets are pending: after EndTxn is
+    answered its markers and offsets land in the background, and until then OffsetFetch
+    with require_stable answers UNSTABLE_OFFSET_COMMIT, which Kafka clients retry."""
+    for _ in range(200):  # bounded: 200 fetches 0.05 s apart
+        fetched = offset_fetch(live, group, topic, require_stable=True)
+        if fetched["error_code"] != ErrorCode.UNSTABLE_OFFSET_COMMIT:
+            return fetched["committed_offset"]
+        time.sleep(0.05)
+    raise AssertionError(f"the offsets of {group} on {topic} stayed unstable")
+
+
 def test_commit_abort_and_read_committed(live_broker):
     create_topic(live_broker, "tx")
     p = txn_producer(live_broker, "tx-1")
@@ -131,7 +143,7 @@ def test_send_offsets_to_transaction_visible_only_at_commit(live_broker):
         else:
             p.abort_transaction(TIMEOUT_S)
             assert offset_fetch(live_broker, "ctp", "src", require_stable=True)["committed_offset"] == -1
-    assert offset_fetch(live_broker, "ctp", "src", require_stable=True)["committed_offset"] == 10
+    assert stable_offset(live_broker, "ctp", "src") == 10
     (tp,) = consumer.committed([TopicPartition("src", 0)], timeout=TIMEOUT_S)
     assert tp.offset == 10
     consumer.close()

@@ -12,7 +12,7 @@ from rocketport.protocols.kafka.errors import ErrorCode
 from rocketport.protocols.kafka.schema import ApiKey
 
 from .kafka_raw import RawClient
-from .test_kafka_transactions import create_topic, offset_fetch, read_all
+from .test_kafka_transactions import create_topic, offset_fetch, read_all, stable_offset
 
 
 def batch(pid: int, epoch: int, sequence: int, *values: bytes) -> bytes:
@@ -75,7 +75,7 @@ def test_v2_transactions_add_partitions_and_groups_implicitly_and_bump_the_epoch
 
         ended = end_txn_v5(client, "v2-1", pid, epoch, True)
         assert (ended["error_code"], ended["producer_id"], ended["producer_epoch"]) == (0, pid, epoch + 1)
-        assert offset_fetch(live_broker, "v2-group", "v2", require_stable=True)["committed_offset"] == 7
+        assert stable_offset(live_broker, "v2-group", "v2") == 7
         # a late write of the ended transaction is fenced; its lost answer's retry is answered again
         assert produce_v12(client, "v2-1", "v2", {0: batch(pid, epoch, 3, b"late")}) == [
             ErrorCode.INVALID_PRODUCER_EPOCH]
