@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, Protocol, TypeVar, Union
@@ -226,7 +227,7 @@ class Session(asyncio.Protocol):
 P = TypeVar("P")  # a protocol's record of one request awaiting its answer (has ``result``)
 
 
-class OrderedSession(Session, Generic[P]):
+class OrderedSession(Session, Generic[P], ABC):
     """A session whose requests run concurrently but whose answers leave in request order
     (Kafka matches answers by order; STOMP's RECEIPTs and ERRORs follow their frames).
 
@@ -245,15 +246,15 @@ class OrderedSession(Session, Generic[P]):
         self._closing = False
 
     # ------------------------------------------------------------------ for subclasses
+    @abstractmethod
     def _start(self, backlog: deque[Any]) -> None:
         """Start requests from the head of ``backlog`` while fewer than ``max_in_flight``
         run (``_queue``'s length), `_track`ing each."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _answer(self, pending: P) -> bool:
         """Put a finished request's answer into ``_out``; False stops answering (the
         session is closing)."""
-        raise NotImplementedError
 
     # ------------------------------------------------------------------ the pipeline
     def _busy(self) -> bool:

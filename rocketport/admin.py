@@ -451,16 +451,33 @@ def _tps(value: Any) -> Any:
     return _number(value.split()[0]) if isinstance(value, str) and value.split() else value
 
 
+async def _rounds(out: Report, interval: float | None, rounds: int,
+                  fill: Callable[[Report, int], Awaitable[None]]) -> None:
+    """One report filled by ``fill`` into ``out``; with an ``interval``, a report a round,
+    each printed when complete (a blank line apart), ``rounds`` of them (0: until
+    interrupted), as mqadmin's watching verbs print."""
+    if interval is None:
+        await fill(out, 1)
+        return
+    n = 0
+    while not rounds or n < rounds:
+        n += 1
+        if n > 1:
+            await asyncio.sleep(interval)
+            out.console.file.write("\n")
+        report = Report(out.fmt, out.console, out.remarks)
+        await fill(report, n)
+        report.emit()
+
+
 async def cluster_list(args: argparse.Namespace, out: Report) -> None:
     """Brokers per cluster with their rates; -m adds yesterday's and today's counts; -i N
     prints again every N seconds (-r rounds, 0: until interrupted), as mqadmin's clusterList."""
     columns = ("cluster", "brokerName", "brokerId", "address", "version", "inTps", "outTps", "topics")
     if args.more:
         columns += ("putYesterday", "getYesterday", "putToday", "getToday")
-    n = 0
-    while True:
-        n += 1
-        report = out if args.interval is None else Report(out.fmt, out.console, out.remarks)
+
+    async def fill(report: Report, _: int) -> None:
         report.rows("brokers", columns, title="clusters")
         info = await _cluster(args)
         for cluster, names in sorted(info.cluster_addr_table.items()):
@@ -474,14 +491,8 @@ async def cluster_list(args: argparse.Namespace, out: Report) -> None:
                            _tps(rt.get("putTps", "?")), _tps(rt.get("getTransferedTps", "?")),
                            rt.get("topicCount", "?"))
                     report.rows("brokers", columns, [row + (_day_counts(rt) if args.more else ())])
-        if args.interval is None:
-            return
-        if n > 1:
-            out.console.file.write("\n")
-        report.emit()
-        if args.rounds and n >= args.rounds:
-            return
-        await asyncio.sleep(args.interval)
+
+    await _rounds(out, args.interval, args.rounds, fill)
 
 
 async def broker_status(args: argparse.Namespace, out: Report) -> None:
@@ -523,6 +534,18 @@ async def delete_expired_commit_log(args: argparse.Namespace, out: Report) -> No
     await _broker_operation(args, out, RequestCode.DELETE_EXPIRED_COMMITLOG, "delete expired commit log")
 
 
+async def _broker_consume_stats(addr: str, order: bool = False) -> tuple[list[tuple[str, Any, dict]], int]:
+    """A broker's GET_BROKER_CONSUME_STATS: (group, queue, offsets) of every queue of every
+    subscription group, and the broker's total lag."""
+    resp = await _invoke(addr, request(RequestCode.GET_BROKER_CONSUME_STATS,
+                                       {"isOrder": "true" if order else "false"}))
+    stats = mq_tables.loads(resp.body)
+    queues = [(group, mq, o) for by_group in stats.get("consumeStatsList", [])
+              for group, per_topic in sorted(by_group.items()) for consume in per_topic
+              for mq, o in sorted(consume.get("offsetTable", {}).items())]
+    return queues, stats.get("totalDiff", 0)
+
+
 async def broker_consume_stats(args: argparse.Namespace, out: Report) -> None:
     """Every group's lag per queue on each broker (GET_BROKER_CONSUME_STATS), queues whose
     lag is at least -l."""
@@ -530,18 +553,13 @@ async def broker_consume_stats(args: argparse.Namespace, out: Report) -> None:
     out.rows("queues", columns, title="consume stats")
     total = 0
     for addr in await _target_brokers(args):
-        resp = await _invoke(addr, request(RequestCode.GET_BROKER_CONSUME_STATS,
-                                           {"isOrder": "true" if args.order else "false"}))
-        stats = mq_tables.loads(resp.body)
-        for by_group in stats.get("consumeStatsList", []):
-            for group, per_topic in sorted(by_group.items()):
-                for consume in per_topic:
-                    for mq, o in sorted(consume.get("offsetTable", {}).items()):
-                        diff = o["brokerOffset"] - o["consumerOffset"]
-                        if diff >= args.diff_level:
-                            out.rows("queues", columns, [(addr, group, mq.topic, mq.queue_id, o["brokerOffset"],
-                                                          o["consumerOffset"], diff, _ms(o.get("lastTimestamp", 0)))])
-        total += stats.get("totalDiff", 0)
+        queues, diff_total = await _broker_consume_stats(addr, args.order)
+        for group, mq, o in queues:
+            diff = o["brokerOffset"] - o["consumerOffset"]
+            if diff >= args.diff_level:
+                out.rows("queues", columns, [(addr, group, mq.topic, mq.queue_id, o["brokerOffset"],
+                                              o["consumerOffset"], diff, _ms(o.get("lastTimestamp", 0)))])
+        total += diff_total
     out.total("diffTotal", total, "Diff Total")
 
 
@@ -1044,25 +1062,17 @@ async def start_monitoring(args: argparse.Namespace, out: Report) -> None:
     interrupted). Each round prints when complete (a blank line apart; one JSON document
     each under --output json)."""
     columns = ("round", "time", "broker", "group", "diff")
-    n = 0
-    while args.rounds == 0 or n < args.rounds:
-        n += 1
-        if n > 1:
-            out.console.file.write("\n")
-        round_out = Report(out.fmt, out.console, out.remarks)
-        round_out.rows("monitor", columns)
+
+    async def fill(report: Report, n: int) -> None:
+        report.rows("monitor", columns)
         for addr in await _target_brokers(args):
-            resp = await _invoke(addr, request(RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": "false"}))
             lag: dict[str, int] = {}
-            for by_group in mq_tables.loads(resp.body).get("consumeStatsList", []):
-                for group, per_topic in by_group.items():
-                    lag[group] = lag.get(group, 0) + sum(o["brokerOffset"] - o["consumerOffset"]
-                                                         for c in per_topic for o in c["offsetTable"].values())
-            round_out.rows("monitor", columns, ((n, _ms(int(time.time() * 1000)), addr, g, d)
-                                                for g, d in sorted(lag.items())))
-        round_out.emit()
-        if args.rounds == 0 or n < args.rounds:
-            await asyncio.sleep(args.interval)
+            for group, _, o in (await _broker_consume_stats(addr))[0]:
+                lag[group] = lag.get(group, 0) + o["brokerOffset"] - o["consumerOffset"]
+            report.rows("monitor", columns, ((n, _ms(int(time.time() * 1000)), addr, g, d)
+                                             for g, d in sorted(lag.items())))
+
+    await _rounds(out, args.interval, args.rounds, fill)
 
 
 async def update_kv_config(args: argparse.Namespace, out: Report) -> None:

@@ -25,7 +25,7 @@ from rocketport.client import AdminClient, Message
 from tests.pipeline.conftest import produce
 from tests.pipeline.copy_driver import MAX_OFFSETS_PER_TRIGGER
 from tests.support.aio import run
-from tests.support.processes import REPO, broker_command
+from tests.support.processes import REPO, RestartableBroker
 from tests.support.remoting import free_port
 
 pytestmark = pytest.mark.slow
@@ -123,38 +123,14 @@ def test_driver_killed_mid_batch(broker, tmp_path):
     assert broker.call(lambda: broker.server.broker.dedup.dropped) - dropped == partial - MAX_OFFSETS_PER_TRIGGER
 
 
-class BrokerProcess:
+class BrokerProcess(RestartableBroker):
     """A broker process on fixed remoting and name-server ports, restartable on its store."""
 
     def __init__(self, root: Path) -> None:
-        self.root, self.port, self.ns_port = root, free_port(), free_port()
+        self.port, self.ns_port = free_port(), free_port()
         self.namesrv = f"127.0.0.1:{self.ns_port}"
-        self.proc: subprocess.Popen | None = None
-        self.log = root.parent / "broker.log"
-
-    def start(self) -> None:
-        mark = self.log.read_text().count("ready") if self.log.exists() else 0
-        with open(self.log, "a") as log:
-            self.proc = subprocess.Popen(
-                broker_command(self.root, f"listenPort={self.port}", f"namesrv.port={self.ns_port}",
-                               "kafka.enabled=false", "mappedFileSizeCommitLog=16777216"),
-                stdout=subprocess.DEVNULL, stderr=log, cwd=REPO)
-        until(lambda: self.log.read_text().count("ready") > mark or self.proc.poll() is not None,
-              "the broker did not start")
-        assert self.proc.poll() is None, self.log.read_text()[-3000:]
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(TIMEOUT_S)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(30)
+        super().__init__(root, f"listenPort={self.port}", f"namesrv.port={self.ns_port}", "kafka.enabled=false",
+                         "mappedFileSizeCommitLog=16777216", timeout=TIMEOUT_S)
 
 
 def test_broker_killed_between_the_sink_write_and_the_commit(tmp_path):

@@ -50,8 +50,8 @@ def test_a_broker_whose_port_was_taken_before_it_listened_fails_instead_of_ready
             "address already in use"), err
         assert " ready (pid" not in err and "Traceback" not in err
         assert not (tmp_path / "a" / "abort").exists()  # its store untouched
-        with socket.create_connection(("127.0.0.1", port), timeout=10):
-            pass  # the port is the second broker's, still served
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+            assert conn.getpeername()[1] == port  # the second broker's port, still served
         assert second.poll() is None
     finally:
         if first.poll() is None:

@@ -51,3 +51,37 @@ def stop(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+class RestartableBroker:
+    """One store, one broker process at a time, started again on the same ``settings`` (fixed
+    ports) after a SIGKILL or a stop; its log appends across starts to ``log``."""
+
+    def __init__(self, root: Path, *settings: str, timeout: float = 60) -> None:
+        self.root, self.settings, self.timeout = root, settings, timeout
+        self.log = root.parent / "broker.log"
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        """Start it and wait for its "ready" line (an assertion error with the log's end otherwise)."""
+        seen = self.log.read_text().count(" ready (pid") if self.log.exists() else 0
+        with open(self.log, "a") as log:
+            self.proc = subprocess.Popen(broker_command(self.root, *self.settings),
+                                         stdout=subprocess.DEVNULL, stderr=log, cwd=REPO)
+        self.starts += 1
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if self.log.read_text().count(" ready (pid") > seen:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"the broker did not start:\n{self.log.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(self.timeout)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop(self.proc)

@@ -7,9 +7,6 @@ ready when the log says so."""
 
 from __future__ import annotations
 
-import signal
-import socket
-import subprocess
 import threading
 import time
 from collections import Counter
@@ -18,56 +15,22 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.processes import REPO, broker_command
+from tests.support.processes import RestartableBroker
+from tests.support.remoting import free_port
 
 TIMEOUT_S = 60
 PARTITIONS = 4
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class BrokerProcess:
-    """One store, one broker process at a time, always on the same Kafka port."""
+class BrokerProcess(RestartableBroker):
+    """The crash tests' broker: one store, always on the same Kafka port, SYNC_FLUSH."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen | None = None
-        self.starts = 0
-
-    def start(self) -> None:
-        log_path = self.root.parent / f"broker-{self.starts}.log"
-        self.starts += 1
-        with open(log_path, "w") as log:
-            self.proc = subprocess.Popen(
-                broker_command(self.root, "listenPort=0", "namesrv.port=0", f"kafka.port={self.port}",
-                               "mappedFileSizeCommitLog=16777216", f"defaultTopicQueueNums={PARTITIONS}",
-                               "flushDiskType=SYNC_FLUSH"),
-                stdout=subprocess.DEVNULL, stderr=log, cwd=REPO)
-        deadline = time.monotonic() + TIMEOUT_S
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            if "ready" in log_path.read_text():
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"the broker did not start:\n{log_path.read_text()[-3000:]}")
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(TIMEOUT_S)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(30)
+        super().__init__(root, "listenPort=0", "namesrv.port=0", f"kafka.port={self.port}",
+                         "mappedFileSizeCommitLog=16777216", f"defaultTopicQueueNums={PARTITIONS}",
+                         "flushDiskType=SYNC_FLUSH", timeout=TIMEOUT_S)
 
 
 class Killer(threading.Thread):
