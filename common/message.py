@@ -8,6 +8,7 @@ protocol.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
 # --- property names (RocketMQ MessageConst) ---------------------------------------------
 PROPERTY_KEYS = "KEYS"
@@ -214,3 +215,11 @@ class MessageExt(_PropertyViews):
     store_host: tuple[str, int]
     reconsume_times: int
     prepared_transaction_offset: int
+
+
+# The properties the broker reads or sets (RocketMQ's MessageConst names, and Rocketport's
+# own): front-ends do not show them as a consumer's headers. DEDUP_KEY is the sender's own
+# and comes back as one.
+SYSTEM_PROPERTY_NAMES: Final = frozenset(
+    value for name, value in list(globals().items()) if name.startswith("PROPERTY_") and isinstance(value, str)
+) - {PROPERTY_DEDUP_KEY}

@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from pamqp.commands import Basic
 
-from rocketport.common.message import PROPERTY_RETRY_TOPIC, Message, MessageExt, without_unique_key
+from rocketport.common.message import (
+    PROPERTY_RETRY_TOPIC,
+    SYSTEM_PROPERTY_NAMES,
+    Message,
+    MessageExt,
+    without_unique_key,
+)
 from rocketport.core.auth.plain_acl import SUB
 from rocketport.core.facade.types import StoredMessage, now_ms
 
@@ -29,7 +35,7 @@ from .access import require
 from .channel import Channel, Consumer, MethodHandler, Source, Unacked, group_tags, sources
 from .errors import ChannelError, ConnectionError_, Reply
 from .exchanges import name_of
-from .properties import DEFAULT_EXCHANGE_MARK, SYSTEM_NAMES, encode_properties
+from .properties import DEFAULT_EXCHANGE_MARK, encode_properties
 from .queue_args import REJECTED
 from .vhost import QueueState
 
@@ -131,7 +137,7 @@ class DeliverHandlers:
                 ledger = delivery.ledger
                 topic = message.topic if ledger is None else ledger.topic
                 if type(message) is StoredMessage:
-                    # UNIQ_KEY is never a header (SYSTEM_NAMES): messages that differ only in it share frames
+                    # UNIQ_KEY is never a header (SYSTEM_PROPERTY_NAMES): messages that differ only in it share frames
                     key = (without_unique_key(message.properties_bytes()), topic)
                     found = rendered.get(key)
                     if found is None:
@@ -233,7 +239,7 @@ class DeliverHandlers:
                 continue
             tags, tag_header = message.properties.get("TAGS"), self._tag_header
             properties = {k: v for k, v in message.properties.items()  # the tag header: see encode_properties
-                          if k not in SYSTEM_NAMES and k != DEFAULT_EXCHANGE_MARK
+                          if k not in SYSTEM_PROPERTY_NAMES and k != DEFAULT_EXCHANGE_MARK
                           and not (k == tag_header and v == tags)}
             properties.update({"x-first-death-reason": reason, "x-first-death-queue": state.entity.name,
                                "x-first-death-exchange": name_of(message.topic)})

@@ -20,8 +20,12 @@ from typing import Any, Final
 
 from pamqp import encode
 
-from rocketport.common import message as core_message
-from rocketport.common.message import PROPERTY_TAGS, PROPERTY_TIMER_DELIVER_MS
+from rocketport.common.message import (
+    PROPERTY_TAGS,
+    PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    SYSTEM_PROPERTY_NAMES,
+)
 
 # (property name, flag bit, kind) in the spec's order; kind: s shortstr, o octet, t u64
 _FIELDS: Final = (
@@ -34,9 +38,6 @@ BASIC_NAMES: Final = frozenset(name for name, _, _ in _FIELDS if name != "header
 _U16 = struct.Struct(">H")
 _U64 = struct.Struct(">Q")
 
-# the core's property names (RocketMQ's MessageConst): not headers
-SYSTEM_NAMES: Final = frozenset(
-    value for name, value in vars(core_message).items() if name.startswith("PROPERTY_") and isinstance(value, str))
 # the amqp headers RabbitMQ's delayed-message plugin uses: milliseconds to wait
 X_DELAY: Final = "x-delay"
 # marks a publish through the default exchange into a queue's topic that is also an
@@ -91,12 +92,12 @@ def _shortstr(text: str) -> bytes:
 
 _BASIC_FIELDS: Final = {name: (bit, kind) for name, bit, kind in _FIELDS if name != "headers"}
 _HEADERS_FLAG: Final = 1 << 13
-# DELAY and DEDUP_KEY are the publisher's own: they come back as headers
-_HIDDEN: Final = (SYSTEM_NAMES - {"DELAY", core_message.PROPERTY_DEDUP_KEY}) | {DEFAULT_EXCHANGE_MARK}
+# DELAY is the publisher's own here (RabbitMQ's x-delay plugin): it comes back as a header
+_HIDDEN: Final = (SYSTEM_PROPERTY_NAMES - {"DELAY"}) | {DEFAULT_EXCHANGE_MARK}
 # per tag header: messages of one publisher look alike
 _encoded: dict[str, dict[tuple[tuple[str, str], ...], bytes]] = {}
 _ENCODED_MAX = 4096
-_UNIQ: Final = core_message.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_UNIQ: Final = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
 
 def encode_properties(properties: Mapping[str, str], tag_header: str) -> bytes:

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 from typing import Final
 
-from rocketport.common import message as _message
-from rocketport.common.message import PROPERTY_KEYS, PROPERTY_TAGS, decode_properties, without_unique_key
+from rocketport.common.message import (
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    SYSTEM_PROPERTY_NAMES,
+    decode_properties,
+    without_unique_key,
+)
 
 from .codec import escape
 
-# the system properties (DEDUP_KEY aside: the sender's own, it comes back as a header)
-HIDDEN: Final = frozenset(value for name, value in vars(_message).items()
-                          if name.startswith("PROPERTY_") and isinstance(value, str)
-                          and value != _message.PROPERTY_DEDUP_KEY) | {
+HIDDEN: Final = SYSTEM_PROPERTY_NAMES | {
     "message-id", "ack", "subscription", "destination", "content-length", "redelivered",
     "x-reconsume-times", "x-tags", "x-keys"}
 _CACHED_MAX: Final = 64  # distinct property blocks kept per connection
