@@ -2,6 +2,9 @@ import pytest
 
 from rocketport.core.config import BrokerConfig, ProtocolConfig
 
+# the RabbitMQ node, a Rocketport broker process and the differential harness over both
+pytest_plugins = ["tests.support.rabbitmq"]
+
 
 @pytest.fixture
 def small_config(tmp_path) -> BrokerConfig:

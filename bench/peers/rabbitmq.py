@@ -12,6 +12,10 @@ by the benchmark itself (persistent publishes into durable queues).
     ...  # amqp://guest:guest@127.0.0.1:5673/  and STOMP on 127.0.0.1:61614
     node.stop()
 
+The test suite's differential harness starts its node through this module too
+(tests/support/rabbitmq.py loads it by path; nothing here imports the tests). Port 0 means a
+free ephemeral port, read back from the handle.
+
 Run as a script for a manual check: ``python bench/peers/rabbitmq.py AMQP_PORT STOMP_PORT``.
 """
 
@@ -97,8 +101,11 @@ class RabbitMQ:
 
 def start(amqp_port: int, stomp_port: int, workdir: str) -> RabbitMQ:
     """Start a node listening on 127.0.0.1:``amqp_port`` (AMQP 0-9-1) and ``stomp_port``
-    (rabbitmq_stomp); returns once both ports accept. Raises PeerUnavailable."""
+    (rabbitmq_stomp), 0 for a free port each; returns once both ports accept. Raises
+    PeerUnavailable."""
     ensure_installed()
+    amqp_port = amqp_port or _free_port()
+    stomp_port = stomp_port or _free_port()
     workdir = os.path.abspath(workdir)
     os.makedirs(workdir, exist_ok=True)
     node = f"rp{amqp_port}@localhost"
