@@ -279,6 +279,39 @@ class DeliveryGroup:
             self._unacked[delivery.tag] = delivery
         return delivery
 
+    def drop_head(self, refuse: Callable[[MessageExt, int], bool],
+                  limit: int) -> tuple[list[MessageExt], MessageExt | None]:
+        """Take messages off the head of the group's queue (the next to be handed out)
+        while ``refuse(message, behind)`` says so, ``behind`` being how many wait after
+        it; at most ``limit``. Each is finished as an acknowledgement finishes it. Returns
+        those taken and the message now at the head (None when none is waiting). A queue
+        nobody consumes still loses what is past its time or beyond its length this way
+        (AMQP's x-message-ttl, per-message expiration, x-max-length), from the head as
+        RabbitMQ does; reading the head costs one read when none is read yet."""
+        dropped: list[MessageExt] = []
+        ready = self._ready
+        count: int | None = None
+        reads = 0
+        while len(dropped) < limit:
+            if not ready:
+                reads += 1
+                if reads > 64 or not self._read(min(_READ_BATCH, limit - len(dropped))) and not ready:
+                    break  # nothing more to read (a filter may skip a whole read: go on, bounded)
+                continue
+            msg, _, ledger = ready[0]
+            if count is None:
+                count = self.message_count
+            if not refuse(msg, count - 1):
+                break
+            ready.popleft()
+            ledger.finished(msg.queue_offset)
+            self._dirty.add(ledger)
+            dropped.append(msg)
+            count -= 1
+        if dropped or reads:
+            self._commit()
+        return dropped, (ready[0][0] if ready else None)
+
     # ------------------------------------------------------------------ administration
     def set_sources(self, sources: list[Source], *, start: Start = "last") -> None:
         """Read these sources from now on. A topic the group has no offsets on starts at

@@ -76,6 +76,7 @@ class DeclareHandlers:
                                          arguments=method.arguments, owner=session)
         name = state.entity.name
         channel.last_queue = name
+        self.vhost.limits.enforce(state)  # what has expired is not counted
         if not method.nowait:
             session.write(codec.declare_ok_frame(channel.number, name, state.group.message_count,
                                                  state.group.consumer_count))

@@ -20,13 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pamqp.commands import Basic
 
-from rocketport.common.message import (
-    PROPERTY_RETRY_TOPIC,
-    SYSTEM_PROPERTY_NAMES,
-    Message,
-    MessageExt,
-    without_unique_key,
-)
+from rocketport.common.message import PROPERTY_RETRY_TOPIC, MessageExt, without_unique_key
 from rocketport.core.auth.plain_acl import SUB
 from rocketport.core.facade.types import StoredMessage, now_ms
 
@@ -34,8 +28,7 @@ from . import codec
 from .access import require
 from .channel import Channel, Consumer, MethodHandler, Source, Unacked, group_tags, sources
 from .errors import ChannelError, ConnectionError_, Reply
-from .exchanges import name_of
-from .properties import DEFAULT_EXCHANGE_MARK, encode_properties
+from .properties import encode_properties
 from .queue_args import REJECTED
 from .vhost import QueueState
 
@@ -120,7 +113,7 @@ class DeliverHandlers:
 
         def render(message: MessageExt, topic: str) -> tuple[bool, codec.Deliveries]:
             props = message.properties
-            names = (codec.shortstr_of(self._exchange_name(props.get(PROPERTY_RETRY_TOPIC, topic), queue, props))
+            names = (codec.shortstr_of(vhost.exchange_name(props.get(PROPERTY_RETRY_TOPIC, topic), queue, props))
                      + codec.shortstr_of(props.get("TAGS", "")))
             return "expiration" in props, codec.Deliveries(number, tag_bytes, names,
                                                            encode_properties(props, self._tag_header))
@@ -155,14 +148,6 @@ class DeliverHandlers:
             if parts:
                 write_now(b"".join(parts))
         return deliver
-
-    def _exchange_name(self, topic: str, queue: str, props: dict[str, str]) -> str:
-        """The exchange a delivery names: "" for the queue's own topic (the default
-        exchange), else the exchange whose topic it came from."""
-        name = name_of(topic)
-        if name == queue and (DEFAULT_EXCHANGE_MARK in props or name not in self.vhost.entities.exchanges):
-            return ""
-        return name
 
     def queue_deleted(self, consumer: Consumer) -> None:
         """consumer_cancel_notify: the server cancels consumers of a deleted queue."""
@@ -219,35 +204,14 @@ class DeliverHandlers:
             del state.returns[key]
         if not auto_ack:
             state.group.ack([delivery.tag])
-        if state.policy.dead_letter_exchange is not None:
-            self.front_end.spawn(self._dead_letter(state, [message], reason), "amqp-dead-letter")
+        self._dead_letter(state, [message], reason)
         return True
 
-    async def _dead_letter(self, state: QueueState, messages: list[MessageExt], reason: str) -> None:
-        """Publish copies to the queue's dead-letter exchange, as RabbitMQ does, with the
-        x-first-death-* headers saying why and from where."""
-        policy = state.policy
-        exchange = policy.dead_letter_exchange or ""
-        for message in messages:
-            routing_key = policy.dead_letter_routing_key or message.properties.get("TAGS", "")
-            try:
-                topic = self.vhost.publish_topic(exchange, routing_key)
-            except ChannelError as exc:
-                log.info("AMQP queue %s: dead-letter exchange: %s; message dropped", state.entity.name, exc.text)
-                return
-            if topic is None:
-                continue
-            tags, tag_header = message.properties.get("TAGS"), self._tag_header
-            properties = {k: v for k, v in message.properties.items()  # the tag header: see encode_properties
-                          if k not in SYSTEM_PROPERTY_NAMES and k != DEFAULT_EXCHANGE_MARK
-                          and not (k == tag_header and v == tags)}
-            properties.update({"x-first-death-reason": reason, "x-first-death-queue": state.entity.name,
-                               "x-first-death-exchange": name_of(message.topic)})
-            if routing_key:
-                properties["TAGS"] = routing_key
-            if self.vhost.needs_mark(exchange, routing_key):
-                properties[DEFAULT_EXCHANGE_MARK] = "1"
-            await self.broker.put_message(Message(topic, message.body, properties))
+    def _dead_letter(self, state: QueueState, messages: list[MessageExt], reason: str) -> None:
+        """Copies to the queue's dead-letter exchange, as RabbitMQ makes them (`dead_letter`)."""
+        queue, exchange_name = state.entity.name, self.vhost.exchange_name
+        self.vhost.dead_letters.send(state, [(m.properties, m.body, exchange_name(m.topic, queue, m.properties))
+                                             for m in messages], reason)
 
     # ---------------------------------------------------------------- get
     async def basic_get(self, channel: Channel, method: Basic.Get) -> None:
@@ -255,6 +219,7 @@ class DeliverHandlers:
         name = channel.queue_named(method.queue)
         state = self.vhost.queue(name, session)
         require(session.account, name, SUB)
+        self.vhost.limits.enforce(state)
         while True:  # bounded by the queue's messages: each one is dropped or handed out
             delivery = await state.group.get(auto_ack=method.no_ack)
             if delivery is None:
@@ -267,7 +232,7 @@ class DeliverHandlers:
         tag = channel.add_delivery(Source(state.group, name), delivery.tag, message, method.no_ack)
         exchange = props.get(PROPERTY_RETRY_TOPIC, message.topic)
         session.write(codec.get_ok_frame(channel.number, tag, delivery.redelivered or message.reconsume_times > 0,
-                                         codec.shortstr_of(self._exchange_name(exchange, name, props))[1:],
+                                         codec.shortstr_of(self.vhost.exchange_name(exchange, name, props))[1:],
                                          codec.shortstr_of(props.get("TAGS", ""))[1:],
                                          min(state.group.message_count, 0xFFFFFFFF)),
                       *codec.content_frames(channel.number, encode_properties(props, self._tag_header),
@@ -318,7 +283,7 @@ class DeliverHandlers:
         for source, group_tag, message in taken:
             state = self.vhost.queues.get(source.queue)
             if state is not None and state.policy.dead_letter_exchange is not None:
-                await self._dead_letter(state, [message], REJECTED)
+                self._dead_letter(state, [message], REJECTED)
                 source.group.ack([group_tag])
             else:
                 await source.group.nack([group_tag], requeue=False, delay_level=-1)

@@ -163,28 +163,44 @@ def _message_match(predicates: list[Predicate]) -> Callable[[MessageExt], bool]:
 
 
 class Router:
-    """Whether a publish to an exchange reaches any queue (mandatory and basic.return)."""
+    """Whether a publish to an exchange reaches any queue (mandatory and basic.return), and
+    which (queues with limits)."""
 
     def __init__(self) -> None:
-        self._routes: dict[str, list[tuple[str | None, Predicate]]] = {}  # None: a queue
+        # per exchange: (destination exchange, None) or (None, queue), and the binding's test
+        self._routes: dict[str, list[tuple[str | None, str | None, Predicate]]] = {}
 
     def rebuild(self, exchanges: Mapping[str, AmqpExchange], bindings: Iterable[AmqpBinding],
                 exchange_bindings: Iterable[AmqpExchangeBinding] = ()) -> None:
-        routes: dict[str, list[tuple[str | None, Predicate]]] = {}
+        routes: dict[str, list[tuple[str | None, str | None, Predicate]]] = {}
         for binding in bindings:
             exchange = exchanges.get(binding.exchange)
             if exchange is not None:
-                routes.setdefault(exchange.name, []).append((None, binding_predicate(exchange.type, binding)))
+                routes.setdefault(exchange.name, []).append(
+                    (None, binding.queue, binding_predicate(exchange.type, binding)))
         for e2e in exchange_bindings:
             source = exchanges.get(e2e.source)
             if source is not None and e2e.destination in exchanges:
-                routes.setdefault(source.name, []).append((e2e.destination, binding_predicate(source.type, e2e)))
+                routes.setdefault(source.name, []).append(
+                    (e2e.destination, None, binding_predicate(source.type, e2e)))
         self._routes = routes
 
     def routed(self, exchange: str, routing_key: str, properties: Mapping[str, str], hops: int = 0) -> bool:
-        for destination, pred in self._routes.get(exchange, ()):
+        for destination, _, pred in self._routes.get(exchange, ()):
             if pred(routing_key, properties) and (
                     destination is None
                     or (hops < _MAX_HOPS and self.routed(destination, routing_key, properties, hops + 1))):
                 return True
         return False
+
+    def queues(self, exchange: str, routing_key: str, properties: Mapping[str, str],
+               hops: int = 0, found: set[str] | None = None) -> set[str]:
+        """The queues a publish to ``exchange`` reaches."""
+        found = set() if found is None else found
+        for destination, queue, pred in self._routes.get(exchange, ()):
+            if pred(routing_key, properties):
+                if queue is not None:
+                    found.add(queue)
+                elif destination is not None and hops < _MAX_HOPS:
+                    self.queues(destination, routing_key, properties, hops + 1, found)
+        return found

@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HEARTBEAT_S = 60  # RabbitMQ's offer
 _SWEEP_INTERVAL_S = 1.0
+_DRAIN_S = 5.0  # at stop: the longest wait for dead-letter copies to be stored
 
 
 class AmqpFrontEnd(ListenerFrontEnd):
@@ -48,6 +49,7 @@ class AmqpFrontEnd(ListenerFrontEnd):
         self.listeners = [self.listener]
         self._opened = False
         self._sweeper: asyncio.Task | None = None
+        self._limits: list[asyncio.Task] = []  # the TTL and length sweep, the dead-letter writer
 
     def _new_session(self, on_open: Callable[[Session], bool],
                      on_closed: Callable[[Session], None]) -> AmqpSession:
@@ -62,8 +64,12 @@ class AmqpFrontEnd(ListenerFrontEnd):
             self.vhost.open()  # the store is open: topics and groups can be made
             self._opened = True
         await super().start()
+        loop = asyncio.get_running_loop()
         if self._sweeper is None:
-            self._sweeper = asyncio.get_running_loop().create_task(self._sweep(), name="amqp-expires")
+            self._sweeper = loop.create_task(self._sweep(), name="amqp-expires")
+        if not self._limits:
+            self._limits = [loop.create_task(self.vhost.limits.run(), name="amqp-queue-limits"),
+                            loop.create_task(self.vhost.dead_letters.run(), name="amqp-dead-letters")]
 
     async def _sweep(self) -> None:
         """x-expires, checked once a second."""
@@ -80,3 +86,14 @@ class AmqpFrontEnd(ListenerFrontEnd):
             await asyncio.gather(self._sweeper, return_exceptions=True)
             self._sweeper = None
         await super().stop()
+        if self._limits:  # no more expiries; what was dead-lettered is stored first
+            sweep, writer = self._limits
+            sweep.cancel()
+            await asyncio.gather(sweep, return_exceptions=True)
+            try:
+                await asyncio.wait_for(self.vhost.dead_letters.drained(), _DRAIN_S)
+            except TimeoutError:
+                log.warning("AMQP: %d dead-letter copies not stored at stop", self.vhost.dead_letters.backlog)
+            writer.cancel()
+            await asyncio.gather(writer, return_exceptions=True)
+            self._limits = []

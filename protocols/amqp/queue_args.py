@@ -1,13 +1,15 @@
 """Queue arguments RabbitMQ users set (``x-message-ttl``, ``x-expires``, ``x-max-length``,
-``x-dead-letter-exchange``, ``x-dead-letter-routing-key``), read once at declare.
+``x-overflow``, ``x-dead-letter-exchange``, ``x-dead-letter-routing-key``,
+``x-delivery-limit``), read once at declare, and the rule each makes.
 
-A queue here is a reader of topics, not a store of its own, so these are applied where its
-messages are handed out: a message past its TTL (the queue's, or the publisher's
-``expiration``) or beyond ``x-max-length`` (drop-head: the oldest go) is not delivered but
-dead-lettered when the queue names a dead-letter exchange, else dropped. ``x-expires``
-deletes a queue unused for that long (no consumer, no get, no redeclare). ``x-delivery-limit``
-(RabbitMQ's quorum queues) drops or dead-letters a message returned more often than that.
-No I/O.
+A message past its TTL (the queue's, or the publisher's ``expiration``) or beyond
+``x-max-length`` (``x-overflow`` drop-head, the default: the oldest go) leaves the queue
+from its head, dead-lettered when the queue names a dead-letter exchange, else dropped:
+when the queue hands it out, and on time when nobody consumes (`queue_limits`).
+reject-publish refuses a publish into a full queue (nacked under confirms),
+reject-publish-dlx dead-letters it too. ``x-expires`` deletes a queue unused for that
+long (no consumer, no get, no redeclare). ``x-delivery-limit`` (RabbitMQ's quorum queues)
+drops or dead-letters a message returned more often than that. No I/O.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ EXPIRED = "expired"
 MAXLEN = "maxlen"
 REJECTED = "rejected"
 DELIVERY_LIMIT = "delivery_limit"
+DROP_HEAD = "drop-head"
+REJECT_PUBLISH = "reject-publish"
+REJECT_PUBLISH_DLX = "reject-publish-dlx"
+OVERFLOWS = (DROP_HEAD, REJECT_PUBLISH, REJECT_PUBLISH_DLX)
+MAX_PRIORITY = 255
 
 
 def _non_negative(arguments: Mapping[str, Any], key: str, positive: bool = False) -> int | None:
@@ -44,6 +51,8 @@ class QueuePolicy:
     dead_letter_exchange: str | None = None
     dead_letter_routing_key: str | None = None
     delivery_limit: int | None = None  # returns (requeues) a message may have
+    overflow: str = DROP_HEAD
+    max_priority: int | None = None
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any] | None) -> QueuePolicy:
@@ -54,15 +63,36 @@ class QueuePolicy:
         if dlrk is not None and dlx is None:
             raise ChannelError(Reply.PRECONDITION_FAILED,
                                "invalid arg 'x-dead-letter-routing-key': x-dead-letter-exchange is missing")
+        overflow = _text(arguments.get("x-overflow", DROP_HEAD))
+        if overflow not in OVERFLOWS:
+            raise ChannelError(Reply.PRECONDITION_FAILED,
+                               f"invalid arg 'x-overflow' for queue: {overflow!r} is not one of {', '.join(OVERFLOWS)}")
+        max_priority = _non_negative(arguments, "x-max-priority")
+        if max_priority is not None and max_priority > MAX_PRIORITY:
+            raise ChannelError(Reply.PRECONDITION_FAILED,
+                               f"invalid arg 'x-max-priority' for queue: {max_priority} is above {MAX_PRIORITY}")
         return cls(_non_negative(arguments, "x-message-ttl"), _non_negative(arguments, "x-expires", True),
                    _non_negative(arguments, "x-max-length"),
                    _text(dlx) if dlx is not None else None, _text(dlrk) if dlrk is not None else None,
-                   _non_negative(arguments, "x-delivery-limit"))
+                   _non_negative(arguments, "x-delivery-limit"), overflow, max_priority)
 
     @property
     def drops(self) -> bool:
         """Whether deliveries must be checked at all (most queues have no such argument)."""
-        return self.message_ttl is not None or self.max_length is not None or self.delivery_limit is not None
+        return self.message_ttl is not None or self.drops_head or self.delivery_limit is not None
+
+    @property
+    def drops_head(self) -> bool:
+        """Whether a full queue loses its oldest (drop-head) rather than refusing publishes."""
+        return self.max_length is not None and self.overflow == DROP_HEAD
+
+    @property
+    def refuses_publishes(self) -> bool:
+        return self.max_length is not None and self.overflow != DROP_HEAD
+
+    def full(self, ready: int) -> bool:
+        """Whether a queue with ``ready`` messages waiting takes no more (reject-publish)."""
+        return self.max_length is not None and ready >= self.max_length
 
     def drop_reason(self, message: MessageExt, remaining: int, now_ms: int, returns: int = 0) -> str | None:
         """Why ``message`` must not be delivered: EXPIRED, MAXLEN, DELIVERY_LIMIT, or None.
@@ -70,20 +100,33 @@ class QueuePolicy:
         often it came back (nack or reject with requeue, a closed channel's unacked)."""
         if self.delivery_limit is not None and returns > self.delivery_limit:
             return DELIVERY_LIMIT
-        if self.max_length is not None and remaining >= self.max_length:
+        if self.max_length is not None and remaining >= self.max_length and self.overflow == DROP_HEAD:
             return MAXLEN
+        expires_at = self.expires_at(message)
+        if expires_at is not None and expires_at <= now_ms:
+            return EXPIRED
+        return None
+
+    def expires_at(self, message: MessageExt) -> int | None:
+        """When ``message`` expires in this queue (ms since the epoch), or None: the
+        queue's TTL or the publisher's ``expiration``, whichever is shorter, from when the
+        message entered the queue (was stored)."""
         ttl = self.message_ttl
         expiration = message.properties.get("expiration")
         if expiration is not None:
-            try:
-                own = int(expiration)
-            except ValueError:
-                own = None
-            if own is not None and own >= 0:
+            own = message_expiration(expiration)
+            if own is not None:
                 ttl = own if ttl is None else min(ttl, own)
-        if ttl is not None and message.store_timestamp + ttl <= now_ms:
-            return EXPIRED
+        return None if ttl is None else message.store_timestamp + ttl
+
+
+def message_expiration(text: str) -> int | None:
+    """A publisher's ``expiration`` property in ms, or None when it is no such number."""
+    try:
+        own = int(text)
+    except ValueError:
         return None
+    return own if own >= 0 else None
 
 
 def _text(value: Any) -> str:

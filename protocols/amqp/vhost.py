@@ -34,9 +34,12 @@ from rocketport.core.facade.types import (
     validate_topic,
 )
 
+from .dead_letter import DeadLetters
 from .errors import ChannelError, ConnectionError_, Reply, channel_error
-from .exchanges import Router, queue_sources, topic_of
+from .exchanges import Router, name_of, queue_sources, topic_of
+from .properties import DEFAULT_EXCHANGE_MARK
 from .queue_args import QueuePolicy
+from .queue_limits import QueueLimits
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +88,10 @@ class VirtualHost:
         # moves on every change of exchanges, queues or bindings: a session remembers where
         # its publishes go for as long as it stays the same
         self.generation = 0
+        self.dead_letters = DeadLetters(broker, self)
+        self.limits = QueueLimits(self, self.dead_letters)
+        # queues with a TTL or a length limit: publishes into them are looked at (queue_limits)
+        self._limited: dict[str, QueueState] = {}
 
     # ------------------------------------------------------------------ start / stop
     def open(self) -> None:
@@ -97,8 +104,8 @@ class VirtualHost:
             self._topic(exchange.name)
         for queue in list(self.entities.queues.values()):
             self._topic(queue.name)
-            self.queues[queue.name] = QueueState(queue, self._group(queue.name),
-                                                 QueuePolicy.of(queue.arguments), time.monotonic())
+            self._add(QueueState(queue, self._group(queue.name), QueuePolicy.of(queue.arguments),
+                                 time.monotonic()))
         self._reroute()
 
     def _topic(self, name: str) -> None:
@@ -213,9 +220,16 @@ class VirtualHost:
         self.entities.put_queue(entity)
         if entity.durable:  # its start on its topic, saved as its entity is: before the answer
             self.broker.persist_offsets()
-        state = self.queues[name] = QueueState(entity, group, policy, time.monotonic(),
-                                               owner if exclusive else None)
+        state = self._add(QueueState(entity, group, policy, time.monotonic(), owner if exclusive else None))
         self.generation += 1
+        return state
+
+    def _add(self, state: QueueState) -> QueueState:
+        name = state.entity.name
+        self.queues[name] = state
+        policy = state.policy
+        if policy.message_ttl is not None or policy.max_length is not None:
+            self._limited[name] = state
         return state
 
     async def delete_queue(self, name: str, *, if_unused: bool, if_empty: bool, owner: object) -> int:
@@ -234,6 +248,7 @@ class VirtualHost:
     async def _remove_queue(self, state: QueueState) -> None:
         name = state.entity.name
         self.queues.pop(name, None)
+        self._limited.pop(name, None)
         self.entities.remove_queue(name)
         self._reroute()
         for consumer in list(state.consumers):
@@ -241,7 +256,9 @@ class VirtualHost:
         await self.broker.drop_delivery_group(topic_of(name), forget_offsets=True)
 
     async def purge_queue(self, name: str, owner: object) -> int:
-        return await self.queue(name, owner).group.purge()
+        state = self.queue(name, owner)
+        self.limits.enforce(state)  # what has expired is dead-lettered, not purged
+        return await state.group.purge()
 
     async def connection_closed(self, owner: object) -> None:
         """An exclusive queue goes with its connection."""
@@ -334,6 +351,28 @@ class VirtualHost:
         if found.internal:
             raise ChannelError(Reply.ACCESS_REFUSED, f"cannot publish to internal exchange '{exchange}'")
         return topic_of(exchange)
+
+    def limited_queues(self, exchange: str, routing_key: str,
+                       properties: dict[str, str]) -> tuple[QueueState, ...] | None:
+        """The queues a publish reaches that have a TTL or a length limit (every queue it
+        reaches when it has its own ``expiration``), or None: `queue_limits` looks at them."""
+        if not self._limited and "expiration" not in properties:
+            return None
+        if exchange == DEFAULT_EXCHANGE:
+            names = {routing_key}
+        else:
+            names = self.router.queues(exchange, routing_key, properties)
+        pool = self.queues if "expiration" in properties else self._limited
+        found = tuple(pool[name] for name in names if name in pool)
+        return found or None
+
+    def exchange_name(self, topic: str, queue: str, props: dict[str, str]) -> str:
+        """The exchange a message of ``queue`` read from ``topic`` came through: "" for the
+        queue's own topic (the default exchange), else the exchange of that topic."""
+        name = name_of(topic)
+        if name == queue and (DEFAULT_EXCHANGE_MARK in props or name not in self.entities.exchanges):
+            return ""
+        return name
 
     def needs_mark(self, exchange: str, routing_key: str) -> bool:
         """Whether a publish must carry `DEFAULT_EXCHANGE_MARK` (see `publish_topic`)."""

@@ -1,0 +1,147 @@
+"""Queue TTLs and length limits kept on time, whether or not anyone consumes.
+
+A queue here is a reader of topics (a delivery group), so nothing leaves it unless it is
+taken from its head. RabbitMQ's delayed-retry pattern (a wait queue with
+``x-message-ttl`` and no consumer, dead-lettering back into the work queue) needs expired
+messages to leave on time all the same. `QueueLimits` is the one sweep of the virtual host
+that does it: for each queue it takes off the head (`DeliveryGroup.drop_head`) what is
+past its TTL (the queue's ``x-message-ttl`` or the publisher's ``expiration``: from the
+head, as RabbitMQ expires) and, under ``x-overflow`` drop-head, what is beyond
+``x-max-length``, and hands them to the dead-letter exchange (`dead_letter.DeadLetters`).
+It sleeps until the earliest head is due, at most a second, and is woken by publishes into
+such queues. Work per tick is bounded (`_PER_QUEUE` messages a queue, then a yield), and
+it waits while the dead-letter backlog is long.
+
+The publish path asks it too: `refuses` says whether a publish into queues with
+``x-overflow`` reject-publish(-dlx) must be refused (nacked under confirms), dead-lettering
+it for reject-publish-dlx; declare-ok, basic.get and purge counts are taken after
+`enforce`, so they never count what has expired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from rocketport.common.message import MessageExt
+from rocketport.core.facade.types import now_ms
+
+from .queue_args import EXPIRED, MAXLEN, REJECT_PUBLISH_DLX
+
+if TYPE_CHECKING:
+    from .dead_letter import DeadLetters
+    from .vhost import QueueState, VirtualHost
+
+log = logging.getLogger(__name__)
+
+_PER_QUEUE = 4096  # messages one queue loses in one go; then the loop yields
+_IDLE_MS = 1000  # the longest sleep: per-message expirations in queues without a TTL
+_MIN_SLEEP_S = 0.002
+
+
+class QueueLimits:
+    """The virtual host's expiry and length sweep (see the module docstring)."""
+
+    def __init__(self, vhost: VirtualHost, dead_letters: DeadLetters) -> None:
+        self.vhost = vhost
+        self.dead_letters = dead_letters
+        self._wake = asyncio.Event()
+        self._idle: set[str] = set()  # queues whose head was empty at the last look
+        self.expired = 0  # messages expired since start (tests, benchmarks)
+
+    # ------------------------------------------------------------------ the sweep
+    def enforce(self, state: QueueState, now: int | None = None,
+                limit: int = _PER_QUEUE) -> tuple[int | None, bool]:
+        """Take off ``state``'s head what is expired or beyond its length; returns when
+        its new head is due (ms) or None, and whether more may be due now (the limit
+        was reached)."""
+        policy = state.policy
+        now = now_ms() if now is None else now
+        drop_head = policy.drops_head
+        max_length = policy.max_length or 0
+        reasons: list[str] = []
+
+        def refuse(message: MessageExt, behind: int) -> bool:
+            if drop_head and behind >= max_length:
+                reasons.append(MAXLEN)
+                return True
+            at = policy.expires_at(message)
+            if at is not None and at <= now:
+                reasons.append(EXPIRED)
+                return True
+            return False
+
+        dropped, head = state.group.drop_head(refuse, limit)
+        if dropped:
+            self.expired += reasons.count(EXPIRED)
+            start = 0
+            for i in range(1, len(dropped) + 1):  # runs of one reason
+                if i == len(dropped) or reasons[i] != reasons[start]:
+                    self._dead_letter(state, dropped[start:i], reasons[start])
+                    start = i
+        name = state.entity.name
+        if head is None:
+            self._idle.add(name)
+            return None, False
+        self._idle.discard(name)
+        return policy.expires_at(head), len(dropped) >= limit
+
+    def _dead_letter(self, state: QueueState, messages: list[MessageExt], reason: str) -> None:
+        if state.policy.dead_letter_exchange is None:
+            return
+        queue, exchange_name = state.entity.name, self.vhost.exchange_name
+        self.dead_letters.send(state, ((m.properties, m.body, exchange_name(m.topic, queue, m.properties))
+                                       for m in messages), reason)
+
+    async def run(self) -> None:
+        """The sweep, forever (its owner cancels it)."""
+        while True:
+            await self.dead_letters.room()
+            now = now_ms()
+            due = now + _IDLE_MS
+            more = False
+            for state in list(self.vhost.queues.values()):
+                try:
+                    head_due, busy = self.enforce(state, now)
+                except Exception:
+                    log.exception("AMQP queue %s: expiry failed", state.entity.name)
+                    continue
+                more = more or busy
+                if head_due is not None:
+                    due = min(due, head_due)
+            if more:
+                await asyncio.sleep(0)
+                continue
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), max(_MIN_SLEEP_S, (due - now_ms()) / 1000))
+            except TimeoutError:
+                pass
+
+    def published(self, states: Iterable[QueueState]) -> None:
+        """Publishes went into these queues (a TTL or a length limit): look again now if
+        one was empty, or is beyond its length."""
+        for state in states:
+            if state.entity.name in self._idle or state.policy.drops_head:
+                self._wake.set()
+                return
+
+    # ------------------------------------------------------------------ reject-publish
+    def refuses(self, states: Iterable[QueueState], properties: Mapping[str, str], body: bytes,
+                exchange: str) -> bool:
+        """Whether a publish reaching ``states`` is refused: one of them is full under
+        reject-publish(-dlx) (its expired head taken off first). The publish is then not
+        stored; a reject-publish-dlx queue dead-letters it (reason maxlen)."""
+        refused = False
+        for state in states:
+            policy = state.policy
+            if not policy.refuses_publishes:
+                continue
+            self.enforce(state)
+            if policy.full(state.group.message_count):
+                refused = True
+                if policy.overflow == REJECT_PUBLISH_DLX:
+                    self.dead_letters.send(state, [(properties, body, exchange)], MAXLEN)
+        return refused
