@@ -42,6 +42,8 @@ from .metadata.broker_stats import DailyStats
 from .metadata.offsets import ConsumerOffsetManager
 from .metadata.subscription_groups import SubscriptionGroupManager
 from .metadata.topics import TopicConfigManager
+from .metadata.traffic_stats import SAMPLE_S as TRAFFIC_SAMPLE_S
+from .metadata.traffic_stats import TrafficStats
 from .periodic import run_every
 from .schedule import (
     SCHEDULE_TOPIC,
@@ -83,6 +85,7 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         milliseconds) the delay levels' due times; ``timers`` every wait with a timeout
         (held pulls, delivery groups' idle waits, the delay levels). Tests pass fakes."""
         self.config = config
+        self.clock = clock
         self.wall_clock = wall_clock
         config_dir = os.path.join(config.store_path_root_dir, "config")
         self._lock = StoreLock(config.store_path_root_dir)
@@ -102,6 +105,7 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         self.delay_levels = DelayLevels(parse_delay_levels(config.message_delay_level))
         self.delay_offsets = DelayOffsets(config_dir)
         self.daily_stats = DailyStats(config_dir)
+        self.traffic = TrafficStats()
         self.schedule = ScheduleMessageService(
             self.store, self.delay_levels, self.delay_offsets, self.put_restored,
             self.pull_waiters.wait, config.flush_delay_offset_interval, clock=wall_clock, timers=timers)
@@ -161,6 +165,10 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         self._tasks.create_task(run_every(
             STATS_SAMPLE_S, lambda: self.daily_stats.sample(self.store.put_count, self.store.get_count),
             self._stop, name="sampling the message counts"), name="sample-stats")
+        self.traffic.sample(self.clock() / 1000, self.traffic_totals())  # the baseline
+        self._tasks.create_task(run_every(
+            TRAFFIC_SAMPLE_S, lambda: self.traffic.sample(self.clock() / 1000, self.traffic_totals()),
+            self._stop, name="sampling the topic and group rates"), name="sample-traffic")
         self._tasks.create_task(run_every(
             STATS_SAVE_S, lambda: asyncio.to_thread(self.daily_stats.save), self._stop,
             name="saving the daily counts", survives=(OSError,)), name="save-stats")

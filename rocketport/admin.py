@@ -563,6 +563,72 @@ async def broker_consume_stats(args: argparse.Namespace, out: Report) -> None:
     out.total("diffTotal", total, "Diff Total")
 
 
+async def _stats_data(addr: str, name: str, key: str) -> dict[str, Any] | None:
+    """A broker's VIEW_BROKER_STATS_DATA for one item; None when the broker has no such item
+    (statsAll skips it, as mqadmin does)."""
+    try:
+        resp = await _invoke(addr, request(RequestCode.VIEW_BROKER_STATS_DATA,
+                                           {"statsName": name, "statsKey": key}))
+    except AdminError:
+        return None
+    return orjson.loads(bytes(resp.body))
+
+
+def _sum_24h(data: dict[str, Any]) -> int:
+    """mqadmin's compute24HourSum: the day window's sum, else the hour's, else the minute's."""
+    for span in ("statsDay", "statsHour", "statsMinute"):
+        if data[span]["sum"]:
+            return int(data[span]["sum"])
+    return 0
+
+
+async def _rates(masters: list[str], name: str, key: str) -> tuple[float, int]:
+    """(TPS over the last minute, messages over the last 24 hours) of one stats item,
+    summed over the masters serving the topic."""
+    tps, day = 0.0, 0
+    for addr in masters:
+        data = await _stats_data(addr, name, key)
+        if data is not None:
+            tps += data["statsMinute"]["tps"]
+            day += _sum_24h(data)
+    return tps, day
+
+
+async def stats_all(args: argparse.Namespace, out: Report) -> None:
+    """Per topic and consumer group: the lag, in and out TPS over the last minute and
+    messages in and out over 24 hours (mqadmin statsAll; -a active topics only, -t one
+    topic). Retry and dead-letter topics are left out, as mqadmin leaves them."""
+    resp = await _ask_namesrv(args, lambda: request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+    topics = bodies.decode_body(bodies.TopicList, resp.body).topic_list
+    columns = ("topic", "consumerGroup", "accumulation", "inTps", "outTps", "inMsg24Hour", "outMsg24Hour")
+    out.rows("stats", columns, title="topic and consumer group rates")
+    for topic in sorted(topics):
+        if topic.startswith(("%RETRY%", "%DLQ%")) or (args.topic and topic != args.topic):
+            continue
+        route = await _route_if_known(args, topic)
+        masters = [d.broker_addrs[0] for d in (route.broker_datas if route else ()) if d.broker_addrs.get(0)]
+        in_tps, in_day = await _rates(masters, "TOPIC_PUT_NUMS", topic)
+        groups: set[str] = set()
+        for addr in masters:
+            who = await _invoke(addr, request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}))
+            groups.update(orjson.loads(bytes(who.body)).get("groupList", []))
+        if not groups:
+            if not args.active or in_day:
+                out.rows("stats", columns, [(topic, "", 0, round(in_tps, 2), "", in_day, "NO_CONSUMER")])
+            continue
+        for group in sorted(groups):
+            out_tps, out_day = await _rates(masters, "GROUP_GET_NUMS", f"{topic}@{group}")
+            lag = 0
+            for addr in masters:
+                stats = await _invoke(addr, request(RequestCode.GET_CONSUME_STATS,
+                                                    {"consumerGroup": group, "topic": topic}))
+                lag += sum(o["brokerOffset"] - o["consumerOffset"]
+                           for o in mq_tables.loads(stats.body).get("offsetTable", {}).values())
+            if not args.active or in_day or out_day:
+                out.rows("stats", columns, [(topic, group, max(lag, 0), round(in_tps, 2), round(out_tps, 2),
+                                             in_day, out_day)])
+
+
 async def _amqp_view(addr: str) -> dict[str, Any]:
     resp = await _invoke(addr, request(RequestCode.GET_FRONTEND_VIEW, {"name": "amqp"}))
     return orjson.loads(bytes(resp.body))
@@ -1275,6 +1341,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     target(verb("cleanUnusedTopic", clean_unused_topic, "delete ConsumeQueues of topics with no config"))
     target(verb("deleteExpiredCommitLog", delete_expired_commit_log,
                 "delete CommitLog segments past fileReservedTime now"))
+    p = verb("statsAll", stats_all, "topic and consumer group TPS and 24-hour counts")
+    p.add_argument("-a", "--active", action="store_true", help="active topics only (messages in 24 hours)")
+    p.add_argument("-t", "--topic", help="this topic only")
     p = verb("brokerConsumeStats", broker_consume_stats, "every group's lag per queue on a broker")
     p.add_argument("-l", "--diff-level", type=int, default=0, help="only queues lagging at least this much")
     p.add_argument("-o", "--order", type=_flag, default=False, help="isOrder")

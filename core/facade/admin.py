@@ -26,6 +26,7 @@ from rocketport.common.message import MessageExt
 from rocketport.common.message_id import decode_offset_msg_id
 
 from ..config import BrokerConfig
+from ..consumer._clock import Clock
 from ..consumer.clients import ConsumerManager
 from ..consumer.long_polling import PullWaiters
 from ..errors import InvalidMessage, MessageNotFound, TopicNotFound
@@ -34,6 +35,14 @@ from ..metadata.broker_stats import DailyStats
 from ..metadata.offsets import ConsumerOffsetManager
 from ..metadata.subscription_groups import SubscriptionGroupConfig, SubscriptionGroupManager
 from ..metadata.topics import PERM_RW, TopicConfig, TopicConfigManager
+from ..metadata.traffic_stats import (
+    BROKER_GET_NUMS,
+    BROKER_PUT_NUMS,
+    GROUP_GET_NUMS,
+    TOPIC_PUT_NUMS,
+    StatsData,
+    TrafficStats,
+)
 from ..store.checkpoint import write_atomically
 from ..store.message_store import MessageStore
 from ..txn.coordinator import TxnCoordinator
@@ -79,6 +88,8 @@ class AdminRole:
     txn: TxnCoordinator
     producer_states: ProducerStateTable
     daily_stats: DailyStats
+    traffic: TrafficStats
+    clock: Clock
     _views: dict[str, Callable[[], Any]]
 
     @property
@@ -221,6 +232,41 @@ class AdminRole:
             disk_usage_ratio=s.disk_usage_ratio(), put_today=d.put_today, get_today=d.get_today,
             put_yesterday=d.put_yesterday, get_yesterday=d.get_yesterday, put_tps=d.put_tps,
             get_tps=d.get_tps)
+
+    def traffic_totals(self) -> dict[tuple[str, str], int]:
+        """The running totals TrafficStats samples: messages put per topic (its queues'
+        max offsets), messages consumed per topic@group (its commits' forward moves), and
+        the store's put and get counts under the cluster's name (RocketMQ's broker keys)."""
+        totals: dict[tuple[str, str], int] = {}
+        for (topic, _), cq in self.store.consume_queues.items():
+            key = (TOPIC_PUT_NUMS, topic)
+            totals[key] = totals.get(key, 0) + cq.max_offset
+        consumed = self.offsets.consumed
+        for topic_group in self.offsets.table:
+            totals[(GROUP_GET_NUMS, topic_group)] = consumed.get(topic_group, 0)
+        cluster = self.config.broker_cluster_name
+        totals[(BROKER_PUT_NUMS, cluster)] = self.store.put_count
+        totals[(BROKER_GET_NUMS, cluster)] = self.store.get_count
+        return totals
+
+    def traffic_stats(self, name: str, key: str) -> StatsData | None:
+        """VIEW_BROKER_STATS_DATA: one stats item's minute, hour and day windows (key: a
+        topic, topic@group, or the cluster name); None when the broker has no such item."""
+        total: int | None = None
+        if name == TOPIC_PUT_NUMS:
+            cfg = self.topics.table.get(key)
+            if cfg is not None:
+                queues = (self.store.consume_queues.get((key, q))
+                          for q in range(max(cfg.read_queue_nums, cfg.write_queue_nums)))
+                total = sum(cq.max_offset for cq in queues if cq is not None)
+        elif name == GROUP_GET_NUMS:
+            if key in self.offsets.table:
+                total = self.offsets.consumed.get(key, 0)
+        elif key == self.config.broker_cluster_name and name in (BROKER_PUT_NUMS, BROKER_GET_NUMS):
+            total = self.store.put_count if name == BROKER_PUT_NUMS else self.store.get_count
+        if total is None:
+            return None
+        return self.traffic.stats(name, key, total, self.clock() / 1000)
 
     # ---------------------------------------------------------------- operations (mqadmin)
     def update_config(self, changes: dict[str, str]) -> dict[str, str]:

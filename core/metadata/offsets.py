@@ -28,6 +28,9 @@ class ConsumerOffsetManager:
         self.file = JsonFile(os.path.join(config_dir, "consumerOffset.json"))
         self.table: dict[str, dict[int, int]] = {}
         self.metadata: dict[str, dict[int, str]] = {}
+        # per topic@group, how far its commits moved forward since start-up (messages
+        # consumed, for the traffic stats); a queue's first commit is its starting point
+        self.consumed: dict[str, int] = {}
         self.version = 0  # changes made so far
         self._saved_version = 0  # changes the file holds
         self._saving: asyncio.Lock | None = None  # created on the loop that saves
@@ -81,7 +84,11 @@ class ConsumerOffsetManager:
     def commit(self, group: str, topic: str, queue_id: int, offset: int,
                metadata: str | None = None) -> None:
         key = f"{topic}{TOPIC_GROUP_SEPARATOR}{group}"
-        self.table.setdefault(key, {})[queue_id] = offset
+        queues = self.table.setdefault(key, {})
+        before = queues.get(queue_id)
+        if before is not None and offset > before:
+            self.consumed[key] = self.consumed.get(key, 0) + offset - before
+        queues[queue_id] = offset
         if metadata:
             self.metadata.setdefault(key, {})[queue_id] = metadata
         elif key in self.metadata:
@@ -111,10 +118,12 @@ class ConsumerOffsetManager:
         for key in [k for k in self.table if k.split(TOPIC_GROUP_SEPARATOR, 1)[0] == topic]:
             del self.table[key]
             self.metadata.pop(key, None)
+            self.consumed.pop(key, None)
             self.version += 1
 
     def remove_group(self, group: str) -> None:
         for key in [k for k in self.table if k.split(TOPIC_GROUP_SEPARATOR, 1)[1] == group]:
             del self.table[key]
             self.metadata.pop(key, None)
+            self.consumed.pop(key, None)
             self.version += 1

@@ -117,6 +117,7 @@ RULES: dict[int, _Rule | object] = {
     RequestCode.GET_TOPIC_STATS_INFO: _signed_only,
     RequestCode.GET_CONSUME_STATS: _signed_only,
     RequestCode.GET_BROKER_CONSUME_STATS: _signed_only,
+    RequestCode.VIEW_BROKER_STATS_DATA: _signed_only,
     RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: _signed_only,
     RequestCode.GET_BROKER_CONFIG: _signed_only,
     RequestCode.GET_FRONTEND_VIEW: _signed_only,

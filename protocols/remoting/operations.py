@@ -2,9 +2,10 @@
 
 updateBrokerConfig (UPDATE_BROKER_CONFIG, 25: a live change of the keys the broker reads
 where it uses them, persisted; the others refused naming why), cleanExpiredCQ (306),
-cleanUnusedTopic (316), deleteExpiredCommitLog (329) and brokerConsumeStats
-(GET_BROKER_CONSUME_STATS, 317), each answered as a RocketMQ broker answers it. Every
-call goes through the Broker facade; nothing here touches the store.
+cleanUnusedTopic (316), deleteExpiredCommitLog (329), brokerConsumeStats
+(GET_BROKER_CONSUME_STATS, 317) and statsAll's VIEW_BROKER_STATS_DATA (315), each
+answered as a RocketMQ broker answers it. Every call goes through the Broker facade;
+nothing here touches the store.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ class BrokerOperations:
                 RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: self.clean_expired_consume_queue,
                 RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topic,
                 RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
-                RequestCode.GET_BROKER_CONSUME_STATS: self.get_broker_consume_stats}
+                RequestCode.GET_BROKER_CONSUME_STATS: self.get_broker_consume_stats,
+                RequestCode.VIEW_BROKER_STATS_DATA: self.view_broker_stats_data}
 
     async def update_broker_config(self, session: object, request: RemotingCommand) -> RemotingCommand:
         changes = parse_properties_body(bytes(request.body or b""))
@@ -102,3 +104,16 @@ class BrokerOperations:
         body = b'{"brokerAddr":%s,"consumeStatsList":[%s],"totalDiff":%d}' % (
             orjson.dumps(self.broker_addr), b",".join(groups), total)
         return make_response(request, ResponseCode.SUCCESS, body=body)
+
+    async def view_broker_stats_data(self, session: object, request: RemotingCommand) -> RemotingCommand:
+        """BrokerStatsData of one stats item (statsName TOPIC_PUT_NUMS with a topic,
+        GROUP_GET_NUMS with topic@group, BROKER_PUT_NUMS / BROKER_GET_NUMS with the cluster
+        name): sum, tps and avgpt over the last minute, hour and day."""
+        name = request.ext_fields.get("statsName", "")
+        key = request.ext_fields.get("statsKey", "")
+        data = self.broker.traffic_stats(name, key)
+        if data is None:
+            return make_response(request, ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
+        body = {f"stats{span}": {"sum": w.sum, "tps": w.tps, "avgpt": w.avgpt}
+                for span, w in (("Minute", data.minute), ("Hour", data.hour), ("Day", data.day))}
+        return make_response(request, ResponseCode.SUCCESS, body=orjson.dumps(body))

@@ -520,3 +520,50 @@ def test_cluster_list_counts_today_across_a_restart(tmp_path):
         assert rounds[-1][0]["putToday"] == 2 * 7, rounds  # 2 queues x 7 sends, before the restart
     finally:
         stop(proc)
+
+
+@pytest.fixture
+def kafka_live_broker(remoting_config):
+    live = start_live_broker(dataclasses.replace(remoting_config, kafka=ProtocolConfig(True, 0)))
+    try:
+        yield live
+    finally:
+        live.stop()
+
+
+def test_stats_all_shows_each_topics_rate_and_each_groups_consumption_and_lag(kafka_live_broker):
+    """statsAll (VIEW_BROKER_STATS_DATA): messages in over 24 hours per topic, messages a
+    group consumed (its committed offsets, here a Kafka consumer's) and its lag; -a hides
+    idle topics."""
+    from confluent_kafka import Consumer, TopicPartition
+    live_broker = kafka_live_broker
+    admin(live_broker, "updateTopic", "-t", "RateTopic", "-r", "1", "-w", "1")
+    admin(live_broker, "updateTopic", "-t", "IdleTopic", "-r", "1", "-w", "1")
+    for body in ("a", "b", "c", "d", "e"):
+        admin(live_broker, "sendMessage", "-t", "RateTopic", "-p", body)
+    admin(live_broker, "updateSubGroup", "-g", "RateGroup")
+    admin(live_broker, "resetOffsetByTime", "-g", "RateGroup", "-t", "RateTopic", "-s", "0")
+    consumer = Consumer({"bootstrap.servers": live_broker.bootstrap, "group.id": "RateGroup",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition("RateTopic", 0, 0)])
+        got = []
+        for _ in range(100):
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                got.append(msg.value())
+            if len(got) == 3:
+                break
+        assert got == [b"a", b"b", b"c"]
+        consumer.commit(offsets=[TopicPartition("RateTopic", 0, 3)], asynchronous=False)
+    finally:
+        consumer.close()
+    rows = {(r["topic"], r["consumerGroup"]): r for r in plain_rows(admin(live_broker, "statsAll"))}
+    rate = rows[("RateTopic", "RateGroup")]
+    assert (rate["accumulation"], rate["inMsg24Hour"], rate["outMsg24Hour"]) == ("2", "5", "3"), rate
+    assert float(rate["inTps"]) > 0 and float(rate["outTps"]) > 0, rate
+    assert rows[("IdleTopic", "")]["outMsg24Hour"] == "NO_CONSUMER"
+    assert not any(r["topic"].startswith(("%RETRY%", "%DLQ%")) for r in rows.values())
+    active = {r["topic"] for r in plain_rows(admin(live_broker, "statsAll", "-a"))}
+    assert "RateTopic" in active and "IdleTopic" not in active
+    assert {r["topic"] for r in plain_rows(admin(live_broker, "statsAll", "-t", "IdleTopic"))} == {"IdleTopic"}
