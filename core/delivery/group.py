@@ -76,6 +76,7 @@ _READ_BATCH = 256     # messages read from one queue at a time
 _DISPATCH_SLICE = 512  # deliveries between yields, so transports can push back (pause)
 _IDLE_WAIT_S = 1.0     # a pump with nothing to read rechecks new queues this often
 _MISSING_WAIT_S = 0.25  # ... or this often while a source topic does not exist yet
+PRIORITY_WINDOW = 4096  # messages a priority group reads ahead and orders by priority
 
 Start = Literal["first", "last"]
 _QueueKey = tuple[str, int]
@@ -187,6 +188,8 @@ class DeliveryGroup:
         self._woken = False  # set by the group's own events (subscribe, ack, sources ...)
         self._waiter: asyncio.Future[bool] | None = None  # the idle pump's, while it waits
         self._closed = False
+        self._priority: Callable[[MessageExt], int] | None = None  # see `order_by_priority`
+        self._unsorted = False  # requeued messages went in front: order again
         self.set_sources(sources, start=start)
         self._pump_task = asyncio.get_running_loop().create_task(self._pump(), name=f"delivery:{name}")
 
@@ -264,6 +267,8 @@ class DeliveryGroup:
 
     async def get(self, *, auto_ack: bool = False) -> Delivery | None:
         """One message now without a subscription (AMQP basic.get), or None."""
+        if self._priority is not None:
+            self._read_ahead()
         if not self._ready:
             self._read(1)
             self._commit()
@@ -311,6 +316,29 @@ class DeliveryGroup:
         if dropped or reads:
             self._commit()
         return dropped, (ready[0][0] if ready else None)
+
+    def order_by_priority(self, priority: Callable[[MessageExt], int] | None) -> None:
+        """Hand out higher ``priority(message)`` first among waiting messages (AMQP's
+        x-max-priority), in publish order within one priority. The store keeps one log
+        per topic, so the group reads ahead up to `PRIORITY_WINDOW` messages and orders
+        what it holds: the order is exact while the queue's backlog fits the window."""
+        self._priority = priority
+        if priority is not None:
+            self._read_ahead()
+
+    def _read_ahead(self) -> None:
+        """A priority group: read up to the window and order what waits by priority."""
+        for _ in range(PRIORITY_WINDOW // _READ_BATCH):
+            if len(self._ready) >= PRIORITY_WINDOW or not self._read(PRIORITY_WINDOW):
+                break
+        if self._unsorted:
+            self._sort_ready()
+
+    def _sort_ready(self) -> None:
+        priority = self._priority
+        if priority is not None and len(self._ready) > 1:
+            self._ready = deque(sorted(self._ready, key=lambda item: -priority(item[0])))  # stable
+        self._unsorted = False
 
     # ------------------------------------------------------------------ administration
     def set_sources(self, sources: list[Source], *, start: Start = "last") -> None:
@@ -416,6 +444,7 @@ class DeliveryGroup:
             back.append((delivery.message, True, delivery.ledger))
         self._ready.extendleft(reversed(back))
         if back:
+            self._unsorted = self._priority is not None
             self._wake_up()
 
     def _drop(self, sub: Subscriber) -> None:
@@ -461,6 +490,8 @@ class DeliveryGroup:
                         msg.topic = msg.properties.get(PROPERTY_RETRY_TOPIC, msg.topic)
                 ledger.taken([m.queue_offset for m in msgs])
                 ready.extend(zip(msgs, itertools.repeat(False), itertools.repeat(ledger)))
+                if self._priority is not None:
+                    self._unsorted = True
             next_offset = max(result.next_begin_offset, result.min_offset)  # retention may pass us
             if next_offset != ledger.read_to:
                 ledger.read_to = next_offset
@@ -473,6 +504,8 @@ class DeliveryGroup:
         """Hand ready messages out, one per subscriber with credit in turn, a slice at a
         time; a subscriber that takes lists (``many``) gets its share after the slice.
         Whether any went out."""
+        if self._priority is not None and self._subscribers:
+            self._read_ahead()
         ready, subs = self._ready, self._subscribers
         if not ready or not subs:
             return False

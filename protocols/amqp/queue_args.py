@@ -90,6 +90,17 @@ class QueuePolicy:
     def refuses_publishes(self) -> bool:
         return self.max_length is not None and self.overflow != DROP_HEAD
 
+    def priority_of(self, message: MessageExt) -> int:
+        """x-max-priority: a message's priority in this queue (none is 0, above the
+        maximum counts as the maximum, as in RabbitMQ)."""
+        text = message.properties.get("priority")
+        if not text:
+            return 0
+        try:
+            return max(0, min(int(text), self.max_priority or 0))
+        except ValueError:
+            return 0
+
     def full(self, ready: int) -> bool:
         """Whether a queue with ``ready`` messages waiting takes no more (reject-publish)."""
         return self.max_length is not None and ready >= self.max_length

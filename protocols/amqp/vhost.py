@@ -79,6 +79,24 @@ def _name(name: str, what: str) -> str:
     return name
 
 
+# the queue arguments a redeclare must repeat (RabbitMQ's rabbit_amqqueue equivalence check)
+EQUIVALENT_ARGUMENTS = ("x-dead-letter-exchange", "x-dead-letter-routing-key", "x-expires", "x-max-length",
+                        "x-max-length-bytes", "x-max-priority", "x-message-ttl", "x-overflow", "x-queue-mode",
+                        "x-queue-type", "x-single-active-consumer", "x-delivery-limit")
+
+
+def _same_arguments(name: str, current: dict[str, Any], received: dict[str, Any]) -> None:
+    """406 when a redeclare's arguments differ from the queue's in one RabbitMQ compares."""
+    for key in EQUIVALENT_ARGUMENTS:
+        mine, theirs = current.get(key), received.get(key)
+        if mine != theirs and not (key == "x-overflow" and {mine, theirs} <= {None, "drop-head"}):
+            said = "none" if theirs is None else f"the value '{theirs}'"
+            held = "none" if mine is None else f"the value '{mine}'"
+            raise ChannelError(Reply.PRECONDITION_FAILED,
+                               f"inequivalent arg '{key}' for queue '{name}' in vhost '/': "
+                               f"received {said} but current is {held}")
+
+
 class VirtualHost:
     def __init__(self, broker: Broker, entities: AmqpEntityManager) -> None:
         self.broker = broker
@@ -200,6 +218,7 @@ class VirtualHost:
             name = "amq.gen-" + uuid.uuid4().hex[:22]
         elif name.startswith("amq."):
             raise ChannelError(Reply.ACCESS_REFUSED, f"queue name '{name}' contains reserved prefix 'amq.*'")
+        policy = QueuePolicy.of(arguments)  # bad arguments are refused first, as RabbitMQ does
         existing = self.queues.get(name)
         if existing is not None:
             state = self.queue(name, owner)
@@ -211,9 +230,9 @@ class VirtualHost:
                     raise ChannelError(Reply.PRECONDITION_FAILED,
                                        f"inequivalent arg '{arg}' for queue '{name}' in vhost '/': "
                                        f"received '{str(theirs).lower()}' but current is '{str(mine).lower()}'")
+            _same_arguments(name, entity.arguments, plain_arguments(arguments))
             return state
         _name(name, "queue")
-        policy = QueuePolicy.of(arguments)
         self._topic(name)
         entity = AmqpQueue(name, durable and not exclusive, exclusive, auto_delete, plain_arguments(arguments))
         group = self._group(name)
@@ -230,6 +249,8 @@ class VirtualHost:
         policy = state.policy
         if policy.message_ttl is not None or policy.max_length is not None:
             self._limited[name] = state
+        if policy.max_priority is not None:
+            state.group.order_by_priority(policy.priority_of)
         return state
 
     async def delete_queue(self, name: str, *, if_unused: bool, if_empty: bool, owner: object) -> int:
