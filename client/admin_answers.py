@@ -31,7 +31,6 @@ from rocketport.protocols.remoting.running_info import (
     PROP_CONSUMER_START_TIMESTAMP,
     PROP_NAMESERVER_ADDR,
     PROP_THREADPOOL_CORE_SIZE,
-    STATUS_FIELDS,
     CMResult,
     ConsumeMessageDirectlyResult,
     ConsumerRunningInfo,
@@ -94,7 +93,7 @@ class AdminAnswers:
         subs.sort(key=lambda s: s.topic)
         return ConsumerRunningInfo(
             self._properties(), subs, queues,
-            {s.topic: dict.fromkeys(STATUS_FIELDS, 0) for s in subs},  # no statistics kept
+            {s.topic: c.stats.status(s.topic) for s in subs},
             _task_stacks() if jstack else None)
 
     def _properties(self) -> dict[str, str]:

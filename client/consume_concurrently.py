@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 
+from .consume_stats import ConsumeStats
 from .message import ConsumeResult, MessageExt
 from .queue_work import QueueWork
 from .runtime import log
@@ -36,8 +37,9 @@ class ConsumeMessageConcurrentlyService:
     def __init__(self, listener: Listener, *, threads: int, batch_size: int,
                  pull_threshold: int, send_back: SendBack, offset_moved: OffsetMoved,
                  broadcasting: bool, retry_delay_s: float, consume_timeout_s: float,
-                 works: Callable[[], Iterable[QueueWork]]) -> None:
+                 works: Callable[[], Iterable[QueueWork]], stats: ConsumeStats) -> None:
         self._listener = listener
+        self._stats = stats
         self._threads = threads
         self._batch_size = batch_size
         self._threshold = pull_threshold
@@ -89,13 +91,17 @@ class ConsumeMessageConcurrentlyService:
         work.in_flight += 1
         work.idle.clear()
         try:
+            started = self._stats.clock()
             try:
                 result = await self._listener(batch)
             except Exception as exc:  # the user's code: any failure means "later"
                 log.warning("listener of %s raised %r: reconsuming later", work.mq, exc)
                 result = ConsumeResult.RECONSUME_LATER
+            ok = result is ConsumeResult.SUCCESS
+            self._stats.consumed(work.mq.topic, (self._stats.clock() - started) * 1000,
+                                 len(batch) if ok else 0, 0 if ok else len(batch))
             done = batch
-            if result is not ConsumeResult.SUCCESS:
+            if not ok:
                 done = await self._refused(work, batch)
             offset = pq.remove(done)
             if offset >= 0:

@@ -56,6 +56,7 @@ from rocketport.protocols.remoting.bodies import (
 )
 
 from .admin_answers import AdminAnswers
+from .consume_stats import ConsumeStats
 from .consume_concurrently import ConsumeMessageConcurrentlyService
 from .errors import ClientError
 from .message import ConsumeResult, MessageExt
@@ -114,6 +115,7 @@ class PushConsumer:
         self.consume_timeout_s = consume_timeout_s
         self.pull_max_idle_s = pull_max_idle_s
         self._clock = clock
+        self.stats = ConsumeStats(clock)  # consumerStatus's pull and consume figures
         self._allocate = STRATEGIES[allocate]
         self._rebalance_interval_s = rebalance_interval_s
         self._persist_interval_s = persist_interval_s
@@ -187,7 +189,8 @@ class PushConsumer:
                 send_back=self._send_back, offset_moved=self._offset_moved,
                 broadcasting=self.model is MessageModel.BROADCASTING,
                 retry_delay_s=self.suspend_current_queue_s,
-                consume_timeout_s=self.consume_timeout_s, works=lambda: self._work.values())
+                consume_timeout_s=self.consume_timeout_s, works=lambda: self._work.values(),
+                stats=self.stats)
             self._service.start()
         if self.orderly:
             self.runtime.spawn(20.0, self._lock_all)
@@ -462,9 +465,13 @@ class PushConsumer:
         pq = work.pq
         conn: Connection | None = None
         sent: Sent | None = None  # a pull on the wire
+        sent_at = 0.0
+        clock, stats = self._clock, self.stats
 
         def send(offset: int) -> Sent:
+            nonlocal sent_at
             assert conn is not None
+            sent_at = clock()
             return puller.send(conn, mq, offset, batch, sub, suspend=True, send_subscription=False,
                                commit_offset=offsets.get(mq, -1) if clustering else -1)
 
@@ -485,6 +492,7 @@ class PushConsumer:
                     sent = send(work.next_offset)
                 assert conn is not None
                 response = await conn.response(sent, PULL_TIMEOUT_S)
+                rt_ms = (clock() - sent_at) * 1000
                 sent = None
                 status, next_offset, _, _ = outcome(response)
                 if work.dropped:
@@ -497,6 +505,7 @@ class PushConsumer:
                     sent = send(next_offset)
                     await asyncio.sleep(0)
                 messages = received(response, mq, sub) if status is PullStatus.FOUND else []
+                stats.pulled(mq.topic, rt_ms, len(messages))
             except ClientError as exc:  # an answer that did not decode is pulled again
                 log.debug("pull of %s failed: %s", mq, exc)
                 work.next_offset, sent = start, None
@@ -555,12 +564,16 @@ class PushConsumer:
     async def _deliver(self, listener: Listener, batch: list[MessageExt], work: QueueWork) -> bool:
         """Orderly: hand `batch` to the listener; True when it is done with (consumed, or
         sent back), False to retry it in place."""
+        started = self._clock()
         try:
             result = await listener(batch)
         except Exception as exc:  # the user's code: any failure means "later"
             log.warning("listener of %s raised %r: reconsuming later", self.group, exc)
             result = ConsumeResult.RECONSUME_LATER
-        if result is ConsumeResult.SUCCESS:
+        ok = result is ConsumeResult.SUCCESS
+        self.stats.consumed(work.mq.topic, (self._clock() - started) * 1000,
+                            len(batch) if ok else 0, 0 if ok else len(batch))
+        if ok:
             return True
         if self.model is MessageModel.BROADCASTING:
             log.warning("broadcast messages %s not consumed: dropped, as RocketMQ does",

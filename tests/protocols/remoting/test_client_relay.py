@@ -96,7 +96,10 @@ def test_consumer_status_progress_and_direct_consumption(live_broker):
             for mq in consumer.assigned:
                 assert held[(mq.topic, mq.queue_id)]["commitOffset"] == consumer.process_queue_info(mq).commit_offset
             assert held[("RelayTopic", sent.queue.queue_id)]["commitOffset"] == sent.queue_offset + 1
-            assert "RelayTopic" in {s["topic"] for s in detail["status"]}
+            # the consume status: the pull that brought "first" and the listener call that took it
+            status = {s["topic"]: s for s in detail["status"]}["RelayTopic"]
+            assert status["pullTPS"] > 0 and status["pullRT"] >= 0 and status["consumeOKTPS"] > 0, status
+            assert status["consumeFailedTPS"] == 0 and status["consumeFailedMsgs"] == 0, status
 
             # consumerProgress -s: each queue's client IP, from the running info
             progress = await admin_json(ns, "consumerProgress", "-g", "RelayGroup", "-t", "RelayTopic", "-s")
@@ -117,6 +120,12 @@ def test_consumer_status_progress_and_direct_consumption(live_broker):
             failed = await admin_json(ns, "queryMsgByUniqueKey", "-i", target.msg_id, "-t", "RelayTopic",
                                       "-g", "RelayGroup", "-d", cid)
             assert failed["consumeResult"] == "CR_THROW_EXCEPTION" and "listener refuses" in failed["remark"]
+            refused = await producer.send(Message("RelayTopic", b"refused", tags="TagA"))
+            await until(lambda: any(m.msg_id == refused.msg_id for m in got))
+            await until(lambda: consumer.stats.status("RelayTopic")["consumeFailedMsgs"] >= 1)
+            detail = await admin_json(ns, "consumerStatus", "-g", "RelayGroup", "-i", cid)
+            status = {s["topic"]: s for s in detail["status"]}["RelayTopic"]
+            assert status["consumeFailedMsgs"] >= 1 and status["consumeFailedTPS"] > 0, status
 
             # a client id the broker does not know: a clear error, for both verbs
             err = await asyncio.to_thread(admin, ns, "consumerStatus", "-g", "RelayGroup",
