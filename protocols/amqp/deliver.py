@@ -27,6 +27,7 @@ from rocketport.core.facade.types import StoredMessage, now_ms
 from . import codec
 from .access import require
 from .channel import Channel, Consumer, MethodHandler, Source, Unacked, group_tags, sources
+from .dead_letter import X_DEATH, typed_x_death
 from .errors import ChannelError, ConnectionError_, Reply
 from .properties import encode_properties
 from .queue_args import REJECTED
@@ -116,7 +117,7 @@ class DeliverHandlers:
             names = (codec.shortstr_of(vhost.exchange_name(props.get(PROPERTY_RETRY_TOPIC, topic), queue, props))
                      + codec.shortstr_of(props.get("TAGS", "")))
             return "expiration" in props, codec.Deliveries(number, tag_bytes, names,
-                                                           encode_properties(props, self._tag_header))
+                                                           self.content_properties(props))
 
         def deliver(run: list[Any]) -> None:
             nonlocal generation
@@ -148,6 +149,12 @@ class DeliverHandlers:
             if parts:
                 write_now(b"".join(parts))
         return deliver
+
+    def content_properties(self, props: dict[str, str]) -> bytes:
+        """A delivery's content-header properties; a dead-letter copy's x-death typed."""
+        encoded = encode_properties(props, self._tag_header)
+        death = props.get(X_DEATH)
+        return encoded if death is None else typed_x_death(encoded, death)
 
     def queue_deleted(self, consumer: Consumer) -> None:
         """consumer_cancel_notify: the server cancels consumers of a deleted queue."""
@@ -235,7 +242,7 @@ class DeliverHandlers:
                                          codec.shortstr_of(self.vhost.exchange_name(exchange, name, props))[1:],
                                          codec.shortstr_of(props.get("TAGS", ""))[1:],
                                          min(state.group.message_count, 0xFFFFFFFF)),
-                      *codec.content_frames(channel.number, encode_properties(props, self._tag_header),
+                      *codec.content_frames(channel.number, self.content_properties(props),
                                             message.body, session.conn.frame_max))
 
     # ---------------------------------------------------------------- ack, nack, reject, recover
