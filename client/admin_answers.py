@@ -83,6 +83,7 @@ class AdminAnswers:
                 queues[MessageQueueKey(mq.topic, mq.broker_name, mq.queue_id)] = ProcessQueueInfo(
                     pq.commit_offset, pq.cached_msg_min_offset, pq.cached_msg_max_offset,
                     pq.cached_msg_count, locked=pq.locked, dropped=pq.dropped,
+                    last_lock_timestamp=self._epoch_ms(pq.last_lock_timestamp) if pq.last_lock_timestamp else 0,
                     last_pull_timestamp=self._epoch_ms(pq.last_pull_timestamp),
                     last_consume_timestamp=self._epoch_ms(pq.last_consume_timestamp))
         subs = [SubscriptionData(s.topic, s.expression, tags_set=sorted(s.tags or ()),

@@ -33,12 +33,13 @@ class ProcessQueueInfo:
     dropped: bool
     last_pull_timestamp: float  # on the consumer's clock
     last_consume_timestamp: float
+    last_lock_timestamp: float  # when the broker last granted the queue's lock; 0: never
 
 
 class ProcessQueue:
     """Unfinished messages of one queue, in offset order; see the module docstring."""
 
-    __slots__ = ("_msgs", "_started", "queue_offset_max", "dropped", "locked",
+    __slots__ = ("_msgs", "_started", "queue_offset_max", "dropped", "_locked", "last_lock_timestamp",
                  "last_pull_timestamp", "last_consume_timestamp", "pulling_paused", "_clock")
 
     def __init__(self, clock: Clock) -> None:
@@ -47,7 +48,8 @@ class ProcessQueue:
         self._started: dict[int, float] = {}  # offset -> when its listener call began
         self.queue_offset_max = -1
         self.dropped = False
-        self.locked = False
+        self._locked = False
+        self.last_lock_timestamp = 0.0
         now = clock()
         self.last_pull_timestamp = now
         self.last_consume_timestamp = now
@@ -56,6 +58,17 @@ class ProcessQueue:
     @property
     def count(self) -> int:
         return len(self._msgs)
+
+    @property
+    def locked(self) -> bool:
+        return self._locked
+
+    @locked.setter
+    def locked(self, value: bool) -> None:
+        """Set by each lock round (orderly consumers renew their locks every 20 s)."""
+        self._locked = value
+        if value:
+            self.last_lock_timestamp = self._clock()
 
     def put(self, msgs: list[MessageExt]) -> None:
         """Messages as pulled (offsets ascending, past every offset already here)."""
@@ -110,4 +123,5 @@ class ProcessQueue:
         keys = list(self._msgs) if self._msgs else []
         return ProcessQueueInfo(commit_offset, keys[0] if keys else -1, keys[-1] if keys else -1,
                                 len(keys), len(self._started), self.locked, self.dropped,
-                                self.last_pull_timestamp, self.last_consume_timestamp)
+                                self.last_pull_timestamp, self.last_consume_timestamp,
+                                self.last_lock_timestamp)

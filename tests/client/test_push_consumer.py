@@ -217,6 +217,7 @@ def test_orderly_consumer_keeps_per_queue_order_and_holds_the_locks(broker):
         # another client of the group gets no lock while this one holds them
         held = c.assigned
         assert await lock_as(broker.addr, "OrderGroup", "intruder", held) == []
+        assert all(c.process_queue_info(mq).last_lock_timestamp > 0 for mq in held)  # consumerStatus shows it
         await c.shutdown()
         steps: dict[str, list[int]] = {}
         for m in got:
