@@ -316,6 +316,10 @@ class VirtualHost:
 
     def unbind(self, queue: str, exchange: str, routing_key: str, arguments: dict[str, Any] | None,
                owner: object) -> None:
+        if queue not in self.queues or exchange not in self.entities.exchanges:
+            if exchange == DEFAULT_EXCHANGE:
+                raise ChannelError(Reply.ACCESS_REFUSED, "operation not permitted on the default exchange")
+            return  # RabbitMQ 3.x: unbinding what is not there succeeds (aio-pika's RPC.close relies on it)
         self._check_binding(queue, exchange, owner)
         if self.entities.unbind(AmqpBinding(queue, exchange, routing_key, binding_arguments(arguments))):
             self._rebind({queue})
@@ -372,6 +376,12 @@ class VirtualHost:
         if found.internal:
             raise ChannelError(Reply.ACCESS_REFUSED, f"cannot publish to internal exchange '{exchange}'")
         return topic_of(exchange)
+
+    @property
+    def has_limits(self) -> bool:
+        """Whether some queue has a TTL or a length limit (else only a publish's own
+        expiration makes `limited_queues` name any)."""
+        return bool(self._limited)
 
     def limited_queues(self, exchange: str, routing_key: str,
                        properties: dict[str, str]) -> tuple[QueueState, ...] | None:

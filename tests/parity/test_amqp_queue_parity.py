@@ -5,10 +5,13 @@ channel-level errors. Each script runs on both brokers (tests/parity/harness.py)
 
 from __future__ import annotations
 
+import asyncio
 import time
 
+import aio_pika
 import pika
 import pytest
+from aio_pika.patterns import RPC, JsonRPC
 from pika.exceptions import ChannelClosedByBroker, NackError
 
 from .harness import Peer, typed
@@ -218,7 +221,8 @@ def channel_errors(peer: Peer) -> list:
                         lambda ch: ch.queue_bind(queue, peer.name("nox")),
                         lambda ch: ch.queue_declare(queue, arguments={"x-message-ttl": 2000}),
                         lambda ch: ch.queue_declare(queue),
-                        lambda ch: ch.queue_declare(queue, arguments={"x-overflow": "bogus"})):
+                        lambda ch: ch.queue_declare(queue, arguments={"x-overflow": "bogus"}),
+                        lambda ch: ch.queue_unbind(peer.name("missing"), "amq.direct", "k")):
             ch = connection.channel()
             try:
                 attempt(ch)
@@ -301,9 +305,40 @@ def mandatory_and_cancel_notify(peer: Peer) -> list:
         return observed
 
 
+def rpc_patterns(peer: Peer) -> list:
+    """aio-pika's RPC and JsonRPC: a call, a call whose expiration dead-letters it back
+    through rpc.dlx as a timeout, a call to no queue returned (mandatory), and close."""
+    async def main() -> list:
+        observed: list = []
+        connection = await aio_pika.connect(peer.url)
+        async with connection:
+            for pattern in (RPC, JsonRPC):
+                channel = await connection.channel()
+                rpc = await pattern.create(channel)
+                method = peer.name(pattern.__name__)
+
+                async def multiply(*, x: int, y: int) -> int:
+                    return x * y
+                await rpc.register(method + ".multiply", multiply, auto_delete=True)
+                observed.append(await asyncio.wait_for(rpc.call(method + ".multiply", kwargs={"x": 6, "y": 7}),
+                                                       TIMEOUT_S))
+                await channel.declare_queue(method + ".stalled", arguments={"x-dead-letter-exchange": RPC.DLX_NAME})
+                for name, expiration in ((".stalled", 0.2), (".nowhere", None)):
+                    try:
+                        await asyncio.wait_for(rpc.call(method + name, kwargs={}, expiration=expiration), TIMEOUT_S)
+                    except Exception as e:  # noqa: BLE001 - what the caller sees is the observation
+                        observed.append(type(e).__name__)
+                await rpc.close()
+                cleanup = await connection.channel()
+                await cleanup.queue_delete(method + ".stalled")
+                await cleanup.queue_delete(method + ".multiply")
+        return observed
+    return asyncio.run(main())
+
+
 @pytest.mark.parametrize("script", [expiry_without_consumer, per_message_expiration_from_the_head,
                                     dead_letter_retry_rounds, overflow_modes, counts, channel_errors,
-                                    priorities, exchange_to_exchange, mandatory_and_cancel_notify],
+                                    priorities, exchange_to_exchange, mandatory_and_cancel_notify, rpc_patterns],
                          ids=lambda s: s.__name__)
 def test_queue_semantics_as_rabbitmq(parity, script):
     parity.assert_same(script)
