@@ -75,7 +75,7 @@ async def _wait_for(broker: Broker, topic: str, n: int, timeout_s: float) -> flo
     while broker.max_offset(topic, 0) < n:
         if time.monotonic() > deadline:
             raise RuntimeError(f"only {broker.max_offset(topic, 0)} of {n} delivered to {topic}")
-        await broker.wait_for_message(topic, 0, broker.max_offset(topic, 0), 0.5)
+        await broker.wait_for_messages([(topic, 0, broker.max_offset(topic, 0))], 0.5)
     return time.perf_counter()
 
 

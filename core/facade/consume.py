@@ -4,12 +4,12 @@ Reads: `check_readable` (the read rule alone: the topic exists, its perm has PER
 queue is one of its read queues), `get_messages` (a read of one queue under that rule),
 `pull` (a consumer group's filtered read, held until a message comes or the hold passes) and
 `pull_now` (its first read without a coroutine, when that is the answer), and
-`wait_for_message` / `wait_for_messages` (long polling, woken by dispatch). Positions:
-`commit_offset`, `query_offset`, `group_offsets`, `clone_offsets`,
-`reset_offsets_by_timestamp`, `start_offset` (where a group without an offset starts, per
-consumeFromWhere), `min_offset` / `max_offset`, `offset_by_timestamp` /
-`offset_by_record_timestamp`. Rebalancing: `lock_batch` / `unlock_batch` (orderly
-consumers' queue locks) and `allocate_queues` (for front-ends that rebalance server-side).
+`wait_for_messages` (long polling, woken by dispatch). Positions: `commit_offset`,
+`query_offset`, `group_offsets`, `clone_offsets`, `reset_offsets_by_timestamp`,
+`min_offset` / `max_offset`, `offset_by_timestamp` (RocketMQ's: the first message stored at
+or after a time, by store timestamp) and `offset_by_record_timestamp` (Kafka's: by the
+record's own timestamp inside its batch, with that timestamp). Rebalancing: `lock_batch` /
+`unlock_batch` (orderly consumers' queue locks; clients allocate queues themselves).
 
 The read rules live here, once for every protocol: the read rule, the group's consumeEnable
 and broadcast checks, the tags-code prefilter and exact filter, and the transactions' read
@@ -24,21 +24,18 @@ from __future__ import annotations
 
 import asyncio
 
-from ..consumer.allocate import allocate_averagely, allocate_averagely_by_circle
 from ..consumer.clients import ConsumerManager
 from ..consumer.locks import MessageQueueKey, RebalanceLockManager
 from ..consumer.long_polling import PullWaiters
 from ..errors import (
     ConsumeDisabled,
     GroupNotFound,
-    InvalidMessage,
     QueueNotFound,
     TopicNotFound,
     TopicNotReadable,
 )
 from ..metadata.offsets import ConsumerOffsetManager
 from ..metadata.topics import PERM_READ, TopicConfig, TopicConfigManager
-from ..retry import RETRY_GROUP_TOPIC_PREFIX
 from ..store.get_result import GetResult, GetStatus
 from ..store.message_store import MessageStore, TagsFilter
 from ..txn.visibility import Isolation, QueueTxnState
@@ -56,16 +53,6 @@ def _is_answer(result: GetResult) -> bool:
     return bool(result.message_count) or result.status not in _WAITABLE
 
 
-# consumeFromWhere as RocketMQ clients name it -> what a first start does
-_CONSUME_FROM = {
-    "LAST": "LAST", "CONSUME_FROM_LAST_OFFSET": "LAST", "CONSUME_FROM_MAX_OFFSET": "LAST",
-    "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST": "LAST",
-    "FIRST": "FIRST", "CONSUME_FROM_FIRST_OFFSET": "FIRST", "CONSUME_FROM_MIN_OFFSET": "FIRST",
-    "TIMESTAMP": "TIMESTAMP", "CONSUME_FROM_TIMESTAMP": "TIMESTAMP",
-}
-
-
-_ALLOCATORS = {"AVG": allocate_averagely, "AVG_BY_CIRCLE": allocate_averagely_by_circle}
 
 
 class ConsumeRole(AdminRole):
@@ -167,15 +154,10 @@ class ConsumeRole(AdminRole):
                                        message_filter, True)
         return result if _is_answer(result) else None
 
-    async def wait_for_message(self, topic: str, queue_id: int, offset: int,
-                               timeout_s: float) -> bool:
-        """Long polling: True once the queue holds a message at ``offset`` or beyond,
-        False when ``timeout_s`` passes first. Woken by the dispatcher; no polling."""
-        return await self.wait_for_messages([(topic, queue_id, offset)], timeout_s)
-
     async def wait_for_messages(self, positions: list[tuple[str, int, int]], timeout_s: float) -> bool:
-        """`wait_for_message` on several (topic, queue id, offset): True once any holds
-        a message at or beyond its offset (a Kafka fetch waits on all its partitions). A
+        """Long polling on (topic, queue id, offset) positions: True once any holds a
+        message at or beyond its offset (a Kafka fetch waits on all its partitions), False
+        when ``timeout_s`` passes first; woken by the dispatcher, no polling. A
         queue that transactions wrote to ends at its last stable offset here: a reader
         there waits for the transaction's end, not for records it may not read yet."""
         if self.readable_beyond(positions):
@@ -257,31 +239,6 @@ class ConsumeRole(AdminRole):
             result[queue_id] = offset
         return result
 
-    def start_offset(self, group: str, topic: str, queue_id: int, consume_from_where: str,
-                     timestamp_ms: int | None = None) -> int:
-        """Where a group starts on a queue: its committed offset if it has one, else per
-        consumeFromWhere (RocketMQ names or LAST / FIRST / TIMESTAMP).
-
-        LAST starts at 0 while the queue still holds its first message (as the real broker
-        answers QUERY_CONSUMER_OFFSET), else at the max offset; retry topics always start
-        at their beginning. FIRST starts at the min offset; TIMESTAMP at the first message
-        stored at or after ``timestamp_ms`` (required).
-        """
-        committed = self.offsets.query(group, topic, queue_id)
-        if committed >= 0:
-            return committed
-        where = _CONSUME_FROM.get(str(consume_from_where).upper())
-        if where is None:
-            raise InvalidMessage(f"unknown consumeFromWhere {consume_from_where!r}")
-        min_off = self.store.min_offset(topic, queue_id)
-        if where == "FIRST" or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            return min_off
-        if where == "LAST":
-            return 0 if min_off == 0 else self.store.max_offset(topic, queue_id)
-        if timestamp_ms is None:
-            raise InvalidMessage("CONSUME_FROM_TIMESTAMP needs a timestamp")
-        return self.store.offset_by_timestamp(topic, queue_id, timestamp_ms)
-
     def min_offset(self, topic: str, queue_id: int) -> int:
         return self.store.min_offset(topic, queue_id)
 
@@ -304,22 +261,6 @@ class ConsumeRole(AdminRole):
     def unlock_batch(self, group: str, mqs: list[MessageQueueKey], client_id: str) -> None:
         self.lock_manager.unlock_batch(group, mqs, client_id)
 
-    def allocate_queues(self, group: str, topic: str, client_id: str,
-                        strategy: str = "AVG") -> list[int]:
-        """The queue ids of ``topic`` that ``client_id`` takes in ``group`` (clustering),
-        computed exactly as RocketMQ clients do, for front-ends that rebalance server-side."""
-        cfg = self.topics.get(topic)
-        if cfg is None:
-            raise TopicNotFound(topic)
-        allocate = _ALLOCATORS.get(strategy)
-        if allocate is None:
-            raise InvalidMessage(f"unknown allocation strategy {strategy!r}")
-        clients = self.consumer_manager.client_ids(group)
-        if client_id not in clients:
-            return []
-        return allocate(list(range(cfg.read_queue_nums)), clients, client_id)
-
-    # ---------------------------------------------------------------- internals
     def _stable_read(self, txn: QueueTxnState, topic: str, queue_id: int, offset: int, max_count: int,
                      max_bytes: int | None, message_filter: TagsFilter | None,
                      visible_only: bool) -> GetResult:

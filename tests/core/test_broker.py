@@ -100,15 +100,15 @@ def test_wait_for_message_wakes_on_put_and_times_out(small_config):
     async def main():
         async with Broker(small_config) as broker:
             broker.create_topic("W", write_queue_nums=2, read_queue_nums=2)
-            assert not await broker.wait_for_message("W", 0, 0, 0.05)
-            waiter = asyncio.create_task(broker.wait_for_message("W", 0, 0, 10))
-            other = asyncio.create_task(broker.wait_for_message("W", 1, 0, 0.3))
+            assert not await broker.wait_for_messages([("W", 0, 0)], 0.05)
+            waiter = asyncio.create_task(broker.wait_for_messages([("W", 0, 0)], 10))
+            other = asyncio.create_task(broker.wait_for_messages([("W", 1, 0)], 0.3))
             await asyncio.sleep(0.05)
             assert not waiter.done()
             await broker.put_message(Message("W", b"x", queue_id=0))
             assert await waiter is True  # woken by the put (its own timeout is 10 s)
             assert await other is False  # a put to another queue does not wake it
-            assert await broker.wait_for_message("W", 0, 0, 1) is True  # data already there
+            assert await broker.wait_for_messages([("W", 0, 0)], 1) is True  # data already there
     run(main())
 
 

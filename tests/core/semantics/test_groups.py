@@ -12,7 +12,7 @@ from rocketport.common.message_id import decode_offset_msg_id, encode_offset_msg
 from rocketport.core.broker import Broker
 from rocketport.core.consumer.clients import SubscriptionData
 from rocketport.core.consumer.locks import MessageQueueKey
-from rocketport.core.errors import InvalidMessage, MessageNotFound, TopicNotFound
+from rocketport.core.errors import MessageNotFound
 from tests.support.aio import run
 
 
@@ -75,51 +75,6 @@ def test_silent_clients_are_dropped_by_the_owned_scan(sem_config):
             assert broker.consumer_manager.client_ids("g") == []
             assert broker.producer_manager.client_ids("P") == []
             assert changes[-1] == ("g", [])
-    run(main())
-
-
-def test_allocation_follows_rocketmq(sem_config):
-    async def main():
-        async with Broker(sem_config) as broker:
-            broker.create_topic("T", read_queue_nums=8, write_queue_nums=8)
-            for cid in ("c1", "c2", "c3"):
-                broker.consumer_manager.register("g", cid, object(), "PULL", "CLUSTERING",
-                                                 "CONSUME_FROM_LAST_OFFSET", {})
-            assert broker.allocate_queues("g", "T", "c1") == [0, 1, 2]
-            assert broker.allocate_queues("g", "T", "c3") == [6, 7]
-            assert broker.allocate_queues("g", "T", "c2", "AVG_BY_CIRCLE") == [1, 4, 7]
-            assert broker.allocate_queues("g", "T", "stranger") == []
-            with pytest.raises(TopicNotFound):
-                broker.allocate_queues("g", "Nope", "c1")
-    run(main())
-
-
-def test_start_offset_for_a_first_start(sem_config):
-    async def main():
-        async with Broker(sem_config) as broker:
-            broker.create_topic("T", read_queue_nums=1, write_queue_nums=1)
-            for i in range(3):
-                await broker.put_message(Message("T", b"old", queue_id=0))
-            await asyncio.sleep(0.02)
-            middle = time.time_ns() // 1_000_000
-            await asyncio.sleep(0.02)
-            for i in range(2):
-                await broker.put_message(Message("T", b"new", queue_id=0))
-            # the queue still holds its first message: LAST starts at 0, as the real broker
-            assert broker.start_offset("g", "T", 0, "CONSUME_FROM_LAST_OFFSET") == 0
-            assert broker.start_offset("g", "T", 0, "FIRST") == 0
-            assert broker.start_offset("g", "T", 0, "CONSUME_FROM_TIMESTAMP", middle) == 3
-            assert broker.start_offset("g", "T", 0, "TIMESTAMP", middle + 60_000) == 5
-            broker.store.truncate_queue_min("T", 0, 2)  # first message gone
-            assert broker.start_offset("g", "T", 0, "LAST") == 5
-            assert broker.start_offset("g", "T", 0, "FIRST") == 2
-            assert broker.start_offset("g", "%RETRY%g", 0, "LAST") == 0
-            broker.commit_offset("g", "T", 0, 4)
-            assert broker.start_offset("g", "T", 0, "LAST") == 4  # a committed offset wins
-            with pytest.raises(InvalidMessage):
-                broker.start_offset("h", "T", 0, "TIMESTAMP")
-            with pytest.raises(InvalidMessage):
-                broker.start_offset("h", "T", 0, "SOMETIME")
     run(main())
 
 
