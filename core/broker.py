@@ -37,6 +37,7 @@ from .facade.consume import ConsumeRole
 from .facade.delivery import DeliveryRole
 from .facade.produce import ProduceRole
 from .facade.transactions import TransactionRole
+from .facade.views import FrontEndViews
 from .half_messages import TransactionCheckService
 from .metadata.broker_stats import DailyStats
 from .metadata.offsets import ConsumerOffsetManager
@@ -98,7 +99,7 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         self.pull_waiters = PullWaiters(timers)
         self._tasks: asyncio.TaskGroup | None = None
         self._delivery_groups = {}
-        self._views = {}
+        self.views = FrontEndViews()
         self._stop = asyncio.Event()
         self.running = False
         # ---- messaging semantics (schedule, transactions, clients)

@@ -5,9 +5,10 @@ files exist), `delete_topic`, `get_topic`, `set_topic_attributes`, `topic_names`
 (auto-created when the configuration allows), `update_group`, `delete_group`,
 `groups_consuming`. Kafka's DeleteRecords: `delete_records`. Stored messages by key or id:
 `query_by_key`, `view_message` (offsetMsgId), `message_by_offset`, `message_by_unique_key`.
-Figures: `stats`, `last_store_timestamp`, `store_host` (the head of every offsetMsgId).
-Front-end state for `rocketport admin` (AMQP's exchanges and queues...): `register_view`,
-`view`, so the remoting front-end can show what another front-end holds without knowing it.
+Figures: `stats`, `traffic_stats` (statsAll's windows), `last_store_timestamp`,
+`store_host` (the head of every offsetMsgId). Front-end state for `rocketport admin`
+(AMQP's exchanges and queues...): `views` (core/facade/views.py), so the remoting front-end
+can show what another front-end holds without knowing it.
 
 A front-end never changes the topic, group or offset tables (``broker.topics``...) around
 these calls: deleting a topic or group here also drops its queues, offsets and held pulls.
@@ -18,7 +19,6 @@ path. These methods never put a message.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -47,6 +47,7 @@ from ..store.checkpoint import write_atomically
 from ..store.message_store import MessageStore
 from ..txn.coordinator import TxnCoordinator
 from ..txn.producer_state import ProducerStateTable
+from .views import FrontEndViews
 
 # topics the broker keeps for itself: never "unused", whether or not a config names them
 _SYSTEM_TOPIC_PREFIXES: Final = ("SCHEDULE_TOPIC_", "RMQ_SYS_", "%RETRY%", "%DLQ%")
@@ -90,7 +91,7 @@ class AdminRole:
     daily_stats: DailyStats
     traffic: TrafficStats
     clock: Clock
-    _views: dict[str, Callable[[], Any]]
+    views: FrontEndViews
 
     @property
     def store_host(self) -> bytes:
@@ -312,15 +313,3 @@ class AdminRole:
                 self.store.delete_topic(topic)
                 n += len(queues)
         return n
-
-    # ---------------------------------------------------------------- front-end views
-    def register_view(self, name: str, snapshot: Callable[[], Any]) -> None:
-        """``snapshot()`` returns front-end state as JSON-able data, read on demand."""
-        self._views[name] = snapshot
-
-    def view_names(self) -> list[str]:
-        return sorted(self._views)
-
-    def view(self, name: str) -> Any:
-        """The named view's snapshot; KeyError when no front-end registered it."""
-        return self._views[name]()

@@ -1,6 +1,6 @@
 """The virtual host as `rocketport admin` shows it: exchanges, queues with their bindings,
 consumer counts and messages waiting, read from the live state when asked (registered
-with `Broker.register_view` as ``"amqp"``, served by the remoting front-end).
+in `Broker.views` as ``"amqp"``, served by the remoting front-end).
 """
 
 from __future__ import annotations

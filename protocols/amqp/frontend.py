@@ -41,7 +41,7 @@ class AmqpFrontEnd(ListenerFrontEnd):
         section = config.amqp
         self.vhost = VirtualHost(broker, AmqpEntityManager(
             os.path.join(config.store_path_root_dir, "config")))
-        broker.register_view(VIEW_NAME, lambda: snapshot(self.vhost))
+        broker.views.register(VIEW_NAME, lambda: snapshot(self.vhost))
         self.acl = PlainAcl(config.plain_acl_file) if config.acl_enable else None
         self.heartbeat = DEFAULT_HEARTBEAT_S
         self.listener = Listener("amqp", section.host, section.port, self._new_session,

@@ -550,13 +550,13 @@ class BrokerHandlers:
                              body=text.encode("utf-8"))
 
     async def get_frontend_view(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
-        """What another front-end registered with `Broker.register_view` (`rocketport admin
+        """What another front-end registered in `Broker.views` (`rocketport admin
         amqpExchanges` / `amqpQueues`), as JSON."""
         name = request.ext_fields.get("name", "")
         try:
-            view = self.broker.view(name)
+            view = self.broker.views.snapshot(name)
         except KeyError:
-            known = ", ".join(self.broker.view_names()) or "none"
+            known = ", ".join(self.broker.views.names()) or "none"
             return make_response(request, ResponseCode.SYSTEM_ERROR,
                                  f"no front-end view {name!r} on this broker (its front-end is disabled?); "
                                  f"views: {known}")
