@@ -109,6 +109,7 @@ class CheckStats:
     checked: int = 0
     discarded: int = 0
     resolved: int = 0
+    last_round_ms: int = 0  # when the last finished check round began (wall ms)
 
 
 class TransactionCheckService:
@@ -186,13 +187,14 @@ class TransactionCheckService:
 
     async def check_once(self) -> None:
         """One round over the half queue, as RocketMQ's TransactionalMessageServiceImpl.check."""
+        now = now_ms()
         self._read_ops()
         cq = self.store.get_consume_queue(HALF_TOPIC, 0)
         if cq is None:
+            self.stats.last_round_ms = now
             return
         offset = max(self.half_progress, cq.min_offset)
         end = cq.max_offset  # copies appended during this round wait for the next one
-        now = now_ms()
         while offset < end and not self._stop.is_set():
             if offset in self._removed:
                 offset += 1
@@ -217,6 +219,7 @@ class TransactionCheckService:
             offset += 1
             self._read_ops()  # answers that arrived while we were checking
         self._advance(offset)
+        self.stats.last_round_ms = now
 
     async def _check(self, half: MessageExt, times: int) -> None:
         """Append the half again with one more check counted, then ask about the copy."""

@@ -22,6 +22,20 @@ def _prepared(body: bytes = b"tx", **props) -> Message:
     return Message("T", body, {"TRAN_MSG": "true", "PGROUP": "P", "TAGS": "A", **props}, queue_id=1)
 
 
+def _stored_ms(broker: Broker, put) -> int:
+    return broker.message_by_offset(put.commit_log_offset).store_timestamp
+
+
+async def _check_round_after(broker: Broker, ms: int) -> None:
+    """Until a check round that began at or after ``ms`` (wall) has finished: a barrier on
+    the check-back's own progress, to show what it did not do."""
+    for _ in range(300):
+        if broker.transactions.stats.last_round_ms >= ms:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"no check round began after {ms}")
+
+
 async def _visible(broker: Broker) -> list:
     r = await broker.pull("g", "T", 1, 0, 64)
     return list(r.messages())
@@ -66,7 +80,7 @@ def test_rollback_hides_and_is_never_checked(sem_config):
             broker.add_transaction_checker(lambda g, h: asked.append(h) or True)
             half = await broker.put_message(_prepared())
             assert await broker.end_transaction("P", half.commit_log_offset, False) is None
-            await asyncio.sleep(0.6)  # several check rounds past transactionTimeOut
+            await _check_round_after(broker, _stored_ms(broker, half) + sem_config.transaction_time_out)
             assert asked == [] and await _visible(broker) == []
     run(main())
 
@@ -93,7 +107,8 @@ def test_unknown_is_checked_back_and_answered(sem_config):
             [(group, checked)] = asked
             assert group == "P" and checked.properties["TRANSACTION_CHECK_TIMES"] == "1"
             assert checked.body == b"tx"
-            await asyncio.sleep(0.5)
+            # a round that found the checked copy past its timeout asked nothing more
+            await _check_round_after(broker, checked.store_timestamp + sem_config.transaction_time_out)
             assert len(asked) == 1 and len(await _visible(broker)) == 1
     run(main())
 
@@ -110,7 +125,7 @@ def test_unanswered_half_is_discarded_after_check_max(sem_config):
                 await asyncio.sleep(0.02)
             assert [h.properties["TRANSACTION_CHECK_TIMES"] for h in asked] == ["1", "2", "3"]
             assert broker.transactions.stats.discarded == 1
-            await asyncio.sleep(0.5)
+            await _check_round_after(broker, asked[-1].store_timestamp + sem_config.transaction_time_out)
             assert len(asked) == 3
     run(main())
 
