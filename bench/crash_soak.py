@@ -137,7 +137,7 @@ class Broker:
                     "--set", f"kafka.port={self.ports['kafka']}",
                     "--set", f"stomp.port={self.ports['stomp']}", "--set", "stomp.wsPort=0",
                     "--set", f"amqp.port={self.ports['amqp']}",
-                    "--set", "namesrv.port=0",
+                    "--set", "namesrv.port=0", "--set", "http.port=0",
                     # small segments: CommitLog and ConsumeQueue rolls happen during the soak
                     "--set", "mappedFileSizeCommitLog=4194304",
                     "--set", "mappedFileSizeConsumeQueue=40960",

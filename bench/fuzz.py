@@ -862,6 +862,7 @@ class BrokerProcess:
             "kafka.enabled": "true",
             "amqp.enabled": "false",
             "stomp.enabled": "false",
+            "http.port": "0",
             **{key: str(port) for key, port in self.ports.items()},
         }
         args = [sys.executable, "-m", "rocketport", "broker"]

@@ -59,7 +59,7 @@ class Ports:
 def start_broker(store: str, ports: Ports, log: Any) -> subprocess.Popen:
     settings = [f"storePathRootDir={store}", f"listenPort={ports.remoting}",
                 f"namesrv.port={ports.namesrv}", f"kafka.port={ports.kafka}",
-                f"amqp.port={ports.amqp}", "stomp.enabled=false"]
+                f"amqp.port={ports.amqp}", "stomp.enabled=false", "http.port=0"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "rocketport", "broker", "-c", "conf/broker.yaml",
          *(arg for s in settings for arg in ("--set", s))],

@@ -105,7 +105,7 @@ def start_broker(store: str, port: int, log: Any, settings: list[str]) -> subpro
          "--set", f"kafka.port={port}", "--set", "autoCreateTopicEnable=true", "--set", "amqp.enabled=false", "--set", "stomp.enabled=false",
          "--set", f"defaultTopicQueueNums={PARTITIONS}", "--set", "mappedFileSizeCommitLog=268435456",
          # free ports for the other listeners too: another broker on this machine keeps the defaults
-         "--set", f"listenPort={free_port()}", "--set", f"namesrv.port={free_port()}",
+         "--set", f"listenPort={free_port()}", "--set", f"namesrv.port={free_port()}", "--set", "http.port=0",
          *(arg for setting in settings for arg in ("--set", setting))],
         stdout=subprocess.DEVNULL, stderr=log)
     wait_for_port(port, proc)

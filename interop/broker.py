@@ -54,7 +54,7 @@ class Broker:
         # written into every message (the head of its offsetMsgId) says port 0, and clients
         # that answer to a message's store host (the C++ client's send-back) cannot reach it
         s = [f"storePathRootDir={self.root / 'store'}", f"listenPort={_free_port()}", "namesrv.port=0",
-             "kafka.port=0", "stomp.port=0", "stomp.wsPort=0", "amqp.port=0",
+             "kafka.port=0", "stomp.port=0", "stomp.wsPort=0", "amqp.port=0", "http.port=0",
              "mappedFileSizeCommitLog=268435456", f"messageDelayLevel={DELAY_LEVELS}",
              "namesrv.enabled=true", "kafka.enabled=true", "stomp.enabled=true", "amqp.enabled=true"]
         if self.acl:

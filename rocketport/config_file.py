@@ -51,6 +51,9 @@ def _split_property(line: str) -> tuple[str, str]:
 
 
 OVERRIDES = "--set"  # how problems in overrides are labelled
+# `rocketport broker` with no file: what conf/broker.yaml turns on that a BrokerConfig built
+# in code (tests, a program embedding the broker) leaves off
+NO_FILE_DEFAULTS: dict[str, Any] = {"http.enabled": "true"}
 
 
 def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> BrokerConfig:
@@ -58,7 +61,7 @@ def load_config(path: str | None, overrides: dict[str, Any] | None = None) -> Br
     while a broker ran on this store, then ``overrides`` (RocketMQ key names, dotted for a
     section: ``kafka.port``); a later one wins. A ConfigError
     lists every problem of both, one line each, behind the file's path or "--set"."""
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = {} if path else dict(NO_FILE_DEFAULTS)
     if path:
         try:
             with open(path, encoding="utf-8") as f:

@@ -33,7 +33,7 @@ def test_broker_starts_and_stops_cleanly_on_sigterm(tmp_path):
                              "--set", f"storePathRootDir={root}",
                              # ephemeral ports: a broker already running on the defaults must not fail this
                              "--set", "listenPort=0", "--set", "namesrv.port=0", "--set", "kafka.port=0", "--set", "amqp.port=0",
-                             "--set", "stomp.port=0", "--set", "stomp.wsPort=0"],
+                             "--set", "stomp.port=0", "--set", "stomp.wsPort=0", "--set", "http.port=0"],
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60

@@ -9,7 +9,7 @@ import sys
 
 from tests.support.processes import REPO, run_broker, start_broker, stop, wait_ready
 
-_EPHEMERAL = ["listenPort=0", "namesrv.port=0", "kafka.port=0"]
+_EPHEMERAL = ["listenPort=0", "namesrv.port=0", "kafka.port=0", "http.port=0"]
 
 
 def _run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:

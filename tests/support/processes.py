@@ -14,11 +14,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 def broker_command(root: Path, *settings: str) -> list[str]:
     """``rocketport broker -c conf/broker.yaml`` on store ``root`` with ``--set`` settings
-    (the AMQP and STOMP ports are free ones unless a setting names them: never the defaults)."""
+    (the AMQP, STOMP and HTTP ports are free ones unless a setting names them: never the defaults)."""
     args = [arg for setting in settings for arg in ("--set", setting)]
     return [sys.executable, "-m", "rocketport", "broker", "-c", "conf/broker.yaml",
             "--set", f"storePathRootDir={root}", "--set", "amqp.port=0",
-            "--set", "stomp.port=0", "--set", "stomp.wsPort=0", *args]
+            "--set", "stomp.port=0", "--set", "stomp.wsPort=0", "--set", "http.port=0", *args]
 
 
 def start_broker(root: Path, *settings: str) -> subprocess.Popen:
