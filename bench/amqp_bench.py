@@ -118,7 +118,7 @@ def start_rocketport(workdir: str, flush: str) -> Target:
          "--set", f"flushDiskType={flush}", "--set", f"amqp.port={port}",
          "--set", "kafka.enabled=false", "--set", "stomp.enabled=false",
          "--set", f"listenPort={free_port()}", "--set", f"namesrv.port={free_port()}",
-         "--set", "mappedFileSizeCommitLog=268435456"],
+         "--set", "mappedFileSizeCommitLog=268435456", "--set", "http.port=0"],
         stdout=subprocess.DEVNULL, stderr=log)
     log.close()
     wait_for_port(port, proc)
