@@ -1,5 +1,5 @@
 """AMQP messages against RabbitMQ 3.10: what a consumer gets back (header types, properties,
-counts, redelivery, priority order, size). Each script names the RabbitMQ behaviour it checks;
+counts, redelivery, size; priorities are in test_amqp_queue_parity.py). Each script names the RabbitMQ behaviour it checks;
 pika unless it says otherwise (py-amqp is Celery's and kombu's client)."""
 
 from __future__ import annotations
@@ -186,25 +186,6 @@ def consumer_requeue(peer: Peer) -> list:
 def test_a_consumers_nack_multiple_requeues_all_redelivered(parity):
     assert parity.assert_same(consumer_requeue) == [
         (b"m0", False), (b"m1", False), (b"m2", False), (b"m0", True), (b"m1", True), (b"m2", True)]
-
-
-def priority_order(peer: Peer) -> list:
-    """x-max-priority: RabbitMQ hands out higher priorities first, equal ones in publish
-    order; no priority counts as 0 and one above the maximum as the maximum."""
-    with connection(peer) as conn:
-        channel = conn.channel()
-        channel.confirm_delivery()
-        queue = peer.name()
-        channel.queue_declare(queue, arguments={"x-max-priority": 5})
-        for i, priority in enumerate([1, 5, None, 9, 3, 5, 0]):
-            channel.basic_publish("", queue, b"p%d" % i, pika.BasicProperties(priority=priority))
-        bodies = drain(channel, queue)
-        channel.queue_delete(queue)
-        return bodies
-
-
-def test_a_priority_queue_hands_out_higher_priorities_first(parity):
-    assert parity.assert_same(priority_order) == [b"p1", b"p3", b"p5", b"p4", b"p0", b"p2", b"p6"]
 
 
 BIG = 22_000_000
