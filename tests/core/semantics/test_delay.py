@@ -18,6 +18,13 @@ def ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+async def _until(predicate, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
 async def _take(broker: Broker, topic: str, queue_id: int, want: int, timeout_s: float):
     """Long-poll the real queue until ``want`` messages arrived; returns them with arrival ms."""
     got = []
@@ -123,7 +130,8 @@ def test_pending_delays_survive_a_clean_restart(sem_config):
             got = await _take(broker, "T", 0, 2, 4)
             assert [m.body for m, _ in got] == [b"first", b"second"]
             assert got[1][0].store_timestamp >= sent + 2000
-            await asyncio.sleep(0.3)
+            # both levels have recorded their message as delivered: nothing can come again
+            await _until(lambda: broker.delay_offsets.table.get(1) == 1 and broker.delay_offsets.table.get(2) == 1)
             assert broker.max_offset("T", 0) == 2  # delivered once each
     run(main())
 
@@ -161,8 +169,8 @@ def test_a_failed_delivery_round_is_retried_not_skipped(sem_config):
             await broker.put_message(Message("T", b"kept", {"DELAY": "1"}, queue_id=0))
             got = await _take(broker, "T", 0, 1, 4)
             assert failures == [b"kept"] and [m.body for m, _ in got] == [b"kept"]
-            await asyncio.sleep(0.05)  # the level records its offset after the put returns
-            assert broker.delay_offsets.table[1] == 1
+            # the level records its offset after the put returns
+            await _until(lambda: broker.delay_offsets.table.get(1) == 1)
     run(main())
 
 
