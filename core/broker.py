@@ -64,6 +64,7 @@ __all__ = ["Broker", "BrokerStats"]
 log = logging.getLogger(__name__)
 
 PRODUCER_STATE_SNAPSHOT_S = 1.0  # bounds the log a restart scans for producer state
+PRODUCER_EXPIRATION_CHECK_S = 600.0  # Kafka's producer.id.expiration.check.interval.ms
 STATS_SAMPLE_S = 1.0  # how often today's counters and the TPS are brought up to date
 STATS_SAVE_S = 10.0  # how often they reach config/brokerStats.json
 
@@ -176,11 +177,24 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         await self.schedule.run(self._tasks)
         self._tasks.create_task(self.transactions.run(), name="transaction-check")
         self._tasks.create_task(self.txn.run(), name="transaction-timeouts")
+        self._tasks.create_task(run_every(
+            PRODUCER_EXPIRATION_CHECK_S, self._expire_producers, self._stop,
+            name="expiring idle producers"), name="expire-producers")
         self._tasks.create_task(self.producer_states.run(self._stop, PRODUCER_STATE_SNAPSHOT_S),
                                 name="producer-state-snapshots")
         self._tasks.create_task(run_every(self.config.client_scan_interval / 1000, self._scan_clients,
                                           self._stop, name="client scan"), name="scan-clients")
         self.running = True
+
+    def _expire_producers(self) -> None:
+        def in_transaction(pid: int, topic: str, queue_id: int) -> bool:
+            queue = self.txn_queues.get((topic, queue_id))
+            return queue is not None and pid in queue.open
+
+        n = self.producer_states.expire(self.wall_clock(), self.config.producer_id_expiration_ms,
+                                        in_transaction)
+        if n:
+            log.info("forgot %d idle producer queue states (producerIdExpirationMs)", n)
 
     async def stop(self) -> None:
         """Stop in reverse order: background tasks, then the store's clean checkpoint."""

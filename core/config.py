@@ -120,6 +120,9 @@ class BrokerConfig:
     transaction_check_interval: int = field(default=60_000, metadata=_key("transactionCheckInterval", minimum=10))
     # in-place (Kafka) transactions: Kafka's transaction.max.timeout.ms
     transaction_max_timeout_ms: int = field(default=900_000, metadata=_key("transactionMaxTimeoutMs", minimum=1))
+    # Kafka's producer.id.expiration.ms: an idempotent producer silent this long is forgotten
+    producer_id_expiration_ms: int = field(default=86_400_000,
+                                           metadata=_key("producerIdExpirationMs", minimum=1))
     # clients, locks
     rebalance_lock_max_live_time: int = field(default=60_000, metadata=_key("rebalanceLockMaxLiveTime", minimum=1))
     channel_expired_timeout: int = field(default=120_000, metadata=_key("channelExpiredTimeout", minimum=1))

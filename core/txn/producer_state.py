@@ -70,10 +70,12 @@ class BatchEntry:
 
 @dataclass(slots=True)
 class ProducerEntry:
-    """One producer's state in one queue: its epoch and its last stored batches."""
+    """One producer's state in one queue: its epoch, its last stored batches and the
+    newest record timestamp of the last one (what expiry goes by, as Kafka's)."""
 
     epoch: int
     batches: list[BatchEntry] = field(default_factory=list)
+    last_timestamp: int = -1
 
 
 def _last_seq(first_seq: int, count: int) -> int:
@@ -98,7 +100,7 @@ class ProducerStateTable:
     def batch_stored(self, topic: str, queue_id: int, base_offset: int, batch: memoryview | bytes) -> None:
         """A record batch was stored at ``base_offset`` of the queue (the put path calls
         this as it appends; `rebuild` for every batch of the log it scans)."""
-        attributes, _, _, _, pid, epoch, first_seq, count = _FIELDS.unpack_from(batch, _FIELDS_AT)
+        attributes, _, _, max_timestamp, pid, epoch, first_seq, count = _FIELDS.unpack_from(batch, _FIELDS_AT)
         if pid < 0 or first_seq < 0 or attributes & ATTR_CONTROL:
             return
         key = (pid, topic, queue_id)
@@ -109,6 +111,7 @@ class ProducerStateTable:
         batches.append(BatchEntry(first_seq, _last_seq(first_seq, count), base_offset))
         if len(batches) > WINDOW:
             del batches[0]
+        entry.last_timestamp = max(entry.last_timestamp, max_timestamp)
         self.dirty = True
 
     def rebuild(self, batches_from: Callable[[int], StoredBatches], log_start: int) -> int:
@@ -122,9 +125,10 @@ class ProducerStateTable:
         covers = data.get("offset")
         if covers is not None and int(covers) <= end:
             start, source = max(log_start, int(covers)), "the snapshot"
-            for pid, topic, queue_id, epoch, batches in data.get("producers", ()):
+            for pid, topic, queue_id, epoch, batches, *last_timestamp in data.get("producers", ()):
                 self.entries[(int(pid), topic, int(queue_id))] = ProducerEntry(
-                    int(epoch), [BatchEntry(int(f), int(l), int(o)) for f, l, o in batches])
+                    int(epoch), [BatchEntry(int(f), int(l), int(o)) for f, l, o in batches],
+                    int(last_timestamp[0]) if last_timestamp else -1)
         elif covers is not None:  # the log lost what the snapshot saw (a power loss): the log wins
             log.warning("producer state snapshot covers %d but the CommitLog ends at %d: rebuilt "
                         "from the log", int(covers), end)
@@ -141,6 +145,21 @@ class ProducerStateTable:
         log.info("producer state: %d producer queues from %s, %d batches applied from %d",
                  len(self.entries), source, applied, start)
         return applied
+
+    def expire(self, now_ms: int, max_age_ms: int,
+               in_transaction: Callable[[int, str, int], bool]) -> int:
+        """Forget producers whose last batch is ``max_age_ms`` old (Kafka's
+        producer.id.expiration.ms), except in a queue where the producer has a transaction
+        open; the number forgotten. A forgotten producer's next batch is taken as a new
+        producer's (any sequence), as Kafka takes it: the table stays bounded by the
+        producers of the last day instead of every producer ever seen."""
+        expired = [key for key, e in self.entries.items()
+                   if now_ms - e.last_timestamp >= max_age_ms and not in_transaction(*key)]
+        for key in expired:
+            del self.entries[key]
+        if expired:
+            self.dirty = True
+        return len(expired)
 
     def forget_topic(self, topic: str) -> None:
         """The topic was deleted: a new topic of that name starts with no producer state."""
@@ -190,7 +209,7 @@ class ProducerStateTable:
             "offset": self._log_end(),
             "nextProducerId": self._block_end,
             "producers": [[pid, topic, queue_id, e.epoch, [[b.first_seq, b.last_seq, b.base_offset]
-                                                           for b in e.batches]]
+                                                           for b in e.batches], e.last_timestamp]
                           for (pid, topic, queue_id), e in self.entries.items()],
         }
 

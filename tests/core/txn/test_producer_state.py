@@ -21,14 +21,16 @@ ACCEPT, DUPLICATE, OUT_OF_ORDER, FENCED = (SequenceCheck.ACCEPT, SequenceCheck.D
                                            SequenceCheck.OUT_OF_ORDER, SequenceCheck.FENCED)
 
 
-async def produce(broker: Broker, pid: int, epoch: int, first_seq: int, count: int, queue_id: int = 0) -> int:
+async def produce(broker: Broker, pid: int, epoch: int, first_seq: int, count: int, queue_id: int = 0,
+                  timestamp_ms: int | None = None) -> int:
     """An idempotent batch stored as the Kafka front-end stores it: judged, then put."""
     verdict, offset = broker.check_sequence(pid, epoch, "T", queue_id, first_seq, count)
     if verdict is DUPLICATE:
         return offset
     assert verdict is ACCEPT, verdict
     batch = build_batch([Record(i, 0, None, b"v%d" % (first_seq + i)) for i in range(count)],
-                        base_timestamp=int(time.time() * 1000), producer_id=pid, producer_epoch=epoch,
+                        base_timestamp=timestamp_ms or int(time.time() * 1000), producer_id=pid,
+                        producer_epoch=epoch,
                         base_sequence=first_seq)
     return (await broker.put_record_batch("T", queue_id, batch, count)).queue_offset
 
@@ -60,6 +62,34 @@ def test_sequences_are_judged_against_what_was_stored(small_config):
             assert broker.check_sequence(pid, 1, "T", 0, 13, 1) == (DUPLICATE, 21)
             assert broker.check_sequence(pid, 1, "T", 0, 9, 1) == (DUPLICATE, 17)
             assert broker.check_sequence(pid, 1, "T", 0, 8, 1)[0] is OUT_OF_ORDER
+        finally:
+            await broker.stop()
+
+    run(scenario())
+
+
+def test_producers_silent_past_the_expiration_are_forgotten_unless_a_transaction_is_open(small_config):
+    """producerIdExpirationMs (Kafka's producer.id.expiration.ms) goes by the newest record
+    time of a producer's last batch; the time survives a restart through the snapshot."""
+    day = 86_400_000
+    now = int(time.time() * 1000)
+
+    async def scenario():
+        broker = await started(small_config)
+        old, fresh, open_txn = [await broker.allocate_producer_id() for _ in range(3)]
+        await produce(broker, old, 0, 0, 2, timestamp_ms=now - 2 * day)
+        await produce(broker, fresh, 0, 0, 2, timestamp_ms=now - day // 2)
+        await produce(broker, open_txn, 0, 0, 2, queue_id=1, timestamp_ms=now - 2 * day)
+        await broker.stop()
+        broker = Broker(small_config)
+        await broker.start()
+        try:
+            states = broker.producer_states
+            assert states.expire(now, day, lambda pid, topic, queue_id: pid == open_txn) == 1
+            assert broker.check_sequence(old, 0, "T", 0, 9, 1)[0] is ACCEPT  # a new producer now
+            assert broker.check_sequence(fresh, 0, "T", 0, 0, 2) == (DUPLICATE, 2)
+            assert broker.check_sequence(open_txn, 0, "T", 1, 0, 2) == (DUPLICATE, 0)
+            assert states.expire(now + day, day, lambda *_: False) == 2
         finally:
             await broker.stop()
 
