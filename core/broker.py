@@ -149,6 +149,8 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
             await asyncio.to_thread(self.store.open)
             await asyncio.to_thread(self.producer_states.rebuild, self.store.stored_batches,
                                     self.store.commitlog.min_offset)
+            # a topic deleted after the last snapshot: its batches are still in the log
+            self.producer_states.keep_topics(self.topics.table)
             self.dedup.floor = self.store.commitlog.max_offset  # keys below: in the log only
         except BaseException:
             self.store.close()

@@ -27,7 +27,7 @@ import enum
 import logging
 import os
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -166,6 +166,12 @@ class ProducerStateTable:
         for key in [k for k in self.entries if k[1] == topic]:
             del self.entries[key]
         self.dirty = True
+
+    def keep_topics(self, topics: Container[str]) -> None:
+        """Forget every topic not in ``topics``: after a rebuild, the state of a topic
+        deleted since the snapshot (its batches stay in the CommitLog until retention)."""
+        for topic in {t for _, t, _ in self.entries if t not in topics}:
+            self.forget_topic(topic)
 
     # ------------------------------------------------------------------ producer ids
     async def allocate_producer_id(self) -> int:

@@ -96,6 +96,32 @@ def test_producers_silent_past_the_expiration_are_forgotten_unless_a_transaction
     run(scenario())
 
 
+def test_a_topic_deleted_after_the_snapshot_keeps_no_state_across_a_restart(small_config):
+    """The snapshot (what a SIGKILL right after the delete leaves) and the log still hold
+    the deleted topic's batches: the rebuilt table must not."""
+    snapshot = os.path.join(small_config.store_path_root_dir, "config", "producerState.json")
+
+    async def scenario():
+        broker = await started(small_config)
+        pid = await broker.allocate_producer_id()
+        await produce(broker, pid, 0, 0, 3)
+        await broker.producer_states.save()
+        shutil.copy(snapshot, snapshot + ".old")
+        broker.delete_topic("T")
+        await broker.stop()
+        os.replace(snapshot + ".old", snapshot)
+        broker = Broker(small_config)
+        await broker.start()
+        try:
+            assert not [key for key in broker.producer_states.entries if key[1] == "T"]
+            broker.create_topic("T", read_queue_nums=2, write_queue_nums=2)
+            assert broker.check_sequence(pid, 0, "T", 0, 0, 3)[0] is ACCEPT  # not a duplicate
+        finally:
+            await broker.stop()
+
+    run(scenario())
+
+
 def test_state_comes_back_from_an_old_snapshot_and_the_log_after_it(small_config):
     """A snapshot taken early, then more batches (over several CommitLog segments), then a
     restart with that snapshot (what a SIGKILL leaves): the batches after it are derived
