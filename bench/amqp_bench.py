@@ -43,6 +43,12 @@ them by the name in brackets):
   timers have about 1 ms of grain, so a late wake-up sends the ones due back to back), a
   raw consumer (uvloop) in its own process taking a body's receive time when the read that
   completed it returned: the broker's own tail. Floor for p99: RabbitMQ's.
+- dlx_expiry_100B_raw [dlx]: --dlx-messages (default 100,000) persistent 100 B messages
+  published (raw client, confirms, pipelined) into a durable queue with x-message-ttl
+  (--dlx-ttl-ms, default 100) and x-dead-letter-exchange and no consumer, while a raw
+  consumer (prefetch 1,000, ack multiple every 100) drains the queue bound to that fanout
+  exchange: msg/s from the first publish to the last dead-lettered delivery (the time is
+  the count over it). Rocketport on ASYNC_FLUSH. Floor: RabbitMQ's (no slower).
 Two Rocketport brokers (SYNC_FLUSH and ASYNC_FLUSH) and RabbitMQ run at once; every case runs
 --passes times per broker, the brokers taking turns (who goes first alternates): throughput
 rows give the best pass with every pass (`runs`, `peer_runs`), latency rows the median pass
@@ -415,10 +421,10 @@ async def raw_publish(port: int, count: int, size: int) -> float:
     return elapsed
 
 
-def _publish_frames(size: int) -> bytes:
-    """basic.publish to QUEUE through the default exchange, its content header (persistent)
-    and a body of ``size`` octets, framed on channel 1."""
-    return (frame.marshal(commands.Basic.Publish(exchange="", routing_key=QUEUE), 1)
+def _publish_frames(size: int, queue: str = QUEUE) -> bytes:
+    """basic.publish to ``queue`` through the default exchange, its content header
+    (persistent) and a body of ``size`` octets, framed on channel 1."""
+    return (frame.marshal(commands.Basic.Publish(exchange="", routing_key=queue), 1)
             + frame.marshal(ContentHeader(body_size=size, properties=commands.Basic.Properties(delivery_mode=2)), 1)
             + frame.marshal(ContentBody(b"x" * size), 1))
 
@@ -444,13 +450,15 @@ async def raw_publish_confirm(port: int, count: int, size: int) -> float:
     return elapsed
 
 
-async def raw_drain(port: int, count: int) -> float:
+async def raw_drain(port: int, count: int, queue: str = QUEUE, started: asyncio.Event | None = None) -> float:
     client = await RawClient.connect(port)
     client.send(1, commands.Basic.Qos(prefetch_count=PREFETCH))
     await client.expect(commands.Basic.QosOk)
-    client.send(1, commands.Basic.Consume(queue=QUEUE, consumer_tag="raw"))
+    client.send(1, commands.Basic.Consume(queue=queue, consumer_tag="raw"))
     start = time.perf_counter()
     await client.expect(commands.Basic.ConsumeOk)
+    if started is not None:
+        started.set()
     buf = client.buf
     got = 0
     while got < count:
@@ -527,6 +535,48 @@ def raw_latency(port: int, rate: int) -> tuple[float, float]:
     paced publisher in this process, the consumer in its own."""
     return _latency_run(port, rate, _raw_consumer, lambda total: asyncio.run(_raw_paced_publish(port, rate, total)))
 
+# ---------------------------------------------------------------------- dead-lettering
+DLX_EXCHANGE, DLX_QUEUE, TTL_QUEUE = "bench-dlx", "bench-expired", "bench-ttl"
+
+
+def reset_dlx(port: int, ttl_ms: int) -> None:
+    """A durable TTL queue dead-lettering into a fanout exchange with one durable queue;
+    both empty."""
+    with pika.BlockingConnection(_params(port)) as conn:
+        ch = conn.channel()
+        ch.exchange_declare(DLX_EXCHANGE, "fanout", durable=True)
+        ch.queue_declare(DLX_QUEUE, durable=True)
+        ch.queue_bind(DLX_QUEUE, DLX_EXCHANGE)
+        ch.queue_declare(TTL_QUEUE, durable=True, arguments={"x-message-ttl": ttl_ms,
+                                                             "x-dead-letter-exchange": DLX_EXCHANGE})
+        ch.queue_purge(TTL_QUEUE)
+        ch.queue_purge(DLX_QUEUE)
+
+
+async def dlx_expiry(port: int, count: int) -> float:
+    """Seconds from the first publish into TTL_QUEUE (nobody consumes it) to the last
+    dead-lettered delivery from DLX_QUEUE."""
+    started = asyncio.Event()
+    drain = asyncio.ensure_future(raw_drain(port, count, DLX_QUEUE, started))
+    await started.wait()
+    client = await RawClient.connect(port)
+    client.send(1, commands.Confirm.Select())
+    await client.expect(commands.Confirm.SelectOk)
+    one = _publish_frames(100, TTL_QUEUE)
+    chunk = one * 100
+    confirmed = sent = 0
+    start = time.perf_counter()
+    while confirmed < count:
+        while sent < count and sent - confirmed < RAW_WINDOW:
+            n = min(100, count - sent)
+            client.writer.write(chunk if n == 100 else one * n)
+            sent += n
+        confirmed = await _read_confirms(client, confirmed)
+    await drain
+    elapsed = time.perf_counter() - start
+    await client.close()
+    return elapsed
+
 
 # ---------------------------------------------------------------------- cases
 def throughput(target: Target, fn: Callable[[], float], count: int) -> tuple[float, float, float]:
@@ -565,7 +615,8 @@ class Case:
     ceiling: Callable[[], dict[str, tuple[float, ...]]] | None = None
 
 
-def cases(count: int, raw_count: int, raw_sync_count: int, only: set[str], rates: list[int]) -> list[Case]:
+def cases(count: int, raw_count: int, raw_sync_count: int, only: set[str], rates: list[int],
+          dlx_count: int = 100_000, dlx_ttl_ms: int = 100) -> list[Case]:
     out: list[Case] = []
     if "pika" in only:
         for size, label in ((100, "100B"), (1024, "1KiB")):
@@ -601,6 +652,12 @@ def cases(count: int, raw_count: int, raw_sync_count: int, only: set[str], rates
                     "drain_100B_raw_sync": throughput(
                         t, lambda: asyncio.run(raw_drain(t.port, raw_sync_count)), raw_sync_count)}
         out.append(Case("raw_sync", raw_sync_pass, "sync"))
+    if "dlx" in only:
+        def dlx_pass(t: Target) -> dict[str, tuple[float, ...]]:
+            reset_dlx(t.port, dlx_ttl_ms)
+            return {"dlx_expiry_100B_raw": throughput(t, lambda: asyncio.run(dlx_expiry(t.port, dlx_count)),
+                                                      dlx_count)}
+        out.append(Case("dlx", dlx_pass, "async"))
     if "latency" in only:
         for rate in rates:
             # RabbitMQ hands a persistent message to consumers before its fsync; Rocketport
@@ -644,8 +701,10 @@ def report(name: str, mine: list[tuple[float, ...]], peer: list[tuple[float, ...
                  "peer_client_cpu_us_per_msg": round(peer_best[2], 1), "peer_runs": [round(r[0], 1) for r in peer]}
     if ceiling:
         extra["ceiling"] = round(max(ceiling)[0], 1)
-    if name.endswith("_raw"):
-        floor: float | None = 150_000 if name.startswith("publish") else 200_000
+    if name.startswith("dlx_"):  # no slower than RabbitMQ
+        floor: float | None = extra.get("peer_value")
+    elif name.endswith("_raw"):
+        floor = 150_000 if name.startswith("publish") else 200_000
     else:
         floor = 2 * extra["peer_value"] if peer and "100B" in name else None
     emit(name, best[0], "msg/s", floor, cpu_us_per_msg=round(best[1], 1), client_cpu_us_per_msg=round(best[2], 1),
@@ -661,12 +720,14 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--raw-messages", type=int, default=200_000)
     parser.add_argument("--raw-sync-messages", type=int, default=100_000)
+    parser.add_argument("--dlx-messages", type=int, default=100_000)
+    parser.add_argument("--dlx-ttl-ms", type=int, default=100)
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--skip-rabbitmq", action="store_true")
     parser.add_argument("--latency-rates", default="1000,10000",
                         help="msg/s of the latency cases (the raw ones run at 1000 only)")
-    parser.add_argument("--only", default="pika,ceiling,aio_pika,raw,raw_sync,latency,raw_latency",
-                        help="pika, ceiling (with pika), aio_pika, raw, raw_sync, latency, raw_latency "
+    parser.add_argument("--only", default="pika,ceiling,aio_pika,raw,raw_sync,dlx,latency,raw_latency",
+                        help="pika, ceiling (with pika), aio_pika, raw, raw_sync, dlx, latency, raw_latency "
                              "(comma-separated)")
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="amqp-bench-")
@@ -676,7 +737,7 @@ def main() -> None:
         targets["async"] = start_rocketport(workdir, "ASYNC_FLUSH")
         peer = None if args.skip_rabbitmq else start_rabbit(workdir)
         for case in cases(args.messages, args.raw_messages, args.raw_sync_messages, set(args.only.split(",")),
-                          [int(r) for r in args.latency_rates.split(",")]):
+                          [int(r) for r in args.latency_rates.split(",")], args.dlx_messages, args.dlx_ttl_ms):
             mine: dict[str, list[tuple[float, ...]]] = {}
             theirs: dict[str, list[tuple[float, ...]]] = {}
             ceilings: dict[str, list[tuple[float, ...]]] = {}

@@ -27,11 +27,14 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from rocketport.common.message import SYSTEM_PROPERTY_NAMES, Message
-from rocketport.core.facade.types import now_ms
+from rocketport.common.message import SYSTEM_PROPERTY_NAMES, Message, MessageExt, without_unique_key
+from rocketport.common.message import encode_properties as encode_stored  # not the content header's
+from rocketport.core.facade.types import PlainSend, now_ms
 
 from .errors import ChannelError
+from .exchanges import name_of
 from .properties import DEFAULT_EXCHANGE_MARK
+from .queue_args import MAXLEN
 
 if TYPE_CHECKING:
     from rocketport.core.broker import Broker
@@ -45,6 +48,14 @@ X_FIRST_DEATH = ("x-first-death-reason", "x-first-death-queue", "x-first-death-e
 BACKLOG_MAX = 16_384  # dead-letter copies waiting to be stored: the sweep waits above it
 _RUN_MAX = 512  # copies stored with one append
 _RUN_BYTES = 1 << 20
+_HOST = ("127.0.0.1", 0)  # a dead-letter copy's born host: the broker's own
+
+
+def _key(message: MessageExt) -> bytes:
+    """What a message's dead-letter copy depends on besides the death: its stored
+    properties but their UNIQ_KEY (one publisher's messages share it)."""
+    raw = message.properties_bytes() if hasattr(message, "properties_bytes") else encode_stored(message.properties)
+    return without_unique_key(raw)
 
 
 def death_properties(props: Mapping[str, str], queue: str, exchange: str, reason: str,
@@ -99,40 +110,97 @@ class DeadLetters:
     def backlog(self) -> int:
         return len(self._waiting)
 
-    def send(self, state: QueueState, messages: Iterable[tuple[Mapping[str, str], bytes, str]],
-             reason: str) -> int:
-        """Dead-letter ``messages`` (stored properties, body, the exchange each reached the
-        queue through) leaving ``state``'s queue for ``reason``; returns how many copies go
-        (none without a dead-letter exchange, or where it routes nowhere: RabbitMQ drops
-        them then)."""
+    def send(self, state: QueueState, messages: Iterable[MessageExt], reason: str) -> int:
+        """Dead-letter stored ``messages`` leaving ``state``'s queue for ``reason``."""
+        queue, exchange_name = state.entity.name, self.vhost.exchange_name
+        exchanges = self.vhost.entities.exchanges
+        names: dict[str, str] = {}  # by topic, where that alone says which
+
+        def came_through(message: MessageExt) -> str:
+            topic = message.topic
+            name = names.get(topic)
+            if name is None:
+                name = name_of(topic)
+                if name == queue and name in exchanges:  # shared with an exchange: its mark says
+                    return exchange_name(topic, queue, message.properties)
+                name = names[topic] = "" if name == queue else name  # the default exchange's
+            return name
+        return self._send(state, ((_key(m), m, m.body, came_through(m)) for m in messages), reason)
+
+    def send_refused(self, state: QueueState, properties: Mapping[str, str], body: bytes,
+                     exchange: str) -> int:
+        """Dead-letter a publish ``state``'s queue refused (reject-publish-dlx: maxlen)."""
+        return self._send(state, [(None, properties, body, exchange)], MAXLEN)
+
+    def _send(self, state: QueueState, messages: Iterable[tuple[bytes | None, Any, bytes, str]],
+              reason: str) -> int:
+        """The copies of ``messages`` (a key their dead-letter properties can be kept by,
+        the message or its properties, the body, the exchange it reached the queue
+        through); returns how many go (none without a dead-letter exchange, or where it
+        routes nowhere: RabbitMQ drops them then). Copies alike (one publisher's, dying
+        together) are made once and stored as one plain send (`Broker.put_plain`) at once;
+        what that lane declines waits for `run`, and so does all after it (order)."""
         policy = state.policy
         exchange = policy.dead_letter_exchange
         if exchange is None:
             return 0
-        vhost, queue = self.vhost, state.entity.name
-        waiting = self._waiting
-        sent = 0
+        queue, broker = state.entity.name, self.broker
         stamp = now_ms()
-        for properties, body, came_through in messages:
-            props = death_properties(properties, queue, came_through, reason,
-                                     policy.dead_letter_routing_key, self._tag_header, stamp)
-            routing_key = props.get("TAGS", "")
-            try:
-                topic = vhost.publish_topic(exchange, routing_key)
-            except ChannelError as exc:
-                log.info("AMQP queue %s: dead-letter exchange: %s; message dropped", queue, exc.text)
-                continue
-            if topic is None:
-                continue
-            if vhost.needs_mark(exchange, routing_key):
-                props[DEFAULT_EXCHANGE_MARK] = "1"
-            waiting.append(Message(topic, body, props))
+        made: dict[tuple[bytes, str], tuple[str, dict[str, str], bytes, Any] | None] = {}
+        sends: list[PlainSend] = []
+        sent = 0
+        for key, source, body, came_through in messages:
+            found = made.get((key, came_through)) if key is not None else None
+            if found is None:
+                properties = source if isinstance(source, Mapping) else source.properties
+                found = self._copy(properties, queue, came_through, reason, policy.dead_letter_routing_key,
+                                   exchange, stamp)
+                if found is None:
+                    continue
+                if key is not None:
+                    made[(key, came_through)] = found
+            topic, props, encoded, accepted = found
             sent += 1
-        if sent:
+            if accepted is None or self._waiting:
+                self._waiting.append(Message(topic, body, dict(props)))
+                continue
+            last = sends[-1] if sends else None
+            if last is not None and last.topic == topic and last.properties is encoded and len(last.bodies) < _RUN_MAX:
+                last.bodies.append(body)
+            else:
+                sends.append(PlainSend(topic, accepted[0], encoded, [body], _HOST, accepted[1]))
+        if sends:
+            put = broker.put_plain(sends)
+            for send, outcome in zip(sends, put.stored):
+                if type(outcome) is tuple:
+                    self.stored += len(send.bodies)
+                else:
+                    log.warning("AMQP dead-lettering of %d message(s) into %s failed: %s",
+                                len(send.bodies), send.topic, outcome)
+        if self._waiting:
             self._wake.set()
-            if len(waiting) >= BACKLOG_MAX:
+            if len(self._waiting) >= BACKLOG_MAX:
                 self._room.clear()
         return sent
+
+    def _copy(self, properties: Mapping[str, str], queue: str, came_through: str, reason: str,
+              routing_key: str | None, exchange: str,
+              stamp: int) -> tuple[str, dict[str, str], bytes, Any] | None:
+        """(topic, properties, encoded, accepted by the plain lane or None) of one copy."""
+        vhost = self.vhost
+        props = death_properties(properties, queue, came_through, reason, routing_key, self._tag_header, stamp)
+        new_key = props.get("TAGS", "")
+        try:
+            topic = vhost.publish_topic(exchange, new_key)
+        except ChannelError as exc:
+            log.info("AMQP queue %s: dead-letter exchange: %s; message dropped", queue, exc.text)
+            return None
+        if topic is None:
+            return None
+        if vhost.needs_mark(exchange, new_key):
+            props[DEFAULT_EXCHANGE_MARK] = "1"
+        encoded = encode_stored(props)
+        return topic, props, encoded, self.broker.accept_now(topic, -1, encoded, 0, answers_after_durable=True)
 
     async def room(self) -> None:
         """Until the backlog is below its bound."""

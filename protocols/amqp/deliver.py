@@ -216,9 +216,7 @@ class DeliverHandlers:
 
     def _dead_letter(self, state: QueueState, messages: list[MessageExt], reason: str) -> None:
         """Copies to the queue's dead-letter exchange, as RabbitMQ makes them (`dead_letter`)."""
-        queue, exchange_name = state.entity.name, self.vhost.exchange_name
-        self.vhost.dead_letters.send(state, [(m.properties, m.body, exchange_name(m.topic, queue, m.properties))
-                                             for m in messages], reason)
+        self.vhost.dead_letters.send(state, messages, reason)
 
     # ---------------------------------------------------------------- get
     async def basic_get(self, channel: Channel, method: Basic.Get) -> None:

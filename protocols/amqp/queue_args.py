@@ -31,6 +31,7 @@ REJECT_PUBLISH = "reject-publish"
 REJECT_PUBLISH_DLX = "reject-publish-dlx"
 OVERFLOWS = (DROP_HEAD, REJECT_PUBLISH, REJECT_PUBLISH_DLX)
 MAX_PRIORITY = 255
+_EXPIRATION_NEEDLE = b"expiration\x01"  # as properties are stored: name \x01 value \x02
 
 
 def _non_negative(arguments: Mapping[str, Any], key: str, positive: bool = False) -> int | None:
@@ -123,7 +124,10 @@ class QueuePolicy:
         queue's TTL or the publisher's ``expiration``, whichever is shorter, from when the
         message entered the queue (was stored)."""
         ttl = self.message_ttl
-        expiration = message.properties.get("expiration")
+        # a stored message's properties are decoded only when they may name an expiration
+        raw = getattr(message, "properties_bytes", None)
+        expiration = (message.properties.get("expiration") if raw is None or _EXPIRATION_NEEDLE in raw()
+                      else None)
         if expiration is not None:
             own = message_expiration(expiration)
             if own is not None:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_PER_QUEUE = 4096  # messages one queue loses in one go; then the loop yields
+_PER_QUEUE = 1024  # messages one queue loses in one go (some ms); then the loop yields
 _IDLE_MS = 1000  # the longest sleep: per-message expirations in queues without a TTL
 _MIN_SLEEP_S = 0.002
 
@@ -82,18 +82,17 @@ class QueueLimits:
                     self._dead_letter(state, dropped[start:i], reasons[start])
                     start = i
         name = state.entity.name
+        more = len(dropped) >= limit
         if head is None:
-            self._idle.add(name)
-            return None, False
+            if not more:
+                self._idle.add(name)
+            return None, more
         self._idle.discard(name)
-        return policy.expires_at(head), len(dropped) >= limit
+        return policy.expires_at(head), more
 
     def _dead_letter(self, state: QueueState, messages: list[MessageExt], reason: str) -> None:
-        if state.policy.dead_letter_exchange is None:
-            return
-        queue, exchange_name = state.entity.name, self.vhost.exchange_name
-        self.dead_letters.send(state, ((m.properties, m.body, exchange_name(m.topic, queue, m.properties))
-                                       for m in messages), reason)
+        if state.policy.dead_letter_exchange is not None:
+            self.dead_letters.send(state, messages, reason)
 
     async def run(self) -> None:
         """The sweep, forever (its owner cancels it)."""
@@ -143,5 +142,5 @@ class QueueLimits:
             if policy.full(state.group.message_count):
                 refused = True
                 if policy.overflow == REJECT_PUBLISH_DLX:
-                    self.dead_letters.send(state, [(properties, body, exchange)], MAXLEN)
+                    self.dead_letters.send_refused(state, properties, body, exchange)
         return refused
