@@ -59,6 +59,7 @@ CLOSED: Final = "closed"
 DEFAULT_FRAME_MAX: Final = 131072  # RabbitMQ's
 DEFAULT_CHANNEL_MAX: Final = 2047  # RabbitMQ's
 _U64 = struct.Struct(">Q")
+_BASIC_CLASS: Final = b"\x00\x3c"  # a content header's class id: basic
 
 
 def shortstr_text(text: str) -> str:
@@ -92,15 +93,13 @@ class AmqpServerConnection:
         self._assembling: dict[int, _Assembly] = {}
         self._closing_channels: set[int] = set()
         # the publish run being read (see _more_of_run): its event; the bytes from a body's
-        # frame end to the next body of the same size, and that size; the bytes from a
-        # method frame's start to its content header's body size, its property bytes and
-        # where they start after the method frame's
+        # frame end to the next body of the same size, and that size; the method frame;
+        # the last publish's property bytes (flags on)
         self._run: ContentReceived | None = None
         self._run_gap = b""
         self._run_body_size = 0
-        self._run_prefix = b""
+        self._run_method = b""
         self._run_props = b""
-        self._run_props_at = 0
 
     @property
     def buffered(self) -> int:
@@ -135,7 +134,7 @@ class AmqpServerConnection:
             while size - pos >= 7 and self.state != CLOSED:
                 run = self._run
                 if run is not None:
-                    after = self._more_of_run(buf, view, pos, size, run)
+                    after = self._more_of_run(buf, view, pos, size, run, events)
                     if after:
                         pos = after
                         continue
@@ -208,19 +207,20 @@ class AmqpServerConnection:
         self._run = run = ContentReceived(channel, method, header.properties, [bytes(view[body_at + 7:body_end])])
         self._run_gap = FRAME_END_BYTE + bytes(view[pos:body_at + 7])
         self._run_body_size = length
-        self._run_prefix = bytes(view[pos:header_at + 11])
+        self._run_method = bytes(view[pos:end + 1])
         self._run_props = bytes(view[header_at + 19:header_end])
-        self._run_props_at = header_at + 19 - pos
         events.append(run)
         return body_end + 1
 
-    def _more_of_run(self, buf: bytearray, view: memoryview, pos: int, size: int, run: ContentReceived) -> int:
+    def _more_of_run(self, buf: bytearray, view: memoryview, pos: int, size: int, run: ContentReceived,
+                     events: list[Event]) -> int:
         """The position after the publishes at ``pos`` that join the run, whole in the
-        buffer; 0 when none does. First those with the body size of the run's last: what
-        lies between two bodies of one size (frame end, method frame, content header, body
-        frame head) is the same bytes, one comparison a publish. Else one of another size:
-        its method frame and content header up to the body size (both frames' lengths
-        included) and its properties must be the run's."""
+        buffer; 0 when none does. First those with the body size and properties of the
+        run's last: what lies between two such bodies (frame end, method frame, content
+        header, body frame head) is the same bytes, one comparison a publish. Else one
+        with the run's method frame and any content header (another size, or properties of
+        its own: a keyed publisher's, whose messages each carry their key; the run's event
+        then holds each body's properties, ``varied``)."""
         gap = self._run_gap
         body_size = self._run_body_size
         width = len(gap) + body_size
@@ -233,20 +233,41 @@ class AmqpServerConnection:
             bodies.append(bytes(view[end - body_size:end]))
             at = end
         if at >= pos:
+            if run.varied is not None:
+                run.varied.extend([self._run_props] * (len(bodies) - len(run.varied)))
             return at + 1
-        if not buf.startswith(self._run_prefix, pos):
+        method_frame = self._run_method
+        if not buf.startswith(method_frame, pos):
             return 0
-        props_at = pos + self._run_props_at
-        header_end = props_at + len(self._run_props)
+        channel = run.channel
+        max_payload = self.frame_max - codec.FRAME_OVERHEAD
+        header_at = pos + len(method_frame)
+        if size - header_at < 7:
+            return 0
+        kind, ch, length = FRAME_HEAD.unpack_from(buf, header_at)
+        header_end = header_at + 7 + length
+        if kind != FRAME_HEADER or ch != channel or length < 14 or length > max_payload \
+                or header_end >= size or buf[header_end] != FRAME_END \
+                or not buf.startswith(_BASIC_CLASS, header_at + 7):
+            return 0
+        (body_size,) = _U64.unpack_from(buf, header_at + 11)
         body_at = header_end + 1
-        if size - body_at < 7 or buf[header_end] != FRAME_END or not buf.startswith(self._run_props, props_at):
+        if not 0 < body_size <= self.max_body or size - body_at < 7:
             return 0
         kind, ch, length = FRAME_HEAD.unpack_from(buf, body_at)
         body_end = body_at + 7 + length
-        if kind != FRAME_BODY or ch != run.channel or length != _U64.unpack_from(buf, props_at - 8)[0] \
-                or not 0 < length <= self.max_body or length > self.frame_max - codec.FRAME_OVERHEAD \
+        if kind != FRAME_BODY or ch != channel or length != body_size or length > max_payload \
                 or body_end >= size or buf[body_end] != FRAME_END:
             return 0
+        props = bytes(view[header_at + 19:header_end])
+        varied = run.varied
+        if props != self._run_props:
+            if varied is None:  # the run's first publish of its own: its event says so
+                varied = [self._run_props] * len(bodies)
+                self._run = run = events[-1] = ContentReceived(channel, run.method, run.properties, bodies, varied)
+            self._run_props = props
+        if varied is not None:
+            varied.append(props)
         bodies.append(bytes(view[body_at + 7:body_end]))
         self._run_gap = FRAME_END_BYTE + bytes(view[pos:body_at + 7])
         self._run_body_size = length

@@ -43,14 +43,18 @@ class MethodReceived:
 
 @dataclass(frozen=True, slots=True)
 class ContentReceived:
-    """One or more basic.publish in a row on one channel, alike in method and properties
-    (a pipelining publisher's read holds runs of them), each with its whole body
-    (assembled from body frames)."""
+    """One or more basic.publish in a row on one channel, alike in method (a pipelining
+    publisher's read holds runs of them), each with its whole body (assembled from body
+    frames); alike in properties too unless ``varied`` holds each one's, undecoded (a
+    keyed publisher's: every message has a header of its own)."""
 
     channel: int
     method: Publish
-    properties: dict[str, Any]  # the basic properties present, by spec name
+    properties: dict[str, Any]  # the basic properties present, by spec name (the first's)
     bodies: list[bytes]  # in publish order
+    # per body when their properties differ: the content header's bytes from the property
+    # flags on (`codec.decode_properties` decodes them)
+    varied: list[bytes] | None = None
 
 
 @dataclass(frozen=True, slots=True)

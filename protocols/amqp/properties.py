@@ -85,6 +85,97 @@ def to_message_properties(props: Mapping[str, Any], routing_key: str, now_ms: in
     return out
 
 
+# what `stored_properties` converts directly, by property flags: (stored name + \x01,
+# kind) per property present; None for flags it leaves to the general path
+_Layout = tuple[tuple[bytes, str], ...] | None
+_LAYOUTS: dict[int, _Layout] = {}
+_DIRECT: Final = frozenset(name for name, _, _ in _FIELDS if name != "expiration")  # expiration: limits
+# header names the general path treats apart: a basic property's (the property wins), the
+# routing key's TAGS, the mark, a delay
+_APART: Final = frozenset(name.encode() for name in BASIC_NAMES | {PROPERTY_TAGS, DEFAULT_EXCHANGE_MARK, X_DELAY})
+_OCTETS: Final = tuple(b"%d\x02" % n for n in range(256))
+_U32 = struct.Struct(">I")
+
+
+def _layout(flags: int) -> _Layout:
+    if flags & 1:
+        return None
+    layout = []
+    for name, bit, kind in _FIELDS:
+        if flags >> bit & 1:
+            if name not in _DIRECT:
+                return None
+            layout.append((name.encode() + b"\x01", kind))
+    if flags & ((1 << 3) - 1) & ~1:  # cluster-id (bit 2) and the reserved bits
+        return None
+    return tuple(layout)
+
+
+def stored_properties(raw: bytes, tail: bytes) -> bytes | None:
+    """A content header's properties (its bytes from the property flags on) as
+    `to_message_properties` and `encode_properties` of common.message would store them,
+    in one pass over the bytes, when every header is a long string (a keyed publisher's:
+    a key each): ``tail`` (TAGS and the like, encoded) ends them. None for anything else
+    (another header type, a delay, expiration, a separator character, text that is not
+    UTF-8, a malformed list): the general path takes it and says what is wrong."""
+    try:
+        layout = _LAYOUTS[raw[0] << 8 | raw[1]]
+    except KeyError:
+        layout = _LAYOUTS[raw[0] << 8 | raw[1]] = _layout(raw[0] << 8 | raw[1])
+    except IndexError:
+        return None
+    if layout is None:
+        return None
+    parts: list[bytes] = []  # the headers' (name, \x01, value, \x02 each), then the others'
+    basics: list[bytes] = []  # (name and \x01, value, \x02 or b"") each
+    pos = 2
+    names = 0
+    try:
+        for name, kind in layout:
+            if kind == "s":
+                end = pos + 1 + raw[pos]
+                if end > pos + 1:  # an empty one is not stored
+                    basics += (name, raw[pos + 1:end], b"\x02")
+                pos = end
+            elif kind == "o":
+                basics += (name, _OCTETS[raw[pos]], b"")
+                pos += 1
+            elif kind == "t":
+                basics += (name, b"%d\x02" % _U64.unpack_from(raw, pos), b"")
+                pos += 8
+            else:  # the headers: name shortstr, 'S', long string, each
+                at = pos + 4
+                pos = at + _U32.unpack_from(raw, pos)[0]
+                while at < pos:
+                    kind_at = at + 1 + raw[at]
+                    if raw[kind_at] != 0x53:
+                        return None
+                    name_of = raw[at + 1:kind_at]
+                    at = kind_at + 5 + _U32.unpack_from(raw, kind_at + 1)[0]
+                    parts += (name_of, b"\x01", raw[kind_at + 5:at], b"\x02")
+                    names += 1
+                if at != pos:
+                    return None
+    except (IndexError, struct.error):
+        return None
+    if pos != len(raw):
+        return None
+    pairs = names + len(basics) // 3
+    if names:
+        keys = parts[0::4]
+        if not _APART.isdisjoint(keys) or (names > 1 and len(set(keys)) != names):
+            return None  # treated apart, or a name twice: the general path's
+    parts += basics
+    out = b"".join(parts)
+    if out.count(b"\x01") != pairs or out.count(b"\x02") != pairs:
+        return None  # a separator inside a name or value
+    try:
+        out.decode()
+    except UnicodeDecodeError:
+        return None
+    return out + tail
+
+
 def _shortstr(text: str) -> bytes:
     raw = text.encode("utf-8", "surrogateescape")[:255]
     return bytes((len(raw),)) + raw

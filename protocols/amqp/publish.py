@@ -4,24 +4,27 @@ A publish does not wait in line behind its channel's methods: its put starts at 
 stores keep publish order) and its confirm goes out when the store has it (under
 SYNC_FLUSH after the fsync); confirms of publishes stored together leave as one ack with
 ``multiple``. The codec hands over runs of publishes alike (a pipelining publisher's
-read): a run is routed once (remembered until the vhost's declarations change) and stored
-with one `Broker.put_plain`, the core's plain-send lane (under SYNC_FLUSH its confirms wait
-for the one fsync it hands back; without confirms nothing waits). What the lane declines is
-gathered per topic and stored in runs when the read ends or another method comes
-(`PublishHandlers.store_gathered`). A refused put nacks under confirms, else closes the
-channel; a full store also sends connection.blocked. One object per connection; never
-touches the transport: frames go out through the session.
+read): a run is routed once (remembered until the vhost's declarations change). The runs
+of one read that the core's plain-send lane takes are stored together with one
+`Broker.put_plain` when the read ends or another method comes (`PublishHandlers.store_plain`:
+one append for a read of publishes that each differ, a keyed publisher's; under SYNC_FLUSH
+their confirms wait for the one fsync it hands back; without confirms nothing waits). What
+the lane declines is gathered per topic and stored in runs at the same points
+(`PublishHandlers.store_gathered`); publish order holds across both. A refused put nacks
+under confirms, else closes the channel; a full store also sends connection.blocked. One
+object per connection; never touches the transport: frames go out through the session.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pamqp.commands import Basic, Confirm, Connection
 
-from rocketport.common.message import PROPERTY_DEDUP_KEY, PROPERTY_TRANSACTION_PREPARED, Message
+from rocketport.common.message import PROPERTY_DEDUP_KEY, PROPERTY_TAGS, PROPERTY_TRANSACTION_PREPARED, Message
 from rocketport.common.message import encode_properties as encode_stored  # not the content header's
 from rocketport.core.auth.plain_acl import PUB
 from rocketport.core.errors import StoreUnavailable
@@ -32,10 +35,16 @@ from . import codec
 from .access import require
 from .channel import Channel, MethodHandler
 from .connection import shortstr_text
-from .errors import ChannelError, Reply
+from .errors import ChannelError, ConnectionError_, Reply
 from .events import ContentReceived, ContentTooLarge
-from .properties import DEFAULT_EXCHANGE_MARK, X_DELAY, encode_properties, to_message_properties
-from .vhost import DEFAULT_EXCHANGE
+from .properties import (
+    DEFAULT_EXCHANGE_MARK,
+    X_DELAY,
+    encode_properties,
+    stored_properties,
+    to_message_properties,
+)
+from .vhost import DEFAULT_EXCHANGE, QueueState
 
 if TYPE_CHECKING:
     from .session import AmqpSession
@@ -47,6 +56,8 @@ _ROUTES_MAX = 1024  # distinct (exchange, routing key, content header) remembere
 # properties the core must see on a message of its own (`Broker.put_messages` refuses a
 # transaction in a run; a dedup key is checked per message)
 _ALONE = frozenset((PROPERTY_DEDUP_KEY, PROPERTY_TRANSACTION_PREPARED))
+_STORED: dict[str, str] = {}  # a stored publish waiting for its fsync keeps no properties
+_MARK = encode_stored({DEFAULT_EXCHANGE_MARK: "1"})
 
 
 @dataclass(slots=True)
@@ -57,8 +68,20 @@ class _Route:
     generation: int  # the vhost's, when this was worked out
     topic: str | None  # None: the default exchange names no queue
     properties: dict[str, str]  # as stored; shared, never modified
-    routed: bool  # some queue takes it
+    routed: bool | None  # some queue takes it; None: not worked out yet (only mandatory asks)
     encoded: bytes  # ``properties`` as the store writes them
+    limited: tuple[QueueState, ...] | None = None  # queues it reaches with a TTL or length limit
+
+
+@dataclass(slots=True)
+class _Target:
+    """The topic of an (exchange, routing key) and whether its publishes carry the mark
+    (`vhost.needs_mark`), whatever their content headers: what a keyed publisher's
+    publishes, each with properties of its own, share."""
+
+    generation: int
+    topic: str | None
+    mark: bool
 
 
 class PublishHandlers:
@@ -70,18 +93,27 @@ class PublishHandlers:
         self.vhost = session.vhost
         config = self.broker.config
         self.puts = 0  # puts gathered or running
-        # publishes of this read not stored yet, by topic
+        # publishes of this read not stored yet: runs for the plain-send lane with their
+        # channels, or (never both at once: publish order) the others by topic
+        self.plain: list[PlainSend] = []
+        self.plain_channels: list[Channel] = []
         self.gathered: dict[str, list[_Gathered]] = {}
         self.dirty_confirms: set[Channel] = set()  # channels with confirms due
         self._tag_header = config.kafka_tag_header
         self._run_bytes = config.max_message_size // 2  # bytes of one gathered run, at most
         self._routes: dict[tuple[str, str, int], _Route] = {}
+        self._targets: dict[tuple[str, str], _Target] = {}
+        self._tails: dict[str, bytes] = {}  # by routing key: its TAGS, encoded
         self._blocked = False
         self.table: dict[type, MethodHandler] = {Confirm.Select: self.confirm_select}
 
-    def publish(self, channel: Channel, event: ContentReceived) -> None:
+    def publish(self, channel: Channel, event: ContentReceived, admitted: bool = False) -> None:
         """A run of publishes alike: routed once; stored at once with one `Broker.put_plain`
-        (no coroutine, no Message objects), else gathered for `store_gathered`."""
+        (no coroutine, no Message objects), else gathered for `store_gathered`. Into
+        queues with limits, `queue_limits` admits each first (``admitted``: it did)."""
+        if event.varied is not None and not admitted:
+            self._publish_varied(channel, event)
+            return
         session = self.session
         method = event.method
         exchange, routing_key = method.exchange, method.routing_key
@@ -90,7 +122,9 @@ class PublishHandlers:
         if topic is not None:
             require(session.account, topic, PUB)
         bodies = event.bodies
-        if not route.routed and (topic is None or method.mandatory):
+        if topic is None or (method.mandatory and not self._routed(route, exchange, routing_key)):
+            if self.plain:  # their sequence numbers come first
+                self.store_plain()
             for body in bodies:
                 seq = channel.next_publish()
                 if method.mandatory:
@@ -100,14 +134,25 @@ class PublishHandlers:
                                               body, session.conn.frame_max))
                 self._confirm(channel, seq, True)
             return
+        if route.limited is not None and not admitted and self._admit(channel, event, route):
+            return
         properties = route.properties
         if channel.tx:
             for body in bodies:
                 channel.next_publish()
                 channel.tx_publishes.append(Message(topic, body, dict(properties), born_host=session.peer))
             return
-        if self._store_run(channel, route, bodies):  # type: ignore[arg-type]
+        accepted = self.broker.accept_now(topic, -1, route.encoded, 0,  # type: ignore[arg-type]
+                                          answers_after_durable=True)
+        if accepted is not None:  # the plain-send lane's: stored with the read's others
+            if self.gathered:  # stored in publish order
+                self.store_gathered()
+            self.plain.append(PlainSend(topic, accepted[0], route.encoded, bodies,  # type: ignore[arg-type]
+                                        session.peer, accepted[1]))
+            self.plain_channels.append(channel)
             return
+        if self.plain:
+            self.store_plain()
         self.puts += len(bodies)
         batch = self.gathered.get(topic)  # type: ignore[arg-type]
         if batch is None:
@@ -122,16 +167,21 @@ class PublishHandlers:
         entry keeps it alive; a publisher's messages mostly look alike)."""
         key = (exchange, routing_key, id(basic))
         vhost = self.vhost
+        generation = vhost.generation
         found = self._routes.get(key)
-        if found is not None and found.basic is basic and found.generation == vhost.generation:
+        if found is not None and found.basic is basic and found.generation == generation:
             return found
-        topic = vhost.publish_topic(exchange, routing_key)
+        target = self._target(exchange, routing_key)
+        topic = target.topic
         properties = to_message_properties(basic, routing_key, now_ms())
-        routed = topic is not None and (exchange == DEFAULT_EXCHANGE
-                                        or vhost.router.routed(exchange, routing_key, properties))
-        if vhost.needs_mark(exchange, routing_key):
+        if target.mark:
             properties[DEFAULT_EXCHANGE_MARK] = "1"
-        route = _Route(basic, vhost.generation, topic, properties, routed, encode_stored(properties))
+        # routed is worked out when a mandatory publish asks (`_routed`); a queue reached
+        # is one routed to, so no limited queue without a route
+        route = _Route(basic, generation, topic, properties,
+                       True if exchange == DEFAULT_EXCHANGE and topic is not None else None,
+                       encode_stored(properties),
+                       vhost.limited_queues(exchange, routing_key, properties) if topic is not None else None)
         headers = basic.get("headers") if basic else None
         if not (headers and X_DELAY in headers):  # a delay is relative to now
             if len(self._routes) >= _ROUTES_MAX:
@@ -139,38 +189,135 @@ class PublishHandlers:
             self._routes[key] = route
         return route
 
-    def _store_run(self, channel: Channel, route: _Route, bodies: list[bytes]) -> bool:
-        """Store a run through the core's plain-send lane (`Broker.put_plain`, one send of
-        many bodies) and settle its confirms (under SYNC_FLUSH once `PlainPut.durable` says
-        it is on disk: one fsync for the run; a channel without confirms asks for none);
-        False when the broker wants it put another way (a delay, a transaction or dedup
-        property, dispatchAfterFlush: the gathered puts below, batched across runs)."""
-        topic = route.topic
-        accepted = self.broker.accept_now(topic, -1, route.encoded, 0,  # type: ignore[arg-type]
-                                          answers_after_durable=True)
-        if accepted is None:
+    def _target(self, exchange: str, routing_key: str) -> _Target:
+        """The topic and mark of (exchange, routing key), remembered for the vhost's
+        declarations (publish_topic raises when the exchange is missing or internal)."""
+        names = (exchange, routing_key)
+        vhost = self.vhost
+        target = self._targets.get(names)
+        if target is None or target.generation != vhost.generation:
+            if len(self._targets) >= _ROUTES_MAX:
+                self._targets.clear()
+            target = self._targets[names] = _Target(vhost.generation, vhost.publish_topic(exchange, routing_key),
+                                                    vhost.needs_mark(exchange, routing_key))
+        return target
+
+    def _publish_varied(self, channel: Channel, event: ContentReceived) -> None:
+        """Publishes of one method whose properties differ (`ContentReceived.varied`: a
+        keyed publisher's, a key each): the target is worked out once, and each one's
+        properties go from the content header's bytes to the stored encoding in one step
+        (`stored_properties`; none is remembered as a route, none repeats) to join the
+        read's plain sends. What that does not take (a mandatory or transactional publish,
+        queues with limits, a typed header, a delay, what the lane declines) goes through
+        `publish` one by one."""
+        method, varied, bodies = event.method, event.varied, event.bodies
+        exchange, routing_key = method.exchange, method.routing_key
+        target = self._target(exchange, routing_key)
+        topic = target.topic
+        if topic is None or method.mandatory or channel.tx or self.vhost.has_limits:
+            for raw, body in zip(varied, bodies):  # type: ignore[arg-type]
+                self.publish(channel, ContentReceived(event.channel, method, _decoded(raw), [body]))
+            return
+        session = self.session
+        require(session.account, topic, PUB)
+        tail = self._tails.get(routing_key)
+        if tail is None:
+            if len(self._tails) >= _ROUTES_MAX:
+                self._tails.clear()
+            tail = self._tails[routing_key] = encode_stored({PROPERTY_TAGS: routing_key} if routing_key else {})
+        if target.mark:
+            tail += _MARK
+        accept, peer = self.broker.accept_now, session.peer
+        for raw, body in zip(varied, bodies):  # type: ignore[arg-type]
+            encoded = stored_properties(raw, tail)
+            accepted = None if encoded is None else accept(topic, -1, encoded, 0, answers_after_durable=True)
+            if accepted is None:
+                self.publish(channel, ContentReceived(event.channel, method, _decoded(raw), [body]))
+                continue
+            if self.gathered:  # stored in publish order
+                self.store_gathered()
+            self.plain.append(PlainSend(topic, accepted[0], encoded, [body], peer, accepted[1]))  # type: ignore[arg-type]
+            self.plain_channels.append(channel)
+
+    def _admit(self, channel: Channel, event: ContentReceived, route: _Route) -> bool:
+        """Publishes into queues with a TTL or length limit (`queue_limits`). Under
+        x-overflow reject-publish(-dlx) each is admitted in turn: refused (nacked under
+        confirms, not stored) while a queue is full, else stored at once, so the next one
+        sees the queue's count; True when done here. Otherwise the sweep is told."""
+        limits, limited = self.vhost.limits, route.limited or ()
+        if channel.tx or not any(state.policy.refuses_publishes for state in limited):
+            limits.published(limited)
             return False
-        if self.gathered:  # stored in publish order
+        exchange, properties = event.method.exchange, route.properties
+        for body in event.bodies:
+            self.store_pending()
+            if limits.refuses(limited, properties, body, exchange):
+                self._confirm(channel, channel.next_publish(), False)
+            else:
+                self.publish(channel, dataclasses.replace(event, bodies=[body]), admitted=True)
+        self.store_pending()
+        return True
+
+    def _routed(self, route: _Route, exchange: str, routing_key: str) -> bool:
+        """Whether some queue takes what ``route`` stores: worked out when first asked (a
+        mandatory publish), as the content header may decide it (a headers exchange)."""
+        if route.routed is None:
+            route.routed = self.vhost.router.routed(exchange, routing_key, route.properties)
+        return route.routed
+
+    @property
+    def pending(self) -> bool:
+        """Publishes of this read not stored yet (`store_pending` before another method)."""
+        return bool(self.plain or self.gathered)
+
+    def store_pending(self) -> None:
+        """Store this read's publishes not stored yet, in order."""
+        if self.plain:
+            self.store_plain()
+        if self.gathered:
             self.store_gathered()
-        put = self.broker.put_plain([PlainSend(topic, accepted[0], route.encoded, bodies,  # type: ignore[arg-type]
-                                               self.session.peer, accepted[1])], durable=channel.confirm)
-        refused = put.stored[0]
-        if type(refused) is not tuple:  # refused as a whole
-            for _ in bodies:
-                self._settle(channel, channel.next_publish(), refused)
-            return True
+
+    def store_plain(self) -> None:
+        """Store the runs the plain-send lane accepted since the last call with one
+        `Broker.put_plain` (one append, whatever their channels, topics and properties) and
+        settle their confirms in publish order (under SYNC_FLUSH once `PlainPut.durable`
+        says they are on disk: one fsync; a channel without confirms asks for none)."""
+        sends, self.plain = self.plain, []
+        channels, self.plain_channels = self.plain_channels, []
+        put = self.broker.put_plain(sends, durable=any(channel.confirm for channel in channels))
         durable = put.durable
-        if durable is not None:  # SYNC_FLUSH: the confirms wait for the fsync
-            entries: list[_Gathered] = [(channel, channel.next_publish(), body, route.properties)
-                                        for body in bodies]
-            self.puts += len(entries)
-            durable.add_done_callback(lambda done: self._put_done(entries, done))
-            return True
-        channel.stored_at_once(len(bodies))
+        waiting: list[_Gathered] = []  # confirms that wait for the fsync
+        stored_on: Channel | None = None  # sends stored at once, on one channel in a row
+        stored = 0
+        for channel, send, refused in zip(channels, sends, put.stored):
+            bodies = send.bodies
+            if type(refused) is tuple and (durable is None or not channel.confirm):
+                if channel is not stored_on:
+                    if stored:
+                        self._stored_at_once(stored_on, stored)  # type: ignore[arg-type]
+                    stored_on, stored = channel, 0
+                stored += len(bodies)
+                continue
+            if stored:
+                self._stored_at_once(stored_on, stored)  # type: ignore[arg-type]
+                stored_on, stored = None, 0
+            if type(refused) is not tuple:  # refused as a whole
+                for _ in bodies:
+                    self._settle(channel, channel.next_publish(), refused)  # type: ignore[arg-type]
+            else:
+                waiting += [(channel, channel.next_publish(), body, _STORED)  # type: ignore[misc]
+                            for body in bodies]
+        if stored:
+            self._stored_at_once(stored_on, stored)  # type: ignore[arg-type]
+        if waiting:
+            self.puts += len(waiting)
+            durable.add_done_callback(lambda done: self._put_done(waiting, done))  # type: ignore[union-attr]
+
+    def _stored_at_once(self, channel: Channel, count: int) -> None:
+        channel.stored_at_once(count)
         self._stored(None)
         if channel.confirm:
             self.dirty_confirms.add(channel)
-        return True
 
     def store_gathered(self) -> None:
         """Store the publishes gathered since the last call, in order: runs of plain
@@ -281,6 +428,15 @@ class PublishHandlers:
         channel.confirm = True
         if not method.nowait:
             self.session.send(channel.number, Confirm.SelectOk())
+
+
+def _decoded(raw: bytes) -> dict[str, Any]:
+    """A varied publish's properties (`ContentReceived.varied`), decoded; a malformed list
+    closes the connection as the codec's checks would have."""
+    try:
+        return codec.decode_properties(raw)
+    except codec.FrameError as exc:
+        raise ConnectionError_(Reply(exc.code), exc.text.partition(" - ")[2] or exc.text) from None
 
 
 def _gatherable(properties: dict[str, str]) -> bool:

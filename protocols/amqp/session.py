@@ -101,9 +101,14 @@ class AmqpSession(Session):
         events = self.conn.receive_data(data)
         self._note_input(bool(events), self.conn.buffered > 0)
         channels, publisher = self.channels, self.publisher
+        traffic = self.front_end.traffic  # /metrics: publishes received, as RabbitMQ counts them
         for event in events:
             try:
                 if type(event) is ContentReceived:  # the publish path, without the dispatch
+                    bodies = event.bodies
+                    traffic.messages_in += len(bodies)
+                    traffic.bytes_in += sum(map(len, bodies))
+                    self.produces = True
                     channel = channels.get(event.channel)
                     if channel is not None and channel.busy is None:
                         try:
@@ -111,15 +116,15 @@ class AmqpSession(Session):
                         except Exception as exc:  # noqa: BLE001 - mapped to the protocol's answer
                             self.failed(channel, event, exc)
                         continue
-                elif publisher.gathered:
-                    publisher.store_gathered()
+                elif publisher.pending:
+                    publisher.store_pending()
                 self._event(event)
             except Exception:
                 log.exception("AMQP connection from %s:%d failed; closing it", *self.peer)
                 self._close_connection(Reply.INTERNAL_ERROR, "INTERNAL_ERROR")
                 break
-        if publisher.gathered:
-            publisher.store_gathered()
+        if publisher.pending:
+            publisher.store_pending()
         self._flush()
         self._update_reading()
 
@@ -296,11 +301,11 @@ class AmqpSession(Session):
         publisher = self.publisher
         while channel.backlog and channel.busy is None and self.channels.get(channel.number) is channel:
             handler, next_arg = channel.backlog.popleft()
-            if publisher.gathered and handler != publisher.publish:
-                publisher.store_gathered()
+            if publisher.pending and handler != publisher.publish:
+                publisher.store_pending()
             self._run(channel, handler, next_arg)
-        if publisher.gathered:
-            publisher.store_gathered()
+        if publisher.pending:
+            publisher.store_pending()
         self._flush()
 
     def failed(self, channel: Channel, arg: Any, exc: BaseException) -> None:

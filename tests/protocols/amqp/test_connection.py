@@ -87,21 +87,26 @@ def test_publish_triples_in_one_read_and_interleaved_channels():
     assert _bodies(events) == [(2, b"y"), (1, b"x")]
 
 
-def test_a_run_of_alike_publishes_is_one_event_and_any_difference_starts_another():
-    """Triples in a row on one channel with the same method and properties (body sizes may
-    differ) are one event with their bodies in order; another routing key, other
-    properties or another channel starts a new one, and so does a new read."""
+def test_a_run_of_one_method_is_one_event_with_each_ones_properties_when_they_differ():
+    """Triples in a row on one channel with the same method (body sizes may differ) are one
+    event with their bodies in order; when their properties differ (a keyed publisher's),
+    the event holds each one's undecoded (``varied``). Another routing key or another
+    channel starts a new event, and so does a new read."""
     data = (_publish_frames(1, b"a", 4096) + _publish_frames(1, b"bb", 4096) + _publish_frames(1, b"c", 4096)
             + _publish_frames(1, b"d", 4096, routing_key="k2") + _publish_frames(1, b"e", 4096, routing_key="k2")
             + _publish_frames(1, b"f", 4096, routing_key="k2", content_type="text/html")
-            + _publish_frames(2, b"g", 4096, routing_key="k2", content_type="text/html"))
+            + _publish_frames(1, b"g", 4096, routing_key="k2", content_type="text/html")
+            + _publish_frames(2, b"h", 4096, routing_key="k2", content_type="text/html"))
     conn = _open(frame_max=4096)
     events = conn.receive_data(data)
     assert [(e.channel, e.method.routing_key, e.properties.get("content_type"), e.bodies) for e in events] == [
-        (1, "k", "text/plain", [b"a", b"bb", b"c"]), (1, "k2", "text/plain", [b"d", b"e"]),
-        (1, "k2", "text/html", [b"f"]), (2, "k2", "text/html", [b"g"])]
-    again = conn.receive_data(_publish_frames(2, b"h", 4096, routing_key="k2", content_type="text/html"))
-    assert len(again) == 1 and again[0].bodies == [b"h"] and events[-1].bodies == [b"g"]
+        (1, "k", "text/plain", [b"a", b"bb", b"c"]), (1, "k2", "text/plain", [b"d", b"e", b"f", b"g"]),
+        (2, "k2", "text/html", [b"h"])]
+    assert events[0].varied is None and events[2].varied is None
+    assert [codec.decode_properties(raw)["content_type"] for raw in events[1].varied] == [
+        "text/plain", "text/plain", "text/html", "text/html"]
+    again = conn.receive_data(_publish_frames(2, b"i", 4096, routing_key="k2", content_type="text/html"))
+    assert len(again) == 1 and again[0].bodies == [b"i"] and events[-1].bodies == [b"h"]
 
 
 def test_a_run_of_one_body_size_cut_anywhere_reads_the_same_and_a_bad_frame_end_in_it_is_an_error():

@@ -202,3 +202,97 @@ def test_under_sync_flush_confirms_follow_the_fsync_and_plain_publishes_ask_for_
         confirmed.close()
     finally:
         live.stop()
+
+
+def _acks(raw: RawAmqp, want: dict[int, int]) -> dict[int, int]:
+    """Read until each channel's publishes up to ``want[channel]`` are acked: what is acked."""
+    acked = dict.fromkeys(want, 0)
+    deadline = time.monotonic() + TIMEOUT_S
+    while acked != want and time.monotonic() < deadline:
+        channel, value = raw.read_frame()
+        if isinstance(value, commands.Basic.Ack):
+            acked[channel] = value.delivery_tag if value.multiple else max(acked[channel], value.delivery_tag)
+        else:
+            assert isinstance(value, (commands.Basic.Return, ContentHeader, ContentBody)), value
+    return acked
+
+
+def test_keyed_publishes_of_one_read_each_keep_their_headers_and_their_confirm_numbers(amqp_broker):
+    """A keyed publisher's read (each publish its own header, two channels interleaved)
+    is stored as it came: each channel's confirms count its own publishes, and each
+    message is read back with its own headers, whichever way it was stored (typed and
+    delay headers, a mandatory publish nobody takes in the middle)."""
+    port = amqp_broker.endpoint("amqp")[1]
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port)) as conn:
+        conn.channel().queue_declare("keyed", durable=True)
+    raw = _channel(port)
+    raw.send(2, commands.Channel.Open())
+    assert isinstance(raw.read_frame()[1], commands.Channel.OpenOk)
+    raw.send(2, commands.Confirm.Select())
+    assert isinstance(raw.read_frame()[1], commands.Confirm.SelectOk)
+
+    def on(channel: int, data: bytes) -> bytes:  # _publish's frames moved to another channel
+        out, at = b"", 0
+        while at < len(data):
+            size = int.from_bytes(data[at + 3:at + 7], "big")
+            out += data[at:at + 1] + channel.to_bytes(2, "big") + data[at + 3:at + 8 + size]
+            at += 8 + size
+        return out
+    data, expected = b"", {}
+    for i in range(60):
+        headers: dict = {"KEYS": "key-%d" % i, "n": "%d" % i}
+        if i == 17:
+            headers["typed"] = 17
+        if i == 33:
+            headers["x-delay"] = 200
+        body = b"k%d" % i
+        expected[body] = headers
+        frames = _publish("keyed", body, headers)
+        data += on(2, frames) if i % 3 == 0 else frames
+        if i == 40:
+            data += _publish("nobody", b"returned", {"KEYS": "r"}, mandatory=True)
+    raw.send_raw(data)  # one write
+    assert _acks(raw, {1: 41, 2: 20}) == {1: 41, 2: 20}
+    raw.close()
+    got: dict[bytes, dict] = {}
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port)) as conn:
+        ch = conn.channel()
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(got) < len(expected) and time.monotonic() < deadline:
+            method, props, body = ch.basic_get("keyed", auto_ack=True)
+            if method is None:
+                time.sleep(0.05)
+                continue
+            got[body] = props.headers
+    assert set(got) == set(expected)
+    for body, headers in expected.items():
+        headers = {k: str(v) for k, v in headers.items() if k not in ("KEYS", "x-delay")}
+        assert {k: v for k, v in got[body].items() if k not in ("KEYS", "x-delay", "typed")} == \
+            {k: v for k, v in headers.items() if k != "typed"}, body
+    broker = amqp_broker.server.broker
+    deadline = time.monotonic() + TIMEOUT_S
+    while not (found := amqp_broker.run(lambda: broker.query_by_key("keyed", "key-5"))) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)  # the index is built behind the queues
+    assert [m.body for m in found] == [b"k5"]  # KEYS as the core indexes it
+
+
+def test_a_malformed_content_header_among_keyed_publishes_closes_the_connection(amqp_broker):
+    """The keyed publishes before it are stored; the bad one is a 502 syntax error."""
+    port = amqp_broker.endpoint("amqp")[1]
+    raw = _channel(port)
+    good = [_publish("nowhere", b"g%d" % i, {"KEYS": "k%d" % i}) for i in range(3)]
+    bad = bytearray(_publish("nowhere", b"bad", {"KEYS": "kX"}))
+    at = bad.index(b"KEYS") + 4
+    bad[at] = ord("?")  # an unknown field type
+    raw.send_raw(b"".join(good) + bytes(bad))
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        _, value = raw.read_frame()
+        if isinstance(value, commands.Connection.Close):
+            assert value.reply_code == 502, value
+            break
+        assert isinstance(value, commands.Basic.Ack), value
+    else:
+        raise AssertionError("no connection.close")
+    raw.close()
