@@ -38,6 +38,7 @@ from .facade.delivery import DeliveryRole
 from .facade.produce import ProduceRole
 from .facade.transactions import TransactionRole
 from .facade.views import FrontEndViews
+from .ha.service import HAService
 from .half_messages import TransactionCheckService
 from .metadata.broker_stats import DailyStats
 from .metadata.offsets import ConsumerOffsetManager
@@ -92,6 +93,7 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         config_dir = os.path.join(config.store_path_root_dir, "config")
         self._lock = StoreLock(config.store_path_root_dir)
         self.store = MessageStore(config, tags_code_of=_tags_code_of)
+        self.ha = HAService(config, self.store)  # replication: the master's port or the slave's client
         self.topics = TopicConfigManager(config_dir)
         self.groups = SubscriptionGroupManager(config_dir)
         self.offsets = ConsumerOffsetManager(config_dir)
@@ -160,7 +162,9 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         await self.store.start()
         self.transactions.load()
         self.txn.load()
-        await self.txn.recover()  # before anything is served: killed EndTxns completed
+        writes = not self.config.is_slave  # a slave writes only its master's bytes (core/ha)
+        if writes:
+            await self.txn.recover()  # before anything is served: killed EndTxns completed
         self._tasks = asyncio.TaskGroup()
         await self._tasks.__aenter__()
         self._tasks.create_task(run_every(
@@ -176,9 +180,11 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         self._tasks.create_task(run_every(
             STATS_SAVE_S, lambda: asyncio.to_thread(self.daily_stats.save), self._stop,
             name="saving the daily counts", survives=(OSError,)), name="save-stats")
-        await self.schedule.run(self._tasks)
-        self._tasks.create_task(self.transactions.run(), name="transaction-check")
-        self._tasks.create_task(self.txn.run(), name="transaction-timeouts")
+        if writes:  # the services that put on their own (delays due, check-backs, timeouts)
+            await self.schedule.run(self._tasks)
+            self._tasks.create_task(self.transactions.run(), name="transaction-check")
+            self._tasks.create_task(self.txn.run(), name="transaction-timeouts")
+        await self.ha.start()
         self._tasks.create_task(run_every(
             PRODUCER_EXPIRATION_CHECK_S, self._expire_producers, self._stop,
             name="expiring idle producers"), name="expire-producers")
@@ -204,6 +210,7 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
             return
         self.running = False
         self._stop.set()
+        await self.ha.stop()  # waiting SYNC_MASTER puts are answered now
         self.schedule.stop()
         self.transactions.stop()
         self.txn.stop()

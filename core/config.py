@@ -76,6 +76,27 @@ class BrokerConfig:
     namesrv_addr: str = field(default="", metadata=_key("namesrvAddr"))
     broker_role: str = field(default="ASYNC_MASTER", metadata=_key(
         "brokerRole", choices=("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")))
+    # replication (RocketMQ 4.x HA, core/ha/): a slave streams its master's CommitLog
+    # haListenPort 0: listenPort + 1 (ephemeral when listenPort is 0); a master listens for
+    # slaves when it is SYNC_MASTER, registers with name servers, or names the port
+    ha_listen_port: int = field(default=0, metadata=_key("haListenPort", minimum=0, maximum=MAX_PORT))
+    broker_ip2: str = field(default="", metadata=_key("brokerIP2"))  # the HA address ("": brokerIP1)
+    ha_master_address: str = field(default="", metadata=_key("haMasterAddress"))  # "": from the name server
+    ha_send_heartbeat_interval: int = field(default=5000, metadata=_key("haSendHeartbeatInterval", minimum=10))
+    ha_housekeeping_interval: int = field(default=20_000, metadata=_key("haHousekeepingInterval", minimum=10))
+    ha_slave_fallbehind_max: int = field(default=256 << 20, metadata=_key("haSlaveFallbehindMax", minimum=0))
+    # the largest frame the master sends (RocketMQ's 32 KiB: larger frames catch a slave
+    # up at loopback speed with fewer Python calls)
+    ha_transfer_batch_size: int = field(default=1 << 20, metadata=_key(
+        "haTransferBatchSize", minimum=4096, maximum=64 << 20))
+    # a slave whose log holds bytes its master never had: false refuses (and logs) every
+    # reconnection until an operator decides; true cuts its log back to the master's end
+    ha_slave_truncate_divergent: bool = field(default=False, metadata=_key("haSlaveTruncateDivergent"))
+    sync_flush_timeout: int = field(default=5000, metadata=_key("syncFlushTimeout", minimum=1))
+    slave_read_enable: bool = field(default=False, metadata=_key("slaveReadEnable"))
+    which_broker_when_consume_slowly: int = field(default=1, metadata=_key("whichBrokerWhenConsumeSlowly", minimum=0))
+    access_message_in_memory_max_ratio: int = field(default=40, metadata=_key(
+        "accessMessageInMemoryMaxRatio", minimum=0, maximum=100))
     # store
     # RocketMQ keeps its store under the user's home (~/store); Rocketport's is its own
     # folder there, never the directory the broker happened to be started from
@@ -183,6 +204,28 @@ class BrokerConfig:
                                 float(self.server_frame_timeout_seconds))
 
     @property
+    def is_slave(self) -> bool:
+        return self.broker_role == "SLAVE"
+
+    @property
+    def sync_master(self) -> bool:
+        return self.broker_role == "SYNC_MASTER"
+
+    @property
+    def ha_port(self) -> int:
+        """The port a master listens on for its slaves (haListenPort, else listenPort + 1)."""
+        if self.ha_listen_port:
+            return self.ha_listen_port
+        return self.listen_port + 1 if self.listen_port else 0
+
+    @property
+    def ha_listens(self) -> bool:
+        """Whether this master opens its HA port: SYNC_MASTER needs slaves; a master in a
+        cluster (namesrvAddr) or naming the port offers it; the single-process default
+        opens no port it was not asked for."""
+        return not self.is_slave and bool(self.sync_master or self.namesrv_addr or self.ha_listen_port)
+
+    @property
     def sync_flush(self) -> bool:
         return self.flush_disk_type == "SYNC_FLUSH"
 
@@ -217,13 +260,12 @@ class BrokerConfig:
                     kwargs[f.name] = _coerce(f, raw)
                 except (TypeError, ValueError) as exc:
                     problems.append((key, f"{key}: {exc}"))
-        if kwargs.get("broker_role") == "SLAVE":
-            problems.append(("brokerRole", "brokerRole=SLAVE: master/slave replication is not built yet, "
-                                           "so a slave would receive nothing; run this broker as a master"))
-        if kwargs.get("broker_role") == "SYNC_MASTER":
-            problems.append(("brokerRole", "brokerRole=SYNC_MASTER: master/slave replication is not built "
-                                           "yet, so no slave would hold a copy of what a send acknowledges; "
-                                           "use ASYNC_MASTER"))
+        role, broker_id = kwargs.get("broker_role", "ASYNC_MASTER"), kwargs.get("broker_id", 0)
+        if role == "SLAVE" and broker_id == 0:
+            problems.append(("brokerId", "brokerId=0 names the master: a SLAVE needs brokerId > 0"))
+        if role != "SLAVE" and broker_id != 0:
+            problems.append(("brokerId", f"brokerId={broker_id} names a slave: a master "
+                                         f"({role}) needs brokerId=0"))
         if problems:
             raise InvalidConfig(_locate(problems, sources or {}))
         return cls(**kwargs, inert_keys=inert)

@@ -90,3 +90,33 @@ class GroupNotFound(BrokerError):
     def __init__(self, group: str) -> None:
         super().__init__(f"subscription group {group!r} does not exist")
         self.group = group
+
+
+class NotMaster(StoreUnavailable):
+    """A put reached a slave (brokerRole=SLAVE): only the master of a broker group writes.
+
+    RocketMQ answers SERVICE_NOT_AVAILABLE ("messages are put to the slave"); Kafka
+    NOT_LEADER_OR_FOLLOWER. Nothing was written."""
+
+    def __init__(self, broker_name: str) -> None:
+        super().__init__(f"broker {broker_name!r} is a slave: messages are put to its master")
+
+
+class ReplicaNotInSync(BrokerError):
+    """SYNC_MASTER: the put is stored on the master, but no slave acknowledged it.
+
+    ``result`` is the put's own (the message stays stored: a front-end answers with it where
+    its protocol carries one, as RocketMQ's send response carries the msgId)."""
+
+    def __init__(self, detail: str, result: object = None) -> None:
+        super().__init__(detail)
+        self.result = result
+
+
+class FlushSlaveTimeout(ReplicaNotInSync):
+    """No slave acknowledged the put within syncFlushTimeout (RocketMQ's FLUSH_SLAVE_TIMEOUT)."""
+
+
+class SlaveNotAvailable(ReplicaNotInSync):
+    """No slave is connected, or none is within haSlaveFallbehindMax of the master
+    (RocketMQ's SLAVE_NOT_AVAILABLE): the put is not waited for."""

@@ -18,7 +18,7 @@ _ONE_LOOP = "no effect: requests are served on one event loop by one writer, not
 _ASYNCIO = "no effect: asyncio transports size their own socket buffers; backpressure is per connection"
 _STORE = "no effect: the store flushes, commits and maps its files its own way (docs/store-format.md)"
 _NO_POOL = "no effect: the CommitLog is written through its memory map; there is no transient store pool"
-_REPLICATION = "no effect: master/slave replication is not built yet"
+_REPLICATION = "no effect: Rocketport's replication does not use this setting (docs/operations.md)"
 _DLEDGER = "no effect: DLedger is not built; failover is to be elected through etcd, not Raft"
 _ALWAYS = "no effect: Rocketport always does this"
 _NOT_BUILT = "no effect: this RocketMQ feature is not built in Rocketport"
@@ -65,10 +65,8 @@ _GROUPS: Final[dict[str, tuple[str, ...]]] = {
     ),
     _NO_POOL: ("transientStorePoolEnable", "transientStorePoolSize", "fastFailIfNoBufferInStorePool"),
     _REPLICATION: (
-        "brokerIP2", "haListenPort", "haSendHeartbeatInterval", "haHousekeepingInterval",
-        "haTransferBatchSize", "haMasterAddress", "haSlaveFallbehindMax", "syncFlushTimeout", "slaveTimeout",
-        "slaveReadEnable", "accessMessageInMemoryMaxRatio", "offsetCheckInSlave",
-        "disableConsumeIfConsumerReadSlowly", "consumerFallbehindThreshold",
+        "slaveTimeout", "offsetCheckInSlave", "disableConsumeIfConsumerReadSlowly",
+        "consumerFallbehindThreshold",
     ),
     _DLEDGER: (
         "enableDLegerCommitLog", "dLegerGroup", "dLegerPeers", "dLegerSelfId", "preferredLeaderId",

@@ -10,7 +10,10 @@ run), stored in one append; under SYNC_FLUSH the caller answers after the one fs
 handed (`PlainPut.durable`), and what the lane cannot take is stored as `put_messages` would
 (`PlainPut.later`). A front-end that must know whether the lane takes a send before it
 builds one asks `accept_now` first (the remoting send lane declines the rest to its
-handlers). Replication's wait for a slave belongs in this lane, beside the fsync's. A
+handlers). Under SYNC_MASTER every put here is answered once a slave acknowledged it
+(core/ha): ``durable`` covers the slave's acknowledgement beside the fsync, and the
+coroutines raise FlushSlaveTimeout or SlaveNotAvailable (the message stored, the error
+carrying its result) for each front-end to answer as its protocol does. A
 consumer's give-up on a message: `send_back` (to the group's retry topic, or its dead-letter
 topic). `topic_for_write` when a front-end must know the topic before it sends
 (auto-created when the configuration allows). `put_restored` is the schedule service's (due
@@ -29,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from typing import Any
 
 from rocketport.common.batch.message_batch import decode_batch
 from rocketport.common.message import (
@@ -56,10 +60,13 @@ from ..errors import (
     BrokerError,
     GroupNotFound,
     InvalidMessage,
+    NotMaster,
     QueueNotFound,
+    ReplicaNotInSync,
     StoreUnavailable,
     TopicNotFound,
 )
+from ..ha.service import HAService
 from ..half_messages import is_prepared, wrap_half
 from ..metadata.topics import PERM_WRITE, TopicConfig, TopicConfigManager, validate_topic
 from ..retry import DEFAULT_MAX_RECONSUME_TIMES, DLQ_QUEUE_NUMS, build_send_back
@@ -113,6 +120,7 @@ class ProduceRole(AdminRole):
     delay_levels: DelayLevels
     wall_clock: Clock  # due times of delayed messages
     dedup: DedupWindow
+    ha: HAService
     _queue_rr: dict[str, itertools.count]
 
     async def put_message(self, msg: Message) -> PutResult:
@@ -122,8 +130,25 @@ class ProduceRole(AdminRole):
         scheduled) record, whose commit-log offset END_TRANSACTION refers to. A message
         whose DEDUP_KEY is stored already is not stored again (core/dedup.py)."""
         if dedup_key(msg) is not None:
-            return await self.dedup.put([msg], self._put_routed)
-        return await self._put_routed([msg])
+            result = await self.dedup.put([msg], self._put_routed)
+        else:
+            result = await self._put_routed([msg])
+        if self.config.sync_master:
+            await self.ha.wait(result.commit_log_offset + result.wrote_bytes, result)
+        return result
+
+    @property
+    def waits_durable(self) -> bool:
+        """Whether a put is answered only after a wait: the covering fsync (SYNC_FLUSH) or a
+        slave's acknowledgement (SYNC_MASTER). A front-end that answers puts itself asks
+        for `durable` then."""
+        return self.store.sync_flush or self.config.sync_master
+
+    async def _replicated(self, result: PutResult) -> PutResult:
+        """SYNC_MASTER: ``result`` once a slave acknowledged it (see core/ha/transfer.py)."""
+        if self.config.sync_master:
+            await self.ha.wait(result.commit_log_offset + result.wrote_bytes, result)
+        return result
 
     async def _put_routed(self, msgs: list[Message]) -> PutResult:
         msg = msgs[0]
@@ -140,8 +165,8 @@ class ProduceRole(AdminRole):
         if not msgs:
             raise InvalidMessage("empty batch")
         if any(dedup_key(m) is not None for m in msgs):
-            return await self.dedup.put(msgs, self._put_batchable)
-        return await self._put_batchable(msgs)
+            return await self._replicated(await self.dedup.put(msgs, self._put_batchable))
+        return await self._replicated(await self._put_batchable(msgs))
 
     async def _put_batchable(self, msgs: list[Message]) -> PutResult:
         for m in msgs:
@@ -166,16 +191,18 @@ class ProduceRole(AdminRole):
                 born_timestamp=born_timestamp, born_host=born_host,
                 reconsume_times=reconsume_times, declines=_may_wrap)
             if result is not None:
-                return result
+                return await self._replicated(result)
         return await self.put_messages([
             Message(topic, bytes(m.body), m.properties, m.flag, queue_id, sys_flag, born_timestamp,
                     born_host, reconsume_times) for m in decode_batch(batch)])
 
     async def put_record_batch(self, topic: str, queue_id: int, batch: bytes | memoryview,
-                               count: int, **kwargs) -> PutResult:
-        """A record batch (v2 layout) stored whole as an inner batch of ``count`` messages."""
+                               count: int, *, replicated: bool = True, **kwargs) -> PutResult:
+        """A record batch (v2 layout) stored whole as an inner batch of ``count`` messages;
+        ``replicated`` False answers a SYNC_MASTER's put without the slave (Kafka acks=1)."""
         queue_id = self._writable(topic, queue_id)
-        return await self.store.put_inner_batch(topic, queue_id, batch, count, **kwargs)
+        result = await self.store.put_inner_batch(topic, queue_id, batch, count, **kwargs)
+        return await self._replicated(result) if replicated else result
 
     def accept_now(self, topic: str, queue_id: int, properties: bytes,
                    sys_flag: int, *, answers_after_durable: bool = False) -> tuple[int, int] | None:
@@ -189,7 +216,8 @@ class ProduceRole(AdminRole):
         cfg = self.topics.get(topic)
         store = self.store
         if (cfg is None or not cfg.perm & PERM_WRITE
-                or (store.sync_flush and (not answers_after_durable or store.defers_dispatch))
+                or ((store.sync_flush or self.config.sync_master)
+                    and (not answers_after_durable or store.defers_dispatch))
                 or sys_flag & INNER_BATCH_FLAG  # refused by put_message, which says why
                 or sys_flag & TRANSACTION_ROLLBACK_TYPE == TRANSACTION_PREPARED_TYPE
                 or topic == SCHEDULE_TOPIC
@@ -221,19 +249,26 @@ class ProduceRole(AdminRole):
             stored = self.store.append_sends(now) if now else []
         except BrokerError as exc:
             stored = [exc] * taken
-        return PlainPut(stored, self.store.durable() if durable and now else None,
+        return PlainPut(stored, self.durable() if durable and now else None,
                         self._put_later(sends[taken:]) if taken < len(sends) else None)
 
-    def durable(self) -> asyncio.Future[int] | None:
-        """SYNC_FLUSH: a future resolved once everything stored so far is on disk; None
-        under ASYNC_FLUSH. (A STOMP DISCONNECT receipt waits for it.)"""
-        return self.store.durable()
+    def durable(self) -> asyncio.Future[Any] | None:
+        """A future resolved once everything stored so far is on disk (SYNC_FLUSH) and
+        acknowledged by a slave (SYNC_MASTER: else it fails with FlushSlaveTimeout or
+        SlaveNotAvailable); None under ASYNC_FLUSH and ASYNC_MASTER. (A STOMP DISCONNECT
+        receipt waits for it.)"""
+        flushed = self.store.durable()
+        if not self.config.sync_master:
+            return flushed
+        replicated = self.ha.wait(self.store.commitlog.max_offset)
+        return replicated if flushed is None else _both(flushed, replicated)
 
     async def _put_later(self, sends: list[PlainSend]) -> list[PutResult]:
         """Sends the lane refused, as `put_messages` stores them: one put per run of sends
         to one topic and queue, in turn (each message with a properties dict of its own:
         the core may rewrite it); the first refusal raises, and nothing after it is put."""
         results: list[PutResult] = []
+        unreplicated: ReplicaNotInSync | None = None
         for _, group in itertools.groupby(sends, key=lambda s: (s.topic, s.queue_id)):
             run = list(group)
             msgs = []
@@ -241,7 +276,13 @@ class ProduceRole(AdminRole):
                 props = decode_properties(s.properties)
                 msgs += [Message(s.topic, bytes(body), dict(props), s.flag, s.queue_id, s.sys_flag,
                                  s.born_timestamp, s.born_host, s.reconsume_times) for body in s.bodies]
-            results += [await self.put_messages(msgs)] * len(run)
+            try:
+                results += [await self.put_messages(msgs)] * len(run)
+            except ReplicaNotInSync as exc:  # stored: the runs after it are stored too
+                unreplicated = unreplicated or exc
+                results += [exc.result] * len(run)  # type: ignore[list-item]
+        if unreplicated is not None:
+            raise unreplicated
         return results
 
     async def send_back(self, group: str, commit_log_offset: int, *, delay_level: int = 0,
@@ -287,6 +328,8 @@ class ProduceRole(AdminRole):
         if cfg is not None:
             return cfg
         validate_topic(topic)
+        if self.store.slave:  # a slave's topics are its master's (core/ha)
+            raise NotMaster(self.config.broker_name)
         if not self.config.auto_create_topic_enable:
             raise TopicNotFound(topic)
         log.info("auto-creating topic %s", topic)
@@ -383,3 +426,21 @@ class ProduceRole(AdminRole):
             except BrokerError as exc:
                 outcomes.append(exc)
         return outcomes
+
+
+def _both(first: asyncio.Future, second: asyncio.Future) -> asyncio.Future[int]:
+    """A future done when both are: the first's error if either fails (the fsync's first)."""
+    both: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    def settle(_: asyncio.Future) -> None:
+        if both.done() or not (first.done() and second.done()):
+            return
+        for fut in (first, second):
+            if not fut.cancelled() and fut.exception() is not None:
+                both.set_exception(fut.exception())  # type: ignore[arg-type]
+                return
+        both.set_result(first.result() if not first.cancelled() else 0)
+
+    first.add_done_callback(settle)
+    second.add_done_callback(settle)
+    return both

@@ -44,6 +44,7 @@ from .flush import FlushService
 from .index_service import IndexService
 from .reader import StoreReader, TagsFilter  # noqa: F401  (TagsFilter: imported from here)
 from .recovery import StoreRecovery
+from .replica import StoreReplica
 from .segment_preparer import SegmentPreparer
 # PutResult and the encoded shapes are imported from here by the facade, the schedule and
 # transaction services and tests
@@ -52,7 +53,7 @@ from .writer import EncodedMessage, PlainSend, PutResult, StoreWriter, _host_byt
 log = logging.getLogger(__name__)
 
 
-class MessageStore(StoreRecovery, StoreWriter, StoreReader):
+class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreReplica):
     """The store: its state, lifecycle, admin, checkpoint and retention; puts, gets and
     recovery are the inherited role classes' (see the module docstring)."""
 
@@ -83,6 +84,8 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader):
         self.flush_service: FlushService | None = None
         self._deleted_topics: set[str] = set()  # no late preparation may recreate their files
         self._running = False
+        self._writable = False
+        self.slave = config.is_slave
         self.recovered_from_crash = False
         self.recovery_report: dict = {}
         self.put_count = self.put_bytes = self.get_count = self.get_bytes = 0
@@ -108,6 +111,7 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader):
     async def start(self) -> None:
         """Start the owned background services; returns once they run."""
         self._running = True
+        self._writable = not self.slave
         self._stop_event = asyncio.Event()
         self.flush_service = FlushService(
             self.commitlog, sync=self._sync, interval_ms=self.config.flush_interval_commit_log,
@@ -128,7 +132,7 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader):
         """Stop services, flush everything, write the clean-shutdown checkpoint."""
         if not self._running:
             return
-        self._running = False
+        self._running = self._writable = False
         self.index.stop()
         assert self.flush_service is not None  # set by start, as _running is
         self.flush_service.stop()
@@ -144,6 +148,12 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader):
         for cq in self.consume_queues.values():
             cq.close()
         self.index.close()
+
+    def set_slave(self, slave: bool) -> None:
+        """Switch the role at run time (failover): a slave refuses every put (NotMaster)
+        and takes its master's bytes through `append_replicated`; a master puts."""
+        self.slave = slave
+        self._writable = self._running and not slave
 
     # ================================================================ admin
     def prepare_queues(self, topic: str, queue_nums: int) -> None:

@@ -47,6 +47,8 @@ class StoreState:
     flush_service: FlushService | None
     _deleted_topics: set[str]
     _running: bool
+    _writable: bool  # running and a master: the put paths' one check
+    slave: bool  # brokerRole=SLAVE, or a master demoted (core/ha): bytes come from the master
     recovered_from_crash: bool
     recovery_report: dict
     put_count: int

@@ -57,7 +57,7 @@ from rocketport.common.message import (
 from rocketport.common.message_id import offset_msg_id, offset_msg_id_template
 from rocketport.common.tags import tags_code, tags_code_of_value
 
-from ..errors import BrokerError, InvalidMessage, MessageTooLarge, StoreUnavailable
+from ..errors import BrokerError, InvalidMessage, MessageTooLarge, NotMaster, StoreUnavailable
 from .consume_queue import CQ_ENTRY
 from .dispatch import StoreDispatch, _Dispatch
 from .index_service import names_index_keys
@@ -245,8 +245,8 @@ class StoreWriter(StoreDispatch):
         covering fsync."""
         # Every single put that is not a plain send (delays, transactions, system topics,
         # SYNC_FLUSH remoting sends) comes here: kept flat, each call costs ~0.3 µs.
-        if not self._running:
-            raise StoreUnavailable("the store is not running")
+        if not self._writable:
+            raise self._refusal()
         topic, queue_id, body, properties = msg.topic, msg.queue_id, msg.body, msg.properties
         body_len = len(body)
         if body_len > self.config.max_message_size:
@@ -302,8 +302,8 @@ class StoreWriter(StoreDispatch):
         (reserving, writing, dispatching, waking pulls) are paid once per call and once per
         queue, which is what concurrent single sends and a publisher's runs need."""
         # The hot path of every front-end's plain sends, kept flat on purpose.
-        if not self._running:
-            raise StoreUnavailable("the store is not running")
+        if not self._writable:
+            raise self._refusal()
         if self._defer:
             raise RuntimeError("append_sends dispatches at once: not with dispatchAfterFlush")
         # One pass, assuming the records fit the current segment; nothing is written or
@@ -435,6 +435,12 @@ class StoreWriter(StoreDispatch):
             return exc
         return self.append_sends([send])[0]
 
+    def _refusal(self) -> StoreUnavailable:
+        """Why a put is refused: a slave (NotMaster) or a store that is not running."""
+        if self._running and self.slave:
+            return NotMaster(self.config.broker_name)
+        return StoreUnavailable("the store is not running")
+
     @property
     def sync_flush(self) -> bool:
         return self._sync
@@ -470,8 +476,8 @@ class StoreWriter(StoreDispatch):
         topic and queue, in one append: a remoting batch send copies each message's
         properties from the request without decoding them. The limits are put_message's,
         the size limit applying to the whole batch."""
-        if not self._running:
-            raise StoreUnavailable("the store is not running")
+        if not self._writable:
+            raise self._refusal()
         if not entries:
             raise InvalidMessage("empty batch")
         topic_head = _topic_head(topic)
@@ -532,8 +538,8 @@ class StoreWriter(StoreDispatch):
         through `put_messages`). InvalidMessage when an entry's lengths do not add up, and
         the size limit for the whole batch, both before anything is written.
         """
-        if not self._running:
-            raise StoreUnavailable("the store is not running")
+        if not self._writable:
+            raise self._refusal()
         if not batch:
             raise InvalidMessage("empty batch")
         limit = self.config.max_message_size
@@ -577,8 +583,8 @@ class StoreWriter(StoreDispatch):
         The batch's first 8 bytes (its baseOffset) are rewritten to the first logical offset
         it receives, so reads can serve the stored bytes unchanged.
         """
-        if not self._running:
-            raise StoreUnavailable("the store is not running")
+        if not self._writable:
+            raise self._refusal()
         body_len = len(batch)
         if count <= 0 or body_len < 8:
             raise InvalidMessage("an inner batch needs at least one record")
@@ -626,8 +632,8 @@ class StoreWriter(StoreDispatch):
         """Store one record batch (a transaction's marker: one control record) in each of
         ``queues`` (distinct), as put_inner_batch would, with one reservation and one write:
         a transaction ends in every queue it wrote at once. Returns the offset each got."""
-        if not self._running:
-            raise StoreUnavailable("the store is not running")
+        if not self._writable:
+            raise self._refusal()
         body_len = len(batch)
         if body_len < 8:
             raise InvalidMessage("an inner batch needs at least one record")

@@ -11,10 +11,13 @@ from typing import Final
 
 from rocketport.common.batch import CompressionError, CorruptBatch
 from rocketport.core.errors import (
+    FlushSlaveTimeout,
     InvalidMessage,
     InvalidTopicName,
     MessageTooLarge,
+    NotMaster,
     QueueNotFound,
+    SlaveNotAvailable,
     StoreUnavailable,
     TopicNotFound,
     TopicNotReadable,
@@ -38,6 +41,11 @@ _CODES: Final[tuple[tuple[type[BaseException], ErrorCode], ...]] = (
     (CorruptBatch, ErrorCode.CORRUPT_MESSAGE),
     (CompressionError, ErrorCode.CORRUPT_MESSAGE),
     (InvalidMessage, ErrorCode.INVALID_REQUEST),
+    # a slave is a follower; a SYNC_MASTER's put stored but not acknowledged by a slave:
+    # what Kafka answers acks=all when the ISR shrank after the append, or timed out
+    (NotMaster, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+    (SlaveNotAvailable, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND),
+    (FlushSlaveTimeout, ErrorCode.REQUEST_TIMED_OUT),
     (StoreUnavailable, ErrorCode.KAFKA_STORAGE_ERROR),
     # a fenced producer's writes: INVALID_PRODUCER_EPOCH, which every client version knows;
     # the coordinator's APIs answer PRODUCER_FENCED where the version allows (handlers.py)

@@ -34,17 +34,19 @@ from rocketport.common.message import (
 )
 from rocketport.common.message_id import offset_msg_id
 from rocketport.core.broker import Broker
-from rocketport.core.errors import InvalidMessage, TopicNotFound
+from rocketport.core.errors import FlushSlaveTimeout, InvalidMessage, ReplicaNotInSync, TopicNotFound
 from rocketport.core.facade.types import (
     EXPRESSION_TYPE_SQL92,
     GetResult,
     GetStatus,
     MessageFilter,
     MessageQueueKey,
+    PutResult,
 )
 from rocketport.core.facade.types import SubscriptionData as CoreSubscription
 from rocketport.core.facade.types import SubscriptionGroupConfig, compile_filter, ip_bytes, retry_topic
 
+from ..frontend import Traffic
 from . import bodies, headers
 from .client_relay import ClientRelay
 from .codes import RequestCode, ResponseCode
@@ -114,7 +116,8 @@ class BrokerHandlers:
         broker.add_transaction_checker(self.check_transaction)
         self.broker_addr = f"{self.config.broker_ip1}:{self.config.listen_port}"
         # Under SYNC_FLUSH a send must wait for its flush: every send takes the handlers.
-        self.lane = None if self.config.sync_flush else SendLane(broker)
+        self.lane = None if broker.waits_durable else SendLane(broker)
+        self.traffic = Traffic()  # the front-end's, once it has one (/metrics)
         self._started_ms = int(time.time() * 1000)  # the config's data version: fixed at start
         self._routes: dict[int, Handler] = {
             RequestCode.SEND_MESSAGE: self.send_message,
@@ -199,6 +202,10 @@ class BrokerHandlers:
                                       max_count, message_filter=message_filter)
         if result is None:
             return None
+        session.consumes = True
+        traffic = self.traffic
+        traffic.messages_out += result.message_count
+        traffic.bytes_out += result.total_bytes
         body = pull_body(result, message_filter, self.config.kafka_tag_header) if result.segments else []
         return [_PULL_TEMPLATES[_pull_code(result, h.queue_offset)].frame(
             opaque, version, result.next_begin_offset, result.min_offset,
@@ -209,21 +216,35 @@ class BrokerHandlers:
         h = decode_send_message_header(request.code, request.ext_fields)
         born_host = session.peer
         properties = decode_properties(h.properties) if h.properties else {}
-        if request.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
-            body, sys_flag = bytes(request.body), h.sys_flag  # one copy
-            if sys_flag & COMPRESSED_FLAG:  # the C++ client zlib-compresses a batch over 4 KiB
-                body, sys_flag = self._inflate_batch(body), sys_flag & ~COMPRESSED_FLAG
-            result = await self.broker.put_batch(h.topic, h.queue_id, body, sys_flag,
-                                                 h.born_timestamp, born_host, h.reconsume_times)
-            msg_id = result.joined_msg_ids
-        else:
-            result = await self.broker.put_message(Message(
-                h.topic, bytes(request.body), properties, h.flag, h.queue_id, h.sys_flag,
-                h.born_timestamp, born_host, h.reconsume_times))
-            msg_id = result.msg_id
+        code = ResponseCode.SUCCESS
+        try:
+            if request.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
+                body, sys_flag = bytes(request.body), h.sys_flag  # one copy
+                if sys_flag & COMPRESSED_FLAG:  # the C++ client zlib-compresses a batch over 4 KiB
+                    body, sys_flag = self._inflate_batch(body), sys_flag & ~COMPRESSED_FLAG
+                result = await self.broker.put_batch(h.topic, h.queue_id, body, sys_flag,
+                                                     h.born_timestamp, born_host, h.reconsume_times)
+            else:
+                result = await self.broker.put_message(Message(
+                    h.topic, bytes(request.body), properties, h.flag, h.queue_id, h.sys_flag,
+                    h.born_timestamp, born_host, h.reconsume_times))
+        except ReplicaNotInSync as exc:  # SYNC_MASTER: stored, no slave acknowledged it
+            if not isinstance(exc.result, PutResult):
+                raise
+            result = exc.result
+            # as RocketMQ's SendMessageProcessor: the send's header with FLUSH_SLAVE_TIMEOUT
+            # or SLAVE_NOT_AVAILABLE; the client's SendResult says FLUSH_SLAVE_TIMEOUT /
+            # SLAVE_NOT_AVAILABLE (a sync send with retryAnotherBrokerWhenNotStoreOK retries)
+            code = (ResponseCode.FLUSH_SLAVE_TIMEOUT if isinstance(exc, FlushSlaveTimeout)
+                    else ResponseCode.SLAVE_NOT_AVAILABLE)
+        msg_id = result.joined_msg_ids if len(result.record_offsets) > 1 else result.msg_id
+        session.produces = True
+        traffic = self.traffic
+        traffic.messages_in += len(result.record_offsets) or 1
+        traffic.bytes_in += len(request.body or b"")
         # as RocketMQ: a batch's is the batch's own key (the client holds its messages' keys)
         uniq = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
-        return make_response(request, ResponseCode.SUCCESS, ext_fields={
+        return make_response(request, code, ext_fields={
             "msgId": msg_id, "queueId": str(result.queue_id),
             "queueOffset": str(result.queue_offset), "transactionId": uniq, **SEND_FIXED})
 
@@ -266,6 +287,10 @@ class BrokerHandlers:
         result = await self.broker.pull(h.consumer_group, h.topic, h.queue_id, h.queue_offset,
                                         max_count, message_filter=message_filter, hold_s=hold)
         code = _pull_code(result, h.queue_offset)
+        session.consumes = True
+        traffic = self.traffic
+        traffic.messages_out += result.message_count
+        traffic.bytes_out += result.total_bytes
         return make_response(
             request, code, None,
             {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
@@ -501,6 +526,7 @@ class BrokerHandlers:
             "commitLogDiskRatio": f"{s.disk_usage_ratio:.4f}",
             "consumerGroupsOnline": str(len(self.consumers.group_names())),
         }
+        table.update(_ha_runtime(self.broker.ha.runtime_info()))
         return make_response(request, ResponseCode.SUCCESS,
                              body=bodies.encode_body(bodies.KVTable(table)))
 
@@ -601,3 +627,22 @@ class BrokerHandlers:
         return make_response(request, ResponseCode.SUCCESS, body=orjson.dumps({
             "connectionSet": [{"clientId": cid, "clientAddr": "", "language": "OTHER", "version": 0}
                               for cid in ids]}))
+
+
+def _ha_runtime(info: dict[str, Any]) -> dict[str, str]:
+    """The HA state (core/ha) as runtime-info text: the role; a master's slaves (JSON, one
+    object each: address, ackOffset, lagBytes, inSync); a slave's master and where it is."""
+    out = {"brokerRole": str(info.get("brokerRole", ""))}
+    if "slaves" in info:
+        out["haListenPort"] = str(info.get("haPort", 0))
+        out["haInSyncSlaves"] = str(info.get("inSyncSlaves", 0))
+        out["haSlaves"] = orjson.dumps(info["slaves"]).decode()
+    if "masterAddress" in info:
+        out["haMasterAddress"] = str(info["masterAddress"])
+        out["haSlaveConnected"] = "true" if info.get("connected") else "false"
+        out["haSlaveOffset"] = str(info.get("slaveOffset", 0))
+        out["haSlaveLagBytes"] = str(info.get("lagBytes", -1))
+        out["haSlaveLastFrameMs"] = str(info.get("lastFrameMs", 0))
+        if info.get("diverged"):
+            out["haDiverged"] = str(info["diverged"])
+    return out

@@ -87,6 +87,7 @@ class _LiveBroker:
     broker_id: int
     last_update: float
     topics: dict[str, bodies.TopicConfig] = field(default_factory=dict)
+    ha_server_addr: str = ""  # where its slaves replicate from (a master's)
 
 
 class RouteRegistry:
@@ -99,8 +100,22 @@ class RouteRegistry:
         self._clock = clock
 
     def register(self, addr: str, cluster: str, broker_name: str, broker_id: int,
-                 topics: dict[str, bodies.TopicConfig]) -> None:
-        self._brokers[addr] = _LiveBroker(cluster, broker_name, broker_id, self._clock(), topics)
+                 topics: dict[str, bodies.TopicConfig], ha_server_addr: str = "") -> tuple[str, str]:
+        """Record a registration; (master address, master's HA address) of its broker
+        name, as RocketMQ's RouteInfoManager answers a slave ("" for a master, or when the
+        master has not registered)."""
+        for other, b in list(self._brokers.items()):  # a broker's id changed (a failover)
+            if other != addr and b.broker_name == broker_name and b.broker_id == broker_id:
+                log.info("broker %s replaces %s as %s/%d", addr, other, broker_name, broker_id)
+                del self._brokers[other]
+        self._brokers[addr] = _LiveBroker(cluster, broker_name, broker_id, self._clock(), topics,
+                                          ha_server_addr)
+        if broker_id == 0:
+            return "", ""
+        for master_addr, b in self._brokers.items():
+            if b.broker_name == broker_name and b.broker_id == 0:
+                return master_addr, b.ha_server_addr
+        return "", ""
 
     def unregister(self, addr: str) -> None:
         self._brokers.pop(addr, None)
@@ -288,10 +303,12 @@ class NameServerHandlers:
             return make_response(req, ResponseCode.SYSTEM_ERROR,
                                  "compressed registration bodies are not supported")
         body = bodies.decode_body(bodies.RegisterBrokerBody, req.body) if req.body else bodies.RegisterBrokerBody()
-        registry.register(h.broker_addr, h.cluster_name, h.broker_name, h.broker_id,
-                          body.topic_config_serialize_wrapper.topic_config_table)
+        master_addr, ha_addr = registry.register(h.broker_addr, h.cluster_name, h.broker_name, h.broker_id,
+                                                 body.topic_config_serialize_wrapper.topic_config_table,
+                                                 h.ha_server_addr or "")
         return make_response(req, ResponseCode.SUCCESS, ext_fields=encode_header(
-                                 headers.RegisterBrokerResponseHeader(ha_server_addr="", master_addr="")),
+                                 headers.RegisterBrokerResponseHeader(ha_server_addr=ha_addr,
+                                                                      master_addr=master_addr)),
                              body=bodies.encode_body(bodies.KVTable()))
 
 
@@ -309,8 +326,14 @@ class BrokerRegistrar:
     def _request(self, code: RequestCode, body: bytes = b"") -> RemotingCommand:
         c = self.broker.config
         return request(code, {"brokerName": c.broker_name, "brokerAddr": self.broker_addr(),
-                              "clusterName": c.broker_cluster_name, "haServerAddr": "",
+                              "clusterName": c.broker_cluster_name, "haServerAddr": self._ha_addr(),
                               "brokerId": str(c.broker_id), "compressed": "false"}, body)
+
+    def _ha_addr(self) -> str:
+        """This master's HA address (brokerIP2, else brokerIP1), "" without an HA port."""
+        c = self.broker.config
+        port = self.broker.ha.port
+        return f"{c.broker_ip2 or c.broker_ip1}:{port}" if port else ""
 
     def _body(self) -> bytes:
         table = {}
@@ -332,13 +355,18 @@ class BrokerRegistrar:
                     resp = await client.invoke(self._request(RequestCode.REGISTER_BROKER, body))
                     if resp.code != ResponseCode.SUCCESS:
                         log.warning("name server %s refused registration: %s", addr, resp.remark)
+                    elif self.broker.config.is_slave:  # as RocketMQ's slave: the master's HA address
+                        self.broker.ha.master_learnt((resp.ext_fields or {}).get("haServerAddr") or "")
             except (OSError, asyncio.TimeoutError, RemotingClientError) as exc:
                 log.warning("registering with name server %s failed: %s", addr, exc)
 
     async def _loop(self) -> None:
         while True:
             await self.register_once()
-            await asyncio.sleep(self.interval_s)
+            ha = self.broker.ha
+            # a slave that has not learnt its master's HA address asks again soon
+            waiting = ha.slave is not None and not ha.slave.master_address
+            await asyncio.sleep(min(self.interval_s, 1.0) if waiting else self.interval_s)
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="namesrv-registration")

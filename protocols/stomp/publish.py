@@ -66,7 +66,7 @@ class Publisher:
         self.dests = dests
         self.peer = peer
         self.lane_cap = min(_BATCH_BYTES, broker.config.max_message_size // 2)  # octets per run
-        self._sync = broker.config.flush_disk_type == "SYNC_FLUSH"
+        self._sync = broker.waits_durable  # SYNC_FLUSH or SYNC_MASTER: a receipt waits
         self._last_plan: tuple[dict[str, str], SendPlan | None] | None = None  # see plan
 
     async def send(self, frame: Frame) -> None:

@@ -1,6 +1,6 @@
 """A RocketMQ operator's broker.properties starts a broker as it is: keys Rocketport honours
-take effect, RocketMQ keys it has no use for are named at start with why, roles it does not
-serve refuse in one line, and a key no RocketMQ version knows is still an error. The files
+take effect, RocketMQ keys it has no use for are named at start with why, a role that
+contradicts its brokerId refuses in one line, and a key no RocketMQ version knows is still an error. The files
 below carry the keys and values of RocketMQ 4.9's distribution/conf layouts. Real broker
 processes throughout."""
 
@@ -53,7 +53,9 @@ def _conf(tmp_path: Path, name: str, text: str) -> Path:
 
 
 @pytest.mark.parametrize("name, text", [("broker.conf", BROKER_CONF),
-                                        ("broker-a.properties", ASYNC_MASTER)])
+                                        ("broker-a.properties", ASYNC_MASTER),
+                                        ("broker-a.properties", SYNC_MASTER),
+                                        ("broker-a-s.properties", SLAVE)])
 def test_the_stock_master_files_start_a_broker(tmp_path, name, text):
     proc = subprocess.Popen(_command(_conf(tmp_path, name, text), tmp_path / "store"),
                             stderr=subprocess.PIPE, text=True, cwd=REPO)
@@ -65,11 +67,11 @@ def test_the_stock_master_files_start_a_broker(tmp_path, name, text):
 
 
 @pytest.mark.parametrize("text, says", [
-    (SLAVE, "brokerRole=SLAVE: master/slave replication is not built yet"),
-    (SYNC_MASTER, "brokerRole=SYNC_MASTER: master/slave replication is not built yet"),
+    (SLAVE.replace("brokerId=1", "brokerId=0"), "brokerId=0 names the master: a SLAVE needs brokerId > 0"),
+    (SYNC_MASTER.replace("brokerId=0", "brokerId=2"), "brokerId=2 names a slave: a master (SYNC_MASTER)"),
     (DLEDGER, "enableDLegerCommitLog=true: DLedger (Raft) CommitLog groups are not built"),
 ])
-def test_roles_not_served_refuse_in_one_line(tmp_path, text, says):
+def test_roles_that_cannot_hold_refuse_in_one_line(tmp_path, text, says):
     done = subprocess.run(_command(_conf(tmp_path, "broker.properties", text), tmp_path / "store"),
                           capture_output=True, text=True, timeout=60, cwd=REPO)
     assert done.returncode == 2, done.stderr
@@ -81,7 +83,7 @@ def test_roles_not_served_refuse_in_one_line(tmp_path, text, says):
 def test_inert_keys_are_named_at_start_and_honoured_ones_take_effect(tmp_path):
     cq, index = tmp_path / "cq", tmp_path / "idx"
     text = ASYNC_MASTER + ("sendMessageThreadPoolNums=16\nuseReentrantLockWhenPutMessage=true\n"
-                           "transientStorePoolEnable=false\nhaListenPort=10912\n"
+                           "transientStorePoolEnable=false\noffsetCheckInSlave=false\n"
                            f"storePathConsumerQueue={cq}\nstorePathIndex={index}\n")
     proc = subprocess.Popen(_command(_conf(tmp_path, "broker.properties", text), tmp_path / "store"),
                             stderr=subprocess.PIPE, text=True, cwd=REPO)
@@ -100,7 +102,7 @@ def test_inert_keys_are_named_at_start_and_honoured_ones_take_effect(tmp_path):
         stop(proc)
     lines = seen.splitlines()
     for key in ("sendMessageThreadPoolNums", "useReentrantLockWhenPutMessage", "transientStorePoolEnable",
-                "haListenPort"):
+                "offsetCheckInSlave"):
         named = [line for line in lines if f"{key}: {INERT_KEYS[key]}" in line]
         assert len(named) == 1, seen
     assert "useReentrantLockWhenPutMessage: no effect: requests are served on one event loop" in seen

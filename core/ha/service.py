@@ -1,0 +1,100 @@
+"""The broker's replication side, by role: a master's HA port and SYNC_MASTER wait, or a
+slave's client. Started after the store, stopped before it; `set_role` switches it while
+the broker runs (the failover's hook: a slave promoted stops its client and opens the port;
+a master demoted fails its waiting puts, truncates as told and starts a client).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ..config import BrokerConfig
+from ..errors import SlaveNotAvailable
+from ..store.message_store import MessageStore
+from .master import HAMaster
+from .slave import HASlave
+from .transfer import GroupTransfer
+
+log = logging.getLogger(__name__)
+
+
+class HAService:
+    def __init__(self, config: BrokerConfig, store: MessageStore) -> None:
+        self.config = config
+        self.store = store
+        self.transfer = GroupTransfer(config.sync_flush_timeout, self._in_sync)
+        self.master: HAMaster | None = None
+        self.slave: HASlave | None = HASlave(config, store) if config.is_slave else None
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def role(self) -> str:
+        return self.config.broker_role
+
+    @property
+    def port(self) -> int:
+        """The bound HA port (0 when this broker offers none)."""
+        return self.master.port if self.master is not None else 0
+
+    def _in_sync(self, end: int) -> bool:
+        return self.master is not None and self.master.in_sync(end)
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._stop.clear()
+        if self.config.is_slave:
+            assert self.slave is not None
+            self._tasks.append(asyncio.create_task(self.slave.run(self._stop), name="ha-slave"))
+        elif self.config.ha_listens:
+            self.master = HAMaster(self.config, self.store, self.transfer)
+            await self.master.start()
+            self._tasks.append(asyncio.create_task(self.transfer.run(self._stop), name="ha-transfer"))
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self.master is not None:
+            await self.master.stop()
+            self.master = None
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        self.transfer.fail_all()
+
+    async def set_role(self, role: str, *, truncate_to: int | None = None) -> None:
+        """Switch to ``role`` (ASYNC_MASTER, SYNC_MASTER or SLAVE) while the broker runs."""
+        await self.stop()
+        if truncate_to is not None and truncate_to < self.store.commitlog.max_offset:
+            self.store.truncate_replica(truncate_to)
+        self.config.broker_role = role
+        self.store.set_slave(role == "SLAVE")
+        self.slave = HASlave(self.config, self.store) if role == "SLAVE" else None
+        await self.start()
+
+    # -- SYNC_MASTER ------------------------------------------------------------------------
+    def wait(self, end: int, result: object = None) -> asyncio.Future[None]:
+        """SYNC_MASTER: a future resolved once a slave acknowledged ``end`` (see transfer)."""
+        if self.master is None:
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            fut.set_exception(SlaveNotAvailable("this master has no HA port open", result))
+            return fut
+        return self.transfer.wait(end, result)
+
+    # -- the name server's answer -------------------------------------------------------------
+    def master_learnt(self, ha_address: str) -> None:
+        """A slave's register answer named its master's HA address."""
+        if self.slave is not None:
+            self.slave.set_master_address(ha_address)
+
+    def runtime_info(self) -> dict[str, object]:
+        """HA state for brokerStatus and clusterList."""
+        info: dict[str, object] = {"brokerRole": self.role}
+        if self.master is not None:
+            slaves = self.master.runtime_info()
+            info.update(haPort=self.master.port, slaves=slaves,
+                        inSyncSlaves=sum(1 for s in slaves if s["inSync"]),
+                        slaveAckOffset=self.transfer.acked, flushSlaveTimeouts=self.transfer.timeouts,
+                        slaveNotAvailable=self.transfer.unavailable)
+        if self.slave is not None:
+            info.update(self.slave.runtime_info())
+        return info

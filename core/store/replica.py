@@ -1,0 +1,129 @@
+"""Replica: a slave's CommitLog written from its master's bytes, and dispatched as recovery does.
+
+`StoreReplica` is one of the classes `MessageStore` (core/store/message_store.py) is made of.
+A slave (brokerRole=SLAVE, core/ha/slave.py) never runs the put paths: it hands the bytes
+its master streamed to `append_replicated`, which copies them into the log at the offset
+they were read from (byte-identical, a frame may cut a record), then dispatches every
+record now whole through `_dispatch_from_record`, the one rule recovery uses, so the
+slave's ConsumeQueues, key index (built from ``dispatched_offset``) and ``batch_listeners``
+state are what the master's recovery would make from the same log. `truncate_replica`
+cuts a log back to where its master's ends (a slave once ahead, told to truncate).
+
+This module never assigns queue offsets or writes records of its own: it only copies.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from rocketport.common.message import INNER_BATCH_FLAG
+
+from ..errors import StoreUnavailable
+from .consume_queue import CQ_ENTRY_SIZE
+from .dispatch import StoreDispatch, _Dispatch
+from .record import BLANK_MAGIC_CODE, SIZE_MAGIC, BadRecord, RecordInfo, parse_record_info
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaMismatch(StoreUnavailable):
+    """The master's bytes do not fit this log: a gap, a different segment size, or bytes
+    that do not parse as records. Replication stops; nothing after the mismatch is kept."""
+
+
+class StoreReplica(StoreDispatch):
+    """The slave's side of the store (the store's state: see MessageStore.__init__)."""
+
+    # recovery's rule, StoreRecovery's method (the store is made of both): declared here
+    _dispatch_from_record: Callable[[int, RecordInfo], _Dispatch]
+
+    def append_replicated(self, offset: int, data: bytes | memoryview) -> int:
+        """Write ``data`` (the master's log from ``offset``) at the log's end and dispatch
+        the records it completes; returns the new end. ReplicaMismatch when ``offset`` is
+        not this log's end (an empty log takes any segment start, as RocketMQ's slave does)
+        or the bytes would cross a segment end (the master's segments are another size)."""
+        cl = self.commitlog
+        queue = cl.queue
+        if offset != cl.max_offset:
+            if queue.files or offset % cl.file_size:
+                raise ReplicaMismatch(f"the master sent bytes from {offset}, this log ends at {cl.max_offset}")
+        view = memoryview(data)
+        while view:
+            mf = queue.last_for_write(offset)
+            n = min(mf.file_size - mf.wrote_position, len(view))
+            mf.ensure_backed(mf.wrote_position + n)
+            mf.write(view[:n])
+            view = view[n:]
+        self._dispatch_replicated()
+        return cl.max_offset
+
+    def _dispatch_replicated(self) -> None:
+        """Dispatch every whole record from ``dispatched_offset`` to the log's end; a record
+        cut by the last frame waits for the next one."""
+        cl = self.commitlog
+        end = cl.max_offset
+        phys = max(self.dispatched_offset, cl.min_offset)
+        listeners = self.batch_listeners
+        next_offset = self._next_queue_offset
+        while phys < end:
+            mf = cl.queue.find(phys)
+            if mf is None:
+                break
+            pos = phys - mf.file_from_offset
+            if pos >= mf.file_size:  # a record filled the segment exactly
+                phys = mf.end_offset
+                continue
+            written = mf.wrote_position
+            if pos + 8 > written:
+                break
+            total, magic = SIZE_MAGIC.unpack_from(mf.view, pos)
+            if magic == BLANK_MAGIC_CODE:
+                if total != mf.file_size - pos:
+                    raise ReplicaMismatch(f"offset {phys}: a blank of {total} bytes does not end "
+                                          f"the segment (is mappedFileSizeCommitLog the master's?)")
+                if written < mf.file_size:
+                    break
+                phys = mf.end_offset
+                continue
+            if total <= 0 or pos + total > mf.file_size:
+                raise ReplicaMismatch(f"offset {phys}: a record of {total} bytes")
+            if pos + total > written:
+                break  # cut by the frame: the rest comes next
+            try:
+                info = parse_record_info(mf.view, pos, written, False)
+            except BadRecord as exc:
+                raise ReplicaMismatch(f"offset {phys}: {exc}") from None
+            if info.physical_offset != phys:
+                raise ReplicaMismatch(f"offset {phys}: the record says {info.physical_offset}")
+            d = self._dispatch_from_record(phys, info)
+            count = len(d.entries) // CQ_ENTRY_SIZE
+            if info.sys_flag & INNER_BATCH_FLAG and listeners:
+                body = cl.written(phys + info.body_offset, info.body_length)
+                for listener in listeners:
+                    listener(d.topic, d.queue_id, d.queue_offset, body)
+            self._dispatch(d)
+            next_offset[(d.topic, d.queue_id)] = d.queue_offset + count
+            self.put_count += count
+            self.put_bytes += total
+            phys += total
+        if phys > self.dispatched_offset:
+            self.dispatched_offset = phys
+
+    def truncate_replica(self, offset: int) -> None:
+        """Cut the log (and what was dispatched from it) back to ``offset``, a record
+        boundary of the master's log: a slave whose log holds bytes its master never had.
+        Index entries past it stay in the index files but name records that are gone
+        (lookups check the record they find)."""
+        cl = self.commitlog
+        log.warning("commit log: truncating %d bytes the master never had (%d..%d)",
+                    cl.max_offset - offset, offset, cl.max_offset)
+        cl.truncate(offset)
+        for cq in self.consume_queues.values():
+            if cq.max_physical_end > offset:
+                cq.truncate_to_physical(offset)
+        self._next_queue_offset = {k: cq.max_offset for k, cq in self.consume_queues.items()}
+        self.dispatched_offset = min(self.dispatched_offset, offset)
+        self.index.built_offset = min(self.index.built_offset, offset)
+        if self.flush_service is not None:
+            self.flush_service.flushed_offset = min(self.flush_service.flushed_offset, offset)
