@@ -68,6 +68,7 @@ class DeliverHandlers:
 
     def basic_consume(self, channel: Channel, method: Basic.Consume) -> None:
         session = self.session
+        session.consumes = True
         name = channel.queue_named(method.queue)
         state = self.vhost.queue(name, session)
         require(session.account, name, SUB)
@@ -111,6 +112,7 @@ class DeliverHandlers:
         source = Source(group, queue)
         rendered: dict[tuple[bytes, str], tuple[bool, codec.Deliveries]] = {}
         generation = vhost.generation
+        traffic = self.session.front_end.traffic
 
         def render(message: MessageExt, topic: str) -> tuple[bool, codec.Deliveries]:
             props = message.properties
@@ -126,6 +128,7 @@ class DeliverHandlers:
                 generation = vhost.generation
             frame_max = conn.frame_max
             parts: list[Any] = []
+            sent = size = 0
             for delivery in run:
                 message = delivery.message
                 ledger = delivery.ledger
@@ -146,8 +149,12 @@ class DeliverHandlers:
                     continue
                 frames.frames_into(parts, add(source, delivery.tag, message, no_ack),
                                    delivery.redelivered or message.reconsume_times > 0, message.body, frame_max)
+                sent += 1
+                size += len(message.body)
             if parts:
                 write_now(b"".join(parts))
+                traffic.messages_out += sent
+                traffic.bytes_out += size
         return deliver
 
     def content_properties(self, props: dict[str, str]) -> bytes:
@@ -204,7 +211,8 @@ class DeliverHandlers:
         message = delivery.message
         key = (message.topic, message.queue_id, message.queue_offset)
         returns = state.returns.get(key, 0) if state.returns else 0
-        reason = state.policy.drop_reason(message, state.group.message_count, now_ms(), returns)
+        reason = state.policy.drop_reason(message, state.group.message_count, now_ms(), returns,
+                                          consumer=delivery.subscriber is not None)
         if reason is None:
             return False
         if returns:
@@ -221,6 +229,7 @@ class DeliverHandlers:
     # ---------------------------------------------------------------- get
     async def basic_get(self, channel: Channel, method: Basic.Get) -> None:
         session = self.session
+        session.consumes = True
         name = channel.queue_named(method.queue)
         state = self.vhost.queue(name, session)
         require(session.account, name, SUB)
@@ -234,6 +243,9 @@ class DeliverHandlers:
             if not ((state.policy.drops or "expiration" in props) and self._dropped(state, delivery, method.no_ack)):
                 break
         message = delivery.message
+        traffic = session.front_end.traffic
+        traffic.messages_out += 1
+        traffic.bytes_out += len(message.body)
         tag = channel.add_delivery(Source(state.group, name), delivery.tag, message, method.no_ack)
         exchange = props.get(PROPERTY_RETRY_TOPIC, message.topic)
         session.write(codec.get_ok_frame(channel.number, tag, delivery.redelivered or message.reconsume_times > 0,

@@ -106,16 +106,19 @@ class QueuePolicy:
         """Whether a queue with ``ready`` messages waiting takes no more (reject-publish)."""
         return self.max_length is not None and ready >= self.max_length
 
-    def drop_reason(self, message: MessageExt, remaining: int, now_ms: int, returns: int = 0) -> str | None:
+    def drop_reason(self, message: MessageExt, remaining: int, now_ms: int, returns: int = 0,
+                    consumer: bool = False) -> str | None:
         """Why ``message`` must not be delivered: EXPIRED, MAXLEN, DELIVERY_LIMIT, or None.
         ``remaining`` is how many messages of the queue wait behind it, ``returns`` how
-        often it came back (nack or reject with requeue, a closed channel's unacked)."""
+        often it came back (nack or reject with requeue, a closed channel's unacked);
+        ``consumer``: it goes to a consumer, which a TTL of 0 allows (RabbitMQ: expired
+        unless it can be delivered at once)."""
         if self.delivery_limit is not None and returns > self.delivery_limit:
             return DELIVERY_LIMIT
         if self.max_length is not None and remaining >= self.max_length and self.overflow == DROP_HEAD:
             return MAXLEN
         expires_at = self.expires_at(message)
-        if expires_at is not None and expires_at <= now_ms:
+        if expires_at is not None and expires_at <= now_ms and not (consumer and expires_at == message.store_timestamp):
             return EXPIRED
         return None
 

@@ -62,13 +62,15 @@ class QueueLimits:
         drop_head = policy.drops_head
         max_length = policy.max_length or 0
         reasons: list[str] = []
+        consumers = state.group.consumer_count
 
         def refuse(message: MessageExt, behind: int) -> bool:
             if drop_head and behind >= max_length:
                 reasons.append(MAXLEN)
                 return True
             at = policy.expires_at(message)
-            if at is not None and at <= now:
+            # a TTL of 0 lets a consumer have it: the delivery path decides while there is one
+            if at is not None and at <= now and not (consumers and at == message.store_timestamp):
                 reasons.append(EXPIRED)
                 return True
             return False

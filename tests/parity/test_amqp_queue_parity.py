@@ -113,6 +113,32 @@ def per_message_expiration_from_the_head(peer: Peer) -> list:
         return observed
 
 
+def ttl_zero(peer: Peer) -> list:
+    """x-message-ttl 0: delivered to a waiting consumer, else dead-lettered at once."""
+    with _connect(peer) as connection:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        dlx, sink, queue = peer.name("dlx"), peer.name("sink"), peer.name("now")
+        channel.exchange_declare(dlx, "fanout")
+        channel.queue_declare(sink)
+        channel.queue_bind(sink, dlx)
+        channel.queue_declare(queue, arguments={"x-message-ttl": 0, "x-dead-letter-exchange": dlx})
+        consumer = connection.channel()
+        got: list = []
+        tag = consumer.basic_consume(queue, lambda ch, method, props, body: got.append(body), auto_ack=True)
+        channel.basic_publish("", queue, b"taken")
+        deadline = time.monotonic() + TIMEOUT_S
+        while not got and time.monotonic() < deadline:
+            connection.process_data_events(0.02)
+        consumer.basic_cancel(tag)
+        channel.basic_publish("", queue, b"nobody")
+        observed = [got, _count_becomes(channel, sink, 1), _get(channel, sink)[2], _count(channel, queue)]
+        for name in (sink, queue):
+            channel.queue_delete(name)
+        channel.exchange_delete(dlx)
+        return observed
+
+
 def dead_letter_retry_rounds(peer: Peer) -> list:
     """The delayed-retry pattern: a rejected job waits in a TTL queue that dead-letters it
     back; x-death counts each round per queue and reason."""
@@ -336,7 +362,7 @@ def rpc_patterns(peer: Peer) -> list:
     return asyncio.run(main())
 
 
-@pytest.mark.parametrize("script", [expiry_without_consumer, per_message_expiration_from_the_head,
+@pytest.mark.parametrize("script", [expiry_without_consumer, per_message_expiration_from_the_head, ttl_zero,
                                     dead_letter_retry_rounds, overflow_modes, counts, channel_errors,
                                     priorities, exchange_to_exchange, mandatory_and_cancel_notify, rpc_patterns],
                          ids=lambda s: s.__name__)
