@@ -4,14 +4,15 @@ ACK and NACK.
 SUBSCRIBE joins a delivery group (`destinations` says which: a queue's shared group, a
 topic subscription's own or its durable one) with the account's SUB permission; the engine
 calls back with a slice's deliveries and `render` makes a MESSAGE frame of each, which the
-session writes. ACK/NACK map onto the group's ack and nack (NACK = the retry path, or a
-requeue with ``requeue:true``). A delivery's ``ack``/``message-id`` is
+session writes. ACK/NACK map onto the group's ack and nack (NACK = a requeue as RabbitMQ's, a
+dead-letter or the retry path: see `Deliverer.nack`). A delivery's ``ack``/``message-id`` is
 ``{subscription serial}-{tag}``, so an ACK finds its subscription in any version. This
 module never writes to the transport nor decides when a write happens: the session does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import itertools
 import secrets
@@ -32,6 +33,7 @@ from .errors import StompError
 from .headers import PropertyHeaders
 
 DEFAULT_PREFETCH: Final = 100
+DEAD_LETTER: Final = -1  # a negative delay level: to the group's %DLQ% at once
 _ACK_MODES: Final = ("auto", "client", "client-individual")
 
 
@@ -48,6 +50,7 @@ class Subscription:
     head: bytes = b""  # the start of each MESSAGE frame, encoded once
     ack_header: bool = False  # MESSAGE frames carry an ack header (1.2, not ack auto)
     id_prefix: str = ""  # "{serial}-": a delivery's message-id and ack id, before its tag
+    topic: str = ""  # the topic it reads
 
 
 Write = Callable[[Subscription, list[Delivery]], None]  # the session's: render and write a slice
@@ -109,6 +112,7 @@ class Deliverer:
         s.head = self._message_head(s)
         s.ack_header = ack != "auto" and self.version == V12
         s.id_prefix = f"{s.serial}-"
+        s.topic = dest.topic
         self.subs[sub_id] = s
         self._by_serial[s.serial] = s
         s.sub = group.subscribe(functools.partial(self._write, s), prefetch=prefetch,
@@ -149,6 +153,17 @@ class Deliverer:
         if group is not None and group.consumer_count:
             raise StompError(f"durable subscription {name!r} is in use by {group.consumer_count} subscriber(s)")
         await self.broker.drop_delivery_group(name, forget_offsets=True)
+
+    def handed_out(self, topic: str | None = None) -> list[asyncio.Future[None]]:
+        """What to wait for until the groups of this connection's subscriptions to
+        ``topic`` (None: to any) have handed out what their topic holds now (`DeliveryGroup.handed_out`)."""
+        futures = []
+        for s in self.subs.values():
+            if topic is None or s.topic == topic:
+                future = s.group.handed_out(s.topic)
+                if future is not None:
+                    futures.append(future)
+        return futures
 
     def take_all(self) -> list[Subscription]:
         """Every subscription, forgotten here: the connection is gone (`release_all` them)."""
@@ -192,9 +207,11 @@ class Deliverer:
             else:
                 text = headers.of(msg.properties)
             reconsumed = msg.reconsume_times
-            if delivery.redelivered or reconsumed:
+            if delivery.redelivered or reconsumed:  # RabbitMQ's header, always there
                 text = (f"redelivered:true\nx-reconsume-times:{reconsumed}\n{text}" if reconsumed
                         else f"redelivered:true\n{text}")
+            else:
+                text = f"redelivered:false\n{text}"
             ident = f"{prefix}{tag}"
             if client:
                 unacked[tag] = None
@@ -241,8 +258,22 @@ class Deliverer:
         s.group.ack(tags)
 
     async def nack(self, frame: Frame) -> None:
+        """RabbitMQ's NACK: back to the queue at once, ``redelivered: true`` (``requeue``
+        defaults to true); ``requeue: false`` dead-letters it (``%DLQ%{group}``, where
+        RabbitMQ without a dead-letter exchange drops it). ``x-retry: true`` asks for
+        RocketMQ's retry schedule instead: ``%RETRY%{group}`` after delay level 3 + its
+        reconsume count, to ``%DLQ%{group}`` after the group's retryMaxTimes."""
+        headers = frame.headers
+        requeue = headers.get("requeue", "true")
+        if requeue not in ("true", "false"):
+            raise StompError(f"requeue {requeue[:32]!r}: true or false")
         s, tags = self._settle(frame)
-        await s.group.nack(tags, requeue=frame.headers.get("requeue") == "true")
+        if headers.get("x-retry") == "true":
+            await s.group.nack(tags, requeue=False)
+        elif requeue == "true":
+            await s.group.nack(tags, requeue=True)
+        else:
+            await s.group.nack(tags, requeue=False, delay_level=DEAD_LETTER)
 
 
 def _prefetch(headers: dict[str, str]) -> int:

@@ -38,7 +38,9 @@ class Transactions:
             raise StompError(f"transaction {tx[:64]!r} is already open")
         self._open[tx] = []
 
-    async def commit(self, frame: Frame) -> None:
+    async def commit(self, frame: Frame) -> list[str]:
+        """Apply the held frames in order; the receipts they asked for, which the session
+        sends after the COMMIT's own, as RabbitMQ does (none before: a held frame is not done)."""
         frames = self._open.pop(_tx_id(frame), None)
         if frames is None:
             raise StompError(f"transaction {_tx_id(frame)[:64]!r} was not begun")
@@ -51,6 +53,7 @@ class Transactions:
                 self._deliver.ack(f)
             else:
                 await self._deliver.nack(f)
+        return [receipt for f in frames if (receipt := f.headers.get("receipt")) is not None]
 
     async def abort(self, frame: Frame) -> None:
         if self._open.pop(_tx_id(frame), None) is None:

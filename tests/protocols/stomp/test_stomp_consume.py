@@ -122,7 +122,9 @@ def test_client_ack_is_cumulative(stomp_broker):
     again.disconnect()
 
 
-def test_nack_goes_to_retry_then_dlq(stomp_broker):
+def test_nack_with_x_retry_goes_to_retry_then_dlq(stomp_broker):
+    """RocketMQ's retry schedule on request (``x-retry: true``): redelivered after the delay
+    levels with a reconsume count, then dead-lettered after the group's retryMaxTimes."""
     broker = stomp_broker.server.broker
     stomp_broker.call(lambda: broker.update_group(SubscriptionGroupConfig("PoisonGroup", retry_max_times=2)))
     one_queue(stomp_broker, "poison")
@@ -136,7 +138,7 @@ def test_nack_goes_to_retry_then_dlq(stomp_broker):
             headers, body = listener.messages[len(seen)]
             assert body == b"bad"
             seen.append(headers)
-            conn.nack(headers["ack"], receipt=f"n{len(seen)}")
+            conn.nack(headers["ack"], receipt=f"n{len(seen)}", **{"x-retry": "true"})
             listener.wait_receipt(f"n{len(seen)}")
     assert [h.get("x-reconsume-times") for h in seen] == [None, "1", "2"]
     assert all(h["destination"] == "/queue/poison" and h["color"] == "red" for h in seen)
@@ -147,16 +149,43 @@ def test_nack_goes_to_retry_then_dlq(stomp_broker):
     conn.disconnect()
 
 
-def test_nack_with_requeue_comes_back_redelivered(stomp_broker):
+@pytest.mark.parametrize("requeue", [None, "true"])
+def test_nack_comes_back_at_once_redelivered(stomp_broker, requeue):
+    """RabbitMQ's NACK: ``requeue`` defaults to true, and the message is next in line."""
     send_all(stomp_broker, "/queue/requeue", [b"x"])
     conn, listener = connect(stomp_broker)
     conn.subscribe("/queue/requeue", id="s", ack="client-individual")
     [(headers, _)] = listener.wait_messages(1)
-    assert "redelivered" not in headers
-    conn.nack(headers["ack"], requeue="true")
+    assert headers["redelivered"] == "false"
+    conn.nack(headers["ack"], **({} if requeue is None else {"requeue": requeue}))
     got = listener.wait_messages(2)
     assert got[1][1] == b"x" and got[1][0]["redelivered"] == "true"
+    assert "x-reconsume-times" not in got[1][0]
     conn.disconnect()
+
+
+def test_nack_without_requeue_dead_letters_at_once(stomp_broker):
+    one_queue(stomp_broker, "refused")
+    send_all(stomp_broker, "/queue/refused", [b"bad"], color="red")
+    conn, listener = connect(stomp_broker)
+    conn.subscribe("/queue/refused", id="s", ack="client-individual", headers={"x-group": "RefusedGroup"})
+    [(headers, _)] = listener.wait_messages(1)
+    conn.nack(headers["ack"], requeue="false", receipt="n")
+    listener.wait_receipt("n")
+    [dead] = stored(stomp_broker, "%DLQ%RefusedGroup")
+    assert dead.body == b"bad" and dead.properties["color"] == "red"
+    assert_only(stomp_broker, listener, "/queue/refused", [b"bad"])  # not redelivered
+    conn.disconnect()
+
+
+def test_nack_with_a_bad_requeue_value_is_an_error(stomp_broker):
+    send_all(stomp_broker, "/queue/badrequeue", [b"x"])
+    conn, listener = connect(stomp_broker)
+    conn.subscribe("/queue/badrequeue", id="s", ack="client-individual")
+    [(headers, _)] = listener.wait_messages(1)
+    conn.nack(headers["ack"], requeue="maybe")
+    assert listener.wait(lambda: listener.errors)
+    assert "requeue" in listener.errors[0][0]["message"]
 
 
 def test_durable_topic_subscription_resumes_after_reconnect(stomp_broker):
@@ -356,17 +385,21 @@ def test_unsubscribe_refuses_to_remove_a_durable_subscription_in_use(stomp_broke
 def test_unsubscribe_with_a_durable_header_leaves_a_queue_and_names_unknown_ones(stomp_broker):
     """A durable header on a /queue subscription names no durable subscription: its
     UNSUBSCRIBE leaves the queue's group and offsets; an unknown name is an ERROR."""
+    one_queue(stomp_broker, "kept")
     send_all(stomp_broker, "/queue/kept", [b"one", b"two"])
     conn, listener = connect(stomp_broker)
     conn.subscribe("/queue/kept", id="q", ack="client-individual",
                    headers={"durable": "true", "prefetch-count": "1"})
     [(headers, body)] = listener.wait_messages(1)
-    conn.ack(headers["ack"])
-    conn.unsubscribe(id="q", headers={"durable": "true"}, receipt="u")
+    assert body == b"one"
+    conn.ack(headers["ack"])  # frees the prefetch: "two" may reach q before the UNSUBSCRIBE,
+    conn.unsubscribe(id="q", headers={"durable": "true"}, receipt="u")  # which gives it back
     listener.wait_receipt("u")
     conn.subscribe("/queue/kept", id="q2", ack="auto")
-    rest = listener.wait_messages(2)[1:]
-    assert bodies([(headers, body)] + rest) == [b"one", b"two"]  # the queue went on from its offset
+    send_all(stomp_broker, "/queue/kept", [b"barrier"])  # one queue: everything before it comes first
+    assert listener.wait(lambda: any(b == b"barrier" for _, b in listener.messages))
+    assert [b for h, b in listener.messages if h["subscription"] == "q2"] == [b"two", b"barrier"]
+    assert bodies(listener.messages).count(b"one") == 1  # the queue went on from its offset
     conn.disconnect()
     raw = RawClient(endpoint(stomp_broker))
     raw.send(b"CONNECT\naccept-version:1.2\nhost:x\n\n\0")

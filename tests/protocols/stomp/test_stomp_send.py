@@ -159,7 +159,7 @@ def test_pipelined_sends_come_back_as_the_same_message_frames(flush_broker):
         lines = head.split(b"\n")
         assert lines[:3] == [b"MESSAGE", b"subscription:s", b"destination:/queue/same"]
         names = [line.split(b":", 1)[0] for line in lines[3:]]
-        assert names == [b"message-id", b"ack", b"color", b"x-tags", b"content-length"]
+        assert names == [b"message-id", b"ack", b"redelivered", b"color", b"x-tags", b"content-length"]
         assert b"color:a\\cb" in lines and b"x-tags:T" in lines
         assert body == b"m%d" % i
     raw.close()
