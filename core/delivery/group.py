@@ -188,6 +188,8 @@ class DeliveryGroup:
         self._woken = False  # set by the group's own events (subscribe, ack, sources ...)
         self._waiter: asyncio.Future[bool] | None = None  # the idle pump's, while it waits
         self._closed = False
+        # `handed_out`'s callers: (topic, the end of each of its queues then, future)
+        self._watchers: list[tuple[str, dict[int, int], asyncio.Future[None]]] = []
         self._priority: Callable[[MessageExt], int] | None = None  # see `order_by_priority`
         self._unsorted = False  # requeued messages went in front: order again
         self.set_sources(sources, start=start)
@@ -211,6 +213,11 @@ class DeliveryGroup:
     @property
     def consumer_count(self) -> int:
         return len(self._subscribers)
+
+    @property
+    def unacked_count(self) -> int:
+        """Messages handed out and not answered yet (RabbitMQ's messages_unacknowledged)."""
+        return len(self._unacked)
 
     @property
     def message_count(self) -> int:
@@ -326,6 +333,22 @@ class DeliveryGroup:
         if priority is not None:
             self._read_ahead()
 
+    def waiting_bytes(self, window: int = PRIORITY_WINDOW) -> int:
+        """Body bytes of the messages waiting to be handed out (AMQP's
+        x-max-length-bytes). The group reads ahead up to ``window`` messages to count
+        them; beyond that each unread message counts as the mean of those read."""
+        for _ in range(window // _READ_BATCH + 1):
+            if len(self._ready) >= window or not self._read(window):
+                break
+        if self._unsorted:
+            self._sort_ready()
+        ready = self._ready
+        total = sum(len(item[0].body) for item in ready)
+        unread = self.message_count - len(ready)
+        if unread > 0 and ready:
+            total += unread * total // len(ready)
+        return total
+
     def _read_ahead(self) -> None:
         """A priority group: read up to the window and order what waits by priority."""
         for _ in range(PRIORITY_WINDOW // _READ_BATCH):
@@ -339,6 +362,42 @@ class DeliveryGroup:
         if priority is not None and len(self._ready) > 1:
             self._ready = deque(sorted(self._ready, key=lambda item: -priority(item[0])))  # stable
         self._unsorted = False
+
+    def handed_out(self, topic: str) -> asyncio.Future[None] | None:
+        """A future resolved once everything ``topic`` holds now has left the group's
+        hands (read and handed out, or skipped by the filter) or no subscriber has credit
+        to take more; None when that is so already, or the group does not read ``topic``.
+        A STOMP connection that subscribes to what it sends answers the SEND's RECEIPT
+        after this, so the MESSAGE comes first, as RabbitMQ's does."""
+        cfg = self._broker.topics.get(topic) if topic in self._readers else None
+        if cfg is None:
+            return None
+        max_offset = self._broker.max_offset
+        ends = {queue_id: max_offset(topic, queue_id) for queue_id in range(cfg.read_queue_nums)}
+        if self._is_handed_out(topic, ends):
+            return None
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._watchers.append((topic, ends, future))
+        self._wake_up()
+        return future
+
+    def _is_handed_out(self, topic: str, ends: dict[int, int]) -> bool:
+        if self._closed or self._credit() <= 0:
+            return True
+        if any(self._ledger(topic, queue_id).read_to < end for queue_id, end in ends.items()):
+            return False
+        return not any(ledger.topic == topic for _, _, ledger in self._ready)
+
+    def _settle_watchers(self) -> None:
+        kept = []
+        for topic, ends, future in self._watchers:
+            if future.done():
+                continue  # its caller stopped waiting
+            if self._is_handed_out(topic, ends):
+                future.set_result(None)
+            else:
+                kept.append((topic, ends, future))
+        self._watchers = kept
 
     # ------------------------------------------------------------------ administration
     def set_sources(self, sources: list[Source], *, start: Start = "last") -> None:
@@ -394,6 +453,7 @@ class DeliveryGroup:
         except asyncio.CancelledError:
             pass
         self._commit()
+        self._settle_watchers()
 
     # ------------------------------------------------------------------ internals
     def _start_at_end(self, topics: Iterable[str]) -> None:
@@ -605,6 +665,8 @@ class DeliveryGroup:
             try:
                 handed = self._dispatch()
                 self._commit()
+                if self._watchers:
+                    self._settle_watchers()
                 credit = self._credit()
                 if credit <= 0:
                     await self._wait(None, None)

@@ -70,7 +70,7 @@ class DeliverHandlers:
         session = self.session
         session.consumes = True
         name = channel.queue_named(method.queue)
-        state = self.vhost.queue(name, session)
+        state = self.vhost.queue(name, session, use=True)
         require(session.account, name, SUB)
         tag = method.consumer_tag or "amq.ctag-" + uuid.uuid4().hex[:22]
         if tag in channel.consumers:
@@ -231,7 +231,7 @@ class DeliverHandlers:
         session = self.session
         session.consumes = True
         name = channel.queue_named(method.queue)
-        state = self.vhost.queue(name, session)
+        state = self.vhost.queue(name, session, use=True)
         require(session.account, name, SUB)
         self.vhost.limits.enforce(state)
         while True:  # bounded by the queue's messages: each one is dropped or handed out

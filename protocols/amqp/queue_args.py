@@ -54,6 +54,7 @@ class QueuePolicy:
     delivery_limit: int | None = None  # returns (requeues) a message may have
     overflow: str = DROP_HEAD
     max_priority: int | None = None
+    max_length_bytes: int | None = None  # body bytes of the ready messages
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any] | None) -> QueuePolicy:
@@ -75,7 +76,8 @@ class QueuePolicy:
         return cls(_non_negative(arguments, "x-message-ttl"), _non_negative(arguments, "x-expires", True),
                    _non_negative(arguments, "x-max-length"),
                    _text(dlx) if dlx is not None else None, _text(dlrk) if dlrk is not None else None,
-                   _non_negative(arguments, "x-delivery-limit"), overflow, max_priority)
+                   _non_negative(arguments, "x-delivery-limit"), overflow, max_priority,
+                   _non_negative(arguments, "x-max-length-bytes"))
 
     @property
     def drops(self) -> bool:
@@ -83,13 +85,17 @@ class QueuePolicy:
         return self.message_ttl is not None or self.drops_head or self.delivery_limit is not None
 
     @property
+    def limits_length(self) -> bool:
+        return self.max_length is not None or self.max_length_bytes is not None
+
+    @property
     def drops_head(self) -> bool:
         """Whether a full queue loses its oldest (drop-head) rather than refusing publishes."""
-        return self.max_length is not None and self.overflow == DROP_HEAD
+        return self.limits_length and self.overflow == DROP_HEAD
 
     @property
     def refuses_publishes(self) -> bool:
-        return self.max_length is not None and self.overflow != DROP_HEAD
+        return self.limits_length and self.overflow != DROP_HEAD
 
     def priority_of(self, message: MessageExt) -> int:
         """x-max-priority: a message's priority in this queue (none is 0, above the
@@ -102,9 +108,11 @@ class QueuePolicy:
         except ValueError:
             return 0
 
-    def full(self, ready: int) -> bool:
-        """Whether a queue with ``ready`` messages waiting takes no more (reject-publish)."""
-        return self.max_length is not None and ready >= self.max_length
+    def full(self, ready: int, ready_bytes: int = 0, body: int = 0) -> bool:
+        """Whether a queue with ``ready`` messages (``ready_bytes`` of bodies) waiting
+        takes no more, or not one of ``body`` bytes (reject-publish)."""
+        return ((self.max_length is not None and ready >= self.max_length)
+                or (self.max_length_bytes is not None and ready_bytes + body > self.max_length_bytes))
 
     def drop_reason(self, message: MessageExt, remaining: int, now_ms: int, returns: int = 0,
                     consumer: bool = False) -> str | None:

@@ -60,12 +60,17 @@ class QueueLimits:
         policy = state.policy
         now = now_ms() if now is None else now
         drop_head = policy.drops_head
-        max_length = policy.max_length or 0
+        max_length = policy.max_length
+        max_bytes = policy.max_length_bytes
+        waiting = state.group.waiting_bytes() if drop_head and max_bytes is not None else 0
         reasons: list[str] = []
         consumers = state.group.consumer_count
 
         def refuse(message: MessageExt, behind: int) -> bool:
-            if drop_head and behind >= max_length:
+            nonlocal waiting
+            if drop_head and ((max_length is not None and behind >= max_length)
+                              or (max_bytes is not None and waiting > max_bytes)):
+                waiting -= len(message.body)
                 reasons.append(MAXLEN)
                 return True
             at = policy.expires_at(message)
@@ -141,7 +146,9 @@ class QueueLimits:
             if not policy.refuses_publishes:
                 continue
             self.enforce(state)
-            if policy.full(state.group.message_count):
+            group = state.group
+            if policy.full(group.message_count,
+                           group.waiting_bytes() if policy.max_length_bytes is not None else 0, len(body)):
                 refused = True
                 if policy.overflow == REJECT_PUBLISH_DLX:
                     self.dead_letters.send_refused(state, properties, body, exchange)

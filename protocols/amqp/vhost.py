@@ -199,15 +199,17 @@ class VirtualHost:
         self._rebind(queues)
 
     # ------------------------------------------------------------------ queues
-    def queue(self, name: str, owner: object) -> QueueState:
-        """A declared queue another connection does not hold exclusively."""
+    def queue(self, name: str, owner: object, use: bool = False) -> QueueState:
+        """A declared queue another connection does not hold exclusively; ``use``: a
+        consume, get or redeclare, which x-expires counts from."""
         state = self.queues.get(name)
         if state is None:
             raise ChannelError(Reply.NOT_FOUND, f"no queue '{name}' in vhost '/'")
         if state.owner is not None and state.owner is not owner:
             raise ChannelError(Reply.RESOURCE_LOCKED,
                                f"cannot obtain exclusive access to locked queue '{name}' in vhost '/'")
-        state.last_used = time.monotonic()
+        if use:
+            state.last_used = time.monotonic()
         return state
 
     def declare_queue(self, name: str, *, passive: bool, durable: bool, exclusive: bool,
@@ -221,7 +223,7 @@ class VirtualHost:
         policy = QueuePolicy.of(arguments)  # bad arguments are refused first, as RabbitMQ does
         existing = self.queues.get(name)
         if existing is not None:
-            state = self.queue(name, owner)
+            state = self.queue(name, owner, use=True)
             entity = state.entity
             for arg, mine, theirs in (("durable", entity.durable, durable),
                                       ("exclusive", state.owner is not None, exclusive),
@@ -247,7 +249,7 @@ class VirtualHost:
         name = state.entity.name
         self.queues[name] = state
         policy = state.policy
-        if policy.message_ttl is not None or policy.max_length is not None:
+        if policy.message_ttl is not None or policy.limits_length:
             self._limited[name] = state
         if policy.max_priority is not None:
             state.group.order_by_priority(policy.priority_of)

@@ -213,6 +213,51 @@ def overflow_modes(peer: Peer) -> list:
         return observed
 
 
+def max_length_bytes(peer: Peer) -> list:
+    """x-max-length-bytes counts the bodies of ready messages: drop-head and reject-publish."""
+    with _connect(peer) as connection:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        observed: list = []
+        for mode in ("drop-head", "reject-publish"):
+            queue = peer.name(mode)
+            channel.queue_declare(queue, arguments={"x-max-length-bytes": 10, "x-overflow": mode})
+            for body in (b"aaaa", b"bbbb", b"cc", b"dddd", b"e"):
+                try:
+                    channel.basic_publish("", queue, body)
+                    observed.append((mode, body, "ack"))
+                except NackError:
+                    observed.append((mode, body, "nack"))
+            observed.append(_count(channel, queue))
+            observed.append([channel.basic_get(queue, auto_ack=True)[2] for _ in range(5)])
+            channel.queue_delete(queue)
+        return observed
+
+
+def unused_queue_expires(peer: Peer) -> list:
+    """x-expires: a queue unused for that long is deleted; a consumer keeps it."""
+    with _connect(peer) as connection:
+        channel = connection.channel()
+        idle, held = peer.name("idle"), peer.name("held")
+        for name in (idle, held):
+            channel.queue_declare(name, arguments={"x-expires": 300})
+        channel.basic_consume(held, lambda *a: None)
+        deadline = time.monotonic() + TIMEOUT_S
+        gone = False
+        while not gone and time.monotonic() < deadline:
+            probe = connection.channel()
+            try:
+                probe.queue_declare(idle, passive=True)
+                probe.close()
+                time.sleep(0.05)
+            except ChannelClosedByBroker as e:
+                gone = e.reply_code
+        observed: list = [gone]
+        observed.append(channel.queue_declare(held, passive=True).method.consumer_count)
+        channel.queue_delete(held)
+        return observed
+
+
 def counts(peer: Peer) -> list:
     """message_count in declare-ok, get-ok and purge-ok, and delete-ok."""
     with _connect(peer) as connection:
@@ -363,7 +408,8 @@ def rpc_patterns(peer: Peer) -> list:
 
 
 @pytest.mark.parametrize("script", [expiry_without_consumer, per_message_expiration_from_the_head, ttl_zero,
-                                    dead_letter_retry_rounds, overflow_modes, counts, channel_errors,
+                                    dead_letter_retry_rounds, overflow_modes, max_length_bytes, counts,
+                                    unused_queue_expires, channel_errors,
                                     priorities, exchange_to_exchange, mandatory_and_cancel_notify, rpc_patterns],
                          ids=lambda s: s.__name__)
 def test_queue_semantics_as_rabbitmq(parity, script):
