@@ -9,6 +9,11 @@ and never names a protocol. This module must never import a protocol package (th
 ``listeners``, wraps `bind` / `start` / `stop` with its own work, and hands work that must
 outlive a connection (releasing what a closed connection held) to `spawn`, whose tasks
 `stop` awaits, so nothing a front-end started outlives it.
+
+For /metrics (protocols/http) every front-end also keeps a `Traffic` (messages and bytes it
+stored and handed out, added to where the protocol already holds a request's or a delivery
+run's count: one addition, never a lookup, never per message where a batch will do) and
+says how many of its connections produce and consume (`connections`, counted when scraped).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .listener import Listener
@@ -24,8 +30,33 @@ from .session_base import Session
 log = logging.getLogger(__name__)
 
 
+@dataclass(slots=True)
+class Traffic:
+    """What one front-end stored (in) and handed to consumers (out) since the broker
+    started: messages, and their bytes as the protocol carries them."""
+
+    messages_in: int = 0
+    bytes_in: int = 0
+    messages_out: int = 0
+    bytes_out: int = 0
+
+
+@dataclass(slots=True, frozen=True)
+class Connections:
+    """A front-end's open connections; producers have stored a message, consumers have
+    subscribed or fetched (a connection may be both, or neither yet)."""
+
+    total: int
+    producers: int
+    consumers: int
+
+
 class FrontEnd(Protocol):
     name: str
+    traffic: Traffic
+
+    def connections(self) -> Connections:
+        """Its open connections now, by what they do."""
 
     def endpoints(self) -> list[tuple[str, str, int]]:
         """(role, host, port) of each listener, for the banner and tests."""
@@ -47,6 +78,7 @@ class ListenerFrontEnd:
     listeners: list[Listener]
 
     def __init__(self) -> None:
+        self.traffic = Traffic()
         self._tasks: set[asyncio.Task] = set()
         self._loop: asyncio.AbstractEventLoop | None = None  # kept at start: see `spawn`
 
@@ -71,6 +103,11 @@ class ListenerFrontEnd:
 
     def endpoints(self) -> list[tuple[str, str, int]]:
         return [(listener.role, listener.host, listener.port) for listener in self.listeners]
+
+    def connections(self) -> Connections:
+        sessions = [session for listener in self.listeners for session in listener.sessions]
+        return Connections(len(sessions), sum(1 for s in sessions if s.produces),
+                           sum(1 for s in sessions if s.consumes))
 
     async def bind(self) -> None:
         for listener in self.listeners:

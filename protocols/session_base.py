@@ -56,6 +56,11 @@ READ_SLICE_S = 0.01  # a connection's reads in one loop iteration before others 
 class Session(asyncio.Protocol):
     """One client connection; subclasses implement `data_received`, `_busy`, `_closed_hook`."""
 
+    # what the client has done, for /metrics' producer and consumer connections: a protocol
+    # sets them where a request stores messages or starts consuming (per request, not per message)
+    produces = False
+    consumes = False
+
     def __init__(self, on_open: Callable[[Session], bool] | None = None,
                  on_closed: Callable[[Session], None] | None = None) -> None:
         self.transport: asyncio.Transport | None = None

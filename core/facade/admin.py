@@ -75,6 +75,19 @@ class BrokerStats:
     get_tps: float
 
 
+@dataclass(slots=True, frozen=True)
+class StoreFigures:
+    """The store's positions (CommitLog byte offsets) and files, read for /metrics."""
+
+    log_end: int
+    flushed: int
+    dispatched: int
+    index_built: int
+    commit_log_segments: int
+    segment_size: int
+    disk_usage_ratio: float
+
+
 class AdminRole:
     """The admin and metadata calls of `core.broker.Broker` (see the module docstring).
     State is the Broker's, set up in its constructor."""
@@ -268,6 +281,37 @@ class AdminRole:
         if total is None:
             return None
         return self.traffic.stats(name, key, total, self.clock() / 1000)
+
+    # ---------------------------------------------------------------- figures for /metrics
+    def store_figures(self) -> StoreFigures:
+        """Where the CommitLog's writing, flushing, dispatch and index stand, and its files."""
+        s = self.store
+        log_end = s.commitlog.max_offset
+        flush = s.flush_service
+        return StoreFigures(log_end, flush.flushed_offset if flush is not None else log_end,
+                            s.dispatched_offset, s.index.built_offset, len(s.commitlog.queue.files),
+                            s.commitlog.file_size, s.disk_usage_ratio())
+
+    def queue_offsets(self) -> list[tuple[str, int, int, int]]:
+        """(topic, queue id, min offset, max offset) of every ConsumeQueue: one pass over
+        the queues the store holds, for a scrape (never per message)."""
+        return [(topic, queue_id, cq.min_offset, cq.max_offset)
+                for (topic, queue_id), cq in list(self.store.consume_queues.items())]
+
+    def committed_offsets(self) -> dict[str, dict[int, int]]:
+        """Every committed offset, by ``topic@group``, then queue id (the table itself:
+        read it, never change it)."""
+        return self.offsets.table
+
+    def consumed_totals(self) -> dict[str, int]:
+        """Messages consumed per ``topic@group`` since the broker started: how far its
+        commits moved forward (ConsumerOffsetManager.consumed)."""
+        return self.offsets.consumed
+
+    def store_timestamp_at(self, topic: str, queue_id: int, offset: int) -> int | None:
+        """When the message at ``offset`` of the queue was stored (ms), None when there
+        is none (a consumer's lag latency: the first message past its commit)."""
+        return self.store.store_timestamp_at(topic, queue_id, offset)
 
     # ---------------------------------------------------------------- operations (mqadmin)
     def update_config(self, changes: dict[str, str]) -> dict[str, str]:

@@ -35,6 +35,10 @@ class DeliveryRole:
         """The group ``name`` if it is open (has been used since the broker started)."""
         return self._delivery_groups.get(name)
 
+    def open_delivery_groups(self) -> list[DeliveryGroup]:
+        """Every open group (for /metrics: their ready and unacknowledged counts)."""
+        return list(self._delivery_groups.values())
+
     async def drop_delivery_group(self, name: str, *, forget_offsets: bool = True) -> None:
         """Close the group; with ``forget_offsets`` its offsets and subscription group go
         too (an auto-delete queue, a non-durable subscription)."""

@@ -59,6 +59,7 @@ from rocketport.core.facade.types import (
     decode_record,
 )
 
+from ..frontend import Traffic
 from .error_map import error_code_for
 from .errors import ErrorCode
 
@@ -209,6 +210,7 @@ class FetchHandler:
     def __init__(self, broker: Broker, encoder: PlainRecordEncoder) -> None:
         self.broker = broker
         self.encoder = encoder
+        self.traffic = Traffic()  # the front-end's, once it has one (/metrics)
         self._pacers: OrderedDict[Hashable, FetchPacer] = OrderedDict()
 
     def pacer(self, connection: Hashable, now: float) -> FetchPacer:
@@ -239,6 +241,9 @@ class FetchHandler:
         if total < max(min_bytes, 1) and max_wait_ms > 0 and waits \
                 and await self.broker.wait_for_messages(waits, max_wait_ms / 1000):
             response, total, _, sent = self._read(body, may_read)
+        traffic = self.traffic
+        traffic.messages_out += sent[0]
+        traffic.bytes_out += total
         if pacer is not None:
             records, left_behind = sent
             pacer.answered(time.monotonic(), records, left_behind)

@@ -29,6 +29,7 @@ class KafkaFrontEnd(ListenerFrontEnd):
         self.broker = broker
         config = broker.config.kafka
         self.handlers = KafkaHandlers(broker, (config.host, config.port))
+        self.handlers.produce.traffic = self.handlers.fetch.traffic = self.traffic
         self.listener = Listener("kafka", config.host, config.port, self._new_session,
                                  broker.config.connection_limits)
         self.listeners = [self.listener]

@@ -48,6 +48,7 @@ from rocketport.core.errors import BrokerError, MessageTooLarge
 from rocketport.core.facade.types import NO_PRODUCER_ID, SequenceCheck
 
 from .. import eager
+from ..frontend import Traffic
 from .error_map import error_code_for
 from .errors import ErrorCode
 from .topic_configs import is_compacted
@@ -89,6 +90,7 @@ class ProduceHandler:
     def __init__(self, broker: Broker, tag_header: str) -> None:
         self.broker = broker
         self.tag_header = tag_header
+        self.traffic = Traffic()  # the front-end's, once it has one (/metrics)
 
     async def handle(self, body: dict[str, Any], client_host: tuple[str, int],
                      may_write: Callable[[str], bool] | None = None, *,
@@ -279,5 +281,8 @@ class ProduceHandler:
         except BrokerError as exc:
             log.debug("produce to %s-%d failed: %s", topic, partition, exc)
             return error_code_for(exc), -1
+        traffic = self.traffic
+        traffic.messages_in += batch.count
+        traffic.bytes_in += len(batch.view)
         return ErrorCode.NONE, result.queue_offset
 

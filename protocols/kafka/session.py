@@ -43,6 +43,8 @@ from .schema import ApiKey
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_IN_FLIGHT: Final = 128
+_PRODUCE: Final = int(ApiKey.PRODUCE)
+_FETCH: Final = int(ApiKey.FETCH)
 _SASL_APIS: Final = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
@@ -107,7 +109,12 @@ class KafkaSession(OrderedSession[_Pending]):
 
     # ------------------------------------------------------------------ requests
     def _dispatch(self, event: RequestReceived) -> None:
-        handler = self.handlers.table[event.api_key]
+        key = event.api_key
+        if key == _FETCH:
+            self.consumes = True
+        elif key == _PRODUCE:
+            self.produces = True
+        handler = self.handlers.table[key]
         ctx = RequestContext(event.api_version, event.client_id, self.peer, self.principal)
         self._track(_Pending(eager.start(handler(ctx, event.body)), event.correlation_id,
                              event.api_key, event.api_version))

@@ -31,6 +31,9 @@ class RemotingFrontEnd(ListenerFrontEnd):
         limits = config.connection_limits
         self.broker = broker
         self.handlers = BrokerHandlers(broker)
+        self.handlers.traffic = self.traffic
+        if self.handlers.lane is not None:
+            self.handlers.lane.traffic = self.traffic
         served = AclCheckedHandlers(self.handlers, PlainAcl(config.plain_acl_file)) \
             if config.acl_enable else self.handlers
         self.listener = RemotingListener(served, config.bind_address, config.listen_port,

@@ -29,6 +29,7 @@ from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError
 from rocketport.core.facade.types import PlainSend
 
+from ..frontend import Traffic
 from .codes import RequestCode, ResponseCode
 from .command import FLAG_RESPONSE, Buffer, RemotingCommand
 from .errors import code_for
@@ -59,10 +60,11 @@ Taken = tuple[PlainSend, int, int]
 class SendLane:
     """The broker handlers' `FastLane` (see `session.FastLane`)."""
 
-    __slots__ = ("_broker",)
+    __slots__ = ("_broker", "traffic")
 
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
+        self.traffic = Traffic()  # the front-end's, once it has one (/metrics)
 
     def take(self, session: Any, header: dict[str, Any], body: Buffer) -> Taken | None:
         # Kept flat and terse on purpose: this runs once per send, at ~30 ns an opcode.
@@ -106,8 +108,11 @@ class SendLane:
             results = [exc] * len(taken)
         msg_id = offset_msg_id_template(self._broker.store_host)
         frames: list[Buffer] = []
+        stored = size = 0
         for (send, opaque, version), result in zip(taken, results):
             if type(result) is tuple:
+                stored += 1
+                size += len(send.bodies[0])
                 queue_offset, phys = result
                 props = send.properties
                 uniq = property_bytes(props, UNIQ_KEY_NEEDLES) if props else None
@@ -117,4 +122,9 @@ class SendLane:
                 code, remark = code_for(result)
                 frames += encode_command(RemotingCommand(
                     code=code, version=version, opaque=opaque, flag=FLAG_RESPONSE, remark=remark))
+        if stored:
+            session.produces = True
+            traffic = self.traffic
+            traffic.messages_in += stored
+            traffic.bytes_in += size
         return frames

@@ -34,7 +34,8 @@ class StompFrontEnd(ListenerFrontEnd):
         config = broker.config
         section = config.stomp
         acl = PlainAcl(config.plain_acl_file) if config.acl_enable else None
-        self.ctx = StompContext(broker, acl, Limits(max_body=config.max_message_size), self.spawn)
+        self.ctx = StompContext(broker, acl, Limits(max_body=config.max_message_size), self.spawn,
+                                traffic=self.traffic)
         limits = config.connection_limits
         self.listeners = [Listener(TCP_ROLE, section.host, section.port, self._tcp_session, limits)]
         # wsPort 0 means no WebSocket listener, except with port 0 (tests): both on free ports

@@ -38,6 +38,7 @@ from rocketport.core.broker import Broker
 from rocketport.core.facade.types import Delivery
 
 from .. import eager
+from ..frontend import Traffic
 from ..session_base import OrderedSession, Outcome, Pausable, Session
 from .codec import VERSIONS, Frame, Limits
 from .connection import ProtocolError, StompConnection
@@ -63,6 +64,7 @@ class StompContext:
     spawn: Callable[[Coroutine[Any, Any, Any], str], None]  # work outliving a connection
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     serials: itertools.count = field(default_factory=lambda: itertools.count(1))
+    traffic: Traffic = field(default_factory=Traffic)  # the front-end's (/metrics)
 
 
 @dataclass(slots=True)
@@ -102,6 +104,11 @@ class StompSession(OrderedSession[_Pending]):
         events = self.conn.receive_data(data)
         self._note_input(bool(events), self.conn.buffered > 0)
         self._received(events)
+
+    @property
+    def consumes(self) -> bool:  # type: ignore[override]
+        """Whether it holds a subscription now (/metrics' consumer connections)."""
+        return self.handlers is not None and bool(self.handlers.deliver.subs)
 
     @property
     def in_flight(self) -> int:
@@ -153,6 +160,9 @@ class StompSession(OrderedSession[_Pending]):
         if self._closing:
             return  # unacked deliveries go back when the subscription is released
         self.handlers.deliver.render(s, deliveries, self._out)  # type: ignore[union-attr]
+        traffic = self.ctx.traffic
+        traffic.messages_out += len(deliveries)
+        traffic.bytes_out += sum([len(delivery.message.body) for delivery in deliveries])
         if not self._flush_due:  # else they join the write already due this iteration
             self._flush()  # a slice is one write: now, not an iteration later (latency)
 
@@ -167,9 +177,13 @@ class StompSession(OrderedSession[_Pending]):
         handlers = self.handlers
         publish = handlers.publish if handlers is not None else None
         cap = publish.lane_cap if publish is not None else 0
+        traffic = self.ctx.traffic  # /metrics: SENDs received, as RabbitMQ counts publishes
         while backlog and len(queue) + len(bodies) < limit and not self._closing:
             event = backlog.popleft()
             if type(event) is Frame and event.command == "SEND" and publish is not None:
+                traffic.messages_in += 1
+                traffic.bytes_in += len(event.body)
+                self.produces = True
                 plan = publish.plan(event.headers)
                 if plan is not None and (size := len(event.body) + plan.overhead) <= cap:
                     if bodies and (plan.topic != plans[0].topic or lane_bytes + size > cap):

@@ -1,0 +1,79 @@
+"""The HTTP front-end: one listener (``http.host``:``http.port``) serving /metrics and the
+JSON API. It reads the broker and the other front-ends when asked and changes nothing
+they hold; it starts last and stops first, so a scrape never sees a half-started broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from urllib.parse import urlsplit
+
+from prometheus_client import ProcessCollector
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import CollectorRegistry
+
+from rocketport.core.broker import Broker
+
+from ..frontend import FrontEnd, ListenerFrontEnd
+from ..listener import Listener
+from ..session_base import Session
+from . import api, responses
+from .loop_lag import LoopLag
+from .metrics import BrokerCollector
+from .responses import Response
+from .session import HttpSession, Request
+
+ROLE = "http"
+
+
+class HttpFrontEnd(ListenerFrontEnd):
+    name = "http"
+
+    def __init__(self, broker: Broker, front_ends: Sequence[FrontEnd] = ()) -> None:
+        super().__init__()
+        self.broker = broker
+        section = broker.config.http
+        self.loop_lag = LoopLag()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(BrokerCollector(broker, front_ends, self.loop_lag))
+        ProcessCollector(registry=self.registry)  # CPU, RSS, open files of this process
+        self.api = api.Api(broker, front_ends)
+        self.listener = Listener(ROLE, section.host, section.port, self._new_session,
+                                 broker.config.connection_limits)
+        self.listeners = [self.listener]
+
+    def _new_session(self, on_open: Callable[[Session], bool],
+                     on_closed: Callable[[Session], None]) -> HttpSession:
+        return HttpSession(self.route, on_open=on_open, on_closed=on_closed)
+
+    @property
+    def port(self) -> int:
+        return self.listener.port
+
+    async def start(self) -> None:
+        await super().start()
+        self.loop_lag.start()
+
+    async def stop(self) -> None:
+        await self.loop_lag.stop()
+        await super().stop()
+
+    def route(self, request: Request) -> Response:
+        path = urlsplit(request.target).path
+        if path == "/metrics":
+            if request.method not in ("GET", "HEAD"):
+                return responses.method_not_allowed("GET, HEAD")
+            # the text format Prometheus asks for (Accept), else version 0.0.4, which every
+            # Prometheus reads
+            encode, content_type = choose_encoder(_header(request, "accept"))
+            return Response(200, content_type, encode(self.registry))
+        if path == "/api" or path.startswith("/api/"):
+            return self.api.route(request)
+        if path == "/":
+            return responses.text(200, "Rocketport: GET /metrics (Prometheus), /api/ (JSON); "
+                                       "see docs/observability.md")
+        return responses.not_found(path)
+
+
+def _header(request: Request, name: str) -> str:
+    return next((value for key, value in request.headers if key == name), "")

@@ -1,0 +1,184 @@
+"""GET /metrics against a live broker driven by real clients of every protocol: the counts
+each protocol stored and handed out, the lag a group is left with (also when one group
+consumes over two protocols), connections, the store, and bad HTTP answered with a 400."""
+
+from __future__ import annotations
+
+import socket
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from tests.observe.metrics_support import (
+    TIMEOUT,
+    all_protocols_config,
+    amqp_consume,
+    amqp_produce,
+    kafka_consume,
+    kafka_produce,
+    metrics_url,
+    remoting_consume,
+    remoting_produce,
+    scrape,
+    stomp_consume,
+    stomp_produce,
+    value,
+    wait_for,
+)
+from tests.support.live_broker import LiveBroker, start_live_broker
+
+N, M = 10, 4  # produced and consumed per protocol
+
+
+@pytest.fixture
+def live(tmp_path) -> Iterator[LiveBroker]:
+    broker = start_live_broker(all_protocols_config(str(tmp_path / "store")))
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def _produce_consume(live: LiveBroker) -> dict[str, tuple[str, str]]:
+    """Per protocol: M messages produced and consumed, then N - M more produced; the
+    (topic, group) whose lag is N - M."""
+    kafka_produce(live, "KafkaT", M)
+    kafka_consume(live, "KafkaT", "KafkaG", M)
+    kafka_produce(live, "KafkaT", N - M, start=M)
+
+    remoting_produce(live, "NativeT", M)
+    remoting_consume(live, "NativeT", "NativeG", M)
+    remoting_produce(live, "NativeT", N - M)
+
+    amqp_produce(live, "AmqpQ", M)
+    amqp_consume(live, "AmqpQ", M)
+    amqp_produce(live, "AmqpQ", N - M)
+
+    stomp_produce(live, "/queue/StompQ", M)
+    stomp_consume(live, "/queue/StompQ", M, **{"x-group": "StompG"})
+    stomp_produce(live, "/queue/StompQ", N - M)
+    return {"kafka": ("KafkaT", "KafkaG"), "remoting": ("NativeT", "NativeG"),
+            "amqp": ("AmqpQ", "AmqpQ"), "stomp": ("StompQ", "StompG")}
+
+
+def test_each_protocol_reads_its_counts_and_lag(live):
+    groups = _produce_consume(live)
+
+    def settled(samples) -> bool:
+        return all(value(samples, "rocketmq_consumer_lag_messages", topic=t, consumer_group=g) == N - M
+                   for t, g in groups.values())
+    samples = wait_for(live, settled)
+    for protocol, (topic, group) in groups.items():
+        assert value(samples, "rocketmq_messages_in_total", protocol=protocol) == N, protocol
+        assert value(samples, "rocketmq_messages_out_total", protocol=protocol) == M, protocol
+        assert value(samples, "rocketmq_throughput_in_total", protocol=protocol) > 0, protocol
+        assert value(samples, "rocketmq_throughput_out_total", protocol=protocol) > 0, protocol
+        assert value(samples, "rocketmq_consumer_lag_messages", topic=topic, consumer_group=group) == N - M
+        assert value(samples, "rocketport_topic_messages_total", topic=topic) == N, topic
+        # the oldest unconsumed message waits: its age is known, and not from another day
+        latency = value(samples, "rocketmq_consumer_lag_latency", topic=topic, consumer_group=group)
+        assert latency is not None and 0 <= latency < 600_000, (topic, latency)
+    for protocol in groups:  # every client closed: no connection is left open
+        assert value(samples, "rocketport_connections", protocol=protocol) == 0, protocol
+    # STOMP and AMQP groups are the broker's: nothing waits unacknowledged, N - M are ready
+    assert value(samples, "rocketmq_consumer_inflight_messages", consumer_group="AmqpQ") == 0
+    assert value(samples, "rocketmq_consumer_ready_messages", consumer_group="AmqpQ") == N - M
+    assert value(samples, "rocketmq_storage_dispatch_behind_bytes") == 0
+    assert value(samples, "rocketport_topics") >= 4
+    assert value(samples, "process_resident_memory_bytes") > 0
+    assert value(samples, "rocketport_event_loop_lag_seconds") is not None
+
+
+def test_one_group_consumed_over_two_protocols(live):
+    """Group "Shared" reads topic Mixed over Kafka, then over STOMP from where Kafka
+    committed: its lag and each protocol's deliveries add up."""
+    live.call(lambda: live.server.broker.create_topic("Mixed", read_queue_nums=1, write_queue_nums=1))
+    kafka_produce(live, "Mixed", 5)
+    kafka_consume(live, "Mixed", "Shared", 5)
+    kafka_produce(live, "Mixed", 3, start=5)
+    stomp_consume(live, "/queue/Mixed", 3, **{"x-group": "Shared"})
+    kafka_produce(live, "Mixed", 4, start=8)
+
+    samples = wait_for(live, lambda s: value(s, "rocketmq_consumer_lag_messages", topic="Mixed",
+                                                 consumer_group="Shared") == 4)
+    assert value(samples, "rocketmq_consumer_lag_messages", topic="Mixed", consumer_group="Shared") == 4
+    assert value(samples, "rocketmq_messages_in_total", protocol="kafka") == 12
+    assert value(samples, "rocketmq_messages_out_total", protocol="kafka") == 5
+    assert value(samples, "rocketmq_messages_out_total", protocol="stomp") == 3
+    assert value(samples, "rocketport_topic_messages_total", topic="Mixed") == 12
+    # the commits' forward moves after the group's first one: STOMP's 3
+    assert value(samples, "rocketport_group_messages_consumed_total", topic="Mixed", consumer_group="Shared") == 3
+
+
+def test_connections_by_what_they_do(live):
+    kafka_produce(live, "ConnT", 1)
+    connection, channel = __import__("tests.observe.metrics_support", fromlist=["amqp_channel"]).amqp_channel(live)
+    try:
+        channel.queue_declare("ConnQ")
+        channel.basic_consume("ConnQ", lambda *args: None)
+        samples = wait_for(live, lambda s: value(s, "rocketmq_consumer_connections", protocol="amqp") == 1)
+        assert value(samples, "rocketport_connections", protocol="amqp") == 1
+        assert value(samples, "rocketmq_consumer_connections", protocol="amqp") == 1
+        assert value(samples, "rocketmq_producer_connections", protocol="amqp") == 0
+    finally:
+        connection.close()
+
+
+def test_per_object_series_can_be_turned_off(tmp_path):
+    from rocketport.core.config import ProtocolConfig
+    live = start_live_broker(all_protocols_config(str(tmp_path / "store"),
+                                                  http=ProtocolConfig(True, 0, metrics_per_object=False)))
+    try:
+        kafka_produce(live, "QuietT", 3)
+        kafka_consume(live, "QuietT", "QuietG", 3)
+        samples = scrape(live)
+        assert value(samples, "rocketmq_messages_in_total", protocol="kafka") == 3
+        assert not [key for key in samples if any(label in ("topic", "consumer_group") for label, _ in key[1])]
+    finally:
+        live.stop()
+
+
+@pytest.mark.parametrize("request_bytes", [
+    b"GARBAGE\r\n\r\n",
+    b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n",
+    b"GET /metrics HTTP/1.1\r\n" + b"X-Long: " + b"a" * 70_000 + b"\r\n\r\n",
+    b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(64),  # a TLS hello
+])
+def test_malformed_http_gets_an_error_status_and_the_broker_goes_on(live, request_bytes):
+    with socket.create_connection(live.endpoint("http"), timeout=TIMEOUT) as sock:
+        sock.sendall(request_bytes)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    status = int(answer.split(b" ", 2)[1])
+    assert status in (400, 431), answer[:200]
+    assert b"connection: close" in answer.lower()
+    assert scrape(live)  # the listener and the broker still answer
+
+
+def test_unknown_paths_and_methods(live):
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(metrics_url(live, "/nothing-here"), timeout=TIMEOUT)
+    assert missing.value.code == 404
+    with pytest.raises(urllib.error.HTTPError) as posted:
+        urllib.request.urlopen(urllib.request.Request(metrics_url(live), data=b"x", method="POST"),
+                               timeout=TIMEOUT)
+    assert posted.value.code == 405
+    with pytest.raises(urllib.error.HTTPError) as large:
+        urllib.request.urlopen(urllib.request.Request(metrics_url(live), data=b"x" * (128 << 10),
+                                                      method="POST"), timeout=TIMEOUT)
+    assert large.value.code == 413
+
+
+def test_pipelined_requests_are_answered_in_order(live):
+    with socket.create_connection(live.endpoint("http"), timeout=TIMEOUT) as sock:
+        sock.sendall(b"GET /nothing HTTP/1.1\r\nHost: x\r\n\r\nGET /metrics HTTP/1.1\r\nHost: x\r\n"
+                     b"Connection: close\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    first, _, rest = answer.partition(b"\r\n")
+    assert first.startswith(b"HTTP/1.1 404")
+    assert b"HTTP/1.1 200" in rest and b"rocketmq_messages_in_total" in rest
