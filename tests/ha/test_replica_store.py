@@ -1,0 +1,158 @@
+"""A master and a slave Broker in one process over a loopback HA port: the slave's log is
+the master's byte for byte with frames that cut records (haTransferBatchSize at its
+minimum), and what it dispatches (queues, key index, Kafka producer state through
+batch_listeners) is what the master has; a slave ahead of its master is refused, or
+truncated when told; garbage on the HA port drops only that connection; the wire codec
+checks what it is fed."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import shutil
+import socket
+
+import pytest
+
+from rocketport.common.batch import Record, build_batch
+from rocketport.common.message import Message
+from rocketport.core.broker import Broker
+from rocketport.core.config import BrokerConfig
+from rocketport.core.errors import NotMaster
+from rocketport.core.ha.codec import FrameDecoder, HAProtocolError, ReportDecoder, encode_frame_header, encode_report
+from rocketport.core.txn.producer_state import SequenceCheck
+from tests.support.aio import run
+from tests.support.remoting import free_port
+
+SEGMENT = 256 << 10
+
+
+def configs(tmp_path, ha_port: int, **slave: object) -> tuple[BrokerConfig, BrokerConfig]:
+    common = {"mappedFileSizeCommitLog": SEGMENT, "haTransferBatchSize": 4096,
+              "haSendHeartbeatInterval": 200}
+    master = BrokerConfig.from_mapping({**common, "storePathRootDir": str(tmp_path / "m"),
+                                        "brokerRole": "ASYNC_MASTER", "haListenPort": ha_port})
+    replica = BrokerConfig.from_mapping({**common, "storePathRootDir": str(tmp_path / "s"),
+                                         "brokerRole": "SLAVE", "brokerId": 1,
+                                         "haMasterAddress": f"127.0.0.1:{ha_port}", **slave})
+    return master, replica
+
+
+def digest(broker: Broker, end: int) -> str:
+    cl, h, offset = broker.store.commitlog, hashlib.sha256(), 0
+    while offset < end:
+        mf = cl.queue.find(offset)
+        n = min(end - offset, mf.file_from_offset + mf.wrote_position - offset)
+        h.update(cl.slice(offset, n))
+        offset += n
+    return h.hexdigest()
+
+
+async def caught_up(master: Broker, slave: Broker, timeout: float = 20) -> None:
+    async def poll() -> None:
+        while not (slave.store.dispatched_offset == slave.store.commitlog.max_offset
+                   == master.store.commitlog.max_offset):
+            await asyncio.sleep(0.01)
+    await asyncio.wait_for(poll(), timeout)
+
+
+async def fill(broker: Broker, n: int, prefix: str = "m") -> None:
+    for i in range(n):
+        await broker.put_message(Message("T", b"%s-%d" % (prefix.encode(), i) * 30,
+                                         {"KEYS": f"{prefix}{i}", "TAGS": "a" if i % 2 else "b"}, 0, i % 4))
+
+
+def test_the_slave_log_is_the_masters_and_dispatched_as_the_master_did(tmp_path):
+    async def scenario() -> None:
+        mc, sc = configs(tmp_path, free_port())
+        async with Broker(mc) as master, Broker(sc) as slave:
+            await fill(master, 1500)  # several segments, every frame cuts records
+            batch = build_batch([Record(i, 0, None, b"k%d" % i) for i in range(5)], producer_id=7,
+                                producer_epoch=0, base_sequence=0, base_timestamp=1)
+            await master.put_record_batch("K", 0, batch, 5)
+            await caught_up(master, slave)
+            end = master.store.commitlog.max_offset
+            assert slave.store.commitlog.max_offset == end
+            assert digest(slave, end) == digest(master, end)
+            for key, cq in master.store.consume_queues.items():
+                assert slave.store.consume_queues[key].max_offset == cq.max_offset, key
+            slave.create_topic("T")  # the master's topic table (SlaveSynchronize's copy, over remoting)
+            got = slave.get_messages("T", 1, 0, 32)
+            assert got.segments and got.next_begin_offset > 0
+            assert [m.keys for m in slave.query_by_key("T", "m1201")] == [["m1201"]]
+            # the slave's producer state came through batch_listeners: sequence 0 is a duplicate
+            assert slave.check_sequence(7, 0, "K", 0, 0, 5)[0] is SequenceCheck.DUPLICATE
+            with pytest.raises(NotMaster):
+                await slave.put_message(Message("T", b"x", {}, 0, 0))
+    run(scenario())
+
+
+def test_a_slave_ahead_of_its_master_is_refused_or_truncated_when_told(tmp_path):
+    async def scenario() -> None:
+        port = free_port()
+        mc, sc = configs(tmp_path, port)
+        async with Broker(mc) as master:
+            await fill(master, 100)
+        # the would-be slave was once this group's master and wrote what the master never had
+        shutil.copytree(tmp_path / "m", tmp_path / "s")
+        async with Broker(BrokerConfig.from_mapping({**sc.as_properties(), "brokerRole": "ASYNC_MASTER",
+                                                     "brokerId": 0, "haMasterAddress": ""})) as ahead:
+            await fill(ahead, 300, "x")
+        async with Broker(mc) as master, Broker(sc) as slave:
+            async def diverged() -> None:
+                while not slave.ha.runtime_info().get("diverged"):
+                    await asyncio.sleep(0.01)
+            await asyncio.wait_for(diverged(), 10)
+            assert slave.store.commitlog.max_offset > master.store.commitlog.max_offset  # nothing merged
+        truncating = BrokerConfig.from_mapping({**sc.as_properties(), "haSlaveTruncateDivergent": "true"})
+        async with Broker(mc) as master, Broker(truncating) as slave:
+            # offsets alone tell a tail the master never had, not bytes that differ below
+            # the master's end (that takes the failover's epoch file): the slave is cut
+            # back before the master writes on
+            await caught_up(master, slave)
+            assert slave.store.commitlog.max_offset == master.store.commitlog.max_offset
+            await fill(master, 10, "after")
+            await caught_up(master, slave)
+            end = master.store.commitlog.max_offset
+            assert slave.store.commitlog.max_offset == end
+            # the divergent tail is cut, the master's records take its place
+            assert digest(slave, end) == digest(master, end)
+            slave.create_topic("T")
+            assert slave.query_by_key("T", "after9")[0].body.startswith(b"after-9")
+    run(scenario())
+
+
+def test_garbage_on_the_ha_port_drops_that_connection_only(tmp_path):
+    async def scenario() -> None:
+        port = free_port()
+        mc, sc = configs(tmp_path, port)
+        async with Broker(mc) as master:
+            await fill(master, 20)
+            for junk in (b"\xff" * 8, b"GET / HTTP/1.1\r\n\r\n", encode_report(1 << 50)):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(junk)
+                await writer.drain()
+                assert await asyncio.wait_for(reader.read(), 5) is not None  # closed by the master
+                writer.close()
+            async with Broker(sc) as slave:
+                await caught_up(master, slave)
+                assert digest(slave, master.store.commitlog.max_offset) == \
+                    digest(master, master.store.commitlog.max_offset)
+    run(scenario())
+
+
+def test_the_codec_reassembles_frames_and_refuses_nonsense():
+    frames = encode_frame_header(100, 3) + b"abc" + encode_frame_header(103, 0) + encode_frame_header(103, 2) + b"de"
+    decoder = FrameDecoder()
+    got = [f for i in range(len(frames)) for f in decoder.feed(frames[i:i + 1])]
+    assert [(f.offset, f.data) for f in got] == [(100, b"abc"), (103, b""), (103, b"de")]
+    with pytest.raises(HAProtocolError):
+        FrameDecoder(max_frame=10).feed(encode_frame_header(0, 11))
+    with pytest.raises(HAProtocolError):
+        FrameDecoder().feed(encode_frame_header(-5, 1))
+    reports = ReportDecoder()
+    assert reports.feed(encode_report(7)[:3]) == []
+    assert reports.feed(encode_report(7)[3:] + encode_report(9)) == [7, 9]
+    with pytest.raises(HAProtocolError):
+        reports.feed(b"\xff" * 8)
+    assert socket  # the module's import keeps loopback tests honest about their sockets
