@@ -9,8 +9,9 @@ past its TTL (the queue's ``x-message-ttl`` or the publisher's ``expiration``: f
 head, as RabbitMQ expires) and, under ``x-overflow`` drop-head, what is beyond
 ``x-max-length``, and hands them to the dead-letter exchange (`dead_letter.DeadLetters`).
 It sleeps until the earliest head is due, at most a second, and is woken by publishes into
-such queues. Work per tick is bounded (`_PER_QUEUE` messages a queue, then a yield), and
-it waits while the dead-letter backlog is long.
+such queues; it visits only the queues with a TTL or length limit and those a message
+with its own expiration went into. Work per tick is bounded (`_PER_QUEUE` messages a
+queue, then a yield), and it waits while the dead-letter backlog is long.
 
 The publish path asks it too: `refuses` says whether a publish into queues with
 ``x-overflow`` reject-publish(-dlx) must be refused (nacked under confirms), dead-lettering
@@ -49,6 +50,9 @@ class QueueLimits:
         self.dead_letters = dead_letters
         self._wake = asyncio.Event()
         self._idle: set[str] = set()  # queues whose head was empty at the last look
+        # queues without limits that a message with its own expiration went into: looked at
+        # until their head has none (the sweep visits only these and the limited ones)
+        self._watched: dict[str, QueueState] = {}
         self.expired = 0  # messages expired since start (tests, benchmarks)
 
     # ------------------------------------------------------------------ the sweep
@@ -108,15 +112,22 @@ class QueueLimits:
             now = now_ms()
             due = now + _IDLE_MS
             more = False
-            for state in list(self.vhost.queues.values()):
+            queues = self.vhost.queues
+            watched = self._watched
+            for name, state in [*self.vhost.limited.items(), *watched.items()]:
+                if queues.get(name) is not state:  # deleted meanwhile
+                    watched.pop(name, None)
+                    continue
                 try:
                     head_due, busy = self.enforce(state, now)
                 except Exception:
-                    log.exception("AMQP queue %s: expiry failed", state.entity.name)
+                    log.exception("AMQP queue %s: expiry failed", name)
                     continue
                 more = more or busy
                 if head_due is not None:
                     due = min(due, head_due)
+                elif not busy:
+                    watched.pop(name, None)
             if more:
                 await asyncio.sleep(0)
                 continue
@@ -129,10 +140,16 @@ class QueueLimits:
     def published(self, states: Iterable[QueueState]) -> None:
         """Publishes went into these queues (a TTL or a length limit): look again now if
         one was empty, or is beyond its length."""
+        wake = False
         for state in states:
-            if state.entity.name in self._idle or state.policy.drops_head:
-                self._wake.set()
-                return
+            name = state.entity.name
+            if name not in self.vhost.limited and name not in self._watched:
+                self._watched[name] = state  # its own expiration: watched until its head has none
+                wake = True
+            if name in self._idle or state.policy.drops_head:
+                wake = True
+        if wake:
+            self._wake.set()
 
     # ------------------------------------------------------------------ reject-publish
     def refuses(self, states: Iterable[QueueState], properties: Mapping[str, str], body: bytes,

@@ -380,6 +380,11 @@ class VirtualHost:
         return topic_of(exchange)
 
     @property
+    def limited(self) -> dict[str, QueueState]:
+        """The queues with a TTL or a length limit, by name."""
+        return self._limited
+
+    @property
     def has_limits(self) -> bool:
         """Whether some queue has a TTL or a length limit (else only a publish's own
         expiration makes `limited_queues` name any)."""
