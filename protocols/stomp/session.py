@@ -51,6 +51,9 @@ from .publish import SendPlan
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_IN_FLIGHT: Final = 1024
+_HELD: Final = frozenset({"SEND", "ACK", "NACK"})  # what a transaction holds for its COMMIT
+_STORES: Final = frozenset({"SEND", "COMMIT"})  # frames whose receipt follows own deliveries
+_OWN_DELIVERY_WAIT_S: Final = 2.0
 SERVER_NAME: Final = "Rocketport/0.1.0"
 
 
@@ -74,6 +77,8 @@ class _Pending:
     result: Outcome
     receipt: str | None
     disconnect: bool = False
+    commit: bool = False  # its result: the receipts of the transaction's frames, sent after its own
+    held: bool = False  # a transaction's frame: its receipt comes after its COMMIT's (as RabbitMQ's)
 
 
 def _silence_allowed(interval_ms: int) -> float:
@@ -208,7 +213,10 @@ class StompSession(OrderedSession[_Pending]):
                 return
             if frame.command == "DISCONNECT":  # its receipt: what was sent is on disk (SYNC_FLUSH)
                 durable = self.ctx.broker.durable() if receipt is not None else None
-                self._track(_Pending(durable or eager.Done(), receipt, disconnect=True))
+                outcome = durable or eager.Done()
+                if receipt is not None and handlers.deliver.subs:  # after what it subscribed to
+                    outcome = eager.start(self._after_own_deliveries(outcome, None))
+                self._track(_Pending(outcome, receipt, disconnect=True))
                 backlog.clear()
                 break
             handler = handlers.table.get(frame.command)
@@ -216,19 +224,54 @@ class StompSession(OrderedSession[_Pending]):
                 outcome: Outcome = eager.Done(error=StompError(f"{frame.command} on a connected session"))
             else:
                 outcome = eager.start(handler(frame))
-            self._track(_Pending(outcome, receipt))
+                if receipt is not None and handlers.deliver.subs and frame.command in _STORES \
+                        and "transaction" not in frame.headers:  # (a held SEND's receipt comes after COMMIT's)
+                    topic = self._topic_of(frame) if frame.command == "SEND" else None
+                    outcome = eager.start(self._after_own_deliveries(outcome, topic))
+            self._track(_Pending(outcome, receipt, commit=frame.command == "COMMIT",
+                                 held="transaction" in frame.headers and frame.command in _HELD))
         if bodies:
             self._put_run(bodies, plans, receipts)
 
     def _put_run(self, bodies: list[bytes], plans: list[SendPlan], receipts: list[str | None]) -> None:
         """Hand a run of plain SENDs to the lane; queue the frames it leaves to answer."""
-        answers = self.handlers.publish.put_run(bodies, plans, receipts, self._on_done)  # type: ignore[union-attr]
-        self._queue.extend([_Pending(outcome, receipt) for outcome, receipt in answers])
+        handlers: StompHandlers = self.handlers  # type: ignore[assignment]
+        answers = handlers.publish.put_run(bodies, plans, receipts, self._on_done)
+        if handlers.deliver.subs:  # a receipt after the MESSAGEs this connection subscribed to
+            topic = plans[0].topic
+            for outcome, receipt in answers:
+                if receipt is not None:
+                    outcome = eager.start(self._after_own_deliveries(outcome, topic))
+                self._track(_Pending(outcome, receipt))
+        else:
+            self._queue.extend([_Pending(outcome, receipt) for outcome, receipt in answers])
+
+    async def _after_own_deliveries(self, outcome: Outcome, topic: str | None) -> Any:
+        """``outcome``'s value, once this connection's subscriptions to ``topic`` (None:
+        all) have been handed what their topic holds by then: a SEND's RECEIPT follows the
+        MESSAGE it makes for the connection itself, and a DISCONNECT's every MESSAGE that
+        was due, as on RabbitMQ. Bounded: a receipt is never held longer than
+        `_OWN_DELIVERY_WAIT_S` for it."""
+        value = await outcome if type(outcome) is not eager.Done else outcome.result()  # type: ignore[misc]
+        if self.handlers is not None and topic != "":
+            waits = self.handlers.deliver.handed_out(topic)
+            if waits:
+                await asyncio.wait(waits, timeout=_OWN_DELIVERY_WAIT_S)
+                for future in waits:
+                    future.cancel()
+        return value
+
+    def _topic_of(self, frame: Frame) -> str:
+        """The topic a SEND names ("" when it names none: the handler says why)."""
+        try:
+            return self.handlers.publish.dests.of(frame.headers)[1].topic  # type: ignore[union-attr]
+        except Exception:  # noqa: BLE001 - refused by the SEND's handler, which answers
+            return ""
 
     def _answer(self, pending: _Pending) -> bool:
         """A frame's RECEIPT when it asked for one; an ERROR (and the end) when it failed."""
         try:
-            pending.result.result()
+            value = pending.result.result()
         except asyncio.CancelledError:
             return False
         except Exception as exc:  # noqa: BLE001 - said to the client through the error map
@@ -236,8 +279,10 @@ class StompSession(OrderedSession[_Pending]):
                 log.exception("STOMP frame from %s:%d failed", *self.peer)
             self._fail(error_message(exc), pending.receipt)
             return False
-        if pending.receipt is not None:
+        if pending.receipt is not None and not pending.held:
             self._out.append(self.conn.send("RECEIPT", {"receipt-id": pending.receipt}))
+        if pending.commit:
+            self._out += [self.conn.send("RECEIPT", {"receipt-id": receipt}) for receipt in value]
         if pending.disconnect:
             self._close_after_output()
             return False

@@ -68,7 +68,9 @@ class Recorder(stomp.ConnectionListener):
                                             for e in events), timeout)
 
     def wait_messages(self, count: int, timeout: float = WAIT_S) -> list[Event]:
-        return self.wait(lambda events: len(self.messages()) >= count, timeout)
+        """The MESSAGE events once there are at least ``count``."""
+        self.wait(lambda events: sum(e.command == "MESSAGE" for e in events) >= count, timeout)
+        return self.messages()
 
     def messages(self) -> list[Event]:
         with self._changed:
@@ -101,15 +103,33 @@ def _short(event: Event) -> tuple[str, Any]:
     return event.command, event.body
 
 
+def ack_headers(version: str, headers: dict[str, str]) -> dict[str, str]:
+    """What an ACK or NACK of the message with these MESSAGE headers carries."""
+    if version == "1.2":
+        return {"id": headers["ack"]}
+    return {"message-id": headers["message-id"], "subscription": headers["subscription"]}
+
+
+def nack(conn: stomp.Connection, version: str, message: Event, **headers: str) -> None:
+    conn.send_frame("NACK", {**ack_headers(version, message.headers), **headers})
+
+
+def ack(conn: stomp.Connection, version: str, message: Event, **headers: str) -> None:
+    conn.send_frame("ACK", {**ack_headers(version, message.headers), **headers})
+
+
 @contextmanager
 def connected(peer: Peer, version: str = "1.2", **options: Any) -> Iterator[tuple[stomp.Connection, Recorder]]:
     """A connected stomp.py connection (guest/guest, vhost /) and its recorder; disconnected
     on leaving if still connected."""
     cls = {"1.0": stomp.Connection10, "1.1": stomp.Connection11, "1.2": stomp.Connection12}[version]
+    options = {"auto_decode": False, **options}  # bodies as bytes
+    if version != "1.0":  # RabbitMQ reads the host header as the virtual host
+        options = {"heartbeats": (0, 0), "vhost": "/", **options}
     conn = cls([peer.stomp], **options)
     recorder = Recorder()
     conn.set_listener("recorder", recorder)
-    conn.connect("guest", "guest", wait=True, headers={"host": "/"} if version != "1.0" else {})
+    conn.connect("guest", "guest", wait=True)
     try:
         yield conn, recorder
     finally:

@@ -1,0 +1,102 @@
+"""STOMP against RabbitMQ's rabbitmq_stomp: stomp.py scripts run on both, compared (the
+STOMP items of [rabbitmq-parity]; docs/protocol-stomp.md says what still differs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from .harness import Peer
+from .stomp_client import ack, connected, nack
+
+
+def send_then_disconnect(peer: Peer) -> list:
+    """stomp.py's own tests/test_rabbitmq.py::test_send: subscribe (auto ack), send with a
+    receipt, wait for it, disconnect with a receipt: the MESSAGE came before both receipts."""
+    with connected(peer, "1.1") as (conn, recorder):
+        destination = "/queue/" + peer.name("send")
+        conn.subscribe(destination=destination, id=1, ack="auto")
+        conn.send(body="this is a test", destination=destination, receipt="123")
+        recorder.wait_receipt("123")
+        conn.disconnect(receipt="456")
+        recorder.wait_receipt("456")
+        return [event for event in recorder.summary() if event[0] != "DISCONNECTED"]
+
+
+def test_a_message_to_ones_own_subscription_comes_before_the_sends_receipt(parity):
+    assert parity.assert_same(send_then_disconnect) == [
+        ("MESSAGE", b"this is a test"), ("RECEIPT", "123"), ("RECEIPT", "456")]
+
+
+def nack_then_drain(peer: Peer, version: str, requeue: str | None) -> list:
+    """Two messages, prefetch 1, the first NACKed (``requeue`` header as given, None: none),
+    then everything acknowledged as it comes, until nothing more comes."""
+    destination = "/queue/" + peer.name("nack")
+    with connected(peer, version) as (conn, recorder):
+        for body in (b"a", b"b"):
+            conn.send(destination, body, receipt=body.decode())
+            recorder.wait_receipt(body.decode())
+        conn.subscribe(destination, id="s", ack="client-individual", headers={"prefetch-count": "1"})
+        [first] = recorder.wait_messages(1)
+        nack(conn, version, first, **({} if requeue is None else {"requeue": requeue}))
+        answered = 1
+        while True:
+            events = recorder.settle(quiet=1.0)
+            messages = [e for e in events if e.command == "MESSAGE"]
+            if len(messages) == answered:
+                break
+            for message in messages[answered:]:
+                ack(conn, version, message)
+            answered = len(messages)
+        return [(m.body, m.headers.get("redelivered")) for m in recorder.messages()]
+
+
+@pytest.mark.parametrize("version", ["1.1", "1.2"])
+@pytest.mark.parametrize("requeue", [None, "true", "false"])
+def test_nack_requeues_at_once_unless_told_not_to(parity, version, requeue):
+    observed = parity.assert_same(nack_then_drain, version, requeue)
+    if requeue == "false":  # RabbitMQ drops it (no dead-letter exchange): nothing comes back
+        assert [body for body, _ in observed] == [b"a", b"b"]
+    else:
+        assert observed[:2] == [(b"a", "false"), (b"a", "true")]
+
+
+def transaction_receipts(peer: Peer) -> list:
+    """SENDs with receipts inside a transaction, a plain SEND after them as a barrier, then
+    COMMIT: when each receipt comes, and what a subscriber on another connection got before
+    the COMMIT (only the barrier) and after it."""
+    destination = "/queue/" + peer.name("tx")
+    observed = []
+    with connected(peer) as (subscriber, inbox), connected(peer) as (conn, recorder):
+        subscriber.subscribe(destination, id="s", ack="auto", receipt="sub")
+        inbox.wait_receipt("sub")
+        conn.begin("tx1")
+        conn.send(destination, b"t1", transaction="tx1", receipt="r1")
+        conn.send(destination, b"t2", transaction="tx1", receipt="r2")
+        conn.send(destination, b"plain", receipt="plain")
+        recorder.wait_receipt("plain")
+        inbox.wait_messages(1)
+        observed.append(("before commit", recorder.summary(), [m.body for m in inbox.messages()]))
+        conn.commit("tx1", receipt="c")
+        recorder.wait_receipt("r2")
+        inbox.wait_messages(3)
+        observed.append(("after commit", recorder.summary(), sorted(m.body for m in inbox.messages())))
+        conn.begin("tx2")
+        conn.send(destination, b"never", transaction="tx2", receipt="r3")
+        conn.abort("tx2", receipt="a")
+        conn.send(destination, b"last")
+        conn.disconnect(receipt="d")
+        recorder.wait_receipt("d")
+        observed.append(("after abort", [e for e in recorder.summary()[4:] if e[0] != "DISCONNECTED"]))
+        inbox.wait_messages(4)  # a barrier: nothing of the aborted transaction came before it
+        observed.append(("after abort", [m.body for m in inbox.messages()][3:]))
+    return observed
+
+
+def test_a_transaction_s_receipts_come_as_rabbitmq_sends_them_and_nothing_before_commit(parity):
+    assert parity.assert_same(transaction_receipts) == [
+        ("before commit", [("RECEIPT", "plain")], [b"plain"]),
+        ("after commit", [("RECEIPT", "plain"), ("RECEIPT", "c"), ("RECEIPT", "r1"), ("RECEIPT", "r2")],
+         [b"plain", b"t1", b"t2"]),
+        ("after abort", [("RECEIPT", "a"), ("RECEIPT", "d")]),
+        ("after abort", [b"last"])]
+
