@@ -54,6 +54,7 @@ DEFAULT_MAX_IN_FLIGHT: Final = 1024
 _HELD: Final = frozenset({"SEND", "ACK", "NACK"})  # what a transaction holds for its COMMIT
 _STORES: Final = frozenset({"SEND", "COMMIT"})  # frames whose receipt follows own deliveries
 _OWN_DELIVERY_WAIT_S: Final = 2.0
+_LINGER_S: Final = 10.0  # at most, reading what a refused client still sends before closing
 SERVER_NAME: Final = "Rocketport/0.1.0"
 
 
@@ -98,6 +99,7 @@ class StompSession(OrderedSession[_Pending]):
         self._beat_send = 0
         self._beat_receive = 0
         self._beat_timer: asyncio.TimerHandle | None = None
+        self._linger: asyncio.TimerHandle | None = None  # see `_close_after_output`
 
     # ------------------------------------------------------------------ transport callbacks
     def data_received(self, data: bytes) -> None:
@@ -129,6 +131,8 @@ class StompSession(OrderedSession[_Pending]):
 
     def _closed_hook(self) -> None:
         self._abandon()
+        if self._linger is not None:
+            self._linger.cancel()
         if self._beat_timer is not None:
             self._beat_timer.cancel()
         handlers = self.handlers
@@ -156,8 +160,19 @@ class StompSession(OrderedSession[_Pending]):
         self._closing = True
         self._backlog.clear()
         self._flush()
-        if self.transport is not None:
-            self.transport.close()  # sends what is buffered first
+        transport = self.transport
+        if transport is None:
+            return
+        if self.conn.failed and transport.can_write_eof():
+            # the client may still be sending the frame refused (a body over the limit):
+            # closing with its bytes unread would reset the connection, and the client
+            # would never read the ERROR. Half-close instead, drop what it still sends,
+            # and close at its EOF (`eof_received`), or after `_LINGER_S`.
+            transport.write_eof()
+            transport.resume_reading()
+            self._linger = self._loop.call_later(_LINGER_S, transport.close)
+            return
+        transport.close()  # sends what is buffered first
 
     def _write_messages(self, s: Subscription, deliveries: list[Delivery]) -> None:
         """The delivery engine's callback with a slice's deliveries to ``s``: their MESSAGE

@@ -217,3 +217,18 @@ def test_a_core_refusal_is_said_through_the_error_map(stomp_config):
         assert raw.closed()
     finally:
         live.stop()
+
+
+def test_a_body_over_the_limit_gets_an_error_the_client_can_read(stomp_broker):
+    """The refused frame's rest is still coming when the ERROR goes: the broker reads and
+    drops it (half-closed) instead of resetting the connection under the client's send."""
+    limit = stomp_broker.server.broker.config.max_message_size
+    raw = RawClient(endpoint(stomp_broker))
+    raw.send(b"CONNECT\naccept-version:1.2\nhost:x\n\n\0")
+    assert raw.frame().startswith(b"CONNECTED")
+    size = 4 * limit
+    raw.send(b"SEND\ndestination:/queue/huge\nreceipt:r\ncontent-length:%d\n\n" % size)
+    raw.send(bytes(size) + b"\0")  # a reset would raise here (ECONNRESET / EPIPE)
+    error = raw.frame()
+    assert error.startswith(b"ERROR\n") and b"exceeds the limit" in error and b"receipt-id:r" not in error
+    assert raw.closed()
