@@ -403,10 +403,12 @@ class StoreWriter(StoreDispatch):
         mf.view[start:start + total] = b"".join(parts)
         mf.wrote_position = start + total
         self.put_bytes += total
+        records = 0
         for key, (first, entries, end) in queues.items():
             if not entries:
                 continue
             count = len(entries)
+            records += count
             next_offset[key] = first + count
             self.put_count += count
             cq = self.consume_queues.get(key) or self._consume_queue(*key)
@@ -414,8 +416,10 @@ class StoreWriter(StoreDispatch):
             for listener in self.dispatch_listeners:
                 listener(key[0], key[1], first + count)
         self.dispatched_offset = phys
-        if len(sends) == 1 and not names_index_keys(sends[0].properties):
-            self.index.keyless(base, phys, len(sends[0].bodies))
+        # a read's runs of alike AMQP publishes come as several sends: none naming a key,
+        # the index steps over all their records (a keyed one stops the check at once)
+        if not any(names_index_keys(send.properties) for send in sends):
+            self.index.keyless(base, phys, records)
         return out
 
     def _append_apart(self, send: PlainSend) -> tuple[int, int] | BrokerError:

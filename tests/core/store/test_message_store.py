@@ -503,9 +503,17 @@ def test_index_steps_over_keyless_runs_and_indexes_what_follows(small_config):
             first = append_run([b"s%d" % i for i in range(30)], keyed)
             append_run([b"p"] * 40, plain)
             last = await store.put_message(Message("R", b"u", {"UNIQ_KEY": "U1"}, queue_id=0))
-            assert store.index.build(store) == 3 * 40 + 1 + 30 + 40 + 1
+            # one call of several sends (a read of AMQP publishes): keyless ones are stepped
+            # over together; one keyed send among them has the call's records walked
+            store.append_sends([PlainSend("R", 0, plain, [b"p"] * 5, host, 0),
+                                PlainSend("S", 1, plain, [b"q"] * 5, host, 0)])
+            mixed = store.append_sends([PlainSend("R", 0, plain, [b"p"] * 5, host, 0),
+                                        PlainSend("S", 0, encode_properties({"KEYS": "mid"}), [b"m"], host, 0),
+                                        PlainSend("R", 0, plain, [b"p"] * 5, host, 0)])
+            assert store.index.build(store) == 3 * 40 + 1 + 30 + 40 + 1 + 10 + 11
             assert store.index.lookup("R#one", 8, 0, 2**62) == [single.commit_log_offset]
             assert store.index.lookup("R#U1", 8, 0, 2**62) == [last.commit_log_offset]
+            assert store.index.lookup("S#mid", 8, 0, 2**62) == [mixed[1][1]]
             shared = [m.queue_offset for m in store.query_by_key("R", "shared", max_num=64)]
             assert sorted(shared) == list(range(first, first + 30))
     run(main())
