@@ -107,9 +107,6 @@ def length_in_bytes(peer: Peer) -> list:
         return observed
 
 
-@pytest.mark.xfail(strict=True, reason="x-max-length-bytes (helper q): protocols/amqp/queue_args.py "
-                   "QueuePolicy reads x-max-length but not x-max-length-bytes (vhost.py only compares "
-                   "it on redeclare), so the queue keeps every message")
 def test_a_byte_length_limit_keeps_the_newest_that_fit(parity):
     assert parity.assert_same(length_in_bytes) == [2, [b"b002", b"b003"]]
 
