@@ -31,6 +31,11 @@ master and two one-core workers started on loopback (`rocketport.pipeline.cluste
   timings and the fixed cost;
 - stream_read: the topic's last `--stream-messages` as a stream (Trigger.AvailableNow,
   4 micro-batches by maxOffsetsPerTrigger) into Spark's noop sink;
+- worker_write: this process writing `--write-messages` rows of 100 B values through the
+  pipeline's own write (`writer.send_partition`, batches of 10,000 rows) without Spark:
+  one worker's rate, with the issue's floor of 300,000 rows/s per worker;
+- write_ceiling: the same rows written by Spark to a Python sink that only counts them
+  (no broker): what Spark's Python write path itself takes, rows/s and `per_worker`;
 - batch_write: `--write-messages` rows of 100 B values written to a fresh topic by 2
   tasks, rows/s and `per_worker`, with the issue's floor of 300,000 rows/s per worker.
 
@@ -117,12 +122,65 @@ def run(spark, namesrv: str, args: argparse.Namespace, workdir: str, only: set[s
         _stream_read(spark, namesrv, args.messages, args.stream_messages, args.long_passes, workdir)
     if "write" in only:
         count = args.write_messages
+        _worker_write(namesrv, count, args.long_passes)
         rows = spark.range(count, numPartitions=2).select(F.lit(BODY).alias("value")).cache()
         rows.count()
+        spark.dataSource.register(_CountSink)
+        seconds, _ = _best(lambda: rows.write.format("rocketport-bench-count").mode("append").save(),
+                           args.long_passes)
+        _row("write_ceiling", count / seconds, messages=count, seconds=round(seconds, 2),
+             per_worker=round(count / seconds / WORKERS), floor=FLOOR_WRITE_PER_WORKER)
         seconds, _ = _best(lambda: rows.write.format("rocketport").mode("append")
                            .option("namesrv", namesrv).option("topic", TOPIC + "Out").save(), args.long_passes)
         _row("batch_write", count / seconds, messages=count, seconds=round(seconds, 2),
              per_worker=round(count / seconds / WORKERS), floor=FLOOR_WRITE_PER_WORKER)
+
+
+def _worker_write(namesrv: str, count: int, passes: int) -> None:
+    """worker_write: this process sending `count` rows of 100 B values through the
+    pipeline's own write (`writer.send_partition`, RecordBatches of 10,000 rows as Spark
+    hands them to a task) without Spark: one worker's rate."""
+    import pyarrow as pa
+
+    from rocketport.pipeline.options import WriteOptions
+    from rocketport.pipeline.writer import send_partition
+
+    batch = pa.record_batch([pa.array([BODY] * 10_000, pa.binary())], names=["value"])
+    batches = [batch.slice(0, min(10_000, count - at)) for at in range(0, count, 10_000)]
+    opts = WriteOptions(namesrv, TOPIC + "Out", "spark-bench")
+    seconds, n = _best(lambda: send_partition(opts, f"bench-{time.time_ns()}/0/0", iter(batches)), passes)
+    assert n == count, n
+    _row("worker_write", count / seconds, messages=count, seconds=round(seconds, 2),
+         floor=FLOOR_WRITE_PER_WORKER)
+
+
+def _count_sink():
+    """A Python data source whose writer only counts the RecordBatches' rows: what Spark's
+    Python write path itself takes (defined here so Spark pickles it by value)."""
+    from dataclasses import dataclass
+
+    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
+    @dataclass
+    class Counted(WriterCommitMessage):
+        rows: int
+
+    class Writer(DataSourceArrowWriter):
+        def write(self, iterator) -> Counted:
+            return Counted(sum(batch.num_rows for batch in iterator))
+
+    class Sink(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "rocketport-bench-count"
+
+        def writer(self, schema, overwrite: bool) -> Writer:
+            return Writer()
+
+    return Sink
+
+
+_CountSink = _count_sink()
 
 
 def _batch_reads(spark, namesrv: str, count: int, passes: int, long_passes: int) -> None:

@@ -98,12 +98,19 @@ class MessageClientIdGenerator:
 
     def next_ids(self, count: int) -> list[str]:
         """`count` ids stamped with one clock reading (a batch send's messages)."""
+        head, first = self.next_id_run(count)
+        return ["%s%04X" % (head, (first + i) & 0xFFFF) for i in range(count)]
+
+    def next_id_run(self, count: int) -> tuple[str, int]:
+        """`count` ids as (head, first counter): id i is ``head + "%04X" % ((first + i) &
+        0xFFFF)``. For writers that format many ids at once (columns, not strings)."""
         now = int(self._clock() * 1000)
         if now >= self._next_month_start:
             self._month_start, self._next_month_start = _month_start_ms(now)
         elapsed = now - self._month_start
         if -1_000_000 < elapsed < 0:  # clock stepped back (NTP): as Java does, clamp
             elapsed = 0
-        head = "%s%08X" % (self._prefix, elapsed & 0xFFFFFFFF)
-        counter = self._counter
-        return ["%s%04X" % (head, next(counter) & 0xFFFF) for _ in range(count)]
+        first = next(self._counter)
+        if count > 1:  # the counter moves past the run
+            self._counter = itertools.count(first + count)
+        return "%s%08X" % (self._prefix, elapsed & 0xFFFFFFFF), first & 0xFFFF

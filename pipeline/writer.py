@@ -2,13 +2,19 @@
 
 Columns: `value` (binary or string, required), `key` (string: the queue is chosen by its
 hash, so one key keeps its order), `tags`, `keys` (string or array<string>), `properties`
-(map<string,string>), `queue_id` (int: that queue). A Spark task sends its rows as batch
-sends, one queue's chunk of up to `CHUNK` rows at a time, and names each chunk with a
-deterministic DEDUP_KEY, ``writer/epoch/partition/queue/chunk``: a retried task (or a
-replayed micro-batch) resends the same chunks under the same keys, and the broker stores
-each key once (core/dedup.py), so consumers never see a repeat. `writer` is a fresh id per
-batch write; a streaming write uses the `writerId` option, else its checkpoint location,
-so a query restarted from its checkpoint keeps the keys of the batches it replays.
+(map<string,string>), `queue_id` (int: that queue). Rows without a key or queue go to the
+queues in turn, a chunk each. A Spark task sends its rows as batch sends, one queue's
+chunk of up to `CHUNK` rows at a time, and names each chunk with a deterministic
+DEDUP_KEY, ``writer/epoch/partition/queue/chunk``: a retried task (or a replayed
+micro-batch) resends the same chunks under the same keys, and the broker stores each key
+once (core/dedup.py), so consumers never see a repeat. Which rows make which chunk, and
+each chunk's number, follow from the task's rows in order alone (never from how Spark
+cut them into RecordBatches). `writer` is a fresh id per batch write; a streaming write
+uses the `writerId` option, else its checkpoint location, so a query restarted from its
+checkpoint keeps the keys of the batches it replays.
+
+The rows never become Python objects: each run of rows is encoded to batch-send entries
+from its Arrow columns at once (`entries.py`), and `IN_FLIGHT` sends are kept in flight.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ import asyncio
 import uuid
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -28,17 +36,20 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from rocketport.client import Message, Producer
+from rocketport.client import Producer
 from rocketport.client.message import MessageQueue
-from rocketport.common.message import PROPERTY_DEDUP_KEY
+from rocketport.common.message_id import MessageClientIdGenerator
 
+from .entries import dedup_texts, encode_entries, id_block, row_properties
 from .options import OptionError, WriteOptions
-from .schema import PROPERTY_KEY
 
 CHUNK = 512  # rows per batch send (one queue, one dedup key)
+RUN = 8 * CHUNK  # rows encoded at once
 IN_FLIGHT = 8  # batch sends a task keeps in flight
 SEND_TIMEOUT_S = 30.0
 WRITABLE = ("value", "key", "tags", "keys", "properties", "queue_id")
+_ROUND_ROBIN = -1  # the stream of rows with neither key nor queue
+_EMPTY = pa.scalar(b"", pa.binary())
 
 
 @dataclass(frozen=True)
@@ -56,24 +67,142 @@ def check_schema(schema: StructType) -> None:
         raise OptionError(f"columns {unknown} cannot be written; known: {', '.join(WRITABLE)}")
 
 
-def _messages(topic: str, batch: pa.RecordBatch) -> Iterator[tuple[Message, str | None, int | None]]:
-    cols = {name: batch.column(name).to_pylist() for name in batch.schema.names}
-    n = batch.num_rows
-    values = cols["value"]
-    nothing = [None] * n
-    keys_col, tags_col = cols.get("keys", nothing), cols.get("tags", nothing)
-    key_col, props_col, queue_col = cols.get("key", nothing), cols.get("properties", nothing), cols.get("queue_id", nothing)
-    for i in range(n):
-        value = values[i]
-        if not value:
-            raise ValueError("rocketport rows need a non-empty value")
-        body = value.encode() if isinstance(value, str) else value
-        props = dict(props_col[i]) if props_col[i] else {}
-        key = key_col[i]
-        if key is not None:
-            props[PROPERTY_KEY] = key
-        yield (Message(topic, body, tags=tags_col[i] or None, keys=keys_col[i] or None,
-                       properties=props or None), key, queue_col[i])
+@dataclass(slots=True)
+class _Chunk:
+    """One batch send being filled: its queue, its DEDUP_KEY and its encoded entries."""
+
+    mq: MessageQueue
+    key: str
+    rows: int = 0
+    parts: list[memoryview] = field(default_factory=list)
+
+
+def targets(batch: pa.RecordBatch, queues: list[MessageQueue]) -> np.ndarray | None:
+    """Per row, the index in `queues` its `queue_id` (first) or `key` names, or
+    `_ROUND_ROBIN`; None when no row names one."""
+    names = batch.schema.names
+    if "queue_id" not in names and "key" not in names:
+        return None
+    out = np.full(batch.num_rows, _ROUND_ROBIN, np.int64)
+    if "key" in names:
+        key = batch.column("key")
+        given = pc.is_valid(key).to_numpy(zero_copy_only=False)
+        if given.any():
+            texts = key.filter(pa.array(given)).cast(pa.binary()).to_pylist()
+            out[given] = [zlib.crc32(k) % len(queues) for k in texts]
+    if "queue_id" in names:
+        column = batch.column("queue_id")
+        given = pc.is_valid(column).to_numpy(zero_copy_only=False)
+        if given.any():
+            ids = column.filter(pa.array(given)).to_numpy()
+            index = {}
+            for i, mq in enumerate(queues):
+                index.setdefault(mq.queue_id, i)
+            wanted = np.unique(ids)
+            for queue_id in wanted.tolist():
+                if queue_id not in index:
+                    raise ValueError(f"topic {queues[0].topic} has no queue {queue_id}")
+            out[given] = np.array([index[q] for q in wanted.tolist()])[np.searchsorted(wanted, ids)]
+    return None if (out == _ROUND_ROBIN).all() else out
+
+
+class PartitionSender:
+    """A Spark task's rows, fed batch by batch, sent as keyed chunks (see the module)."""
+
+    def __init__(self, producer: Producer, topic: str, prefix: str, queues: list[MessageQueue]) -> None:
+        self.producer, self.topic, self.prefix, self.queues = producer, topic, prefix, queues
+        self.ids = MessageClientIdGenerator(producer.runtime.ip)
+        self.open: dict[int, _Chunk] = {}  # stream (queue index or _ROUND_ROBIN) -> its chunk
+        self.numbers: dict[MessageQueue, int] = {}
+        self.turn = 0  # round-robin chunks opened
+        self.sends: set[asyncio.Task] = set()
+        self.rows = 0
+
+    async def add(self, batch: pa.RecordBatch) -> None:
+        """Encode `batch`'s rows into their chunks; send the chunks they fill."""
+        n = batch.num_rows
+        if n == 0:
+            return
+        where = targets(batch, self.queues)
+        if where is None:
+            streams = {_ROUND_ROBIN: np.arange(n)}
+        else:
+            order = np.argsort(where, kind="stable")
+            cuts = np.flatnonzero(np.diff(where[order])) + 1
+            streams = {int(where[rows[0]]): rows for rows in np.split(order, cuts)}
+        fresh = self._open_chunks(streams)
+        for stream, rows in streams.items():
+            part = batch if len(rows) == n else batch.take(pa.array(rows))
+            await self._encode(stream, part, fresh[stream])
+        self.rows += n
+
+    def _open_chunks(self, streams: dict[int, np.ndarray]) -> dict[int, list[_Chunk]]:
+        """The chunks the batch's rows open, per stream, numbered in the order of the rows
+        that open them (so the numbers never depend on where batches were cut)."""
+        events: list[tuple[np.ndarray, np.ndarray]] = []
+        for stream, rows in streams.items():
+            held = self.open[stream].rows if stream in self.open else 0
+            starts = np.arange((CHUNK - held) % CHUNK, len(rows), CHUNK)
+            events.append((rows[starts], np.full(len(starts), stream)))
+        rows_at = np.concatenate([e[0] for e in events])
+        stream_of = np.concatenate([e[1] for e in events])
+        fresh: dict[int, list[_Chunk]] = {stream: [] for stream in streams}
+        for stream in stream_of[np.argsort(rows_at)].tolist():
+            if stream == _ROUND_ROBIN:
+                mq = self.queues[self.turn % len(self.queues)]
+                self.turn += 1
+            else:
+                mq = self.queues[stream]
+            number = self.numbers[mq] = self.numbers.get(mq, -1) + 1
+            fresh[stream].append(_Chunk(mq, f"{self.prefix}/{mq.broker_name}:{mq.queue_id}/{number}"))
+        return fresh
+
+    async def _encode(self, stream: int, rows: pa.RecordBatch, fresh: list[_Chunk]) -> None:
+        held = self.open.pop(stream, None)
+        chunks = ([held] if held is not None else []) + fresh
+        first = held.rows if held is not None else 0
+        for lo in range(0, rows.num_rows, RUN):
+            run = rows.slice(lo, RUN)
+            count = run.num_rows
+            chunk_of = (first + lo + np.arange(count)) // CHUNK
+            j0 = int(chunk_of[0])
+            head, counter = self.ids.next_id_run(count)
+            tail = [dedup_texts([c.key for c in chunks[j0:int(chunk_of[-1]) + 1]], chunk_of - j0),
+                    id_block(head, counter, count)]
+            props = row_properties(run)
+            properties = pc.binary_join_element_wise(*([props] if props is not None else []), *tail, _EMPTY)
+            data, ends = encode_entries(run.column("value"), properties)
+            view = memoryview(data)
+            bounds = np.searchsorted(chunk_of, np.arange(j0, int(chunk_of[-1]) + 2))
+            for j in range(j0, int(chunk_of[-1]) + 1):
+                a, b = int(bounds[j - j0]), int(bounds[j - j0 + 1])
+                chunk = chunks[j]
+                chunk.parts.append(view[int(ends[a - 1]) if a else 0:int(ends[b - 1])])
+                chunk.rows += b - a
+                if chunk.rows == CHUNK:
+                    await self._send(chunk)
+        if chunks[-1].rows < CHUNK:
+            self.open[stream] = chunks[-1]
+
+    async def _send(self, chunk: _Chunk) -> None:
+        while len(self.sends) >= IN_FLIGHT:
+            done, _ = await asyncio.wait(self.sends, return_when=asyncio.FIRST_COMPLETED)
+            self.sends.difference_update(done)
+            for task in done:
+                task.result()
+        body = chunk.parts[0] if len(chunk.parts) == 1 else b"".join(chunk.parts)
+        chunk.parts = []
+        self.sends.add(asyncio.create_task(
+            self.producer.send_batch_body(self.topic, body, queue=chunk.mq)))
+
+    async def finish(self) -> int:
+        """Send the chunks still open, wait for every send; the rows sent."""
+        for stream in sorted(self.open):
+            await self._send(self.open.pop(stream))
+        for task in asyncio.as_completed(list(self.sends)):
+            await task
+        self.sends.clear()
+        return self.rows
 
 
 async def _send_partition(opts: WriteOptions, prefix: str, batches: Iterator[pa.RecordBatch]) -> int:
@@ -82,50 +211,10 @@ async def _send_partition(opts: WriteOptions, prefix: str, batches: Iterator[pa.
     # everything (dropped as repeats), so waiting is cheaper than giving up
     async with Producer(opts.namesrv, opts.group, send_timeout_s=SEND_TIMEOUT_S) as producer:
         queues = await producer.runtime.routes.publish_queues(opts.topic)
-        by_id = {}
-        for mq in queues:
-            by_id.setdefault(mq.queue_id, mq)
-        pending: dict[MessageQueue, list[Message]] = {}
-        chunk_no: dict[MessageQueue, int] = {}
-        sends: set[asyncio.Task] = set()
-        rows = rr = 0
-
-        async def flush(mq: MessageQueue) -> None:
-            msgs = pending.pop(mq, [])
-            if not msgs:
-                return
-            n = chunk_no[mq] = chunk_no.get(mq, -1) + 1
-            dedup = f"{prefix}/{mq.broker_name}:{mq.queue_id}/{n}"
-            for m in msgs:
-                m.properties = {**(m.properties or {}), PROPERTY_DEDUP_KEY: dedup}
-            while len(sends) >= IN_FLIGHT:
-                done, _ = await asyncio.wait(sends, return_when=asyncio.FIRST_COMPLETED)
-                sends.difference_update(done)
-                for task in done:
-                    task.result()
-            sends.add(asyncio.create_task(producer.send_batch(msgs, queue=mq)))
-
+        sender = PartitionSender(producer, opts.topic, prefix, list(queues))
         for batch in batches:
-            for msg, key, queue_id in _messages(opts.topic, batch):
-                if queue_id is not None:
-                    mq = by_id.get(queue_id)
-                    if mq is None:
-                        raise ValueError(f"topic {opts.topic} has no queue {queue_id}")
-                elif key is not None:
-                    mq = queues[zlib.crc32(key.encode()) % len(queues)]
-                else:
-                    mq = queues[rr % len(queues)]
-                    rr += 1
-                chunk = pending.setdefault(mq, [])
-                chunk.append(msg)
-                rows += 1
-                if len(chunk) >= CHUNK:
-                    await flush(mq)
-        for mq in list(pending):
-            await flush(mq)
-        for task in asyncio.as_completed(list(sends)):
-            await task
-        return rows
+            await sender.add(batch)
+        return await sender.finish()
 
 
 def send_partition(opts: WriteOptions, prefix: str, batches: Iterator[pa.RecordBatch]) -> int:

@@ -67,6 +67,26 @@ def test_round_robin_over_queues_and_batch_and_oneway(broker):
     run(main())
 
 
+def test_a_batch_body_encoded_by_the_caller_goes_to_its_queue(broker):
+    """send_batch_body: entries a writer built itself (common's batch layout, a UNIQ_KEY
+    each) are stored as the messages they encode; over 4 MiB is refused before sending."""
+    from rocketport.common.batch.message_batch import BatchMessage, encode_batch
+
+    async def main():
+        async with Producer(broker.namesrv, "PG") as producer:
+            [mq] = [q for q in await producer.runtime.routes.publish_queues("Encoded") if q.queue_id == 1]
+            body = encode_batch(BatchMessage(b"e%d" % i, {"TAGS": "T", "UNIQ_KEY": "ID%030d" % i})
+                                for i in range(20))
+            result = await producer.send_batch_body("Encoded", memoryview(body), queue=mq)
+            assert result.status is SendStatus.SEND_OK and result.queue.queue_id == 1
+            got = await read_all(broker.namesrv, "Encoded", 20)
+            assert [(m.body, m.tags, m.msg_id, m.queue_id) for m in got] == [
+                (b"e%d" % i, "T", "ID%030d" % i, 1) for i in range(20)]
+            with pytest.raises(ClientError, match="exceeds"):
+                await producer.send_batch_body("Encoded", b"x" * (4 * 1024 * 1024 + 1), queue=mq)
+    run(main())
+
+
 def test_selector_keeps_each_key_in_one_queue_in_order(broker):
     async def main():
         def by_order(queues, msg, order_id):
