@@ -175,6 +175,14 @@ class BrokerConfig:
         "kafkaSaslMechanisms", choices=("", "PLAIN")))
     # the Kafka record header whose value becomes a message's TAGS
     kafka_tag_header: str = field(default="tag", metadata=_key("kafkaTagHeader"))
+    # KIP-848 consumer groups (group.protocol=consumer): Kafka's group.consumer.session.timeout.ms,
+    # group.consumer.heartbeat.interval.ms and group.consumer.assignors (the first is the default)
+    kafka_group_consumer_session_timeout_ms: int = field(default=45_000, metadata=_key(
+        "kafkaGroupConsumerSessionTimeoutMs", minimum=1000))
+    kafka_group_consumer_heartbeat_interval_ms: int = field(default=5_000, metadata=_key(
+        "kafkaGroupConsumerHeartbeatIntervalMs", minimum=100))
+    kafka_group_consumer_assignors: str = field(default="uniform,range", metadata=_key(
+        "kafkaGroupConsumerAssignors", choices=("uniform,range", "range,uniform", "uniform", "range")))
     # RocketMQ keys the file named that have no effect here, with why (core/inert_keys.py):
     # not a key itself; the broker names each at start-up
     inert_keys: dict[str, str] = field(default_factory=dict, metadata={"internal": True})

@@ -30,6 +30,7 @@ from .requests import (
 )
 from .schema import ApiKey
 from .topic_configs import TOPIC_CONFIGS, ConfigType, InvalidConfig, described, validate
+from .topic_ids import TopicIds
 
 _RESOURCE_TOPIC: Final = 2
 _RESOURCE_BROKER: Final = 4
@@ -71,8 +72,9 @@ class AdminHandlers:
     """CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs,
     IncrementalAlterConfigs, DeleteRecords."""
 
-    def __init__(self, broker: Broker, encoder: PlainRecordEncoder) -> None:
+    def __init__(self, broker: Broker, encoder: PlainRecordEncoder, topic_ids: TopicIds) -> None:
         self.broker = broker
+        self.topic_ids = topic_ids
         self.encoder = encoder  # forgets a deleted topic's cached record parts
         self.table: dict[int, Handler] = {
             ApiKey.CREATE_TOPICS: self._create_topics,
@@ -114,6 +116,7 @@ class AdminHandlers:
             if code != ErrorCode.NONE:
                 out.update(error_code=code, error_message=message, num_partitions=-1, replication_factor=-1)
             else:
+                out["topic_id"] = self.topic_ids.id_of(name)
                 out["configs"] = [{k: v for k, v in described(name, attributes, self.broker.config, False).items()
                                    if k in ("name", "value", "read_only", "config_source", "is_sensitive")}
                                   for name in TOPIC_CONFIGS]
@@ -138,8 +141,11 @@ class AdminHandlers:
         else:
             names = body["topic_names"]
         responses = []
-        for name in names:
-            out: dict[str, Any] = {"name": name, "topic_id": bytes(16), "error_code": ErrorCode.NONE,
+        ids = [t["topic_id"] for t in body["topics"]] if ctx.api_version >= 6 else [bytes(16)] * len(names)
+        for name, raw in zip(names, ids):
+            if name is None:  # v6+ may name the topic by its id
+                name = self.topic_ids.name_of(raw)
+            out: dict[str, Any] = {"name": name, "topic_id": raw, "error_code": ErrorCode.NONE,
                                    "error_message": None}
             responses.append(out)
             if name is None:
@@ -155,6 +161,7 @@ class AdminHandlers:
                 out["error_code"] = error_code_for(exc)
                 continue
             self.encoder.forget_topic(name)
+            out["topic_id"] = self.topic_ids.id_of(name)
         return {"throttle_time_ms": 0, "responses": responses}
 
     async def _create_partitions(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:

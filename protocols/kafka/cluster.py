@@ -28,6 +28,7 @@ from .requests import (
     partitions,
 )
 from .schema import APIS, ApiKey
+from .topic_ids import TopicIds
 
 _LATEST: Final = -1
 _EARLIEST: Final = -2
@@ -59,9 +60,10 @@ def api_versions_body(error_code: ErrorCode = ErrorCode.NONE, version: int = 0) 
 class ClusterHandlers:
     """ApiVersions, Metadata, FindCoordinator, ListOffsets."""
 
-    def __init__(self, broker: Broker, node: BrokerNode) -> None:
+    def __init__(self, broker: Broker, node: BrokerNode, topic_ids: TopicIds) -> None:
         self.broker = broker
         self.node = node
+        self.topic_ids = topic_ids
         self.cluster_id = f"rocketport-{broker.config.broker_cluster_name}"
         self.table: dict[int, Handler] = {
             ApiKey.API_VERSIONS: self._api_versions,
@@ -79,27 +81,33 @@ class ClusterHandlers:
             names = [n for n in self.broker.topic_names() if may_use_topic(ctx, n)]
             auto_create = False
         else:
-            # each topic once, as Kafka does with a set (by id, all alike here: none is known)
-            names = list(dict.fromkeys(t["name"] for t in requested))
+            # each topic once, as Kafka does with a set; v10+ may name a topic by its id
+            names = list(dict.fromkeys(
+                t["name"] if t["name"] is not None else (self.topic_ids.name_of(t["topic_id"]), t["topic_id"])
+                for t in requested))
             auto_create = body["allow_auto_topic_creation"] and self.broker.config.auto_create_topic_enable
         topics = []
-        for name in names:
-            if name is not None and not may_use_topic(ctx, name):
-                topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+        for entry in names:
+            if isinstance(entry, tuple):  # asked by id: found (no auto-creation by id) or UNKNOWN_TOPIC_ID
+                name, raw = entry
+                if name is None or not may_use_topic(ctx, name):
+                    topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": raw,
+                                   "is_internal": False, "partitions": []})
+                else:
+                    topics.append(self._topic_metadata(name, False))
+            elif not may_use_topic(ctx, entry):
+                topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": entry,
                                "topic_id": bytes(16), "is_internal": False, "partitions": []})
-                continue
-            topics.append(self._topic_metadata(name, auto_create and (name is None or may_use_topic(ctx, name, PUB))))
-            if name is None and ctx.api_version < 12:  # by id in v10-11, whose answer has no null name
+            else:
+                topics.append(self._topic_metadata(entry, auto_create and may_use_topic(ctx, entry, PUB)))
+            if topics[-1]["name"] is None and ctx.api_version < 12:  # v10-11 answers have no null name
                 topics[-1]["name"] = ""
         return {"throttle_time_ms": 0, "brokers": [self.node.node()], "cluster_id": self.cluster_id,
                 "controller_id": NODE_ID, "topics": topics}
 
-    def _topic_metadata(self, name: str | None, auto_create: bool) -> dict[str, Any]:
+    def _topic_metadata(self, name: str, auto_create: bool) -> dict[str, Any]:
         out: dict[str, Any] = {"error_code": ErrorCode.NONE, "name": name, "topic_id": bytes(16),
                                "is_internal": False, "partitions": []}
-        if name is None:  # v10+ asks by topic id, which this broker does not assign
-            out["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
-            return out
         n = partitions(self.broker, name)
         if n is None and auto_create:
             try:
@@ -111,6 +119,7 @@ class ClusterHandlers:
         if n is None:
             out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             return out
+        out["topic_id"] = self.topic_ids.id_of(name)
         out["partitions"] = [{"error_code": ErrorCode.NONE, "partition_index": i, "leader_id": NODE_ID,
                               "leader_epoch": 0, "replica_nodes": [NODE_ID], "isr_nodes": [NODE_ID],
                               "offline_replicas": []} for i in range(n)]

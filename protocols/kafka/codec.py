@@ -548,6 +548,8 @@ def _codec_for(kind: str, field: Field, version: int, flexible: bool) -> tuple[_
         )
     if kind == "struct":
         plan = _compile_struct(field.fields, version, flexible)
+        if nullable:
+            return _nullable_struct(plan.read, plan.write, field.name)
         return plan.read, plan.write
     if kind.startswith("[]"):
         if kind == "[]":
@@ -560,6 +562,25 @@ def _codec_for(kind: str, field: Field, version: int, flexible: bool) -> tuple[_
             _array_writer(item_write, flexible, nullable, field.name),
         )
     raise ValueError(f"unknown field type {kind}")
+
+
+def _nullable_struct(read: _Reader, write: _Writer, name: str) -> tuple[_Reader, _Writer]:
+    """A nullable struct (KIP-848's assignment): an int8 marker, -1 for null, 1 before the struct."""
+
+    def read_nullable(buf: memoryview, pos: int) -> tuple[Any, int]:
+        marker = _INT_TYPES["int8"].unpack_from(buf, pos)[0]
+        if marker < 0:
+            return None, pos + 1
+        return read(buf, pos + 1)
+
+    def write_nullable(out: list, value: Any) -> None:
+        if value is None:
+            out.append(b"\xff")
+        else:
+            out.append(b"\x01")
+            write(out, value)
+
+    return read_nullable, write_nullable
 
 
 def _compile_struct(fields: tuple[Field, ...], version: int, flexible: bool) -> _StructPlan:

@@ -401,6 +401,17 @@ class GroupCoordinator:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
+    def forget(self, group_id: str) -> None:
+        """Drop an empty group (a consumer-protocol group takes its id over)."""
+        group = self.groups.get(group_id)
+        if group is None or group.members:
+            return
+        if group.rebalance_timer:
+            group.rebalance_timer.cancel()
+        for handle in group.pending.values():
+            handle.cancel()
+        del self.groups[group_id]
+
     # ------------------------------------------------------------------ internals
     def _member(self, group_id: str, member_id: str, instance_id: str | None) -> tuple[Group, Member]:
         group = self.groups.get(group_id)

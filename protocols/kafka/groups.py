@@ -1,6 +1,8 @@
-"""Kafka's consumer-group APIs: membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-DescribeGroups, ListGroups, through the group coordinator) and committed offsets
-(OffsetCommit, OffsetFetch), which live in the core's offset store shared by every protocol.
+"""Kafka's consumer-group APIs: classic membership (JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup, DescribeGroups, through the group coordinator), ListGroups (classic and KIP-848
+groups) and committed offsets (OffsetCommit, OffsetFetch), which live in the core's offset
+store shared by every protocol; a KIP-848 group's commits are checked against its member
+epochs by the consumer-group coordinator.
 
 Like every handler family it turns a decoded request into a response dict, calls only the
 Broker facade and the coordinator and never touches a socket; bad input is an error code.
@@ -15,6 +17,7 @@ from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError
 from rocketport.core.facade.types import validate_topic
 
+from .consumer_groups import ConsumerGroupCoordinator
 from .coordinator import GroupCoordinator, GroupError, GroupState
 from .errors import ErrorCode
 from .requests import (
@@ -44,9 +47,11 @@ class GroupHandlers:
     """JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, ListGroups, OffsetCommit,
     OffsetFetch."""
 
-    def __init__(self, broker: Broker, coordinator: GroupCoordinator) -> None:
+    def __init__(self, broker: Broker, coordinator: GroupCoordinator,
+                 consumer_groups: ConsumerGroupCoordinator) -> None:
         self.broker = broker
         self.coordinator = coordinator
+        self.consumer_groups = consumer_groups  # KIP-848 groups: their commits are checked there
         self.table: dict[int, Handler] = {
             ApiKey.JOIN_GROUP: self._join_group,
             ApiKey.SYNC_GROUP: self._sync_group,
@@ -71,6 +76,11 @@ class GroupHandlers:
                 raise GroupError(ErrorCode.INVALID_REQUEST, body["member_id"])
             if not may_use_group(ctx, body["group_id"]):
                 raise GroupError(ErrorCode.GROUP_AUTHORIZATION_FAILED, body["member_id"])
+            if self.consumer_groups.has_members(body["group_id"]):
+                # KIP-848 members hold the group: no classic member joins it (Kafka's answer
+                # without online migration)
+                raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, body["member_id"])
+            self.consumer_groups.forget(body["group_id"])  # an empty consumer group turns classic
             result = await self.coordinator.join(
                 body["group_id"], body["member_id"], body["group_instance_id"], ctx.client_id or "",
                 ctx.client_host[0], body["session_timeout_ms"], body["rebalance_timeout_ms"],
@@ -143,17 +153,25 @@ class GroupHandlers:
 
     async def _list_groups(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         states = {s.lower() for s in body["states_filter"]}
-        groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
-                   "group_state": g.state.value, "group_type": "classic"}
-                  for g in self.coordinator.groups.values()
-                  if (not states or g.state.value.lower() in states) and may_use_group(ctx, g.group_id)]
+        types = {t.lower() for t in body["types_filter"]}
+        found = [(g.group_id, g.protocol_type or "", g.state.value, "classic") for g in self.coordinator.groups.values()]
+        found += [(g.group_id, "consumer", g.state, "consumer") for g in self.consumer_groups.groups.values()]
+        groups = [{"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": gtype}
+                  for gid, ptype, state, gtype in found
+                  if (not states or state.lower() in states) and (not types or gtype in types)
+                  and may_use_group(ctx, gid)]
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": groups}
 
     async def _offset_commit(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         group_id = body["group_id"]
-        code = self.coordinator.validate_commit(group_id, body["generation_id_or_member_epoch"],
-                                                body["member_id"], body["group_instance_id"]) \
-            if may_use_group(ctx, group_id) else ErrorCode.GROUP_AUTHORIZATION_FAILED
+        if not may_use_group(ctx, group_id):
+            code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        else:
+            code = self.consumer_groups.validate_commit(group_id, body["member_id"],
+                                                        body["generation_id_or_member_epoch"], ctx.api_version)
+            if code is None:
+                code = self.coordinator.validate_commit(group_id, body["generation_id_or_member_epoch"],
+                                                        body["member_id"], body["group_instance_id"])
         topics = []
         committed = False
         for t in body["topics"]:
@@ -209,11 +227,13 @@ class GroupHandlers:
 
     async def _offset_fetch(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         if ctx.api_version >= 8:
-            groups = [{"group_id": g["group_id"],
-                       "topics": self._committed(g["group_id"], g["topics"], body["require_stable"]),
-                       "error_code": ErrorCode.NONE} if may_use_group(ctx, g["group_id"]) else
-                      {"group_id": g["group_id"], "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
-                      for g in self._each_group_once(body["groups"])]
+            groups = []
+            for g in self._each_group_once(body["groups"]):
+                code = ErrorCode.GROUP_AUTHORIZATION_FAILED if not may_use_group(ctx, g["group_id"]) else \
+                    self.consumer_groups.validate_fetch(g["group_id"], g["member_id"], g["member_epoch"])
+                groups.append({"group_id": g["group_id"], "error_code": code,
+                               "topics": self._committed(g["group_id"], g["topics"], body["require_stable"])
+                               if code == ErrorCode.NONE else []})
             return {"throttle_time_ms": 0, "groups": groups}
         if not may_use_group(ctx, body["group_id"]):
             return {"throttle_time_ms": 0, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}

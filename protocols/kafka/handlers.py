@@ -1,9 +1,10 @@
 """The Kafka request dispatcher: one table from API key to the handler of its family.
 
 The handlers are split by request family as remoting's are: `cluster` (ApiVersions,
-Metadata, FindCoordinator, ListOffsets), `groups` (membership and committed offsets),
-`admin` (topics, configs, DeleteRecords), `transactions` (producer ids and transactions),
-`produce` and `fetch`; what they share (the request context, permission checks) is
+Metadata, FindCoordinator, ListOffsets), `groups` (classic membership and committed
+offsets), `consumer_group_handlers` (KIP-848's ConsumerGroupHeartbeat and
+ConsumerGroupDescribe), `admin` (topics, configs, DeleteRecords), `transactions` (producer
+ids and transactions), `produce` and `fetch`; what they share (the request context, permission checks) is
 `requests`. Each turns a decoded request into a response dict for the codec, or None when
 Kafka wants no response (Produce with acks=0). None touches a socket or raises for client
 input: bad input is an error code in the response. This module only assembles them.
@@ -18,13 +19,16 @@ from rocketport.core.broker import Broker
 
 from .admin import AdminHandlers
 from .cluster import ClusterHandlers
+from .consumer_group_handlers import ConsumerGroupHandlers
+from .consumer_groups import ConsumerGroupCoordinator, ConsumerGroupSettings
 from .coordinator import GroupCoordinator
 from .fetch import FetchHandler, PlainRecordEncoder
 from .groups import GroupHandlers
 from .produce import ProduceHandler
-from .requests import BrokerNode, Handler, RequestContext, may_use_topic
+from .requests import BrokerNode, Handler, RequestContext, may_use_topic, partitions
 from .sasl import SaslPlain
 from .schema import ApiKey
+from .topic_ids import TopicIds
 from .transactions import TransactionHandlers
 
 TXN_V2_PRODUCE: Final = 12  # the transaction protocol v2: Produce adds the partitions itself
@@ -38,16 +42,26 @@ class KafkaHandlers:
         self.node = BrokerNode(*advertised)
         config = broker.config
         self.coordinator = GroupCoordinator()
+        self.topic_ids = TopicIds(broker)
+        self.consumer_groups = ConsumerGroupCoordinator(
+            self.coordinator, broker.topic_names, lambda topic: partitions(broker, topic),
+            ConsumerGroupSettings(config.kafka_group_consumer_session_timeout_ms,
+                                  config.kafka_group_consumer_heartbeat_interval_ms,
+                                  tuple(a.strip() for a in config.kafka_group_consumer_assignors.split(",")
+                                        if a.strip())))
         self.encoder = PlainRecordEncoder(config.kafka_tag_header)
         self.produce = ProduceHandler(broker, config.kafka_tag_header)
         self.fetch = FetchHandler(broker, self.encoder)
         self.sasl = SaslPlain(PlainAcl(config.plain_acl_file)) if config.kafka_sasl_mechanisms else None
         self.table: dict[int, Handler] = {ApiKey.PRODUCE: self._produce, ApiKey.FETCH: self._fetch}
-        for family in (ClusterHandlers(broker, self.node), GroupHandlers(broker, self.coordinator),
-                       AdminHandlers(broker, self.encoder), TransactionHandlers(broker, self.coordinator)):
+        for family in (ClusterHandlers(broker, self.node, self.topic_ids),
+                       GroupHandlers(broker, self.coordinator, self.consumer_groups),
+                       ConsumerGroupHandlers(self.consumer_groups, self.topic_ids),
+                       AdminHandlers(broker, self.encoder, self.topic_ids), TransactionHandlers(broker, self.coordinator, self.consumer_groups)):
             self.table.update(family.table)
 
     def close(self) -> None:
+        self.consumer_groups.close()
         self.coordinator.close()
 
     async def _produce(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError
 from rocketport.core.facade.types import ProducerFenced, TxnState
 
+from .consumer_groups import ConsumerGroupCoordinator
 from .coordinator import GroupCoordinator
 from .error_map import error_code_for
 from .errors import ErrorCode
@@ -46,9 +47,11 @@ class TransactionHandlers:
     """InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn,
     ListTransactions, DescribeTransactions."""
 
-    def __init__(self, broker: Broker, coordinator: GroupCoordinator) -> None:
+    def __init__(self, broker: Broker, coordinator: GroupCoordinator,
+                 consumer_groups: ConsumerGroupCoordinator) -> None:
         self.broker = broker
         self.coordinator = coordinator
+        self.consumer_groups = consumer_groups
         self.table: dict[int, Handler] = {
             ApiKey.INIT_PRODUCER_ID: self._init_producer_id,
             ApiKey.ADD_PARTITIONS_TO_TXN: self._add_partitions_to_txn,
@@ -117,9 +120,14 @@ class TransactionHandlers:
         """v5 (the transaction protocol v2) adds the group to the transaction first, as
         AddOffsetsToTxn would."""
         group_id = body["group_id"]
-        code = self.coordinator.validate_commit(group_id, body["generation_id"], body["member_id"],
-                                                body["group_instance_id"], transactional=True) \
-            if may_use_group(ctx, group_id) else ErrorCode.GROUP_AUTHORIZATION_FAILED
+        if not may_use_group(ctx, group_id):
+            code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        else:
+            code = self.consumer_groups.validate_commit(group_id, body["member_id"], body["generation_id"],
+                                                        ctx.api_version, transactional=True)
+            if code is None:  # not a KIP-848 group: the classic coordinator's rule
+                code = self.coordinator.validate_commit(group_id, body["generation_id"], body["member_id"],
+                                                        body["group_instance_id"], transactional=True)
         codes: dict[tuple[str, int], ErrorCode] = {}
         offsets = []
         for t in body["topics"]:

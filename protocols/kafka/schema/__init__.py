@@ -2,7 +2,8 @@
 
 Facts (field names, types, versions, nullability, tags, defaults) are transcribed from
 Kafka 3.9's message specs, and from 4.0's for the transaction protocol v2 (KIP-890 part 2:
-Produce v12, EndTxn v5, TxnOffsetCommit v5). Nothing here reads or writes bytes; ``codec.py`` does.
+Produce v12, EndTxn v5, TxnOffsetCommit v5) and KIP-848's consumer group APIs (ConsumerGroupHeartbeat v0-1,
+ConsumerGroupDescribe v0). Nothing here reads or writes bytes; ``codec.py`` does.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from .add_offsets_to_txn import ADD_OFFSETS_TO_TXN
 from .add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from .alter_configs import ALTER_CONFIGS
 from .api_versions import API_VERSIONS
+from .consumer_group_describe import CONSUMER_GROUP_DESCRIBE
+from .consumer_group_heartbeat import CONSUMER_GROUP_HEARTBEAT
 from .create_partitions import CREATE_PARTITIONS
 from .create_topics import CREATE_TOPICS
 from .delete_records import DELETE_RECORDS
@@ -76,6 +79,8 @@ class ApiKey(IntEnum):
     INCREMENTAL_ALTER_CONFIGS = 44
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 APIS: Final[dict[int, Api]] = {
@@ -111,5 +116,7 @@ APIS: Final[dict[int, Api]] = {
         INCREMENTAL_ALTER_CONFIGS,
         DESCRIBE_TRANSACTIONS,
         LIST_TRANSACTIONS,
+        CONSUMER_GROUP_HEARTBEAT,
+        CONSUMER_GROUP_DESCRIBE,
     )
 }

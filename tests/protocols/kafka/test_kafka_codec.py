@@ -26,6 +26,7 @@ SERVED = {  # kafka.md's "serve" column plus the admin APIs: (min, max)
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3), ApiKey.ADD_OFFSETS_TO_TXN: (0, 4), ApiKey.END_TXN: (0, 5),
     ApiKey.TXN_OFFSET_COMMIT: (0, 5), ApiKey.DESCRIBE_TRANSACTIONS: (0, 0), ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.SASL_HANDSHAKE: (0, 1), ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1), ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
 }
 
 
@@ -56,6 +57,22 @@ def test_round_trip_every_api_and_version(api_key: int, version: int, response: 
 
 def _cstr(s: str) -> bytes:  # compact string
     return bytes([len(s) + 1]) + s.encode()
+
+
+def test_golden_nullable_struct() -> None:
+    """KIP-848's heartbeat assignment: an int8 marker, -1 when null, 1 before the struct."""
+    base = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "member_id": "m",
+            "member_epoch": 3, "heartbeat_interval_ms": 500}
+    head = b"\x00" * 6 + b"\x00" + _cstr("m") + struct.pack(">ii", 3, 500)
+    null = b"".join(codec.encode_response(68, 1, {**base, "assignment": None}))
+    assert null == head + b"\xff" + b"\x00"
+    uuid = bytes(range(16))
+    present = b"".join(codec.encode_response(68, 1, {**base, "assignment": {
+        "topic_partitions": [{"topic_id": uuid, "partitions": [1, 2]}]}}))
+    assert present == head + b"\x01" + b"\x02" + uuid + b"\x03" + struct.pack(">ii", 1, 2) + b"\x00\x00\x00"
+    assert codec.decode_response(68, 1, present)["assignment"] == {
+        "topic_partitions": [{"topic_id": uuid, "partitions": [1, 2]}]}
+    assert codec.decode_response(68, 1, null)["assignment"] is None
 
 
 def test_golden_api_versions_v3_request() -> None:

@@ -58,7 +58,15 @@ def from_kp(value, mine):
     return value
 
 
-@pytest.mark.parametrize(("api_key", "version"), api_versions())
+def _known_to_kafka_python(api_key: int) -> bool:
+    try:
+        kp_class(api_key, False)
+    except LookupError:  # kafka-python 3.0 has no KIP-848 classes (68, 69): test_kafka_codec's golden bytes
+        return False
+    return True
+
+
+@pytest.mark.parametrize(("api_key", "version"), [(k, v) for k, v in api_versions() if _known_to_kafka_python(k)])
 @pytest.mark.parametrize("response", [False, True], ids=["request", "response"])
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())

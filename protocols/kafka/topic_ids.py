@@ -1,0 +1,64 @@
+"""Kafka topic ids for this broker's topics: a stable UUID per topic name.
+
+Kafka gives each topic a random id when it is created, so that clients can tell a deleted
+and recreated topic from the old one. This broker's topics live in the core's topic table,
+which has no id; the id is instead derived from the name (a SHA-256 of the cluster name and
+the topic name, shaped as a version-8 UUID), so it is the same after a restart and on every
+broker of a cluster without being stored. The price: a topic deleted and recreated under
+the same name keeps its id. KIP-848 assignments, Metadata v10+ and DescribeTopicPartitions
+carry these ids; nothing here touches the store.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from typing import Final
+
+from rocketport.core.broker import Broker
+
+ZERO_ID: Final = bytes(16)
+
+
+def topic_id(cluster: str, name: str) -> bytes:
+    """The 16 raw bytes of ``name``'s id: never Kafka's reserved zero or metadata-topic id."""
+    raw = bytearray(hashlib.sha256(f"{cluster}\0{name}".encode()).digest()[:16])
+    raw[6] = (raw[6] & 0x0F) | 0x80  # version 8 (custom), RFC 9562
+    raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC variant
+    return bytes(raw)
+
+
+def id_text(raw: bytes) -> str:
+    """The id as Kafka prints it (URL-safe base64, no padding)."""
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+class TopicIds:
+    """Name to id and back for one broker's topics (ids cached; names looked up on a miss)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.cluster = broker.config.broker_cluster_name
+        self._ids: dict[str, bytes] = {}
+        self._names: dict[bytes, str] = {}
+
+    def id_of(self, name: str) -> bytes:
+        raw = self._ids.get(name)
+        if raw is None:
+            raw = topic_id(self.cluster, name)
+            if len(self._ids) > 100_000:  # bounded: topics come and go
+                self._ids.clear()
+                self._names.clear()
+            self._ids[name] = raw
+            self._names[raw] = name
+        return raw
+
+    def name_of(self, raw: bytes) -> str | None:
+        """The existing topic with this id, None if there is none."""
+        name = self._names.get(raw)
+        if name is not None and self.broker.get_topic(name) is not None:
+            return name
+        for name in self.broker.topic_names():
+            if self.id_of(name) == raw:
+                return name
+        return None
