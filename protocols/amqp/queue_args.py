@@ -130,10 +130,10 @@ class QueuePolicy:
             return EXPIRED
         return None
 
-    def expires_at(self, message: MessageExt) -> int | None:
+    def expires_at(self, message: MessageExt, stored: int | None = None) -> int | None:
         """When ``message`` expires in this queue (ms since the epoch), or None: the
         queue's TTL or the publisher's ``expiration``, whichever is shorter, from when the
-        message entered the queue (was stored)."""
+        message entered the queue (was stored: ``stored`` when the caller has it)."""
         ttl = self.message_ttl
         # a stored message's properties are decoded only when they may name an expiration
         raw = getattr(message, "properties_bytes", None)
@@ -143,7 +143,9 @@ class QueuePolicy:
             own = message_expiration(expiration)
             if own is not None:
                 ttl = own if ttl is None else min(ttl, own)
-        return None if ttl is None else message.store_timestamp + ttl
+        if ttl is None:
+            return None
+        return (message.store_timestamp if stored is None else stored) + ttl
 
 
 def message_expiration(text: str) -> int | None:

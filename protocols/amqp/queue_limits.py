@@ -69,6 +69,7 @@ class QueueLimits:
         waiting = state.group.waiting_bytes() if drop_head and max_bytes is not None else 0
         reasons: list[str] = []
         consumers = state.group.consumer_count
+        stored_at = state.group.stored_at
 
         def refuse(message: MessageExt, behind: int) -> bool:
             nonlocal waiting
@@ -77,9 +78,10 @@ class QueueLimits:
                 waiting -= len(message.body)
                 reasons.append(MAXLEN)
                 return True
-            at = policy.expires_at(message)
+            stored = stored_at(message)
+            at = policy.expires_at(message, stored)
             # a TTL of 0 lets a consumer have it: the delivery path decides while there is one
-            if at is not None and at <= now and not (consumers and at == message.store_timestamp):
+            if at is not None and at <= now and not (consumers and at == stored):
                 reasons.append(EXPIRED)
                 return True
             return False
@@ -99,7 +101,7 @@ class QueueLimits:
                 self._idle.add(name)
             return None, more
         self._idle.discard(name)
-        return policy.expires_at(head), more
+        return policy.expires_at(head, stored_at(head)), more
 
     def _dead_letter(self, state: QueueState, messages: list[MessageExt], reason: str) -> None:
         if state.policy.dead_letter_exchange is not None:
