@@ -15,8 +15,10 @@ import pytest
 from aio_pika.patterns import RPC, JsonRPC
 from pika.exceptions import NackError
 
+from tests.protocols.amqp.conftest import amqp_config
 from tests.protocols.amqp.test_pika import TIMEOUT, _connect, _drain, _get
 from tests.support.aio import run
+from tests.support.live_broker import start_live_broker
 
 
 def _count(ch, queue: str) -> int:
@@ -172,3 +174,35 @@ def test_aio_pika_rpc_and_json_rpc_time_out_through_dead_lettering_and_return_un
                 await channel.close()
 
     run(asyncio.wait_for(main(), 60))
+
+
+def test_messages_that_expire_while_the_broker_is_down_are_dead_lettered_after_the_restart(small_config):
+    """A TTL counts from when the message was stored: after a restart, what expired meanwhile
+    reaches the dead-letter exchange, what did not waits its turn."""
+    config = amqp_config(small_config)
+    live = start_live_broker(config)
+    try:
+        with _connect(live.endpoint("amqp")[1]) as conn:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            ch.exchange_declare("later", "fanout", durable=True)
+            ch.queue_declare("later.all", durable=True)
+            ch.queue_bind("later.all", "later")
+            ch.queue_declare("waiting", durable=True, arguments={"x-message-ttl": 600_000,
+                                                                 "x-dead-letter-exchange": "later"})
+            ch.basic_publish("", "waiting", b"short", pika.BasicProperties(delivery_mode=2, expiration="300"))
+            ch.basic_publish("", "waiting", b"long", pika.BasicProperties(delivery_mode=2))
+        stopped = time.monotonic()
+    finally:
+        live.stop()
+    while time.monotonic() - stopped < 0.5:  # down for longer than "short"'s expiration
+        time.sleep(0.05)
+    live = start_live_broker(config)
+    try:
+        with _connect(live.endpoint("amqp")[1]) as conn:
+            ch = conn.channel()
+            method, props, body = _get(ch, "later.all")
+            assert body == b"short" and props.headers["x-death"][0]["original-expiration"] == "300"
+            assert _count(ch, "waiting") == 1
+    finally:
+        live.stop()
