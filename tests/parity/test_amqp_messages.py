@@ -4,11 +4,13 @@ pika unless it says otherwise (py-amqp is Celery's and kombu's client)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from datetime import datetime
 from decimal import Decimal
 
+import aio_pika
 import amqp
 import pika
 import pytest
@@ -32,6 +34,12 @@ CELERY_HEADERS = {
 }
 
 
+TYPED_HEADERS = pytest.mark.xfail(
+    strict=True, reason="typed headers (helper w): protocols/amqp/properties.py _text stores every "
+    "header value as text at publish and encode_properties sends it back as a string (long string "
+    "'S'), so 7 comes back '7', None is dropped")
+
+
 def pika_typed_headers(peer: Peer) -> list:
     """RabbitMQ hands a header table back as it was published: every field type, nested."""
     with connection(peer) as conn:
@@ -50,9 +58,7 @@ def pika_typed_headers(peer: Peer) -> list:
         return [body, typed(got.headers), [typed(getattr(got, name)) for name in fields]]
 
 
-@pytest.mark.xfail(strict=True, reason="typed headers (helper w): protocols/amqp/properties.py _text "
-                   "stores every header value as text at publish and encode_properties sends it back "
-                   "as a string (long string 'S'), so 7 comes back '7', None is dropped")
+@TYPED_HEADERS
 def test_a_header_table_comes_back_with_its_types(parity):
     parity.assert_same(pika_typed_headers)
 
@@ -77,12 +83,45 @@ def py_amqp_celery_headers(peer: Peer) -> list:
         return [message.body, typed(message.headers), message.content_type]
 
 
-@pytest.mark.xfail(strict=True, reason="typed headers (helper w): protocols/amqp/properties.py _text "
-                   "stores every header value as text at publish and encode_properties sends it back "
-                   "as a string (long string 'S'), so 7 comes back '7', None is dropped")
+@TYPED_HEADERS
 def test_py_amqp_gets_celerys_task_headers_typed(parity):
     observed = parity.assert_same(py_amqp_celery_headers)
     assert observed[1] == typed(CELERY_HEADERS)
+
+
+# what aio-pika (pamqp) writes besides: floats, and ints sized to the smallest type (pamqp
+# writes no byte arrays)
+AIO_PIKA_HEADERS = {
+    "float": 1.5, "small": 5, "short": 1000, "long": 70000, "longlong": 2 ** 40, "negative": -129,
+    "decimal": Decimal("-0.5"), "time": datetime(2026, 1, 2, 3, 4, 5),
+    "list": [1.25, None, ["x"]], "table": {"f": 2.5, "t": {"u": True}}, "none": None, "text": "t",
+}
+
+
+def aio_pika_typed_headers(peer: Peer) -> list:
+    """RabbitMQ hands aio-pika's header table back typed (pamqp's field types)."""
+    async def main() -> list:
+        connection = await aio_pika.connect(peer.url)
+        async with connection:
+            channel = await connection.channel()
+            queue = await channel.declare_queue(peer.name())
+            await channel.default_exchange.publish(aio_pika.Message(b"typed", headers=AIO_PIKA_HEADERS),
+                                                   routing_key=queue.name)
+            message = None
+            for _ in range(500):  # bounded poll
+                message = await queue.get(no_ack=True, fail=False)
+                if message is not None:
+                    break
+                await asyncio.sleep(0.02)
+            await queue.delete()
+            assert message is not None
+            return [message.body, typed(message.headers)]
+    return asyncio.run(asyncio.wait_for(main(), 30))
+
+
+@TYPED_HEADERS
+def test_aio_pika_gets_its_header_table_typed(parity):
+    parity.assert_same(aio_pika_typed_headers)
 
 
 def get_and_purge_counts(peer: Peer) -> list:
