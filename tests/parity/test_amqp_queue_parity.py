@@ -256,6 +256,57 @@ def unused_queue_expires(peer: Peer) -> list:
         return observed
 
 
+def default_exchange_dead_letter(peer: Peer) -> list:
+    """x-dead-letter-exchange "" with a routing key naming a queue (a common retry setup),
+    and a dead-letter exchange that does not exist (the message is dropped)."""
+    with _connect(peer) as connection:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        target, source, lost = peer.name("target"), peer.name("source"), peer.name("lost")
+        channel.queue_declare(target)
+        channel.queue_declare(source, arguments={"x-message-ttl": 50, "x-dead-letter-exchange": "",
+                                                 "x-dead-letter-routing-key": target})
+        channel.queue_declare(lost, arguments={"x-message-ttl": 50, "x-dead-letter-exchange": peer.name("nox")})
+        channel.basic_publish("", source, b"retry-me")
+        channel.basic_publish("", lost, b"gone")
+        method, properties, body = _get(channel, target)
+        observed = [body, method.exchange, method.routing_key, _deaths(properties.headers),
+                    _count_becomes(channel, lost, 0)]
+        for name in (target, source, lost):
+            channel.queue_delete(name)
+        return observed
+
+
+def exclusivity(peer: Peer) -> list:
+    """An exclusive queue from another connection (405), an exclusive consumer (403), and
+    an auto-delete queue gone with its last consumer."""
+    observed: list = []
+    with _connect(peer) as owner, _connect(peer) as other:
+        channel = owner.channel()
+        mine, shared, auto = peer.name("mine"), peer.name("shared"), peer.name("auto")
+        channel.queue_declare(mine, exclusive=True)
+        channel.queue_declare(shared)
+        channel.basic_consume(shared, lambda *a: None, exclusive=True)
+        for attempt in (lambda ch: ch.queue_declare(mine, passive=True),
+                        lambda ch: ch.basic_consume(mine, lambda *a: None),
+                        lambda ch: ch.basic_consume(shared, lambda *a: None)):
+            try:
+                attempt(other.channel())
+                observed.append("ok")
+            except ChannelClosedByBroker as e:
+                observed.append(e.reply_code)
+        channel.queue_declare(auto, auto_delete=True)
+        tag = channel.basic_consume(auto, lambda *a: None)
+        channel.basic_cancel(tag)
+        try:
+            other.channel().queue_declare(auto, passive=True)
+            observed.append("still there")
+        except ChannelClosedByBroker as e:
+            observed.append(e.reply_code)
+        channel.queue_delete(shared)
+    return observed
+
+
 def counts(peer: Peer) -> list:
     """message_count in declare-ok, get-ok and purge-ok, and delete-ok."""
     with _connect(peer) as connection:
@@ -406,7 +457,8 @@ def rpc_patterns(peer: Peer) -> list:
 
 
 @pytest.mark.parametrize("script", [expiry_without_consumer, per_message_expiration_from_the_head, ttl_zero,
-                                    dead_letter_retry_rounds, overflow_modes, max_length_bytes, counts,
+                                    dead_letter_retry_rounds, default_exchange_dead_letter, overflow_modes,
+                                    max_length_bytes, counts, exclusivity,
                                     unused_queue_expires, channel_errors,
                                     priorities, exchange_to_exchange, mandatory_and_cancel_notify, rpc_patterns],
                          ids=lambda s: s.__name__)
