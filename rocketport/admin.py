@@ -473,7 +473,8 @@ async def _rounds(out: Report, interval: float | None, rounds: int,
 async def cluster_list(args: argparse.Namespace, out: Report) -> None:
     """Brokers per cluster with their rates; -m adds yesterday's and today's counts; -i N
     prints again every N seconds (-r rounds, 0: until interrupted), as mqadmin's clusterList."""
-    columns = ("cluster", "brokerName", "brokerId", "address", "version", "inTps", "outTps", "topics")
+    columns = ("cluster", "brokerName", "brokerId", "address", "version", "inTps", "outTps", "topics",
+               "role", "ha")
     if args.more:
         columns += ("putYesterday", "getYesterday", "putToday", "getToday")
 
@@ -489,10 +490,34 @@ async def cluster_list(args: argparse.Namespace, out: Report) -> None:
                         rt = {}
                     row = (cluster, name, broker_id, addr, rt.get("brokerVersionDesc", "?"),
                            _tps(rt.get("putTps", "?")), _tps(rt.get("getTransferedTps", "?")),
-                           rt.get("topicCount", "?"))
+                           rt.get("topicCount", "?"), rt.get("brokerRole", "?"), _ha_state(rt))
                     report.rows("brokers", columns, [row + (_day_counts(rt) if args.more else ())])
 
     await _rounds(out, args.interval, args.rounds, fill)
+
+
+def _ha_state(rt: dict[str, str]) -> str:
+    """A broker's replication in a few words (its runtime info's ha* keys, core/ha): a
+    master's slaves in sync and the furthest behind; a slave's offset and lag (bytes, and
+    seconds since its master's last frame)."""
+    if "haSlaves" in rt:
+        try:
+            slaves = orjson.loads(rt["haSlaves"])
+        except ValueError:
+            return "?"
+        if not slaves:
+            return "no slave"
+        lag = max(int(slave.get("lagBytes", 0)) for slave in slaves)
+        return f"{rt.get('haInSyncSlaves', '?')}/{len(slaves)} slaves in sync, max lag {lag} B"
+    if "haSlaveOffset" in rt:
+        if rt.get("haDiverged"):
+            return f"DIVERGED at {rt['haSlaveOffset']}"
+        if rt.get("haSlaveConnected") != "true":
+            return f"offset {rt['haSlaveOffset']}, not connected to {rt.get('haMasterAddress') or '?'}"
+        last = int(rt.get("haSlaveLastFrameMs", "0") or 0)
+        ago = max(0.0, time.time() - last / 1000) if last else 0.0
+        return f"offset {rt['haSlaveOffset']}, lag {rt.get('haSlaveLagBytes', '?')} B, {ago:.1f} s"
+    return "-"
 
 
 async def broker_status(args: argparse.Namespace, out: Report) -> None:

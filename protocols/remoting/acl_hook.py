@@ -111,6 +111,8 @@ RULES: dict[int, _Rule | object] = {
     RequestCode.VIEW_MESSAGE_BY_ID: _signed_only,
     RequestCode.GET_ALL_TOPIC_CONFIG: _signed_only,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: _signed_only,
+    RequestCode.GET_ALL_CONSUMER_OFFSET: _signed_only,
+    RequestCode.GET_ALL_DELAY_OFFSET: _signed_only,
     RequestCode.GET_BROKER_RUNTIME_INFO: _signed_only,
     RequestCode.GET_CONSUMER_CONNECTION_LIST: _signed_only,
     RequestCode.GET_PRODUCER_CONNECTION_LIST: _signed_only,

@@ -20,6 +20,7 @@ from .handlers import BrokerHandlers
 from .kv_config import KVConfig, NamesrvSettings
 from .namesrv import BrokerRegistrar, LocalRoutes, NameServerHandlers
 from .session import RemotingListener
+from .slave_sync import SlaveSynchronize
 
 
 class RemotingFrontEnd(ListenerFrontEnd):
@@ -42,8 +43,14 @@ class RemotingFrontEnd(ListenerFrontEnd):
         self.namesrv_handlers: NameServerHandlers | None = None
         self.registrar: BrokerRegistrar | None = None
         addrs = [a.strip() for a in config.namesrv_addr.replace(",", ";").split(";") if a.strip()]
+        # a slave copies its master's metadata (SlaveSynchronize), from the address its
+        # name servers' register answer names
+        self.slave_sync: SlaveSynchronize | None = SlaveSynchronize(broker) if config.is_slave else None
         if addrs:
-            self.registrar = BrokerRegistrar(broker, self.broker_addr, addrs)
+            self.registrar = BrokerRegistrar(broker, self.broker_addr, addrs,
+                                             on_master=self.slave_sync.set_master_addr if self.slave_sync else None)
+            if self.slave_sync is not None:
+                self.slave_sync.topics_changed = self.registrar.register_soon
         elif config.namesrv.enabled:
             kv_path = os.path.join(config.store_path_root_dir, "config", "kvConfig.json")
             kv = KVConfig(kv_path)
@@ -66,11 +73,15 @@ class RemotingFrontEnd(ListenerFrontEnd):
 
     async def start(self) -> None:
         await super().start()
+        if self.slave_sync is not None:
+            await self.slave_sync.start()
         if self.registrar is not None:
             await self.registrar.start()
 
     async def stop(self) -> None:
         if self.registrar is not None:
             await self.registrar.stop()
+        if self.slave_sync is not None:
+            await self.slave_sync.stop()
         await super().stop()
         self.broker.remove_transaction_checker(self.handlers.check_transaction)

@@ -35,6 +35,7 @@ from rocketport.common.message import (
 from rocketport.common.message_id import offset_msg_id
 from rocketport.core.broker import Broker
 from rocketport.core.errors import FlushSlaveTimeout, InvalidMessage, ReplicaNotInSync, TopicNotFound
+from rocketport.core.facade import replica
 from rocketport.core.facade.types import (
     EXPRESSION_TYPE_SQL92,
     GetResult,
@@ -145,6 +146,8 @@ class BrokerHandlers:
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_subscription_group,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_groups,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self.get_all_consumer_offsets,
+            RequestCode.GET_ALL_DELAY_OFFSET: self.get_all_delay_offsets,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
@@ -274,7 +277,8 @@ class BrokerHandlers:
         """Check the topic and queue, commit the offset the pull carries; (filter, count)."""
         self.broker.check_readable(h.topic, h.queue_id)  # before the offset is committed
         message_filter = self._filter_for(h)
-        if h.sys_flag & COMMIT_OFFSET_FLAG and h.commit_offset >= 0:
+        # a slave serves pulls but keeps its master's offsets (RocketMQ's storeOffsetEnable)
+        if h.sys_flag & COMMIT_OFFSET_FLAG and h.commit_offset >= 0 and not self.config.is_slave:
             self.broker.commit_offset(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return message_filter, max(1, min(h.max_msg_nums, MAX_PULL_MSG_NUMS))
 
@@ -471,15 +475,25 @@ class BrokerHandlers:
 
     async def get_all_topic_config(self, session: RemotingSession,
                                    request: RemotingCommand) -> RemotingCommand:
-        table = {}
-        for name in self.broker.topic_names():
-            cfg = self.broker.get_topic(name)
-            if cfg is not None:
-                table[name] = bodies.TopicConfig(cfg.topic_name, cfg.read_queue_nums,
-                                                 cfg.write_queue_nums, cfg.perm,
-                                                 cfg.topic_filter_type, cfg.topic_sys_flag, cfg.order)
-        return make_response(request, ResponseCode.SUCCESS, body=bodies.encode_body(
-            bodies.TopicConfigSerializeWrapper(table)))
+        # RocketMQ 5's TopicConfig JSON, attributes included (a slave copies them: Kafka's
+        # topic configs live there); RocketMQ 4 readers ignore the extra key
+        table = {name: cfg.to_json() for name in self.broker.topic_names()
+                 if (cfg := self.broker.get_topic(name)) is not None}
+        return make_response(request, ResponseCode.SUCCESS, body=orjson.dumps(
+            {"topicConfigTable": table, "dataVersion": {"timestamp": 0, "counter": 0}}))
+
+    async def get_all_consumer_offsets(self, session: RemotingSession,
+                                       request: RemotingCommand) -> RemotingCommand:
+        """RocketMQ's ConsumerOffsetSerializeWrapper: what a slave's SlaveSynchronize copies."""
+        table = {key: {str(q): o for q, o in queues.items()}
+                 for key, queues in replica.consumer_offsets(self.broker).items()}
+        return make_response(request, ResponseCode.SUCCESS, body=orjson.dumps({"offsetTable": table}))
+
+    async def get_all_delay_offsets(self, session: RemotingSession,
+                                    request: RemotingCommand) -> RemotingCommand:
+        """delayOffset.json's content, as RocketMQ's master answers it."""
+        table = {str(level): o for level, o in sorted(replica.delay_offsets(self.broker).items())}
+        return make_response(request, ResponseCode.SUCCESS, body=orjson.dumps({"offsetTable": table}))
 
     async def update_subscription_group(self, session: RemotingSession,
                                         request: RemotingCommand) -> RemotingCommand:

@@ -316,8 +316,12 @@ class BrokerRegistrar:
     """Registers this broker with every configured name server, every 30 s."""
 
     def __init__(self, broker: Broker, broker_addr: Callable[[], str], namesrv_addrs: list[str],
-                 interval_s: float = REGISTER_INTERVAL_S) -> None:
+                 interval_s: float = REGISTER_INTERVAL_S,
+                 on_master: Callable[[str], None] | None = None) -> None:
+        """``on_master``: a slave's register answer named its master's remoting address."""
         self.broker = broker
+        self.on_master = on_master
+        self._soon = asyncio.Event()
         self.broker_addr = broker_addr
         self.namesrv_addrs = namesrv_addrs
         self.interval_s = interval_s
@@ -355,18 +359,29 @@ class BrokerRegistrar:
                     resp = await client.invoke(self._request(RequestCode.REGISTER_BROKER, body))
                     if resp.code != ResponseCode.SUCCESS:
                         log.warning("name server %s refused registration: %s", addr, resp.remark)
-                    elif self.broker.config.is_slave:  # as RocketMQ's slave: the master's HA address
-                        self.broker.ha.master_learnt((resp.ext_fields or {}).get("haServerAddr") or "")
+                    elif self.broker.config.is_slave:  # as RocketMQ's slave: the master's addresses
+                        fields = resp.ext_fields or {}
+                        self.broker.ha.master_learnt(fields.get("haServerAddr") or "")
+                        if self.on_master is not None and fields.get("masterAddr"):
+                            self.on_master(fields["masterAddr"])
             except (OSError, asyncio.TimeoutError, RemotingClientError) as exc:
                 log.warning("registering with name server %s failed: %s", addr, exc)
 
+    def register_soon(self) -> None:
+        """Register now instead of at the next interval (a slave's topic table changed)."""
+        self._soon.set()
+
     async def _loop(self) -> None:
         while True:
+            self._soon.clear()
             await self.register_once()
             ha = self.broker.ha
             # a slave that has not learnt its master's HA address asks again soon
             waiting = ha.slave is not None and not ha.slave.master_address
-            await asyncio.sleep(min(self.interval_s, 1.0) if waiting else self.interval_s)
+            try:
+                await asyncio.wait_for(self._soon.wait(), min(self.interval_s, 1.0) if waiting else self.interval_s)
+            except asyncio.TimeoutError:
+                pass
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="namesrv-registration")

@@ -6,12 +6,17 @@ master), and a restarted one catches up so that sends succeed again."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+
+import orjson
 
 from rocketport.client import Message, Producer
 from rocketport.client.message import SendStatus
 from rocketport.protocols.remoting import RequestCode
 from rocketport.protocols.remoting.bodies import KVTable, decode_body
 from tests.ha.cluster import log_digest, log_end, master_and_slave, wait_for
+from tests.support.processes import REPO
 from tests.support.remoting import remoting_client, request
 
 TOPIC = "HaTopic"
@@ -45,6 +50,11 @@ def test_acknowledged_sends_are_on_the_slave_byte_identical(tmp_path, namesrv):
         wait_for(lambda: in_sync(master.addr), what="the slave in sync")
         results = asyncio.run(send_all(namesrv, [b"m%05d" % i * 40 for i in range(3000)]))
         assert {r.status for r in results} == {SendStatus.SEND_OK}
+        listed = subprocess.run([sys.executable, "-m", "rocketport", "admin", "clusterList", "-n", namesrv,
+                                 "--output", "json"], capture_output=True, text=True, timeout=60, cwd=REPO)
+        rows = {row["brokerId"]: row for row in orjson.loads(listed.stdout)}
+        assert rows[0]["role"] == "SYNC_MASTER" and rows[0]["ha"].startswith("1/1 slaves in sync"), rows
+        assert rows[1]["role"] == "SLAVE" and rows[1]["ha"].startswith("offset "), rows
         slave_info = runtime(slave.addr)
         assert slave_info["brokerRole"] == "SLAVE"
         assert slave_info["haSlaveConnected"] == "true"

@@ -17,7 +17,7 @@ import rocketport.protocols.stomp as stomp
 FORBIDDEN = {"asyncio", "socket", "selectors", "trio", "uvloop"}
 # The modules of each package that may do I/O or wait; every other module must stay sans-IO.
 IO_MODULES = {
-    remoting: {"session", "client", "handlers", "namesrv", "frontend"},
+    remoting: {"session", "client", "handlers", "namesrv", "frontend", "slave_sync"},  # slave_sync: a timer
     kafka: {"session", "frontend", "coordinator", "fetch", "produce"},  # group timers; fetch long polls; produce gathers a request's appends
     stomp: {"session", "frontend"},
     amqp: {"session", "frontend", "publish"},  # publish settles puts as they finish

@@ -1,0 +1,86 @@
+"""What a slave copies from its master besides the CommitLog: RocketMQ 4.x's
+SlaveSynchronize (topics, subscription groups, consumer offsets, delay offsets), applied
+here; the remoting front-end fetches them (protocols/remoting/slave_sync.py) every 10 s.
+
+Each `apply_*` replaces the slave's table with the master's, as RocketMQ's slave does, and
+persists it, so a slave promoted later starts from the last copy (up to 10 s old: see
+docs/operations.md for what a failover can lose and the ordered channel that would close
+it). They never write the CommitLog and are refused on a master (it owns its tables).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..errors import StoreUnavailable
+from ..metadata.subscription_groups import SubscriptionGroupConfig
+from ..metadata.topics import TopicConfig
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+
+def _slave_only(broker: "Broker") -> None:
+    if not broker.config.is_slave:
+        raise StoreUnavailable("a master owns its metadata: only a slave copies its master's")
+
+
+def apply_topics(broker: "Broker", raw: dict[str, Any]) -> bool:
+    """The master's topic table (its JSON: name -> TopicConfig object); whether anything
+    changed. ValueError, KeyError or TypeError for a table that is not one."""
+    _slave_only(broker)
+    table = {str(name): TopicConfig.from_json(d) for name, d in raw.items()}
+    mine = broker.topics
+    if {n: c.to_json() for n, c in mine.table.items()} == {n: c.to_json() for n, c in table.items()}:
+        return False
+    mine.table = dict(table)
+    mine.data_version += 1
+    mine.persist()
+    return True
+
+
+def apply_groups(broker: "Broker", raw: dict[str, Any]) -> bool:
+    """The master's subscription groups (its JSON: name -> SubscriptionGroupConfig)."""
+    _slave_only(broker)
+    table = {str(name): SubscriptionGroupConfig.from_json(d) for name, d in raw.items()}
+    mine = broker.groups
+    if {n: c.to_json() for n, c in mine.table.items()} == {n: c.to_json() for n, c in table.items()}:
+        return False
+    mine.table = dict(table)
+    mine.data_version += 1
+    mine.persist()
+    return True
+
+
+def apply_offsets(broker: "Broker", raw: dict[str, Any]) -> bool:
+    """The master's consumer offsets (``topic@group`` -> queue -> offset)."""
+    _slave_only(broker)
+    table = {str(key): {int(q): int(o) for q, o in queues.items()} for key, queues in raw.items()}
+    mine = broker.offsets
+    if mine.table == table:
+        return False
+    mine.table = {key: dict(queues) for key, queues in table.items()}
+    mine.version += 1
+    mine.persist()
+    return True
+
+
+def apply_delay_offsets(broker: "Broker", raw: dict[str, Any]) -> bool:
+    """The master's delay offsets (level -> next offset)."""
+    _slave_only(broker)
+    table = {int(level): int(o) for level, o in raw.items()}
+    if broker.delay_offsets.table == table:
+        return False
+    broker.delay_offsets.table = dict(table)
+    broker.delay_offsets.save(table)
+    return True
+
+
+def delay_offsets(broker: "Broker") -> dict[int, int]:
+    """The master's delay offsets as its schedule service has them now (GET_ALL_DELAY_OFFSET)."""
+    return dict(broker.delay_offsets.table)  # the schedule service advances this table
+
+
+def consumer_offsets(broker: "Broker") -> dict[str, dict[int, int]]:
+    """Every committed offset (GET_ALL_CONSUMER_OFFSET): ``topic@group`` -> queue -> offset."""
+    return {key: dict(queues) for key, queues in broker.offsets.table.items()}
