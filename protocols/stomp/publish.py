@@ -29,6 +29,7 @@ from rocketport.common.message import (
 )
 from rocketport.core.auth.plain_acl import PUB, Account
 from rocketport.core.broker import Broker
+from rocketport.core.errors import BrokerError
 from rocketport.core.facade.types import PlainSend, needs_schedule
 
 from .. import eager
@@ -44,6 +45,7 @@ _FRAME_HEADERS: Final = frozenset({
 _BATCH_BYTES: Final = 1 << 20  # per run put in one append (maxMessageSize bounds the whole run)
 _STORED: Final = eager.Done()
 _RECORD_OVERHEAD: Final = 160  # a record's own octets (head, topic) beside its properties, about
+_PUBLISHERS: Final = itertools.count()
 
 
 @dataclass(slots=True)
@@ -54,6 +56,7 @@ class SendPlan:
     properties: dict[str, str]  # shared by every message of the plan: read-only
     encoded: bytes  # the properties as the store takes them
     overhead: int  # octets a message's record takes beside its body (about)
+    queue_id: int = -1  # the connection's queue of the topic (`Publisher.queue_of`)
 
 
 class Publisher:
@@ -68,6 +71,7 @@ class Publisher:
         self.lane_cap = min(_BATCH_BYTES, broker.config.max_message_size // 2)  # octets per run
         self._sync = broker.waits_durable  # SYNC_FLUSH or SYNC_MASTER: a receipt waits
         self._last_plan: tuple[dict[str, str], SendPlan | None] | None = None  # see plan
+        self._lane = next(_PUBLISHERS)  # spreads connections over a topic's queues
 
     async def send(self, frame: Frame) -> None:
         """A SEND outside the plain-send lane (or one the lane left to its handler)."""
@@ -76,7 +80,21 @@ class Publisher:
     def message(self, frame: Frame) -> Message:
         """A SEND frame as the message to store (checked)."""
         topic, properties = self._properties(frame.headers)
-        return Message(topic, frame.body, properties, born_host=self.peer)
+        return Message(topic, frame.body, properties, queue_id=self.queue_of(topic), born_host=self.peer)
+
+    def queue_of(self, topic: str) -> int:
+        """The queue this connection's messages to ``topic`` go to: always the same one, so
+        a subscriber gets one producer's messages in the order they were sent, as a
+        RabbitMQ queue keeps one channel's (the broker's round robin over the topic's
+        queues would interleave them). -1 (the broker's choice) for a topic it refuses
+        to make: the put says why."""
+        cfg = self.broker.topics.get(topic)
+        if cfg is None:
+            try:
+                cfg = self.broker.topic_for_write(topic)  # made now: its first message too
+            except BrokerError:
+                return -1
+        return self._lane % cfg.write_queue_nums if cfg.write_queue_nums > 0 else -1
 
     def plan(self, headers: dict[str, str]) -> SendPlan | None:
         """What a plain SEND with these headers stores (no transaction, no delay, nothing
@@ -97,7 +115,8 @@ class Publisher:
                     and PROPERTY_DEDUP_KEY not in properties
                     and properties.get(PROPERTY_TRANSACTION_PREPARED) != "true"):
                 encoded = encode_properties(properties)
-                plan = SendPlan(topic, properties, encoded, _RECORD_OVERHEAD + len(encoded))
+                plan = SendPlan(topic, properties, encoded, _RECORD_OVERHEAD + len(encoded),
+                                self.queue_of(topic))
         self._last_plan = (headers, plan)
         return plan
 
@@ -119,7 +138,7 @@ class Publisher:
         for body, plan in zip(bodies, plans):
             if plan is not last:
                 last = plan
-                sends.append(PlainSend(plan.topic, -1, plan.encoded, [], peer))
+                sends.append(PlainSend(plan.topic, plan.queue_id, plan.encoded, [], peer))
             sends[-1].bodies.append(body)
         put = self.broker.put_plain(sends, durable=self._sync and any(r is not None for r in receipts))
         stored: Outcome = _STORED if put.durable is None else put.durable

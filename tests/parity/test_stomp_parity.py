@@ -100,3 +100,21 @@ def test_a_transaction_s_receipts_come_as_rabbitmq_sends_them_and_nothing_before
         ("after abort", [("RECEIPT", "a"), ("RECEIPT", "d")]),
         ("after abort", [b"last"])]
 
+
+
+def one_producer_order(peer: Peer) -> list:
+    """A producer's SENDs to a /queue/, each stored (receipt) before the next, then one
+    subscriber: they come in the order sent (a RabbitMQ queue keeps one channel's order;
+    the broker's round robin over a topic's queues interleaved them)."""
+    destination = "/queue/" + peer.name("order")
+    with connected(peer) as (conn, recorder):
+        for i in range(20):
+            conn.send(destination, b"%d" % i, receipt=str(i))
+            recorder.wait_receipt(str(i))
+    with connected(peer) as (conn, recorder):
+        conn.subscribe(destination, id="s", ack="auto")
+        return [m.body for m in recorder.wait_messages(20)]
+
+
+def test_one_producer_s_messages_come_in_the_order_sent(parity):
+    assert parity.assert_same(one_producer_order) == [b"%d" % i for i in range(20)]

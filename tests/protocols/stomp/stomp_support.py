@@ -80,7 +80,14 @@ def stored(live: LiveBroker, topic: str) -> list[MessageExt]:
         out = []
         config = broker.topics.get(topic)
         for qid in range(config.read_queue_nums if config is not None else 0):
-            out.extend(broker.store.get_messages(topic, qid, 0, 10_000).messages())
+            offset = 0
+            while True:  # a read returns at most the store's transfer limit
+                result = broker.store.get_messages(topic, qid, offset, 10_000)
+                messages = result.messages()
+                out.extend(messages)
+                if not messages or result.next_begin_offset <= offset:
+                    break
+                offset = result.next_begin_offset
         return out
     return live.call(read)
 
