@@ -121,7 +121,7 @@ class ProduceHandler:
                     # later request must not overtake this one's later partitions (to an
                     # idempotent producer's state its next batch would look like a gap)
                     stores.append((out, eager.start(self._produce_partition(topic, p["index"], p["records"],
-                                                                             client_host))))
+                                                                             client_host, acks == -1))))
             responses.append({"name": topic, "partition_responses": partitions})
         for out, outcome in stores:
             try:
@@ -174,7 +174,7 @@ class ProduceHandler:
         return self.broker.min_offset(topic, partition)
 
     async def _produce_partition(self, topic: str, partition: int, records: memoryview | None,
-                                 client_host: tuple[str, int]) -> tuple[ErrorCode, int]:
+                                 client_host: tuple[str, int], replicated: bool) -> tuple[ErrorCode, int]:
         cfg = self.broker.get_topic(topic)
         if cfg is None or not 0 <= partition < min(cfg.read_queue_nums, cfg.write_queue_nums):
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
@@ -195,7 +195,7 @@ class ProduceHandler:
             return error_code_for(exc), -1
         stored = []  # every batch appended before any waits for its fsync, as the partitions are
         for batch in prepared:
-            outcome = eager.start(self._store(topic, partition, batch, client_host))
+            outcome = eager.start(self._store(topic, partition, batch, client_host, replicated))
             stored.append(outcome)
             if type(outcome) is eager.Done and outcome.result()[0] != ErrorCode.NONE:
                 break  # refused: the batches after it are not stored either
@@ -252,7 +252,8 @@ class ProduceHandler:
         return codes, ({PROPERTY_TAGS: shared} if shared is not None else None)
 
     async def _store(self, topic: str, partition: int, batch: _Prepared,
-                     client_host: tuple[str, int]) -> tuple[ErrorCode, int]:
+                     client_host: tuple[str, int], replicated: bool) -> tuple[ErrorCode, int]:
+        """One batch stored; ``replicated`` (acks=all) waits for a SYNC_MASTER's slave too."""
         pid = batch.producer_id
         if batch.transactional:  # the core's coordinator: a current producer, an added partition
             try:
@@ -277,7 +278,8 @@ class ProduceHandler:
         try:
             result = await self.broker.put_record_batch(
                 topic, partition, batch.view, batch.count, tags_codes=batch.tags_codes,
-                properties=batch.properties, born_timestamp=batch.born_timestamp, born_host=client_host)
+                properties=batch.properties, born_timestamp=batch.born_timestamp, born_host=client_host,
+                replicated=replicated)
         except BrokerError as exc:
             log.debug("produce to %s-%d failed: %s", topic, partition, exc)
             return error_code_for(exc), -1
