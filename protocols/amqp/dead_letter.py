@@ -237,6 +237,28 @@ class DeadLetters:
                 log.warning("AMQP dead-lettering of %d message(s) into %s failed: %s", len(run), topic, exc)
 
 
+_DEATH_NEEDLE = X_DEATH.encode() + b"\x01"  # as properties are stored: name \x01 value \x02
+
+
+def cycles(message: MessageExt, queue: str) -> bool:
+    """Whether ``message`` came back to ``queue`` through dead-lettering alone (RabbitMQ's
+    cycle detection: its x-death names ``queue`` and no death since, that one included, was
+    a rejection); such a message is dropped there, not dead-lettered again. Decodes only
+    messages that have an x-death."""
+    raw = message.properties_bytes() if hasattr(message, "properties_bytes") else None
+    if raw is not None and _DEATH_NEEDLE not in raw:
+        return False
+    deaths = read_header(message.properties, X_DEATH)
+    if not isinstance(deaths, list):
+        return False
+    for death in deaths:  # most recent first
+        if not isinstance(death, Mapping) or death.get("reason") == "rejected":
+            return False
+        if death.get("queue") == queue:
+            return True
+    return False
+
+
 def read_header(properties: Mapping[str, str], name: str) -> Any:
     """A typed header's value as stored (see `write_header`), or None."""
     text = properties.get(name)

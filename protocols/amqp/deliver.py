@@ -27,7 +27,7 @@ from rocketport.core.facade.types import StoredMessage, now_ms
 from . import codec
 from .access import require
 from .channel import Channel, Consumer, MethodHandler, Source, Unacked, group_tags, sources
-from .dead_letter import X_DEATH, typed_x_death
+from .dead_letter import X_DEATH, cycles, typed_x_death
 from .errors import ChannelError, ConnectionError_, Reply
 from .properties import encode_properties
 from .queue_args import REJECTED
@@ -213,13 +213,15 @@ class DeliverHandlers:
         returns = state.returns.get(key, 0) if state.returns else 0
         reason = state.policy.drop_reason(message, state.group.message_count, now_ms(), returns,
                                           consumer=delivery.subscriber is not None)
-        if reason is None:
+        cycle = reason is None and cycles(message, state.entity.name)  # dropped, not dead-lettered
+        if reason is None and not cycle:
             return False
         if returns:
             del state.returns[key]
         if not auto_ack:
             state.group.ack([delivery.tag])
-        self._dead_letter(state, [message], reason)
+        if reason is not None:
+            self._dead_letter(state, [message], reason)
         return True
 
     def _dead_letter(self, state: QueueState, messages: list[MessageExt], reason: str) -> None:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from rocketport.common.message import MessageExt
 from rocketport.core.facade.types import now_ms
 
+from .dead_letter import cycles
 from .queue_args import EXPIRED, MAXLEN, REJECT_PUBLISH_DLX
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 _PER_QUEUE = 1024  # messages one queue loses in one go (some ms); then the loop yields
 _IDLE_MS = 1000  # the longest sleep: per-message expirations in queues without a TTL
 _MIN_SLEEP_S = 0.002
+CYCLE = "cycle"  # not a dead-letter reason: the message is dropped
 
 
 class QueueLimits:
@@ -68,11 +70,15 @@ class QueueLimits:
         max_bytes = policy.max_length_bytes
         waiting = state.group.waiting_bytes() if drop_head and max_bytes is not None else 0
         reasons: list[str] = []
+        name = state.entity.name
         consumers = state.group.consumer_count
         stored_at = state.group.stored_at
 
         def refuse(message: MessageExt, behind: int) -> bool:
             nonlocal waiting
+            if cycles(message, name):  # back through dead-lettering alone: dropped
+                reasons.append(CYCLE)
+                return True
             if drop_head and ((max_length is not None and behind >= max_length)
                               or (max_bytes is not None and waiting > max_bytes)):
                 waiting -= len(message.body)
@@ -92,9 +98,9 @@ class QueueLimits:
             start = 0
             for i in range(1, len(dropped) + 1):  # runs of one reason
                 if i == len(dropped) or reasons[i] != reasons[start]:
-                    self._dead_letter(state, dropped[start:i], reasons[start])
+                    if reasons[start] != CYCLE:
+                        self._dead_letter(state, dropped[start:i], reasons[start])
                     start = i
-        name = state.entity.name
         more = len(dropped) >= limit
         if head is None:
             if not more:

@@ -277,6 +277,29 @@ def default_exchange_dead_letter(peer: Peer) -> list:
         return observed
 
 
+def dead_letter_cycle(peer: Peer) -> list:
+    """A TTL queue dead-lettering into a fanout exchange it is bound to itself: the copy
+    reaches the other queue once and is dropped at the cycling one (RabbitMQ's cycle
+    detection), however long one waits."""
+    with _connect(peer) as connection:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        loop_x, looping, sink = peer.name("loop-x"), peer.name("looping"), peer.name("sink")
+        channel.exchange_declare(loop_x, "fanout")
+        channel.queue_declare(looping, arguments={"x-message-ttl": 50, "x-dead-letter-exchange": loop_x})
+        channel.queue_declare(sink)
+        channel.queue_bind(looping, loop_x)
+        channel.queue_bind(sink, loop_x)
+        channel.basic_publish("", looping, b"round")
+        observed: list = [_count_becomes(channel, sink, 1)]
+        time.sleep(0.5)  # ten TTLs: a loop would have put more copies in the sink by now
+        observed += [_count(channel, sink), _count_becomes(channel, looping, 0)]
+        for name in (looping, sink):
+            channel.queue_delete(name)
+        channel.exchange_delete(loop_x)
+        return observed
+
+
 def exclusivity(peer: Peer) -> list:
     """An exclusive queue from another connection (405), an exclusive consumer (403), and
     an auto-delete queue gone with its last consumer."""
@@ -457,7 +480,8 @@ def rpc_patterns(peer: Peer) -> list:
 
 
 @pytest.mark.parametrize("script", [expiry_without_consumer, per_message_expiration_from_the_head, ttl_zero,
-                                    dead_letter_retry_rounds, default_exchange_dead_letter, overflow_modes,
+                                    dead_letter_retry_rounds, default_exchange_dead_letter, dead_letter_cycle,
+                                    overflow_modes,
                                     max_length_bytes, counts, exclusivity,
                                     unused_queue_expires, channel_errors,
                                     priorities, exchange_to_exchange, mandatory_and_cancel_notify, rpc_patterns],
