@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -24,11 +25,12 @@ class CeleryWorker:
                  concurrency: int = 1, queue: str = "celery", backend: str = "rpc://") -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.log = workdir / f"{name}.log"
+        self.hostname = f"{name}@{socket.gethostname()}"
         env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1", ROCKETPORT_CELERY_BROKER=broker_url,
                    ROCKETPORT_CELERY_BACKEND=backend, ROCKETPORT_CELERY_QUEUE=queue)
         command = [sys.executable, "-m", "celery", "-A", "tests.apps.celery_tasks:app",
                    "worker", "--pool", pool, "--concurrency", str(concurrency), "--queues", queue,
-                   "--hostname", f"{name}@%h", "--loglevel", "INFO"]
+                   "--hostname", self.hostname, "--loglevel", "INFO"]
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(command, cwd=workdir, env=env, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)

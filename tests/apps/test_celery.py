@@ -108,6 +108,14 @@ def test_a_hard_time_limit_kills_the_task(client, worker):
         _get(result, worker)
 
 
+def test_the_worker_answers_a_remote_control_ping(client, worker):
+    """celery's remote control (``celery inspect ping``): a broadcast through the fanout
+    exchange celery.pidbox, answered on the client's reply queue (auto-delete, x-expires,
+    x-message-ttl)."""
+    replies = client.control.ping(destination=[worker.hostname], limit=1, timeout=RESULT_TIMEOUT_S)
+    assert replies == [{worker.hostname: {"ok": "pong"}}], worker.log_tail()
+
+
 def test_a_chord_calls_its_body_with_the_results_of_its_header(amqp_url, tmp_path):
     """The rpc:// backend cannot run chords (Celery raises NotImplementedError: a chord needs
     a backend that every worker can read the group's results from). The filesystem backend
