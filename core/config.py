@@ -183,6 +183,9 @@ class BrokerConfig:
         "kafkaGroupConsumerHeartbeatIntervalMs", minimum=100))
     kafka_group_consumer_assignors: str = field(default="uniform,range", metadata=_key(
         "kafkaGroupConsumerAssignors", choices=("uniform,range", "range,uniform", "uniform", "range")))
+    # incremental fetch sessions (KIP-227): Kafka's max.incremental.fetch.session.cache.slots (0: none)
+    kafka_max_incremental_fetch_session_cache_slots: int = field(default=1000, metadata=_key(
+        "kafkaMaxIncrementalFetchSessionCacheSlots", minimum=0, maximum=1_000_000))
     # RocketMQ keys the file named that have no effect here, with why (core/inert_keys.py):
     # not a key itself; the broker names each at start-up
     inert_keys: dict[str, str] = field(default_factory=dict, metadata={"internal": True})

@@ -23,6 +23,7 @@ from .consumer_group_handlers import ConsumerGroupHandlers
 from .consumer_groups import ConsumerGroupCoordinator, ConsumerGroupSettings
 from .coordinator import GroupCoordinator
 from .fetch import FetchHandler, PlainRecordEncoder
+from .fetch_sessions import FetchSessionCache, SessionFetch
 from .groups import GroupHandlers
 from .produce import ProduceHandler
 from .requests import BrokerNode, Handler, RequestContext, may_use_topic, partitions
@@ -32,6 +33,7 @@ from .topic_ids import TopicIds
 from .transactions import TransactionHandlers
 
 TXN_V2_PRODUCE: Final = 12  # the transaction protocol v2: Produce adds the partitions itself
+FETCH_SESSIONS: Final = 7  # incremental fetch sessions (KIP-227) from Fetch v7
 
 
 class KafkaHandlers:
@@ -52,6 +54,7 @@ class KafkaHandlers:
         self.encoder = PlainRecordEncoder(config.kafka_tag_header)
         self.produce = ProduceHandler(broker, config.kafka_tag_header)
         self.fetch = FetchHandler(broker, self.encoder)
+        self.fetch_sessions = FetchSessionCache(config.kafka_max_incremental_fetch_session_cache_slots)
         self.sasl = SaslPlain(PlainAcl(config.plain_acl_file)) if config.kafka_sasl_mechanisms else None
         self.table: dict[int, Handler] = {ApiKey.PRODUCE: self._produce, ApiKey.FETCH: self._fetch}
         for family in (ClusterHandlers(broker, self.node, self.topic_ids),
@@ -72,4 +75,10 @@ class KafkaHandlers:
 
     async def _fetch(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         may_read = None if ctx.principal is None else (lambda topic: may_use_topic(ctx, topic, SUB))
-        return await self.fetch.handle(body, may_read, ctx.client_host)
+        if ctx.api_version < FETCH_SESSIONS:
+            return await self.fetch.handle(body, may_read, ctx.client_host)
+        fetch = self.fetch_sessions.begin(body)
+        if not isinstance(fetch, SessionFetch):  # an unknown session or a wrong epoch
+            return {"throttle_time_ms": 0, "error_code": fetch, "session_id": 0, "responses": []}
+        response = await self.fetch.handle(fetch.request, may_read, ctx.client_host)
+        return self.fetch_sessions.finish(fetch, response)
