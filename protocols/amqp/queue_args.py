@@ -31,6 +31,8 @@ REJECT_PUBLISH = "reject-publish"
 REJECT_PUBLISH_DLX = "reject-publish-dlx"
 OVERFLOWS = (DROP_HEAD, REJECT_PUBLISH, REJECT_PUBLISH_DLX)
 MAX_PRIORITY = 255
+CLASSIC, QUORUM = "classic", "quorum"
+QUEUE_TYPES = (CLASSIC, QUORUM)  # x-queue-type values served
 _EXPIRATION_NEEDLE = b"expiration\x01"  # as properties are stored: name \x01 value \x02
 
 
@@ -55,6 +57,7 @@ class QueuePolicy:
     overflow: str = DROP_HEAD
     max_priority: int | None = None
     max_length_bytes: int | None = None  # body bytes of the ready messages
+    queue_type: str = CLASSIC
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any] | None) -> QueuePolicy:
@@ -77,7 +80,27 @@ class QueuePolicy:
                    _non_negative(arguments, "x-max-length"),
                    _text(dlx) if dlx is not None else None, _text(dlrk) if dlrk is not None else None,
                    _non_negative(arguments, "x-delivery-limit"), overflow, max_priority,
-                   _non_negative(arguments, "x-max-length-bytes"))
+                   _non_negative(arguments, "x-max-length-bytes"), _text(arguments.get("x-queue-type", CLASSIC)))
+
+    def check(self, name: str, *, durable: bool, exclusive: bool, auto_delete: bool) -> None:
+        """RabbitMQ 3.10's rules for a new queue of this type: 406 otherwise. A quorum queue
+        is durable, has no owner and is never auto-deleted, and has no priorities; a
+        delivery limit is a quorum queue's. Streams are not served (docs/protocol-amqp.md)."""
+        where = f"for queue '{name}' in vhost '/'"
+        if self.queue_type not in QUEUE_TYPES:
+            raise ChannelError(Reply.PRECONDITION_FAILED,
+                               f"invalid arg 'x-queue-type' {where}: \"unsupported queue type '{self.queue_type}'\"")
+        if self.queue_type == QUORUM:
+            for flag, bad in (("non-durable", not durable), ("exclusive-owner", exclusive),
+                              ("auto-delete", auto_delete)):
+                if bad:
+                    raise ChannelError(Reply.PRECONDITION_FAILED, f"invalid property '{flag}' {where}")
+        bad_arg = ("x-max-priority" if self.queue_type == QUORUM and self.max_priority is not None
+                   else "x-delivery-limit" if self.queue_type == CLASSIC and self.delivery_limit is not None
+                   else None)
+        if bad_arg is not None:
+            raise ChannelError(Reply.PRECONDITION_FAILED,
+                               f"invalid arg '{bad_arg}' {where} of queue type rabbit_{self.queue_type}_queue")
 
     @property
     def drops(self) -> bool:

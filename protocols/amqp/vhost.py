@@ -235,6 +235,7 @@ class VirtualHost:
             _same_arguments(name, entity.arguments, plain_arguments(arguments))
             return state
         _name(name, "queue")
+        policy.check(name, durable=durable, exclusive=exclusive, auto_delete=auto_delete)
         self._topic(name)
         entity = AmqpQueue(name, durable and not exclusive, exclusive, auto_delete, plain_arguments(arguments))
         group = self._group(name)

@@ -33,6 +33,16 @@ def _get(channel, queue: str, timeout_s: float = TIMEOUT_S):
         time.sleep(0.02)
 
 
+def _get_unacked(channel, queue: str):
+    """basic.get (to be acknowledged) until a message comes (bounded)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        method, properties, body = channel.basic_get(queue)
+        if method is not None or time.monotonic() > deadline:
+            return method, properties, body
+        time.sleep(0.02)
+
+
 def _count(channel, queue: str) -> int:
     return channel.queue_declare(queue, passive=True).method.message_count
 
@@ -350,6 +360,39 @@ def counts(peer: Peer) -> list:
         return observed
 
 
+def queue_types(peer: Peer) -> list:
+    """x-queue-type: a quorum queue's rules (durable, no owner, no auto-delete, no
+    priorities), a delivery limit only on a quorum queue, an unknown type; and a quorum
+    queue's delivery limit dropping a message returned too often."""
+    with _connect(peer) as connection:
+        observed: list = []
+        name = peer.name()
+        for flags, arguments in ((dict(durable=False), {"x-queue-type": "quorum"}),
+                                 (dict(durable=True, exclusive=True), {"x-queue-type": "quorum"}),
+                                 (dict(durable=True, auto_delete=True), {"x-queue-type": "quorum"}),
+                                 (dict(durable=True), {"x-queue-type": "quorum", "x-max-priority": 5}),
+                                 (dict(durable=True), {"x-delivery-limit": 1}),
+                                 (dict(durable=True), {"x-queue-type": "bogus"})):
+            try:
+                connection.channel().queue_declare(name, arguments=arguments, **flags)
+                observed.append("ok")
+            except ChannelClosedByBroker as e:
+                observed.append((e.reply_code, e.reply_text))
+        channel = connection.channel()
+        channel.confirm_delivery()
+        channel.queue_declare(name, durable=True, arguments={"x-queue-type": "quorum", "x-delivery-limit": 1})
+        channel.basic_publish("", name, b"flaky")
+        for _ in range(2):  # delivered, returned once (within the limit), delivered, returned again
+            method, _, body = _get_unacked(channel, name)
+            observed.append((body, method.redelivered))
+            channel.basic_nack(method.delivery_tag, requeue=True)
+        observed.append(channel.basic_get(name)[2])  # over the limit: dropped
+        channel.queue_delete(name)
+        return [o.replace(peer.prefix, "P") if isinstance(o, str) else
+                (o[0], o[1].replace(peer.prefix, "P")) if isinstance(o, tuple) and isinstance(o[1], str) else o
+                for o in observed]
+
+
 def channel_errors(peer: Peer) -> list:
     """Channel errors close the channel only: 404 on a missing queue or exchange, 406 on a
     redeclare with other arguments; the connection goes on."""
@@ -483,7 +526,7 @@ def rpc_patterns(peer: Peer) -> list:
                                     dead_letter_retry_rounds, default_exchange_dead_letter, dead_letter_cycle,
                                     overflow_modes,
                                     max_length_bytes, counts, exclusivity,
-                                    unused_queue_expires, channel_errors,
+                                    unused_queue_expires, queue_types, channel_errors,
                                     priorities, exchange_to_exchange, mandatory_and_cancel_notify, rpc_patterns],
                          ids=lambda s: s.__name__)
 def test_queue_semantics_as_rabbitmq(parity, script):

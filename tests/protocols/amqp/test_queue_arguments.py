@@ -118,8 +118,9 @@ def test_delivery_limit_dead_letters_a_message_returned_too_often(amqp_port):
         ch = conn.channel()
         ch.confirm_delivery()
         ch.queue_declare("limit-dead")
-        ch.queue_declare("limited", arguments={"x-delivery-limit": 1, "x-dead-letter-exchange": "",
-                                               "x-dead-letter-routing-key": "limit-dead"})
+        ch.queue_declare("limited", durable=True, arguments={
+            "x-queue-type": "quorum", "x-delivery-limit": 1, "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": "limit-dead"})
         ch.basic_publish("", "limited", b"flaky")
         method, _, _ = _get(ch, "limited")
         ch.basic_nack(method.delivery_tag, requeue=True)  # returned once: within the limit
