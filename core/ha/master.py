@@ -88,6 +88,8 @@ class HAMaster:
     # -- one slave --------------------------------------------------------------------------
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername") or ("?", 0)
+        # a few frames in flight: drain() must not wait for the socket to empty after each
+        writer.transport.set_write_buffer_limits(high=4 * self.config.ha_transfer_batch_size)
         state = SlaveState(f"{peer[0]}:{peer[1]}", time.time())
         self.slaves[writer] = state
         log.info("HA: slave %s connected", state.address)

@@ -77,7 +77,10 @@ class HASlave:
 
     async def _session(self, stop: asyncio.Event) -> None:
         host, _, port = self.master_address.rpartition(":")
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 5)
+        # the reader's buffer holds a few of the master's frames (its default 64 KiB would
+        # pause the socket after every slice of one)
+        limit = 4 * self.config.ha_transfer_batch_size
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port), limit=limit), 5)
         self._writer = writer
         store = self.store
         try:
@@ -92,7 +95,7 @@ class HASlave:
             silent_s = self.config.ha_housekeeping_interval / 1000
             while not stop.is_set():
                 try:
-                    data = await asyncio.wait_for(reader.read(1 << 20), min(beat_s, silent_s))
+                    data = await asyncio.wait_for(reader.read(limit), min(beat_s, silent_s))
                 except asyncio.TimeoutError:
                     data = None
                 if data == b"":

@@ -60,55 +60,75 @@ class StoreReplica(StoreDispatch):
 
     def _dispatch_replicated(self) -> None:
         """Dispatch every whole record from ``dispatched_offset`` to the log's end; a record
-        cut by the last frame waits for the next one."""
+        cut by the last frame waits for the next one. A queue's consecutive records go to
+        its ConsumeQueue as one run (one put, one wake-up), as a put's would."""
         cl = self.commitlog
         end = cl.max_offset
         phys = max(self.dispatched_offset, cl.min_offset)
         listeners = self.batch_listeners
-        next_offset = self._next_queue_offset
-        while phys < end:
-            mf = cl.queue.find(phys)
-            if mf is None:
-                break
-            pos = phys - mf.file_from_offset
-            if pos >= mf.file_size:  # a record filled the segment exactly
-                phys = mf.end_offset
-                continue
-            written = mf.wrote_position
-            if pos + 8 > written:
-                break
-            total, magic = SIZE_MAGIC.unpack_from(mf.view, pos)
-            if magic == BLANK_MAGIC_CODE:
-                if total != mf.file_size - pos:
-                    raise ReplicaMismatch(f"offset {phys}: a blank of {total} bytes does not end "
-                                          f"the segment (is mappedFileSizeCommitLog the master's?)")
-                if written < mf.file_size:
+        runs: dict[tuple[str, int], list] = {}  # queue -> [first queue offset, entries, end]
+        unpack = SIZE_MAGIC.unpack_from
+        dispatch_from_record = self._dispatch_from_record
+        try:
+            while phys < end:
+                mf = cl.queue.find(phys)
+                if mf is None:
                     break
+                view, base, written, size = mf.view, mf.file_from_offset, mf.wrote_position, mf.file_size
+                pos = phys - base
+                while True:
+                    if pos >= size:  # a record filled the segment exactly
+                        break
+                    if pos + 8 > written:
+                        return
+                    total, magic = unpack(view, pos)
+                    if magic == BLANK_MAGIC_CODE:
+                        if total != size - pos:
+                            raise ReplicaMismatch(f"offset {base + pos}: a blank of {total} bytes does not end "
+                                                  f"the segment (is mappedFileSizeCommitLog the master's?)")
+                        if written < size:
+                            return
+                        break
+                    if total <= 0 or pos + total > size:
+                        raise ReplicaMismatch(f"offset {base + pos}: a record of {total} bytes")
+                    if pos + total > written:
+                        return  # cut by the frame: the rest comes next
+                    try:
+                        info = parse_record_info(view, pos, written, False)
+                    except BadRecord as exc:
+                        raise ReplicaMismatch(f"offset {base + pos}: {exc}") from None
+                    if info.physical_offset != base + pos:
+                        raise ReplicaMismatch(f"offset {base + pos}: the record says {info.physical_offset}")
+                    d = dispatch_from_record(base + pos, info)
+                    if info.sys_flag & INNER_BATCH_FLAG and listeners:
+                        body = view[pos + info.body_offset:pos + info.body_offset + info.body_length]
+                        for listener in listeners:
+                            listener(d.topic, d.queue_id, d.queue_offset, body)
+                    key = (d.topic, d.queue_id)
+                    run = runs.get(key)
+                    count = len(d.entries) // CQ_ENTRY_SIZE
+                    if run is not None and run[0] + run[3] == d.queue_offset:
+                        run[1].append(d.entries)
+                        run[2] = d.end
+                        run[3] += count
+                    else:
+                        if run is not None:
+                            self._dispatch_run(key, run)
+                        runs[key] = [d.queue_offset, [d.entries], d.end, count]
+                    self.put_bytes += total
+                    pos += total
+                    phys = base + pos
                 phys = mf.end_offset
-                continue
-            if total <= 0 or pos + total > mf.file_size:
-                raise ReplicaMismatch(f"offset {phys}: a record of {total} bytes")
-            if pos + total > written:
-                break  # cut by the frame: the rest comes next
-            try:
-                info = parse_record_info(mf.view, pos, written, False)
-            except BadRecord as exc:
-                raise ReplicaMismatch(f"offset {phys}: {exc}") from None
-            if info.physical_offset != phys:
-                raise ReplicaMismatch(f"offset {phys}: the record says {info.physical_offset}")
-            d = self._dispatch_from_record(phys, info)
-            count = len(d.entries) // CQ_ENTRY_SIZE
-            if info.sys_flag & INNER_BATCH_FLAG and listeners:
-                body = cl.written(phys + info.body_offset, info.body_length)
-                for listener in listeners:
-                    listener(d.topic, d.queue_id, d.queue_offset, body)
-            self._dispatch(d)
-            next_offset[(d.topic, d.queue_id)] = d.queue_offset + count
-            self.put_count += count
-            self.put_bytes += total
-            phys += total
-        if phys > self.dispatched_offset:
-            self.dispatched_offset = phys
+        finally:
+            for key, run in runs.items():
+                self._dispatch_run(key, run)
+            self.dispatched_offset = max(self.dispatched_offset, phys)  # past what was dispatched
+
+    def _dispatch_run(self, key: tuple[str, int], run: list) -> None:
+        first, entries, end, count = run
+        self._dispatch(_Dispatch(key[0], key[1], first, b"".join(entries), end))
+        self._next_queue_offset[key] = first + count
+        self.put_count += count
 
     def truncate_replica(self, offset: int) -> None:
         """Cut the log (and what was dispatched from it) back to ``offset``, a record

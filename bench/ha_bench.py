@@ -1,0 +1,235 @@
+"""Replication (core/ha): SYNC_MASTER against ASYNC_MASTER in the same run, and a slave's
+catch-up speed, with real broker processes on loopback.
+
+Rows (one JSON object per line, see bench/README.md):
+  send_100B_<role>        native-client sync sends of 100 B, ``--concurrency`` in flight, with a
+                          slave connected: msg/s, with p50/p99 latency (ms) and the broker's CPU
+  sync_master_ratio       SYNC_MASTER's msg/s over ASYNC_MASTER's (same run)
+  catch_up_<size>         a slave started against a master already holding ``--behind-mb`` MB
+                          (messages of <size>): MB/s from the slave's start until its log ends
+                          where the master's does, with records/s; ``loopback_ceiling`` beside it
+                          (one socket, 1 MiB writes, nothing stored)
+
+    python bench/ha_bench.py [--messages N] [--concurrency C] [--behind-mb MB] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procs import cpu_seconds, free_port, wait_for_port  # noqa: E402
+
+from rocketport.client import Message, Producer  # noqa: E402
+from rocketport.client.transport import Connection  # noqa: E402
+from rocketport.protocols.remoting import RemotingCommand, RequestCode  # noqa: E402
+from rocketport.protocols.remoting.bodies import KVTable, decode_body  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+TOPIC = "HaBench"
+
+
+class Node:
+    """One broker process: remoting on ``port``, its HA port, other front-ends off."""
+
+    def __init__(self, root: Path, *settings: str) -> None:
+        self.port = free_port()
+        self.namesrv_port = free_port()
+        self.ha_port = free_port()
+        args = [f"storePathRootDir={root}", f"listenPort={self.port}", f"haListenPort={self.ha_port}",
+                f"namesrv.port={self.namesrv_port}", "kafka.enabled=false", "amqp.enabled=false",
+                "stomp.enabled=false", "http.enabled=false", *settings]
+        self.proc = subprocess.Popen([sys.executable, "-m", "rocketport", "broker", "-c", "conf/broker.yaml",
+                                      *[a for s in args for a in ("--set", s)]],
+                                     cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.started = time.monotonic()
+        wait_for_port(self.port, self.proc)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+async def runtime(port: int) -> dict[str, str]:
+    conn = await Connection.open(f"127.0.0.1:{port}")
+    try:
+        resp = await conn.invoke(RemotingCommand(code=int(RequestCode.GET_BROKER_RUNTIME_INFO)), 5)
+        return decode_body(KVTable, resp.body).table
+    finally:
+        conn.close()
+
+
+async def until(predicate, timeout: float = 600.0, step: float = 0.02) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await predicate():
+            return
+        await asyncio.sleep(step)
+    raise TimeoutError("the bench's condition never came")
+
+
+async def in_sync(master: Node) -> bool:
+    return (await runtime(master.port)).get("haInSyncSlaves", "0") != "0"
+
+
+async def sends(master: Node, messages: int, concurrency: int) -> tuple[float, list[float]]:
+    latencies: list[float] = []
+    body = b"x" * 100
+    async with Producer(f"127.0.0.1:{master.namesrv_port}", "ha-bench", retry_times_when_send_failed=0) as producer:
+        await producer.send(Message(TOPIC, body))  # the topic and the route
+
+        async def worker(n: int) -> None:
+            for _ in range(n):
+                t = time.perf_counter()
+                result = await producer.send(Message(TOPIC, body))
+                latencies.append(time.perf_counter() - t)
+                if result.status.value != "SEND_OK":
+                    raise RuntimeError(f"send answered {result.status}")
+        start = time.perf_counter()
+        await asyncio.gather(*(worker(messages // concurrency) for _ in range(concurrency)))
+        return time.perf_counter() - start, latencies
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+def send_case(base: Path, role: str, args: argparse.Namespace) -> dict:
+    root = base / role
+    master = Node(root / "m", f"brokerRole={role}")
+    slave = Node(root / "s", "brokerRole=SLAVE", "brokerId=1", f"haMasterAddress=127.0.0.1:{master.ha_port}",
+                 "namesrv.enabled=false")
+    try:
+        asyncio.run(until(lambda: in_sync(master)))
+        cpu = cpu_seconds(master.proc.pid)
+        seconds, latencies = asyncio.run(sends(master, args.messages, args.concurrency))
+        cpu = cpu_seconds(master.proc.pid) - cpu
+    finally:
+        slave.stop()
+        master.stop()
+    n = len(latencies)
+    return {"bench": "ha", "case": f"send_100B_{role.lower()}", "value": round(n / seconds),
+            "unit": "msg/s", "p50_ms": round(_pct(latencies, 0.5), 2), "p99_ms": round(_pct(latencies, 0.99), 2),
+            "messages": n, "concurrency": args.concurrency, "broker_cpu_us_per_msg": round(cpu / n * 1e6, 1),
+            "flush": "ASYNC_FLUSH"}
+
+
+async def load(master: Node, megabytes: int, size: int) -> int:
+    """Fill the master with ``megabytes`` of ``size``-byte messages (batches of ~256 KiB, 8
+    in flight); returns its log end."""
+    per_batch = max(1, (256 << 10) // size)
+    body = b"y" * size
+    batches = (megabytes << 20) // (per_batch * size) + 1
+    async with Producer(f"127.0.0.1:{master.namesrv_port}", "ha-load") as producer:
+        left = iter(range(batches))
+
+        async def worker() -> None:
+            for _ in left:
+                await producer.send_batch([Message(TOPIC, body) for _ in range(per_batch)])
+        await asyncio.gather(*(worker() for _ in range(8)))
+    return int((await runtime(master.port))["commitLogMaxOffset"])
+
+
+def catch_up_case(base: Path, size: int, args: argparse.Namespace) -> dict:
+    root = base / f"catchup{size}"
+    master = Node(root / "m", "brokerRole=ASYNC_MASTER")
+    try:
+        end = asyncio.run(load(master, args.behind_mb, size))
+        slave = Node(root / "s", "brokerRole=SLAVE", "brokerId=1", f"haMasterAddress=127.0.0.1:{master.ha_port}",
+                     "namesrv.enabled=false")
+        try:
+            async def first_answer() -> tuple[float, int]:
+                while True:
+                    try:
+                        rt = await runtime(slave.port)
+                        return time.monotonic(), int(rt.get("haSlaveOffset", "0"))
+                    except OSError:
+                        await asyncio.sleep(0.01)
+            start, from_offset = asyncio.run(first_answer())  # the slave serves: its start-up is over
+            cpu = cpu_seconds(slave.proc.pid)
+
+            async def caught_up() -> bool:
+                return int((await runtime(slave.port)).get("haSlaveOffset", "0")) >= end
+            asyncio.run(until(caught_up, step=0.02))
+            seconds = time.monotonic() - start
+            cpu = cpu_seconds(slave.proc.pid) - cpu
+        finally:
+            slave.stop()
+    finally:
+        master.stop()
+    copied = end - from_offset
+    return {"bench": "ha", "case": f"catch_up_{size}B", "value": round(copied / seconds / 1e6, 1), "unit": "MB/s",
+            "bytes": copied, "behind": end, "seconds": round(seconds, 3),
+            "records_per_s": round(copied / (size + 120) / seconds), "slave_cpu_s": round(cpu, 2),
+            "note": "from the slave's first answer (start-up over) until its log ends where the master's does"}
+
+
+def loopback_ceiling(total: int = 512 << 20) -> dict:
+    """One loopback socket, 1 MiB writes, the reader discarding: what the HA stream could reach."""
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    got = [0]
+
+    def drain() -> None:
+        conn, _ = server.accept()
+        with conn:
+            while data := conn.recv(1 << 20):
+                got[0] += len(data)
+    reader = threading.Thread(target=drain)
+    reader.start()
+    chunk = b"z" * (1 << 20)
+    start = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        for _ in range(total >> 20):
+            sock.sendall(chunk)
+    reader.join()
+    seconds = time.perf_counter() - start
+    server.close()
+    return {"bench": "ha", "case": "loopback_ceiling", "value": round(got[0] / seconds / 1e6, 1), "unit": "MB/s"}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--behind-mb", type=int, default=128)
+    parser.add_argument("--sizes", default="1024", help="message sizes of the catch-up cases")
+    parser.add_argument("--dir", default=None)
+    args = parser.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="ha-bench-", dir=args.dir))
+    try:
+        rows = {}
+        for role in ("ASYNC_MASTER", "SYNC_MASTER"):
+            rows[role] = send_case(base, role, args)
+            print(json.dumps(rows[role]), flush=True)
+        print(json.dumps({"bench": "ha", "case": "sync_master_ratio",
+                          "value": round(rows["SYNC_MASTER"]["value"] / rows["ASYNC_MASTER"]["value"], 2),
+                          "unit": "x", "note": "SYNC_MASTER msg/s over ASYNC_MASTER's, same run"}), flush=True)
+        for size in (int(s) for s in args.sizes.split(",")):
+            print(json.dumps(catch_up_case(base, size, args)), flush=True)
+        print(json.dumps(loopback_ceiling()), flush=True)
+        print(json.dumps({"bench": "ha", "case": "load", "value": os.getloadavg()[0], "unit": "loadavg1"}),
+              flush=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
