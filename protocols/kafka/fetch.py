@@ -278,6 +278,17 @@ class FetchHandler:
                     out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                     continue
                 offset = p["fetch_offset"]
+                high = broker.max_offset(topic, index)
+                if offset == high:  # caught up (most partitions of a many-partition consumer): no read
+                    try:
+                        broker.check_readable(topic, index)
+                    except BrokerError as exc:
+                        out["error_code"] = error_code_for(exc)
+                        continue
+                    out["high_watermark"], out["log_start_offset"] = high, broker.min_offset(topic, index)
+                    out["last_stable_offset"] = broker.last_stable_offset(topic, index, high)
+                    waits.append((topic, index, offset))
+                    continue
                 room = min(p["partition_max_bytes"], budget - total)
                 first = total == 0  # the first partition with data gets its first batch whole
                 try:  # the core's read rule (Broker.check_readable), applied once

@@ -70,6 +70,7 @@ class FetchSession:
     created_ms: int
     last_used_ms: int
     partitions: dict[tuple[str, int], CachedPartition] = field(default_factory=dict)
+    topics: list[dict[str, Any]] | None = None  # the expanded request's topics, until a partition changes
 
 
 @dataclass(slots=True)
@@ -109,6 +110,8 @@ class FetchSessionCache:
         if session.epoch != epoch:
             return ErrorCode.INVALID_FETCH_SESSION_EPOCH
         parts = session.partitions
+        if body["topics"] or body["forgotten_topics_data"]:
+            session.topics = None
         for t in body["topics"]:
             for p in t["partitions"]:
                 key = (t["topic"], p["partition"])
@@ -127,14 +130,15 @@ class FetchSessionCache:
             return SessionFetch({**body, "topics": []}, None, False)
         session.epoch = _next_epoch(epoch)
         self._touch(session)
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        for (topic, index), cached in parts.items():
-            by_topic.setdefault(topic, []).append(
-                {"partition": index, "current_leader_epoch": -1, "fetch_offset": cached.fetch_offset,
-                 "last_fetched_epoch": -1, "log_start_offset": cached.log_start_offset,
-                 "partition_max_bytes": cached.partition_max_bytes})
-        request = {**body, "topics": [{"topic": topic, "partitions": ps} for topic, ps in by_topic.items()]}
-        return SessionFetch(request, session, False)
+        if session.topics is None:  # a consumer caught up sends empty requests: built once for them
+            by_topic: dict[str, list[dict[str, Any]]] = {}
+            for (topic, index), cached in parts.items():
+                by_topic.setdefault(topic, []).append(
+                    {"partition": index, "current_leader_epoch": -1, "fetch_offset": cached.fetch_offset,
+                     "last_fetched_epoch": -1, "log_start_offset": cached.log_start_offset,
+                     "partition_max_bytes": cached.partition_max_bytes})
+            session.topics = [{"topic": topic, "partitions": ps} for topic, ps in by_topic.items()]
+        return SessionFetch({**body, "topics": session.topics}, session, False)
 
     # ------------------------------------------------------------------ after the read
     def finish(self, fetch: SessionFetch, response: dict[str, Any]) -> dict[str, Any]:
