@@ -12,11 +12,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def broker_command(root: Path, *settings: str) -> list[str]:
-    """``rocketport broker -c conf/broker.yaml`` on store ``root`` with ``--set`` settings
-    (the AMQP, STOMP and HTTP ports are free ones unless a setting names them: never the defaults)."""
+def broker_command(root: Path, *settings: str, conf: str = "conf/broker.yaml") -> list[str]:
+    """``rocketport broker -c conf/broker.yaml`` (or ``conf``) on store ``root`` with ``--set``
+    settings (the AMQP, STOMP and HTTP ports are free ones unless a setting names them: never
+    the defaults)."""
     args = [arg for setting in settings for arg in ("--set", setting)]
-    return [sys.executable, "-m", "rocketport", "broker", "-c", "conf/broker.yaml",
+    return [sys.executable, "-m", "rocketport", "broker", "-c", conf,
             "--set", f"storePathRootDir={root}", "--set", "amqp.port=0",
             "--set", "stomp.port=0", "--set", "stomp.wsPort=0", "--set", "http.port=0", *args]
 
@@ -57,8 +58,8 @@ class RestartableBroker:
     """One store, one broker process at a time, started again on the same ``settings`` (fixed
     ports) after a SIGKILL or a stop; its log appends across starts to ``log``."""
 
-    def __init__(self, root: Path, *settings: str, timeout: float = 60) -> None:
-        self.root, self.settings, self.timeout = root, settings, timeout
+    def __init__(self, root: Path, *settings: str, timeout: float = 60, conf: str = "conf/broker.yaml") -> None:
+        self.root, self.settings, self.timeout, self.conf = root, settings, timeout, conf
         self.log = root.parent / "broker.log"
         self.proc: subprocess.Popen | None = None
         self.starts = 0
@@ -67,7 +68,7 @@ class RestartableBroker:
         """Start it and wait for its "ready" line (an assertion error with the log's end otherwise)."""
         seen = self.log.read_text().count(" ready (pid") if self.log.exists() else 0
         with open(self.log, "a") as log:
-            self.proc = subprocess.Popen(broker_command(self.root, *self.settings),
+            self.proc = subprocess.Popen(broker_command(self.root, *self.settings, conf=self.conf),
                                          stdout=subprocess.DEVNULL, stderr=log, cwd=REPO)
         self.starts += 1
         deadline = time.monotonic() + self.timeout
