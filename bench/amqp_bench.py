@@ -17,6 +17,10 @@ them by the name in brackets):
   SYNC_FLUSH, as RabbitMQ confirms after its fsync. Floor: 2x RabbitMQ's.
 - drain_{100B,1KiB}_pika [pika]: pika (BlockingConnection) consumes what was published,
   prefetch 1,000, ack multiple every 100. Floor: 2x RabbitMQ's. The row carries `ceiling`.
+- publish_100B_pika_typed_headers [typed]: the pika publish with a Celery-like typed header
+  table of 10 entries on every message (strings, integers, void, an array, a boolean, a
+  decimal, a timestamp, bytes, a table; the task id each message's own), which Rocketport
+  keeps whole for AMQP consumers beside each header's text. Floor: 2x RabbitMQ's.
 - drain_{100B,1KiB}_pika_ceiling [ceiling, with pika]: the same pika drain against
   bench/amqp_frames_server.py, a server that only writes pre-rendered deliveries (same
   window, same properties) and stores nothing: what pika itself can take on this machine,
@@ -62,6 +66,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
+import decimal
 import json
 import os
 import shutil
@@ -152,16 +158,30 @@ def reset_queue(port: int) -> None:
 
 
 # ---------------------------------------------------------------------- pika clients
-def pika_publish(port: int, count: int, size: int) -> float:
-    """Seconds to publish ``count`` persistent messages, one confirm wait per 1,000."""
+def typed_headers(n: int) -> dict[str, Any]:
+    """A Celery-like header table of 10 entries, typed (a string, integers, void, an array,
+    a boolean, a decimal, a timestamp, bytes, a table), its task id each message's own."""
+    return {"id": "task-%012d" % n, "task": "proj.tasks.add", "retries": 3, "eta": None,
+            "timelimit": [None, None], "ignore_result": False, "price": decimal.Decimal("9.99"),
+            "sent_at": datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc),
+            "blob": b"\x00\x01\xfe", "origin": {"host": "worker-1", "pid": 4242}}
+
+
+def pika_publish(port: int, count: int, size: int, headers: Callable[[int], dict] | None = None) -> float:
+    """Seconds to publish ``count`` persistent messages, one confirm wait per 1,000; with
+    ``headers``, each message carries the header table it makes of the message's number."""
     body = b"x" * size
     props = pika.BasicProperties(delivery_mode=2)
     state = {"sent": 0, "confirmed": 0, "start": 0.0, "end": 0.0}
 
     def send_batch(ch) -> None:
         n = min(CONFIRM_BATCH, count - state["sent"])
-        for _ in range(n):
-            ch.basic_publish("", QUEUE, body, props)
+        if headers is None:
+            for _ in range(n):
+                ch.basic_publish("", QUEUE, body, props)
+        else:
+            for i in range(state["sent"], state["sent"] + n):
+                ch.basic_publish("", QUEUE, body, pika.BasicProperties(delivery_mode=2, headers=headers(i)))
         state["sent"] += n
 
     def on_confirm(frame_) -> None:
@@ -628,6 +648,12 @@ def cases(count: int, raw_count: int, raw_sync_count: int, only: set[str], rates
             def pika_ceiling(size: int = size, label: str = label) -> dict[str, tuple[float, ...]]:
                 return {f"drain_{label}_pika": ceiling_drain(count, size)}
             out.append(Case(f"pika_{label}", pika_pass, "sync", pika_ceiling if "ceiling" in only else None))
+    if "typed" in only:
+        def typed_pass(t: Target) -> dict[str, tuple[float, ...]]:
+            reset_queue(t.port)
+            return {"publish_100B_pika_typed_headers": throughput(
+                t, lambda: pika_publish(t.port, count, 100, typed_headers), count)}
+        out.append(Case("typed", typed_pass, "sync"))
     if "aio_pika" in only:
         for size, label in ((100, "100B"), (1024, "1KiB")):
             def aio_pass(t: Target, size: int = size, label: str = label) -> dict[str, tuple[float, ...]]:
@@ -726,9 +752,9 @@ def main() -> None:
     parser.add_argument("--skip-rabbitmq", action="store_true")
     parser.add_argument("--latency-rates", default="1000,10000",
                         help="msg/s of the latency cases (the raw ones run at 1000 only)")
-    parser.add_argument("--only", default="pika,ceiling,aio_pika,raw,raw_sync,dlx,latency,raw_latency",
-                        help="pika, ceiling (with pika), aio_pika, raw, raw_sync, dlx, latency, raw_latency "
-                             "(comma-separated)")
+    parser.add_argument("--only", default="pika,ceiling,typed,aio_pika,raw,raw_sync,dlx,latency,raw_latency",
+                        help="pika, ceiling (with pika), typed, aio_pika, raw, raw_sync, dlx, latency, "
+                             "raw_latency (comma-separated)")
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="amqp-bench-")
     targets: dict[str, Target] = {}

@@ -44,6 +44,10 @@ PROPERTY_INNER_BASE = "INNER_BASE"
 PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
 PROPERTY_DEDUP_KEY = "DEDUP_KEY"  # Rocketport's: a producer's repeat is dropped (core/dedup.py)
+# Rocketport's: an AMQP header table holding more than strings, as published (base64 of its
+# wire bytes), so an AMQP consumer gets its types back; every header is also a property of
+# its own, as text, for every other reader (protocols/amqp/properties.py)
+PROPERTY_AMQP_HEADERS = "AMQP_HEADERS"
 
 KEY_SEPARATOR = " "
 

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
 
-from pamqp import commands, decode
+from pamqp import commands
 from pamqp.base import Frame
 from pamqp.exceptions import UnmarshalingException
+
+from .field_table import header_texts
 
 FRAME_METHOD: Final = 1
 FRAME_HEADER: Final = 2
@@ -155,14 +157,14 @@ def decode_properties(flags_and_list: bytes) -> dict[str, Any]:
     their sizes), so the properties dict is shared: read it, never change it."""
     properties = _headers.get(flags_and_list)
     if properties is None:
-        properties = _decode_properties(memoryview(flags_and_list), 0)
+        properties = _decode_properties(flags_and_list, 0)
         if len(_headers) >= _DECODED_MAX:
             _headers.clear()
         _headers[flags_and_list] = properties
     return properties
 
 
-def _decode_properties(payload: memoryview, at: int) -> dict[str, Any]:
+def _decode_properties(payload: bytes | memoryview, at: int) -> dict[str, Any]:
     """The property flags and list from ``at`` on."""
     try:
         (flags,) = _U16.unpack_from(payload, at)
@@ -188,8 +190,10 @@ def _decode_properties(payload: memoryview, at: int) -> dict[str, Any]:
                     pos += 8
                 else:
                     table = _text_table(payload, pos)
-                    if table is None:
-                        used, table = decode.field_table(bytes(payload[pos:]))
+                    if table is None:  # typed: each header's text, and the table as it came
+                        texts, used = header_texts(payload, pos)  # (`properties.HEADERS_TABLE`)
+                        table = dict(texts)
+                        properties["headers_table"] = bytes(payload[pos:pos + used])
                     else:
                         used = 4 + _U32.unpack_from(payload, pos)[0]
                     properties[name] = table
@@ -200,7 +204,7 @@ def _decode_properties(payload: memoryview, at: int) -> dict[str, Any]:
     return properties
 
 
-def _text_table(payload: memoryview, pos: int) -> dict[str, Any] | None:
+def _text_table(payload: bytes | memoryview, pos: int) -> dict[str, Any] | None:
     """A field table at ``pos`` whose values are all long strings (what most publishers'
     headers are: a message key, ids), decoded as pamqp decodes it at a fraction of the
     cost; None for any other table (pamqp's then)."""

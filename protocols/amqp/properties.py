@@ -5,22 +5,33 @@ consumer sees as headers and a RocketMQ consumer as user properties: each basic 
 stored under its spec name (``content_type``, ``correlation_id``, ``reply_to``, ``type`` ...)
 and each header under its own name, as text (``timestamp`` in seconds since the epoch).
 The routing key is the message's TAGS. Going back, the same names become the basic
-properties and every other non-system property a header (a string: typed header values
-are not kept; see docs/protocol-amqp.md). The core's own properties (TAGS, KEYS, UNIQ_KEY,
-DELAY, ...) are never shown as headers, except DELAY and the timer keys a publisher may set
-to use the core's delay path.
+properties and every other non-system property a header. A header table holding anything
+but strings (numbers, booleans, timestamps, decimals, byte arrays, arrays, tables, void) is
+also kept as it came, its wire bytes in one hidden property (`PROPERTY_AMQP_HEADERS`), and
+an AMQP consumer gets that table back, types and values as published; other readers see
+each header's text (`_text`: numbers as digits, so SQL92 compares them as numbers; arrays
+and tables as JSON). A text value that is not UTF-8 (a Kafka header's bytes) goes to AMQP
+as a byte array ('x'). Header-less and all-string publishes store nothing more. The core's
+own properties (TAGS, KEYS, UNIQ_KEY, DELAY, ...) are never shown as headers, except DELAY
+and the timer keys a publisher may set to use the core's delay path. A stored
+``content-type`` (a STOMP sender's) is the content_type property when there is none.
 """
 
 from __future__ import annotations
 
-import datetime
+import base64
+import binascii
 import struct
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any, Final
 
-from pamqp import encode
+from pamqp import decode
+
+from .field_table import text_of as _text
 
 from rocketport.common.message import (
+    PROPERTY_AMQP_HEADERS,
     PROPERTY_TAGS,
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -46,16 +57,9 @@ X_DELAY: Final = "x-delay"
 DEFAULT_EXCHANGE_MARK: Final = "AMQP_TO_QUEUE"
 
 
-def _text(value: object) -> str:
-    if type(value) is str:
-        return value
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, datetime.datetime):
-        return str(int(value.replace(tzinfo=value.tzinfo or datetime.timezone.utc).timestamp()))
-    return str(value)
+# what the codec adds to a content header's properties when its header table holds more
+# than strings: the table's wire bytes (length included)
+HEADERS_TABLE: Final = "headers_table"
 
 
 def to_message_properties(props: Mapping[str, Any], routing_key: str, now_ms: int) -> dict[str, str]:
@@ -65,6 +69,7 @@ def to_message_properties(props: Mapping[str, Any], routing_key: str, now_ms: in
     out: dict[str, str] = {}
     if props:
         headers = props.get("headers")
+        typed = HEADERS_TABLE in props  # its headers are texts already (field_table.header_texts)
         if headers:
             for key, value in headers.items():
                 if key == X_DELAY:
@@ -76,10 +81,13 @@ def to_message_properties(props: Mapping[str, Any], routing_key: str, now_ms: in
                         out[PROPERTY_TIMER_DELIVER_MS] = str(now_ms + delay)
                     continue
                 if value is not None and "\x01" not in key and "\x02" not in key:
-                    out[key] = _text(value).replace("\x01", " ").replace("\x02", " ")
+                    out[key] = value if typed else _text(value).replace("\x01", " ").replace("\x02", " ")
         for name, value in props.items():
             if name in BASIC_NAMES and value != "":
                 out[name] = _text(value)
+        table = props.get(HEADERS_TABLE)
+        if table is not None:
+            out[PROPERTY_AMQP_HEADERS] = base64.b64encode(table).decode()
     if routing_key:
         out[PROPERTY_TAGS] = routing_key
     return out
@@ -182,6 +190,7 @@ def _shortstr(text: str) -> bytes:
 
 
 _BASIC_FIELDS: Final = {name: (bit, kind) for name, bit, kind in _FIELDS if name != "headers"}
+_CONTENT_TYPE: Final = _BASIC_FIELDS["content_type"]
 _HEADERS_FLAG: Final = 1 << 13
 # DELAY is the publisher's own here (RabbitMQ's x-delay plugin): it comes back as a header
 _HIDDEN: Final = (SYSTEM_PROPERTY_NAMES - {"DELAY"}) | {DEFAULT_EXCHANGE_MARK}
@@ -214,6 +223,8 @@ def encode_properties(properties: Mapping[str, str], tag_header: str) -> bytes:
     routing_key = properties.get(PROPERTY_TAGS)
     for name, value in key:
         field = _BASIC_FIELDS.get(name)
+        if field is None and name == "content-type" and "content_type" not in properties:
+            field = _CONTENT_TYPE  # a STOMP sender's
         if field is None:
             if name not in _HIDDEN and not (name == tag_header and value == routing_key):
                 if headers is None:
@@ -237,19 +248,58 @@ def encode_properties(properties: Mapping[str, str], tag_header: str) -> bytes:
                     continue
                 found.append((bit, _U64.pack(number)))
         flags |= 1 << bit
-    if headers:
+    typed = properties.get(PROPERTY_AMQP_HEADERS)
+    if typed is not None:
+        entries, names = _typed_table(typed)
+        extra = _text_entries({k: v for k, v in headers.items() if k not in names}) if headers else b""
         flags |= _HEADERS_FLAG
-        try:
-            table = encode.field_table(headers)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            table = encode.field_table({k: str(v).encode("utf-8", "surrogateescape") for k, v in headers.items()})
-        found.append((13, table))
+        found.append((13, _U32.pack(len(entries) + len(extra)) + entries + extra))
+    elif headers:
+        flags |= _HEADERS_FLAG
+        entries = _text_entries(headers)
+        found.append((13, _U32.pack(len(entries)) + entries))
     found.sort(reverse=True)
     done = _U16.pack(flags) + b"".join(part for _, part in found)
     if len(encoded) >= _ENCODED_MAX:
         encoded.clear()
     encoded[key] = done
     return done
+
+
+def _text_entries(headers: Mapping[str, str]) -> bytes:
+    """Field-table entries of text headers: a long string each, or a byte array for text
+    that is not UTF-8 (a binary Kafka header: its octets, kept through surrogateescape)."""
+    parts: list[bytes] = []
+    for name, value in headers.items():
+        raw_name = name.encode("utf-8", "surrogateescape")[:255]
+        try:
+            raw, kind = value.encode(), b"S"
+        except UnicodeEncodeError:
+            raw, kind = value.encode("utf-8", "surrogateescape"), b"x"
+        parts += (bytes((len(raw_name),)), raw_name, kind, _U32.pack(len(raw)), raw)
+    return b"".join(parts)
+
+
+@lru_cache(maxsize=256)
+def _typed_table(stored: str) -> tuple[bytes, frozenset[str]]:
+    """A stored typed header table (`PROPERTY_AMQP_HEADERS`): its entries' wire bytes and
+    their names (the text properties of the same names are its renderings). A value that
+    does not decode (never written by us) counts as no table."""
+    try:
+        raw = base64.b64decode(stored, validate=True)
+        used, table = decode.field_table(raw)
+    except (binascii.Error, ValueError, TypeError, struct.error, UnicodeDecodeError):
+        return b"", frozenset()
+    return raw[4:used], frozenset(table)
+
+
+def typed_headers(properties: Mapping[str, str]) -> dict[str, Any] | None:
+    """The typed header table a message was published with, decoded (None: none kept)."""
+    stored = properties.get(PROPERTY_AMQP_HEADERS)
+    if stored is None:
+        return None
+    entries, _ = _typed_table(stored)
+    return decode.field_table(_U32.pack(len(entries)) + entries)[1]
 
 
 def routing_key_of(properties: Mapping[str, str]) -> str:

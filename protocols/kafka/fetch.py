@@ -42,6 +42,7 @@ from typing import Any, Final
 
 from rocketport.common.batch import Record, build_batch
 from rocketport.common.message import (
+    PROPERTY_AMQP_HEADERS,
     PROPERTY_INNER_NUM,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
@@ -67,7 +68,9 @@ _MAX_COUNT: Final = 1 << 20  # the byte limits bound a fetch; this only satisfie
 _CACHE_ENTRIES: Final = 4096
 _CACHE_BYTES: Final = 64 << 20
 # properties that describe storage, not the message: never shown to Kafka consumers
-_HIDDEN: Final = frozenset({PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_INNER_NUM, PROPERTY_WAIT_STORE_MSG_OK})
+# an AMQP typed header table is hidden: each of its headers is a header of its own (text)
+_HIDDEN: Final = frozenset({PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_INNER_NUM, PROPERTY_WAIT_STORE_MSG_OK,
+                            PROPERTY_AMQP_HEADERS})
 _OUT_OF_RANGE: Final = frozenset({GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY})
 # pacing: a partition left with data behind and fetched again this long after is a stall
 # (librdkafka's queue backoff is 1 s by default; a longer gap is some other pause)

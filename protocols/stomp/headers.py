@@ -6,11 +6,17 @@ does one named like a header the MESSAGE sets itself. A drain renders the same p
 message after message (one producer's header block), so `PropertyHeaders.of_stored` keeps
 the lines by the properties' stored octets, without the per-message unique key (a
 RocketMQ producer's UNIQ_KEY, never shown): a hit costs a dict look-up, not a decode.
-Sans-IO: one instance per connection, for its negotiated version.
+An AMQP publisher's ``content_type`` is the frame's ``content-type``. A value that is not
+UTF-8 (a Kafka header's bytes, an AMQP byte array) cannot be a STOMP header as it is: it
+is written in base64 (RFC 4648) and its name listed in ``x-base64-headers`` (names
+separated by commas), so a client decodes it back to the exact octets. Typed AMQP headers
+show as their text (properties.py of the AMQP front-end). Sans-IO: one instance per
+connection, for its negotiated version.
 """
 
 from __future__ import annotations
 
+import base64
 from typing import Final
 
 from rocketport.common.message import (
@@ -23,9 +29,10 @@ from rocketport.common.message import (
 
 from .codec import escape
 
+BASE64_HEADERS: Final = "x-base64-headers"
 HIDDEN: Final = SYSTEM_PROPERTY_NAMES | {
     "message-id", "ack", "subscription", "destination", "content-length", "redelivered",
-    "x-reconsume-times", "x-tags", "x-keys"}
+    "x-reconsume-times", "x-tags", "x-keys", BASE64_HEADERS}
 _CACHED_MAX: Final = 64  # distinct property blocks kept per connection
 
 
@@ -58,6 +65,10 @@ class PropertyHeaders:
         # a record batch carries TAGS in its tag header too: shown once, as x-tags
         hidden = self._hidden_tagged if tags and props.get(self._tag_header) == tags else HIDDEN
         shown = [(k, v) for k, v in props.items() if k not in hidden]
+        if "content_type" in props and "content-type" not in props:  # an AMQP publisher's
+            shown = [("content-type" if k == "content_type" else k, v) for k, v in shown]
+        if not all(v.isascii() for _, v in shown):
+            shown = _binary_as_base64(shown)
         if tags:
             shown.append(("x-tags", tags))
         keys = props.get(PROPERTY_KEYS)
@@ -70,3 +81,20 @@ class PropertyHeaders:
             text = "".join([f"{escape(k, version)}:{escape(v, version)}\n" for k, v in shown])
         return text
 
+
+
+def _binary_as_base64(shown: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Values that are not UTF-8 (octets kept through surrogateescape) in base64, their
+    names listed in `BASE64_HEADERS`."""
+    out: list[tuple[str, str]] = []
+    binary: list[str] = []
+    for name, value in shown:
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            value = base64.b64encode(value.encode("utf-8", "surrogateescape")).decode()
+            binary.append(name)
+        out.append((name, value))
+    if binary:
+        out.append((BASE64_HEADERS, ",".join(binary)))
+    return out

@@ -37,3 +37,13 @@ def test_many_distinct_property_blocks_each_render_their_own():
     headers = PropertyHeaders(V12, "tag")
     for i in range(300):
         assert headers.of_stored(_raw(n=str(i))) == f"n:{i}\n"
+
+
+def test_an_amqp_content_type_is_content_type_and_binary_values_go_in_base64():
+    """AMQP's content_type property is STOMP's content-type; a value that is not UTF-8 (a
+    Kafka header's octets, kept through surrogateescape) is written in base64 and named in
+    x-base64-headers; the hidden typed table never shows."""
+    raw = encode_properties({"content_type": "text/plain", "bin": b"\xff\x00".decode("utf-8", "surrogateescape"),
+                             "txt": "héllo", "AMQP_HEADERS": "AAAA"})
+    assert PropertyHeaders(V12, "tag").of_stored(raw) == (
+        "content-type:text/plain\nbin:/wA=\ntxt:héllo\nx-base64-headers:bin\n")

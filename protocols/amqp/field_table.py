@@ -1,0 +1,105 @@
+"""AMQP field tables as the text other protocols read: each header's value as text.
+
+A table holding more than strings is kept whole for AMQP consumers (properties.py); every
+other reader gets each header as text, made here. A publisher's tables mostly repeat all
+but an entry or two (a Celery task's id), so the table is walked entry by entry without
+decoding (each type's size is known from its tag or its length prefix) and an entry's
+text is remembered by its bytes: only entries not seen recently are decoded (by pamqp).
+The field types are 0-9-1's and RabbitMQ's errata ('s' a signed 16-bit integer, 'i' an
+unsigned 32-bit one, 'u' unsigned 16-bit, 'B' unsigned 8-bit, 'l' and 'L' 64-bit). Sans-IO;
+a malformed table raises ValueError.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import struct
+from typing import Final
+
+from pamqp import decode
+
+_U32 = struct.Struct(">I")
+# bytes after the type tag, by tag; None: a long length prefix says (S x A F)
+_SIZES: Final = {
+    0x74: 1, 0x62: 1, 0x42: 1, 0x73: 2, 0x75: 2, 0x49: 4, 0x69: 4, 0x6C: 8, 0x4C: 8,
+    0x66: 4, 0x64: 8, 0x44: 5, 0x54: 8, 0x56: 0, 0x53: None, 0x78: None, 0x41: None, 0x46: None,
+}
+_texts: dict[bytes, tuple[str, str | None]] = {}  # an entry's bytes -> (name, text)
+_TEXTS_MAX: Final = 4096
+
+
+def text_of(value: object) -> str:
+    """A header value as the text other protocols read: strings as they are, bytes as
+    their octets (undecodable ones kept through surrogateescape, so a Kafka reader gets
+    them back exactly), booleans true/false, numbers as digits, a timestamp as seconds
+    since the epoch, arrays and tables as JSON."""
+    if type(value) is str:
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "surrogateescape")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime.datetime):
+        return str(int(value.replace(tzinfo=value.tzinfo or datetime.timezone.utc).timestamp()))
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, default=_json_value, ensure_ascii=False, separators=(",", ":"))
+    return str(value)
+
+
+def _json_value(value: object) -> object:
+    if isinstance(value, decimal.Decimal):
+        return float(value) if value.is_finite() else str(value)
+    return text_of(value)
+
+
+def header_texts(data: bytes | memoryview, pos: int) -> tuple[list[tuple[str, str | None]], int]:
+    """The entries of the field table at ``pos`` (its length prefix) as (name, text; None
+    for void), in order, and the table's size with its prefix. A text holds no property
+    separator (\x01, \x02: a space each), so it is stored as it is."""
+    try:
+        (size,) = _U32.unpack_from(data, pos)
+    except struct.error:
+        raise ValueError("field table truncated") from None
+    end = pos + 4 + size
+    if end > len(data):
+        raise ValueError("field table longer than its content header")
+    out: list[tuple[str, str | None]] = []
+    at = pos + 4
+    texts, sizes = _texts, _SIZES
+    while at < end:
+        kind_at = at + 1 + data[at]
+        if kind_at >= end:
+            raise ValueError("field table entry truncated")
+        width = sizes.get(data[kind_at], -1)
+        if width is None:
+            if kind_at + 5 > end:
+                raise ValueError("field table entry truncated")
+            width = 4 + _U32.unpack_from(data, kind_at + 1)[0]
+        elif width < 0:
+            raise ValueError(f"unknown field type {bytes(data[kind_at:kind_at + 1])!r}")
+        entry_end = kind_at + 1 + width
+        if entry_end > end:
+            raise ValueError("field table entry truncated")
+        entry = bytes(data[at:entry_end])
+        found = texts.get(entry)
+        if found is None:
+            found = _decoded(entry)
+            if len(texts) >= _TEXTS_MAX:
+                texts.clear()
+            texts[entry] = found
+        out.append(found)
+        at = entry_end
+    return out, 4 + size
+
+
+def _decoded(entry: bytes) -> tuple[str, str | None]:
+    try:
+        _, table = decode.field_table(_U32.pack(len(entry)) + entry)
+    except (ValueError, TypeError, struct.error, UnicodeDecodeError, decimal.InvalidOperation) as exc:
+        raise ValueError(f"field table entry does not decode: {exc}") from None
+    ((name, value),) = table.items()
+    return name, None if value is None else text_of(value).replace("\x01", " ").replace("\x02", " ")

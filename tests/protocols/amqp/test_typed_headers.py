@@ -1,0 +1,216 @@
+"""Typed AMQP headers: a header table comes back to an AMQP consumer with the types and
+values it was published with (every 0-9-1 field type and RabbitMQ's), while STOMP, Kafka
+and SQL92 filters read each header as text, and a Kafka header's bytes reach AMQP as a
+byte array and STOMP in base64 (docs/architecture.md's cross-protocol table)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import decimal
+import struct
+import time
+from collections.abc import Iterator
+
+import pika
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from pamqp import commands, decode, frame
+from pamqp.body import ContentBody
+
+from rocketport.core.config import ProtocolConfig
+from tests.protocols.amqp.raw_client import RawAmqp
+from tests.protocols.amqp.test_pika import _drain
+from tests.protocols.stomp.stomp_support import connect as stomp_connect
+from tests.support.live_broker import LiveBroker, start_live_broker
+
+TIMEOUT_S = 20
+
+
+@pytest.fixture
+def broker(small_config) -> Iterator[LiveBroker]:
+    """AMQP, STOMP and Kafka on one store."""
+    live = start_live_broker(dataclasses.replace(
+        small_config, listen_port=0, namesrv=ProtocolConfig(True, 0), kafka=ProtocolConfig(True, 0),
+        amqp=ProtocolConfig(True, 0), stomp=ProtocolConfig(True, 0), mapped_file_size_commit_log=8 << 20))
+    try:
+        yield live
+    finally:
+        live.stop()
+
+
+def _lstr(raw: bytes) -> bytes:
+    return struct.pack(">I", len(raw)) + raw
+
+
+def _entry(name: bytes, kind: bytes, value: bytes) -> bytes:
+    return bytes((len(name),)) + name + kind + value
+
+
+def _table(*entries: bytes) -> bytes:
+    return _lstr(b"".join(entries))
+
+
+# one of every field type RabbitMQ reads and writes (its 0-9-1 errata: 's' is a signed
+# 16-bit integer, 'i' an unsigned 32-bit one), nested tables and arrays included
+EVERY_TYPE = _table(
+    _entry(b"bool", b"t", b"\x01"),
+    _entry(b"int8", b"b", struct.pack(">b", -5)),
+    _entry(b"uint8", b"B", struct.pack(">B", 250)),
+    _entry(b"int16", b"s", struct.pack(">h", -300)),
+    _entry(b"uint16", b"u", struct.pack(">H", 65000)),
+    _entry(b"int32", b"I", struct.pack(">i", -70000)),
+    _entry(b"uint32", b"i", struct.pack(">I", 4_000_000_000)),
+    _entry(b"int64", b"l", struct.pack(">q", -(2 ** 40))),
+    _entry(b"float", b"f", struct.pack(">f", 1.5)),
+    _entry(b"double", b"d", struct.pack(">d", 2.25)),
+    _entry(b"decimal", b"D", struct.pack(">Bi", 2, 12345)),
+    _entry(b"string", b"S", _lstr("text é".encode())),
+    _entry(b"bytes", b"x", _lstr(b"\x00\xff\x01")),
+    _entry(b"array", b"A", _lstr(b"S" + _lstr(b"a") + b"I" + struct.pack(">i", 1) + b"V"
+                                 + b"F" + _table(_entry(b"k", b"S", _lstr(b"v"))))),
+    _entry(b"time", b"T", struct.pack(">Q", 1_700_000_000)),
+    _entry(b"table", b"F", _table(_entry(b"inner", b"S", _lstr(b"v")),
+                                  _entry(b"deeper", b"F", _table(_entry(b"n", b"l", struct.pack(">q", 7)))))),
+    _entry(b"void", b"V", b""),
+)
+
+
+def _content_header(channel: int, body_size: int, table: bytes) -> bytes:
+    payload = struct.pack(">HHQH", 60, 0, body_size, 1 << 13) + table  # headers only
+    return struct.pack(">BHI", 2, channel, len(payload)) + payload + b"\xce"
+
+
+def _read_raw(raw: RawAmqp) -> tuple[int, bytes]:
+    """The next frame as (type, payload), undecoded."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        if len(raw.buf) >= 7:
+            kind, _, size = struct.unpack_from(">BHI", raw.buf)
+            if len(raw.buf) >= 8 + size:
+                payload, raw.buf = raw.buf[7:7 + size], raw.buf[8 + size:]
+                return kind, payload
+        raw.buf += raw.sock.recv(65536)
+    raise TimeoutError("no frame")
+
+
+def test_every_field_type_comes_back_byte_for_byte(broker):
+    """A raw publisher's table of every field type, read back with basic.get: the same
+    wire bytes, so the same types and values (pamqp decodes both alike)."""
+    port = broker.endpoint("amqp")[1]
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port)) as conn:
+        conn.channel().queue_declare("typed")
+    raw = RawAmqp(port)
+    raw.send(1, commands.Channel.Open())
+    assert isinstance(raw.read_frame()[1], commands.Channel.OpenOk)
+    raw.send(1, commands.Confirm.Select())
+    assert isinstance(raw.read_frame()[1], commands.Confirm.SelectOk)
+    raw.send_raw(frame.marshal(commands.Basic.Publish(exchange="", routing_key="typed"), 1)
+                 + _content_header(1, 4, EVERY_TYPE) + frame.marshal(ContentBody(b"body"), 1))
+    assert isinstance(raw.read_frame()[1], commands.Basic.Ack)
+    raw.send(1, commands.Basic.Get(queue="typed", no_ack=True))
+    kind, _ = _read_raw(raw)  # get-ok
+    kind, header = _read_raw(raw)
+    assert kind == 2
+    flags = struct.unpack_from(">H", header, 12)[0]
+    assert flags == 1 << 13  # nothing but the headers, as published
+    assert header[14:] == EVERY_TYPE
+    _, table = decode.field_table(header[14:])
+    _, published = decode.field_table(EVERY_TYPE)
+    assert table == published and [type(v) for v in table.values()] == [type(v) for v in published.values()]
+    assert table["uint32"] == 4_000_000_000 and table["int16"] == -300 and table["void"] is None
+    assert table["decimal"] == decimal.Decimal("123.45") and table["bytes"] == b"\x00\xff\x01"
+    raw.close()
+
+
+def test_pika_headers_keep_their_types_and_celerys_timelimit_unpacks(broker):
+    port = broker.endpoint("amqp")[1]
+    headers = {"timelimit": [None, None], "retries": 3, "eta": None, "ok": True,  # pika writes no floats
+               "price": decimal.Decimal("9.99"), "at": datetime.datetime(2024, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc),
+               "blob": b"\x00\x01\xfe", "nested": {"a": [1, "two", {"b": False}]}, "id": "task-1"}
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port)) as conn:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        q = ch.queue_declare("", exclusive=True).method.queue
+        ch.basic_publish("", q, b"task", pika.BasicProperties(headers=headers))
+        (_, props, body), = _drain(ch, q, 1)
+    assert body == b"task"
+    got = props.headers
+    soft, hard = got["timelimit"]  # Celery's worker: ValueError when it came back as a string
+    assert (soft, hard) == (None, None)
+    assert got == headers
+    assert {k: type(v) for k, v in got.items()} == {k: type(v) for k, v in headers.items()}
+
+
+def _kafka_records(broker: LiveBroker, topic: str, count: int) -> list:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "typed-" + topic,
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(8)])
+    got: list = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(got) < count and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got.append(msg)
+    consumer.close()
+    return got
+
+
+def test_typed_headers_read_as_text_by_stomp_kafka_and_sql92(broker):
+    """STOMP and Kafka readers see each header's text (numbers as digits, booleans
+    true/false, arrays as JSON, no hidden table), content_type is STOMP's content-type,
+    and a STOMP selector compares a numeric header as a number."""
+    port = broker.endpoint("amqp")[1]
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port)) as conn:
+        conn.channel().exchange_declare("typed-x", "fanout")
+    stomp, listener = stomp_connect(broker)
+    stomp.subscribe("/topic/typed-x", "1", headers={"selector": "n > 3"})
+    stomp.subscribe("/topic/typed-x", "2")
+    stomp.send("/topic/typed-x", b"fence", headers={"n": "0", "receipt": "r"})
+    listener.wait_receipt("r")
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port)) as conn:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        for n in (2, 10, 30):
+            ch.basic_publish("typed-x", "", b"n%d" % n, pika.BasicProperties(
+                content_type="application/json",
+                headers={"n": n, "ok": n > 5, "pair": [n, None], "s": "text"}))
+    messages = listener.wait_messages(1 + 3 + 2)
+    selected = sorted(body for headers, body in messages if headers["subscription"] == "1")
+    assert selected == [b"n10", b"n30"]  # as text "10" > "3" would be false
+    headers = next(h for h, body in messages if body == b"n10" and h["subscription"] == "2")
+    assert (headers["n"], headers["ok"], headers["pair"], headers["s"]) == ("10", "true", "[10,null]", "text")
+    assert headers["content-type"] == "application/json" and "content_type" not in headers
+    assert "AMQP_HEADERS" not in headers
+    stomp.disconnect()
+    records = [r for r in _kafka_records(broker, "typed-x", 4) if r.value() == b"n30"]
+    kafka_headers = dict(records[0].headers())
+    assert kafka_headers["n"] == b"30" and kafka_headers["pair"] == b"[30,null]" and kafka_headers["ok"] == b"true"
+    assert "AMQP_HEADERS" not in kafka_headers
+
+
+def test_kafka_binary_headers_reach_amqp_as_byte_arrays_and_stomp_in_base64(broker):
+    port = broker.endpoint("amqp")[1]
+    binary = b"\xff\x00\x01\xfe"
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port)) as conn:
+        ch = conn.channel()
+        ch.exchange_declare("kafka-bin", "fanout")
+        q = ch.queue_declare("", exclusive=True).method.queue
+        ch.queue_bind(q, "kafka-bin")
+        stomp, listener = stomp_connect(broker)
+        stomp.subscribe("/topic/kafka-bin", "1")
+        stomp.send("/topic/kafka-bin", b"fence", headers={"receipt": "r"})
+        listener.wait_receipt("r")
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        producer.produce("kafka-bin", value=b"k", headers=[("bin", binary), ("txt", "héllo".encode())])
+        assert producer.flush(20) == 0
+        got = _drain(ch, q, 2)
+    (_, props, _), = [m for m in got if m[2] == b"k"]
+    assert props.headers["bin"] == binary and isinstance(props.headers["bin"], bytes)  # 'x', the octets
+    assert props.headers["txt"] == "héllo"
+    headers, _ = next(m for m in listener.wait_messages(2) if m[1] == b"k")
+    assert headers["bin"] == "/wAB/g==" and headers["x-base64-headers"] == "bin"
+    assert headers["txt"] == "héllo"
+    stomp.disconnect()
+    kafka, = [r for r in _kafka_records(broker, "kafka-bin", 2) if r.value() == b"k"]
+    assert dict(kafka.headers())["bin"] == binary  # Kafka to Kafka: the octets as sent
