@@ -24,6 +24,8 @@ DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 
 
 
 MAX_PORT = 65535
+RABBITMQ_MAX_MESSAGE_SIZE = 128 << 20  # RabbitMQ 3.x's default max_message_size
+MAX_MESSAGE_SIZE = 512 << 20  # RabbitMQ's ceiling for max_message_size
 
 
 def _key(key: str, *, choices: tuple[str, ...] = (), minimum: int | None = None,
@@ -53,6 +55,10 @@ class ProtocolConfig:
     # http's metricsPerObject: per-topic and per-group series on /metrics (false leaves
     # only the broker's and each protocol's, for brokers with very many queues)
     metrics_per_object: bool = True
+    # the largest message body the front-end takes (maxMessageSize in its section: RabbitMQ's
+    # max_message_size for STOMP and AMQP); 0 = the broker's maxMessageSize. Only sections listed in
+    # _SIZE_SECTIONS accept the key.
+    max_message_size: int = 0
 
 
 @dataclass(slots=True, frozen=True)
@@ -164,8 +170,10 @@ class BrokerConfig:
     # front-ends
     namesrv: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 9876))
     kafka: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 9092))
-    stomp: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 61613, ws_port=15674))
-    amqp: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(True, 5672))
+    stomp: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(
+        True, 61613, ws_port=15674, max_message_size=RABBITMQ_MAX_MESSAGE_SIZE))
+    amqp: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(
+        True, 5672, max_message_size=RABBITMQ_MAX_MESSAGE_SIZE))
     # /metrics and the JSON API (docs/observability.md); 5557 is RocketMQ 5's Prometheus
     # exporter port. Off in a config built in code (tests, embedding); conf/broker.yaml and
     # the shell's no-file default turn it on
@@ -235,6 +243,17 @@ class BrokerConfig:
         cluster (namesrvAddr) or naming the port offers it; the single-process default
         opens no port it was not asked for."""
         return not self.is_slave and bool(self.sync_master or self.namesrv_addr or self.ha_listen_port)
+
+    def message_size_of(self, section: ProtocolConfig) -> int:
+        """The largest body a front-end takes: its section's maxMessageSize, else the broker's."""
+        return section.max_message_size or self.max_message_size
+
+    @property
+    def largest_message_size(self) -> int:
+        """The largest body any enabled front-end takes: the store's limit for one message
+        (each front-end refuses more than its own limit first)."""
+        sections = (self.stomp, self.amqp)
+        return max([self.max_message_size] + [self.message_size_of(s) for s in sections if s.enabled])
 
     @property
     def sync_flush(self) -> bool:
@@ -321,12 +340,15 @@ _PROTOCOL_FIELDS = {"namesrv", "kafka", "stomp", "amqp", "http"}
 _PROTOCOL_KEYS = ("enabled", "port", "host")
 _WS_SECTIONS = {"stomp"}  # sections with a WebSocket listener: they also take wsPort
 _METRICS_SECTIONS = {"http"}  # the section serving /metrics: it also takes metricsPerObject
-_SECTION_ATTRIBUTES = {"wsPort": "ws_port", "metricsPerObject": "metrics_per_object"}
+_SIZE_SECTIONS = {"stomp", "amqp"}  # sections with a message size limit of their own: maxMessageSize
+_SECTION_ATTRIBUTES = {"wsPort": "ws_port", "metricsPerObject": "metrics_per_object",
+                       "maxMessageSize": "max_message_size"}
 
 
 def _section_keys(section: str) -> tuple[str, ...]:
     return _PROTOCOL_KEYS + (("wsPort",) if section in _WS_SECTIONS else ()) \
-        + (("metricsPerObject",) if section in _METRICS_SECTIONS else ())
+        + (("metricsPerObject",) if section in _METRICS_SECTIONS else ()) \
+        + (("maxMessageSize",) if section in _SIZE_SECTIONS else ())
 
 
 def _sections(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -471,6 +493,8 @@ def _protocol_section(key: str, f: dataclasses.Field, raw: Any,
                 values[sub] = _integer(value, 0, MAX_PORT)
             elif sub == "host":
                 values[sub] = "" if value is None else str(value).strip()
+            elif sub == "maxMessageSize" and key in _SIZE_SECTIONS:
+                values["max_message_size"] = _integer(value, 1024, MAX_MESSAGE_SIZE)
             elif sub == "wsPort" and key in _WS_SECTIONS:
                 values["ws_port"] = _integer(value, 0, MAX_PORT)
             elif sub == "metricsPerObject" and key in _METRICS_SECTIONS:

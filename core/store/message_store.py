@@ -73,6 +73,7 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreReplica):
         self._next_queue_offset: dict[tuple[str, int], int] = {}
         self._pending: deque[_Dispatch] = deque()
         self._sync = config.sync_flush  # a put is answered after the fsync that covers it
+        self.max_body = config.largest_message_size
         self._defer = config.sync_flush and config.dispatch_after_flush  # and dispatched then
         self.dispatched_offset = 0
         self._verify_from = 0

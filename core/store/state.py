@@ -37,6 +37,7 @@ class StoreState:
     _next_queue_offset: dict[tuple[str, int], int]
     _pending: deque[_Dispatch]
     _sync: bool
+    max_body: int  # the largest body one put takes: the largest front-end limit (config.largest_message_size)
     _defer: bool
     dispatched_offset: int
     _verify_from: int

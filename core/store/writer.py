@@ -249,8 +249,8 @@ class StoreWriter(StoreDispatch):
             raise self._refusal()
         topic, queue_id, body, properties = msg.topic, msg.queue_id, msg.body, msg.properties
         body_len = len(body)
-        if body_len > self.config.max_message_size:
-            raise MessageTooLarge(body_len, self.config.max_message_size)
+        if body_len > self.max_body:
+            raise MessageTooLarge(body_len, self.max_body)
         props = encode_properties(properties) if properties else b""
         props_len = len(props)
         if props_len > MAX_PROPERTIES_LENGTH:
@@ -311,7 +311,7 @@ class StoreWriter(StoreDispatch):
         mf = self.commitlog.reserve(0)
         start = mf.wrote_position
         phys = base = mf.file_from_offset + start
-        max_size = self.config.max_message_size
+        max_size = self.max_body
         now = time.time_ns() // 1_000_000
         store_ip, store_port = self._store_ip, self._store_port
         next_offset = self._next_queue_offset

@@ -92,6 +92,8 @@ class SendLane:
             int(ext[nums])
             _RANGES.pack(opaque, version, queue_id, sys_flag, flag, reconsume, born)
             props = properties.encode("utf-8", "surrogateescape")
+            if len(body) > self._broker.config.max_message_size:  # (the store takes STOMP's larger)
+                return None  # the handlers refuse it with RocketMQ's limit
             accepted = self._broker.accept_now(topic, queue_id, props, sys_flag)
         except (KeyError, TypeError, ValueError, struct.error, BrokerError):
             return None  # the handlers answer it, naming what is wrong

@@ -160,10 +160,10 @@ def parse_frame(buf: bytes | bytearray, pos: int, version: str, limits: Limits,
         end = buf.find(b"\0", body_start)
         if end < 0:
             if len(buf) - body_start > limits.max_body:
-                raise FrameError(f"a body exceeds the limit of {limits.max_body} octets")
+                raise FrameError(_too_large(len(buf) - body_start, limits.max_body, more=True))
             return None
         if end - body_start > limits.max_body:
-            raise FrameError(f"a body exceeds the limit of {limits.max_body} octets")
+            raise FrameError(_too_large(end - body_start, limits.max_body))
     return Frame(command, headers, bytes(buf[body_start:end])), end + 1
 
 
@@ -209,8 +209,14 @@ def _parse_head(buf: bytes | bytearray, pos: int, head_end: int, version: str,
         raise FrameError(f"content-length {length_text[:32]!r} is not a non-negative integer")
     length = int(length_text)
     if length > limits.max_body:
-        raise FrameError(f"a body of {length} octets exceeds the limit of {limits.max_body}")
+        raise FrameError(_too_large(length, limits.max_body))
     return command, headers, length
+
+
+def _too_large(size: int, limit: int, more: bool = False) -> str:
+    """RabbitMQ's words for a message over max_message_size (``more``: at least ``size``)."""
+    return (f"PRECONDITION_FAILED - message size {size}{' or more' if more else ''} is larger "
+            f"than configured max size {limit}")
 
 
 # ---------------------------------------------------------------------------- writing

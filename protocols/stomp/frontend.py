@@ -34,7 +34,7 @@ class StompFrontEnd(ListenerFrontEnd):
         config = broker.config
         section = config.stomp
         acl = PlainAcl(config.plain_acl_file) if config.acl_enable else None
-        self.ctx = StompContext(broker, acl, Limits(max_body=config.max_message_size), self.spawn,
+        self.ctx = StompContext(broker, acl, Limits(max_body=config.message_size_of(section)), self.spawn,
                                 traffic=self.traffic)
         limits = config.connection_limits
         self.listeners = [Listener(TCP_ROLE, section.host, section.port, self._tcp_session, limits)]

@@ -76,7 +76,7 @@ def test_every_problem_on_its_own_line_nested_sections_included():
         "kafka.port: expected an integer, got 'abc'",
         "kafka.enabled: expected true or false, got 'maybe'",
         "namesrv.port: must be <= 65535, got 70000",
-        "stomp: expected a section with enabled, port, host, wsPort, got 61613",
+        "stomp: expected a section with enabled, port, host, wsPort, maxMessageSize, got 61613",
         "brokerId: must be >= 0, got -1",
         "flushDiskType: must be one of ASYNC_FLUSH, SYNC_FLUSH, got 'SOMETIMES'",
         "listenPort: expected an integer, got 'x1'",
@@ -164,3 +164,19 @@ def test_cli_prints_every_problem_and_exits_2(tmp_path):
         "--set: unknown key 'kafka.prot' (did you mean 'kafka.port'?)",
     ]
     assert not (tmp_path / "store").exists()
+
+
+def test_stomp_takes_rabbitmqs_message_size_and_the_store_the_largest_limit():
+    """STOMP's limit is RabbitMQ's max_message_size (128 MiB) unless stomp.maxMessageSize
+    says otherwise; RocketMQ's maxMessageSize stays the broker's (remoting, Kafka). The
+    store takes the largest limit of the enabled front-ends."""
+    config = BrokerConfig.from_mapping({})
+    assert config.message_size_of(config.stomp) == 128 << 20
+    assert config.message_size_of(config.amqp) == config.max_message_size == 4 << 20
+    assert config.largest_message_size == 128 << 20
+    config = BrokerConfig.from_mapping({"stomp.maxMessageSize": 1 << 20, "maxMessageSize": 2 << 20})
+    assert config.message_size_of(config.stomp) == 1 << 20 and config.largest_message_size == 2 << 20
+    config = BrokerConfig.from_mapping({"stomp": {"enabled": False}})
+    assert config.largest_message_size == 4 << 20
+    assert problems_of({"stomp.maxMessageSize": 10}) == ["stomp.maxMessageSize: must be >= 1024, got 10"]
+    assert problems_of({"kafka.maxMessageSize": 1 << 20})[0].startswith("unknown key 'kafka.maxMessageSize'")

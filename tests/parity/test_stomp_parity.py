@@ -3,9 +3,13 @@ STOMP items of [rabbitmq-parity]; docs/protocol-stomp.md says what still differs
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
-from .harness import Peer
+from tests.support.rabbitmq import start_rocketport
+
+from .harness import Differential, Peer
 from .stomp_client import ack, connected, nack
 
 
@@ -118,3 +122,85 @@ def one_producer_order(peer: Peer) -> list:
 
 def test_one_producer_s_messages_come_in_the_order_sent(parity):
     assert parity.assert_same(one_producer_order) == [b"%d" % i for i in range(20)]
+
+
+def big_topic_message(peer: Peer, size: int) -> list:
+    """A ``size``-byte message to a /topic/ with two subscribers (other connections)."""
+    destination = "/topic/" + peer.name("big")
+    body = bytes(range(256)) * (size // 256)
+    digest = hashlib.sha256(body).hexdigest()
+    with connected(peer) as (a, inbox_a), connected(peer) as (b, inbox_b), \
+            connected(peer) as (sender, recorder):
+        for conn, inbox in ((a, inbox_a), (b, inbox_b)):
+            conn.subscribe(destination, id="t", ack="auto", receipt="sub")
+            inbox.wait_receipt("sub")
+        sender.send(destination, body, receipt="sent")
+        recorder.wait_receipt("sent", timeout=60)
+        got = [inbox.wait_messages(1, timeout=60)[0] for inbox in (inbox_a, inbox_b)]
+        return [recorder.summary()] + [(len(m.body), hashlib.sha256(m.body).hexdigest() == digest,
+                                        m.headers.get("content-length")) for m in got]
+
+
+def test_a_16_mib_message_reaches_both_topic_subscribers(parity):
+    parity.assert_same(big_topic_message, 16 << 20)
+
+
+LIMIT = 1 << 20
+
+
+@pytest.fixture
+def limited(rabbitmq, tmp_path):
+    """Both brokers with a 1 MiB message limit: RabbitMQ's max_message_size set on the running
+    node (set back to its 128 MiB default after), a Rocketport of its own with
+    stomp.maxMessageSize."""
+    rabbitmq.ctl("eval", f"application:set_env(rabbit, max_message_size, {LIMIT}).")
+    broker = start_rocketport(tmp_path, f"stomp.maxMessageSize={LIMIT}")
+    try:
+        yield Differential(Peer("rabbitmq", "127.0.0.1", rabbitmq.amqp_port, rabbitmq.stomp_port),
+                           Peer("rocketport", "127.0.0.1", broker.amqp_port, broker.stomp_port), "limited")
+    finally:
+        broker.stop()
+        rabbitmq.ctl("eval", "application:set_env(rabbit, max_message_size, 134217728).")
+
+
+def over_the_limit(peer: Peer) -> list:
+    """A message of the limit is taken; one octet more is an ERROR in RabbitMQ's words, and
+    the connection closes."""
+    destination = "/queue/" + peer.name("limit")
+    with connected(peer) as (conn, recorder):
+        conn.send(destination, bytes(LIMIT), receipt="fits")
+        recorder.wait_receipt("fits")
+        conn.send(destination, bytes(LIMIT + 1), receipt="over")
+        events = recorder.wait(lambda events: any(e.command == "DISCONNECTED" for e in events))
+        return [(e.command, e.headers.get("message", "").split(" ")[0].upper(), e.headers.get("receipt-id"),
+                 e.body if e.command == "ERROR" else None) for e in events]
+
+
+def test_a_message_over_the_limit_is_refused_as_rabbitmq_refuses_it(limited):
+    assert limited.assert_same(over_the_limit) == [
+        ("RECEIPT", "", "fits", None),
+        ("ERROR", "PRECONDITION_FAILED", None,
+         b"PRECONDITION_FAILED - message size 1048577 is larger than configured max size 1048576"),
+        ("DISCONNECTED", "", None, None)]
+
+
+def unacked_window(peer: Peer) -> list:
+    """150 messages to a client-ack subscriber without a prefetch-count that acknowledges
+    nothing until it has them all, then cumulatively (ack: client): how many it got."""
+    destination = "/queue/" + peer.name("window")
+    with connected(peer) as (conn, recorder):
+        for i in range(150):
+            conn.send(destination, b"%d" % i)
+        conn.send(destination, b"sent", receipt="sent")
+        recorder.wait_receipt("sent")
+    with connected(peer) as (conn, recorder):
+        conn.subscribe(destination, id="s", ack="client")
+        got = recorder.settle(quiet=1.0)
+        messages = [e for e in got if e.command == "MESSAGE"]
+        ack(conn, "1.2", messages[-1], receipt="acked")
+        recorder.wait_receipt("acked")
+        return [len(messages)]
+
+
+def test_a_subscription_without_prefetch_count_holds_every_message_unacknowledged(parity):
+    assert parity.assert_same(unacked_window) == [151]

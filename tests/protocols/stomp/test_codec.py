@@ -116,8 +116,10 @@ def test_limits():
     limits = Limits(max_headers=3, max_header_length=20, max_body=10)
     assert "headers" in feed(b"SEND\na:1\nb:2\nc:3\nd:4\n\n\0", limits=limits)[0].reason
     assert "longer" in feed(b"SEND\nk:" + b"v" * 30 + b"\n\n\0", limits=limits)[0].reason
-    assert "exceeds" in feed(b"SEND\ncontent-length:11\n\n", limits=limits)[0].reason
-    assert "exceeds" in feed(b"SEND\n\n" + b"x" * 11, limits=limits)[0].reason
+    assert feed(b"SEND\ncontent-length:11\n\n", limits=limits)[0].reason == \
+        "PRECONDITION_FAILED - message size 11 is larger than configured max size 10"  # RabbitMQ's words
+    assert "size 11 or more is larger" in feed(b"SEND\n\n" + b"x" * 11, limits=limits)[0].reason
+    assert "size 11 is larger" in feed(b"SEND\n\n" + b"x" * 11 + b"\0", limits=limits)[0].reason
     assert "exceed the size limit" in feed(b"SEND\na:" + b"v" * 200, limits=limits)[0].reason
     [ok] = feed(b"SEND\ncontent-length:10\n\n" + b"x" * 10 + b"\0", limits=limits)
     assert ok.body == b"x" * 10
