@@ -1,6 +1,7 @@
 """Kafka front-end throughput: raw pipelined protocol clients, and confluent-kafka beside them.
 
-Run: python bench/kafka_bench.py [--messages N] [--skip-confluent] [--tansu BINARY].
+Run: python bench/kafka_bench.py [--messages N] [--skip-confluent] [--tansu BINARY] [--baseline REV]
+[--fetch-sessions-only].
 Starts a broker subprocess (`python -m rocketport broker`, uvloop, temp store, ASYNC_FLUSH)
 so client and broker use separate processes, then prints one JSON object per line:
 {"bench": "kafka", "case": ..., "value": ..., "unit": ..., "floor": ...}, with the broker's
@@ -36,6 +37,18 @@ and consumer passes with isolation.level read_uncommitted and read_committed. Fl
 transactional produce (protocol v2 rows and confluent) >= 0.7x the plain produce and
 read_committed >= 0.8x read_uncommitted, all of this run.
 --quick: 100,000 records per 100 B case, two passes, no *_default and no latency rows.
+
+Fetch sessions (Rocketport only; --fetch-sessions-only runs just these): one consumer of a
+topic of SESSION_PARTITIONS partitions holding SESSION_RECORDS records each, caught up, then
+fetching for SESSION_SECONDS with max_wait_ms 0, one request at a time, so every answer is
+empty: sessionless (epoch -1, every partition in every request and answer, as librdkafka
+always fetches) and through an incremental fetch session (KIP-227: empty requests, empty
+answers, as kafka-python and Java fetch). Rows: fetch requests per second and the broker's
+CPU microseconds per empty fetch.
+
+--baseline REV: a second Rocketport broker built from commit REV of this repository (git
+archive into a temporary directory, put first on the broker's PYTHONPATH) runs as the peer
+"baseline", side by side like tansu: before/after rows of a change in one run.
 """
 
 from __future__ import annotations
@@ -80,6 +93,9 @@ RECORDS_PER_BATCH = 1000
 IN_FLIGHT = 32
 PRODUCE_V = 9
 FETCH_V = 12
+SESSION_PARTITIONS = 1000
+SESSION_RECORDS = 5
+SESSION_SECONDS = 5.0
 FETCH_BYTES = 8 << 20
 _SIZE = struct.Struct(">i")
 _U32 = struct.Struct(">I")
@@ -99,7 +115,8 @@ def stop(proc: subprocess.Popen) -> None:
     proc.wait(30)
 
 
-def start_broker(store: str, port: int, log: Any, settings: list[str]) -> subprocess.Popen:
+def start_broker(store: str, port: int, log: Any, settings: list[str],
+                 env: dict[str, str] | None = None) -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, "-m", "rocketport", "broker", "--set", f"storePathRootDir={store}",
          "--set", f"kafka.port={port}", "--set", "autoCreateTopicEnable=true", "--set", "amqp.enabled=false", "--set", "stomp.enabled=false",
@@ -107,9 +124,28 @@ def start_broker(store: str, port: int, log: Any, settings: list[str]) -> subpro
          # free ports for the other listeners too: another broker on this machine keeps the defaults
          "--set", f"listenPort={free_port()}", "--set", f"namesrv.port={free_port()}", "--set", "http.port=0",
          *(arg for setting in settings for arg in ("--set", setting))],
-        stdout=subprocess.DEVNULL, stderr=log)
+        stdout=subprocess.DEVNULL, stderr=log, env=env)
     wait_for_port(port, proc)
     return proc
+
+
+def baseline_env(rev: str, into: str) -> dict[str, str]:
+    """An environment whose ``rocketport`` package is commit ``rev`` of this repository: its
+    tree (git archive) under ``into``, laid out as the editable install maps it (the shell
+    folder is the package, the other folders its subpackages), first on PYTHONPATH."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    src = os.path.join(into, "src")
+    os.makedirs(src)
+    archive = subprocess.run(["git", "-C", repo, "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", src], input=archive, check=True)
+    package = os.path.join(into, "pkg", "rocketport")
+    os.makedirs(os.path.dirname(package))
+    os.symlink(os.path.join(src, "rocketport"), package)
+    for folder in ("client", "common", "core", "pipeline", "protocols"):
+        link = os.path.join(src, "rocketport", folder)
+        if os.path.isdir(os.path.join(src, folder)) and not os.path.exists(link):
+            os.symlink(os.path.join(src, folder), link)
+    return {**os.environ, "PYTHONPATH": os.path.join(into, "pkg")}
 
 
 def frame(api_key: int, version: int, correlation: int, body: dict[str, Any]) -> bytes:
@@ -595,6 +631,92 @@ def confluent_txn_produce(port: int, topic: str, size: int, messages: int, per_t
     return messages / (time.perf_counter() - started)
 
 
+# --------------------------------------------------------------------------- fetch sessions
+async def _fill_session_topic(port: int, topic: str) -> None:
+    """SESSION_PARTITIONS partitions of SESSION_RECORDS records each, one Produce request."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(frame(19, 5, 1, {"topics": [{"name": topic, "num_partitions": SESSION_PARTITIONS,
+                                               "replication_factor": 1, "assignments": [], "configs": []}],
+                                  "timeout_ms": 10000}))
+    await read_frame(reader)
+    batch = build_batch([Record(i, 0, None, bytes(100)) for i in range(SESSION_RECORDS)],
+                        base_timestamp=int(time.time() * 1000))
+    writer.write(frame(0, PRODUCE_V, 2, {"transactional_id": None, "acks": 1, "timeout_ms": 30000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": p, "records": batch} for p in range(SESSION_PARTITIONS)]}]}))
+    data = await read_frame(reader)
+    _, pos = codec.decode_response_header(0, PRODUCE_V, data)
+    body = codec.decode_response(0, PRODUCE_V, memoryview(data)[pos:])
+    if any(p["error_code"] for p in body["responses"][0]["partition_responses"]):
+        raise RuntimeError("the session topic's produce failed")
+    writer.close()
+
+
+def _session_fetch(topic: str, session_id: int, epoch: int, offsets: dict[int, int] | None) -> dict[str, Any]:
+    return {"max_wait_ms": 0, "min_bytes": 1, "max_bytes": FETCH_BYTES, "isolation_level": 0,
+            "session_id": session_id, "session_epoch": epoch, "forgotten_topics_data": [],
+            "topics": [] if offsets is None else [{"topic": topic, "partitions": [
+                {"partition": p, "fetch_offset": o, "partition_max_bytes": 1 << 20} for p, o in offsets.items()]}]}
+
+
+async def raw_empty_fetches(port: int, topic: str, sessions: bool, seconds: float) -> int:
+    """Empty fetches answered in ``seconds`` by a caught-up consumer of every partition, one
+    request at a time: sessionless, or incremental through a session (``sessions``)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+
+    async def call(correlation: int, body: dict[str, Any] | bytes) -> dict[str, Any] | None:
+        writer.write(body if isinstance(body, bytes) else frame(1, FETCH_V, correlation, body))
+        data = await read_frame(reader)
+        if isinstance(body, bytes):
+            return None  # the sessionless answer is not decoded: the client's cost is not the case
+        _, pos = codec.decode_response_header(1, FETCH_V, data)
+        return codec.decode_response(1, FETCH_V, memoryview(data)[pos:])
+
+    offsets = dict.fromkeys(range(SESSION_PARTITIONS), SESSION_RECORDS)  # caught up
+    first = await call(0, _session_fetch(topic, 0, 0 if sessions else -1, offsets))
+    assert first is not None and not first["error_code"]
+    if any(p["records"] for t in first["responses"] for p in t["partitions"]):
+        raise RuntimeError("the consumer was not caught up")
+    session_id, epoch, fetches = first["session_id"], 1, 0
+    if sessions and not session_id:
+        raise RuntimeError("the broker opened no fetch session")
+    sessionless = frame(1, FETCH_V, 0, _session_fetch(topic, 0, -1, offsets))
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        if sessions:
+            answer = await call(epoch, _session_fetch(topic, session_id, epoch, None))
+            assert answer is not None
+            if answer["error_code"] or answer["responses"]:
+                raise RuntimeError(f"incremental fetch: error {answer['error_code']}, {len(answer['responses'])} topics")
+            epoch += 1
+        else:
+            await call(0, sessionless)
+        fetches += 1
+    writer.close()
+    return fetches
+
+
+def session_rows(targets: list[Target], run: Callable[..., Any]) -> None:
+    """The sessionless row against every broker (a peer may have no sessions), the session
+    row against Rocketport."""
+    topic = "sessions-1000p"
+    for target in targets:
+        run(_fill_session_topic(target.port, topic))
+    for sessions, case in ((False, "fetch_1000p_empty_sessionless"), (True, "fetch_1000p_empty_session")):
+        rows = []
+        for target in targets[:1] if sessions else targets:
+            wait_idle(target.pid)
+            before = cpu_seconds(target.pid)
+            fetches = run(raw_empty_fetches(target.port, topic, sessions, SESSION_SECONDS))
+            wait_idle(target.pid)
+            rows.append((fetches / SESSION_SECONDS, (cpu_seconds(target.pid) - before) / fetches * 1e6))
+        (value, cpu), peers = rows[0], rows[1:]
+        extra: dict[str, Any] = {"broker_cpu_us_per_fetch": round(cpu, 1), "partitions": SESSION_PARTITIONS}
+        for target, (peer_value, peer_cpu) in zip(targets[1:], peers):
+            extra.update(peer=target.name, peer_value=round(peer_value, 1),
+                         peer_broker_cpu_us_per_fetch=round(peer_cpu, 1))
+        emit(case, value, "fetch/s", None, **extra)
+
+
 def wait_idle(pid: int, budget: float = 30.0) -> None:
     """Return once the broker used at most one clock tick of CPU in half a second, so work a
     case left behind (the index builder catching up) is charged to that case and never runs
@@ -672,6 +794,9 @@ def run_cases(targets: list[Target], args: argparse.Namespace) -> None:
         report(case, "msg/s", floor, rows, targets, **extra)
         return rows
 
+    if args.fetch_sessions_only:
+        session_rows(targets, run)
+        return
     for size, n in () if args.latency_only else ((100, args.messages), (1024, args.messages // 4)):
         label = "100B" if size == 100 else "1KiB"
         topic = f"raw-{label}"
@@ -711,6 +836,8 @@ def run_cases(targets: list[Target], args: argparse.Namespace) -> None:
                 report(f"{case}_mb", "MB/s", None, mb(rows, 100), targets)
     if not args.latency_only and not args.skip_transactions:
         transactional_rows(targets[0], args, run)
+    if not args.latency_only:
+        session_rows(targets, run)
     if args.quick:
         return
     for t in targets:
@@ -841,6 +968,10 @@ def main() -> None:
                         help="only the produce->consume latency case, on a fresh broker")
     parser.add_argument("--broker-log", help="file for the brokers' logs (default: discarded)")
     parser.add_argument("--tansu", metavar="BINARY", help="also run every case against tansu, side by side")
+    parser.add_argument("--fetch-sessions-only", action="store_true",
+                        help="only the fetch-session rows (a consumer of 1,000 partitions)")
+    parser.add_argument("--baseline", metavar="REV",
+                        help="also run every case against a broker built from commit REV, side by side")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a broker setting for Rocketport (e.g. messageIndexEnable=false)")
     args = parser.parse_args()
@@ -855,6 +986,12 @@ def main() -> None:
         proc = start_broker(os.path.join(store, "store"), port, log, args.set)
         stack.callback(stop, proc)
         targets = [Target("rocketport", port, proc.pid)]
+        if args.baseline:
+            env = baseline_env(args.baseline, os.path.join(store, "baseline"))
+            port = free_port()
+            proc = start_broker(os.path.join(store, "baseline-store"), port, log, args.set, env)
+            stack.callback(stop, proc)
+            targets.append(Target(f"baseline {args.baseline}", port, proc.pid))
         if args.tansu:
             port = free_port()
             proc = start_tansu(args.tansu, port, log)
