@@ -32,7 +32,9 @@ from .destinations import QUEUE, Destination, Destinations
 from .errors import StompError
 from .headers import PropertyHeaders
 
-DEFAULT_PREFETCH: Final = 100
+# RabbitMQ's STOMP sets no prefetch limit unless prefetch-count asks for one: 0, the
+# engine's cap (core/delivery MAX_UNACKED, 10,000); a full socket pauses deliveries anyway
+DEFAULT_PREFETCH: Final = 0
 DEAD_LETTER: Final = -1  # a negative delay level: to the group's %DLQ% at once
 _ACK_MODES: Final = ("auto", "client", "client-individual")
 
