@@ -1,6 +1,7 @@
 """What a slave copies from its master besides the CommitLog: RocketMQ 4.x's
 SlaveSynchronize (topics, subscription groups, consumer offsets, delay offsets), applied
 here; the remoting front-end fetches them (protocols/remoting/slave_sync.py) every 10 s.
+`suggested_broker_id` is the master's side of slave reads (slaveReadEnable).
 
 Each `apply_*` replaces the slave's table with the master's, as RocketMQ's slave does, and
 persists it, so a slave promoted later starts from the last copy (up to 10 s old: see
@@ -10,11 +11,14 @@ it). They never write the CommitLog and are refused on a master (it owns its tab
 
 from __future__ import annotations
 
+import os
+import struct
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreUnavailable
 from ..metadata.subscription_groups import SubscriptionGroupConfig
 from ..metadata.topics import TopicConfig
+from ..store.get_result import GetResult
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -84,3 +88,23 @@ def delay_offsets(broker: "Broker") -> dict[int, int]:
 def consumer_offsets(broker: "Broker") -> dict[str, dict[int, int]]:
     """Every committed offset (GET_ALL_CONSUMER_OFFSET): ``topic@group`` -> queue -> offset."""
     return {key: dict(queues) for key, queues in broker.offsets.table.items()}
+
+
+_TOTAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+_PHYSICAL_OFFSET = struct.Struct(">q")  # a record's physicalOffset, at byte 28
+
+
+def suggested_broker_id(broker: "Broker", group: str, result: GetResult) -> int:
+    """RocketMQ's suggestWhichBrokerId for a pull: with slaveReadEnable, a consumer reading
+    further behind the log's end than accessMessageInMemoryMaxRatio % of the machine's
+    memory (pages likely gone from the cache) is told to read from the group's
+    whichBrokerWhenConsumeSlowly (a slave), else from the master (0)."""
+    config = broker.config
+    if not config.slave_read_enable or not result.segments:
+        return 0
+    first = _PHYSICAL_OFFSET.unpack_from(result.segments[0].view, 28)[0]
+    behind = broker.store.commitlog.max_offset - first
+    if behind <= _TOTAL_MEMORY * config.access_message_in_memory_max_ratio / 100:
+        return 0
+    cfg = broker.groups.get(group)
+    return cfg.which_broker_when_consume_slowly if cfg is not None else config.which_broker_when_consume_slowly

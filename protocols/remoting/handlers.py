@@ -34,7 +34,7 @@ from rocketport.common.message import (
 )
 from rocketport.common.message_id import offset_msg_id
 from rocketport.core.broker import Broker
-from rocketport.core.errors import FlushSlaveTimeout, InvalidMessage, ReplicaNotInSync, TopicNotFound
+from rocketport.core.errors import FlushSlaveTimeout, InvalidMessage, MessageTooLarge, ReplicaNotInSync, TopicNotFound
 from rocketport.core.facade import replica
 from rocketport.core.facade.types import (
     EXPRESSION_TYPE_SQL92,
@@ -192,7 +192,8 @@ class BrokerHandlers:
         """Pulls that need no wait are answered from their loaded JSON header, with no
         command or coroutine (single sends take the `lane`); anything else, anything odd
         and whatever `Broker.pull_now` declines takes `handle`, which names errors."""
-        if header.get("code") != RequestCode.PULL_MESSAGE or header.get("flag", 0) != 0:
+        if (header.get("code") != RequestCode.PULL_MESSAGE or header.get("flag", 0) != 0
+                or self.config.slave_read_enable):  # its template says suggestWhichBrokerId 0
             return None
         opaque, version, ext = header.get("opaque", 0), header.get("version", 0), header.get("extFields")
         if type(opaque) is not int or type(version) is not int or type(ext) is not dict:
@@ -228,6 +229,8 @@ class BrokerHandlers:
                 result = await self.broker.put_batch(h.topic, h.queue_id, body, sys_flag,
                                                      h.born_timestamp, born_host, h.reconsume_times)
             else:
+                if len(request.body) > self.config.max_message_size:  # RocketMQ's limit: the store
+                    raise MessageTooLarge(len(request.body), self.config.max_message_size)  # takes STOMP's
                 result = await self.broker.put_message(Message(
                     h.topic, bytes(request.body), properties, h.flag, h.queue_id, h.sys_flag,
                     h.born_timestamp, born_host, h.reconsume_times))
@@ -297,7 +300,8 @@ class BrokerHandlers:
         traffic.bytes_out += result.total_bytes
         return make_response(
             request, code, None,
-            {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
+            {"suggestWhichBrokerId": str(replica.suggested_broker_id(self.broker, h.consumer_group, result)),
+             "nextBeginOffset": str(result.next_begin_offset),
              "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)},
             pull_body(result, message_filter, self.config.kafka_tag_header) if result.segments else b"")
 

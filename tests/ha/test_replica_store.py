@@ -156,3 +156,21 @@ def test_the_codec_reassembles_frames_and_refuses_nonsense():
     with pytest.raises(HAProtocolError):
         reports.feed(b"\xff" * 8)
     assert socket  # the module's import keeps loopback tests honest about their sockets
+
+
+def test_a_lagging_consumer_is_told_to_read_from_the_slave_with_slave_read_enable(tmp_path):
+    from rocketport.core.facade.replica import suggested_broker_id
+
+    async def scenario() -> None:
+        base = {"storePathRootDir": str(tmp_path / "m"), "mappedFileSizeCommitLog": SEGMENT}
+        async with Broker(BrokerConfig.from_mapping(base)) as master:
+            await fill(master, 50)
+            behind = master.get_messages("T", 0, 0, 4)
+            assert suggested_broker_id(master, "g", behind) == 0  # slaveReadEnable off
+        lagging = {**base, "slaveReadEnable": "true", "accessMessageInMemoryMaxRatio": 0}
+        async with Broker(BrokerConfig.from_mapping(lagging)) as master:
+            master.update_group(master.get_group("g"))
+            assert suggested_broker_id(master, "g", master.get_messages("T", 0, 0, 4)) == 1
+            # nothing read, nothing behind: the master
+            assert suggested_broker_id(master, "g", master.get_messages("T", 0, master.max_offset("T", 0), 4)) == 0
+    run(scenario())
