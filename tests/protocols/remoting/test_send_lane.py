@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from rocketport.common.message_id import decode_offset_msg_id
+from rocketport.core.config import ProtocolConfig
 from rocketport.protocols.remoting import RemotingCommand
 from rocketport.protocols.remoting.client import request
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
@@ -121,5 +122,24 @@ def test_a_read_larger_than_a_commitlog_segment_is_stored_message_by_message(rem
         assert [bytes(r.body) for r in records] == [bytes([i]) * 2048 for i in range(1, 61)]
         assert len({decode_offset_msg_id(got[i].ext_fields["msgId"]).commit_log_offset >> 16
                     for i in range(1, 61)}) > 1  # the messages span segments
+    finally:
+        live.stop()
+
+
+def test_max_message_size_holds_for_remoting_when_stomp_takes_more(remoting_config):
+    """The store takes the largest front-end limit (STOMP's 1 MiB here); a RocketMQ send
+    over maxMessageSize is still MESSAGE_ILLEGAL, through the lane or the handlers."""
+    config = dataclasses.replace(remoting_config, max_message_size=4096,
+                                 stomp=ProtocolConfig(True, 0, max_message_size=1 << 20))
+    live = start_live_broker(config)
+    try:
+        live.call(lambda: live.server.broker.create_topic("Big", read_queue_nums=1, write_queue_nums=1))
+        got = answers(live.addr, [
+            send(1, "Big", b"x" * 5000),
+            send(2, "Big", b"y" * 5000, properties="DELAY\x011\x02"),  # the handlers' put
+            send(3, "Big", b"fits"),
+        ])
+        assert [got[i].code for i in (1, 2, 3)] == [ResponseCode.MESSAGE_ILLEGAL] * 2 + [ResponseCode.SUCCESS]
+        assert [bytes(r.body) for r in stored(live, "Big", 0)] == [b"fits"]
     finally:
         live.stop()
