@@ -419,8 +419,8 @@ class PublishHandlers:
         self.dirty_confirms.clear()
 
     def too_large(self, channel: Channel, event: ContentTooLarge) -> None:
-        raise ChannelError(Reply.PRECONDITION_FAILED, f"message size {event.size} is larger than the "
-                           f"configured max size {self.broker.config.max_message_size}")
+        raise ChannelError(Reply.PRECONDITION_FAILED, f"message size {event.size} is larger than "
+                           f"configured max size {self.session.conn.max_body}")
 
     def confirm_select(self, channel: Channel, method: Confirm.Select) -> None:
         if channel.tx:

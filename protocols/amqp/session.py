@@ -70,7 +70,8 @@ class AmqpSession(Session):
         self.front_end = front_end
         self.broker = front_end.broker
         self.vhost = front_end.vhost
-        self.conn = AmqpServerConnection(heartbeat=front_end.heartbeat, max_body=self.broker.config.max_message_size)
+        config = self.broker.config
+        self.conn = AmqpServerConnection(heartbeat=front_end.heartbeat, max_body=config.message_size_of(config.amqp))
         self.channels: dict[int, Channel] = {}
         self.account: Account | None = None
         self.client_capabilities: dict[str, Any] = {}

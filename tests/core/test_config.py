@@ -166,17 +166,22 @@ def test_cli_prints_every_problem_and_exits_2(tmp_path):
     assert not (tmp_path / "store").exists()
 
 
-def test_stomp_takes_rabbitmqs_message_size_and_the_store_the_largest_limit():
-    """STOMP's limit is RabbitMQ's max_message_size (128 MiB) unless stomp.maxMessageSize
-    says otherwise; RocketMQ's maxMessageSize stays the broker's (remoting, Kafka). The
-    store takes the largest limit of the enabled front-ends."""
+def test_stomp_and_amqp_take_rabbitmqs_message_size_and_the_store_the_largest_limit():
+    """STOMP's and AMQP's limit is RabbitMQ's max_message_size (128 MiB) unless
+    stomp.maxMessageSize / amqp.maxMessageSize says otherwise; RocketMQ's maxMessageSize
+    stays the broker's (remoting, Kafka). The store takes the largest limit of the enabled
+    front-ends."""
     config = BrokerConfig.from_mapping({})
-    assert config.message_size_of(config.stomp) == 128 << 20
-    assert config.message_size_of(config.amqp) == config.max_message_size == 4 << 20
+    assert config.message_size_of(config.stomp) == config.message_size_of(config.amqp) == 128 << 20
+    assert config.max_message_size == 4 << 20
     assert config.largest_message_size == 128 << 20
-    config = BrokerConfig.from_mapping({"stomp.maxMessageSize": 1 << 20, "maxMessageSize": 2 << 20})
-    assert config.message_size_of(config.stomp) == 1 << 20 and config.largest_message_size == 2 << 20
-    config = BrokerConfig.from_mapping({"stomp": {"enabled": False}})
+    config = BrokerConfig.from_mapping({"stomp.maxMessageSize": 1 << 20, "amqp.maxMessageSize": 1 << 20,
+                                        "maxMessageSize": 2 << 20})
+    assert config.message_size_of(config.stomp) == config.message_size_of(config.amqp) == 1 << 20
+    assert config.largest_message_size == 2 << 20
+    config = BrokerConfig.from_mapping({"stomp": {"enabled": False}, "amqp.maxMessageSize": 64 << 20})
+    assert config.largest_message_size == 64 << 20
+    config = BrokerConfig.from_mapping({"stomp": {"enabled": False}, "amqp": {"enabled": False}})
     assert config.largest_message_size == 4 << 20
     assert problems_of({"stomp.maxMessageSize": 10}) == ["stomp.maxMessageSize: must be >= 1024, got 10"]
     assert problems_of({"kafka.maxMessageSize": 1 << 20})[0].startswith("unknown key 'kafka.maxMessageSize'")
