@@ -42,6 +42,23 @@ def test_java_idempotent_produce_and_group_consume(live_broker, classes, compres
     assert sum(live_broker.run(broker.query_offset, f"java-group-{compression}", topic, q) for q in range(2)) == 500
 
 
+def test_java_consumer_with_the_kip848_group_protocol(tmp_path, classes):
+    """The Java client 3.9 speaks ConsumerGroupHeartbeat v0 (the broker names the member)."""
+    live = start_broker(str(tmp_path / "store"), kafka_group_consumer_heartbeat_interval_ms=500)
+    try:
+        live.run(lambda: live.server.broker.create_topic("java-848", read_queue_nums=2, write_queue_nums=2))
+        result = subprocess.run(
+            ["java", "-Dgroup.protocol=consumer", "-cp", f"{classes}:{LIB}/*", "KafkaClientCheck", live.bootstrap,
+             "java-848", "java-848-group", "300", "lz4"], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.stdout.strip().endswith("OK 300")
+        broker = live.server.broker
+        assert sum(live.run(broker.query_offset, "java-848-group", "java-848", q) for q in range(2)) == 300
+        assert "java-848-group" in live.server.front_ends["kafka"].handlers.consumer_groups.groups
+    finally:
+        live.stop()
+
+
 def test_java_client_over_sasl_plain(tmp_path, classes):
     acl = tmp_path / "plain_acl.yml"
     acl.write_text("accounts:\n  - accessKey: jay\n    secretKey: jay-secret\n    defaultTopicPerm: DENY\n"

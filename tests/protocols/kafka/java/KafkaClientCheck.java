@@ -43,7 +43,12 @@ public class KafkaClientCheck {
         c.put("group.id", group);
         c.put("auto.offset.reset", "earliest");
         c.put("enable.auto.commit", "false");
-        c.put("session.timeout.ms", "6000");
+        // -Dgroup.protocol=consumer: KIP-848 (the broker assigns; no client session timeout then)
+        String protocol = System.getProperty("group.protocol", "classic");
+        c.put("group.protocol", protocol);
+        if (protocol.equals("classic")) {
+            c.put("session.timeout.ms", "6000");
+        }
         c.put("max.poll.interval.ms", "7000");
         c.put("key.deserializer", ByteArrayDeserializer.class.getName());
         c.put("value.deserializer", ByteArrayDeserializer.class.getName());
