@@ -21,6 +21,7 @@ from rocketport.client.message import MessageQueue
 from rocketport.client.pulling import PullStatus
 
 from .columns import to_batch
+from .heap import keep_freed_heap
 from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions
 from .remote import MAX_PULL, Link, subscription
 
@@ -113,6 +114,7 @@ def read_range(r: QueueRange, group: str, namesrv: str) -> Iterator[pa.RecordBat
     bytes are decoded, so the broker serves them meanwhile. Without a filter their offsets
     are known, so `PULLS_IN_FLIGHT` go together; with one each pull starts where the last
     one's scan ended."""
+    keep_freed_heap()
     mq = r.mq
     sub = subscription(r.topic, r.tags, r.sql)
     window = 1 if r.tags or r.sql else PULLS_IN_FLIGHT
