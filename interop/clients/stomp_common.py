@@ -32,7 +32,7 @@ def send_headers(m: Out) -> dict[str, str]:
 
 
 def subscribe_headers(group: str, tag_filter: str | None, sql: str | None) -> dict[str, str]:
-    headers = {"x-group": group}
+    headers = {"x-group": group, "x-retry": "true"}  # a NACK takes RocketMQ's retry schedule
     if tag_filter:
         headers["x-tag-filter"] = tag_filter
     if sql:

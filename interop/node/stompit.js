@@ -63,7 +63,8 @@ async function consume(req, stop) {
   const client = await connect(req);
   const errors = [];
   client.on('error', e => { errors.push(e); out({ error: String(e.message || e) }); });
-  const headers = { destination: '/queue/' + req.topic, ack: 'client-individual', 'x-group': req.group };
+  const headers = { destination: '/queue/' + req.topic, ack: 'client-individual', 'x-group': req.group,
+                    'x-retry': 'true' };  // a NACK takes RocketMQ's retry schedule (retry_dlq)
   if (req.tag_filter) headers['x-tag-filter'] = req.tag_filter;
   if (req.sql) headers.selector = req.sql;
   let count = 0;

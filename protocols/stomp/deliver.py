@@ -53,6 +53,7 @@ class Subscription:
     ack_header: bool = False  # MESSAGE frames carry an ack header (1.2, not ack auto)
     id_prefix: str = ""  # "{serial}-": a delivery's message-id and ack id, before its tag
     topic: str = ""  # the topic it reads
+    retry: bool = False  # SUBSCRIBE's x-retry: true: its NACKs take the retry schedule
 
 
 Write = Callable[[Subscription, list[Delivery]], None]  # the session's: render and write a slice
@@ -115,6 +116,7 @@ class Deliverer:
         s.ack_header = ack != "auto" and self.version == V12
         s.id_prefix = f"{s.serial}-"
         s.topic = dest.topic
+        s.retry = headers.get("x-retry") == "true"
         self.subs[sub_id] = s
         self._by_serial[s.serial] = s
         s.sub = group.subscribe(functools.partial(self._write, s), prefetch=prefetch,
@@ -264,13 +266,15 @@ class Deliverer:
         defaults to true); ``requeue: false`` dead-letters it (``%DLQ%{group}``, where
         RabbitMQ without a dead-letter exchange drops it). ``x-retry: true`` asks for
         RocketMQ's retry schedule instead: ``%RETRY%{group}`` after delay level 3 + its
-        reconsume count, to ``%DLQ%{group}`` after the group's retryMaxTimes."""
+        reconsume count, to ``%DLQ%{group}`` after the group's retryMaxTimes; on SUBSCRIBE it
+        is every NACK's default there (for clients that NACK on their own, without headers)."""
         headers = frame.headers
         requeue = headers.get("requeue", "true")
         if requeue not in ("true", "false"):
             raise StompError(f"requeue {requeue[:32]!r}: true or false")
         s, tags = self._settle(frame)
-        if headers.get("x-retry") == "true":
+        retry = headers.get("x-retry")
+        if retry == "true" or (retry is None and s.retry and "requeue" not in headers):
             await s.group.nack(tags, requeue=False)
         elif requeue == "true":
             await s.group.nack(tags, requeue=True)

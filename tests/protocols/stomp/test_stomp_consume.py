@@ -122,15 +122,18 @@ def test_client_ack_is_cumulative(stomp_broker):
     again.disconnect()
 
 
-def test_nack_with_x_retry_goes_to_retry_then_dlq(stomp_broker):
-    """RocketMQ's retry schedule on request (``x-retry: true``): redelivered after the delay
-    levels with a reconsume count, then dead-lettered after the group's retryMaxTimes."""
+@pytest.mark.parametrize("where", ["NACK", "SUBSCRIBE"])
+def test_nack_with_x_retry_goes_to_retry_then_dlq(stomp_broker, where):
+    """RocketMQ's retry schedule on request (``x-retry: true`` on the NACK, or on SUBSCRIBE for
+    every NACK of it): redelivered after the delay levels with a reconsume count, then
+    dead-lettered after the group's retryMaxTimes."""
     broker = stomp_broker.server.broker
     stomp_broker.call(lambda: broker.update_group(SubscriptionGroupConfig("PoisonGroup", retry_max_times=2)))
     one_queue(stomp_broker, "poison")
     send_all(stomp_broker, "/queue/poison", [b"bad"], color="red")
     conn, listener = connect(stomp_broker)
-    conn.subscribe("/queue/poison", id="s", ack="client-individual", headers={"x-group": "PoisonGroup"})
+    conn.subscribe("/queue/poison", id="s", ack="client-individual",
+                   headers={"x-group": "PoisonGroup", **({"x-retry": "true"} if where == "SUBSCRIBE" else {})})
     seen = []
     deadline = time.monotonic() + 60
     while len(seen) < 3 and time.monotonic() < deadline:
@@ -138,7 +141,7 @@ def test_nack_with_x_retry_goes_to_retry_then_dlq(stomp_broker):
             headers, body = listener.messages[len(seen)]
             assert body == b"bad"
             seen.append(headers)
-            conn.nack(headers["ack"], receipt=f"n{len(seen)}", **{"x-retry": "true"})
+            conn.nack(headers["ack"], receipt=f"n{len(seen)}", **({"x-retry": "true"} if where == "NACK" else {}))
             listener.wait_receipt(f"n{len(seen)}")
     assert [h.get("x-reconsume-times") for h in seen] == [None, "1", "2"]
     assert all(h["destination"] == "/queue/poison" and h["color"] == "red" for h in seen)
