@@ -128,7 +128,7 @@ def start_rocketport(workdir: str, flush: str) -> Target:
     proc = subprocess.Popen(
         [sys.executable, "-m", "rocketport", "broker", "--set", f"storePathRootDir={store}",
          "--set", f"flushDiskType={flush}", "--set", f"amqp.port={port}",
-         "--set", "kafka.enabled=false", "--set", "stomp.enabled=false",
+         "--set", "kafka.enabled=false", "--set", "stomp.enabled=false", "--set", "http.enabled=false",
          "--set", f"listenPort={free_port()}", "--set", f"namesrv.port={free_port()}",
          "--set", "mappedFileSizeCommitLog=268435456", "--set", "http.port=0"],
         stdout=subprocess.DEVNULL, stderr=log)

@@ -10,7 +10,7 @@ head, as RabbitMQ expires) and, under ``x-overflow`` drop-head, what is beyond
 ``x-max-length``, and hands them to the dead-letter exchange (`dead_letter.DeadLetters`).
 It sleeps until the earliest head is due, at most a second, and is woken by publishes into
 such queues; it visits only the queues with a TTL or length limit and those a message
-with its own expiration went into. Work per tick is bounded (`_PER_QUEUE` messages a
+with its own expiration went into, each when its head is due or it was published into. Work per tick is bounded (`_PER_QUEUE` messages a
 queue, then a yield), and it waits while the dead-letter backlog is long.
 
 The publish path asks it too: `refuses` says whether a publish into queues with
@@ -55,6 +55,8 @@ class QueueLimits:
         # queues without limits that a message with its own expiration went into: looked at
         # until their head has none (the sweep visits only these and the limited ones)
         self._watched: dict[str, QueueState] = {}
+        self._visits: dict[str, int] = {}  # when to look at each queue next (ms): its head's due
+        self._poked: set[str] = set()  # queues published into since the last step: look now
         self.expired = 0  # messages expired since start (tests, benchmarks)
 
     # ------------------------------------------------------------------ the sweep
@@ -120,11 +122,16 @@ class QueueLimits:
             now = now_ms()
             due = now + _IDLE_MS
             more = False
-            queues = self.vhost.queues
-            watched = self._watched
+            queues, watched, visits, poked = self.vhost.queues, self._watched, self._visits, self._poked
+            self._poked = set()
             for name, state in [*self.vhost.limited.items(), *watched.items()]:
                 if queues.get(name) is not state:  # deleted meanwhile
                     watched.pop(name, None)
+                    visits.pop(name, None)
+                    continue
+                visit = visits.get(name, 0)
+                if visit > now and name not in poked:  # its head is not due yet
+                    due = min(due, visit)
                     continue
                 try:
                     head_due, busy = self.enforce(state, now)
@@ -132,14 +139,20 @@ class QueueLimits:
                     log.exception("AMQP queue %s: expiry failed", name)
                     continue
                 more = more or busy
-                if head_due is not None:
+                if busy:  # more is due now: on the next step
+                    visits[name] = now
+                elif head_due is not None:  # (at least once a second: the head may be taken)
+                    visits[name] = min(head_due, now + _IDLE_MS)
                     due = min(due, head_due)
-                elif not busy:
+                else:  # nothing due: looked at again when published into, or in a second
+                    visits[name] = now + _IDLE_MS  # (what other protocols write wakes nothing)
                     watched.pop(name, None)
             if more:
                 await asyncio.sleep(0)
                 continue
             self._wake.clear()
+            if self._poked:
+                continue
             try:
                 await asyncio.wait_for(self._wake.wait(), max(_MIN_SLEEP_S, (due - now_ms()) / 1000))
             except TimeoutError:
@@ -148,15 +161,14 @@ class QueueLimits:
     def published(self, states: Iterable[QueueState]) -> None:
         """Publishes went into these queues (a TTL or a length limit): look again now if
         one was empty, or is beyond its length."""
-        wake = False
         for state in states:
             name = state.entity.name
             if name not in self.vhost.limited and name not in self._watched:
                 self._watched[name] = state  # its own expiration: watched until its head has none
-                wake = True
-            if name in self._idle or state.policy.drops_head:
-                wake = True
-        if wake:
+                self._poked.add(name)
+            elif name in self._idle or state.policy.drops_head:
+                self._poked.add(name)
+        if self._poked:
             self._wake.set()
 
     # ------------------------------------------------------------------ reject-publish
