@@ -59,6 +59,12 @@ class ProtocolConfig:
     # max_message_size for STOMP and AMQP); 0 = the broker's maxMessageSize. Only sections listed in
     # _SIZE_SECTIONS accept the key.
     max_message_size: int = 0
+    # AMQP's logins without aclEnable, as RabbitMQ's default_user, default_pass and
+    # loopback_users: the one account (defaultUser "" = any credentials log in) and the users
+    # who may log in only from a loopback address. Only _LOGIN_SECTIONS accept the keys.
+    default_user: str = ""
+    default_pass: str = ""
+    loopback_users: tuple[str, ...] = ()
 
 
 @dataclass(slots=True, frozen=True)
@@ -173,7 +179,8 @@ class BrokerConfig:
     stomp: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(
         True, 61613, ws_port=15674, max_message_size=RABBITMQ_MAX_MESSAGE_SIZE))
     amqp: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(
-        True, 5672, max_message_size=RABBITMQ_MAX_MESSAGE_SIZE))
+        True, 5672, max_message_size=RABBITMQ_MAX_MESSAGE_SIZE, default_user="guest", default_pass="guest",
+        loopback_users=("guest",)))
     # /metrics and the JSON API (docs/observability.md); 5557 is RocketMQ 5's Prometheus
     # exporter port. Off in a config built in code (tests, embedding); conf/broker.yaml and
     # the shell's no-file default turn it on
@@ -333,6 +340,8 @@ class BrokerConfig:
 
 
 def _text(value: Any) -> str:
+    if isinstance(value, tuple):  # a list of names (loopbackUsers)
+        return ",".join(value)
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
@@ -341,14 +350,17 @@ _PROTOCOL_KEYS = ("enabled", "port", "host")
 _WS_SECTIONS = {"stomp"}  # sections with a WebSocket listener: they also take wsPort
 _METRICS_SECTIONS = {"http"}  # the section serving /metrics: it also takes metricsPerObject
 _SIZE_SECTIONS = {"stomp", "amqp"}  # sections with a message size limit of their own: maxMessageSize
+_LOGIN_SECTIONS = {"amqp"}  # sections with RabbitMQ's default account: defaultUser, defaultPass, loopbackUsers
 _SECTION_ATTRIBUTES = {"wsPort": "ws_port", "metricsPerObject": "metrics_per_object",
-                       "maxMessageSize": "max_message_size"}
+                       "maxMessageSize": "max_message_size", "defaultUser": "default_user",
+                       "defaultPass": "default_pass", "loopbackUsers": "loopback_users"}
 
 
 def _section_keys(section: str) -> tuple[str, ...]:
     return _PROTOCOL_KEYS + (("wsPort",) if section in _WS_SECTIONS else ()) \
         + (("metricsPerObject",) if section in _METRICS_SECTIONS else ()) \
-        + (("maxMessageSize",) if section in _SIZE_SECTIONS else ())
+        + (("maxMessageSize",) if section in _SIZE_SECTIONS else ()) \
+        + (("defaultUser", "defaultPass", "loopbackUsers") if section in _LOGIN_SECTIONS else ())
 
 
 def _sections(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -474,6 +486,17 @@ def _coerce(f: dataclasses.Field, raw: Any) -> Any:
     return value
 
 
+def _names(value: Any) -> tuple[str, ...]:
+    """A list of names: a YAML list, or one string of names separated by commas (a
+    broker.properties value); empty or none: no names."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        raise ValueError(f"expected a list of names, got {value!r}")
+    return tuple(str(item).strip() for item in items if str(item).strip())
+
+
 def _protocol_section(key: str, f: dataclasses.Field, raw: Any,
                       problems: list[tuple[str, str]]) -> ProtocolConfig | None:
     """A front-end's section with its defaults for keys not given; each unknown key or bad
@@ -495,6 +518,10 @@ def _protocol_section(key: str, f: dataclasses.Field, raw: Any,
                 values[sub] = "" if value is None else str(value).strip()
             elif sub == "maxMessageSize" and key in _SIZE_SECTIONS:
                 values["max_message_size"] = _integer(value, 1024, MAX_MESSAGE_SIZE)
+            elif sub in ("defaultUser", "defaultPass") and key in _LOGIN_SECTIONS:
+                values[_SECTION_ATTRIBUTES[sub]] = "" if value is None else str(value)
+            elif sub == "loopbackUsers" and key in _LOGIN_SECTIONS:
+                values["loopback_users"] = _names(value)
             elif sub == "wsPort" and key in _WS_SECTIONS:
                 values["ws_port"] = _integer(value, 0, MAX_PORT)
             elif sub == "metricsPerObject" and key in _METRICS_SECTIONS:

@@ -3,13 +3,20 @@
 With aclEnable on, a PLAIN or AMQPLAIN start-ok names an account of the ACL file (accessKey,
 secretKey) and every action needs that account's permission: PUB on an exchange's topic to
 publish, SUB on a queue to consume, get or purge, admin to declare, bind or delete. Without
-ACL any credentials of those two mechanisms log in and every action is allowed. Refusals
-are typed (`AclError` at login, a 403 `ChannelError` after); this module never writes.
+ACL there is RabbitMQ's one default account (amqp.defaultUser / amqp.defaultPass, guest /
+guest; an empty defaultUser lets any credentials in) and every action is allowed. Either
+way a user named in amqp.loopbackUsers (RabbitMQ's loopback_users: guest) logs in only from
+a loopback address (127.0.0.0/8, ::1). A refused login is `LoginRefused`, whose reply text
+is RabbitMQ's (the reason goes to the broker's log, not to the client); a refused action a
+403 `ChannelError`. This module never writes.
 """
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import struct
+from dataclasses import dataclass
 from typing import Any, Final
 
 from pamqp import decode
@@ -33,14 +40,59 @@ SERVER_PROPERTIES: Final[dict[str, Any]] = {
 }
 
 
-def login(acl: PlainAcl | None, mechanism: str, response: bytes) -> Account | None:
-    """The account a start-ok logs in as (None without ACL); `AclError` refuses it."""
-    if acl is not None:
-        user, password = _credentials(mechanism, response)
-        return acl.authenticate(user, password)
-    if mechanism not in MECHANISMS.split():
-        raise AclError(f"unsupported mechanism {mechanism}")
-    return None
+class LoginRefused(AclError):
+    """A start-ok refused: connection.close 403 with RabbitMQ's words (``reply_text``);
+    the message (the reason) is for the broker's log."""
+
+    def __init__(self, mechanism: str, reason: str) -> None:
+        super().__init__(reason)
+        self.reply_text = (f"ACCESS_REFUSED - Login was refused using authentication mechanism "
+                           f"{mechanism}. For details see the broker logfile.")
+
+
+@dataclass(frozen=True, slots=True)
+class Logins:
+    """Who may log in (see the module): the ACL file's accounts, else the default account,
+    and the users who may log in from a loopback address only."""
+
+    acl: PlainAcl | None
+    default_user: str = ""
+    default_pass: str = ""
+    loopback_users: frozenset[str] = frozenset()
+
+    def login(self, mechanism: str, response: bytes, peer_host: str) -> Account | None:
+        """The account a start-ok from ``peer_host`` logs in as (None without ACL);
+        `LoginRefused` refuses it."""
+        if mechanism not in MECHANISMS.split():
+            raise LoginRefused(mechanism, f"unsupported mechanism {mechanism!r}")
+        try:
+            user, password = _credentials(mechanism, response)
+        except AclError as exc:
+            raise LoginRefused(mechanism, str(exc)) from None
+        account = None
+        if self.acl is not None:
+            try:
+                account = self.acl.authenticate(user, password)
+            except AclError as exc:
+                raise LoginRefused(mechanism, f"user '{user}': {exc}") from None
+        elif self.default_user:
+            # compared whatever the name, so timing does not tell a wrong name from a wrong password
+            good = hmac.compare_digest(password.encode(), self.default_pass.encode())
+            if user != self.default_user or not good:
+                raise LoginRefused(mechanism, f"user '{user}': invalid credentials")
+        if user in self.loopback_users and not _loopback(peer_host):
+            raise LoginRefused(mechanism, f"user '{user}' can only connect via localhost")
+        return account
+
+
+def _loopback(host: str) -> bool:
+    """127.0.0.0/8 and ::1 (an IPv4 one mapped into IPv6 too), as RabbitMQ counts them."""
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback
 
 
 def require(account: Account | None, resource: str, needed: int) -> None:

@@ -20,6 +20,7 @@ from rocketport.core.facade.types import AmqpEntityManager
 from ..frontend import ListenerFrontEnd
 from ..listener import Listener
 from ..session_base import Session
+from .access import Logins
 from .admin_view import VIEW_NAME, snapshot
 from .session import AmqpSession
 from .vhost import VirtualHost
@@ -43,6 +44,7 @@ class AmqpFrontEnd(ListenerFrontEnd):
             os.path.join(config.store_path_root_dir, "config")))
         broker.views.register(VIEW_NAME, lambda: snapshot(self.vhost))
         self.acl = PlainAcl(config.plain_acl_file) if config.acl_enable else None
+        self.logins = Logins(self.acl, section.default_user, section.default_pass, frozenset(section.loopback_users))
         self.heartbeat = DEFAULT_HEARTBEAT_S
         self.listener = Listener("amqp", section.host, section.port, self._new_session,
                                  config.connection_limits)

@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 from pamqp.base import Frame
 from pamqp.commands import Channel as ChannelMethods
 
-from rocketport.core.auth.plain_acl import Account, AclError
+from rocketport.core.auth.plain_acl import Account
 from rocketport.core.errors import BrokerError
 
 from .. import eager
 from ..session_base import Buffer, Pausable, Session
 from . import codec
-from .access import MECHANISMS, SERVER_PROPERTIES, login
+from .access import MECHANISMS, SERVER_PROPERTIES, LoginRefused
 from .channel import Channel, MethodHandler
 from .connection import OPEN, AmqpServerConnection
 from .declare import DeclareHandlers
@@ -221,10 +221,10 @@ class AmqpSession(Session):
         capabilities = event.client_properties.get("capabilities")
         self.client_capabilities = dict(capabilities) if isinstance(capabilities, dict) else {}
         try:
-            self.account = login(self.front_end.acl, event.mechanism, event.response)
-        except AclError as exc:
-            log.info("AMQP client %s:%d: %s", *self.peer, exc)
-            self._close_connection(Reply.ACCESS_REFUSED, f"ACCESS_REFUSED - {exc}", 10, 11)
+            self.account = self.front_end.logins.login(event.mechanism, event.response, self.peer[0])
+        except LoginRefused as exc:
+            log.info("AMQP client %s:%d: login refused: %s", *self.peer, exc)
+            self._close_connection(Reply.ACCESS_REFUSED, exc.reply_text, 10, 11)
             return
         self._emit(self.conn.send_tune())
 

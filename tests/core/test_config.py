@@ -185,3 +185,19 @@ def test_stomp_and_amqp_take_rabbitmqs_message_size_and_the_store_the_largest_li
     assert config.largest_message_size == 4 << 20
     assert problems_of({"stomp.maxMessageSize": 10}) == ["stomp.maxMessageSize: must be >= 1024, got 10"]
     assert problems_of({"kafka.maxMessageSize": 1 << 20})[0].startswith("unknown key 'kafka.maxMessageSize'")
+
+
+def test_amqp_takes_rabbitmqs_default_account_and_loopback_users():
+    """amqp.defaultUser / defaultPass / loopbackUsers: RabbitMQ's default_user, default_pass
+    (guest / guest) and loopback_users ([guest]); a list or names separated by commas."""
+    config = BrokerConfig.from_mapping({})
+    assert (config.amqp.default_user, config.amqp.default_pass, config.amqp.loopback_users) == (
+        "guest", "guest", ("guest",))
+    config = BrokerConfig.from_mapping({"amqp.defaultUser": "app", "amqp.defaultPass": "pw",
+                                        "amqp.loopbackUsers": "app, ops"})
+    assert (config.amqp.default_user, config.amqp.default_pass, config.amqp.loopback_users) == (
+        "app", "pw", ("app", "ops"))
+    assert BrokerConfig.from_mapping({"amqp": {"loopbackUsers": []}}).amqp.loopback_users == ()
+    assert BrokerConfig.from_mapping({"amqp.loopbackUsers": ""}).amqp.loopback_users == ()
+    assert problems_of({"stomp.defaultUser": "x"})[0].startswith("unknown key 'stomp.defaultUser'")
+    assert problems_of({"amqp.loopbackUsers": 5}) == ["amqp.loopbackUsers: expected a list of names, got 5"]
