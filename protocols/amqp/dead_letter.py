@@ -325,6 +325,24 @@ def typed_x_death(encoded: bytes, text: str) -> bytes:
     return encoded[:at] + _U32.pack(len(table)) + table + encoded[at + 4 + table_len:]
 
 
+def with_long_header(encoded: bytes, name: str, value: int) -> bytes:
+    """A content header's property list with one more header, a long (``l``, as RabbitMQ
+    writes x-delivery-count), its headers table made when it has none."""
+    raw = name.encode("utf-8", "surrogateescape")[:255]
+    field = bytes((len(raw),)) + raw + b"l" + struct.pack(">q", value)
+    flags = int.from_bytes(encoded[:2], "big")
+    at = 2
+    for bit in (15, 14):  # content_type, content_encoding come before the headers
+        if flags & (1 << bit):
+            at += 1 + encoded[at]
+    if flags & (1 << 13):
+        table_len = _U32.unpack_from(encoded, at)[0]
+        end = at + 4 + table_len
+        return encoded[:at] + _U32.pack(table_len + len(field)) + encoded[at + 4:end] + field + encoded[end:]
+    return (int.to_bytes(flags | 1 << 13, 2, "big") + encoded[2:at] + _U32.pack(len(field)) + field
+            + encoded[at:])
+
+
 def write_header(properties: dict[str, str], name: str, value: Any) -> None:
     """Store a typed header value. Interim: as JSON text until typed headers are kept in
     the store (protocols/amqp/properties.py); then this writes them as a table."""

@@ -27,10 +27,10 @@ from rocketport.core.facade.types import StoredMessage, now_ms
 from . import codec
 from .access import require
 from .channel import Channel, Consumer, MethodHandler, Source, Unacked, group_tags, sources
-from .dead_letter import X_DEATH, cycles, typed_x_death
+from .dead_letter import X_DEATH, cycles, typed_x_death, with_long_header
 from .errors import ChannelError, ConnectionError_, Reply
 from .properties import encode_properties
-from .queue_args import REJECTED
+from .queue_args import DELIVERY_LIMIT, QUORUM, REJECTED
 from .vhost import QueueState
 
 if TYPE_CHECKING:
@@ -103,6 +103,7 @@ class DeliverHandlers:
         them), so a repeat decodes nothing."""
         group, queue = state.group, state.entity.name
         drops = state.policy.drops  # the policy is the declare's: fixed
+        quorum = state.policy.queue_type == QUORUM
         number = channel.number
         tag_bytes = bytes((len(consumer.tag_bytes),)) + consumer.tag_bytes
         no_ack = consumer.no_ack
@@ -110,16 +111,17 @@ class DeliverHandlers:
         write_now = self.session.write_now
         add = channel.add_delivery
         source = Source(group, queue)
-        rendered: dict[tuple[bytes, str], tuple[bool, codec.Deliveries]] = {}
+        # by stored properties and topic: (expiring, frames, names, content properties)
+        rendered: dict[tuple[bytes, str], tuple[bool, codec.Deliveries, bytes, bytes]] = {}
         generation = vhost.generation
         traffic = self.session.front_end.traffic
 
-        def render(message: MessageExt, topic: str) -> tuple[bool, codec.Deliveries]:
+        def render(message: MessageExt, topic: str) -> tuple[bool, codec.Deliveries, bytes, bytes]:
             props = message.properties
             names = (codec.shortstr_of(vhost.exchange_name(props.get(PROPERTY_RETRY_TOPIC, topic), queue, props))
                      + codec.shortstr_of(props.get("TAGS", "")))
-            return "expiration" in props, codec.Deliveries(number, tag_bytes, names,
-                                                           self.content_properties(props))
+            content = self.content_properties(props)
+            return "expiration" in props, codec.Deliveries(number, tag_bytes, names, content), names, content
 
         def deliver(run: list[Any]) -> None:
             nonlocal generation
@@ -144,9 +146,11 @@ class DeliverHandlers:
                         rendered[key] = found
                 else:
                     found = render(message, topic)
-                expiring, frames = found
+                expiring, frames, names, content = found
                 if (drops or expiring) and self._dropped(state, delivery, no_ack):
                     continue
+                if quorum:  # x-delivery-count: how often it came back, on every delivery
+                    frames = codec.Deliveries(number, tag_bytes, names, self._counted(state, message, content))
                 frames.frames_into(parts, add(source, delivery.tag, message, no_ack),
                                    delivery.redelivered or message.reconsume_times > 0, message.body, frame_max)
                 sent += 1
@@ -156,6 +160,12 @@ class DeliverHandlers:
                 traffic.messages_out += sent
                 traffic.bytes_out += size
         return deliver
+
+    @staticmethod
+    def _counted(state: QueueState, message: MessageExt, properties: bytes) -> bytes:
+        """A quorum queue's delivery properties with x-delivery-count (its returns so far)."""
+        returns = state.returns.get((message.topic, message.queue_id, message.queue_offset), 0)
+        return with_long_header(properties, "x-delivery-count", returns)
 
     def content_properties(self, props: dict[str, str]) -> bytes:
         """A delivery's content-header properties; a dead-letter copy's x-death typed."""
@@ -186,12 +196,11 @@ class DeliverHandlers:
 
     async def release(self, channel: Channel) -> None:
         """A closed channel: cancel its consumers; its unacked deliveries go back, redelivered."""
-        self._count_returns(list(channel.unacked.values()))
+        taken = self._returned(channel.take_all())  # before the groups take theirs back
         consumers = list(channel.consumers.values())
         channel.consumers.clear()
         for consumer in consumers:
             await self._drop_consumer(consumer)
-        taken = channel.take_all()
         for group, tags in group_tags(taken).items():
             await group.nack(tags, requeue=True)
 
@@ -254,7 +263,8 @@ class DeliverHandlers:
                                          codec.shortstr_of(self.vhost.exchange_name(exchange, name, props))[1:],
                                          codec.shortstr_of(props.get("TAGS", ""))[1:],
                                          min(state.group.message_count, 0xFFFFFFFF)),
-                      *codec.content_frames(channel.number, self.content_properties(props),
+                      *codec.content_frames(channel.number, self._counted(state, message, self.content_properties(props))
+                                            if state.policy.queue_type == QUORUM else self.content_properties(props),
                                             message.body, session.conn.frame_max))
 
     # ---------------------------------------------------------------- ack, nack, reject, recover
@@ -276,14 +286,29 @@ class DeliverHandlers:
                     if entry_source is source:
                         state.returns.pop((message.topic, message.queue_id, message.queue_offset), None)
 
-    def _count_returns(self, taken: list[Unacked]) -> None:
-        """x-delivery-limit: count each delivery going back to its queue."""
+    def _returned(self, taken: list[Unacked]) -> list[Unacked]:
+        """Deliveries going back to their queues: each return counted (x-delivery-limit,
+        a quorum queue's x-delivery-count); one returned more often than its queue's limit
+        leaves at once instead, dead-lettered (reason delivery_limit) or dropped, as RabbitMQ
+        does at the return. The others, to requeue."""
         queues = self.vhost.queues
-        for source, _, message in taken:
+        back = []
+        for entry in taken:
+            source, group_tag, message = entry
             state = queues.get(source.queue)
-            if state is not None and state.policy.delivery_limit is not None:
+            if state is not None and (state.policy.delivery_limit is not None
+                                      or state.policy.queue_type == QUORUM):
                 key = (message.topic, message.queue_id, message.queue_offset)
-                state.returns[key] = state.returns.get(key, 0) + 1
+                returns = state.returns.get(key, 0) + 1
+                limit = state.policy.delivery_limit
+                if limit is not None and returns > limit:
+                    state.returns.pop(key, None)
+                    source.group.ack([group_tag])
+                    self._dead_letter(state, [message], DELIVERY_LIMIT)
+                    continue
+                state.returns[key] = returns
+            back.append(entry)
+        return back
 
     async def _nack(self, channel: Channel, tag: int, multiple: bool, requeue: bool) -> None:
         if channel.tx:
@@ -295,8 +320,7 @@ class DeliverHandlers:
         """Requeue (redelivered), or without requeue: to the queue's dead-letter exchange
         when it has one, else straight to the group's ``%DLQ%`` topic (RabbitMQ would drop)."""
         if requeue:
-            self._count_returns(taken)
-            for group, tags in group_tags(taken).items():
+            for group, tags in group_tags(self._returned(taken)).items():
                 await group.nack(tags, requeue=True)
             return
         for source, group_tag, message in taken:

@@ -383,8 +383,8 @@ def queue_types(peer: Peer) -> list:
         channel.queue_declare(name, durable=True, arguments={"x-queue-type": "quorum", "x-delivery-limit": 1})
         channel.basic_publish("", name, b"flaky")
         for _ in range(2):  # delivered, returned once (within the limit), delivered, returned again
-            method, _, body = _get_unacked(channel, name)
-            observed.append((body, method.redelivered))
+            method, properties, body = _get_unacked(channel, name)
+            observed.append((body, method.redelivered, typed((properties.headers or {}).get("x-delivery-count"))))
             channel.basic_nack(method.delivery_tag, requeue=True)
         observed.append(channel.basic_get(name)[2])  # over the limit: dropped
         channel.queue_delete(name)

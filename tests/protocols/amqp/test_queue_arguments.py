@@ -127,6 +127,6 @@ def test_delivery_limit_dead_letters_a_message_returned_too_often(amqp_port):
         method, _, body = _get(ch, "limited")
         assert body == b"flaky" and method.redelivered
         ch.basic_nack(method.delivery_tag, requeue=True)  # twice: over it
-        assert _empty_for(ch, "limited")  # applied when the queue hands it out
+        assert _empty_for(ch, "limited")  # it left at that return
         method, props, body = _get(ch, "limit-dead")
         assert body == b"flaky" and props.headers["x-first-death-reason"] == "delivery_limit"

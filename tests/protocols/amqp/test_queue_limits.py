@@ -206,3 +206,25 @@ def test_messages_that_expire_while_the_broker_is_down_are_dead_lettered_after_t
             assert _count(ch, "waiting") == 1
     finally:
         live.stop()
+
+
+def test_quorum_queue_deliveries_count_their_returns_in_x_delivery_count(amqp_port):
+    with _connect(amqp_port) as conn:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("poison.dead")
+        ch.queue_declare("poison", durable=True, arguments={
+            "x-queue-type": "quorum", "x-delivery-limit": 2, "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": "poison.dead"})
+        ch.basic_publish("", "poison", b"bad", pika.BasicProperties(headers={"kept": "yes"}))
+        counts = []
+        for method, props, body in ch.consume("poison", inactivity_timeout=TIMEOUT):
+            assert body == b"bad" and props.headers["kept"] == "yes"
+            counts.append(props.headers["x-delivery-count"])
+            ch.basic_nack(method.delivery_tag, requeue=True)
+            if len(counts) == 3:
+                break
+        ch.cancel()
+        assert counts == [0, 1, 2]
+        _, props, body = _get(ch, "poison.dead")
+        assert body == b"bad" and props.headers["x-death"][0]["reason"] == "delivery_limit"
