@@ -34,6 +34,7 @@ from .transactions import TransactionHandlers
 
 TXN_V2_PRODUCE: Final = 12  # the transaction protocol v2: Produce adds the partitions itself
 FETCH_SESSIONS: Final = 7  # incremental fetch sessions (KIP-227) from Fetch v7
+FETCH_TOPIC_IDS: Final = 13  # Fetch names topics by id from v13
 
 
 class KafkaHandlers:
@@ -77,8 +78,11 @@ class KafkaHandlers:
         may_read = None if ctx.principal is None else (lambda topic: may_use_topic(ctx, topic, SUB))
         if ctx.api_version < FETCH_SESSIONS:
             return await self.fetch.handle(body, may_read, ctx.client_host)
+        unknown: list[dict[str, Any]] = []
+        if ctx.api_version >= FETCH_TOPIC_IDS:
+            body, unknown = self.topic_ids.fetch_by_name(body)
         fetch = self.fetch_sessions.begin(body)
         if not isinstance(fetch, SessionFetch):  # an unknown session or a wrong epoch
             return {"throttle_time_ms": 0, "error_code": fetch, "session_id": 0, "responses": []}
-        response = await self.fetch.handle(fetch.request, may_read, ctx.client_host)
-        return self.fetch_sessions.finish(fetch, response)
+        response = self.fetch_sessions.finish(fetch, await self.fetch.handle(fetch.request, may_read, ctx.client_host))
+        return self.topic_ids.fetch_by_id(response, unknown) if ctx.api_version >= FETCH_TOPIC_IDS else response

@@ -5,17 +5,19 @@ and recreated topic from the old one. This broker's topics live in the core's to
 which has no id; the id is instead derived from the name (a SHA-256 of the cluster name and
 the topic name, shaped as a version-8 UUID), so it is the same after a restart and on every
 broker of a cluster without being stored. The price: a topic deleted and recreated under
-the same name keeps its id. KIP-848 assignments, Metadata v10+ and DescribeTopicPartitions
-carry these ids; nothing here touches the store.
+the same name keeps its id. KIP-848 assignments, Metadata v10+ and Fetch v13+ carry these
+ids; nothing here touches the store.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-from typing import Final
+from typing import Any, Final
 
 from rocketport.core.broker import Broker
+
+from .errors import ErrorCode
 
 ZERO_ID: Final = bytes(16)
 
@@ -62,3 +64,32 @@ class TopicIds:
             if self.id_of(name) == raw:
                 return name
         return None
+
+    # ------------------------------------------------------------------ Fetch v13+
+    def fetch_by_name(self, body: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """A Fetch v13+ (topics by id) as the fetch handler reads it (by name), and the
+        answers for ids no topic has (UNKNOWN_TOPIC_ID per partition, as Kafka answers)."""
+        topics, unknown = [], []
+        for t in body["topics"]:
+            name = self.name_of(t["topic_id"])
+            if name is not None:
+                topics.append({**t, "topic": name})
+                continue
+            unknown.append({"topic_id": t["topic_id"], "partitions": [
+                {"partition_index": p["partition"], "error_code": ErrorCode.UNKNOWN_TOPIC_ID, "high_watermark": -1,
+                 "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None, "records": None}
+                for p in t["partitions"]]})
+        forgotten = []
+        for f in body["forgotten_topics_data"]:
+            name = self.name_of(f["topic_id"])
+            if name is not None:
+                forgotten.append({**f, "topic": name})
+        return {**body, "topics": topics, "forgotten_topics_data": forgotten}, unknown
+
+    def fetch_by_id(self, response: dict[str, Any], unknown: list[dict[str, Any]]) -> dict[str, Any]:
+        """The fetch handler's answer (by name) as Fetch v13+ sends it (by id)."""
+        for t in response["responses"]:
+            t["topic_id"] = self.id_of(t["topic"])
+        if unknown:
+            response["responses"] = [*response["responses"], *unknown]
+        return response

@@ -16,7 +16,7 @@ from .kafka_samples import api_versions, message, normalise, project
 
 SERVED = {  # kafka.md's "serve" column plus the admin APIs: (min, max)
     ApiKey.API_VERSIONS: (0, 4), ApiKey.METADATA: (0, 12), ApiKey.PRODUCE: (0, 12),
-    ApiKey.INIT_PRODUCER_ID: (0, 5), ApiKey.FETCH: (0, 12), ApiKey.LIST_OFFSETS: (0, 9),
+    ApiKey.INIT_PRODUCER_ID: (0, 5), ApiKey.FETCH: (0, 17), ApiKey.LIST_OFFSETS: (0, 9),
     ApiKey.FIND_COORDINATOR: (0, 6), ApiKey.JOIN_GROUP: (0, 9), ApiKey.SYNC_GROUP: (0, 5),
     ApiKey.HEARTBEAT: (0, 4), ApiKey.OFFSET_FETCH: (0, 9), ApiKey.OFFSET_COMMIT: (0, 9),
     ApiKey.LEAVE_GROUP: (0, 5), ApiKey.CREATE_TOPICS: (0, 7), ApiKey.DESCRIBE_GROUPS: (0, 5),
@@ -208,4 +208,4 @@ def test_encode_rejects_null_for_non_nullable() -> None:
     with pytest.raises(ValueError):
         codec.encode_request(0, 9, {"topic_data": [{"name": None}]})
     with pytest.raises(codec.UnsupportedApi):
-        codec.encode_request(1, 13, {})
+        codec.encode_request(1, 18, {})

@@ -126,3 +126,32 @@ def test_the_cache_is_bounded_and_evicts_as_kafka_does():
     assert open_session(1) == 0  # not stale, and smaller than every evictable session
     now[0] = 3 * EVICTION_MS
     assert open_session(1) != 0 and len(cache) == 2  # a stale one gives way to anyone
+
+
+def test_fetch_v13_names_topics_by_id_in_requests_sessions_and_answers(live_broker):
+    create_topic(live_broker, "fs", 2)
+    with RawClient(live_broker.port) as raw:
+        produce_raw(raw, 0, 2)
+        meta = raw.request(ApiKey.METADATA, 12, {"topics": [{"topic_id": bytes(16), "name": "fs"}],
+                                                 "allow_auto_topic_creation": False,
+                                                 "include_topic_authorized_operations": False})
+        topic_id = meta["topics"][0]["topic_id"]
+        assert topic_id != bytes(16)
+        stranger = bytes(range(16))
+
+        def body(session_id: int, epoch: int, partitions: dict[int, int] | None, ids=(topic_id,)) -> dict:
+            return {"max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 24, "isolation_level": 0,
+                    "session_id": session_id, "session_epoch": epoch, "forgotten_topics_data": [],
+                    "topics": [{"topic_id": i, "partitions": [
+                        {"partition": p, "fetch_offset": o, "partition_max_bytes": 1 << 20}
+                        for p, o in (partitions or {}).items()]} for i in ids] if partitions else []}
+
+        full = raw.request(ApiKey.FETCH, 16, body(0, 0, {0: 0, 1: 0}, ids=(topic_id, stranger)))
+        by_id = {t["topic_id"]: t["partitions"] for t in full["responses"]}
+        assert set(by_id) == {topic_id, stranger}
+        assert {p["error_code"] for p in by_id[stranger]} == {ErrorCode.UNKNOWN_TOPIC_ID}
+        assert [p["high_watermark"] for p in by_id[topic_id]] == [2, 0] and by_id[topic_id][0]["records"]
+        produce_raw(raw, 1)
+        news = raw.request(ApiKey.FETCH, 16, body(full["session_id"], 1, {0: 2}))
+        assert [(t["topic_id"], [p["partition_index"] for p in t["partitions"]]) for t in news["responses"]] \
+            == [(topic_id, [1])]
