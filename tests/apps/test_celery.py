@@ -24,15 +24,6 @@ from tests.apps.celery_worker import CeleryWorker
 
 RESULT_TIMEOUT_S = 30.0
 
-# the worker's first task message ends it (Celery's "Unrecoverable error"); the ping, first in
-# the module, sends no task
-TYPED_HEADERS = pytest.mark.xfail(
-    strict=True, reason="typed headers (helper w): the task message's `timelimit` header, an AMQP "
-    "array [None, None], comes back as the string '[None, None]' (protocols/amqp/properties.py _text "
-    "stores header values as text), and celery/worker/request.py's `time_limit, soft_time_limit = "
-    "self.time_limits` raises ValueError: too many values to unpack")
-
-
 @pytest.fixture(scope="module")
 def worker(amqp_url, tmp_path_factory) -> Iterator[CeleryWorker]:
     worker = CeleryWorker(tmp_path_factory.mktemp("celery-worker"), amqp_url, name="shared",
@@ -74,14 +65,12 @@ def test_the_worker_answers_a_remote_control_ping(client, worker):
     assert replies == [{worker.hostname: {"ok": "pong"}}], worker.log_tail()
 
 
-@TYPED_HEADERS
 def test_a_task_sent_through_rocketport_runs_and_its_result_comes_back(client, worker):
     assert _get(client.tasks["apps.add"].delay(2, 3), worker) == 5
     many = [client.tasks["apps.add"].delay(i, 1) for i in range(10)]
     assert [_get(result, worker) for result in many] == [i + 1 for i in range(10)]
 
 
-@TYPED_HEADERS
 def test_countdown_and_eta_hold_a_task_until_it_is_due(client, worker):
     ran_at = client.tasks["apps.ran_at"]
     sent = time.time()
@@ -92,39 +81,33 @@ def test_countdown_and_eta_hold_a_task_until_it_is_due(client, worker):
     assert _get(by_eta, worker) >= eta.timestamp() - 0.1
 
 
-@TYPED_HEADERS
 def test_an_acks_late_task_runs_and_is_acknowledged_after(client, worker):
     assert _get(client.tasks["apps.add_late"].delay(20, 22), worker) == {"sum": 42,
                                                                          "acks_late": True}
 
 
-@TYPED_HEADERS
 def test_a_task_retries_itself_with_a_countdown_until_it_succeeds(client, worker):
     # each retry is a new message with the retry count and an eta in its headers
     assert _get(client.tasks["apps.flaky"].delay(2), worker) == 2
 
 
-@TYPED_HEADERS
 def test_a_group_gathers_every_result(client, worker):
     result = group(client.tasks["apps.add"].s(i, i) for i in range(10)).apply_async()
     assert _get(result, worker) == [2 * i for i in range(10)]
 
 
-@TYPED_HEADERS
 def test_a_soft_time_limit_interrupts_the_task(client, worker):
     # the limits travel in the message's `timelimit` header, an array [soft, hard]
     result = client.tasks["apps.sleeper"].apply_async((20,), soft_time_limit=1)
     assert _get(result, worker) == "soft limit"
 
 
-@TYPED_HEADERS
 def test_a_hard_time_limit_kills_the_task(client, worker):
     result = client.tasks["apps.sleeper"].apply_async((20,), time_limit=1)
     with pytest.raises(TimeLimitExceeded):
         _get(result, worker)
 
 
-@TYPED_HEADERS
 def test_a_chord_calls_its_body_with_the_results_of_its_header(amqp_url, tmp_path):
     """The rpc:// backend cannot run chords (Celery raises NotImplementedError: a chord needs
     a backend that every worker can read the group's results from). The filesystem backend
@@ -148,7 +131,6 @@ def test_a_chord_calls_its_body_with_the_results_of_its_header(amqp_url, tmp_pat
         worker.stop()
 
 
-@TYPED_HEADERS
 def test_an_acks_late_task_of_a_killed_worker_runs_again_on_a_new_worker(amqp_url, tmp_path):
     """acks_late: the message is acknowledged after the task, so a worker SIGKILLed mid-task
     leaves it unacknowledged; the broker requeues it when the connection drops and the next

@@ -66,9 +66,7 @@ HEADERS = {"retries": 3, "flag": True, "off": False, "limits": [None, 5], "neste
            "none": None, "text": "t", "big": 2 ** 40, "when": datetime(2026, 1, 2, 3, 4, 5)}
 
 
-@on_both(pytest.mark.xfail(strict=True, reason="typed headers (helper w): protocols/amqp/properties.py "
-                           "_text stores every header value as text, so the consumer gets '3', 'true', "
-                           "'[None, 5]' and no 'none' header, where RabbitMQ gives them back typed"))
+@on_both()
 def test_a_consumer_reads_headers_with_their_types(conn):
     """RabbitMQ gives a header table back as published: ints, booleans, arrays with nulls,
     nested tables, floats, null, timestamps (py-amqp reads them back as naive UTC datetimes)."""

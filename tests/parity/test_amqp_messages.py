@@ -13,7 +13,6 @@ from decimal import Decimal
 import aio_pika
 import amqp
 import pika
-import pytest
 
 from .amqp_client import closed, connection, drain, get
 from .harness import Peer, typed
@@ -34,12 +33,6 @@ CELERY_HEADERS = {
 }
 
 
-TYPED_HEADERS = pytest.mark.xfail(
-    strict=True, reason="typed headers (helper w): protocols/amqp/properties.py _text stores every "
-    "header value as text at publish and encode_properties sends it back as a string (long string "
-    "'S'), so 7 comes back '7', None is dropped")
-
-
 def pika_typed_headers(peer: Peer) -> list:
     """RabbitMQ hands a header table back as it was published: every field type, nested."""
     with connection(peer) as conn:
@@ -58,7 +51,6 @@ def pika_typed_headers(peer: Peer) -> list:
         return [body, typed(got.headers), [typed(getattr(got, name)) for name in fields]]
 
 
-@TYPED_HEADERS
 def test_a_header_table_comes_back_with_its_types(parity):
     parity.assert_same(pika_typed_headers)
 
@@ -83,7 +75,6 @@ def py_amqp_celery_headers(peer: Peer) -> list:
         return [message.body, typed(message.headers), message.content_type]
 
 
-@TYPED_HEADERS
 def test_py_amqp_gets_celerys_task_headers_typed(parity):
     observed = parity.assert_same(py_amqp_celery_headers)
     assert observed[1] == typed(CELERY_HEADERS)
@@ -119,7 +110,6 @@ def aio_pika_typed_headers(peer: Peer) -> list:
     return asyncio.run(asyncio.wait_for(main(), 30))
 
 
-@TYPED_HEADERS
 def test_aio_pika_gets_its_header_table_typed(parity):
     parity.assert_same(aio_pika_typed_headers)
 
@@ -249,8 +239,5 @@ def big_message(peer: Peer) -> list:
         return [len(got[2]), hashlib.sha256(got[2]).hexdigest() == hashlib.sha256(body).hexdigest()]
 
 
-@pytest.mark.xfail(strict=True, reason="size limit (helper w): core/config.py maxMessageSize defaults to "
-                   "4 MiB and protocols/amqp/publish.py too_large closes the channel with 406 "
-                   "PRECONDITION_FAILED; RabbitMQ 3.10 takes up to 128 MiB")
 def test_a_22_mb_message_is_taken_and_comes_back_whole(parity):
     assert parity.assert_same(big_message) == [BIG, True]
