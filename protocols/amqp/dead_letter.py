@@ -20,6 +20,8 @@ bounded: the expiry sweep waits while it is long. Never touches a connection.
 from __future__ import annotations
 
 import asyncio
+import base64
+import datetime
 import json
 import logging
 import struct
@@ -27,13 +29,21 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from rocketport.common.message import SYSTEM_PROPERTY_NAMES, Message, MessageExt, without_unique_key
+from pamqp import decode
+
+from rocketport.common.message import (
+    PROPERTY_AMQP_HEADERS,
+    SYSTEM_PROPERTY_NAMES,
+    Message,
+    MessageExt,
+    without_unique_key,
+)
 from rocketport.common.message import encode_properties as encode_stored  # not the content header's
 from rocketport.core.facade.types import PlainSend, now_ms
 
 from .errors import ChannelError
 from .exchanges import name_of
-from .properties import DEFAULT_EXCHANGE_MARK
+from .properties import DEFAULT_EXCHANGE_MARK, typed_headers
 from .queue_args import MAXLEN
 
 if TYPE_CHECKING:
@@ -67,7 +77,7 @@ def death_properties(props: Mapping[str, str], queue: str, exchange: str, reason
     routing_key = props.get("TAGS", "")
     tags = routing_key
     out = {k: v for k, v in props.items()  # the tag header: see properties.encode_properties
-           if k not in SYSTEM_PROPERTY_NAMES and k != DEFAULT_EXCHANGE_MARK
+           if (k not in SYSTEM_PROPERTY_NAMES or k == PROPERTY_AMQP_HEADERS) and k != DEFAULT_EXCHANGE_MARK
            and not (k == tag_header and v == tags)}
     death: dict[str, Any] = {"count": 1, "exchange": exchange, "queue": queue, "reason": reason,
                              "routing-keys": [routing_key],
@@ -75,16 +85,14 @@ def death_properties(props: Mapping[str, str], queue: str, exchange: str, reason
     expiration = out.pop("expiration", None)
     if expiration is not None:
         death["original-expiration"] = expiration
-    deaths = read_header(props, X_DEATH)
-    if not isinstance(deaths, list):
-        deaths = []
-    same = [d for d in deaths if isinstance(d, Mapping) and d.get("queue") == queue and d.get("reason") == reason]
+    deaths = read_deaths(props)
+    same = [d for d in deaths if d.get("queue") == queue and d.get("reason") == reason]
     if same:
         death = dict(same[0])
         count = death.get("count")
         death["count"] = (count if isinstance(count, int) else 0) + 1
     others = [d for d in deaths if not any(d is s for s in same)]
-    write_header(out, X_DEATH, [dict(sorted(death.items()))] + others)
+    write_deaths(out, [dict(sorted(death.items()))] + others)
     if X_FIRST_DEATH[0] not in out:
         out.update(zip(X_FIRST_DEATH, (reason, queue, exchange)))
     new_key = dead_letter_routing_key if dead_letter_routing_key is not None else routing_key
@@ -248,26 +256,12 @@ def cycles(message: MessageExt, queue: str) -> bool:
     raw = message.properties_bytes() if hasattr(message, "properties_bytes") else None
     if raw is not None and _DEATH_NEEDLE not in raw:
         return False
-    deaths = read_header(message.properties, X_DEATH)
-    if not isinstance(deaths, list):
-        return False
-    for death in deaths:  # most recent first
-        if not isinstance(death, Mapping) or death.get("reason") == "rejected":
+    for death in read_deaths(message.properties):  # most recent first
+        if death.get("reason") == "rejected":
             return False
         if death.get("queue") == queue:
             return True
     return False
-
-
-def read_header(properties: Mapping[str, str], name: str) -> Any:
-    """A typed header's value as stored (see `write_header`), or None."""
-    text = properties.get(name)
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
 
 
 _U32 = struct.Struct(">I")
@@ -298,33 +292,6 @@ def _death_table(death: Mapping[str, Any]) -> bytes:
     return b"F" + _U32.pack(len(body)) + body
 
 
-def typed_x_death(encoded: bytes, text: str) -> bytes:
-    """A content header's property list (`properties.encode_properties`) with its x-death
-    header, written there as the stored text, made RabbitMQ's array of tables (count a
-    long, time a timestamp). Unchanged when it is not found."""
-    deaths = read_header({X_DEATH: text}, X_DEATH)
-    if not isinstance(deaths, list):
-        return encoded
-    flags = int.from_bytes(encoded[:2], "big")
-    if not flags & (1 << 13):
-        return encoded
-    at = 2
-    for bit in (15, 14):  # content_type, content_encoding come before the headers
-        if flags & (1 << bit):
-            at += 1 + encoded[at]
-    raw = text.encode("utf-8", "surrogateescape")
-    old = b"\x07x-deathS" + _U32.pack(len(raw)) + raw
-    table_len = _U32.unpack_from(encoded, at)[0]
-    table = encoded[at + 4:at + 4 + table_len]
-    where = table.find(old)
-    if where < 0:
-        return encoded
-    tables = b"".join(_death_table(d) for d in deaths if isinstance(d, Mapping))
-    new = b"\x07x-deathA" + _U32.pack(len(tables)) + tables
-    table = table[:where] + new + table[where + len(old):]
-    return encoded[:at] + _U32.pack(len(table)) + table + encoded[at + 4 + table_len:]
-
-
 def with_long_header(encoded: bytes, name: str, value: int) -> bytes:
     """A content header's property list with one more header, a long (``l``, as RabbitMQ
     writes x-delivery-count), its headers table made when it has none."""
@@ -343,7 +310,62 @@ def with_long_header(encoded: bytes, name: str, value: int) -> bytes:
             + encoded[at:])
 
 
-def write_header(properties: dict[str, str], name: str, value: Any) -> None:
-    """Store a typed header value. Interim: as JSON text until typed headers are kept in
-    the store (protocols/amqp/properties.py); then this writes them as a table."""
-    properties[name] = json.dumps(value, separators=(",", ":"))
+def read_deaths(properties: Mapping[str, str]) -> list[dict[str, Any]]:
+    """A message's x-death entries (most recent first): from its typed header table
+    (`properties.typed_headers`), else the JSON text an earlier build wrote; each entry's
+    time in seconds, its texts as str."""
+    table = typed_headers(properties)
+    deaths: Any = table.get(X_DEATH) if table else None
+    if deaths is None and X_DEATH in properties:
+        try:
+            deaths = json.loads(properties[X_DEATH])
+        except ValueError:
+            deaths = None
+    if not isinstance(deaths, list):
+        return []
+    return [{str(k): _plain(v) for k, v in d.items()} for d in deaths if isinstance(d, Mapping)]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime.datetime):
+        return int(value.replace(tzinfo=value.tzinfo or datetime.timezone.utc).timestamp())
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def write_deaths(properties: dict[str, str], deaths: list[dict[str, Any]]) -> None:
+    """Store x-death in ``properties``: in the typed header table AMQP consumers get
+    (`PROPERTY_AMQP_HEADERS`: the message's other typed entries kept byte for byte, an
+    array of tables with count a long and time a timestamp, as RabbitMQ writes it), and as
+    JSON text for every other reader."""
+    entry = b"\x07x-deathA" + _array(deaths)
+    stored = properties.get(PROPERTY_AMQP_HEADERS)
+    entries = _entries_without(base64.b64decode(stored), X_DEATH) if stored else b""
+    table = entries + entry
+    properties[PROPERTY_AMQP_HEADERS] = base64.b64encode(_U32.pack(len(table)) + table).decode("ascii")
+    properties[X_DEATH] = json.dumps(deaths, separators=(",", ":"))
+
+
+def _array(deaths: list[dict[str, Any]]) -> bytes:
+    tables = b"".join(_death_table(d) for d in deaths)
+    return _U32.pack(len(tables)) + tables
+
+
+def _entries_without(raw: bytes, name: str) -> bytes:
+    """A stored field table's entries (``raw``: length and entries) but the one ``name``,
+    the others' octets as they are."""
+    end = 4 + _U32.unpack_from(raw, 0)[0]
+    at, kept = 4, []
+    skip = name.encode("utf-8", "surrogateescape")
+    while at < end:
+        size = raw[at]
+        key = raw[at + 1:at + 1 + size]
+        used, _ = decode.embedded_value(raw[at + 1 + size:end])
+        stop = at + 1 + size + used
+        if key != skip:
+            kept.append(raw[at:stop])
+        at = stop
+    return b"".join(kept)

@@ -27,7 +27,7 @@ from rocketport.core.facade.types import StoredMessage, now_ms
 from . import codec
 from .access import require
 from .channel import Channel, Consumer, MethodHandler, Source, Unacked, group_tags, sources
-from .dead_letter import X_DEATH, cycles, typed_x_death, with_long_header
+from .dead_letter import cycles, with_long_header
 from .errors import ChannelError, ConnectionError_, Reply
 from .properties import encode_properties
 from .queue_args import DELIVERY_LIMIT, QUORUM, REJECTED
@@ -168,10 +168,7 @@ class DeliverHandlers:
         return with_long_header(properties, "x-delivery-count", returns)
 
     def content_properties(self, props: dict[str, str]) -> bytes:
-        """A delivery's content-header properties; a dead-letter copy's x-death typed."""
-        encoded = encode_properties(props, self._tag_header)
-        death = props.get(X_DEATH)
-        return encoded if death is None else typed_x_death(encoded, death)
+        return encode_properties(props, self._tag_header)
 
     def queue_deleted(self, consumer: Consumer) -> None:
         """consumer_cancel_notify: the server cancels consumers of a deleted queue."""

@@ -82,12 +82,14 @@ def expiry_without_consumer(peer: Peer) -> list:
         channel.queue_bind(sink, dlx)
         channel.queue_declare(wait, arguments={"x-message-ttl": 200, "x-dead-letter-exchange": dlx})
         for i in range(3):
-            channel.basic_publish("", wait, b"m%d" % i, pika.BasicProperties(headers={"n": "%d" % i}))
+            channel.basic_publish("", wait, b"m%d" % i, pika.BasicProperties(
+                headers={"n": i, "ok": True, "tags": ["a", 1]}))
         observed: list = [_count_becomes(channel, sink, 3), _count(channel, wait)]
         for _ in range(3):
             method, properties, body = _get(channel, sink)
             observed.append((body, method.exchange, method.routing_key, properties.expiration,
-                             properties.headers.get("n"), _deaths(properties.headers)))
+                             typed({k: properties.headers.get(k) for k in ("n", "ok", "tags")}),
+                             _deaths(properties.headers)))
         for name in (sink, wait):
             channel.queue_delete(name)
         channel.exchange_delete(dlx)

@@ -44,12 +44,13 @@ def test_delayed_retry_pattern_counts_each_round_in_x_death(amqp_port):
         ch.queue_bind("jobs.work", "jobs", "resize")
         ch.queue_declare("jobs.retry", arguments={"x-message-ttl": 50, "x-dead-letter-exchange": "jobs"})
         ch.queue_bind("jobs.retry", "jobs.wait", "resize")
-        ch.basic_publish("jobs", "resize", b"image-1", pika.BasicProperties(headers={"attempt": "x"},
-                                                                            expiration="60000"))
+        ch.basic_publish("jobs", "resize", b"image-1", pika.BasicProperties(
+            headers={"attempt": "x", "size": 1024, "retry": True}, expiration="60000"))
         counts = []
         for _ in range(4):
             method, props, body = _get(ch, "jobs.work")
             assert body == b"image-1" and method.exchange == "jobs" and method.routing_key == "resize"
+            assert (props.headers["size"], props.headers["retry"]) == (1024, True)  # typed, every round
             deaths = (props.headers or {}).get("x-death", [])
             counts.append([(d["queue"], d["reason"], d["count"]) for d in deaths])
             if deaths:
