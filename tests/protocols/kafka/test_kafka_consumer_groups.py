@@ -211,6 +211,8 @@ def test_describe_consumer_groups_shows_members_and_assignments(broker, made):
     assert set(by_client) == {"client-a", "client-b"}
     assert {tp.partition for tp in by_client["client-a"].assignment.topic_partitions} == parts(a)
     assert {tp.topic for tp in by_client["client-b"].assignment.topic_partitions} == {"k5"}
+    listed = {g.group_id: g for g in admin.list_consumer_groups().result(TIMEOUT_S).valid}
+    assert str(listed["g5"].type).endswith("CONSUMER") and str(listed["g5"].state).endswith("STABLE")
     a.close()
     b.close()
 
