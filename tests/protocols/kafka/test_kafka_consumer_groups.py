@@ -228,6 +228,11 @@ def test_regex_subscription_is_resolved_by_the_broker(broker, made):
     assert {m.topic() for _, m in sink if not m.error()} == {"rx-one", "rx-two"}
     member = broker.server.front_ends["kafka"].handlers.consumer_groups.groups["g6"].members[c.memberid()]
     assert member.subscribed_topic_regex is not None and not member.subscribed_topic_names
+    # a topic made later that the regex matches joins the assignment (a new group epoch)
+    create_topic(broker, "rx-three", 2)
+    produce(broker, "rx-three", 10)
+    assert poll_until([c], lambda: any(m.topic() == "rx-three" for _, m in sink if not m.error()), sink=sink)
+    assert {tp.topic for tp in c.assignment()} == {"rx-one", "rx-two", "rx-three"}
     c.close()
 
 
