@@ -77,7 +77,8 @@ class Deliverer:
         self._headers = PropertyHeaders(version, broker.config.kafka_tag_header)
 
     # ------------------------------------------------------------------ SUBSCRIBE
-    async def subscribe(self, frame: Frame) -> None:
+    async def subscribe(self, frame: Frame, *, shown: str | None = None) -> None:
+        """``shown``: the destination MESSAGE frames carry, when not the one subscribed to."""
         headers = frame.headers
         text, dest = self.dests.of(headers)
         sub_id = headers.get("id")
@@ -111,7 +112,7 @@ class Deliverer:
                 group.set_sources([source], start=start)
         except FilterError as exc:
             raise StompError(f"selector or tag filter refused: {exc}") from None
-        s = Subscription(next(self._serials), sub_id, text, group, ack, drop)
+        s = Subscription(next(self._serials), sub_id, shown or text, group, ack, drop)
         s.head = self._message_head(s)
         s.ack_header = ack != "auto" and self.version == V12
         s.id_prefix = f"{s.serial}-"
@@ -125,6 +126,17 @@ class Deliverer:
             s.sub.pause()
         if durable:  # its start outlives a crash from the RECEIPT on, as ActiveMQ's record
             await self.broker.offsets_durable()
+
+    async def subscribe_temporary(self, reply_to: str) -> None:
+        """RabbitMQ's temporary queue: a SEND whose ``reply-to`` names ``/temp-queue/NAME``
+        subscribes the connection to it (id ``/temp-queue/NAME``, ack auto) unless it is
+        already, so the replies sent to its real name (``/queue/stomp-temp-...``, what the
+        receiver sees as ``reply-to`` and the MESSAGE's ``destination``) come back."""
+        real = destinations.reply_to(reply_to, self.dests.temp_prefix)
+        if any(s.topic == real[7:] for s in self.subs.values()):
+            return  # subscribed to it already (explicitly, or by an earlier SEND)
+        await self.subscribe(Frame("SUBSCRIBE", {"destination": reply_to, "id": reply_to, "ack": "auto"}, b""),
+                             shown=real)
 
     # ------------------------------------------------------------------ UNSUBSCRIBE
     async def unsubscribe(self, frame: Frame) -> None:

@@ -45,6 +45,9 @@ class StompHandlers:
 
     async def _send(self, frame: Frame) -> None:
         tx = frame.headers.get("transaction")
+        reply_to = frame.headers.get("reply-to")
+        if reply_to is not None and reply_to.startswith("/temp-queue/"):
+            await self.deliver.subscribe_temporary(reply_to)  # before the request can be answered
         if tx is not None:
             self.transactions.hold(tx, frame)
             return

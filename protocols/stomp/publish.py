@@ -106,7 +106,8 @@ class Publisher:
         if last is not None and last[0] is headers:
             return last[1]
         plan = None
-        if "transaction" not in headers and "x-delay" not in headers:
+        if "transaction" not in headers and "x-delay" not in headers \
+                and not headers.get("reply-to", "").startswith("/temp-queue/"):  # the handler subscribes
             try:
                 topic, properties = self._properties(headers)
             except (StompError, DestinationError):

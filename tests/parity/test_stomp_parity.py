@@ -203,3 +203,25 @@ def unacked_window(peer: Peer) -> list:
 
 def test_a_subscription_without_prefetch_count_holds_every_message_unacknowledged(parity):
     assert parity.assert_same(unacked_window) == [151]
+
+
+def temporary_queue_rpc(peer: Peer) -> list:
+    """RabbitMQ's RPC over STOMP: a request SENT with ``reply-to: /temp-queue/NAME`` (no
+    SUBSCRIBE to it), the service answering to the reply-to it received: the answer reaches
+    the client on subscription ``/temp-queue/NAME``."""
+    service = "/queue/" + peer.name("service")
+    with connected(peer) as (server, inbox), connected(peer) as (client, answers):
+        server.subscribe(service, id="s", ack="auto", receipt="s")
+        inbox.wait_receipt("s")
+        client.send(service, b"ping", headers={"reply-to": "/temp-queue/answers"}, receipt="r")
+        [request] = inbox.wait_messages(1)
+        reply_to = request.headers["reply-to"]
+        server.send(reply_to, b"pong", receipt="p")
+        inbox.wait_receipt("p")
+        [answer] = answers.wait_messages(1)
+        return [reply_to != "/temp-queue/answers", answer.body, answer.headers.get("subscription"),
+                answer.headers["destination"].split("/")[1]]
+
+
+def test_a_reply_to_a_temporary_queue_comes_back_without_a_subscribe(parity):
+    assert parity.assert_same(temporary_queue_rpc) == [True, b"pong", "/temp-queue/answers", "queue"]

@@ -319,17 +319,24 @@ def test_exchange_routing_key_is_the_tag(stomp_broker):
     conn.disconnect()
 
 
-def test_temp_queue_reply_to_reaches_the_requester(stomp_broker):
+@pytest.mark.parametrize("subscribed", [True, False])
+def test_temp_queue_reply_to_reaches_the_requester(stomp_broker, subscribed):
+    """Subscribed to the temporary queue or not (RabbitMQ subscribes a SEND's sender to the
+    /temp-queue/ its reply-to names), the replies come back, on one subscription."""
     requester, replies = connect(stomp_broker)
-    requester.subscribe("/temp-queue/replies", id="r", ack="auto")
-    requester.send("/queue/requests", b"ping", headers={"reply-to": "/temp-queue/replies"}, receipt="s")
-    replies.wait_receipt("s")
+    if subscribed:
+        requester.subscribe("/temp-queue/replies", id="r", ack="auto")
+    for i in range(2):
+        requester.send("/queue/requests", b"ping", headers={"reply-to": "/temp-queue/replies"}, receipt=f"s{i}")
+        replies.wait_receipt(f"s{i}")
     server, requests = connect(stomp_broker)
     server.subscribe("/queue/requests", id="q", ack="auto")
-    [(headers, body)] = requests.wait_messages(1)
-    assert body == b"ping" and headers["reply-to"].startswith("/queue/stomp-temp-")
-    server.send(headers["reply-to"], b"pong")
-    assert [body for _, body in replies.wait_messages(1)] == [b"pong"]
+    for headers, body in requests.wait_messages(2):
+        assert body == b"ping" and headers["reply-to"].startswith("/queue/stomp-temp-")
+        server.send(headers["reply-to"], b"pong")
+    got = replies.wait_messages(2)
+    assert [body for _, body in got] == [b"pong", b"pong"]
+    assert {h["subscription"] for h, _ in got} == {"r" if subscribed else "/temp-queue/replies"}
     server.disconnect()
     requester.disconnect()
 
