@@ -169,6 +169,9 @@ class GroupHandlers:
         else:
             code = self.consumer_groups.validate_commit(group_id, body["member_id"],
                                                         body["generation_id_or_member_epoch"], ctx.api_version)
+            if code is None and ctx.api_version >= 9 and body["generation_id_or_member_epoch"] >= 0 \
+                    and group_id not in self.coordinator.groups:
+                code = ErrorCode.GROUP_ID_NOT_FOUND  # Kafka's answer from v9 (older: ILLEGAL_GENERATION)
             if code is None:
                 code = self.coordinator.validate_commit(group_id, body["generation_id_or_member_epoch"],
                                                         body["member_id"], body["group_instance_id"])

@@ -289,6 +289,10 @@ def test_offset_commit_and_fetch_check_the_member_epoch(broker, made):
         assert fetch("m9", epoch + 1) == ErrorCode.STALE_MEMBER_EPOCH
         assert fetch(None, -1) == ErrorCode.NONE  # an admin's read
         assert broker.run(lambda: broker.server.broker.query_offset("g9", "k9", 0)) == 5
+        # groups live in memory: after a restart (here: the coordinator's state dropped) the
+        # member's commit names a group the broker does not know, as Kafka answers from v9
+        broker.run(broker.server.front_ends["kafka"].handlers.consumer_groups.close)
+        assert commit("m9", epoch) == ErrorCode.GROUP_ID_NOT_FOUND
 
 
 def _free_port() -> int:

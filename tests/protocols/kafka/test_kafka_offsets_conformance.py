@@ -20,8 +20,8 @@ FETCH_V = 8
 
 
 def commit(client: RawClient, group: str, topic: str, offset: int, metadata: str | None, *,
-           generation: int = -1, member: str = "") -> int:
-    r = client.request(ApiKey.OFFSET_COMMIT, COMMIT_V, {
+           generation: int = -1, member: str = "", version: int = COMMIT_V) -> int:
+    r = client.request(ApiKey.OFFSET_COMMIT, version, {
         "group_id": group, "generation_id_or_member_epoch": generation, "member_id": member,
         "group_instance_id": None, "topics": [{"name": topic, "partitions": [
             {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
@@ -76,6 +76,9 @@ def test_zombie_commits_are_refused_live(live_broker):
     with RawClient(live_broker.port) as client:
         # a generation naming a group the coordinator does not know: an old generation
         assert commit(client, "ghost", "z", 3, None, generation=4, member="m-1") == ErrorCode.ILLEGAL_GENERATION
+        # from v9 (KIP-848's version) Kafka names the cause: the group does not exist
+        assert commit(client, "ghost", "z", 3, None, generation=4, member="m-1", version=9) \
+            == ErrorCode.GROUP_ID_NOT_FOUND
         # generation -1 without a member: offset storage for a group without membership
         assert commit(client, "simple", "z", 3, None) == ErrorCode.NONE
     offsets = live_broker.run(live_broker.server.broker.group_offsets, "ghost")
