@@ -225,3 +225,87 @@ def temporary_queue_rpc(peer: Peer) -> list:
 
 def test_a_reply_to_a_temporary_queue_comes_back_without_a_subscribe(parity):
     assert parity.assert_same(temporary_queue_rpc) == [True, b"pong", "/temp-queue/answers", "queue"]
+
+
+def header_values(peer: Peer) -> list:
+    """SEND headers with STOMP 1.2's escaped octets and a content-type come back unchanged
+    (the SEND's own receipt header aside: RabbitMQ copies it into the MESSAGE)."""
+    destination = "/queue/" + peer.name("headers")
+    with connected(peer) as (conn, recorder):
+        conn.subscribe(destination, id="s", ack="auto")
+        conn.send(destination, b"x", headers={"content-type": "application/json", "weird": "a:b\nc\\d",
+                                              "n": "5"}, receipt="r")
+        [message] = recorder.wait_messages(1)
+        return sorted((k, v) for k, v in message.headers.items()
+                      if k not in ("message-id", "destination", "subscription", "ack", "receipt"))
+
+
+def test_header_values_come_back_unchanged(parity):
+    assert parity.assert_same(header_values) == [
+        ("content-length", "1"), ("content-type", "application/json"), ("n", "5"),
+        ("redelivered", "false"), ("weird", "a:b\nc\\d")]
+
+
+def exchange_routing_key(peer: Peer) -> list:
+    """/exchange/amq.direct/KEY: a subscription gets what is sent with its key only."""
+    exchange = "/exchange/amq.direct/"
+    with connected(peer) as (conn, recorder):
+        conn.subscribe(exchange + peer.name("k1"), id="s", ack="auto", receipt="sub")
+        recorder.wait_receipt("sub")
+        conn.send(exchange + peer.name("k2"), b"two", receipt="a")
+        recorder.wait_receipt("a")
+        conn.send(exchange + peer.name("k1"), b"one", receipt="b")
+        recorder.wait_receipt("b")
+        return [(m.body, m.headers["destination"] == exchange + peer.name("k1")) for m in recorder.messages()]
+
+
+def test_an_exchange_subscription_gets_its_routing_key_only(parity):
+    assert parity.assert_same(exchange_routing_key) == [(b"one", True)]
+
+
+def durable_topic_subscription(peer: Peer) -> list:
+    """RabbitMQ's durable topic subscription (durable: true, auto-delete: false, named by
+    its id) keeps what is sent while its subscriber is away; UNSUBSCRIBE with durable
+    removes it."""
+    destination = "/topic/" + peer.name("durable")
+    name = peer.name("subscription")
+    durable = {"durable": "true", "auto-delete": "false"}
+    with connected(peer) as (conn, recorder):
+        conn.subscribe(destination, id=name, ack="auto", headers=durable, receipt="s")
+        recorder.wait_receipt("s")
+    with connected(peer) as (conn, recorder):
+        conn.send(destination, b"while away", receipt="r")
+        recorder.wait_receipt("r")
+    with connected(peer) as (conn, recorder):
+        conn.subscribe(destination, id=name, ack="auto", headers=durable)
+        got = [m.body for m in recorder.wait_messages(1)]
+        conn.unsubscribe(id=name, headers={"durable": "true"}, receipt="u")
+        recorder.wait_receipt("u")
+    return got
+
+
+def test_a_durable_topic_subscription_keeps_what_is_sent_while_away(parity):
+    assert parity.assert_same(durable_topic_subscription) == [b"while away"]
+
+
+def cumulative_client_ack(peer: Peer) -> list:
+    """ack: client: an ACK settles that message and every earlier one; the rest come back
+    redelivered after the connection closes."""
+    destination = "/queue/" + peer.name("cumulative")
+    with connected(peer) as (conn, recorder):
+        for i in range(5):
+            conn.send(destination, b"%d" % i, receipt=str(i))
+            recorder.wait_receipt(str(i))
+        conn.subscribe(destination, id="s", ack="client")
+        messages = recorder.wait_messages(5)
+        ack(conn, "1.2", messages[2], receipt="a")
+        recorder.wait_receipt("a")
+    with connected(peer) as (conn, recorder):
+        conn.subscribe(destination, id="s", ack="auto")
+        got = [(m.body, m.headers.get("redelivered")) for m in recorder.wait_messages(2)]
+        recorder.settle(quiet=0.5)
+        return got + [len(recorder.messages())]
+
+
+def test_a_client_ack_settles_every_earlier_message(parity):
+    assert parity.assert_same(cumulative_client_ack) == [(b"3", "true"), (b"4", "true"), 2]
