@@ -87,9 +87,11 @@ def targets(batch: pa.RecordBatch, queues: list[MessageQueue]) -> np.ndarray | N
     if "key" in names:
         key = batch.column("key")
         given = pc.is_valid(key).to_numpy(zero_copy_only=False)
-        if given.any():
-            texts = key.filter(pa.array(given)).cast(pa.binary()).to_pylist()
-            out[given] = [zlib.crc32(k) % len(queues) for k in texts]
+        if given.any():  # each distinct key hashed once
+            distinct = pc.dictionary_encode(key.filter(pa.array(given)).cast(pa.binary()))
+            count = len(queues)
+            hashed = np.array([zlib.crc32(k) % count for k in distinct.dictionary.to_pylist()], np.int64)
+            out[given] = hashed[distinct.indices.to_numpy(zero_copy_only=False)]
     if "queue_id" in names:
         column = batch.column("queue_id")
         given = pc.is_valid(column).to_numpy(zero_copy_only=False)
