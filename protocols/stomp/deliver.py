@@ -224,17 +224,17 @@ class Deliverer:
                 text = headers.of(msg.properties)
             reconsumed = msg.reconsume_times
             if delivery.redelivered or reconsumed:  # RabbitMQ's header, always there
-                text = (f"redelivered:true\nx-reconsume-times:{reconsumed}\n{text}" if reconsumed
-                        else f"redelivered:true\n{text}")
+                flag = (f"redelivered:true\nx-reconsume-times:{reconsumed}\n" if reconsumed
+                        else "redelivered:true\n")
             else:
-                text = f"redelivered:false\n{text}"
+                flag = "redelivered:false\n"
             ident = f"{prefix}{tag}"
             if client:
                 unacked[tag] = None
                 if ack_header:
                     ident = f"{ident}\nack:{ident}"
             body = msg.body
-            out.append(b"".join((head, f"{ident}\n{text}content-length:{len(body)}\n\n"
+            out.append(b"".join((head, f"{ident}\n{flag}{text}content-length:{len(body)}\n\n"
                                  .encode("utf-8", "surrogateescape"), body, b"\0")))
 
     # ------------------------------------------------------------------ ACK / NACK
