@@ -156,3 +156,16 @@ def test_bad_heartbeats_get_kafka_errors():
         assert failure.value.code is code, request
     joined = coord.heartbeat(hb("a", 0, topics=(), regex="t|u"))
     assert joined.assignment == {"t": {0, 1, 2, 3}, "u": {0, 1, 2, 3}}
+
+
+def test_regexes_are_re2_and_cannot_stall_the_broker():
+    """RE2 matches in linear time: a pattern that backtracks exponentially in Python's re
+    over a long topic name is answered at once (with re this test would never end)."""
+    topics = {"a" * 120 + "c": 1, "t": 1}
+    clock = FakeTime()
+    coord = ConsumerGroupCoordinator(GroupCoordinator(clock.call_later), lambda: sorted(topics), topics.get,
+                                     call_later=clock.call_later)
+    joined = coord.heartbeat(hb("a", 0, topics=(), regex="(a+)+b|t"))
+    assert joined.assignment == {"t": {0}}
+    assert coord.heartbeat(hb("b", 0, topics=(), regex="[[:alpha:]]+")).member_epoch > 0  # RE2's own classes
+    coord.close()
