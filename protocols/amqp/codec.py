@@ -151,13 +151,16 @@ def decode_content_header(payload: memoryview) -> ContentHeader:
     return ContentHeader(body_size, decode_properties(bytes(payload[12:])))
 
 
-def decode_properties(flags_and_list: bytes) -> dict[str, Any]:
+def decode_properties(flags_and_list: bytes, remember: bool = True) -> dict[str, Any]:
     """A content header's properties from its property flags on. Recent property lists
     are decoded once (a publisher's messages mostly carry the same properties, whatever
-    their sizes), so the properties dict is shared: read it, never change it."""
+    their sizes), so the properties dict is shared: read it, never change it. Lists that
+    will not come again (``remember`` False: a keyed publisher's) are not kept."""
     properties = _headers.get(flags_and_list)
     if properties is None:
         properties = _decode_properties(flags_and_list, 0)
+        if not remember:
+            return properties
         if len(_headers) >= _DECODED_MAX:
             _headers.clear()
         _headers[flags_and_list] = properties
@@ -189,45 +192,15 @@ def _decode_properties(payload: bytes | memoryview, at: int) -> dict[str, Any]:
                     properties[name] = _U64.unpack_from(payload, pos)[0]
                     pos += 8
                 else:
-                    table = _text_table(payload, pos)
-                    if table is None:  # typed: each header's text, and the table as it came
-                        texts, used = header_texts(payload, pos)  # (`properties.HEADERS_TABLE`)
-                        table = dict(texts)
+                    texts, used, typed = header_texts(payload, pos)
+                    properties[name] = dict(texts)
+                    if typed:  # each header's text, and the table as it came (`properties.HEADERS_TABLE`)
                         properties["headers_table"] = bytes(payload[pos:pos + used])
-                    else:
-                        used = 4 + _U32.unpack_from(payload, pos)[0]
-                    properties[name] = table
                     pos += used
             bit -= 1
     except (struct.error, ValueError, TypeError, IndexError, UnmarshalingException) as exc:
         raise FrameError(502, f"SYNTAX_ERROR - cannot decode the content header: {exc}") from None
     return properties
-
-
-def _text_table(payload: bytes | memoryview, pos: int) -> dict[str, Any] | None:
-    """A field table at ``pos`` whose values are all long strings (what most publishers'
-    headers are: a message key, ids), decoded as pamqp decodes it at a fraction of the
-    cost; None for any other table (pamqp's then)."""
-    (size,) = _U32.unpack_from(payload, pos)
-    at, end = pos + 4, pos + 4 + size
-    if end > len(payload):
-        return None
-    table: dict[str, Any] = {}
-    try:
-        while at < end:
-            name_at = at + 1
-            kind_at = name_at + payload[at]
-            if kind_at + 5 > end or payload[kind_at] != 0x53:  # 'S'
-                return None
-            (length,) = _U32.unpack_from(payload, kind_at + 1)
-            value_at = kind_at + 5
-            at = value_at + length
-            if at > end:
-                return None
-            table[str(payload[name_at:kind_at], "utf-8")] = str(payload[value_at:at], "utf-8")
-    except UnicodeDecodeError:  # pamqp keeps such a value as bytes
-        return None
-    return table
 
 
 def method_frame(channel: int, method: Frame) -> bytes:

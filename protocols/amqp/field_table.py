@@ -56,10 +56,12 @@ def _json_value(value: object) -> object:
     return text_of(value)
 
 
-def header_texts(data: bytes | memoryview, pos: int) -> tuple[list[tuple[str, str | None]], int]:
+def header_texts(data: bytes | memoryview, pos: int) -> tuple[list[tuple[str, str | None]], int, bool]:
     """The entries of the field table at ``pos`` (its length prefix) as (name, text; None
-    for void), in order, and the table's size with its prefix. A text holds no property
-    separator (\x01, \x02: a space each), so it is stored as it is."""
+    for void), in order; the table's size with its prefix; and whether it holds more than
+    UTF-8 long strings (then the texts do not say it all: `properties` keeps the table). A
+    text holds no property separator (\x01, \x02: a space each), so it is stored as it
+    is. Long strings, mostly a message's own (an id), are decoded each time, not kept."""
     try:
         (size,) = _U32.unpack_from(data, pos)
     except struct.error:
@@ -70,11 +72,13 @@ def header_texts(data: bytes | memoryview, pos: int) -> tuple[list[tuple[str, st
     out: list[tuple[str, str | None]] = []
     at = pos + 4
     texts, sizes = _texts, _SIZES
+    typed = False
     while at < end:
         kind_at = at + 1 + data[at]
         if kind_at >= end:
             raise ValueError("field table entry truncated")
-        width = sizes.get(data[kind_at], -1)
+        kind = data[kind_at]
+        width = sizes.get(kind, -1)
         if width is None:
             if kind_at + 5 > end:
                 raise ValueError("field table entry truncated")
@@ -84,6 +88,20 @@ def header_texts(data: bytes | memoryview, pos: int) -> tuple[list[tuple[str, st
         entry_end = kind_at + 1 + width
         if entry_end > end:
             raise ValueError("field table entry truncated")
+        if kind == 0x53:  # 'S'
+            try:
+                name = str(data[at + 1:kind_at], "utf-8")
+                text = str(data[kind_at + 5:entry_end], "utf-8")
+            except UnicodeDecodeError:  # pamqp keeps such a value as bytes: their octets
+                typed = True
+                name = str(data[at + 1:kind_at], "utf-8", "surrogateescape")
+                text = str(data[kind_at + 5:entry_end], "utf-8", "surrogateescape")
+            if "\x01" in text or "\x02" in text:
+                text = text.replace("\x01", " ").replace("\x02", " ")
+            out.append((name, text))
+            at = entry_end
+            continue
+        typed = True
         entry = bytes(data[at:entry_end])
         found = texts.get(entry)
         if found is None:
@@ -93,7 +111,7 @@ def header_texts(data: bytes | memoryview, pos: int) -> tuple[list[tuple[str, st
             texts[entry] = found
         out.append(found)
         at = entry_end
-    return out, 4 + size
+    return out, 4 + size, typed
 
 
 def _decoded(entry: bytes) -> tuple[str, str | None]:

@@ -206,10 +206,10 @@ class PublishHandlers:
         """Publishes of one method whose properties differ (`ContentReceived.varied`: a
         keyed publisher's, a key each): the target is worked out once, and each one's
         properties go from the content header's bytes to the stored encoding in one step
-        (`stored_properties`; none is remembered as a route, none repeats) to join the
-        read's plain sends. What that does not take (a mandatory or transactional publish,
-        queues with limits, a typed header, a delay, what the lane declines) goes through
-        `publish` one by one."""
+        (`stored_properties`; typed headers through the general conversion; none is
+        remembered as a route, none repeats) to join the read's plain sends. What that does
+        not take (a mandatory or transactional publish, queues with limits, a delay, what
+        the lane declines) goes through `publish` one by one."""
         method, varied, bodies = event.method, event.varied, event.bodies
         exchange, routing_key = method.exchange, method.routing_key
         target = self._target(exchange, routing_key)
@@ -227,12 +227,20 @@ class PublishHandlers:
             tail = self._tails[routing_key] = encode_stored({PROPERTY_TAGS: routing_key} if routing_key else {})
         if target.mark:
             tail += _MARK
-        accept, peer = self.broker.accept_now, session.peer
+        accept, peer, now, mark = self.broker.accept_now, session.peer, now_ms(), target.mark
         for raw, body in zip(varied, bodies):  # type: ignore[arg-type]
             encoded = stored_properties(raw, tail)
-            accepted = None if encoded is None else accept(topic, -1, encoded, 0, answers_after_durable=True)
-            if accepted is None:
-                self.publish(channel, ContentReceived(event.channel, method, _decoded(raw), [body]))
+            if encoded is None:  # typed headers, say (Celery's): the general conversion, no route kept
+                basic = _decoded(raw, remember=False)
+                properties = to_message_properties(basic, routing_key, now)
+                if mark:
+                    properties[DEFAULT_EXCHANGE_MARK] = "1"
+                encoded = encode_stored(properties)
+            else:
+                basic = None
+            accepted = accept(topic, -1, encoded, 0, answers_after_durable=True)
+            if accepted is None:  # a delay, say
+                self.publish(channel, ContentReceived(event.channel, method, basic or _decoded(raw), [body]))
                 continue
             if self.gathered:  # stored in publish order
                 self.store_gathered()
@@ -430,11 +438,11 @@ class PublishHandlers:
             self.session.send(channel.number, Confirm.SelectOk())
 
 
-def _decoded(raw: bytes) -> dict[str, Any]:
+def _decoded(raw: bytes, remember: bool = True) -> dict[str, Any]:
     """A varied publish's properties (`ContentReceived.varied`), decoded; a malformed list
     closes the connection as the codec's checks would have."""
     try:
-        return codec.decode_properties(raw)
+        return codec.decode_properties(raw, remember)
     except codec.FrameError as exc:
         raise ConnectionError_(Reply(exc.code), exc.text.partition(" - ")[2] or exc.text) from None
 
