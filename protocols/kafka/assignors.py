@@ -17,6 +17,7 @@ Pure functions over plain data, no I/O and no group state: the coordinator
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -64,8 +65,28 @@ class UniformAssignor:
                     if p < n and (topic, p) not in owner:
                         owner[topic, p] = m.member_id
                         owned[m.member_id].append((topic, p))
-        # 2. cap members above their fair share: the total partitions they can read, shared out
         total = sum(n for t, n in partitions.items() if eligible[t])
+        if members and len({m.topics for m in members}) == 1:
+            # every member reads the same topics (the usual group): each gets floor or ceil of
+            # the share, the members already holding most keeping the ceil ones
+            floor, extra = divmod(total, len(members))
+            for m in sorted(members, key=lambda m: -len(owned[m.member_id])):
+                mine = owned[m.member_id]
+                allowed = floor + 1 if extra and len(mine) > floor else floor
+                extra -= allowed - floor
+                while len(mine) > allowed:
+                    del owner[mine.pop()]
+            loads = [(len(owned[m.member_id]), i, m.member_id) for i, m in enumerate(members)]
+            heapq.heapify(loads)
+            for topic in sorted(partitions):
+                for p in range(partitions[topic] if eligible[topic] else 0):
+                    if (topic, p) not in owner:
+                        count, i, chosen = heapq.heappop(loads)
+                        owner[topic, p] = chosen
+                        owned[chosen].append((topic, p))
+                        heapq.heappush(loads, (count + 1, i, chosen))
+            return {mid: _as_assignment(tps) for mid, tps in owned.items()}
+        # 2. cap members above their fair share: the total partitions they can read, shared out
         quota = -(-total // len(members)) if members else 0  # ceil
         for m in members:
             mine = owned[m.member_id]
@@ -83,7 +104,8 @@ class UniformAssignor:
                 chosen = min(candidates, key=lambda mid: len(owned[mid]))
                 owner[topic, p] = chosen
                 owned[chosen].append((topic, p))
-        # 4. move partitions from the most to the least loaded eligible member while it evens things
+        # 4. heterogeneous subscriptions: move partitions from the most to the least loaded
+        # eligible member while that evens things (O(partitions x members) a pass)
         moved = True
         while moved:
             moved = False

@@ -108,13 +108,14 @@ def test_static_member_returns_to_its_partitions():
     coord.heartbeat(hb("a1", 1, kept, instance="i-a"))
     coord.heartbeat(hb("b", 2, {}))
     epoch = coord.groups["g"].epoch
-    assert coord.heartbeat(hb("a1", -2, instance="i-a")).member_epoch == -2
-    with pytest.raises(GroupFailure) as taken:
-        coord.heartbeat(hb("b2", 0, instance="i-b")) and coord.heartbeat(hb("x", 0, instance="i-b"))
+    with pytest.raises(GroupFailure) as taken:  # i-a is live: no one else may claim it
+        coord.heartbeat(hb("x", 0, instance="i-a"))
     assert taken.value.code is ErrorCode.UNRELEASED_INSTANCE_ID
+    assert coord.heartbeat(hb("a1", -2, instance="i-a")).member_epoch == -2
+    assert coord.heartbeat(hb("b", 2, {"t": {2, 3}})).assignment is None  # nothing new: a1's partitions wait for it
     back = coord.heartbeat(hb("a2", 0, instance="i-a"))
     assert back.assignment == kept and coord.groups["g"].static_members["i-a"] == "a2"
-    assert coord.groups["g"].epoch == epoch + 1  # only i-b's arrival moved it
+    assert coord.groups["g"].epoch == epoch  # no rebalance
 
 
 def test_uniform_is_balanced_and_sticky():
@@ -127,6 +128,11 @@ def test_uniform_is_balanced_and_sticky():
     second = uniform.assign(grown, {"t": 6})
     assert sorted(len(a.get("t", ())) for a in second.values()) == [2, 2, 2]
     assert second["a"]["t"] <= first["a"]["t"] and second["b"]["t"] <= first["b"]["t"]  # only moves to c
+    held = {"a": {0, 1, 2}, "b": {3, 4, 5}, "c": {6, 7, 8}, "d": set()}  # 10 partitions, 4 members
+    spread = uniform.assign([MemberSpec(m, None, frozenset({"t"}), {"t": frozenset(p)}) for m, p in held.items()],
+                            {"t": 10})
+    assert sorted(len(a["t"]) for a in spread.values()) == [2, 2, 3, 3]  # floor or ceil, never 1 and 3
+    assert all(spread[m]["t"] <= held[m] for m in "abc")
     mixed = uniform.assign([MemberSpec("a", None, frozenset({"t"}), {}),
                             MemberSpec("b", None, frozenset({"t", "u"}), {})], {"t": 2, "u": 2})
     assert mixed["a"] == {"t": {0, 1}} and mixed["b"] == {"u": {0, 1}}
