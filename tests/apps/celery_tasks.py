@@ -64,16 +64,16 @@ def _register(app: Celery) -> None:
 
     @app.task(shared=False, name="apps.held", bind=True, acks_late=True)
     def held(self, marker_dir: str) -> dict:
-        """Notes each run (pid, redelivered), then waits for ``release`` (bounded)."""
+        """Notes each run (the worker's name, redelivered), then waits for ``release``
+        (bounded)."""
         marker = Path(marker_dir)
         redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
         with open(marker / "runs", "a") as runs:
-            runs.write(f"{os.getpid()} {int(redelivered)}\n")
+            runs.write(f"{self.request.hostname} {int(redelivered)}\n")
         deadline = time.monotonic() + HOLD_LIMIT_S
         while not (marker / "release").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        return {"pid": os.getpid(), "redelivered": redelivered}
-
+        return {"worker": self.request.hostname, "redelivered": redelivered}
 
 app = make_app(os.environ.get("ROCKETPORT_CELERY_BROKER", "memory://"),
                os.environ.get("ROCKETPORT_CELERY_BACKEND", "rpc://"),

@@ -22,7 +22,8 @@ class CeleryWorker:
     """One ``celery worker`` process (its pool's children in the session it leads)."""
 
     def __init__(self, workdir: Path, broker_url: str, *, name: str, pool: str = "solo",
-                 concurrency: int = 1, queue: str = "celery", backend: str = "rpc://") -> None:
+                 concurrency: int = 1, queue: str = "celery", backend: str = "rpc://",
+                 loglevel: str = "INFO") -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.log = workdir / f"{name}.log"
         self.hostname = f"{name}@{socket.gethostname()}"
@@ -30,7 +31,7 @@ class CeleryWorker:
                    ROCKETPORT_CELERY_BACKEND=backend, ROCKETPORT_CELERY_QUEUE=queue)
         command = [sys.executable, "-m", "celery", "-A", "tests.apps.celery_tasks:app",
                    "worker", "--pool", pool, "--concurrency", str(concurrency), "--queues", queue,
-                   "--hostname", self.hostname, "--loglevel", "INFO"]
+                   "--hostname", self.hostname, "--loglevel", loglevel]
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(command, cwd=workdir, env=env, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)
@@ -47,6 +48,13 @@ class CeleryWorker:
                 return
             time.sleep(0.05)
         raise AssertionError(f"the Celery worker did not start:\n{self.log_tail()}")
+
+    def wait_log(self, text: str, timeout: float = READY_TIMEOUT_S) -> None:
+        """Until ``text`` is in the worker's log (an assertion error with its log otherwise)."""
+        deadline = time.monotonic() + timeout
+        while text not in self.log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert text in self.log.read_text(), self.log_tail()
 
     def log_tail(self, chars: int = 4000) -> str:
         return self.log.read_text()[-chars:]

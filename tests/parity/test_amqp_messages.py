@@ -13,8 +13,9 @@ from decimal import Decimal
 import aio_pika
 import amqp
 import pika
+import pytest
 
-from .amqp_client import closed, connection, drain, get
+from .amqp_client import closed, connection, drain, get, wait_for
 from .harness import Peer, typed
 
 # every field type pika writes: S x t I l D T F A V (and a str that is not ASCII; pika has
@@ -241,3 +242,37 @@ def big_message(peer: Peer) -> list:
 
 def test_a_22_mb_message_is_taken_and_comes_back_whole(parity):
     assert parity.assert_same(big_message) == [BIG, True]
+
+
+def cancel_keeps_unacked(peer: Peer) -> list:
+    """basic.cancel stops deliveries but leaves the consumer's unacknowledged ones on its
+    channel (RabbitMQ): another consumer does not get them, and the late ack settles them.
+    Celery's warm shutdown relies on it (cancel, finish the running tasks, ack, close)."""
+    with connection(peer) as conn:
+        channel = conn.channel()
+        channel.confirm_delivery()
+        queue = peer.name()
+        channel.queue_declare(queue)
+        for i in range(2):
+            channel.basic_publish("", queue, b"m%d" % i)
+        channel.basic_qos(prefetch_count=1)
+        delivered: list = []
+        tag = channel.basic_consume(queue, lambda _ch, method, _p, body: delivered.append((method.delivery_tag, body)))
+        wait_for(conn, lambda: delivered)
+        channel.basic_cancel(tag)
+        other = conn.channel()
+        observed = [[body for _, body in delivered], drain(other, queue)]
+        channel.basic_ack(delivered[0][0])
+        other.queue_declare(queue, passive=True)  # a round trip after the ack
+        observed += [drain(other, queue), channel.is_open]
+        channel.queue_delete(queue)
+        return observed
+
+
+@pytest.mark.xfail(strict=True, reason="basic.cancel (helper q): protocols/amqp/deliver.py basic_cancel -> "
+                   "_drop_consumer -> DeliveryGroup.unsubscribe (core/delivery/group.py) puts the consumer's "
+                   "unacknowledged deliveries back in the queue at once, redelivered (listed in "
+                   "docs/protocol-amqp.md 'What differs'), so another consumer gets m0 while the first "
+                   "still holds it; it breaks Celery's warm shutdown of acks_late tasks (tests/apps)")
+def test_a_cancelled_consumers_unacked_deliveries_stay_with_its_channel(parity):
+    assert parity.assert_same(cancel_keeps_unacked) == [[b"m0"], [b"m1"], [], True]
