@@ -52,7 +52,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_IN_FLIGHT: Final = 1024
 _HELD: Final = frozenset({"SEND", "ACK", "NACK"})  # what a transaction holds for its COMMIT
-_STORES: Final = frozenset({"SEND", "COMMIT"})  # frames whose receipt follows own deliveries
 _OWN_DELIVERY_WAIT_S: Final = 2.0
 _LINGER_S: Final = 10.0  # at most, reading what a refused client still sends before closing
 SERVER_NAME: Final = "Rocketport/0.1.0"
@@ -78,7 +77,7 @@ class _Pending:
     result: Outcome
     receipt: str | None
     disconnect: bool = False
-    commit: bool = False  # its result: the receipts of the transaction's frames, sent after its own
+    receipts: bool = False  # its result: receipts to send (a COMMIT's held frames'), as RabbitMQ
     held: bool = False  # a transaction's frame: its receipt comes after its COMMIT's (as RabbitMQ's)
 
 
@@ -239,12 +238,16 @@ class StompSession(OrderedSession[_Pending]):
                 outcome: Outcome = eager.Done(error=StompError(f"{frame.command} on a connected session"))
             else:
                 outcome = eager.start(handler(frame))
-                if receipt is not None and handlers.deliver.subs and frame.command in _STORES \
+                if receipt is not None and handlers.deliver.subs and frame.command == "SEND" \
                         and "transaction" not in frame.headers:  # (a held SEND's receipt comes after COMMIT's)
-                    topic = self._topic_of(frame) if frame.command == "SEND" else None
-                    outcome = eager.start(self._after_own_deliveries(outcome, topic))
-            self._track(_Pending(outcome, receipt, commit=frame.command == "COMMIT",
+                    outcome = eager.start(self._after_own_deliveries(outcome, self._topic_of(frame)))
+            self._track(_Pending(outcome, receipt,
                                  held="transaction" in frame.headers and frame.command in _HELD))
+            if frame.command == "COMMIT":  # RECEIPT, then the MESSAGEs it makes for this
+                # connection, then its held frames' RECEIPTs, in RabbitMQ's order
+                held = outcome if not handlers.deliver.subs else \
+                    eager.start(self._after_own_deliveries(outcome, None))
+                self._track(_Pending(held, None, receipts=True))
         if bodies:
             self._put_run(bodies, plans, receipts)
 
@@ -296,7 +299,7 @@ class StompSession(OrderedSession[_Pending]):
             return False
         if pending.receipt is not None and not pending.held:
             self._out.append(self.conn.send("RECEIPT", {"receipt-id": pending.receipt}))
-        if pending.commit:
+        if pending.receipts:
             self._out += [self.conn.send("RECEIPT", {"receipt-id": receipt}) for receipt in value]
         if pending.disconnect:
             self._close_after_output()

@@ -309,3 +309,30 @@ def cumulative_client_ack(peer: Peer) -> list:
 
 def test_a_client_ack_settles_every_earlier_message(parity):
     assert parity.assert_same(cumulative_client_ack) == [(b"3", "true"), (b"4", "true"), 2]
+
+
+def transaction_to_own_subscription(peer: Peer) -> list:
+    """A transaction's SENDs to the connection's own subscription: where its MESSAGEs come
+    among the COMMIT's and the SENDs' RECEIPTs."""
+    destination = "/queue/" + peer.name("own-tx")
+    with connected(peer) as (conn, recorder):
+        conn.subscribe(destination, id="s", ack="auto", receipt="sub")
+        recorder.wait_receipt("sub")
+        conn.begin("tx")
+        conn.send(destination, b"t1", transaction="tx", receipt="r1")
+        conn.send(destination, b"t2", transaction="tx", receipt="r2")
+        conn.commit("tx", receipt="c")
+        recorder.wait_receipt("r2")
+        recorder.wait_messages(2)
+        conn.disconnect(receipt="d")
+        recorder.wait_receipt("d")
+        order = [e for e in recorder.summary() if e[0] != "DISCONNECTED"]
+        # RabbitMQ confirms each SEND after delivering it: t1 before r1, t2 before r2 (r1 and
+        # t2 in either order there)
+        return [order[:2], order.index(("MESSAGE", b"t1")) < order.index(("RECEIPT", "r1")),
+                order.index(("MESSAGE", b"t2")) < order.index(("RECEIPT", "r2")), order[-1]]
+
+
+def test_a_transaction_to_ones_own_subscription_delivers_after_the_commits_receipt(parity):
+    assert parity.assert_same(transaction_to_own_subscription) == [
+        [("RECEIPT", "sub"), ("RECEIPT", "c")], True, True, ("RECEIPT", "d")]
