@@ -1,0 +1,211 @@
+"""AMQP channel features against RabbitMQ 3.10: exclusive consumers and queues, auto-delete,
+server-named queues, transactions, basic.recover, the headers exchange's matching, and
+basic.qos with global=true."""
+
+from __future__ import annotations
+
+import pika
+import pika.exceptions
+
+from .amqp_client import closed, connection, drain, get, wait_for
+from .harness import Peer
+
+
+def exclusive_use(peer: Peer) -> list:
+    """An exclusive consumer keeps others off its queue (403 ACCESS_REFUSED); an exclusive
+    queue is its connection's only (405 RESOURCE_LOCKED to another) and goes with it."""
+    queue, private = peer.name("q"), peer.name("private")
+    observed = []
+    with connection(peer) as owner, connection(peer) as stranger:
+        channel = owner.channel()
+        channel.queue_declare(queue)
+        channel.basic_consume(queue, lambda *a: None, exclusive=True)
+        try:
+            owner.channel().basic_consume(queue, lambda *a: None)
+            observed.append("second consumer taken")
+        except pika.exceptions.ChannelClosedByBroker as e:
+            observed.append(closed(e))
+        channel.queue_declare(private, exclusive=True)
+        for attempt in (lambda ch: ch.queue_declare(private, passive=True),
+                        lambda ch: ch.basic_get(private),
+                        lambda ch: ch.queue_declare(private, exclusive=True)):
+            try:
+                attempt(stranger.channel())
+                observed.append("stranger let in")
+            except pika.exceptions.ChannelClosedByBroker as e:
+                observed.append(closed(e))
+        channel.queue_delete(queue)
+    with connection(peer) as later:
+        try:
+            later.channel().queue_declare(private, passive=True)
+            observed.append("still there")
+        except pika.exceptions.ChannelClosedByBroker as e:
+            observed.append(closed(e))
+    return observed
+
+
+def test_exclusive_consumers_and_queues_keep_others_out(parity):
+    assert parity.assert_same(exclusive_use) == [
+        ("ChannelClosedByBroker", 403, "ACCESS_REFUSED"), ("ChannelClosedByBroker", 405, "RESOURCE_LOCKED"),
+        ("ChannelClosedByBroker", 405, "RESOURCE_LOCKED"), ("ChannelClosedByBroker", 405, "RESOURCE_LOCKED"),
+        ("ChannelClosedByBroker", 404, "NOT_FOUND")]
+
+
+def auto_delete_and_server_named(peer: Peer) -> list:
+    """An auto-delete queue goes when its last consumer cancels (not before it had one); a
+    queue declared with an empty name gets a server name starting amq.gen-."""
+    queue = peer.name("auto")
+    with connection(peer) as conn:
+        channel = conn.channel()
+        channel.queue_declare(queue, auto_delete=True)
+        observed = [channel.queue_declare(queue, passive=True).method.queue == queue]
+        tags = [channel.basic_consume(queue, lambda *a: None) for _ in range(2)]
+        channel.basic_cancel(tags[0])
+        observed.append(channel.queue_declare(queue, passive=True).method.consumer_count)
+        channel.basic_cancel(tags[1])
+        try:
+            conn.channel().queue_declare(queue, passive=True)
+            observed.append("still there")
+        except pika.exceptions.ChannelClosedByBroker as e:
+            observed.append(closed(e))
+        named = channel.queue_declare("", exclusive=True).method.queue
+        observed.append(named.startswith("amq.gen-"))
+        return observed
+
+
+def test_auto_delete_goes_with_its_last_consumer_and_empty_names_are_generated(parity):
+    assert parity.assert_same(auto_delete_and_server_named) == [
+        True, 1, ("ChannelClosedByBroker", 404, "NOT_FOUND"), True]
+
+
+def transactions(peer: Peer) -> list:
+    """tx.select: publishes and acks take effect at tx.commit; tx.rollback drops the
+    publishes and leaves the acked deliveries unacknowledged (redelivered on recover)."""
+    queue = peer.name()
+    with connection(peer) as conn:
+        channel = conn.channel()
+        channel.queue_declare(queue)
+        channel.tx_select()
+        channel.basic_publish("", queue, b"committed")
+        observed = [drain(conn.channel(), queue)]
+        channel.tx_commit()
+        observed.append(get(channel, queue) is not None)
+        channel.basic_publish("", queue, b"rolled back")
+        channel.tx_rollback()
+        channel.basic_publish("", queue, b"kept")
+        channel.tx_commit()
+        method, _, body = get_unacked(channel, queue)
+        channel.basic_ack(method.delivery_tag)
+        channel.tx_rollback()  # the ack goes; the delivery is unacknowledged again
+        channel.basic_recover(requeue=True)
+        again = get_unacked(channel, queue)
+        channel.basic_ack(again[0].delivery_tag)
+        channel.tx_commit()
+        observed += [body, again[2], again[0].redelivered, drain(channel, queue)]
+        channel.queue_delete(queue)
+        return observed
+
+
+def get_unacked(channel, queue: str):
+    for _ in range(500):  # bounded poll
+        method, properties, body = channel.basic_get(queue, auto_ack=False)
+        if method is not None:
+            return method, properties, body
+        channel.connection.sleep(0.02)
+    raise AssertionError(f"nothing in {queue}")
+
+
+def test_transactions_commit_and_roll_back_publishes_and_acks(parity):
+    assert parity.assert_same(transactions) == [[], True, b"kept", b"kept", True, []]
+
+
+def recover(peer: Peer) -> list:
+    """basic.recover(requeue=true) gives back every unacknowledged delivery of the channel,
+    marked redelivered."""
+    queue = peer.name()
+    with connection(peer) as conn:
+        channel = conn.channel()
+        channel.confirm_delivery()
+        channel.queue_declare(queue)
+        for i in range(2):
+            channel.basic_publish("", queue, b"m%d" % i)
+        first = [get_unacked(channel, queue)[2] for _ in range(2)]
+        channel.basic_recover(requeue=True)
+        again = []
+        for _ in range(2):
+            method, _, body = get_unacked(channel, queue)
+            again.append((body, method.redelivered))
+            channel.basic_ack(method.delivery_tag)
+        channel.queue_delete(queue)
+        return [first, sorted(again)]
+
+
+def test_recover_redelivers_the_channels_unacked(parity):
+    assert parity.assert_same(recover) == [[b"m0", b"m1"], [(b"m0", True), (b"m1", True)]]
+
+
+def headers_matching(peer: Peer) -> list:
+    """The headers exchange: x-match all / any over the binding's arguments, values compared
+    with their types (RabbitMQ: the string "1" does not match the integer 1); an argument
+    starting with x- is not compared."""
+    exchange, all_queue, any_queue = peer.name("hx"), peer.name("all"), peer.name("any")
+    with connection(peer) as conn:
+        channel = conn.channel()
+        channel.confirm_delivery()
+        channel.exchange_declare(exchange, "headers")
+        channel.queue_declare(all_queue)
+        channel.queue_declare(any_queue)
+        channel.queue_bind(all_queue, exchange, arguments={"x-match": "all", "n": 1, "kind": "a"})
+        channel.queue_bind(any_queue, exchange, arguments={"x-match": "any", "n": 1, "flag": True})
+        for name, headers in [("both", {"n": 1, "kind": "a"}), ("text-one", {"n": "1", "kind": "a"}),
+                              ("kind-only", {"kind": "a"}), ("flag", {"flag": True}),
+                              ("flag-text", {"flag": "true"}), ("none", None)]:
+            channel.basic_publish(exchange, "", name.encode(), pika.BasicProperties(headers=headers))
+        observed = [drain(channel, all_queue), drain(channel, any_queue)]
+        channel.queue_delete(all_queue)
+        channel.queue_delete(any_queue)
+        channel.exchange_delete(exchange)
+        return observed
+
+
+def test_a_headers_exchange_matches_values_as_text_here_as_documented(parity):
+    """docs/protocol-amqp.md's mapping: a headers binding compares its arguments with the
+    message's properties as text (protocols/amqp/exchanges.py headers_match), because the
+    binding is the queue's filter over the stored properties every protocol shares: a STOMP
+    or Kafka header "1" must match it too. So "1" matches 1 and "true" matches true here,
+    where RabbitMQ compares types."""
+    rabbit, rocket = parity.observe(headers_matching)
+    assert rabbit == [[b"both"], [b"both", b"flag"]]
+    assert rocket == [[b"both", b"text-one"], [b"both", b"text-one", b"flag", b"flag-text"]]
+
+
+def global_qos(peer: Peer) -> list:
+    """basic.qos(global=true) on RabbitMQ 3.10's classic queues: one prefetch window shared
+    by every consumer of the channel."""
+    queues = [peer.name("a"), peer.name("b")]
+    with connection(peer) as conn:
+        channel = conn.channel()
+        channel.confirm_delivery()
+        for queue in queues:
+            channel.queue_declare(queue)
+            for i in range(3):
+                channel.basic_publish("", queue, b"m%d" % i)
+        channel.basic_qos(prefetch_count=2, global_qos=True)
+        delivered: list = []
+        for queue in queues:
+            channel.basic_consume(queue, lambda _ch, method, _p, body: delivered.append(body))
+        wait_for(conn, lambda: len(delivered) >= 2)
+        channel.queue_declare(queues[0], passive=True)  # a round trip: later deliveries are in
+        conn.process_data_events(time_limit=0.2)
+        observed = [len(delivered)]
+        for queue in queues:
+            channel.queue_delete(queue)
+        return observed
+
+
+def test_global_qos_is_per_consumer_here_as_documented(parity):
+    """docs/protocol-amqp.md 'What differs': global=true is applied per consumer, like
+    global=false, so each of the two consumers gets 2 where RabbitMQ's channel gets 2."""
+    rabbit, rocket = parity.observe(global_qos)
+    assert rabbit == [2]
+    assert rocket == [4]
