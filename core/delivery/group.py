@@ -195,6 +195,9 @@ class DeliveryGroup:
         self._closed = False
         # `handed_out`'s callers: (topic, the end of each of its queues then, future)
         self._watchers: list[tuple[str, dict[int, int], asyncio.Future[None]]] = []
+        # per queue: (end offset, reader) for what was sent before the sources changed,
+        # ends increasing (`set_sources` with keep_routed)
+        self._routed: dict[_QueueKey, list[tuple[int, _TopicReader]]] = {}
         self._priority: Callable[[MessageExt], int] | None = None  # see `order_by_priority`
         self._unsorted = False  # requeued messages went in front: order again
         self.set_sources(sources, start=start)
@@ -414,9 +417,12 @@ class DeliveryGroup:
         self._watchers = kept
 
     # ------------------------------------------------------------------ administration
-    def set_sources(self, sources: list[Source], *, start: Start = "last") -> None:
+    def set_sources(self, sources: list[Source], *, start: Start = "last", keep_routed: bool = False) -> None:
         """Read these sources from now on. A topic the group has no offsets on starts at
-        its end (``start="last"``: only what is sent from now) or at its beginning."""
+        its end (``start="last"``: only what is sent from now) or at its beginning.
+        ``keep_routed``: what is in the source queues now is still read with the sources
+        it was sent under, whatever replaces them (an AMQP unbind or bind changes where
+        later publishes go, not what a queue already holds)."""
         by_topic: dict[str, list[Source]] = {}
         for source in sources:
             by_topic.setdefault(source.topic, []).append(source)
@@ -424,17 +430,33 @@ class DeliveryGroup:
         if start == "last":
             self._start_at_end(t for t in by_topic if t not in self._readers
                                and not t.startswith(RETRY_GROUP_TOPIC_PREFIX))
+        if keep_routed:
+            self._keep_routed()
         self._readers = {topic: _TopicReader(topic, group) for topic, group in by_topic.items()}
-        kept = deque(item for item in self._ready if item[2].topic in self._readers)
-        for msg, _, ledger in self._ready:
-            if ledger.topic not in self._readers:
-                ledger.finished(msg.queue_offset)
-                self._dirty.add(ledger)
+        if keep_routed:
+            kept = self._ready
+        else:
+            kept = deque(item for item in self._ready if item[2].topic in self._readers)
+            for msg, _, ledger in self._ready:
+                if ledger.topic not in self._readers:
+                    ledger.finished(msg.queue_offset)
+                    self._dirty.add(ledger)
         self._ready = kept
-        for key in [k for k in self._ledgers if k[0] not in self._readers]:
+        for key in [k for k in self._ledgers if k[0] not in self._readers and k not in self._routed]:
             del self._ledgers[key]
         self._commit()
         self._wake_up()
+
+    def _keep_routed(self) -> None:
+        """Before the sources change: each queue with unread messages keeps its current
+        reader for the offsets up to its end now (`_read` applies it there)."""
+        max_offset = self._broker.max_offset
+        for ledger in self._all_ledgers():
+            key = (ledger.topic, ledger.queue_id)
+            end = max_offset(*key)
+            if ledger.read_to < end:
+                earlier = self._routed.get(key, [])
+                self._routed[key] = earlier + [(end, self._readers[ledger.topic])]
 
     async def purge(self) -> int:
         """Drop every message not yet handed out; returns how many (an estimate, as
@@ -482,13 +504,17 @@ class DeliveryGroup:
                     broker.commit_offset(self.name, topic, queue_id, broker.max_offset(topic, queue_id))
 
     def _all_ledgers(self) -> list[QueueLedger]:
-        """A ledger for every queue of every source topic that exists now."""
+        """A ledger for every queue of every source topic that exists now, and of every
+        queue still holding what was routed to the group under earlier sources."""
         out: list[QueueLedger] = []
         get_topic = self._broker.topics.get
         for topic in self._readers:
             cfg = get_topic(topic)
             if cfg is not None:
                 out.extend(self._ledger(topic, q) for q in range(cfg.read_queue_nums))
+        for topic, queue_id in self._routed:
+            if topic not in self._readers:
+                out.append(self._ledger(topic, queue_id))
         return out
 
     def _ledger(self, topic: str, queue_id: int) -> QueueLedger:
@@ -548,14 +574,33 @@ class DeliveryGroup:
             topic = ledger.topic
             if max_offset(topic, ledger.queue_id) == ledger.read_to:
                 continue  # caught up: nothing to read (a get costs 3-4 µs a queue)
-            reader = self._readers[topic]
+            count = min(_READ_BATCH, max(1, wanted - len(ready)))
+            routed = self._routed.get((topic, ledger.queue_id)) if self._routed else None
+            if routed is not None:  # sent under earlier sources: read with those
+                while routed and routed[0][0] <= ledger.read_to:
+                    routed.pop(0)
+                if not routed:
+                    del self._routed[(topic, ledger.queue_id)]
+                    if topic not in self._readers:
+                        del self._ledgers[(topic, ledger.queue_id)]
+                        continue
+                else:
+                    end, reader = routed[0]
+                    count = min(count, end - ledger.read_to)  # unfiltered: one offset a message
+            if routed:
+                store_filter = None
+            else:
+                reader = self._readers[topic]
+                store_filter = reader.store_filter
             try:
-                result = broker.get_messages(topic, ledger.queue_id, ledger.read_to,
-                                             min(_READ_BATCH, max(1, wanted - len(ready))),
-                                             message_filter=reader.store_filter)
+                result = broker.get_messages(topic, ledger.queue_id, ledger.read_to, count,
+                                             message_filter=store_filter)
             except BrokerError:
                 continue  # not readable now (perm, deleted): its place is kept
             msgs = result.stored_messages(tag_header, reader.store_filter)
+            if routed and reader.store_filter is not None:  # read unfiltered: its filter here
+                check = reader.store_filter
+                msgs = [m for m in msgs if check.match(m.tags, m.properties)]
             if reader.accept is not None:
                 msgs = [m for m in msgs if reader.accept(m)]
             if msgs:

@@ -338,8 +338,8 @@ class VirtualHost:
         self._reroute()
         for name in queues:
             state = self.queues.get(name)
-            if state is not None:
-                state.group.set_sources(self._sources(name))
+            if state is not None:  # what the queue holds stays: a binding changes later routing
+                state.group.set_sources(self._sources(name), keep_routed=True)
 
     def _sources(self, queue: str) -> list:
         entities = self.entities

@@ -14,12 +14,6 @@ import pytest
 from .amqp_client import connection, drain
 from .harness import Peer
 
-UNBIND_FORGETS = pytest.mark.xfail(
-    strict=True, reason="unbind (helper q): protocols/amqp/vhost.py unbind and bind_exchange -> "
-    "_rebind -> group.set_sources(_sources(queue)) re-derive the queue's filter from its current "
-    "bindings and apply it at read time, so a message routed before the unbind and not yet "
-    "consumed no longer matches and is skipped; RabbitMQ keeps it in the queue")
-
 
 def exchange_chain(peer: Peer) -> list:
     """exchange.bind: RabbitMQ routes a publish through a source exchange to the bound
@@ -87,7 +81,6 @@ def unbind_keeps_what_was_routed(peer: Peer, kind: str) -> list:
         return observed
 
 
-@UNBIND_FORGETS
 @pytest.mark.parametrize("kind", ["queue.unbind", "exchange.unbind"])
 def test_an_unbind_leaves_what_was_routed_in_the_queue(parity, kind):
     assert parity.assert_same(unbind_keeps_what_was_routed, kind) == [1, 1, [b"before"]]
