@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..config import BrokerConfig
@@ -38,8 +39,10 @@ class SlaveState:
 
 
 class HAMaster:
-    def __init__(self, config: BrokerConfig, store: MessageStore, transfer: GroupTransfer) -> None:
+    def __init__(self, config: BrokerConfig, store: MessageStore, transfer: GroupTransfer,
+                 on_connect: Callable[[], object] | None = None) -> None:
         self.config = config
+        self.on_connect = on_connect
         self.store = store
         self.transfer = transfer
         self.slaves: dict[asyncio.StreamWriter, SlaveState] = {}
@@ -93,6 +96,8 @@ class HAMaster:
         state = SlaveState(f"{peer[0]}:{peer[1]}", time.time())
         self.slaves[writer] = state
         log.info("HA: slave %s connected", state.address)
+        if self.on_connect is not None:
+            self.on_connect()
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Callable
 
 from ..config import BrokerConfig
 from ..errors import SlaveNotAvailable
@@ -28,6 +29,11 @@ class HAService:
         self.slave: HASlave | None = HASlave(config, store) if config.is_slave else None
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        # the other members of this broker group, by brokerId: their Kafka (host, port), as a
+        # front-end learnt them (protocols/remoting: the name server's route and each
+        # member's configuration); Kafka's Metadata lists them as replicas
+        self.peers: dict[int, tuple[str, int]] = {}
+        self.on_slave_connected: Callable[[], None] | None = None  # e.g. learn the peers again
 
     @property
     def role(self) -> str:
@@ -48,7 +54,8 @@ class HAService:
             assert self.slave is not None
             self._tasks.append(asyncio.create_task(self.slave.run(self._stop), name="ha-slave"))
         elif self.config.ha_listens:
-            self.master = HAMaster(self.config, self.store, self.transfer)
+            self.master = HAMaster(self.config, self.store, self.transfer,
+                                   on_connect=lambda: self.on_slave_connected and self.on_slave_connected())
             await self.master.start()
             self._tasks.append(asyncio.create_task(self.transfer.run(self._stop), name="ha-transfer"))
 
@@ -79,6 +86,25 @@ class HAService:
             fut.set_exception(SlaveNotAvailable("this master has no HA port open", result))
             return fut
         return self.transfer.wait(end, result)
+
+    # -- the group, as Kafka's Metadata shows it -----------------------------------------------
+    def set_peers(self, peers: dict[int, tuple[str, int]]) -> None:
+        self.peers = {broker_id: addr for broker_id, addr in peers.items() if broker_id != self.config.broker_id}
+
+    def in_sync_ids(self) -> list[int]:
+        """The group's members in sync (Kafka's ISR), by brokerId: the master, and the
+        slaves a master sees within haSlaveFallbehindMax (named when every known slave is, or
+        when it knows one slave: the HA wire does not say which slave a connection is); a
+        slave names itself while connected and close behind."""
+        config = self.config
+        if self.master is not None or not config.is_slave:
+            slaves = sorted(i for i in self.peers if i != 0)
+            in_sync = sum(1 for s in self.master.runtime_info() if s["inSync"]) if self.master else 0
+            return [config.broker_id] + (slaves if slaves and in_sync >= len(slaves) else [])
+        assert self.slave is not None
+        info = self.slave.runtime_info()
+        close = info["connected"] and 0 <= int(info["lagBytes"]) < config.ha_slave_fallbehind_max  # type: ignore[call-overload]
+        return [0] + ([config.broker_id] if close else [])
 
     # -- the name server's answer -------------------------------------------------------------
     def master_learnt(self, ha_address: str) -> None:

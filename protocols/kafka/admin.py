@@ -19,7 +19,6 @@ from .error_map import error_code_for
 from .errors import ErrorCode
 from .fetch import PlainRecordEncoder
 from .requests import (
-    NODE_ID,
     OFFSET_METADATA_MAX_BYTES,
     Handler,
     RequestContext,
@@ -206,7 +205,7 @@ class AdminHandlers:
             if r["resource_type"] != _RESOURCE_BROKER:
                 out.update(error_code=ErrorCode.INVALID_REQUEST, error_message="unsupported resource type")
                 continue
-            values = {"broker.id": str(NODE_ID), "message.max.bytes": str(config.max_message_size),
+            values = {"broker.id": str(config.broker_id), "message.max.bytes": str(config.max_message_size),
                       "auto.create.topics.enable": str(config.auto_create_topic_enable).lower(),
                       "num.partitions": str(config.default_topic_queue_nums),
                       "offset.metadata.max.bytes": str(OFFSET_METADATA_MAX_BYTES)}

@@ -63,6 +63,7 @@ class ClusterHandlers:
     def __init__(self, broker: Broker, node: BrokerNode, topic_ids: TopicIds) -> None:
         self.broker = broker
         self.node = node
+        node.node_id = broker.config.broker_id  # a group's members are its nodes (core/ha)
         self.topic_ids = topic_ids
         self.cluster_id = f"rocketport-{broker.config.broker_cluster_name}"
         self.table: dict[int, Handler] = {
@@ -102,8 +103,19 @@ class ClusterHandlers:
                 topics.append(self._topic_metadata(entry, auto_create and may_use_topic(ctx, entry, PUB)))
             if topics[-1]["name"] is None and ctx.api_version < 12:  # v10-11 answers have no null name
                 topics[-1]["name"] = ""
-        return {"throttle_time_ms": 0, "brokers": [self.node.node()], "cluster_id": self.cluster_id,
-                "controller_id": NODE_ID, "topics": topics}
+        peers = self.broker.ha.peers
+        brokers = [self.node.node()] + [{"node_id": i, "host": h, "port": p, "rack": None}
+                                        for i, (h, p) in sorted(peers.items())]
+        leader = self._leader()
+        return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.cluster_id,
+                "controller_id": leader, "topics": topics}
+
+    def _leader(self) -> int:
+        """The group's master as a Kafka node: this broker, or (on a slave) its master when
+        known; -1 when a slave does not know where its master serves Kafka."""
+        if not self.broker.config.is_slave:
+            return self.node.node_id
+        return NODE_ID if NODE_ID in self.broker.ha.peers else -1
 
     def _topic_metadata(self, name: str, auto_create: bool) -> dict[str, Any]:
         out: dict[str, Any] = {"error_code": ErrorCode.NONE, "name": name, "topic_id": bytes(16),
@@ -120,20 +132,29 @@ class ClusterHandlers:
             out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             return out
         out["topic_id"] = self.topic_ids.id_of(name)
-        out["partitions"] = [{"error_code": ErrorCode.NONE, "partition_index": i, "leader_id": NODE_ID,
-                              "leader_epoch": 0, "replica_nodes": [NODE_ID], "isr_nodes": [NODE_ID],
+        # every member of the broker group replicates every partition (core/ha); the leader
+        # is the master, the ISR the members in sync (a slave's produce: NOT_LEADER_OR_FOLLOWER)
+        leader = self._leader()
+        replicas = sorted({self.node.node_id, *self.broker.ha.peers})
+        isr = sorted(set(self.broker.ha.in_sync_ids()) & set(replicas))
+        code = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
+        out["partitions"] = [{"error_code": code, "partition_index": i, "leader_id": leader,
+                              "leader_epoch": 0, "replica_nodes": replicas, "isr_nodes": isr,
                               "offline_replicas": []} for i in range(n)]
         return out
 
     async def _find_coordinator(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
-        host, port = self.node.host, self.node.port
+        # the group's master coordinates (a slave's offsets are its master's copies)
+        node_id, host, port = self.node.node_id, self.node.host, self.node.port
+        if self.broker.config.is_slave and NODE_ID in self.broker.ha.peers:
+            node_id, (host, port) = NODE_ID, self.broker.ha.peers[NODE_ID]
         keys = body["coordinator_keys"] if ctx.api_version >= 4 else [body["key"]]
         # group keys need the group's permission; this broker coordinates every transactional id too
         codes = [ErrorCode.NONE if body["key_type"] != 0 or may_use_group(ctx, k)
                  else ErrorCode.GROUP_AUTHORIZATION_FAILED for k in keys]
         return {"throttle_time_ms": 0, "error_code": codes[0] if codes else ErrorCode.NONE, "error_message": None,
-                "node_id": NODE_ID, "host": host, "port": port,
-                "coordinators": [{"key": k, "node_id": NODE_ID, "host": host, "port": port,
+                "node_id": node_id, "host": host, "port": port,
+                "coordinators": [{"key": k, "node_id": node_id, "host": host, "port": port,
                                   "error_code": code, "error_message": None} for k, code in zip(keys, codes)]}
 
     async def _list_offsets(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:

@@ -36,9 +36,10 @@ class BrokerNode:
 
     host: str
     port: int
+    node_id: int = NODE_ID  # the brokerId: a master 0, a slave its own (core/ha)
 
     def node(self) -> dict[str, Any]:
-        return {"node_id": NODE_ID, "host": self.host, "port": self.port, "rack": None}
+        return {"node_id": self.node_id, "host": self.host, "port": self.port, "rack": None}
 
 
 def may_use_topic(ctx: RequestContext, topic: str, needed: int = ANY) -> bool:

@@ -28,6 +28,7 @@ from .client import RemotingClient, RemotingClientError, request
 from .codes import RequestCode, ResponseCode
 from .command import Buffer, RemotingCommand, make_response
 from .headers import decode_header, encode_header
+from .group_peers import learn_peers
 from .kv_config import ORDER_TOPIC_CONFIG, KVConfig, NamesrvSettings, parse_properties_body
 from .session import RemotingSession
 
@@ -322,6 +323,7 @@ class BrokerRegistrar:
         self.broker = broker
         self.on_master = on_master
         self._soon = asyncio.Event()
+        broker.ha.on_slave_connected = self.register_soon  # a new slave: learn the group again
         self.broker_addr = broker_addr
         self.namesrv_addrs = namesrv_addrs
         self.interval_s = interval_s
@@ -352,6 +354,11 @@ class BrokerRegistrar:
         return bodies.encode_body(bodies.RegisterBrokerBody(wrapper))
 
     async def register_once(self) -> None:
+        await self._register_all()
+        if self.namesrv_addrs:  # the group's members as the name server now lists them (Kafka)
+            await learn_peers(self.broker, self.namesrv_addrs[0])
+
+    async def _register_all(self) -> None:
         body = self._body()
         for addr in self.namesrv_addrs:
             try:

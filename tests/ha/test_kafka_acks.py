@@ -1,16 +1,41 @@
-"""Kafka's acks under SYNC_MASTER, through confluent-kafka against real processes: acks=all
-is answered once the slave holds the batch, and with the slave gone it fails with
+"""Kafka with a master and a slave, real processes: under SYNC_MASTER acks=all is answered
+once the slave holds the batch, and with the slave gone it fails with
 NOT_ENOUGH_REPLICAS_AFTER_APPEND (the batch stays stored on the master) while acks=1 is
-answered without the slave, as a Kafka leader answers them."""
+answered without the slave, as a Kafka leader answers them; both brokers' Metadata list the
+group as the replicas of every partition (brokerIds as node ids), the master as leader and
+the members in sync as the ISR, so a producer bootstrapped at the slave writes to the master."""
 
 from __future__ import annotations
 
+import socket
+import struct
+
 from confluent_kafka import KafkaError, Producer
+
+from rocketport.protocols.kafka import codec
+from rocketport.protocols.kafka.schema import ApiKey
 
 from tests.ha.cluster import master_and_slave, wait_for
 from tests.ha.test_sync_master import in_sync, runtime
 
 TOPIC = "HaKafka"
+
+
+def metadata(port: int) -> dict:
+    """Metadata v9 for TOPIC asked of the broker at ``port`` (not of any broker it names)."""
+    payload = codec.encode_request_header(ApiKey.METADATA, 9, 1, "ha-test") + b"".join(
+        bytes(part) for part in codec.encode_request(ApiKey.METADATA, 9, {
+            "topics": [{"name": TOPIC}], "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(payload)) + payload)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
+            chunk = sock.recv(65536)
+            assert chunk, "closed"
+            data += chunk
+    _, pos = codec.decode_response_header(ApiKey.METADATA, 9, data[4:])
+    return codec.decode_response(ApiKey.METADATA, 9, memoryview(data)[4 + pos:])
 
 
 def produce(port: int, acks: str, values: list[bytes]) -> list[KafkaError | None]:
@@ -42,4 +67,34 @@ def test_acks_all_waits_for_the_slave_and_acks_1_does_not(tmp_path, namesrv):
         assert produce(master.kafka_port, "1", [b"leader only"]) == [None]
     finally:
         slave.broker.stop()
+        master.broker.stop()
+
+
+def test_metadata_lists_the_group_as_replicas_and_the_slave_refuses_produce(tmp_path, namesrv):
+    master, slave = master_and_slave(tmp_path, namesrv, role="ASYNC_MASTER", flush="ASYNC_FLUSH", kafka=True)
+    master.broker.start()
+    started = False
+    try:
+        assert produce(master.kafka_port, "1", [b"create the topic"]) == [None]
+        slave.broker.start()  # its first copy of the master's topics has it
+        started = True
+        wait_for(lambda: in_sync(master.addr), what="the slave in sync")
+
+        def partition_of(port: int) -> dict | None:
+            """Partition 0 of TOPIC in the Metadata of the broker at ``port`` itself."""
+            topics = metadata(port)["topics"]
+            return topics[0]["partitions"][0] if topics and topics[0]["partitions"] else None
+
+        def listed_by_both() -> bool:
+            found = [partition_of(p) for p in (master.kafka_port, slave.kafka_port)]
+            return all(p is not None and p["replica_nodes"] == [0, 1] and p["isr_nodes"] == [0, 1] for p in found)
+        wait_for(listed_by_both, timeout=60, what="both brokers' Metadata listing the group in sync")
+        assert partition_of(slave.kafka_port)["leader_id"] == 0
+        # a producer bootstrapped at the slave finds the leader through Metadata and writes there
+        assert produce(slave.kafka_port, "all", [b"through the slave's metadata"]) == [None]
+        slave.broker.kill()
+        wait_for(lambda: partition_of(master.kafka_port)["isr_nodes"] == [0], what="the ISR without the slave")
+    finally:
+        if started:
+            slave.broker.stop()
         master.broker.stop()
