@@ -22,6 +22,7 @@ from .cluster import ClusterHandlers
 from .consumer_group_handlers import ConsumerGroupHandlers
 from .consumer_groups import ConsumerGroupCoordinator, ConsumerGroupSettings
 from .coordinator import GroupCoordinator
+from .describe_topics import DescribeTopicsHandlers
 from .fetch import FetchHandler, PlainRecordEncoder
 from .fetch_sessions import FetchSessionCache, SessionFetch
 from .groups import GroupHandlers
@@ -61,6 +62,7 @@ class KafkaHandlers:
         for family in (ClusterHandlers(broker, self.node, self.topic_ids),
                        GroupHandlers(broker, self.coordinator, self.consumer_groups),
                        ConsumerGroupHandlers(self.consumer_groups, self.topic_ids),
+                       DescribeTopicsHandlers(broker, self.node, self.topic_ids),
                        AdminHandlers(broker, self.encoder, self.topic_ids), TransactionHandlers(broker, self.coordinator, self.consumer_groups)):
             self.table.update(family.table)
 

@@ -3,7 +3,7 @@
 Facts (field names, types, versions, nullability, tags, defaults) are transcribed from
 Kafka 3.9's message specs, and from 4.0's for the transaction protocol v2 (KIP-890 part 2:
 Produce v12, EndTxn v5, TxnOffsetCommit v5) and KIP-848's consumer group APIs (ConsumerGroupHeartbeat v0-1,
-ConsumerGroupDescribe v0). Nothing here reads or writes bytes; ``codec.py`` does.
+ConsumerGroupDescribe v0, DescribeTopicPartitions v0). Nothing here reads or writes bytes; ``codec.py`` does.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from .delete_records import DELETE_RECORDS
 from .delete_topics import DELETE_TOPICS
 from .describe_configs import DESCRIBE_CONFIGS
 from .describe_groups import DESCRIBE_GROUPS
+from .describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
 from .describe_transactions import DESCRIBE_TRANSACTIONS
 from .end_txn import END_TXN
 from .fetch import FETCH
@@ -81,6 +82,7 @@ class ApiKey(IntEnum):
     LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 APIS: Final[dict[int, Api]] = {
@@ -118,5 +120,6 @@ APIS: Final[dict[int, Api]] = {
         LIST_TRANSACTIONS,
         CONSUMER_GROUP_HEARTBEAT,
         CONSUMER_GROUP_DESCRIBE,
+        DESCRIBE_TOPIC_PARTITIONS,
     )
 }
