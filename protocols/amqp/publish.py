@@ -232,6 +232,9 @@ class PublishHandlers:
             encoded = stored_properties(raw, tail)
             if encoded is None:  # typed headers, say (Celery's): the general conversion, no route kept
                 basic = _decoded(raw, remember=False)
+                if "expiration" in basic:  # a TTL of its own: the queue limits look at it (`publish`)
+                    self.publish(channel, ContentReceived(event.channel, method, basic, [body]))
+                    continue
                 properties = to_message_properties(basic, routing_key, now)
                 if mark:
                     properties[DEFAULT_EXCHANGE_MARK] = "1"

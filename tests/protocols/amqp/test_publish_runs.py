@@ -296,3 +296,32 @@ def test_a_malformed_content_header_among_keyed_publishes_closes_the_connection(
     else:
         raise AssertionError("no connection.close")
     raw.close()
+
+
+def test_keyed_typed_publishes_with_an_expiration_of_their_own_expire(amqp_broker):
+    """A keyed publisher's typed publishes (a key and a number each) in one read with a
+    per-message expiration are looked at by the queue's limits like any other publish: the
+    short-lived ones go, the long-lived ones stay."""
+    port = amqp_broker.endpoint("amqp")[1]
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port)) as conn:
+        conn.channel().queue_declare("keyed-ttl")
+    raw = _channel(port)
+
+    def publish(i: int, expiration: str) -> bytes:
+        props = commands.Basic.Properties(expiration=expiration, headers={"KEYS": "k%d" % i, "n": i})
+        body = b"t%d" % i
+        return (frame.marshal(commands.Basic.Publish(exchange="", routing_key="keyed-ttl"), 1)
+                + frame.marshal(ContentHeader(body_size=len(body), properties=props), 1)
+                + frame.marshal(ContentBody(body), 1))
+    raw.send_raw(b"".join(publish(i, "50" if i % 2 else "600000") for i in range(20)))  # one write
+    assert _acks(raw, {1: 20}) == {1: 20}
+    expired_at = time.monotonic() + 0.05
+    raw.close()
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port)) as conn:
+        ch = conn.channel()
+        while time.monotonic() < expired_at + 0.1:  # the short TTL is what is tested: let it pass
+            time.sleep(0.01)
+        got = []
+        while (message := ch.basic_get("keyed-ttl", auto_ack=True))[0] is not None:
+            got.append(message[2])
+    assert sorted(got) == sorted(b"t%d" % i for i in range(0, 20, 2))
