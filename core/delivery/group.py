@@ -214,9 +214,20 @@ class DeliveryGroup:
         self._wake_up()
         return sub
 
-    async def unsubscribe(self, sub: Subscriber) -> None:
-        """Remove ``sub``; what it held unacknowledged goes back, marked redelivered."""
-        self._drop(sub)
+    async def unsubscribe(self, sub: Subscriber, *, keep_unacked: bool = False) -> None:
+        """Remove ``sub``; what it held unacknowledged goes back, marked redelivered, or
+        (``keep_unacked``: AMQP's basic.cancel) stays outstanding for its acks and nacks
+        to settle, as deliveries of a `get` do."""
+        if not keep_unacked:
+            self._drop(sub)
+            return
+        sub.active = False
+        if sub in self._subscribers:
+            self._subscribers.remove(sub)
+        for delivery in self._unacked.values():
+            if delivery.subscriber is sub:
+                delivery.subscriber = None
+        sub.unacked = 0
 
     @property
     def consumer_count(self) -> int:

@@ -187,7 +187,9 @@ class DeliverHandlers:
             state = self.vhost.queues.get(consumer.queue)
             if state is not None:
                 state.exclusive_consumer = False
-            await self._drop_consumer(consumer)
+            # its unacknowledged deliveries stay on the channel, as RabbitMQ leaves them
+            # (Celery's warm shutdown: cancel, finish the running tasks, ack them, close)
+            await self._drop_consumer(consumer, keep_unacked=True)
         if not method.nowait:
             self.session.send(channel.number, Basic.CancelOk(method.consumer_tag))
 
@@ -201,11 +203,11 @@ class DeliverHandlers:
         for group, tags in group_tags(taken).items():
             await group.nack(tags, requeue=True)
 
-    async def _drop_consumer(self, consumer: Consumer) -> None:
+    async def _drop_consumer(self, consumer: Consumer, keep_unacked: bool = False) -> None:
         state = self.vhost.queues.get(consumer.queue)
         if consumer.subscriber is not None and state is not None:
             state.consumers.discard(consumer)
-            await state.group.unsubscribe(consumer.subscriber)
+            await state.group.unsubscribe(consumer.subscriber, keep_unacked=keep_unacked)
             await self.vhost.consumer_gone(consumer.queue)
 
     # ---------------------------------------------------------------- queue arguments

@@ -160,11 +160,6 @@ def test_an_acks_late_task_of_a_killed_worker_runs_again_on_a_new_worker(amqp_ur
             second.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="basic.cancel (helper q): protocols/amqp/deliver.py basic_cancel -> "
-                   "_drop_consumer -> DeliveryGroup.unsubscribe (core/delivery/group.py) puts the "
-                   "consumer's unacknowledged deliveries back in the queue at once (documented in "
-                   "docs/protocol-amqp.md 'What differs'), so the running acks_late task goes to the other "
-                   "worker while the first still runs it; RabbitMQ leaves them on the channel until acked")
 def test_a_warm_shutdown_finishes_an_acks_late_task_without_handing_it_on(amqp_url, tmp_path):
     """Celery's warm shutdown (SIGTERM) cancels the worker's consumer, lets the running
     task finish, acknowledges it, then closes: on RabbitMQ the delivery stays with the

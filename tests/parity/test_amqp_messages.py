@@ -13,7 +13,6 @@ from decimal import Decimal
 import aio_pika
 import amqp
 import pika
-import pytest
 
 from .amqp_client import closed, connection, drain, get, wait_for
 from .harness import Peer, typed
@@ -269,10 +268,5 @@ def cancel_keeps_unacked(peer: Peer) -> list:
         return observed
 
 
-@pytest.mark.xfail(strict=True, reason="basic.cancel (helper q): protocols/amqp/deliver.py basic_cancel -> "
-                   "_drop_consumer -> DeliveryGroup.unsubscribe (core/delivery/group.py) puts the consumer's "
-                   "unacknowledged deliveries back in the queue at once, redelivered (listed in "
-                   "docs/protocol-amqp.md 'What differs'), so another consumer gets m0 while the first "
-                   "still holds it; it breaks Celery's warm shutdown of acks_late tasks (tests/apps)")
 def test_a_cancelled_consumers_unacked_deliveries_stay_with_its_channel(parity):
     assert parity.assert_same(cancel_keeps_unacked) == [[b"m0"], [b"m1"], [], True]
