@@ -17,7 +17,7 @@ from rocketport.core.broker import Broker
 from ..frontend import FrontEnd, ListenerFrontEnd
 from ..listener import Listener
 from ..session_base import Session
-from . import api, responses
+from . import api, responses, text_format
 from .loop_lag import LoopLag
 from .metrics import BrokerCollector
 from .responses import Response
@@ -66,6 +66,8 @@ class HttpFrontEnd(ListenerFrontEnd):
             # the text format Prometheus asks for (Accept), else version 0.0.4, which every
             # Prometheus reads
             encode, content_type = choose_encoder(_header(request, "accept"))
+            if content_type.startswith("text/plain"):  # the text format: the fast writer
+                return Response(200, text_format.CONTENT_TYPE, text_format.render(self.registry))
             return Response(200, content_type, encode(self.registry))
         if path == "/api" or path.startswith("/api/"):
             return self.api.route(request)

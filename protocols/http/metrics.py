@@ -18,6 +18,7 @@ from typing import Final
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 
 from rocketport.core.broker import Broker
 
@@ -25,6 +26,10 @@ from ..frontend import FrontEnd
 from .loop_lag import LoopLag
 
 NODE_TYPE: Final = "broker"
+# store reads a scrape may spend on lag latency's timestamps it has not seen (a cold page
+# costs milliseconds: 10,000 at once would hold the loop for seconds); the rest come from
+# later scrapes, each kept while its queue's committed offset stays
+STAMP_BUDGET_S: Final = 0.02
 _BASE: Final = ("cluster", "node_type", "node_id")
 TOPIC_GROUP_SEPARATOR: Final = "@"
 
@@ -44,6 +49,8 @@ class BrokerCollector(Collector):
         self.front_ends = front_ends  # the server's list: read at each scrape
         self.loop_lag = loop_lag
         self.version = _version()
+        # (topic, queue id) -> (offset, store time of the message there, ms)
+        self._stamps: dict[tuple[str, int], tuple[int, int | None]] = {}
 
     def collect(self) -> Iterable[Metric]:
         config = self.broker.config
@@ -54,6 +61,9 @@ class BrokerCollector(Collector):
         yield from self._loop(base)
         if config.http.metrics_per_object:
             yield from self._per_object(base)
+
+    def _stamp_reader(self) -> "_StampReader":
+        return _StampReader(self.broker, self._stamps)
 
     # ------------------------------------------------------------------ families
     def _broker_info(self, base: list[str]) -> Iterator[Metric]:
@@ -132,44 +142,61 @@ class BrokerCollector(Collector):
                      "previous scrape.", base, worst)
 
     def _per_object(self, base: list[str]) -> Iterator[Metric]:
+        """Per topic and per topic@group: the only families that grow with the broker, so
+        their samples are appended directly (one labels dict shared by a key's samples)
+        rather than through add_metric."""
         broker = self.broker
+        cluster, node_type, node_id = base
         queues: dict[str, list[tuple[int, int, int]]] = {}
         for topic, queue_id, low, high in broker.queue_offsets():
-            queues.setdefault(topic, []).append((queue_id, low, high))
+            entries = queues.get(topic)
+            if entries is None:
+                entries = queues[topic] = []
+            entries.append((queue_id, low, high))
         topic_in = CounterMetricFamily("rocketport_topic_messages", "Messages stored in the topic "
                                        "(its queues' max offsets, since the store began).",
                                        labels=[*_BASE, "topic"])
-        for topic, entries in queues.items():
-            topic_in.add_metric([*base, topic], sum(high for _, _, high in entries))
+        name = topic_in.name + "_total"
+        topic_in.samples = [Sample(name, {"cluster": cluster, "node_type": node_type, "node_id": node_id,
+                                          "topic": topic}, float(sum([e[2] for e in entries])), None, None)
+                            for topic, entries in queues.items()]
         yield topic_in
         consumed = CounterMetricFamily("rocketport_group_messages_consumed", "Messages the group "
                                        "consumed from the topic since the broker started (how far its "
-                                       "committed offsets moved forward), whatever protocol it used.",
+                                       "committed offsets moved forward after its first commit on each "
+                                       "queue), whatever protocol it used.",
                                        labels=[*_BASE, "topic", "consumer_group"])
         lag = GaugeMetricFamily("rocketmq_consumer_lag_messages", "Messages in the topic past the "
                                 "group's committed offsets.", labels=[*_BASE, "topic", "consumer_group"])
         latency = GaugeMetricFamily("rocketmq_consumer_lag_latency", "Age of the oldest message past "
                                     "the group's committed offsets, in milliseconds (0: none waits).",
                                     labels=[*_BASE, "topic", "consumer_group"])
+        consumed_name = consumed.name + "_total"
+        consumed_out, lag_out, latency_out = consumed.samples, lag.samples, latency.samples
         totals = broker.consumed_totals()
         now_ms = time.time() * 1000
-        stamp = broker.store_timestamp_at
+        stamp = self._stamp_reader()
+        none: list[tuple[int, int, int]] = []
         for key, committed in list(broker.committed_offsets().items()):
             topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
-            labels = [*base, topic, group]
-            consumed.add_metric(labels, totals.get(key, 0))
+            labels = {"cluster": cluster, "node_type": node_type, "node_id": node_id,
+                      "topic": topic, "consumer_group": group}
             behind = 0
             oldest: int | None = None
-            for queue_id, low, high in queues.get(topic, ()):
+            for queue_id, low, high in queues.get(topic, none):
                 start = committed.get(queue_id, -1)
-                start = low if start < low else start
+                if start < low:
+                    start = low
                 if high > start:
                     behind += high - start
                     stored = stamp(topic, queue_id, start)
                     if stored is not None and (oldest is None or stored < oldest):
                         oldest = stored
-            lag.add_metric(labels, behind)
-            latency.add_metric(labels, max(0.0, now_ms - oldest) if oldest is not None else 0.0)
+            consumed_out.append(Sample(consumed_name, labels, float(totals.get(key, 0)), None, None))
+            lag_out.append(Sample("rocketmq_consumer_lag_messages", labels, float(behind), None, None))
+            latency_out.append(Sample("rocketmq_consumer_lag_latency", labels,
+                                      max(0.0, now_ms - oldest) if oldest is not None else 0.0, None, None))
+        self._stamps = stamp.kept
         yield from (consumed, lag, latency)
         ready = GaugeMetricFamily("rocketmq_consumer_ready_messages", "Messages waiting for a "
                                   "consumer of a group the broker delivers to (AMQP queues, STOMP "
@@ -181,6 +208,29 @@ class BrokerCollector(Collector):
             ready.add_metric([*base, group.name], group.message_count)
             inflight.add_metric([*base, group.name], group.unacked_count)
         yield from (ready, inflight)
+
+
+class _StampReader:
+    """Store times of the first unconsumed messages: from the last scrape's when the offset
+    is the same, else read within STAMP_BUDGET_S (None past it: that queue waits a scrape)."""
+
+    def __init__(self, broker: Broker, known: dict[tuple[str, int], tuple[int, int | None]]) -> None:
+        self._read = broker.store_timestamp_at
+        self._known = known
+        self.kept: dict[tuple[str, int], tuple[int, int | None]] = {}
+        self._deadline = time.perf_counter() + STAMP_BUDGET_S
+
+    def __call__(self, topic: str, queue_id: int, offset: int) -> int | None:
+        key = (topic, queue_id)
+        known = self._known.get(key)
+        if known is not None and known[0] == offset:
+            self.kept[key] = known
+            return known[1]
+        if time.perf_counter() > self._deadline:
+            return None
+        stored = self._read(topic, queue_id, offset)
+        self.kept[key] = (offset, stored)
+        return stored
 
 
 def _gauge(name: str, documentation: str, base: list[str], value: float) -> GaugeMetricFamily:
