@@ -12,7 +12,6 @@ module never writes to the transport nor decides when a write happens: the sessi
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import itertools
 import secrets
@@ -169,17 +168,6 @@ class Deliverer:
         if group is not None and group.consumer_count:
             raise StompError(f"durable subscription {name!r} is in use by {group.consumer_count} subscriber(s)")
         await self.broker.drop_delivery_group(name, forget_offsets=True)
-
-    def handed_out(self, topic: str | None = None) -> list[asyncio.Future[None]]:
-        """What to wait for until the groups of this connection's subscriptions to
-        ``topic`` (None: to any) have handed out what their topic holds now (`DeliveryGroup.handed_out`)."""
-        futures = []
-        for s in self.subs.values():
-            if topic is None or s.topic == topic:
-                future = s.group.handed_out(s.topic)
-                if future is not None:
-                    futures.append(future)
-        return futures
 
     def take_all(self) -> list[Subscription]:
         """Every subscription, forgotten here: the connection is gone (`release_all` them)."""

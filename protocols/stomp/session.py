@@ -272,7 +272,8 @@ class StompSession(OrderedSession[_Pending]):
         `_OWN_DELIVERY_WAIT_S` for it."""
         value = await outcome if type(outcome) is not eager.Done else outcome.result()  # type: ignore[misc]
         if self.handlers is not None and topic != "":
-            waits = self.handlers.deliver.handed_out(topic)
+            waits = [future for s in self.handlers.deliver.subs.values() if topic is None or s.topic == topic
+                     if (future := s.group.handed_out(s.topic)) is not None]
             if waits:
                 await asyncio.wait(waits, timeout=_OWN_DELIVERY_WAIT_S)
                 for future in waits:
