@@ -15,7 +15,7 @@ from rocketport.client import Message, Producer
 from rocketport.client.message import SendStatus
 from rocketport.protocols.remoting import RequestCode
 from rocketport.protocols.remoting.bodies import KVTable, decode_body
-from tests.ha.cluster import log_digest, log_end, master_and_slave, wait_for
+from tests.ha.cluster import SEGMENT, log_digest, log_end, master_and_slave, wait_for
 from tests.support.processes import REPO
 from tests.support.remoting import remoting_client, request
 
@@ -48,7 +48,7 @@ def test_acknowledged_sends_are_on_the_slave_byte_identical(tmp_path, namesrv):
     slave.broker.start()  # learns the master's HA address from the name server
     try:
         wait_for(lambda: in_sync(master.addr), what="the slave in sync")
-        results = asyncio.run(send_all(namesrv, [b"m%05d" % i * 40 for i in range(3000)]))
+        results = asyncio.run(send_all(namesrv, [b"m%05d" % i * 600 for i in range(1000)]))
         assert {r.status for r in results} == {SendStatus.SEND_OK}
         listed = subprocess.run([sys.executable, "-m", "rocketport", "admin", "clusterList", "-n", namesrv,
                                  "--output", "json"], capture_output=True, text=True, timeout=60, cwd=REPO)
@@ -64,7 +64,7 @@ def test_acknowledged_sends_are_on_the_slave_byte_identical(tmp_path, namesrv):
         master.broker.stop()
     last = max(int(r.offset_msg_id[-16:], 16) for r in results)
     end = log_end(master.root)
-    assert log_end(slave.root) == end > last  # 3000 records of 240 B: past three segments
+    assert log_end(slave.root) == end > last > 3 * SEGMENT  # 1000 records of 3.7 KB: four segments
     assert log_digest(slave.root, end) == log_digest(master.root, end)
 
 
