@@ -174,3 +174,27 @@ def test_a_lagging_consumer_is_told_to_read_from_the_slave_with_slave_read_enabl
             # nothing read, nothing behind: the master
             assert suggested_broker_id(master, "g", master.get_messages("T", 0, master.max_offset("T", 0), 4)) == 0
     run(scenario())
+
+
+def test_roles_switch_at_run_time_a_slave_promoted_and_a_master_demoted(tmp_path):
+    """The failover's hook (HAService.set_role): the slave becomes a master that takes puts
+    and serves its own slaves, the old master becomes its slave and catches up from it."""
+    async def scenario() -> None:
+        port_a, port_b = free_port(), free_port()
+        mc, sc = configs(tmp_path, port_a, haListenPort=port_b)
+        async with Broker(mc) as a, Broker(sc) as b:
+            await fill(a, 200)
+            await caught_up(a, b)
+            # a's clients are gone (a failover decided elsewhere): b leads, a follows b
+            await b.ha.set_role("ASYNC_MASTER")
+            a.config.ha_master_address = f"127.0.0.1:{port_b}"
+            await a.ha.set_role("SLAVE")
+            with pytest.raises(NotMaster):
+                await a.put_message(Message("T", b"x", {}, 0, 0))
+            await fill(b, 50, "b")  # the new master writes
+            await caught_up(b, a)
+            end = b.store.commitlog.max_offset
+            assert digest(a, end) == digest(b, end)
+            assert a.ha.runtime_info()["masterAddress"] == f"127.0.0.1:{port_b}"
+            assert b.ha.runtime_info()["inSyncSlaves"] == 1
+    run(scenario())
