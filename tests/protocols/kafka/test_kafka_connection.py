@@ -135,12 +135,12 @@ def test_each_request_has_its_own_budget_and_responses_none() -> None:
 def test_unsupported_version_and_unknown_key() -> None:
     conn = KafkaServerConnection()
     events = conn.receive_data(frame(1, 12, 5, {}))  # served
-    payload = codec.encode_request_header(1, 13, 6, "c") + b"\x00" * 40
+    payload = codec.encode_request_header(1, 18, 6, "c") + b"\x00" * 40
     events += conn.receive_data(struct.pack(">i", len(payload)) + payload)
     payload = codec.encode_request_header(71, 0, 7, "c")  # GetTelemetrySubscriptions: not served
     events += conn.receive_data(struct.pack(">i", len(payload)) + payload)
     assert isinstance(events[0], RequestReceived)
-    assert events[1] == UnsupportedVersion(6, 1, 13, "c")
+    assert events[1] == UnsupportedVersion(6, 1, 18, "c")  # Fetch is served to v17
     assert events[2] == UnsupportedVersion(7, 71, 0, "c")
     assert not conn.closed
 
