@@ -1,0 +1,130 @@
+"""The JSON API under /api/ read with a plain HTTP client against a live broker that real
+clients wrote to: the overview, topics, groups with their lag, connections, and messages
+looked up by key, unique key, offsetMsgId and queue offset; bad parameters get 400 and
+what does not exist 404."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.observe.metrics_support import (
+    TIMEOUT,
+    all_protocols_config,
+    kafka_consume,
+    metrics_url,
+    remoting_produce,
+)
+from tests.support.live_broker import LiveBroker, start_live_broker
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory) -> Iterator[LiveBroker]:
+    broker = start_live_broker(all_protocols_config(str(tmp_path_factory.mktemp("api") / "store")))
+    try:
+        broker.call(lambda: broker.server.broker.create_topic("ApiT", read_queue_nums=1, write_queue_nums=1))
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(6):
+            producer.produce("ApiT", b"body-%d" % i, key=b"key-%d" % i)
+        producer.produce("ApiT", bytes(range(256)), key=b"binary")
+        assert producer.flush(TIMEOUT) == 0
+        kafka_consume(broker, "ApiT", "ApiG", 7)
+        producer.produce("ApiT", b"late", key=b"late")
+        assert producer.flush(TIMEOUT) == 0
+        remoting_produce(broker, "ApiNative", 2)
+        yield broker
+    finally:
+        broker.stop()
+
+
+def get(live: LiveBroker, path: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(metrics_url(live, path), timeout=TIMEOUT) as answer:
+            assert answer.headers["content-type"] == "application/json"
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_overview_names_the_broker_and_its_listeners(live):
+    status, body = get(live, "/api/overview")
+    assert status == 200
+    assert body["brokerName"] == "broker-a" and body["brokerRole"] == "ASYNC_MASTER"
+    assert {listener["frontEnd"] for listener in body["listeners"]} == {"remoting", "kafka", "amqp", "stomp", "http"}
+    assert body["protocols"]["kafka"]["messagesIn"] == 8
+    assert body["protocols"]["remoting"]["messagesIn"] == 2
+    assert body["store"]["commitLogMaxOffset"] > 0
+
+
+def test_topics_and_one_topic(live):
+    status, body = get(live, "/api/topics")
+    assert status == 200
+    topics = {t["topic"]: t for t in body["topics"]}
+    assert topics["ApiT"] == {"topic": "ApiT", "queues": 1, "messages": 8}
+    status, topic = get(live, "/api/topics/ApiT")
+    assert status == 200
+    assert topic["queues"][0]["minOffset"] == 0 and topic["queues"][0]["maxOffset"] == 8
+    assert "ApiG" in topic["groups"]
+    assert get(live, "/api/topics/NoSuchTopic")[0] == 404
+
+
+def test_groups_with_their_lag(live):
+    status, body = get(live, "/api/groups")
+    assert status == 200
+    assert {"group": "ApiG", "lag": 1, "topics": ["ApiT"]} in body["groups"]
+    status, group = get(live, "/api/groups/ApiG")
+    assert status == 200
+    assert group["lag"] == 1
+    assert group["topics"]["ApiT"]["queues"] == [{"queueId": 0, "brokerOffset": 8, "consumerOffset": 7, "lag": 1}]
+    assert get(live, "/api/groups/NoSuchGroup")[0] == 404
+
+
+def test_connections_per_protocol(live):
+    status, body = get(live, "/api/connections")
+    assert status == 200
+    assert set(body["protocols"]) == {"remoting", "kafka", "amqp", "stomp", "http"}
+    assert body["protocols"]["http"]["total"] >= 1  # this request's
+    assert any(c["address"].startswith("127.0.0.1:") for c in body["protocols"]["http"]["connections"])
+
+
+def test_message_by_key_then_by_its_ids_and_offset(live):
+    status, body = get(live, "/api/messages?topic=ApiT&key=key-3")
+    assert status == 200
+    [message] = body["messages"]
+    assert message["body"] == "body-3" and message["bodyEncoding"] == "text" and message["keys"] == "key-3"
+    assert message["queueOffset"] == 3
+    status, at = get(live, "/api/messages?topic=ApiT&queue=0&offset=3")
+    assert status == 200 and at["messages"][0]["body"] == "body-3"
+    [binary] = get(live, "/api/messages?topic=ApiT&key=binary")[1]["messages"]
+    assert binary["bodyEncoding"] == "hex" and binary["body"] == bytes(range(256)).hex()
+
+
+def test_message_by_unique_key_and_offset_msg_id(live):
+    queue = next(q for q in get(live, "/api/topics/ApiNative")[1]["queues"] if q["maxOffset"] > 0)
+    [first] = get(live, f"/api/messages?topic=ApiNative&queue={queue['queueId']}&offset=0")[1]["messages"]
+    assert first["uniqueKey"] and first["body"].startswith("remoting-")
+    status, body = get(live, f"/api/messages?topic=ApiNative&uniqueKey={first['uniqueKey']}")
+    assert status == 200 and body["messages"][0]["body"] == first["body"]
+    status, body = get(live, f"/api/messages/{first['offsetMsgId']}")
+    assert status == 200 and body["messages"][0]["uniqueKey"] == first["uniqueKey"]
+
+
+@pytest.mark.parametrize("path, status", [
+    ("/api/messages", 400),
+    ("/api/messages?topic=ApiT", 400),
+    ("/api/messages?topic=ApiT&queue=x&offset=1", 400),
+    ("/api/messages?topic=ApiT&queue=0&offset=99", 404),
+    ("/api/messages?topic=ApiT&uniqueKey=nope", 404),
+    ("/api/messages/0000000000000000", 404),
+    ("/api/messages/not-an-id", 404),
+    ("/api/nothing", 404),
+])
+def test_bad_requests_say_why(live, path, status):
+    got, body = get(live, path)
+    assert got == status, body
+    assert body["error"]
