@@ -60,50 +60,66 @@ class VerifyReport:
     checkpoint: str = "absent"
 
 
+PROGRESS_STEP = 8 << 20  # bytes of CommitLog between two updates of the progress bar
+
+
 def walk_commitlog(root: str, problems: list[str] | None = None,
                    progress: Progress | None = None) -> Iterator[StoredRecord]:
     """Every valid record in offset order; stops at the first invalid one (noted)."""
     directory = os.path.join(root, "commitlog")
     names = _segments(directory)
-    task = progress.add_task("commit log", total=len(names)) if progress else None
-    for name in names:
-        base = int(name)
-        mm = _map(os.path.join(directory, name))
-        if mm is None:
-            continue
-        with mm:
-            view = memoryview(mm)
-            pos = 0
-            size = len(mm)
-            try:
-                while pos + 8 <= size:
-                    total = int.from_bytes(view[pos:pos + 4], "big", signed=True)
-                    magic = int.from_bytes(view[pos + 4:pos + 8], "big", signed=True)
-                    if magic == BLANK_MAGIC:
-                        break
-                    if total == 0 and magic == 0:
-                        return
-                    if magic != MESSAGE_MAGIC or total <= 0 or pos + total > size:
+    # bytes, advanced every PROGRESS_STEP within a segment: a 1 GiB segment is one step of
+    # many seconds otherwise, and the bar would stand still until the walk ends
+    sizes = [os.path.getsize(os.path.join(directory, name)) for name in names]
+    task = progress.add_task("commit log", total=sum(sizes)) if progress else None
+    try:
+        for name, segment_size in zip(names, sizes):
+            base = int(name)
+            mm = _map(os.path.join(directory, name))
+            if mm is None:
+                if progress is not None:
+                    progress.advance(task, segment_size)
+                continue
+            with mm:
+                view = memoryview(mm)
+                pos = 0
+                size = len(mm)
+                shown = 0
+                try:
+                    while pos + 8 <= size:
+                        if progress is not None and pos - shown >= PROGRESS_STEP:
+                            progress.advance(task, pos - shown)
+                            shown = pos
+                        total = int.from_bytes(view[pos:pos + 4], "big", signed=True)
+                        magic = int.from_bytes(view[pos + 4:pos + 8], "big", signed=True)
+                        if magic == BLANK_MAGIC:
+                            break
+                        if total == 0 and magic == 0:
+                            return
+                        if magic != MESSAGE_MAGIC or total <= 0 or pos + total > size:
+                            if problems is not None:
+                                problems.append(f"commit log {base + pos}: not a record (magic {magic & 0xffffffff:#x}, size {total})")
+                            return
+                        try:
+                            rec = formats.CommitLogRecord.parse(view[pos:pos + total])
+                        except ConstructError as exc:
+                            if problems is not None:
+                                problems.append(f"commit log {base + pos}: undecodable record: {exc}")
+                            return
                         if problems is not None:
-                            problems.append(f"commit log {base + pos}: not a record (magic {magic & 0xffffffff:#x}, size {total})")
-                        return
-                    try:
-                        rec = formats.CommitLogRecord.parse(view[pos:pos + total])
-                    except ConstructError as exc:
-                        if problems is not None:
-                            problems.append(f"commit log {base + pos}: undecodable record: {exc}")
-                        return
-                    if problems is not None:
-                        if zlib.crc32(rec.body) & 0x7FFFFFFF != rec.body_crc:
-                            problems.append(f"commit log {base + pos}: body CRC mismatch")
-                        if rec.physical_offset != base + pos:
-                            problems.append(f"commit log {base + pos}: physical offset field says {rec.physical_offset}")
-                    yield StoredRecord(base + pos, rec, decode_properties(rec.properties))
-                    pos += total
-            finally:
-                view.release()
+                            if zlib.crc32(rec.body) & 0x7FFFFFFF != rec.body_crc:
+                                problems.append(f"commit log {base + pos}: body CRC mismatch")
+                            if rec.physical_offset != base + pos:
+                                problems.append(f"commit log {base + pos}: physical offset field says {rec.physical_offset}")
+                        yield StoredRecord(base + pos, rec, decode_properties(rec.properties))
+                        pos += total
+                finally:
+                    view.release()
+            if progress is not None:
+                progress.advance(task, segment_size - shown)
+    finally:  # the data ends inside its last segment: the bar ends full
         if progress is not None:
-            progress.advance(task)
+            progress.update(task, completed=sum(sizes))
 
 
 def verify(root: str, console: Console | None = None) -> VerifyReport:
