@@ -82,6 +82,9 @@ _DISPATCH_SLICE = 512  # deliveries between yields, so transports can push back 
 _IDLE_WAIT_S = 1.0     # a pump with nothing to read rechecks new queues this often
 _MISSING_WAIT_S = 0.25  # ... or this often while a source topic does not exist yet
 PRIORITY_WINDOW = 4096  # messages a priority group reads ahead and orders by priority
+# earlier readers a queue keeps for what it holds (set_sources keep_routed); past that the
+# oldest goes and its offsets are read with the next
+_ROUTED_MAX = 32
 
 Start = Literal["first", "last"]
 _QueueKey = tuple[str, int]
@@ -464,9 +467,11 @@ class DeliveryGroup:
         max_offset = self._broker.max_offset
         for ledger in self._all_ledgers():
             key = (ledger.topic, ledger.queue_id)
+            if ledger.topic not in self._readers:  # no longer a source: keeps what it had
+                continue
             end = max_offset(*key)
             if ledger.read_to < end:
-                earlier = self._routed.get(key, [])
+                earlier = self._routed.get(key, [])[-(_ROUTED_MAX - 1):]  # bounded under churn
                 self._routed[key] = earlier + [(end, self._readers[ledger.topic])]
 
     async def purge(self) -> int:
