@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Final
 
 from rocketport.common.batch import Record, build_batch
@@ -229,9 +229,13 @@ class FetchHandler:
         return pacer
 
     async def handle(self, body: dict[str, Any], may_read: Callable[[str], bool] | None = None,
-                     connection: Hashable | None = None) -> dict[str, Any]:
+                     connection: Hashable | None = None, known: Mapping[tuple[str, int], Any] | None = None
+                     ) -> dict[str, Any]:
         """``may_read`` (SASL) says whether the client may fetch from a topic; ``connection``
-        identifies the client's connection for pacing (None: not paced)."""
+        identifies the client's connection for pacing (None: not paced); ``known`` is an
+        incremental fetch session's view (per partition: the ``high_watermark`` and
+        ``log_start`` it last answered): a caught-up partition showing the same is left out of
+        the answer, as the session would drop it, but still waited on."""
         min_bytes = body["min_bytes"]
         max_wait_ms = body["max_wait_ms"]
         now = time.monotonic()  # not loop.time(): uvloop's moves in whole milliseconds
@@ -240,10 +244,10 @@ class FetchHandler:
             delay = pacer.hold(body, now)
             if delay > 0:
                 await asyncio.sleep(delay)
-        response, total, waits, sent = self._read(body, may_read)
+        response, total, waits, sent = self._read(body, may_read, known)
         if total < max(min_bytes, 1) and max_wait_ms > 0 and waits \
                 and await self.broker.wait_for_messages(waits, max_wait_ms / 1000):
-            response, total, _, sent = self._read(body, may_read)
+            response, total, _, sent = self._read(body, may_read, known)
         traffic = self.traffic
         traffic.messages_out += sent[0]
         traffic.bytes_out += total
@@ -252,8 +256,8 @@ class FetchHandler:
             pacer.answered(time.monotonic(), records, left_behind)
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": response}
 
-    def _read(self, body: dict[str, Any], may_read: Callable[[str], bool] | None
-              ) -> tuple[list[dict[str, Any]], int, list[tuple[str, int, int]],
+    def _read(self, body: dict[str, Any], may_read: Callable[[str], bool] | None,
+              known: Mapping[tuple[str, int], Any] | None = None) -> tuple[list[dict[str, Any]], int, list[tuple[str, int, int]],
                          tuple[int, list[tuple[str, int, int]]]]:
         """One pass over the requested partitions: (responses, record bytes, where to wait,
         (records sent, partitions with data left behind))."""
@@ -288,9 +292,15 @@ class FetchHandler:
                     except BrokerError as exc:
                         out["error_code"] = error_code_for(exc)
                         continue
-                    out["high_watermark"], out["log_start_offset"] = high, broker.min_offset(topic, index)
-                    out["last_stable_offset"] = broker.last_stable_offset(topic, index, high)
+                    low = broker.min_offset(topic, index)
                     waits.append((topic, index, offset))
+                    if known is not None:
+                        seen = known.get((topic, index))
+                        if seen is not None and seen.high_watermark == high and seen.log_start == low:
+                            partitions.pop()  # nothing the session has not answered (the LSO moves
+                            continue  # only with the high watermark: a transaction ends by a marker)
+                    out["high_watermark"], out["log_start_offset"] = high, low
+                    out["last_stable_offset"] = broker.last_stable_offset(topic, index, high)
                     continue
                 room = min(p["partition_max_bytes"], budget - total)
                 first = total == 0  # the first partition with data gets its first batch whole

@@ -86,5 +86,7 @@ class KafkaHandlers:
         fetch = self.fetch_sessions.begin(body)
         if not isinstance(fetch, SessionFetch):  # an unknown session or a wrong epoch
             return {"throttle_time_ms": 0, "error_code": fetch, "session_id": 0, "responses": []}
-        response = self.fetch_sessions.finish(fetch, await self.fetch.handle(fetch.request, may_read, ctx.client_host))
+        known = None if fetch.session is None else fetch.session.partitions
+        response = self.fetch_sessions.finish(
+            fetch, await self.fetch.handle(fetch.request, may_read, ctx.client_host, known))
         return self.topic_ids.fetch_by_id(response, unknown) if ctx.api_version >= FETCH_TOPIC_IDS else response
