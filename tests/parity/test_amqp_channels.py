@@ -1,11 +1,12 @@
 """AMQP channel features against RabbitMQ 3.10: exclusive consumers and queues, auto-delete,
 server-named queues, transactions, basic.recover, the headers exchange's matching, and
-basic.qos with global=true."""
+basic.qos with global=true, single active consumers, direct reply-to."""
 
 from __future__ import annotations
 
 import pika
 import pika.exceptions
+import pytest
 
 from .amqp_client import closed, connection, drain, get, wait_for
 from .harness import Peer
@@ -209,3 +210,73 @@ def test_global_qos_is_per_consumer_here_as_documented(parity):
     rabbit, rocket = parity.observe(global_qos)
     assert rabbit == [2]
     assert rocket == [4]
+
+
+def single_active_consumer(peer: Peer) -> list:
+    """x-single-active-consumer: RabbitMQ delivers to one consumer of the queue (the first)
+    while it lasts; when it cancels, the next one takes over."""
+    queue = peer.name()
+    with connection(peer) as conn:
+        channel = conn.channel()
+        channel.confirm_delivery()
+        channel.queue_declare(queue, arguments={"x-single-active-consumer": True})
+        got: dict[str, list] = {"first": [], "second": []}
+
+        def consumer(name: str):
+            def on_message(ch, method, _properties, body) -> None:
+                got[name].append(body)
+                ch.basic_ack(method.delivery_tag)
+            return on_message
+        first = channel.basic_consume(queue, consumer("first"))
+        channel.basic_consume(queue, consumer("second"))
+        for i in range(4):
+            channel.basic_publish("", queue, b"m%d" % i)
+        wait_for(conn, lambda: len(got["first"]) + len(got["second"]) >= 4)
+        channel.basic_cancel(first)
+        for i in range(4, 6):
+            channel.basic_publish("", queue, b"m%d" % i)
+        wait_for(conn, lambda: len(got["first"]) + len(got["second"]) >= 6)
+        channel.queue_delete(queue)
+        return [got]
+
+
+@pytest.mark.xfail(strict=True, reason="x-single-active-consumer (helper q): accepted and compared on "
+                   "redeclare (protocols/amqp/vhost.py EQUIVALENT_ARGUMENTS) but not applied: deliveries "
+                   "go round robin over every consumer of the queue (protocols/amqp/deliver.py), where "
+                   "RabbitMQ gives them all to one consumer until it goes")
+def test_a_single_active_consumer_gets_everything_until_it_goes(parity):
+    assert parity.assert_same(single_active_consumer) == [
+        {"first": [b"m0", b"m1", b"m2", b"m3"], "second": [b"m4", b"m5"]}]
+
+
+def direct_reply_to(peer: Peer) -> list:
+    """Direct reply-to: a client consuming (no-ack) from the pseudo-queue
+    amq.rabbitmq.reply-to publishes requests with that reply_to; the server gives the
+    request a reply_to of its own (amq.rabbitmq.reply-to.<token>) and a reply published
+    to it reaches the requester's consumer (Spring's RabbitTemplate uses it by default)."""
+    requests = peer.name()
+    with connection(peer) as conn:
+        channel = conn.channel()
+        channel.queue_declare(requests)
+        replies: list = []
+        try:
+            channel.basic_consume("amq.rabbitmq.reply-to", lambda _c, _m, _p, body: replies.append(body),
+                                  auto_ack=True)
+        except pika.exceptions.ChannelClosedByBroker as e:
+            return [("consume refused", closed(e))]
+        channel.basic_publish("", requests, b"request", pika.BasicProperties(reply_to="amq.rabbitmq.reply-to"))
+        server = conn.channel()
+        got = get(server, requests)
+        assert got is not None
+        reply_to = got[1].reply_to
+        server.basic_publish("", reply_to, b"reply")
+        wait_for(conn, lambda: replies)
+        channel.queue_delete(requests)
+        return [reply_to.startswith("amq.rabbitmq.reply-to."), replies]
+
+
+@pytest.mark.xfail(strict=True, reason="direct reply-to: no pseudo-queue amq.rabbitmq.reply-to (basic.consume "
+                   "on it is 404 NOT_FOUND; protocols/amqp/access.py's server properties say "
+                   "direct_reply_to false), where RabbitMQ 3.x has it")
+def test_direct_reply_to_answers_reach_the_requester(parity):
+    assert parity.assert_same(direct_reply_to) == [True, [b"reply"]]
