@@ -32,8 +32,12 @@ from .field_table import text_of as _text
 
 from rocketport.common.message import (
     PROPERTY_AMQP_HEADERS,
+    PROPERTY_DEDUP_KEY,
+    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_TAGS,
+    PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     SYSTEM_PROPERTY_NAMES,
 )
@@ -99,8 +103,12 @@ _Layout = tuple[tuple[bytes, str], ...] | None
 _LAYOUTS: dict[int, _Layout] = {}
 _DIRECT: Final = frozenset(name for name, _, _ in _FIELDS if name != "expiration")  # expiration: limits
 # header names the general path treats apart: a basic property's (the property wins), the
-# routing key's TAGS, the mark, a delay
-_APART: Final = frozenset(name.encode() for name in BASIC_NAMES | {PROPERTY_TAGS, DEFAULT_EXCHANGE_MARK, X_DELAY})
+# routing key's TAGS, the mark, a delay, and the names the core must see to put a message
+# its own way (a delay, a transaction, a dedup key: `Broker.accept_now` declines those), so
+# what `stored_properties` makes is a plain send whatever the header values
+_APART: Final = frozenset(name.encode() for name in BASIC_NAMES | {
+    PROPERTY_TAGS, DEFAULT_EXCHANGE_MARK, X_DELAY, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TIMER_DELAY_SEC, PROPERTY_TRANSACTION_PREPARED, PROPERTY_DEDUP_KEY})
 _OCTETS: Final = tuple(b"%d\x02" % n for n in range(256))
 _U32 = struct.Struct(">I")
 

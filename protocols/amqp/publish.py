@@ -228,8 +228,17 @@ class PublishHandlers:
         if target.mark:
             tail += _MARK
         accept, peer, now, mark = self.broker.accept_now, session.peer, now_ms(), target.mark
+        # where the lane puts what `stored_properties` makes: its tail decides (the same TAGS;
+        # none of its headers names what the core would put another way), so asked once
+        lane = accept(topic, -1, tail, 0, answers_after_durable=True)
         for raw, body in zip(varied, bodies):  # type: ignore[arg-type]
             encoded = stored_properties(raw, tail)
+            if encoded is not None and lane is not None:
+                if self.gathered:  # stored in publish order
+                    self.store_gathered()
+                self.plain.append(PlainSend(topic, lane[0], encoded, [body], peer, lane[1]))
+                self.plain_channels.append(channel)
+                continue
             if encoded is None:  # typed headers, say (Celery's): the general conversion, no route kept
                 basic = _decoded(raw, remember=False)
                 if "expiration" in basic:  # a TTL of its own: the queue limits look at it (`publish`)
