@@ -38,6 +38,7 @@ from .facade.delivery import DeliveryRole
 from .facade.produce import ProduceRole
 from .facade.transactions import TransactionRole
 from .facade.views import FrontEndViews
+from .ha.offset_log import OFFSET_LOG_TOPIC, OffsetLog
 from .ha.service import HAService
 from .half_messages import TransactionCheckService
 from .metadata.broker_stats import DailyStats
@@ -93,10 +94,13 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         config_dir = os.path.join(config.store_path_root_dir, "config")
         self._lock = StoreLock(config.store_path_root_dir)
         self.store = MessageStore(config, tags_code_of=_tags_code_of)
-        self.ha = HAService(config, self.store)  # replication: the master's port or the slave's client
         self.topics = TopicConfigManager(config_dir)
         self.groups = SubscriptionGroupManager(config_dir)
         self.offsets = ConsumerOffsetManager(config_dir)
+        # consumer offsets carried in the replicated log (a master writes, a slave applies)
+        self.offset_log = OffsetLog(self.store, self.offsets)
+        self.store.record_listeners[OFFSET_LOG_TOPIC] = self.offset_log.apply
+        self.ha = HAService(config, self.store, self.offset_log)  # the master's port or the slave's client
         self._queue_rr: dict[str, itertools.count] = {}
         self.dedup = DedupWindow(recall=functools.partial(recall_stored, self.store))
         self.pull_waiters = PullWaiters(timers)

@@ -23,6 +23,7 @@ hot path and stay flat: no coroutine, no call or attribute chain added per read.
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from ..consumer.clients import ConsumerManager
 from ..consumer.locks import MessageQueueKey, RebalanceLockManager
@@ -31,15 +32,19 @@ from ..errors import (
     ConsumeDisabled,
     GroupNotFound,
     QueueNotFound,
+    ReplicaNotInSync,
     TopicNotFound,
     TopicNotReadable,
 )
+from ..ha.service import HAService
 from ..metadata.offsets import ConsumerOffsetManager
 from ..metadata.topics import PERM_READ, TopicConfig, TopicConfigManager
 from ..store.get_result import GetResult, GetStatus
 from ..store.message_store import MessageStore, TagsFilter
 from ..txn.visibility import Isolation, QueueTxnState
 from .admin import AdminRole
+
+log = logging.getLogger("rocketport.core.broker")
 
 # Statuses after which a held pull waits for the queue to grow; the others (offset too
 # small, offset far beyond the end) are answered at once so the client can correct itself.
@@ -62,6 +67,7 @@ class ConsumeRole(AdminRole):
     store: MessageStore
     topics: TopicConfigManager
     offsets: ConsumerOffsetManager
+    ha: HAService
     pull_waiters: PullWaiters
     consumer_manager: ConsumerManager
     lock_manager: RebalanceLockManager
@@ -186,8 +192,16 @@ class ConsumeRole(AdminRole):
     async def offsets_durable(self) -> None:
         """Return once every offset committed before this call is on disk (one save for
         every caller meanwhile), for a protocol whose commit is answered only then (Kafka's
-        OffsetCommit); OSError when the offsets file cannot be written."""
+        OffsetCommit); OSError when the offsets file cannot be written. Under SYNC_MASTER
+        also once a slave has them (core/ha/offset_log.py); with no slave in sync they are
+        the master's alone, and the caller is answered all the same."""
         await self.offsets.durable()
+        if self.config.sync_master and self.ha.master is not None:
+            assert self.ha.offset_log is not None
+            try:
+                await self.ha.wait(await self.ha.offset_log.flush())
+            except ReplicaNotInSync as exc:
+                log.debug("committed offsets not replicated: %s", exc)
 
     def persist_offsets(self) -> None:
         """Write the offsets file now, blocking (an fsync): for a change answered at once

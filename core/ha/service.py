@@ -13,17 +13,22 @@ from typing import Callable
 from ..config import BrokerConfig
 from ..errors import SlaveNotAvailable
 from ..store.message_store import MessageStore
+from ..periodic import run_every
 from .master import HAMaster
+from .offset_log import OffsetLog
 from .slave import HASlave
 from .transfer import GroupTransfer
 
 log = logging.getLogger(__name__)
 
+OFFSET_LOG_INTERVAL_S = 0.1  # how stale a slave's consumer offsets may be (ASYNC_MASTER)
+
 
 class HAService:
-    def __init__(self, config: BrokerConfig, store: MessageStore) -> None:
+    def __init__(self, config: BrokerConfig, store: MessageStore, offset_log: OffsetLog | None = None) -> None:
         self.config = config
         self.store = store
+        self.offset_log = offset_log  # a master writes its offsets into the log (offset_log.py)
         self.transfer = GroupTransfer(config.sync_flush_timeout, self._in_sync)
         self.master: HAMaster | None = None
         self.slave: HASlave | None = HASlave(config, store) if config.is_slave else None
@@ -58,6 +63,10 @@ class HAService:
                                    on_connect=lambda: self.on_slave_connected and self.on_slave_connected())
             await self.master.start()
             self._tasks.append(asyncio.create_task(self.transfer.run(self._stop), name="ha-transfer"))
+            if self.offset_log is not None:
+                self._tasks.append(asyncio.create_task(run_every(
+                    OFFSET_LOG_INTERVAL_S, self.offset_log.flush, self._stop,
+                    name="writing consumer offsets into the log"), name="ha-offset-log"))
 
     async def stop(self) -> None:
         self._stop.set()

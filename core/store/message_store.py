@@ -82,6 +82,9 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreReplica):
         self.dispatch_listeners: list[Callable[[str, int, int], None]] = []
         # (topic, queue id, base offset, record batch) of every inner batch, as it is appended
         self.batch_listeners: list[Callable[[str, int, int, bytes | memoryview], None]] = []
+        # topic -> what a slave does with each replicated record of that topic (the body):
+        # state the master carries in the log (core/ha/offset_log.py)
+        self.record_listeners: dict[str, Callable[[memoryview], None]] = {}
         self.flush_service: FlushService | None = None
         self._deleted_topics: set[str] = set()  # no late preparation may recreate their files
         self._running = False

@@ -69,6 +69,7 @@ class StoreReplica(StoreDispatch):
         runs: dict[tuple[str, int], list] = {}  # queue -> [first queue offset, entries, end]
         unpack = SIZE_MAGIC.unpack_from
         dispatch_from_record = self._dispatch_from_record
+        record_listeners = self.record_listeners
         try:
             while phys < end:
                 mf = cl.queue.find(phys)
@@ -100,6 +101,9 @@ class StoreReplica(StoreDispatch):
                     if info.physical_offset != base + pos:
                         raise ReplicaMismatch(f"offset {base + pos}: the record says {info.physical_offset}")
                     d = dispatch_from_record(base + pos, info)
+                    if info.topic in record_listeners:  # state carried in the log (core/ha/offset_log.py)
+                        record_listeners[info.topic](view[pos + info.body_offset:
+                                                          pos + info.body_offset + info.body_length])
                     if info.sys_flag & INNER_BATCH_FLAG and listeners:
                         body = view[pos + info.body_offset:pos + info.body_offset + info.body_length]
                         for listener in listeners:

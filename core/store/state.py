@@ -45,6 +45,7 @@ class StoreState:
     _tags_code_of: Callable[[str, dict[str, str]], int] | None
     dispatch_listeners: list[Callable[[str, int, int], None]]
     batch_listeners: list[Callable[[str, int, int, bytes | memoryview], None]]
+    record_listeners: dict[str, Callable[[memoryview], None]]  # a slave: records of these topics
     flush_service: FlushService | None
     _deleted_topics: set[str]
     _running: bool

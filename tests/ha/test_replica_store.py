@@ -198,3 +198,30 @@ def test_roles_switch_at_run_time_a_slave_promoted_and_a_master_demoted(tmp_path
             assert a.ha.runtime_info()["masterAddress"] == f"127.0.0.1:{port_b}"
             assert b.ha.runtime_info()["inSyncSlaves"] == 1
     run(scenario())
+
+
+def test_consumer_offsets_ride_the_replicated_log(tmp_path):
+    """Offsets committed on the master reach the slave through the log, in its order, without
+    SlaveSynchronize's copy; under SYNC_MASTER offsets_durable returns once the slave has them."""
+    async def scenario() -> None:
+        port = free_port()
+        mc, sc = configs(tmp_path, port)
+        sync = BrokerConfig.from_mapping({**mc.as_properties(), "brokerRole": "SYNC_MASTER"})
+        async with Broker(sync) as master, Broker(sc) as slave:
+            async def connected() -> None:
+                while not master.ha.master.in_sync(master.store.commitlog.max_offset):
+                    await asyncio.sleep(0.01)
+            await asyncio.wait_for(connected(), 10)
+            await fill(master, 20)
+            await caught_up(master, slave)
+            master.commit_offset("g1", "T", 1, 3)
+            await master.offsets_durable()  # SYNC_MASTER: answered once the slave has it
+            assert slave.query_offset("g1", "T", 1) == 3
+            master.commit_offset("g2", "T", 2, 5)  # the periodic record (ASYNC's path) carries it too
+
+            async def applied() -> None:
+                while slave.query_offset("g2", "T", 2) != 5:
+                    await asyncio.sleep(0.01)
+            await asyncio.wait_for(applied(), 10)
+            assert master.query_offset("g1", "T", 1) == 3 and "RMQ_SYS_REPLICA_OFFSETS" not in master.topic_names()
+    run(scenario())
