@@ -46,6 +46,19 @@ def get(channel: Any, queue: str, timeout: float = WAIT_S) -> tuple[Any, Any, by
         channel.connection.sleep(0.02)
 
 
+def get_unacked(channel: Any, queue: str, timeout: float = WAIT_S) -> tuple[Any, Any, bytes]:
+    """basic.get without auto ack, polled until a message comes (an assertion error after
+    ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        method, properties, body = channel.basic_get(queue, auto_ack=False)
+        if method is not None:
+            return method, properties, body
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"nothing in {queue}")
+        channel.connection.sleep(0.02)
+
+
 def drain(channel: Any, queue: str) -> list[bytes]:
     """Every body basic.get returns now (auto ack), in order; bounded by a count."""
     bodies = []

@@ -8,7 +8,7 @@ import pika
 import pika.exceptions
 import pytest
 
-from .amqp_client import closed, connection, drain, get, wait_for
+from .amqp_client import closed, connection, drain, get, get_unacked, wait_for
 from .harness import Peer
 
 
@@ -105,15 +105,6 @@ def transactions(peer: Peer) -> list:
         observed += [body, again[2], again[0].redelivered, drain(channel, queue)]
         channel.queue_delete(queue)
         return observed
-
-
-def get_unacked(channel, queue: str):
-    for _ in range(500):  # bounded poll
-        method, properties, body = channel.basic_get(queue, auto_ack=False)
-        if method is not None:
-            return method, properties, body
-        channel.connection.sleep(0.02)
-    raise AssertionError(f"nothing in {queue}")
 
 
 def test_transactions_commit_and_roll_back_publishes_and_acks(parity):

@@ -14,7 +14,7 @@ import aio_pika
 import amqp
 import pika
 
-from .amqp_client import closed, connection, drain, get, wait_for
+from .amqp_client import closed, connection, drain, get, get_unacked, wait_for
 from .harness import Peer, typed
 
 # every field type pika writes: S x t I l D T F A V (and a str that is not ASCII; pika has
@@ -170,15 +170,6 @@ def requeue_order(peer: Peer) -> list:
         observed.append(channel.basic_get(queue)[0])
         channel.queue_delete(queue)
         return observed
-
-
-def get_unacked(channel, queue: str):
-    for _ in range(500):  # bounded poll
-        method, properties, body = channel.basic_get(queue, auto_ack=False)
-        if method is not None:
-            return method, properties, body
-        channel.connection.sleep(0.02)
-    raise AssertionError(f"nothing in {queue}")
 
 
 def test_nack_and_reject_with_requeue_put_the_message_back_where_it_was(parity):
