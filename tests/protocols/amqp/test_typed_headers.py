@@ -214,3 +214,20 @@ def test_kafka_binary_headers_reach_amqp_as_byte_arrays_and_stomp_in_base64(brok
     stomp.disconnect()
     kafka, = [r for r in _kafka_records(broker, "kafka-bin", 2) if r.value() == b"k"]
     assert dict(kafka.headers())["bin"] == binary  # Kafka to Kafka: the octets as sent
+
+
+def test_a_stomp_content_type_is_the_amqp_content_type(broker):
+    port = broker.endpoint("amqp")[1]
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port)) as conn:
+        ch = conn.channel()
+        ch.exchange_declare("from-stomp", "fanout")
+        q = ch.queue_declare("", exclusive=True).method.queue
+        ch.queue_bind(q, "from-stomp")
+        stomp, listener = stomp_connect(broker)
+        stomp.send("/topic/from-stomp", b"{}", headers={"content-type": "application/json", "n": "1",
+                                                        "receipt": "sent"})
+        listener.wait_receipt("sent")
+        stomp.disconnect()
+        (_, props, body), = _drain(ch, q, 1)
+    assert body == b"{}" and props.content_type == "application/json"
+    assert props.headers == {"n": "1"}  # a STOMP header's value is text
