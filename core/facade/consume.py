@@ -196,7 +196,7 @@ class ConsumeRole(AdminRole):
         also once a slave has them (core/ha/offset_log.py); with no slave in sync they are
         the master's alone, and the caller is answered all the same."""
         await self.offsets.durable()
-        if self.config.sync_master and self.ha.master is not None:
+        if self.config.sync_master and self.ha.master is not None and self.ha.master.slaves:
             assert self.ha.offset_log is not None
             try:
                 await self.ha.wait(await self.ha.offset_log.flush())

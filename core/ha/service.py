@@ -65,8 +65,14 @@ class HAService:
             self._tasks.append(asyncio.create_task(self.transfer.run(self._stop), name="ha-transfer"))
             if self.offset_log is not None:
                 self._tasks.append(asyncio.create_task(run_every(
-                    OFFSET_LOG_INTERVAL_S, self.offset_log.flush, self._stop,
+                    OFFSET_LOG_INTERVAL_S, self._offsets_to_log, self._stop,
                     name="writing consumer offsets into the log"), name="ha-offset-log"))
+
+    async def _offsets_to_log(self) -> None:
+        """The periodic offset record, while a slave is there to read it (a slave that comes
+        later has SlaveSynchronize's copy, then every change since the last record)."""
+        if self.master is not None and self.master.slaves and self.offset_log is not None:
+            await self.offset_log.flush()
 
     async def stop(self) -> None:
         self._stop.set()
