@@ -33,6 +33,10 @@ def _escape(value: str) -> str:
 def render(registry: Collector) -> bytes:
     out: list[str] = []
     add = out.append
+    # a labels dict shared by several samples (the collector gives a topic@group's lag,
+    # latency and consumption one) is rendered once; kept beside its text, so no later
+    # dict can take its id while this render runs
+    rendered: dict[int, tuple[dict[str, str], str]] = {}
     for metric in registry.collect():
         kind = metric.type
         name = metric.name + _SUFFIX.get(kind, "")
@@ -43,7 +47,11 @@ def render(registry: Collector) -> bytes:
             value = sample.value
             text = (f"{value}.0" if type(value) is int else floatToGoString(value))
             if labels:
-                pairs = ",".join([f'{key}="{_escape(label)}"' for key, label in labels.items()])
+                known = rendered.get(id(labels))
+                if known is None:
+                    known = rendered[id(labels)] = (labels, ",".join(
+                        [f'{key}="{_escape(label)}"' for key, label in labels.items()]))
+                pairs = known[1]
                 line = f"{sample.name}{{{pairs}}} {text}"
             else:
                 line = f"{sample.name} {text}"
