@@ -112,10 +112,10 @@ class Delivery:
 class Subscriber:
     """One consumer of a group (made by `DeliveryGroup.subscribe`)."""
 
-    __slots__ = ("_group", "deliver", "prefetch", "auto_ack", "many", "unacked", "paused", "active")
+    __slots__ = ("_group", "deliver", "prefetch", "auto_ack", "many", "unacked", "paused", "active", "priority")
 
     def __init__(self, group: DeliveryGroup, deliver: Callable[[Any], None],
-                 prefetch: int, auto_ack: bool, many: bool) -> None:
+                 prefetch: int, auto_ack: bool, many: bool, priority: int = 0) -> None:
         self._group = group
         self.deliver = deliver
         self.prefetch = prefetch
@@ -124,6 +124,7 @@ class Subscriber:
         self.unacked = 0
         self.paused = False
         self.active = True
+        self.priority = priority  # higher first while it has credit (AMQP's x-priority)
 
     @property
     def credit(self) -> int:
@@ -202,17 +203,19 @@ class DeliveryGroup:
         # ends increasing (`set_sources` with keep_routed)
         self._routed: dict[_QueueKey, list[tuple[int, _TopicReader]]] = {}
         self._priority: Callable[[MessageExt], int] | None = None  # see `order_by_priority`
+        self.single_active = False  # only the first subscriber is handed messages (AMQP's SAC)
         self._unsorted = False  # requeued messages went in front: order again
         self.set_sources(sources, start=start)
         self._pump_task = asyncio.get_running_loop().create_task(self._pump(), name=f"delivery:{name}")
 
     # ------------------------------------------------------------------ subscribers
     def subscribe(self, deliver: Callable[[Any], None], *, prefetch: int = 0,
-                  auto_ack: bool = False, many: bool = False) -> Subscriber:
+                  auto_ack: bool = False, many: bool = False, priority: int = 0) -> Subscriber:
         """A new subscriber; ``deliver`` is called with each `Delivery`, or (``many``)
         with the list of a dispatch slice's deliveries to it, one call a slice (a pause
-        it asks for then holds from the next slice)."""
-        sub = Subscriber(self, deliver, max(0, prefetch), auto_ack, many)
+        it asks for then holds from the next slice). Subscribers of a higher
+        ``priority`` are served first while they have credit, in turn among equals."""
+        sub = Subscriber(self, deliver, max(0, prefetch), auto_ack, many, priority)
         self._subscribers.append(sub)
         self._wake_up()
         return sub
@@ -569,8 +572,13 @@ class DeliveryGroup:
             self._subscribers.remove(sub)
         self._requeue(sorted(tag for tag, d in self._unacked.items() if d.subscriber is sub))
 
+    def _eligible(self) -> list[Subscriber]:
+        """Who may be handed messages: every subscriber, or the first only (`single_active`)."""
+        subs = self._subscribers
+        return subs[:1] if self.single_active else subs
+
     def _credit(self) -> int:
-        return sum(sub.credit for sub in self._subscribers)
+        return sum(sub.credit for sub in self._eligible())
 
     def _read(self, wanted: int) -> bool:
         """Read up to ``wanted`` messages into the ready list, queue after queue; True when
@@ -641,13 +649,15 @@ class DeliveryGroup:
         Whether any went out."""
         if self._priority is not None and self._subscribers:
             self._read_ahead()
-        ready, subs = self._ready, self._subscribers
+        ready, subs = self._ready, self._eligible()
         if not ready or not subs:
             return False
         if len(subs) == 1 and subs[0].many:
             return self._dispatch_run(subs[0])
         before = len(ready)
         credits = [sub.credit for sub in subs]
+        ranks = [sub.priority for sub in subs]
+        ranked = min(ranks) != max(ranks)
         runs: list[list[Delivery] | None] = [[] if sub.many else None for sub in subs]
         n = len(subs)
         i = self._rr % n
@@ -655,7 +665,11 @@ class DeliveryGroup:
         failed: tuple[Subscriber, list[Delivery]] | None = None
         for _ in range(min(len(ready), _DISPATCH_SLICE)):
             j = i if i < n else 0
-            if credits[j] <= 0:  # the next subscriber in turn that has credit
+            if ranked:  # the next in turn among the highest priority with credit
+                j = _next_ranked(j, credits, ranks)
+                if j < 0:
+                    break
+            elif credits[j] <= 0:  # the next subscriber in turn that has credit
                 for step in range(1, n):
                     j = (i + step) % n
                     if credits[j] > 0:
@@ -794,6 +808,19 @@ class DeliveryGroup:
                 timer.cancel()
             if positions:
                 self._broker.pull_waiters.release_any(positions, waiter)
+
+
+def _next_ranked(start: int, credits: list[int], ranks: list[int]) -> int:
+    """From ``start`` on, the first subscriber of the highest rank that has credit; -1: none."""
+    top = max((rank for rank, credit in zip(ranks, credits) if credit > 0), default=None)
+    if top is None:
+        return -1
+    n = len(credits)
+    for step in range(n):
+        j = (start + step) % n
+        if credits[j] > 0 and ranks[j] == top:
+            return j
+    return -1
 
 
 def _resolve(future: asyncio.Future[bool]) -> None:

@@ -72,6 +72,7 @@ class DeliverHandlers:
         name = channel.queue_named(method.queue)
         state = self.vhost.queue(name, session, use=True)
         require(session.account, name, SUB)
+        priority = _consumer_priority(method.arguments)
         tag = method.consumer_tag or "amq.ctag-" + uuid.uuid4().hex[:22]
         if tag in channel.consumers:
             raise ConnectionError_(Reply.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'")
@@ -85,10 +86,11 @@ class DeliverHandlers:
         deliver = self.deliverer(channel, consumer, state)
         if state.policy.max_length is None:
             consumer.subscriber = state.group.subscribe(deliver, prefetch=channel.prefetch,
-                                                        auto_ack=method.no_ack, many=True)
+                                                        auto_ack=method.no_ack, many=True, priority=priority)
         else:  # one at a time: whether to drop one counts the messages still waiting behind it
             consumer.subscriber = state.group.subscribe(lambda delivery: deliver([delivery]),
-                                                        prefetch=channel.prefetch, auto_ack=method.no_ack)
+                                                        prefetch=channel.prefetch, auto_ack=method.no_ack,
+                                                        priority=priority)
         if not channel.active or session.write_paused:
             consumer.subscriber.pause()
         state.consumers.add(consumer)
@@ -340,3 +342,11 @@ class DeliverHandlers:
         await self.settle_nack(channel.take_all(), True)
         if isinstance(method, Basic.Recover):
             self.session.send(channel.number, Basic.RecoverOk())
+
+
+def _consumer_priority(arguments: dict[str, Any] | None) -> int:
+    """basic.consume's x-priority (RabbitMQ's consumer priorities): an integer, else 406."""
+    value = (arguments or {}).get("x-priority", 0)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ChannelError(Reply.PRECONDITION_FAILED, f"invalid arg 'x-priority' for consumer: {value!r}")
+    return value

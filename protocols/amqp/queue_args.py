@@ -58,6 +58,7 @@ class QueuePolicy:
     max_priority: int | None = None
     max_length_bytes: int | None = None  # body bytes of the ready messages
     queue_type: str = CLASSIC
+    single_active_consumer: bool = False  # one consumer gets everything while it lasts
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any] | None) -> QueuePolicy:
@@ -80,7 +81,8 @@ class QueuePolicy:
                    _non_negative(arguments, "x-max-length"),
                    _text(dlx) if dlx is not None else None, _text(dlrk) if dlrk is not None else None,
                    _non_negative(arguments, "x-delivery-limit"), overflow, max_priority,
-                   _non_negative(arguments, "x-max-length-bytes"), _text(arguments.get("x-queue-type", CLASSIC)))
+                   _non_negative(arguments, "x-max-length-bytes"), _text(arguments.get("x-queue-type", CLASSIC)),
+                   _boolean(arguments, "x-single-active-consumer"))
 
     def check(self, name: str, *, durable: bool, exclusive: bool, auto_delete: bool) -> None:
         """RabbitMQ 3.10's rules for a new queue of this type: 406 otherwise. A quorum queue
@@ -178,6 +180,13 @@ def message_expiration(text: str) -> int | None:
     except ValueError:
         return None
     return own if own >= 0 else None
+
+
+def _boolean(arguments: Mapping[str, Any], key: str) -> bool:
+    value = arguments.get(key, False)
+    if not isinstance(value, bool):
+        raise ChannelError(Reply.PRECONDITION_FAILED, f"invalid arg '{key}' for queue: {value!r} is not a boolean")
+    return value
 
 
 def _text(value: Any) -> str:

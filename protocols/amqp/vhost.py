@@ -254,6 +254,7 @@ class VirtualHost:
             self._limited[name] = state
         if policy.max_priority is not None:
             state.group.order_by_priority(policy.priority_of)
+        state.group.single_active = policy.single_active_consumer
         return state
 
     async def delete_queue(self, name: str, *, if_unused: bool, if_empty: bool, owner: object) -> int:

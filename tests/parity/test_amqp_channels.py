@@ -231,10 +231,6 @@ def single_active_consumer(peer: Peer) -> list:
         return [got]
 
 
-@pytest.mark.xfail(strict=True, reason="x-single-active-consumer (helper q): accepted and compared on "
-                   "redeclare (protocols/amqp/vhost.py EQUIVALENT_ARGUMENTS) but not applied: deliveries "
-                   "go round robin over every consumer of the queue (protocols/amqp/deliver.py), where "
-                   "RabbitMQ gives them all to one consumer until it goes")
 def test_a_single_active_consumer_gets_everything_until_it_goes(parity):
     assert parity.assert_same(single_active_consumer) == [
         {"first": [b"m0", b"m1", b"m2", b"m3"], "second": [b"m4", b"m5"]}]
@@ -297,8 +293,5 @@ def consumer_priorities(peer: Peer) -> list:
         return [got]
 
 
-@pytest.mark.xfail(strict=True, reason="consumer priorities: basic.consume's x-priority argument is ignored "
-                   "(protocols/amqp/access.py's server properties say consumer_priorities false) and "
-                   "deliveries go round robin, where RabbitMQ serves the highest priority first")
 def test_the_highest_priority_consumer_is_served_first(parity):
     assert parity.assert_same(consumer_priorities) == [{"low": [], "high": [b"m0", b"m1", b"m2", b"m3"]}]
