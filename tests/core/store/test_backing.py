@@ -115,6 +115,7 @@ def test_zeroing_a_torn_tail_writes_only_the_pages_that_hold_bytes(tmp_path):
     path = str(tmp_path / "00000000000000000000")
     mf = MappedFile(path, 4 * MiB, create=True, window=64 * KiB)
     mf.view[60 * KiB:70 * KiB] = b"\x07" * (10 * KiB)  # test-only: past the backed end
+    mf.view[3 * MiB:3 * MiB + 100] = b"\x09" * 100  # an island of data after a hole
     before = blocks(path)
     mf.zero_from(61 * KiB)
     try:
