@@ -95,15 +95,18 @@ class Scraper:
         self._thread.join(30)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        while True:  # at once, then every interval: a short pass is scraped too
             with urllib.request.urlopen(self.url, timeout=30) as answer:
                 answer.read()
             self.scrapes += 1
+            if self._stop.wait(self.interval):
+                return
 
 
 def _run_case(broker: Broker, case: str, messages: int, interval: float) -> tuple[float, float, int]:
     """(msg/s, broker CPU µs per message, scrapes) of one pass."""
     scraper = Scraper(broker.http, interval) if broker.http else None
+    kafka_bench.wait_idle(broker.proc.pid)
     cpu = cpu_seconds(broker.proc.pid)
     if scraper is not None:
         scraper.__enter__()
@@ -115,6 +118,7 @@ def _run_case(broker: Broker, case: str, messages: int, interval: float) -> tupl
     finally:
         if scraper is not None:
             scraper.__exit__()
+    kafka_bench.wait_idle(broker.proc.pid)  # work the pass left (the index) is the pass's
     used = cpu_seconds(broker.proc.pid) - cpu
     return messages / elapsed, used * 1e6 / messages, scraper.scrapes if scraper is not None else 0
 
@@ -211,7 +215,7 @@ def scrape_row(args: argparse.Namespace, workdir: str) -> None:
             return peak
         peak = call(traced())
         emit(f"scrape_{args.topics * queues_per_topic}_queues", statistics.median(timings), "ms",
-             SCRAPE_CEILING_MS, max_ms=round(max(timings), 1), cpu_ms=round(cpu_ms, 1), scrapes=args.scrapes, topics=args.topics,
+             None, ceiling=SCRAPE_CEILING_MS, max_ms=round(max(timings), 1), cpu_ms=round(cpu_ms, 1), scrapes=args.scrapes, topics=args.topics,
              queues=args.topics * queues_per_topic, groups=args.topics, body_bytes=size,
              peak_alloc_mib=round(peak / 2**20, 1), rss_growth_mib=round((rss_after - rss_before) / 2**20, 1),
              rss_mib=round(rss_after / 2**20, 1))
@@ -228,9 +232,9 @@ def _rss() -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--kafka-messages", type=int, default=300_000)
-    parser.add_argument("--amqp-messages", type=int, default=200_000)
-    parser.add_argument("--passes", type=int, default=4)
+    parser.add_argument("--kafka-messages", type=int, default=2_000_000)
+    parser.add_argument("--amqp-messages", type=int, default=1_000_000)
+    parser.add_argument("--passes", type=int, default=6)
     parser.add_argument("--interval", type=float, default=1.0)
     parser.add_argument("--topics", type=int, default=2500)
     parser.add_argument("--scrapes", type=int, default=20)
