@@ -12,7 +12,9 @@ import struct
 
 from confluent_kafka import KafkaError, Producer
 
+from rocketport.common.batch import Record, build_batch
 from rocketport.protocols.kafka import codec
+from rocketport.protocols.kafka.errors import ErrorCode
 from rocketport.protocols.kafka.schema import ApiKey
 
 from tests.ha.cluster import master_and_slave, wait_for
@@ -23,10 +25,22 @@ TOPIC = "HaKafka"
 
 def metadata(port: int) -> dict:
     """Metadata v9 for TOPIC asked of the broker at ``port`` (not of any broker it names)."""
-    payload = codec.encode_request_header(ApiKey.METADATA, 9, 1, "ha-test") + b"".join(
-        bytes(part) for part in codec.encode_request(ApiKey.METADATA, 9, {
-            "topics": [{"name": TOPIC}], "allow_auto_topic_creation": False,
-            "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}))
+    return ask(port, ApiKey.METADATA, {
+        "topics": [{"name": TOPIC}], "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False})
+
+
+def raw_produce(port: int) -> int:
+    """One record to TOPIC partition 0 with Produce v9 sent to the broker at ``port``: its error code."""
+    batch = build_batch([Record(0, 0, None, b"to whoever answers")], base_timestamp=1)
+    answer = ask(port, ApiKey.PRODUCE, {"transactional_id": None, "acks": -1, "timeout_ms": 10000, "topic_data": [
+        {"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}]})
+    return answer["responses"][0]["partition_responses"][0]["error_code"]
+
+
+def ask(port: int, api_key: int, body: dict, version: int = 9) -> dict:
+    payload = codec.encode_request_header(api_key, version, 1, "ha-test") + b"".join(
+        bytes(part) for part in codec.encode_request(api_key, version, body))
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(struct.pack(">i", len(payload)) + payload)
         data = b""
@@ -34,8 +48,8 @@ def metadata(port: int) -> dict:
             chunk = sock.recv(65536)
             assert chunk, "closed"
             data += chunk
-    _, pos = codec.decode_response_header(ApiKey.METADATA, 9, data[4:])
-    return codec.decode_response(ApiKey.METADATA, 9, memoryview(data)[4 + pos:])
+    _, pos = codec.decode_response_header(api_key, version, data[4:])
+    return codec.decode_response(api_key, version, memoryview(data)[4 + pos:])
 
 
 def produce(port: int, acks: str, values: list[bytes]) -> list[KafkaError | None]:
@@ -90,6 +104,7 @@ def test_metadata_lists_the_group_as_replicas_and_the_slave_refuses_produce(tmp_
             return all(p is not None and p["replica_nodes"] == [0, 1] and p["isr_nodes"] == [0, 1] for p in found)
         wait_for(listed_by_both, timeout=60, what="both brokers' Metadata listing the group in sync")
         assert partition_of(slave.kafka_port)["leader_id"] == 0
+        assert raw_produce(slave.kafka_port) == ErrorCode.NOT_LEADER_OR_FOLLOWER
         # a producer bootstrapped at the slave finds the leader through Metadata and writes there
         assert produce(slave.kafka_port, "all", [b"through the slave's metadata"]) == [None]
         slave.broker.kill()
