@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from pamqp import decode
 
+from .field_table import header_texts
 from .field_table import text_of as _text
 
 from rocketport.common.message import (
@@ -110,6 +111,7 @@ _APART: Final = frozenset(name.encode() for name in BASIC_NAMES | {
     PROPERTY_TAGS, DEFAULT_EXCHANGE_MARK, X_DELAY, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_TIMER_DELAY_SEC, PROPERTY_TRANSACTION_PREPARED, PROPERTY_DEDUP_KEY})
 _OCTETS: Final = tuple(b"%d\x02" % n for n in range(256))
+_TYPED_NAME: Final = PROPERTY_AMQP_HEADERS.encode() + b"\x01"
 _U32 = struct.Struct(">I")
 
 
@@ -130,10 +132,11 @@ def _layout(flags: int) -> _Layout:
 def stored_properties(raw: bytes, tail: bytes) -> bytes | None:
     """A content header's properties (its bytes from the property flags on) as
     `to_message_properties` and `encode_properties` of common.message would store them,
-    in one pass over the bytes, when every header is a long string (a keyed publisher's:
-    a key each): ``tail`` (TAGS and the like, encoded) ends them. None for anything else
-    (another header type, a delay, expiration, a separator character, text that is not
-    UTF-8, a malformed list): the general path takes it and says what is wrong."""
+    in one pass over the bytes (a keyed publisher's: a key each; a typed table's headers
+    through `field_table.header_texts`, the table kept whole): ``tail`` (TAGS and the like,
+    encoded) ends them. None for anything else (a delay, expiration, a separator character
+    in a name, text that is not UTF-8, a malformed list): the general path takes it and
+    says what is wrong."""
     try:
         layout = _LAYOUTS[raw[0] << 8 | raw[1]]
     except KeyError:
@@ -146,6 +149,8 @@ def stored_properties(raw: bytes, tail: bytes) -> bytes | None:
     basics: list[bytes] = []  # (name and \x01, value, \x02 or b"") each
     pos = 2
     names = 0
+    typed: bytes | None = None  # a typed header table's bytes
+    all_names: list[bytes] = []
     try:
         for name, kind in layout:
             if kind == "s":
@@ -160,35 +165,51 @@ def stored_properties(raw: bytes, tail: bytes) -> bytes | None:
                 basics += (name, b"%d\x02" % _U64.unpack_from(raw, pos), b"")
                 pos += 8
             else:  # the headers: name shortstr, 'S', long string, each
+                table_at = pos
                 at = pos + 4
                 pos = at + _U32.unpack_from(raw, pos)[0]
                 while at < pos:
                     kind_at = at + 1 + raw[at]
                     if raw[kind_at] != 0x53:
-                        return None
+                        break
                     name_of = raw[at + 1:kind_at]
                     at = kind_at + 5 + _U32.unpack_from(raw, kind_at + 1)[0]
                     parts += (name_of, b"\x01", raw[kind_at + 5:at], b"\x02")
                     names += 1
-                if at != pos:
-                    return None
-    except (IndexError, struct.error):
+                else:
+                    if at != pos:
+                        return None
+                    continue
+                # a typed table: each header's text, and the table kept whole (as
+                # `to_message_properties` stores it)
+                texts, used, _ = header_texts(raw, table_at)
+                typed = raw[table_at:table_at + used]
+                parts, names, all_names = [], 0, []
+                for name, text in texts:
+                    raw_name = name.encode("utf-8", "surrogateescape")
+                    all_names.append(raw_name)
+                    if text is not None:
+                        parts += (raw_name, b"\x01", text.encode("utf-8", "surrogateescape"), b"\x02")
+                        names += 1
+    except (IndexError, struct.error, ValueError):
         return None
     if pos != len(raw):
         return None
+    if typed is not None:
+        basics += (_TYPED_NAME, base64.b64encode(typed), b"\x02")
     pairs = names + len(basics) // 3
-    if names:
-        keys = parts[0::4]
-        if not _APART.isdisjoint(keys) or (names > 1 and len(set(keys)) != names):
-            return None  # treated apart, or a name twice: the general path's
+    keys = parts[0::4] if typed is None else all_names
+    if keys and (not _APART.isdisjoint(keys) or (len(keys) > 1 and len(set(keys)) != len(keys))):
+        return None  # treated apart, or a name twice: the general path's
     parts += basics
     out = b"".join(parts)
     if out.count(b"\x01") != pairs or out.count(b"\x02") != pairs:
         return None  # a separator inside a name or value
-    try:
-        out.decode()
-    except UnicodeDecodeError:
-        return None
+    if typed is None:  # (a typed table's texts keep undecodable octets, as the general path)
+        try:
+            out.decode()
+        except UnicodeDecodeError:
+            return None
     return out + tail
 
 

@@ -231,3 +231,27 @@ def test_a_stomp_content_type_is_the_amqp_content_type(broker):
         (_, props, body), = _drain(ch, q, 1)
     assert body == b"{}" and props.content_type == "application/json"
     assert props.headers == {"n": "1"}  # a STOMP header's value is text
+
+
+def test_a_keyed_run_stores_a_typed_table_as_the_general_path_does():
+    """A keyed publisher's run converts each content header in one step
+    (`properties.stored_properties`); what it makes of a typed table is what the general
+    path stores (each header's text, the table kept whole), or it leaves the publish to it."""
+    from pika.spec import BasicProperties
+
+    from rocketport.common.message import encode_properties as stored
+    from rocketport.protocols.amqp.codec import decode_properties
+    from rocketport.protocols.amqp.properties import stored_properties, to_message_properties
+
+    tables = [{"id": "t-1", "n": 5, "eta": None, "limits": [None, None], "ok": False, "price": decimal.Decimal("9.99"),
+               "at": datetime.datetime(2024, 5, 1, tzinfo=datetime.timezone.utc), "blob": b"\x00\xfe", "t": {"a": 1}},
+              {"a": "x\x01y", "n": 1}, {"only": "strings", "é": "ü"}]
+    for headers in tables:
+        raw = b"".join(BasicProperties(delivery_mode=2, message_id="m", headers=headers).encode())
+        for routing_key in ("", "rk"):
+            tail = stored({"TAGS": routing_key}) if routing_key else b""
+            general = stored(to_message_properties(decode_properties(raw), routing_key, 0))
+            assert stored_properties(raw, tail) == general, headers
+    for apart in ({"n": 1, "x-delay": 5}, {"n": 1, "DEDUP_KEY": "d"}, {"n": 1, "a\x01b": "v"}):
+        raw = b"".join(BasicProperties(headers=apart).encode())
+        assert stored_properties(raw, b"") is None  # the general path's: a delay, a dedup key, a bad name
