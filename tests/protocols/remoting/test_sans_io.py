@@ -17,10 +17,15 @@ import rocketport.protocols.stomp as stomp
 FORBIDDEN = {"asyncio", "socket", "selectors", "trio", "uvloop"}
 # The modules of each package that may do I/O or wait; every other module must stay sans-IO.
 IO_MODULES = {
-    remoting: {"session", "client", "handlers", "namesrv", "frontend", "slave_sync"},  # slave_sync: a timer
-    kafka: {"session", "frontend", "coordinator", "fetch", "produce"},  # group timers; fetch long polls; produce gathers a request's appends
+    # slave_sync: a timer; group_peers asks the other brokers of the group over the network
+    remoting: {"session", "client", "handlers", "namesrv", "frontend", "slave_sync", "group_peers"},
+    # group timers (classic and KIP-848 consumer groups); fetch long polls; produce gathers
+    # a request's appends
+    kafka: {"session", "frontend", "coordinator", "consumer_groups", "fetch", "produce"},
     stomp: {"session", "frontend"},
-    amqp: {"session", "frontend", "publish"},  # publish settles puts as they finish
+    # publish settles puts as they finish; dead_letter stores copies from one task;
+    # queue_limits sleeps until a queue's head is due
+    amqp: {"session", "frontend", "publish", "dead_letter", "queue_limits"},
 }
 CODECS = {remoting: "frame", kafka: "codec", stomp: "codec", amqp: "codec"}
 
