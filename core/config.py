@@ -325,6 +325,10 @@ class BrokerConfig:
     def with_overrides(self, **changes: Any) -> "BrokerConfig":
         return dataclasses.replace(self, **changes)
 
+    def shown_properties(self) -> dict[str, str]:
+        """`as_properties` for a remote reader (GET_BROKER_CONFIG): secrets masked."""
+        return {k: ("******" if k in SECRET_KEYS and v else v) for k, v in self.as_properties().items()}
+
     def as_properties(self) -> dict[str, str]:
         """Every setting by its RocketMQ name, as broker.properties would spell it
         (front-ends as ``kafka.port`` ...); what GET_BROKER_CONFIG reports."""
@@ -346,6 +350,7 @@ def _text(value: Any) -> str:
 
 
 _PROTOCOL_FIELDS = {"namesrv", "kafka", "stomp", "amqp", "http"}
+SECRET_KEYS = frozenset({"amqp.defaultPass"})  # never sent over the wire
 _PROTOCOL_KEYS = ("enabled", "port", "host")
 _WS_SECTIONS = {"stomp"}  # sections with a WebSocket listener: they also take wsPort
 _METRICS_SECTIONS = {"http"}  # the section serving /metrics: it also takes metricsPerObject

@@ -588,7 +588,7 @@ class BrokerHandlers:
     async def get_broker_config(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:
         """The settings as Java properties text (mqadmin getBrokerConfig), with the
         `version` header RocketMQ's client requires (25 changes it: operations.py)."""
-        text = "".join(f"{k}={v}\n" for k, v in self.config.as_properties().items())
+        text = "".join(f"{k}={v}\n" for k, v in self.config.shown_properties().items())
         version = orjson.dumps({"counter": 0, "timestamp": self._started_ms}).decode()
         return make_response(request, ResponseCode.SUCCESS, ext_fields={"version": version},
                              body=text.encode("utf-8"))

@@ -443,6 +443,7 @@ def test_store_maintenance_verbs_and_a_live_config_change_that_survives_a_restar
         config = {r["key"]: r["value"] for r in orjson.loads(
             run_cli("getBrokerConfig", "-n", namesrv, "--output", "json").stdout)}
         assert config["fileReservedTime"] == "0"  # updateBrokerConfig's change outlived the broker
+        assert config["amqp.defaultUser"] == "guest" and config["amqp.defaultPass"] == "******"  # never sent
         assert (root / "consumequeue" / "Gone").is_dir()
         assert run_cli("cleanUnusedTopic", "-n", namesrv).returncode == 0
         assert not (root / "consumequeue" / "Gone").exists()
