@@ -34,7 +34,7 @@ SERVER_PROPERTIES: Final[dict[str, Any]] = {
     "version": "0.1.0",
     "capabilities": {
         "publisher_confirms": True, "exchange_exchange_bindings": True, "basic.nack": True,
-        "consumer_cancel_notify": True, "connection.blocked": True, "consumer_priorities": False,
+        "consumer_cancel_notify": True, "connection.blocked": True, "consumer_priorities": True,
         "authentication_failure_close": True, "per_consumer_qos": True, "direct_reply_to": False,
     },
 }
