@@ -44,6 +44,7 @@ from .properties import (
     stored_properties,
     to_message_properties,
 )
+from .queue_args import check_expiration
 from .vhost import DEFAULT_EXCHANGE, QueueState
 
 if TYPE_CHECKING:
@@ -171,6 +172,8 @@ class PublishHandlers:
         found = self._routes.get(key)
         if found is not None and found.basic is basic and found.generation == generation:
             return found
+        if basic and "expiration" in basic:  # refused before routing, as RabbitMQ does; never remembered
+            check_expiration(basic["expiration"])
         target = self._target(exchange, routing_key)
         topic = target.topic
         properties = to_message_properties(basic, routing_key, now_ms())

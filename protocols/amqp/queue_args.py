@@ -14,6 +14,7 @@ drops or dead-letters a message returned more often than that. No I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -180,6 +181,31 @@ def message_expiration(text: str) -> int | None:
     except ValueError:
         return None
     return own if own >= 0 else None
+
+
+_ERLANG_INTEGER = re.compile(r"[+-]?[0-9]+")
+_MAX_EXPIRY_MS = 4294967295  # RabbitMQ's ?MAX_EXPIRY_TIMER
+
+
+def check_expiration(text: str) -> None:
+    """A publish's ``expiration`` as RabbitMQ's basic.publish checks it (Erlang's
+    string:to_integer, then not negative, not above its timer's bound): anything else
+    closes the channel, 406 PRECONDITION_FAILED, with RabbitMQ's words for why."""
+    match = _ERLANG_INTEGER.match(text)
+    if match is None:
+        why = "no_integer"
+    elif match.end() < len(text):
+        rest = text[match.end():].replace("\\", "\\\\").replace('"', '\\"')
+        why = f'{{leftover_string,"{rest}"}}'
+    else:
+        value = int(text)
+        if value < 0:
+            why = f"{{value_negative,{value}}}"
+        elif value > _MAX_EXPIRY_MS:
+            why = f"{{value_too_large,{value}}}"
+        else:
+            return
+    raise ChannelError(Reply.PRECONDITION_FAILED, f"invalid expiration '{text}': {why}")
 
 
 def _boolean(arguments: Mapping[str, Any], key: str) -> bool:

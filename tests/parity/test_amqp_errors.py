@@ -9,7 +9,7 @@ import amqp.exceptions
 import pika
 import pika.exceptions
 
-from .amqp_client import closed, connection, wait_for
+from .amqp_client import closed, connection, drain, wait_for
 from .harness import Peer
 
 
@@ -193,3 +193,34 @@ def test_py_amqp_with_wrong_credentials_is_refused_with_403(parity):
     refused = "ACCESS_REFUSED - Login was refused using authentication mechanism AMQPLAIN. For details see the broker logfile."
     assert parity.assert_same(py_amqp_wrong_credentials) == [
         ("guest", "AccessRefused", 403, refused), ("nobody", "AccessRefused", 403, refused)]
+
+
+def invalid_expiration(peer: Peer) -> list:
+    """A per-message expiration that is no non-negative integer: RabbitMQ closes the channel
+    (406 PRECONDITION_FAILED, saying why in Erlang's words), not the connection; a valid
+    one on the next channel is stored."""
+    queue = peer.name()
+    observed: list = []
+    with connection(peer) as conn:
+        setup = conn.channel()
+        setup.queue_declare(queue)
+        for value in ("abc", "-5", "1.5", ""):
+            channel = conn.channel()
+            channel.confirm_delivery()
+            try:
+                channel.basic_publish("", queue, b"m", pika.BasicProperties(expiration=value))
+                observed.append((value, "published"))
+            except pika.exceptions.ChannelClosedByBroker as e:
+                observed.append((value, e.args[0], e.args[1], conn.is_open))
+        channel = conn.channel()
+        channel.confirm_delivery()
+        channel.basic_publish("", queue, b"ok", pika.BasicProperties(expiration="60000"))
+        observed.append([body for body in drain(channel, queue)])
+        channel.queue_delete(queue)
+    return observed
+
+
+def test_an_invalid_expiration_closes_the_channel_with_406(parity):
+    observed = parity.assert_same(invalid_expiration)
+    assert observed[0] == ("abc", 406, "PRECONDITION_FAILED - invalid expiration 'abc': no_integer", True)
+    assert observed[-1] == [b"ok"]
