@@ -35,7 +35,7 @@ SERVER_PROPERTIES: Final[dict[str, Any]] = {
     "capabilities": {
         "publisher_confirms": True, "exchange_exchange_bindings": True, "basic.nack": True,
         "consumer_cancel_notify": True, "connection.blocked": True, "consumer_priorities": True,
-        "authentication_failure_close": True, "per_consumer_qos": True, "direct_reply_to": False,
+        "authentication_failure_close": True, "per_consumer_qos": True, "direct_reply_to": True,
     },
 }
 

@@ -18,6 +18,7 @@ from rocketport.core.auth.plain_acl import SUB
 from . import codec
 from .access import require, require_admin
 from .channel import Channel, MethodHandler
+from .direct_reply import PSEUDO_QUEUE
 
 if TYPE_CHECKING:
     from .session import AmqpSession
@@ -69,6 +70,10 @@ class DeclareHandlers:
     # ---------------------------------------------------------------- queue class
     def queue_declare(self, channel: Channel, method: Queue.Declare) -> None:
         session = self.session
+        if method.queue.startswith(PSEUDO_QUEUE) and session.vhost.direct_replies.exists(method.queue):
+            if not method.nowait:  # RabbitMQ's answer for direct reply-to's names
+                session.write(codec.declare_ok_frame(channel.number, method.queue, 0, 1))
+            return
         if not method.passive:
             require_admin(session.account, f"declare queue '{method.queue}'")
         state = self.vhost.declare_queue(method.queue, passive=method.passive, durable=method.durable,

@@ -28,6 +28,7 @@ from . import codec
 from .access import require
 from .channel import Channel, Consumer, MethodHandler, Source, Unacked, group_tags, sources
 from .dead_letter import cycles, with_long_header
+from .direct_reply import PSEUDO_QUEUE
 from .errors import ChannelError, ConnectionError_, Reply
 from .properties import encode_properties
 from .queue_args import DELIVERY_LIMIT, QUORUM, REJECTED
@@ -69,6 +70,9 @@ class DeliverHandlers:
     def basic_consume(self, channel: Channel, method: Basic.Consume) -> None:
         session = self.session
         session.consumes = True
+        if method.queue == PSEUDO_QUEUE:  # direct reply-to: no queue behind it
+            session.vhost.direct_replies.consume(session, channel, method)
+            return
         name = channel.queue_named(method.queue)
         state = self.vhost.queue(name, session, use=True)
         require(session.account, name, SUB)
@@ -197,6 +201,7 @@ class DeliverHandlers:
 
     async def release(self, channel: Channel) -> None:
         """A closed channel: cancel its consumers; its unacked deliveries go back, redelivered."""
+        self.vhost.direct_replies.forget(channel)
         taken = self._returned(channel.take_all())  # before the groups take theirs back
         consumers = list(channel.consumers.values())
         channel.consumers.clear()

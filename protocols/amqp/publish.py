@@ -35,6 +35,7 @@ from . import codec
 from .access import require
 from .channel import Channel, MethodHandler
 from .connection import shortstr_text
+from .direct_reply import PSEUDO_QUEUE, REPLY_PREFIX, named_in
 from .errors import ChannelError, ConnectionError_, Reply
 from .events import ContentReceived, ContentTooLarge
 from .properties import (
@@ -116,6 +117,10 @@ class PublishHandlers:
             self._publish_varied(channel, event)
             return
         session = self.session
+        basic = event.properties
+        if basic and basic.get("reply_to") == PSEUDO_QUEUE:  # direct reply-to: the channel's own name
+            event = dataclasses.replace(event, properties=dict(
+                basic, reply_to=session.vhost.direct_replies.reply_to(channel)))
         method = event.method
         exchange, routing_key = method.exchange, method.routing_key
         route = self._route(exchange, routing_key, event.properties)
@@ -126,8 +131,14 @@ class PublishHandlers:
         if topic is None or (method.mandatory and not self._routed(route, exchange, routing_key)):
             if self.plain:  # their sequence numbers come first
                 self.store_plain()
+            replies = (session.vhost.direct_replies if topic is None and exchange == DEFAULT_EXCHANGE
+                       and routing_key.startswith(REPLY_PREFIX) else None)
             for body in bodies:
                 seq = channel.next_publish()
+                if replies is not None and replies.deliver(
+                        routing_key, encode_properties(route.properties, self._tag_header), body):
+                    self._confirm(channel, seq, True)
+                    continue
                 if method.mandatory:
                     session.write(session.conn.send_method(channel.number, Basic.Return(
                         Reply.NO_ROUTE, "NO_ROUTE", shortstr_text(exchange), shortstr_text(routing_key))),
@@ -217,7 +228,7 @@ class PublishHandlers:
         exchange, routing_key = method.exchange, method.routing_key
         target = self._target(exchange, routing_key)
         topic = target.topic
-        if topic is None or method.mandatory or channel.tx or self.vhost.has_limits:
+        if topic is None or method.mandatory or channel.tx or self.vhost.has_limits or named_in(varied):  # type: ignore[arg-type]
             for raw, body in zip(varied, bodies):  # type: ignore[arg-type]
                 self.publish(channel, ContentReceived(event.channel, method, _decoded(raw), [body]))
             return

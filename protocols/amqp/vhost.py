@@ -35,6 +35,7 @@ from rocketport.core.facade.types import (
 )
 
 from .dead_letter import DeadLetters
+from .direct_reply import DirectReplies
 from .errors import ChannelError, ConnectionError_, Reply, channel_error
 from .exchanges import Router, name_of, queue_sources, topic_of
 from .properties import DEFAULT_EXCHANGE_MARK
@@ -108,6 +109,7 @@ class VirtualHost:
         self.generation = 0
         self.dead_letters = DeadLetters(broker, self)
         self.limits = QueueLimits(self, self.dead_letters)
+        self.direct_replies = DirectReplies()  # amq.rabbitmq.reply-to's channels, across connections
         # queues with a TTL or a length limit: publishes into them are looked at (queue_limits)
         self._limited: dict[str, QueueState] = {}
 

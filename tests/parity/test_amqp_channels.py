@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pika
 import pika.exceptions
-import pytest
 
 from .amqp_client import closed, connection, drain, get, get_unacked, wait_for
 from .harness import Peer
@@ -262,9 +261,6 @@ def direct_reply_to(peer: Peer) -> list:
         return [reply_to.startswith("amq.rabbitmq.reply-to."), replies]
 
 
-@pytest.mark.xfail(strict=True, reason="direct reply-to: no pseudo-queue amq.rabbitmq.reply-to (basic.consume "
-                   "on it is 404 NOT_FOUND; protocols/amqp/access.py's server properties say "
-                   "direct_reply_to false), where RabbitMQ 3.x has it")
 def test_direct_reply_to_answers_reach_the_requester(parity):
     assert parity.assert_same(direct_reply_to) == [True, [b"reply"]]
 
@@ -295,3 +291,38 @@ def consumer_priorities(peer: Peer) -> list:
 
 def test_the_highest_priority_consumer_is_served_first(parity):
     assert parity.assert_same(consumer_priorities) == [{"low": [], "high": [b"m0", b"m1", b"m2", b"m3"]}]
+
+
+def direct_reply_to_refusals(peer: Peer) -> list:
+    """What RabbitMQ refuses around direct reply-to, each a channel error (406) that leaves
+    the connection open: consuming with acks, a second reply consumer on a channel,
+    publishing with reply_to amq.rabbitmq.reply-to without consuming from it; and what it
+    answers a declare of the pseudo-queue (declare-ok, 0 and 0) or of an unknown reply name
+    (404)."""
+    observed: list = []
+    with connection(peer) as conn:
+        attempts = [
+            ("ack", lambda ch: ch.basic_consume("amq.rabbitmq.reply-to", lambda *_: None, auto_ack=False)),
+            ("twice", lambda ch: [ch.basic_consume("amq.rabbitmq.reply-to", lambda *_: None, auto_ack=True)
+                                  for _ in range(2)]),
+            ("no consumer", lambda ch: ch.basic_publish("", "amq.rabbitmq.reply-to", b"q", pika.BasicProperties(
+                reply_to="amq.rabbitmq.reply-to"))),
+            ("declare", lambda ch: ch.queue_declare("amq.rabbitmq.reply-to", passive=True).method),
+            ("declare unknown", lambda ch: ch.queue_declare("amq.rabbitmq.reply-to.bm90aGluZw==", passive=True)),
+        ]
+        for what, attempt in attempts:
+            channel = conn.channel()
+            try:
+                result = attempt(channel)
+                channel.basic_qos(prefetch_count=1)  # a round trip: a refused publish has closed it by now
+                if what == "declare":
+                    result = (result.queue, result.message_count, result.consumer_count)
+                observed.append((what, "ok", result if what == "declare" else None))
+            except pika.exceptions.ChannelClosedByBroker as e:
+                observed.append((what, e.args[0], e.args[1], conn.is_open))
+    return observed
+
+
+def test_direct_reply_to_refusals_match(parity):
+    assert parity.assert_same(direct_reply_to_refusals)[0] == (
+        "ack", 406, "PRECONDITION_FAILED - reply consumer cannot acknowledge", True)
