@@ -5,8 +5,9 @@ on that channel with that ``reply_to`` gets ``amq.rabbitmq.reply-to.<token>`` in
 token naming the channel (Spring's RabbitTemplate and many RPC clients rely on it). A reply
 published to the default exchange with that routing key goes straight to the consuming
 channel as a delivery: never stored, no queue, so a reply to a channel that is gone is
-dropped. The rules and the 406 texts are RabbitMQ 3.10's (rabbit_channel). One registry per
-virtual host, shared by its connections; the session writes what `DirectReplies.deliver` makes.
+dropped; a mandatory reply is returned (312 NO_ROUTE) even when delivered, as no queue
+took it. The rules and the 406 texts are RabbitMQ 3.10's (rabbit_channel). One registry
+per virtual host, shared by its connections; the session writes what `DirectReplies.deliver` makes.
 """
 
 from __future__ import annotations

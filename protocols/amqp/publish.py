@@ -135,10 +135,8 @@ class PublishHandlers:
                        and routing_key.startswith(REPLY_PREFIX) else None)
             for body in bodies:
                 seq = channel.next_publish()
-                if replies is not None and replies.deliver(
-                        routing_key, encode_properties(route.properties, self._tag_header), body):
-                    self._confirm(channel, seq, True)
-                    continue
+                if replies is not None:  # a direct reply: no queue takes it, so mandatory returns it too (RabbitMQ)
+                    replies.deliver(routing_key, encode_properties(route.properties, self._tag_header), body)
                 if method.mandatory:
                     session.write(session.conn.send_method(channel.number, Basic.Return(
                         Reply.NO_ROUTE, "NO_ROUTE", shortstr_text(exchange), shortstr_text(routing_key))),

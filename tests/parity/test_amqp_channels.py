@@ -326,3 +326,43 @@ def direct_reply_to_refusals(peer: Peer) -> list:
 def test_direct_reply_to_refusals_match(parity):
     assert parity.assert_same(direct_reply_to_refusals)[0] == (
         "ack", 406, "PRECONDITION_FAILED - reply consumer cannot acknowledge", True)
+
+
+def direct_reply_to_mandatory(peer: Peer) -> list:
+    """A mandatory reply through direct reply-to: RabbitMQ delivers it and also returns it
+    (312 NO_ROUTE: no queue took it); a reply after the requester's channel closed is
+    dropped, and returned when mandatory."""
+    requests = peer.name()
+    observed: list = []
+    with connection(peer) as conn:
+        channel = conn.channel()
+        channel.queue_declare(requests)
+        replies: list = []
+        channel.basic_consume("amq.rabbitmq.reply-to", lambda _c, method, _p, body: replies.append(
+            (body, method.delivery_tag, method.exchange, method.redelivered)), auto_ack=True)
+        channel.basic_publish("", requests, b"request", pika.BasicProperties(reply_to="amq.rabbitmq.reply-to"))
+        server = conn.channel()
+        server.confirm_delivery()
+        got = get(server, requests)
+        assert got is not None
+        reply_to = got[1].reply_to
+        returned: list = []
+        server.add_on_return_callback(lambda _c, method, _p, body: returned.append((method.reply_code, body)))
+        for what, body in (("reply", b"reply"), ("late", b"late")):
+            try:
+                server.basic_publish("", reply_to, body, mandatory=True)
+                observed.append((what, "published"))
+            except pika.exceptions.UnroutableError as e:
+                observed.append((what, "unroutable", len(e.messages)))
+            if what == "reply":
+                wait_for(conn, lambda: replies)
+                channel.close()
+        wait_for(conn, lambda: len(returned) >= 2)
+        server.queue_delete(requests)
+    return observed + [replies, returned]
+
+
+def test_a_mandatory_direct_reply_is_delivered_and_returned(parity):
+    assert parity.assert_same(direct_reply_to_mandatory) == [
+        ("reply", "unroutable", 1), ("late", "unroutable", 1), [(b"reply", 1, "", False)],
+        [(312, b"reply"), (312, b"late")]]

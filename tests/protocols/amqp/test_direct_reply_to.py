@@ -1,6 +1,7 @@
 """Direct reply-to (amq.rabbitmq.reply-to) with pika: RPC replies reach the requesting
 channel without a reply queue, a reply to a channel that is gone is dropped, and the
-misuses RabbitMQ refuses are refused with its 406s."""
+misuses RabbitMQ refuses are refused with its 406s; keyed publishes in one read (the
+codec's varied runs) get the reply name and the expiration check too."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import time
 
 import pika
 import pytest
+from pamqp import commands, frame
+from pamqp.body import ContentBody
+from pamqp.header import ContentHeader
 from pika.exceptions import ChannelClosedByBroker
+
+from tests.protocols.amqp.raw_client import RawAmqp
 
 TIMEOUT = 10.0
 PSEUDO = "amq.rabbitmq.reply-to"
@@ -113,3 +119,66 @@ def test_publishing_with_direct_reply_to_without_consuming_is_refused_with_406(a
         other = conn.channel()
         assert other.queue_declare("rpc-no-consumer", passive=True).method.message_count == 0
         other.queue_delete("rpc-no-consumer")
+
+
+def _keyed(routing_key: str, i: int, **properties) -> bytes:
+    """One publish of a keyed publisher (a header of its own each: the codec hands a read of
+    them over as one varied run) on channel 1."""
+    props = commands.Basic.Properties(headers={"KEYS": "k%d" % i}, **properties)
+    body = b"r%d" % i
+    return (frame.marshal(commands.Basic.Publish(exchange="", routing_key=routing_key), 1)
+            + frame.marshal(ContentHeader(body_size=len(body), properties=props), 1)
+            + frame.marshal(ContentBody(body), 1))
+
+
+def _raw_channel(port: int) -> RawAmqp:
+    raw = RawAmqp(port)
+    raw.send(1, commands.Channel.Open())
+    assert isinstance(raw.read_frame()[1], commands.Channel.OpenOk)
+    raw.send(1, commands.Confirm.Select())
+    assert isinstance(raw.read_frame()[1], commands.Confirm.SelectOk)
+    return raw
+
+
+def test_keyed_requests_in_one_read_get_the_channels_reply_name(amqp_port):
+    with _connect(amqp_port) as conn:
+        conn.channel().queue_declare("rpc-keyed")
+    raw = _raw_channel(amqp_port)
+    raw.send(1, commands.Basic.Consume(queue=PSEUDO, consumer_tag="replies", no_ack=True))
+    assert isinstance(raw.read_frame()[1], commands.Basic.ConsumeOk)
+    raw.send_raw(b"".join(_keyed("rpc-keyed", i, reply_to=PSEUDO) for i in range(10)))  # one write
+    acked = 0
+    deadline = time.monotonic() + TIMEOUT
+    while acked < 10 and time.monotonic() < deadline:
+        _, value = raw.read_frame()
+        assert isinstance(value, commands.Basic.Ack), value
+        acked = value.delivery_tag
+    with _connect(amqp_port) as conn:
+        channel = conn.channel()
+        reply_tos = {_get(channel, "rpc-keyed")[1].reply_to for _ in range(10)}
+        assert len(reply_tos) == 1 and reply_tos.pop().startswith(PSEUDO + ".")
+        channel.queue_delete("rpc-keyed")
+    raw.close()
+
+
+def test_an_invalid_expiration_among_keyed_publishes_closes_the_channel(amqp_port):
+    with _connect(amqp_port) as conn:
+        conn.channel().queue_declare("keyed-expiration")
+    raw = _raw_channel(amqp_port)
+    raw.send_raw(b"".join(_keyed("keyed-expiration", i, expiration="abc" if i == 3 else "60000")
+                          for i in range(6)))
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        _, value = raw.read_frame()
+        if isinstance(value, commands.Channel.Close):
+            assert (value.reply_code, value.reply_text) == (
+                406, "PRECONDITION_FAILED - invalid expiration 'abc': no_integer")
+            break
+        assert isinstance(value, commands.Basic.Ack), value
+    else:
+        raise AssertionError("no channel.close")
+    raw.close()
+    with _connect(amqp_port) as conn:
+        channel = conn.channel()
+        assert channel.queue_declare("keyed-expiration", passive=True).method.message_count <= 3
+        channel.queue_delete("keyed-expiration")
