@@ -95,6 +95,15 @@ class RemotingClient:
         finally:
             self._pending.pop(request.opaque, None)
 
+    @property
+    def closed(self) -> bool:
+        """The server closed the connection (or it was closed here)."""
+        return self._task.done()
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once the connection has closed, whichever side closed it."""
+        self._task.add_done_callback(lambda _task: callback())
+
     async def close(self) -> None:
         self._writer.close()
         self._task.cancel()

@@ -6,9 +6,11 @@ talking to a broker. Two sources of truth answer them:
   own topic table (routes for `%RETRY%{group}` and the auto-create topic TBW102 included,
   or clients' retries and first sends stop silently);
 - `RouteRegistry`: `rocketport namesrv`, where brokers register (REGISTER_BROKER every
-  30 s) and are forgotten 120 s after their last registration; routes merge all brokers
-  and clusters.
-`BrokerRegistrar` is the broker side of the latter. The handlers never touch the store.
+  30 s) and are forgotten when the connection they registered over closes (RocketMQ's
+  BrokerHousekeepingService: a SIGKILLed broker leaves the routes at once) or 120 s after
+  their last registration (a peer gone without a FIN); routes merge all brokers and clusters.
+`BrokerRegistrar` is the broker side of the latter: it keeps one connection per name
+server and registers on it. The handlers never touch the store.
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ class _LiveBroker:
     last_update: float
     topics: dict[str, bodies.TopicConfig] = field(default_factory=dict)
     ha_server_addr: str = ""  # where its slaves replicate from (a master's)
+    channel: object = None  # the connection it registered over: its close forgets the broker
 
 
 class RouteRegistry:
@@ -101,16 +104,17 @@ class RouteRegistry:
         self._clock = clock
 
     def register(self, addr: str, cluster: str, broker_name: str, broker_id: int,
-                 topics: dict[str, bodies.TopicConfig], ha_server_addr: str = "") -> tuple[str, str]:
-        """Record a registration; (master address, master's HA address) of its broker
-        name, as RocketMQ's RouteInfoManager answers a slave ("" for a master, or when the
-        master has not registered)."""
+                 topics: dict[str, bodies.TopicConfig], ha_server_addr: str = "",
+                 channel: object = None) -> tuple[str, str]:
+        """Record a registration made over ``channel``; (master address, master's HA
+        address) of its broker name, as RocketMQ's RouteInfoManager answers a slave ("" for a
+        master, or when the master has not registered)."""
         for other, b in list(self._brokers.items()):  # a broker's id changed (a failover)
             if other != addr and b.broker_name == broker_name and b.broker_id == broker_id:
                 log.info("broker %s replaces %s as %s/%d", addr, other, broker_name, broker_id)
                 del self._brokers[other]
         self._brokers[addr] = _LiveBroker(cluster, broker_name, broker_id, self._clock(), topics,
-                                          ha_server_addr)
+                                          ha_server_addr, channel)
         if broker_id == 0:
             return "", ""
         for master_addr, b in self._brokers.items():
@@ -120,6 +124,15 @@ class RouteRegistry:
 
     def unregister(self, addr: str) -> None:
         self._brokers.pop(addr, None)
+
+    def channel_closed(self, channel: object) -> list[str]:
+        """Forget the brokers whose latest registration came over ``channel`` (RocketMQ's
+        onChannelDestroy); one that registered again over another connection stays."""
+        gone = [a for a, b in self._brokers.items() if b.channel is not None and b.channel is channel]
+        for addr in gone:
+            log.warning("broker %s dropped: its name-server connection closed", addr)
+            del self._brokers[addr]
+        return gone
 
     def scan_expired(self) -> list[str]:
         now = self._clock()
@@ -194,7 +207,10 @@ class NameServerHandlers:
             registry.scan_expired()
 
     def session_closed(self, session: RemotingSession) -> None:
-        """Brokers are forgotten by expiry, not by connection: they reconnect at will."""
+        """A broker's registration connection closed: its routes go (a killed master's
+        clients turn to its slave now, not after the 120 s expiry)."""
+        if isinstance(self.routes, RouteRegistry):
+            self.routes.channel_closed(session)
 
     def handle_now(self, session: RemotingSession, header: dict[str, Any], body: Buffer) -> list[Buffer] | None:
         """Route lookups are rare: every request takes `handle`."""
@@ -220,7 +236,7 @@ class NameServerHandlers:
             return operated
         if isinstance(self.routes, RouteRegistry):
             if code == RequestCode.REGISTER_BROKER:
-                return self._register(req, self.routes)
+                return self._register(req, self.routes, session)
             if code == RequestCode.UNREGISTER_BROKER:
                 h = decode_header(headers.UnRegisterBrokerRequestHeader, req.ext_fields)
                 self.routes.unregister(h.broker_addr)
@@ -298,7 +314,7 @@ class NameServerHandlers:
         return None
 
     @staticmethod
-    def _register(req: RemotingCommand, registry: RouteRegistry) -> RemotingCommand:
+    def _register(req: RemotingCommand, registry: RouteRegistry, channel: object) -> RemotingCommand:
         h = decode_header(headers.RegisterBrokerRequestHeader, req.ext_fields)
         if h.compressed:
             return make_response(req, ResponseCode.SYSTEM_ERROR,
@@ -306,7 +322,7 @@ class NameServerHandlers:
         body = bodies.decode_body(bodies.RegisterBrokerBody, req.body) if req.body else bodies.RegisterBrokerBody()
         master_addr, ha_addr = registry.register(h.broker_addr, h.cluster_name, h.broker_name, h.broker_id,
                                                  body.topic_config_serialize_wrapper.topic_config_table,
-                                                 h.ha_server_addr or "")
+                                                 h.ha_server_addr or "", channel)
         return make_response(req, ResponseCode.SUCCESS, ext_fields=encode_header(
                                  headers.RegisterBrokerResponseHeader(ha_server_addr=ha_addr,
                                                                       master_addr=master_addr)),
@@ -314,7 +330,8 @@ class NameServerHandlers:
 
 
 class BrokerRegistrar:
-    """Registers this broker with every configured name server, every 30 s."""
+    """Registers this broker with every configured name server, every 30 s, over one kept
+    connection per name server (its close is how the name server learns the broker died)."""
 
     def __init__(self, broker: Broker, broker_addr: Callable[[], str], namesrv_addrs: list[str],
                  interval_s: float = REGISTER_INTERVAL_S,
@@ -328,6 +345,7 @@ class BrokerRegistrar:
         self.namesrv_addrs = namesrv_addrs
         self.interval_s = interval_s
         self._task: asyncio.Task[None] | None = None
+        self._clients: dict[str, RemotingClient] = {}  # name server address -> kept connection
 
     def _request(self, code: RequestCode, body: bytes = b"") -> RemotingCommand:
         c = self.broker.config
@@ -362,17 +380,42 @@ class BrokerRegistrar:
         body = self._body()
         for addr in self.namesrv_addrs:
             try:
-                async with await RemotingClient.connect(addr) as client:
-                    resp = await client.invoke(self._request(RequestCode.REGISTER_BROKER, body))
-                    if resp.code != ResponseCode.SUCCESS:
-                        log.warning("name server %s refused registration: %s", addr, resp.remark)
-                    elif self.broker.config.is_slave:  # as RocketMQ's slave: the master's addresses
-                        fields = resp.ext_fields or {}
-                        self.broker.ha.master_learnt(fields.get("haServerAddr") or "")
-                        if self.on_master is not None and fields.get("masterAddr"):
-                            self.on_master(fields["masterAddr"])
+                client = await self._client(addr)
+                resp = await client.invoke(self._request(RequestCode.REGISTER_BROKER, body))
+                if resp.code != ResponseCode.SUCCESS:
+                    log.warning("name server %s refused registration: %s", addr, resp.remark)
+                elif self.broker.config.is_slave:  # as RocketMQ's slave: the master's addresses
+                    fields = resp.ext_fields or {}
+                    self.broker.ha.master_learnt(fields.get("haServerAddr") or "")
+                    if self.on_master is not None and fields.get("masterAddr"):
+                        self.on_master(fields["masterAddr"])
             except (OSError, asyncio.TimeoutError, RemotingClientError) as exc:
                 log.warning("registering with name server %s failed: %s", addr, exc)
+                await self._drop(addr)
+
+    async def _client(self, addr: str) -> RemotingClient:
+        """The kept connection to ``addr``, opened again if it closed (a restarted name
+        server: registering soon puts this broker back in its routes)."""
+        client = self._clients.get(addr)
+        if client is not None and not client.closed:
+            return client
+        if client is not None:
+            await self._drop(addr)
+        client = await RemotingClient.connect(addr)
+        client.on_close(lambda: self._lost(addr, client))
+        self._clients[addr] = client
+        return client
+
+    def _lost(self, addr: str, client: RemotingClient) -> None:
+        """The name server closed a kept connection: register again now. One this side
+        dropped is no longer listed and asks nothing (no loop against a refusing server)."""
+        if self._clients.get(addr) is client:
+            self.register_soon()
+
+    async def _drop(self, addr: str) -> None:
+        client = self._clients.pop(addr, None)
+        if client is not None:
+            await client.close()
 
     def register_soon(self) -> None:
         """Register now instead of at the next interval (a slave's topic table changed)."""
@@ -401,7 +444,12 @@ class BrokerRegistrar:
         self._task = None
         for addr in self.namesrv_addrs:
             try:
-                async with await RemotingClient.connect(addr, 2.0) as client:
-                    await client.invoke(self._request(RequestCode.UNREGISTER_BROKER), 2.0)
+                client = self._clients.get(addr)
+                if client is None or client.closed:
+                    client = await RemotingClient.connect(addr, 2.0)
+                    self._clients[addr] = client
+                await client.invoke(self._request(RequestCode.UNREGISTER_BROKER), 2.0)
             except (OSError, asyncio.TimeoutError, RemotingClientError):
                 pass
+        for addr in list(self._clients):
+            await self._drop(addr)

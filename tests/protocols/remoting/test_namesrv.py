@@ -37,6 +37,17 @@ def test_registry_merges_brokers_and_expires_silent_ones():
     assert registry.topic_route("Unknown") is None
 
 
+def test_registry_forgets_a_broker_when_its_registration_connection_closes():
+    registry = RouteRegistry()
+    first, second, other = object(), object(), object()
+    registry.register("10.0.0.1:10911", "c1", "broker-a", 0, {"T": bodies.TopicConfig("T", 4, 4)}, channel=first)
+    registry.register("10.0.0.2:10911", "c1", "broker-a", 1, {"T": bodies.TopicConfig("T", 4, 4)}, channel=other)
+    registry.register("10.0.0.1:10911", "c1", "broker-a", 0, {"T": bodies.TopicConfig("T", 4, 4)}, channel=second)
+    assert registry.channel_closed(first) == []  # it registered again over another connection
+    assert registry.channel_closed(second) == ["10.0.0.1:10911"]
+    assert registry.topic_route("T").broker_datas[0].broker_addrs == {1: "10.0.0.2:10911"}
+
+
 def test_broker_registers_with_standalone_name_server(remoting_config):
     async def main() -> None:
         handlers = NameServerHandlers(RouteRegistry())
@@ -56,6 +67,25 @@ def test_broker_registers_with_standalone_name_server(remoting_config):
                 route = bodies.decode_body(bodies.TopicRouteData, resp.body)
                 assert route.queue_datas[0].write_queue_nums == 3
                 assert route.broker_datas[0].broker_addrs[0] == server.front_ends["remoting"].broker_addr()
+            registrar = server.front_ends["remoting"].registrar
+            kept = registrar._clients[f"127.0.0.1:{namesrv.port}"]
+            await registrar.register_once()  # the broker registers again on the connection it keeps
+            assert registrar._clients[f"127.0.0.1:{namesrv.port}"] is kept and not kept.closed
+            kept._writer.transport.abort()  # as a killed broker's socket: the name server forgets it
+            for _ in range(100):
+                async with remoting_client(f"127.0.0.1:{namesrv.port}") as client:
+                    resp = await client.invoke(request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Registered"}))
+                if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+                    break
+                await asyncio.sleep(0.05)
+            assert resp.code == ResponseCode.TOPIC_NOT_EXIST
+            for _ in range(100):  # the broker sees its connection close and registers again at once
+                async with remoting_client(f"127.0.0.1:{namesrv.port}") as client:
+                    resp = await client.invoke(request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Registered"}))
+                if resp.code == ResponseCode.SUCCESS:
+                    break
+                await asyncio.sleep(0.05)
+            assert resp.code == ResponseCode.SUCCESS
         finally:
             await server.stop()  # unregisters
         async with remoting_client(f"127.0.0.1:{namesrv.port}") as client:
