@@ -65,6 +65,10 @@ class ProtocolConfig:
     default_user: str = ""
     default_pass: str = ""
     loopback_users: tuple[str, ...] = ()
+    # the protocol's own TLS port (tlsPort: Kafka's SSL listener, amqps 5671, STOMP/TLS 61614,
+    # HTTPS) and STOMP's WebSocket over TLS (wssPort); 0 = none. Only _TLS_SECTIONS take tlsPort
+    tls_port: int = 0
+    wss_port: int = 0
 
 
 @dataclass(slots=True, frozen=True)
@@ -185,6 +189,17 @@ class BrokerConfig:
     # exporter port. Off in a config built in code (tests, embedding); conf/broker.yaml and
     # the shell's no-file default turn it on
     http: ProtocolConfig = field(default_factory=lambda: ProtocolConfig(False, 5557))
+    # TLS, with RocketMQ's keys (protocols/tls.py): remoting and the name server follow the
+    # mode on their own port (permissive: TLS and plaintext told apart by the first byte);
+    # the other protocols serve TLS on their section's tlsPort with the same certificate
+    tls_server_mode: str = field(default="disabled", metadata=_key(
+        "tls.server.mode", choices=("disabled", "permissive", "enforcing")))
+    tls_server_cert_path: str = field(default="", metadata=_key("tls.server.certPath"))
+    tls_server_key_path: str = field(default="", metadata=_key("tls.server.keyPath"))
+    # the CA that signs client certificates (mutual TLS)
+    tls_server_trust_cert_path: str = field(default="", metadata=_key("tls.server.trustCertPath"))
+    tls_server_need_client_auth: str = field(default="none", metadata=_key(
+        "tls.server.need.client.auth", choices=("none", "optional", "require")))
     # SASL on the Kafka port ("PLAIN", or "" for none); accounts come from plainAclFile
     kafka_sasl_mechanisms: str = field(default="", metadata=_key(
         "kafkaSaslMechanisms", choices=("", "PLAIN")))
@@ -355,14 +370,17 @@ _PROTOCOL_KEYS = ("enabled", "port", "host")
 _WS_SECTIONS = {"stomp"}  # sections with a WebSocket listener: they also take wsPort
 _METRICS_SECTIONS = {"http"}  # the section serving /metrics: it also takes metricsPerObject
 _SIZE_SECTIONS = {"stomp", "amqp"}  # sections with a message size limit of their own: maxMessageSize
+_TLS_SECTIONS = {"kafka", "amqp", "stomp", "http"}  # sections with a TLS port of their own: tlsPort
 _LOGIN_SECTIONS = {"amqp"}  # sections with RabbitMQ's default account: defaultUser, defaultPass, loopbackUsers
 _SECTION_ATTRIBUTES = {"wsPort": "ws_port", "metricsPerObject": "metrics_per_object",
                        "maxMessageSize": "max_message_size", "defaultUser": "default_user",
-                       "defaultPass": "default_pass", "loopbackUsers": "loopback_users"}
+                       "defaultPass": "default_pass", "loopbackUsers": "loopback_users",
+                       "tlsPort": "tls_port", "wssPort": "wss_port"}
 
 
 def _section_keys(section: str) -> tuple[str, ...]:
-    return _PROTOCOL_KEYS + (("wsPort",) if section in _WS_SECTIONS else ()) \
+    return _PROTOCOL_KEYS + (("wsPort", "wssPort") if section in _WS_SECTIONS else ()) \
+        + (("tlsPort",) if section in _TLS_SECTIONS else ()) \
         + (("metricsPerObject",) if section in _METRICS_SECTIONS else ()) \
         + (("maxMessageSize",) if section in _SIZE_SECTIONS else ()) \
         + (("defaultUser", "defaultPass", "loopbackUsers") if section in _LOGIN_SECTIONS else ())
@@ -529,6 +547,10 @@ def _protocol_section(key: str, f: dataclasses.Field, raw: Any,
                 values["loopback_users"] = _names(value)
             elif sub == "wsPort" and key in _WS_SECTIONS:
                 values["ws_port"] = _integer(value, 0, MAX_PORT)
+            elif sub == "wssPort" and key in _WS_SECTIONS:
+                values["wss_port"] = _integer(value, 0, MAX_PORT)
+            elif sub == "tlsPort" and key in _TLS_SECTIONS:
+                values["tls_port"] = _integer(value, 0, MAX_PORT)
             elif sub == "metricsPerObject" and key in _METRICS_SECTIONS:
                 values["metrics_per_object"] = _boolean(value)
             else:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from rocketport.core.config import ConnectionLimits
 
 from .session_base import Session
+from .tls import TlsGate, TlsPolicy, gated
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +53,10 @@ class Listener:
 
     def __init__(self, role: str, host: str, port: int,
                  session_factory: Callable[[Callable[[Session], bool], Callable[[Session], None]], Session],
-                 limits: ConnectionLimits | None = None) -> None:
+                 limits: ConnectionLimits | None = None, tls: TlsPolicy | None = None) -> None:
         self.role = role
+        self.tls = tls  # None: plaintext only (protocols/tls.py)
+        self.gates: set[TlsGate] = set()  # connections before their TLS handshake ends
         self.host = host
         self.port = port
         self.limits = limits or ConnectionLimits()
@@ -82,7 +85,8 @@ class Listener:
             return
         try:
             self._server = await asyncio.get_running_loop().create_server(
-                self._new_session, self.host, self.port, reuse_address=True, start_serving=False,
+                gated(self._new_session, self.tls, self.role, self.gates), self.host, self.port,
+                reuse_address=True, start_serving=False,
                 backlog=BACKLOG)
             if os.environ.get(STOP_AFTER_BIND_ENV) == str(self.port):
                 os.kill(os.getpid(), signal.SIGSTOP)
@@ -112,7 +116,8 @@ class Listener:
                                   OSError(errno.EADDRINUSE, "not listening"))
         if self._sweeper is None:
             self._sweeper = asyncio.create_task(self._sweep(), name=f"sweep-{self.role}")
-        log.info("%s listening on %s:%d", self.role, self.host, self.port)
+        log.info("%s listening on %s:%d%s", self.role, self.host, self.port,
+                 "" if self.tls is None else " (TLS and plaintext)" if self.tls.plaintext_ok else " (TLS)")
 
     async def stop(self) -> None:
         """Stop accepting, close every session and wait for their requests to end."""
@@ -123,6 +128,8 @@ class Listener:
             await asyncio.gather(self._sweeper, return_exceptions=True)
             self._sweeper = None
         self._server.close()
+        for gate in list(self.gates):
+            gate.abort()
         sessions = list(self.sessions)
         for session in sessions:
             session.close()

@@ -80,7 +80,7 @@ def _protocol_of(name: str) -> str | None:
 
 SHARED_PROTOCOL_MODULES = ("rocketport.protocols.frontend", "rocketport.protocols.registry",
                            "rocketport.protocols.session_base", "rocketport.protocols.listener",
-                           "rocketport.protocols.eager")
+                           "rocketport.protocols.eager", "rocketport.protocols.tls")
 
 
 def _violation(module: str, imported: str) -> str | None:

@@ -20,6 +20,7 @@ from rocketport.core.facade.types import AmqpEntityManager
 from ..frontend import ListenerFrontEnd
 from ..listener import Listener
 from ..session_base import Session
+from ..tls import TlsContexts
 from .access import Logins
 from .admin_view import VIEW_NAME, snapshot
 from .session import AmqpSession
@@ -49,6 +50,9 @@ class AmqpFrontEnd(ListenerFrontEnd):
         self.listener = Listener("amqp", section.host, section.port, self._new_session,
                                  config.connection_limits)
         self.listeners = [self.listener]
+        if section.tls_port:  # amqps (5671 by convention)
+            self.listeners.append(Listener("amqp (tls)", section.host, section.tls_port, self._new_session,
+                                           config.connection_limits, tls=TlsContexts(config).tls_port()))
         self._opened = False
         self._sweeper: asyncio.Task | None = None
         self._limits: list[asyncio.Task] = []  # the TTL and length sweep, the dead-letter writer

@@ -17,6 +17,7 @@ from rocketport.core.broker import Broker
 from ..frontend import FrontEnd, ListenerFrontEnd
 from ..listener import Listener
 from ..session_base import Session
+from ..tls import TlsContexts
 from . import api, responses, text_format
 from .loop_lag import LoopLag
 from .metrics import BrokerCollector
@@ -41,6 +42,10 @@ class HttpFrontEnd(ListenerFrontEnd):
         self.listener = Listener(ROLE, section.host, section.port, self._new_session,
                                  broker.config.connection_limits)
         self.listeners = [self.listener]
+        if section.tls_port:  # HTTPS
+            self.listeners.append(Listener(ROLE + " (tls)", section.host, section.tls_port, self._new_session,
+                                           broker.config.connection_limits,
+                                           tls=TlsContexts(broker.config).tls_port()))
 
     def _new_session(self, on_open: Callable[[Session], bool],
                      on_closed: Callable[[Session], None]) -> HttpSession:

@@ -104,7 +104,7 @@ class ClusterHandlers:
             if topics[-1]["name"] is None and ctx.api_version < 12:  # v10-11 answers have no null name
                 topics[-1]["name"] = ""
         peers = self.broker.ha.peers
-        brokers = [self.node.node()] + [{"node_id": i, "host": h, "port": p, "rack": None}
+        brokers = [(ctx.node or self.node).node()] + [{"node_id": i, "host": h, "port": p, "rack": None}
                                         for i, (h, p) in sorted(peers.items())]
         leader = self._leader()
         return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.cluster_id,
@@ -145,7 +145,8 @@ class ClusterHandlers:
 
     async def _find_coordinator(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         # the group's master coordinates (a slave's offsets are its master's copies)
-        node_id, host, port = self.node.node_id, self.node.host, self.node.port
+        node = ctx.node or self.node
+        node_id, host, port = node.node_id, node.host, node.port
         if self.broker.config.is_slave and NODE_ID in self.broker.ha.peers:
             node_id, (host, port) = NODE_ID, self.broker.ha.peers[NODE_ID]
         keys = body["coordinator_keys"] if ctx.api_version >= 4 else [body["key"]]

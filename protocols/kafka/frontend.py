@@ -16,8 +16,10 @@ from rocketport.core.broker import Broker
 from ..frontend import ListenerFrontEnd
 from ..listener import Listener
 from ..session_base import Session
+from ..tls import TlsContexts
 from . import codec
 from .handlers import KafkaHandlers
+from .requests import BrokerNode
 from .session import KafkaSession
 
 
@@ -33,6 +35,17 @@ class KafkaFrontEnd(ListenerFrontEnd):
         self.listener = Listener("kafka", config.host, config.port, self._new_session,
                                  broker.config.connection_limits)
         self.listeners = [self.listener]
+        # kafka.tlsPort: Kafka's SSL (SASL_SSL with SASL) listener; its metadata names itself
+        self.tls_node: BrokerNode | None = None
+        if config.tls_port:
+            self.tls_node = BrokerNode(config.host, config.tls_port)
+            self.listeners.append(Listener("kafka (tls)", config.host, config.tls_port, self._tls_session,
+                                           broker.config.connection_limits,
+                                           tls=TlsContexts(broker.config).tls_port()))
+
+    def _tls_session(self, on_open: Callable[[Session], bool],
+                     on_closed: Callable[[Session], None]) -> KafkaSession:
+        return KafkaSession(self.handlers, on_open=on_open, on_closed=on_closed, node=self.tls_node)
 
     def _new_session(self, on_open: Callable[[Session], bool],
                      on_closed: Callable[[Session], None]) -> KafkaSession:
@@ -46,6 +59,9 @@ class KafkaFrontEnd(ListenerFrontEnd):
     async def bind(self) -> None:
         await super().bind()
         self.handlers.node.host, self.handlers.node.port = self.listener.host, self.listener.port
+        if self.tls_node is not None:
+            self.tls_node.port = self.listeners[1].port
+            self.tls_node.node_id = self.handlers.node.node_id
 
     async def start(self) -> None:
         await asyncio.to_thread(codec.compile_all)  # before listening: no first request waits

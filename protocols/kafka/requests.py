@@ -25,6 +25,7 @@ class RequestContext:
     client_id: str | None
     client_host: tuple[str, int]
     principal: Account | None = None  # the SASL-authenticated account; None: SASL is off
+    node: BrokerNode | None = None  # where the connection came in, when not the main port (TLS)
 
 
 Handler = Callable[[RequestContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]

@@ -37,7 +37,7 @@ from .errors import ErrorCode
 from .events import BadRequest, Event, RequestReceived, SaslTokenReceived, UnsupportedVersion
 from .cluster import api_versions_body
 from .handlers import KafkaHandlers
-from .requests import RequestContext
+from .requests import BrokerNode, RequestContext
 from .schema import ApiKey
 
 log = logging.getLogger(__name__)
@@ -62,9 +62,10 @@ class KafkaSession(OrderedSession[_Pending]):
     def __init__(self, handlers: KafkaHandlers, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
                  max_frame_size: int | None = None,
                  on_open: Callable[[Session], bool] | None = None,
-                 on_closed: Callable[[Session], None] | None = None) -> None:
+                 on_closed: Callable[[Session], None] | None = None, node: BrokerNode | None = None) -> None:
         super().__init__(max_in_flight, on_open, on_closed)
         self.handlers = handlers
+        self.node = node  # the TLS listener's advertised node; None: the handlers' own
         self.conn = KafkaServerConnection(max_frame_size) if max_frame_size else KafkaServerConnection()
         self.principal: Account | None = None  # the authenticated account (SASL)
         self._handshaken = False  # a v1 SaslHandshake was accepted: SaslAuthenticate next
@@ -115,7 +116,7 @@ class KafkaSession(OrderedSession[_Pending]):
         elif key == _PRODUCE:
             self.produces = True
         handler = self.handlers.table[key]
-        ctx = RequestContext(event.api_version, event.client_id, self.peer, self.principal)
+        ctx = RequestContext(event.api_version, event.client_id, self.peer, self.principal, self.node)
         self._track(_Pending(eager.start(handler(ctx, event.body)), event.correlation_id,
                              event.api_key, event.api_version))
 

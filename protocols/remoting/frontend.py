@@ -15,6 +15,7 @@ from rocketport.core.auth.plain_acl import PlainAcl
 from rocketport.core.broker import Broker
 
 from ..frontend import ListenerFrontEnd
+from ..tls import TlsContexts
 from .acl_hook import AclCheckedHandlers
 from .handlers import BrokerHandlers
 from .kv_config import KVConfig, NamesrvSettings
@@ -37,8 +38,9 @@ class RemotingFrontEnd(ListenerFrontEnd):
             self.handlers.lane.traffic = self.traffic
         served = AclCheckedHandlers(self.handlers, PlainAcl(config.plain_acl_file)) \
             if config.acl_enable else self.handlers
+        tls = TlsContexts(config).same_port()  # tls.server.mode on the remoting port
         self.listener = RemotingListener(served, config.bind_address, config.listen_port,
-                                         role="broker (remoting)", limits=limits)
+                                         role="broker (remoting)", limits=limits, tls=tls)
         self.namesrv_listener: RemotingListener | None = None
         self.namesrv_handlers: NameServerHandlers | None = None
         self.registrar: BrokerRegistrar | None = None
@@ -59,7 +61,7 @@ class RemotingFrontEnd(ListenerFrontEnd):
                                                        NamesrvSettings(config.namesrv.port, kv_path))
             self.namesrv_listener = RemotingListener(self.namesrv_handlers, config.namesrv.host,
                                                      config.namesrv.port, role="name server",
-                                                     limits=limits)
+                                                     limits=limits, tls=tls)
         self.listeners = [self.listener] + ([self.namesrv_listener] if self.namesrv_listener else [])
 
     def broker_addr(self) -> str:

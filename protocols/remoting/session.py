@@ -27,6 +27,7 @@ from rocketport.core.errors import BrokerError
 from .. import eager
 from ..listener import ConnectionLimits, Listener
 from ..session_base import Session
+from ..tls import TlsPolicy
 from .codes import ResponseCode
 from .command import FLAG_ONEWAY, FLAG_RESPONSE, Buffer, RemotingCommand, make_response
 from .connection import RemotingConnection, command_event
@@ -219,6 +220,12 @@ class RemotingSession(Session):
     def in_flight(self) -> int:
         return len(self._tasks)
 
+    def emit(self, frames: list[Buffer]) -> None:
+        """Queue response frames a lane built after a wait (SYNC_MASTER's slave, SYNC_FLUSH's
+        fsync); dropped once the connection is closing."""
+        if self.transport is not None and not self.transport.is_closing():
+            self._emit_all(frames)
+
     def push_oneway(self, request: RemotingCommand) -> None:
         """Send a broker-initiated request (39, 40) without waiting for any answer."""
         request.opaque = next(self._opaque)
@@ -262,7 +269,7 @@ class RemotingListener(Listener):
     def __init__(self, handler: RequestHandler, host: str, port: int, *, role: str = "remoting",
                  max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
                  max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
-                 limits: ConnectionLimits | None = None) -> None:
+                 limits: ConnectionLimits | None = None, tls: TlsPolicy | None = None) -> None:
         self.handler = handler
 
         def new_session(on_open: Callable[[Session], bool],
@@ -271,4 +278,4 @@ class RemotingListener(Listener):
                                    max_frame_length=max_frame_length, on_open=on_open,
                                    on_closed=on_closed)
 
-        super().__init__(role, host, port, new_session, limits)
+        super().__init__(role, host, port, new_session, limits, tls)

@@ -17,6 +17,7 @@ from rocketport.core.broker import Broker
 from ..frontend import ListenerFrontEnd
 from ..listener import Listener
 from ..session_base import Session
+from ..tls import TlsContexts
 from .codec import Limits
 from .session import StompContext, StompSession
 from .websocket import WebSocketStompSession
@@ -41,6 +42,14 @@ class StompFrontEnd(ListenerFrontEnd):
         # wsPort 0 means no WebSocket listener, except with port 0 (tests): both on free ports
         if section.ws_port or section.port == 0:
             self.listeners.append(Listener(WS_ROLE, section.host, section.ws_port, self._ws_session, limits))
+        if section.tls_port or section.wss_port:
+            tls = TlsContexts(config)
+            if section.tls_port:  # STOMP over TLS (61614 by convention)
+                self.listeners.append(Listener(TCP_ROLE + " (tls)", section.host, section.tls_port,
+                                               self._tcp_session, limits, tls=tls.tls_port()))
+            if section.wss_port:  # Web-STOMP over TLS (wss)
+                self.listeners.append(Listener(WS_ROLE + " (tls)", section.host, section.wss_port,
+                                               self._ws_session, limits, tls=tls.tls_port()))
 
     def _tcp_session(self, on_open: Callable[[Session], bool],
                      on_closed: Callable[[Session], None]) -> StompSession:

@@ -76,7 +76,7 @@ def test_every_problem_on_its_own_line_nested_sections_included():
         "kafka.port: expected an integer, got 'abc'",
         "kafka.enabled: expected true or false, got 'maybe'",
         "namesrv.port: must be <= 65535, got 70000",
-        "stomp: expected a section with enabled, port, host, wsPort, maxMessageSize, got 61613",
+        "stomp: expected a section with enabled, port, host, wsPort, wssPort, tlsPort, maxMessageSize, got 61613",
         "brokerId: must be >= 0, got -1",
         "flushDiskType: must be one of ASYNC_FLUSH, SYNC_FLUSH, got 'SOMETIMES'",
         "listenPort: expected an integer, got 'x1'",
