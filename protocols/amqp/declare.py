@@ -19,6 +19,7 @@ from . import codec
 from .access import require, require_admin
 from .channel import Channel, MethodHandler
 from .direct_reply import PSEUDO_QUEUE
+from .errors import ChannelError, Reply
 
 if TYPE_CHECKING:
     from .session import AmqpSession
@@ -70,8 +71,10 @@ class DeclareHandlers:
     # ---------------------------------------------------------------- queue class
     def queue_declare(self, channel: Channel, method: Queue.Declare) -> None:
         session = self.session
-        if method.queue.startswith(PSEUDO_QUEUE) and session.vhost.direct_replies.exists(method.queue):
-            if not method.nowait:  # RabbitMQ's answer for direct reply-to's names
+        if method.queue.startswith(PSEUDO_QUEUE):  # direct reply-to's names, passive or not: as RabbitMQ answers
+            if not session.vhost.direct_replies.exists(method.queue):
+                raise ChannelError(Reply.NOT_FOUND, f"no queue '{method.queue}' in vhost '/'")
+            if not method.nowait:
                 session.write(codec.declare_ok_frame(channel.number, method.queue, 0, 1))
             return
         if not method.passive:

@@ -309,6 +309,7 @@ def direct_reply_to_refusals(peer: Peer) -> list:
                 reply_to="amq.rabbitmq.reply-to"))),
             ("declare", lambda ch: ch.queue_declare("amq.rabbitmq.reply-to", passive=True).method),
             ("declare unknown", lambda ch: ch.queue_declare("amq.rabbitmq.reply-to.bm90aGluZw==", passive=True)),
+            ("create unknown", lambda ch: ch.queue_declare("amq.rabbitmq.reply-to.bm90aGluZw==")),
         ]
         for what, attempt in attempts:
             channel = conn.channel()
