@@ -1,16 +1,22 @@
-"""Replication (core/ha): SYNC_MASTER against ASYNC_MASTER in the same run, and a slave's
-catch-up speed, with real broker processes on loopback.
+"""Replication (core/ha): issue 34's speed floors with real broker processes on loopback: a
+standalone broker, an ASYNC_MASTER and a SYNC_MASTER (ASYNC_FLUSH) each with a slave, in the
+same run, and a slave's catch-up speed.
 
 Rows (one JSON object per line, see bench/README.md):
-  send_100B_<role>        native-client sync sends of 100 B, ``--concurrency`` in flight, with a
-                          slave connected: msg/s, with p50/p99 latency (ms) and the broker's CPU
-  sync_master_ratio       SYNC_MASTER's msg/s over ASYNC_MASTER's (same run)
+  send_100B_<role>        native-client sync sends of 100 B, ``--concurrency`` in flight (the
+                          remoting send lane): msg/s, p50/p99 latency (ms), the broker's CPU
+  batch_100B_<role>       native-client batch sends (``--batch`` x 100 B, 8 in flight): msg/s
+  kafka_100B_<role>       bench/kafka_bench.py's raw pipelined producer, acks=-1 (all): msg/s
+  <kind>_<role>_ratio     a role's msg/s over the standalone broker's, with its ``floor``
+                          (ASYNC_MASTER 0.9, SYNC_MASTER 0.6: issue 34)
+  with ``--baseline REV`` the send rows again with commit REV's code ("code": "baseline")
   catch_up_<size>         a slave started against a master already holding ``--behind-mb`` MB
                           (messages of <size>): MB/s from the slave's start until its log ends
                           where the master's does, with records/s; ``loopback_ceiling`` beside it
                           (one socket, 1 MiB writes, nothing stored)
 
-    python bench/ha_bench.py [--messages N] [--concurrency C] [--behind-mb MB] [--dir DIR]
+    python bench/replication_bench.py [--messages N] [--concurrency C] [--behind-mb MB]
+                                      [--baseline REV] [--skip-catch-up] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from procs import cpu_seconds, free_port, wait_for_port  # noqa: E402
+import kafka_bench  # noqa: E402
 
 from rocketport.client import Message, Producer  # noqa: E402
 from rocketport.client.transport import Connection  # noqa: E402
@@ -43,16 +50,18 @@ TOPIC = "HaBench"
 class Node:
     """One broker process: remoting on ``port``, its HA port, other front-ends off."""
 
-    def __init__(self, root: Path, *settings: str) -> None:
+    def __init__(self, root: Path, *settings: str, env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.namesrv_port = free_port()
         self.ha_port = free_port()
+        self.kafka_port = free_port()
         args = [f"storePathRootDir={root}", f"listenPort={self.port}", f"haListenPort={self.ha_port}",
-                f"namesrv.port={self.namesrv_port}", "kafka.enabled=false", "amqp.enabled=false",
+                f"namesrv.port={self.namesrv_port}", "kafka.enabled=true", f"kafka.port={self.kafka_port}",
+                f"defaultTopicQueueNums={kafka_bench.PARTITIONS}", "amqp.enabled=false",
                 "stomp.enabled=false", "http.enabled=false", *settings]
         self.proc = subprocess.Popen([sys.executable, "-m", "rocketport", "broker", "-c", "conf/broker.yaml",
                                       *[a for s in args for a in ("--set", s)]],
-                                     cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         self.started = time.monotonic()
         wait_for_port(self.port, self.proc)
 
@@ -110,24 +119,80 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-def send_case(base: Path, role: str, args: argparse.Namespace) -> dict:
-    root = base / role
-    master = Node(root / "m", f"brokerRole={role}")
-    slave = Node(root / "s", "brokerRole=SLAVE", "brokerId=1", f"haMasterAddress=127.0.0.1:{master.ha_port}",
-                 "namesrv.enabled=false")
+async def batch_sends(master: Node, messages: int, per_batch: int) -> float:
+    """Seconds for ``messages`` 100 B messages in batch sends of ``per_batch``, 8 in flight."""
+    body = b"x" * 100
+    async with Producer(f"127.0.0.1:{master.namesrv_port}", "ha-bench-batch", retry_times_when_send_failed=0) as producer:
+        await producer.send_batch([Message(TOPIC, body)])
+        left = iter(range(messages // per_batch))
+
+        async def worker() -> None:
+            for _ in left:
+                result = await producer.send_batch([Message(TOPIC, body) for _ in range(per_batch)])
+                if result.status.value != "SEND_OK":
+                    raise RuntimeError(f"batch send answered {result.status}")
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(8)))
+        return time.perf_counter() - start
+
+
+ROLES = ("STANDALONE", "ASYNC_MASTER", "SYNC_MASTER")
+FLOORS = {"ASYNC_MASTER": 0.9, "SYNC_MASTER": 0.6}
+
+
+def send_cases(base: Path, role: str, args: argparse.Namespace, env: dict[str, str] | None,
+               code: str) -> list[dict]:
+    """The three producers against one broker (with a slave in sync unless STANDALONE)."""
+    root = base / f"{code}-{role}"
+    master = Node(root / "m", f"brokerRole={'ASYNC_MASTER' if role == 'STANDALONE' else role}", env=env)
+    slave = None if role == "STANDALONE" else Node(
+        root / "s", "brokerRole=SLAVE", "brokerId=1", f"haMasterAddress=127.0.0.1:{master.ha_port}",
+        "namesrv.enabled=false", "kafka.enabled=false", env=env)
+    rows = []
+    common = {"bench": "ha", "role": role, "code": code, "flush": "ASYNC_FLUSH"}
     try:
-        asyncio.run(until(lambda: in_sync(master)))
+        if slave is not None:
+            asyncio.run(until(lambda: in_sync(master)))
         cpu = cpu_seconds(master.proc.pid)
         seconds, latencies = asyncio.run(sends(master, args.messages, args.concurrency))
         cpu = cpu_seconds(master.proc.pid) - cpu
+        n = len(latencies)
+        rows.append({**common, "case": f"send_100B_{role.lower()}", "value": round(n / seconds), "unit": "msg/s",
+                     "p50_ms": round(_pct(latencies, 0.5), 2), "p99_ms": round(_pct(latencies, 0.99), 2),
+                     "messages": n, "concurrency": args.concurrency,
+                     "broker_cpu_us_per_msg": round(cpu / n * 1e6, 1)})
+        n = args.messages * 4 // args.batch * args.batch
+        cpu = cpu_seconds(master.proc.pid)
+        seconds = asyncio.run(batch_sends(master, n, args.batch))
+        cpu = cpu_seconds(master.proc.pid) - cpu
+        rows.append({**common, "case": f"batch_100B_{role.lower()}", "value": round(n / seconds), "unit": "msg/s",
+                     "messages": n, "per_batch": args.batch, "broker_cpu_us_per_msg": round(cpu / n * 1e6, 2)})
+        topic = "HaBenchKafka"
+        asyncio.run(kafka_bench.create_topic(master.kafka_port, topic))
+        n = args.kafka_messages
+        cpu = cpu_seconds(master.proc.pid)
+        seconds = asyncio.run(kafka_bench.raw_plain_produce(master.kafka_port, topic, 100, n, 4000))
+        cpu = cpu_seconds(master.proc.pid) - cpu
+        rows.append({**common, "case": f"kafka_100B_{role.lower()}", "value": round(n / seconds), "unit": "msg/s",
+                     "messages": n, "acks": -1, "per_request": 4000,
+                     "broker_cpu_us_per_msg": round(cpu / n * 1e6, 2)})
     finally:
-        slave.stop()
+        if slave is not None:
+            slave.stop()
         master.stop()
-    n = len(latencies)
-    return {"bench": "ha", "case": f"send_100B_{role.lower()}", "value": round(n / seconds),
-            "unit": "msg/s", "p50_ms": round(_pct(latencies, 0.5), 2), "p99_ms": round(_pct(latencies, 0.99), 2),
-            "messages": n, "concurrency": args.concurrency, "broker_cpu_us_per_msg": round(cpu / n * 1e6, 1),
-            "flush": "ASYNC_FLUSH"}
+    return rows
+
+
+def ratio_rows(rows: list[dict], code: str) -> list[dict]:
+    out = []
+    by = {(r["role"], r["case"].split("_")[0]): r["value"] for r in rows if r["code"] == code}
+    for role, floor in FLOORS.items():
+        for kind in ("send", "batch", "kafka"):
+            value = round(by[(role, kind)] / by[("STANDALONE", kind)], 2)
+            out.append({"bench": "ha", "case": f"{kind}_{role.lower()}_ratio", "code": code, "value": value,
+                        "unit": "x", "floor": floor, "meets_floor": value >= floor,
+                        "note": f"{role}+slave msg/s over a standalone broker's, same run"})
+    return out
 
 
 async def load(master: Node, megabytes: int, size: int) -> int:
@@ -210,20 +275,30 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--behind-mb", type=int, default=128)
     parser.add_argument("--sizes", default="1024", help="message sizes of the catch-up cases")
+    parser.add_argument("--batch", type=int, default=32, help="messages per native batch send")
+    parser.add_argument("--kafka-messages", type=int, default=400_000)
+    parser.add_argument("--baseline", default=None, help="a commit whose code runs the send rows too")
+    parser.add_argument("--skip-catch-up", action="store_true")
     parser.add_argument("--dir", default=None)
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="ha-bench-", dir=args.dir))
     try:
-        rows = {}
-        for role in ("ASYNC_MASTER", "SYNC_MASTER"):
-            rows[role] = send_case(base, role, args)
-            print(json.dumps(rows[role]), flush=True)
-        print(json.dumps({"bench": "ha", "case": "sync_master_ratio",
-                          "value": round(rows["SYNC_MASTER"]["value"] / rows["ASYNC_MASTER"]["value"], 2),
-                          "unit": "x", "note": "SYNC_MASTER msg/s over ASYNC_MASTER's, same run"}), flush=True)
-        for size in (int(s) for s in args.sizes.split(",")):
-            print(json.dumps(catch_up_case(base, size, args)), flush=True)
-        print(json.dumps(loopback_ceiling()), flush=True)
+        codes: list[tuple[str, dict[str, str] | None]] = [("current", None)]
+        if args.baseline:
+            codes.append(("baseline", kafka_bench.baseline_env(args.baseline, str(base / "baseline"))))
+        rows: list[dict] = []
+        for role in ROLES:  # interleaved: both codes see the same load
+            for code, env in codes:
+                for row in send_cases(base, role, args, env, code):
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+        for code, _ in codes:
+            for row in ratio_rows(rows, code):
+                print(json.dumps(row), flush=True)
+        if not args.skip_catch_up:
+            for size in (int(s) for s in args.sizes.split(",")):
+                print(json.dumps(catch_up_case(base, size, args)), flush=True)
+            print(json.dumps(loopback_ceiling()), flush=True)
         print(json.dumps({"bench": "ha", "case": "load", "value": os.getloadavg()[0], "unit": "loadavg1"}),
               flush=True)
     finally:
