@@ -47,6 +47,7 @@ from .errors import ClientError
 from .message import MessageExt
 from .routing import MASTER_ID
 from .runtime import ClientRuntime
+from .transport import Tls
 
 RETRY_PREFIX = "%RETRY%"
 # 307 and 309 wait for a client behind the broker, which waits 10 s for it: mqadmin waits
@@ -73,8 +74,8 @@ class AdminClient:
     """``async with AdminClient(namesrv) as admin: await admin.create_topic("T")``"""
 
     def __init__(self, namesrv: str | None = None, *, timeout_s: float = 5.0,
-                 credentials: tuple[str, str] | None = None) -> None:
-        self.runtime = ClientRuntime(namesrv, timeout_s=timeout_s, credentials=credentials)
+                 credentials: tuple[str, str] | None = None, tls: Tls = None) -> None:
+        self.runtime = ClientRuntime(namesrv, timeout_s=timeout_s, credentials=credentials, tls=tls)
 
     async def __aenter__(self) -> AdminClient:
         return self

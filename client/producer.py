@@ -40,6 +40,7 @@ from .errors import ClientError
 from .message import Message, SendResult, SendStatus
 from .routing import AUTO_CREATE_TOPIC
 from .runtime import ClientRuntime, log
+from .transport import Tls
 
 Selector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
 OnSuccess = Callable[[SendResult], Awaitable[None] | None]
@@ -112,7 +113,7 @@ class Producer:
                  send_timeout_s: float = 3.0, retry_times_when_send_failed: int = 2,
                  compress_msg_body_over: int = 4096, max_message_size: int = MAX_MESSAGE_SIZE,
                  instance_name: str | None = None, async_send_limit: int = ASYNC_SEND_LIMIT,
-                 credentials: tuple[str, str] | None = None) -> None:
+                 credentials: tuple[str, str] | None = None, tls: Tls = None) -> None:
         self.group = group
         self.async_send_limit = async_send_limit
         self._async_sends: set[asyncio.Task[None]] = set()
@@ -121,7 +122,7 @@ class Producer:
         self.compress_msg_body_over = compress_msg_body_over
         self.max_message_size = max_message_size
         self.runtime = ClientRuntime(namesrv, timeout_s=send_timeout_s, instance_name=instance_name,
-                                     credentials=credentials)
+                                     credentials=credentials, tls=tls)
         self.runtime.heartbeat_data = self._heartbeat_data
         self._ids = MessageClientIdGenerator(self.runtime.ip)
         self._group_text = json_text(group.encode())

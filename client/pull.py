@@ -30,6 +30,7 @@ from .offsets import RemoteOffsetStore
 from .pulling import PullStatus, Puller, Subscription
 from .routing import queue_order
 from .runtime import ClientRuntime
+from .transport import Tls
 
 
 class PullConsumer:
@@ -37,13 +38,13 @@ class PullConsumer:
 
     def __init__(self, group: str, namesrv: str | None = None, *, consume_from: str = "last",
                  pull_batch_size: int = 32, instance_name: str | None = None,
-                 credentials: tuple[str, str] | None = None) -> None:
+                 credentials: tuple[str, str] | None = None, tls: Tls = None) -> None:
         if consume_from not in ("last", "first"):
             raise ValueError("consume_from must be 'last' or 'first'")
         self.group = group
         self.consume_from = consume_from
         self.pull_batch_size = pull_batch_size
-        self.runtime = ClientRuntime(namesrv, instance_name=instance_name, credentials=credentials)
+        self.runtime = ClientRuntime(namesrv, instance_name=instance_name, credentials=credentials, tls=tls)
         self.runtime.heartbeat_data = self._heartbeat_data
         self._offsets = RemoteOffsetStore(self.runtime, group)
         self._puller = Puller(group)

@@ -67,7 +67,7 @@ from .queue_work import QueueWork
 from .rebalance import STRATEGIES
 from .routing import queue_order
 from .runtime import ClientRuntime, log
-from .transport import Connection, Sent
+from .transport import Connection, Sent, Tls
 
 Listener = Callable[[list[MessageExt]], Awaitable[ConsumeResult]]
 
@@ -91,7 +91,7 @@ class PushConsumer:
                  suspend_current_queue_s: float = 1.0, pull_retry_delay_s: float = 1.0,
                  consume_thread_max: int = 20, consume_timeout_s: float = 900.0,
                  pull_max_idle_s: float = 120.0, clock: Clock = time.monotonic,
-                 credentials: tuple[str, str] | None = None) -> None:
+                 credentials: tuple[str, str] | None = None, tls: Tls = None) -> None:
         if model not in _MODELS:
             raise ValueError(f"model must be one of {sorted(_MODELS)}")
         if consume_from not in _FROM_WHERE:
@@ -120,7 +120,7 @@ class PushConsumer:
         self._rebalance_interval_s = rebalance_interval_s
         self._persist_interval_s = persist_interval_s
         self.runtime = ClientRuntime(namesrv, heartbeat_interval_s=heartbeat_interval_s,
-                                     instance_name=instance_name, credentials=credentials)
+                                     instance_name=instance_name, credentials=credentials, tls=tls)
         self.runtime.heartbeat_data = self._heartbeat_data
         self.runtime.handlers[RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] = self._ids_changed
         self.runtime.handlers[RequestCode.RESET_CONSUMER_CLIENT_OFFSET] = self._reset_pushed

@@ -21,7 +21,7 @@ from rocketport.protocols.remoting.bodies import HeartbeatData, encode_body
 
 from .errors import ClientError
 from .routing import ROUTE_REFRESH_S, RouteTable
-from .transport import Connection, ConnectionPool, Credentials
+from .transport import Connection, ConnectionPool, Credentials, Tls
 
 log = logging.getLogger("rocketport.client")
 
@@ -40,11 +40,11 @@ def local_ip() -> str:
 class ClientRuntime:
     def __init__(self, namesrv: str | None, *, timeout_s: float = 3.0,
                  heartbeat_interval_s: float = 30.0, instance_name: str | None = None,
-                 credentials: Credentials | None = None) -> None:
+                 credentials: Credentials | None = None, tls: Tls = None) -> None:
         self.ip = local_ip()
         self.client_id = f"{self.ip}@{instance_name or os.getpid()}#{next(_instances)}"
         self.timeout_s = timeout_s
-        self.pool = ConnectionPool(self._on_request, credentials)
+        self.pool = ConnectionPool(self._on_request, credentials, tls)
         self.routes = RouteTable(namesrv, self.pool, timeout_s)
         self.handlers: dict[int, RequestHandler] = {}
         self.heartbeat_data: Callable[[], HeartbeatData] = lambda: HeartbeatData(self.client_id)

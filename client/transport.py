@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import ssl
 from collections.abc import Callable
 
 from rocketport.protocols.remoting import (
@@ -36,6 +37,15 @@ log = logging.getLogger("rocketport.client")
 OnRequest = Callable[["Connection", RemotingCommand], None]
 Sent = tuple[int, "asyncio.Future[RemotingCommand]"]  # a request's opaque and its answer
 Credentials = tuple[str, str]
+# TLS to the name servers and brokers: True (the system's CAs), or a context of one's own
+# (a private CA, a client certificate for mutual TLS); None/False: plaintext
+Tls = bool | ssl.SSLContext | None
+
+
+def tls_context(tls: Tls) -> ssl.SSLContext | None:
+    if isinstance(tls, ssl.SSLContext):
+        return tls
+    return ssl.create_default_context() if tls else None
 _opaques = itertools.count(1)  # process-wide, as RocketMQ's requestId: unique per peer too
 
 
@@ -59,12 +69,15 @@ class Connection(asyncio.Protocol):
 
     @classmethod
     async def open(cls, addr: str, on_request: OnRequest | None = None,
-                   timeout_s: float = 3.0, credentials: Credentials | None = None) -> Connection:
+                   timeout_s: float = 3.0, credentials: Credentials | None = None,
+                   tls: Tls = None) -> Connection:
         host, _, port = addr.rpartition(":")
         loop = asyncio.get_running_loop()
+        context = tls_context(tls)
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(lambda: cls(addr, on_request, credentials), host, int(port)),
+                loop.create_connection(lambda: cls(addr, on_request, credentials), host, int(port),
+                                       ssl=context, server_hostname=host if context else None),
                 timeout_s)
         except (OSError, asyncio.TimeoutError, ValueError) as exc:
             raise ClientError(f"cannot connect to {addr}: {exc or 'timeout'}") from None
@@ -219,9 +232,10 @@ class ConnectionPool:
     """One open connection per address, opened on first use and again after a close."""
 
     def __init__(self, on_request: OnRequest | None = None,
-                 credentials: Credentials | None = None) -> None:
+                 credentials: Credentials | None = None, tls: Tls = None) -> None:
         self._on_request = on_request
         self._credentials = credentials
+        self._tls = tls_context(tls)  # one context for every connection (session reuse)
         self._conns: dict[str, Connection] = {}
         self._opening: dict[str, asyncio.Future[Connection]] = {}
 
@@ -232,7 +246,7 @@ class ConnectionPool:
         opening = self._opening.get(addr)
         if opening is None:
             opening = self._opening[addr] = asyncio.ensure_future(
-                Connection.open(addr, self._on_request, credentials=self._credentials))
+                Connection.open(addr, self._on_request, credentials=self._credentials, tls=self._tls))
             try:
                 conn = self._conns[addr] = await opening
             finally:

@@ -16,6 +16,7 @@ import asyncio
 import contextvars
 import datetime
 import os
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -67,6 +68,20 @@ def _credentials() -> tuple[str, str] | None:
     aclEnable (environment, not flags: a secret stays out of process listings)."""
     access_key = os.environ.get("ROCKETPORT_ACCESS_KEY")
     return (access_key, os.environ.get("ROCKETPORT_SECRET_KEY", "")) if access_key else None
+
+
+def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
+    """--tls (with --tls-ca for a private CA, --tls-cert/--tls-key for mutual TLS): the
+    context every connection of the run uses; None for plaintext."""
+    if not (getattr(args, "tls", False) or getattr(args, "tls_ca", None)):
+        return None
+    try:
+        context = ssl.create_default_context(cafile=args.tls_ca)
+        if args.tls_cert:
+            context.load_cert_chain(args.tls_cert, args.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise AdminError(f"TLS: {exc}") from None
+    return context
 
 
 # The run's AdminClient (rocketport.client): one connection per server for the whole verb,
@@ -1248,6 +1263,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--output", choices=OUTPUT_FORMATS,
                        help="table, json (one document) or plain (tab-separated, with a header "
                             "line); default: table at a terminal, plain otherwise")
+        p.add_argument("--tls", action="store_true", help="TLS to the name servers and brokers "
+                       "(tls.server.mode permissive or enforcing)")
+        p.add_argument("--tls-ca", metavar="PEM", help="the CA that signed the broker's certificate (implies --tls)")
+        p.add_argument("--tls-cert", metavar="PEM", help="a client certificate, for mutual TLS")
+        p.add_argument("--tls-key", metavar="PEM", help="its private key")
         p.set_defaults(admin=fn)
         return p
 
@@ -1434,7 +1454,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 async def _run_verb(args: argparse.Namespace, out: Report) -> None:
     async with AdminClient(";".join(namesrv_addrs(args.namesrv)), timeout_s=10.0,
-                           credentials=_credentials()) as client:
+                           credentials=_credentials(), tls=_tls(args)) as client:
         _CLIENT.set(client)
         await args.admin(args, out)
 
