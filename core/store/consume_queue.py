@@ -19,12 +19,16 @@ import os
 import struct
 from collections.abc import Callable
 
+from .mapped_file import MappingBudget, creating
 from .mapped_file_queue import MappedFileQueue
 from .segment_preparer import SegmentPreparer
 
 CQ_ENTRY = struct.Struct(">qiq")
 CQ_ENTRY_SIZE = CQ_ENTRY.size  # 20
 BACKING_WINDOW = 256 << 10  # disk blocks a segment gets at first, and per extension
+# ConsumeQueue files mapped at once, all queues of the process together (the least recently
+# used is unmapped beyond it): bounds mappings (vm.max_map_count) and idle queues' pages
+MAPPINGS = MappingBudget(16384)
 
 
 class ConsumeQueue:
@@ -36,7 +40,7 @@ class ConsumeQueue:
         self.entries_per_file = self.file_size // CQ_ENTRY_SIZE
         self.directory = os.path.join(root_dir, topic, str(queue_id))
         self.queue = MappedFileQueue(self.directory, self.file_size,
-                                     min(self.file_size, window or BACKING_WINDOW))
+                                     min(self.file_size, window or BACKING_WINDOW), MAPPINGS)
         self.min_logic_offset = 0  # in entries
         self.max_physical_end = 0  # commit-log offset just past the last indexed record
         # the next segment is made by the preparer once the last one is half written, so the
@@ -73,7 +77,7 @@ class ConsumeQueue:
 
     def _written_end(self, f) -> int:
         """Binary search for the first all-zero entry (entries are written in order)."""
-        view = f.view
+        view = f.mapped()
         lo, hi = 0, self.entries_per_file
         while lo < hi:
             mid = (lo + hi) // 2
@@ -110,7 +114,8 @@ class ConsumeQueue:
             last = files[-1]
             if end <= last.file_from_offset + last.backed:  # backed <= the segment's size
                 return
-            last.ensure_backed(min(end - last.file_from_offset, self.file_size))
+            with creating(self.directory):  # EMFILE & co: refused, retriable
+                last.ensure_backed(min(end - last.file_from_offset, self.file_size))
             start = last.end_offset
         else:
             pos = queue_offset * CQ_ENTRY_SIZE
@@ -132,7 +137,7 @@ class ConsumeQueue:
             w = mf.wrote_position
             n = len(entries)
             if mf.file_from_offset + w == pos and w + n <= mf.backed:  # backed <= file_size
-                mf.view[w:w + n] = entries
+                mf.mapped()[w:w + n] = entries
                 mf.wrote_position = w + n
                 if physical_end > self.max_physical_end:
                     self.max_physical_end = physical_end
@@ -174,7 +179,7 @@ class ConsumeQueue:
         end = min(mf.wrote_position, rel + max_count * CQ_ENTRY_SIZE)
         if end <= rel:
             return memoryview(b"")
-        return mf.view[rel:end]
+        return mf.mapped()[rel:end]
 
     def entry(self, offset: int) -> tuple[int, int, int] | None:
         data = self.entries(offset, 1)
@@ -230,7 +235,7 @@ class ConsumeQueue:
         files = self.queue.files
         n = 0
         for f in files[:-1]:
-            last_off, _, _ = CQ_ENTRY.unpack_from(f.view, f.file_size - CQ_ENTRY_SIZE)
+            last_off, _, _ = CQ_ENTRY.unpack_from(f.mapped(), f.file_size - CQ_ENTRY_SIZE)
             if last_off >= commit_log_min:
                 break
             n += 1

@@ -28,14 +28,19 @@ import mmap
 import os
 from collections.abc import Iterator
 
-from ..errors import DiskFull
+from ..errors import DiskFull, StoreUnavailable
+from .libc_map import CLOSED, map_file, sync_mapping
 
 # what a file system answers when it has no room for a file (or its owner's quota is used)
 NO_SPACE = frozenset((errno.ENOSPC, errno.EDQUOT))
 # what it answers when it cannot reserve blocks at all: the file stays sparse (as before
 # the backing existed), and nothing better can be done there
 CANNOT_RESERVE = frozenset((errno.EOPNOTSUPP, errno.EINVAL))
+# what the process meets at its own limits (descriptors, mappings, memory): the put or the
+# creation is refused as StoreUnavailable (retriable), and the broker keeps serving
+EXHAUSTED = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOMEM))
 PAGE = mmap.PAGESIZE
+_UNMAPPED = memoryview(b"")  # the view of a file whose mapping was dropped
 
 
 def segment_name(offset: int) -> str:
@@ -74,12 +79,15 @@ def reserve(fd: int, path: str, file_size: int, backed: int | None = None) -> in
 def creating(path: str) -> Iterator[None]:
     """Around the making of a file at ``path``: a full disk (ENOSPC, EDQUOT, from creating
     the directory, the file or its reservation) is raised as DiskFull, a typed error the
-    front-ends answer with their own code; other OSErrors pass unchanged."""
+    front-ends answer with their own code; the process's own limits (EMFILE, ENFILE,
+    ENOMEM) as StoreUnavailable; other OSErrors pass unchanged."""
     try:
         yield
     except OSError as exc:
         if exc.errno in NO_SPACE:
             raise DiskFull(f"cannot create {path}: {exc.strerror}") from exc
+        if exc.errno in EXHAUSTED:
+            raise StoreUnavailable(f"cannot create {path}: {exc.strerror}") from exc
         raise
 
 
@@ -123,15 +131,48 @@ def drop_if_empty(path: str) -> bool:
     return True
 
 
+class MappingBudget:
+    """At most ``limit`` files of its kind mapped at once: the least recently used is
+    unmapped when one more is mapped (``MappedFile.mapped`` maps it again on use).
+
+    One mapping is one VMA, and a process has vm.max_map_count of them (65,530 by
+    default): 100,000 queues each with a mapped ConsumeQueue file would fail with ENOMEM,
+    and idle queues would keep their pages resident. Unmapping is safe whatever readers
+    hold: a slice keeps its mapping alive until it is freed (libc_map); dirty pages stay in
+    the page cache for the next fdatasync (``sync`` goes through the path)."""
+
+    __slots__ = ("limit", "mapped_files")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.mapped_files: dict[MappedFile, None] = {}  # insertion order: least recent first
+
+    def touch(self, mf: MappedFile) -> None:
+        files = self.mapped_files
+        if files.pop(mf, 1) is None:  # was mapped: now the most recent
+            files[mf] = None
+            return
+        files[mf] = None
+        while len(files) > self.limit:
+            old = next(iter(files))
+            del files[old]
+            old.unmap()
+
+    def forget(self, mf: MappedFile) -> None:
+        self.mapped_files.pop(mf, None)
+
+
 class MappedFile:
     __slots__ = ("path", "file_from_offset", "file_size", "mm", "view", "wrote_position",
-                 "flushed_position", "backed", "window", "backing_asked")
+                 "flushed_position", "backed", "window", "backing_asked", "budget")
 
     def __init__(self, path: str, file_size: int, *, create: bool, window: int | None = None,
-                 head: int = 0) -> None:
+                 head: int = 0, budget: MappingBudget | None = None) -> None:
         """Map ``path``; with ``create``, make it (or take the one made ahead) with [0, head +
-        window) backed. ``window`` is also the step ``ensure_backed`` extends by."""
+        window) backed. ``window`` is also the step ``ensure_backed`` extends by. With a
+        ``budget`` the mapping may be dropped while idle: use ``mapped()``, not ``view``."""
         self.path = path
+        self.budget = budget
         self.file_size = file_size
         self.window = file_size if window is None else max(PAGE, _page_up(window))
         name = os.path.basename(path)
@@ -148,13 +189,39 @@ class MappedFile:
                 self.backed = initial if _allocate(fd, 0, initial) else file_size
             else:
                 self.backed = 0  # unknown: recovery sets it from the write position
-            self.mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            self.mm = map_file(fd, file_size)  # keeps no descriptor (see libc_map)
         finally:
             os.close(fd)
         self.backing_asked = self.backed  # how far a background extension was asked for
-        self.view = memoryview(self.mm)
+        self.view = memoryview(self.mm).cast("B")
         self.wrote_position = 0
         self.flushed_position = 0
+        if budget is not None:
+            budget.touch(self)
+
+    def mapped(self) -> memoryview:
+        """The mapping's bytes, mapped again if its budget dropped it (one dict move when
+        it did not)."""
+        budget = self.budget
+        if budget is not None:
+            if self.mm is CLOSED:
+                self._remap()
+            budget.touch(self)
+        return self.view
+
+    def _remap(self) -> None:
+        with creating(self.path):  # EMFILE, ENOMEM: StoreUnavailable
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                self.mm = map_file(fd, self.file_size)
+            finally:
+                os.close(fd)
+        self.view = memoryview(self.mm).cast("B")
+
+    def unmap(self) -> None:
+        """Drop this file's references to its mapping (its budget's eviction); the pages go
+        when no reader holds a slice, and ``mapped`` maps the file again."""
+        self.mm, self.view = CLOSED, _UNMAPPED
 
     @property
     def end_offset(self) -> int:
@@ -225,10 +292,15 @@ class MappedFile:
         return pos
 
     def write_at(self, pos: int, data: bytes | memoryview) -> None:
-        self.view[pos:pos + len(data)] = data
+        self.mapped()[pos:pos + len(data)] = data
 
     def sync(self) -> None:
-        """fdatasync the file (blocking: call from a worker thread)."""
+        """fdatasync the file (blocking: call from a worker thread): msync of its mapping,
+        which needs no descriptor; a file whose budget unmapped it is opened for it."""
+        mm = self.mm  # held: the mapping cannot go while it is synced
+        if mm is not CLOSED:
+            sync_mapping(mm)
+            return
         fd = os.open(self.path, os.O_RDWR)
         try:
             os.fdatasync(fd)
@@ -262,7 +334,8 @@ class MappedFile:
     def _zero_pages(self, pos: int, end: int) -> None:
         chunk = 1 << 20
         zeros = bytes(chunk)
-        mm, view = self.mm, self.view
+        view = self.mapped()
+        mm = self.mm
         while pos < end:
             stop = min(pos + chunk, end)
             if mm[pos:stop] != zeros[:stop - pos]:  # a bytes compare: far faster than a view's
@@ -276,12 +349,12 @@ class MappedFile:
 
     def close(self) -> None:
         """Drop the mapping. Slices still held by readers keep it alive until they are freed."""
-        view, self.view = self.view, memoryview(b"")
-        view.release()
-        try:
-            self.mm.close()
-        except BufferError:
-            pass  # exported slices are alive; the mapping goes when they do
+        if self.budget is not None:
+            self.budget.forget(self)
+        view, self.view = self.view, _UNMAPPED
+        if view is not _UNMAPPED:
+            view.release()
+        self.mm = CLOSED  # unmapped when the last reader's slice of it is freed (libc_map)
 
     def destroy(self) -> None:
         self.close()

@@ -9,14 +9,16 @@ import os
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from .mapped_file import MappedFile, creating, drop_if_empty, make_file, segment_name
+from .mapped_file import MappedFile, MappingBudget, creating, drop_if_empty, make_file, segment_name
 from .segment_preparer import SUFFIX as PREPARING_SUFFIX
 from .segment_preparer import SegmentPreparer
 
 
 class MappedFileQueue:
-    def __init__(self, directory: str, file_size: int, window: int | None = None) -> None:
+    def __init__(self, directory: str, file_size: int, window: int | None = None,
+                 budget: MappingBudget | None = None) -> None:
         self.directory = directory
+        self.budget = budget  # mappings dropped while idle (ConsumeQueues), see MappingBudget
         self.file_size = file_size
         self.window = window
         self.files: list[MappedFile] = []
@@ -32,7 +34,8 @@ class MappedFileQueue:
         for name in names:
             path = os.path.join(self.directory, name)
             if not drop_if_empty(path):
-                self.files.append(MappedFile(path, self.file_size, create=False, window=self.window))
+                self.files.append(MappedFile(path, self.file_size, create=False, window=self.window,
+                                             budget=self.budget))
         for prev, nxt in zip(self.files, self.files[1:]):
             if prev.end_offset != nxt.file_from_offset:
                 raise ValueError(f"{self.directory}: segments are not contiguous at "
@@ -53,7 +56,7 @@ class MappedFileQueue:
         path = self.path_of(start_offset)
         with creating(path):
             os.makedirs(self.directory, exist_ok=True)
-            mf = MappedFile(path, self.file_size, create=True, window=self.window)
+            mf = MappedFile(path, self.file_size, create=True, window=self.window, budget=self.budget)
         self.files.append(mf)
         return mf
 

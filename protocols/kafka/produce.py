@@ -283,6 +283,9 @@ class ProduceHandler:
         except BrokerError as exc:
             log.debug("produce to %s-%d failed: %s", topic, partition, exc)
             return error_code_for(exc), -1
+        except OSError as exc:  # a limit the store did not type (EMFILE, ENOMEM...): retriable,
+            log.warning("produce to %s-%d failed: %s", topic, partition, exc)  # the connection stays
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1
         traffic = self.traffic
         traffic.messages_in += batch.count
         traffic.bytes_in += len(batch.view)
