@@ -18,6 +18,7 @@ path. These methods never put a message.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from typing import Any, Final
@@ -143,6 +144,15 @@ class AdminRole:
         cfg = self.create_topic(topic, **settings)
         await self.store.queues_prepared()
         return cfg
+
+    def topic_changes_together(self) -> contextlib.AbstractContextManager[None]:
+        """Topic creations inside are made durable together at its end (one append and
+        fsync for a CreateTopics of many); not to be held across an await."""
+        return self.topics.deferred()
+
+    async def queues_ready(self) -> None:
+        """Wait for the files of the queues created so far (see create_topic_ready)."""
+        await self.store.queues_prepared()
 
     def delete_topic(self, topic: str) -> None:
         if self.topics.remove(topic) is None:

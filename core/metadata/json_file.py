@@ -36,6 +36,12 @@ class JsonFile:
                 log.error("%s is unreadable (%s); trying the backup", candidate, exc)
         return None
 
+    def size(self) -> int:
+        try:
+            return os.path.getsize(self.path)
+        except OSError:
+            return 0
+
     def save(self, data: Any) -> None:
         encoded = json.dumps(data, indent=1, sort_keys=True).encode()
         with self._saving:
@@ -46,3 +52,49 @@ class JsonFile:
                 except OSError:
                     pass
             write_atomically(self.path, encoded)
+
+
+class ChangeLog:
+    """JSON lines appended and fsynced beside a JsonFile: the changes since it was written.
+    A torn last line (a crash mid-append) is dropped at read: its change was never
+    acknowledged."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.size = 0
+
+    def read(self) -> list[dict]:
+        try:
+            with open(self.path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return []
+        self.size = len(raw)
+        changes = []
+        for line in raw.split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                changes.append(json.loads(line))
+            except ValueError:
+                log.warning("%s: dropping a torn change (a crash mid-append)", self.path)
+                break
+        return changes
+
+    def append(self, changes: list[dict]) -> None:
+        data = b"".join(json.dumps(c, sort_keys=True).encode() + b"\n" for c in changes)
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.size += len(data)
+
+    def clear(self) -> None:
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        self.size = 0

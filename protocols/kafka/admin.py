@@ -8,6 +8,7 @@ Broker facade and never touches a socket; bad input is an error code in the answ
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -30,6 +31,8 @@ from .requests import (
 from .schema import ApiKey
 from .topic_configs import TOPIC_CONFIGS, ConfigType, InvalidConfig, described, validate
 from .topic_ids import TopicIds
+
+log = logging.getLogger(__name__)
 
 _RESOURCE_TOPIC: Final = 2
 _RESOURCE_BROKER: Final = 4
@@ -86,39 +89,56 @@ class AdminHandlers:
         }
 
     async def _create_topics(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        """All of the request's topics are created in one step, durable together (one
+        append and fsync of the topic table's change log), then their files are awaited
+        once: a request of many topics costs what they do, not a table save each."""
         n_default = self.broker.config.default_topic_queue_nums
         results = []
-        for t in body["topics"]:
-            name, n = t["name"], t["num_partitions"]
-            if n == -1:
-                n = len(t["assignments"]) or n_default
-            out: dict[str, Any] = {"name": name, "topic_id": bytes(16), "error_code": ErrorCode.NONE,
-                                   "error_message": None, "num_partitions": n, "replication_factor": 1,
-                                   "configs": []}
-            results.append(out)
-            code, message = self._check_new_topic(name, n, t["replication_factor"]) if is_admin(ctx) \
-                else (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "creating topics needs an admin account")
-            attributes: dict[str, str] = {}
-            if code == ErrorCode.NONE:
-                try:
-                    for c in t["configs"]:
-                        validate(c["name"], c["value"])
-                        attributes[c["name"]] = c["value"]
-                except InvalidConfig as exc:
-                    code, message = ErrorCode.INVALID_CONFIG, str(exc)
-            if code == ErrorCode.NONE and not body["validate_only"]:
-                try:
-                    await self.broker.create_topic_ready(name, read_queue_nums=n, write_queue_nums=n,
-                                                         attributes=attributes)
-                except BrokerError as exc:
-                    code, message = error_code_for(exc), str(exc)
-            if code != ErrorCode.NONE:
-                out.update(error_code=code, error_message=message, num_partitions=-1, replication_factor=-1)
-            else:
-                out["topic_id"] = self.topic_ids.id_of(name)
-                out["configs"] = [{k: v for k, v in described(name, attributes, self.broker.config, False).items()
-                                   if k in ("name", "value", "read_only", "config_source", "is_sensitive")}
-                                  for name in TOPIC_CONFIGS]
+        created: list[tuple[dict[str, Any], str, dict[str, str]]] = []
+        try:
+            with self.broker.topic_changes_together():
+                for t in body["topics"]:
+                    name, n = t["name"], t["num_partitions"]
+                    if n == -1:
+                        n = len(t["assignments"]) or n_default
+                    out: dict[str, Any] = {"name": name, "topic_id": bytes(16), "error_code": ErrorCode.NONE,
+                                           "error_message": None, "num_partitions": n,
+                                           "replication_factor": 1, "configs": []}
+                    results.append(out)
+                    code, message = self._check_new_topic(name, n, t["replication_factor"]) if is_admin(ctx) \
+                        else (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "creating topics needs an admin account")
+                    attributes: dict[str, str] = {}
+                    if code == ErrorCode.NONE:
+                        try:
+                            for c in t["configs"]:
+                                validate(c["name"], c["value"])
+                                attributes[c["name"]] = c["value"]
+                        except InvalidConfig as exc:
+                            code, message = ErrorCode.INVALID_CONFIG, str(exc)
+                    if code == ErrorCode.NONE and not body["validate_only"]:
+                        try:
+                            self.broker.create_topic(name, read_queue_nums=n, write_queue_nums=n,
+                                                     attributes=attributes)
+                        except BrokerError as exc:
+                            code, message = error_code_for(exc), str(exc)
+                    if code != ErrorCode.NONE:
+                        out.update(error_code=code, error_message=message, num_partitions=-1,
+                                   replication_factor=-1)
+                    else:
+                        created.append((out, name, attributes))
+        except BrokerError as exc:  # the change log could not be written (ENOSPC, EMFILE)
+            log.warning("CreateTopics of %d topics refused: %s", len(created), exc)
+            for out, _, _ in created:
+                out.update(error_code=error_code_for(exc), error_message=str(exc), num_partitions=-1,
+                           replication_factor=-1)
+            created = []
+        if created and not body["validate_only"]:
+            await self.broker.queues_ready()
+        for out, name, attributes in created:
+            out["topic_id"] = self.topic_ids.id_of(name)
+            out["configs"] = [{k: v for k, v in described(c, attributes, self.broker.config, False).items()
+                               if k in ("name", "value", "read_only", "config_source", "is_sensitive")}
+                              for c in TOPIC_CONFIGS]
         return {"throttle_time_ms": 0, "topics": results}
 
     def _check_new_topic(self, name: str, partitions: int, replication: int) -> tuple[ErrorCode, str | None]:

@@ -88,3 +88,34 @@ def test_offsets_durable_returns_once_the_commits_are_on_disk(small_config):
             on_disk.load()
             assert on_disk.offsets_of("g", "T") == {0: 99, 1: 11, 2: 12, 3: 13}
     asyncio.run(main())
+
+
+def test_topic_changes_are_appended_and_survive_a_torn_last_line(tmp_path):
+    """Each topic change is one line of topics.json.log (not the table rewritten: creating
+    N topics was O(N^2)); a restart folds the log into topics.json, a torn last line (a
+    crash mid-append, never acknowledged) is dropped and later appends are kept."""
+    from rocketport.core.metadata.topics import TopicConfig, TopicConfigManager
+
+    topics = TopicConfigManager(str(tmp_path))
+    topics.load()
+    for i in range(5):
+        topics.put(TopicConfig(f"T{i}", 4, 4))
+    with topics.deferred():  # one append for all of them
+        for i in range(5, 50):
+            topics.put(TopicConfig(f"T{i}", 2, 2))
+        assert len((tmp_path / "topics.json.log").read_bytes().splitlines()) == 5
+    topics.remove("T3")
+    assert not (tmp_path / "topics.json").exists()
+    assert len((tmp_path / "topics.json.log").read_bytes().splitlines()) == 51
+    with open(tmp_path / "topics.json.log", "ab") as log:
+        log.write(b'{"put": {"topicName": "torn"')
+
+    again = TopicConfigManager(str(tmp_path))
+    again.load()
+    assert sorted(again.table) == sorted(f"T{i}" for i in range(50) if i != 3)
+    assert again.table["T7"].write_queue_nums == 2 and again.data_version == 51
+    assert not (tmp_path / "topics.json.log").exists()  # folded into topics.json
+    again.put(TopicConfig("after", 1, 1))
+    third = TopicConfigManager(str(tmp_path))
+    third.load()
+    assert "after" in third.table and "torn" not in third.table
