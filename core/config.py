@@ -201,8 +201,13 @@ class BrokerConfig:
     tls_server_need_client_auth: str = field(default="none", metadata=_key(
         "tls.server.need.client.auth", choices=("none", "optional", "require")))
     # SASL on the Kafka port ("PLAIN", or "" for none); accounts come from plainAclFile
+    # (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, separated by commas). SCRAM's salted credentials
+    # live in kafkaScramCredentialFile ("": <storePathRootDir>/config/scram_credentials.json),
+    # set with `rocketport admin updateScramCredential`
     kafka_sasl_mechanisms: str = field(default="", metadata=_key(
-        "kafkaSaslMechanisms", choices=("", "PLAIN")))
+        "kafkaSaslMechanisms", choices=("", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "SCRAM-SHA-256,SCRAM-SHA-512",
+                                        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", "PLAIN,SCRAM-SHA-256", "PLAIN,SCRAM-SHA-512")))
+    kafka_scram_credential_file: str = field(default="", metadata=_key("kafkaScramCredentialFile"))
     # the Kafka record header whose value becomes a message's TAGS
     kafka_tag_header: str = field(default="tag", metadata=_key("kafkaTagHeader"))
     # KIP-848 consumer groups (group.protocol=consumer): Kafka's group.consumer.session.timeout.ms,
@@ -237,6 +242,11 @@ class BrokerConfig:
     @property
     def index_dir(self) -> str:
         return self.store_path_index or os.path.join(self.store_path_root_dir, "index")
+
+    @property
+    def scram_credentials_path(self) -> str:
+        return self.kafka_scram_credential_file or os.path.join(self.store_path_root_dir, "config",
+                                                                 "scram_credentials.json")
 
     @property
     def connection_limits(self) -> ConnectionLimits:

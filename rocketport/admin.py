@@ -390,6 +390,33 @@ async def update_topic(args: argparse.Namespace, out: Report) -> None:
         out.say(f"create topic to {addr} success.", broker=addr, topic=args.topic)
 
 
+SCRAM_PASSWORD_ENV = "ROCKETPORT_SCRAM_PASSWORD"
+
+
+async def update_scram_credential(args: argparse.Namespace, out: Report) -> None:
+    """Salt and hash a Kafka SCRAM password into the broker's credential file (local, as
+    kafka-configs --add-config writes it): the password from $ROCKETPORT_SCRAM_PASSWORD or
+    the terminal, never a flag, and never stored in clear."""
+    from rocketport.core.auth.scram import ScramCredentials, ScramError
+    password = os.environ.get(SCRAM_PASSWORD_ENV)
+    if password is None:
+        import getpass
+        password = getpass.getpass(f"password for {args.user}: ")
+    try:
+        ScramCredentials(args.file).set(args.user, args.mechanism, password, args.iterations)
+    except ScramError as exc:
+        raise AdminError(str(exc)) from None
+    out.say(f"updated {args.mechanism} credential of {args.user} in {args.file}.", user=args.user,
+            mechanism=args.mechanism)
+
+
+async def delete_scram_credential(args: argparse.Namespace, out: Report) -> None:
+    from rocketport.core.auth.scram import ScramCredentials
+    if not ScramCredentials(args.file).delete(args.user, args.mechanism):
+        raise AdminError(f"no {args.mechanism} credential of {args.user} in {args.file}")
+    out.say(f"deleted {args.mechanism} credential of {args.user}.", user=args.user, mechanism=args.mechanism)
+
+
 async def delete_topic(args: argparse.Namespace, out: Report) -> None:
     for addr in await _target_brokers(args):
         await _call(addr, _CLIENT.get().delete_topic(args.topic, broker_addr=addr))
@@ -1450,6 +1477,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     target(p)
     verb("addWritePerm", add_write_perm, "undo wipeWritePerm for a broker").add_argument(
         "-b", "--broker-name", required=True)
+    for name, fn, text in (("updateScramCredential", update_scram_credential,
+                            "set a Kafka SASL/SCRAM credential (salted, hashed) in the credential file"),
+                           ("deleteScramCredential", delete_scram_credential,
+                            "remove a Kafka SASL/SCRAM credential")):
+        p = verb(name, fn, text)
+        p.add_argument("-u", "--user", required=True)
+        p.add_argument("-m", "--mechanism", choices=("SCRAM-SHA-256", "SCRAM-SHA-512"), default="SCRAM-SHA-256")
+        p.add_argument("-f", "--file", required=True,
+                       help="the broker's kafkaScramCredentialFile (default <storePathRootDir>/config/scram_credentials.json)")
+        if fn is update_scram_credential:
+            p.add_argument("-i", "--iterations", type=int, default=4096)
 
 
 async def _run_verb(args: argparse.Namespace, out: Report) -> None:

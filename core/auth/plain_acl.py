@@ -263,6 +263,11 @@ class PlainAcl:
                               else ("topic", resource))
                 raise AclError(f"No permission for {kind} {name} (accessKey={req.access_key})")
 
+    def account(self, access_key: str) -> Account | None:
+        """An account by name, its permissions for a user authenticated elsewhere (SCRAM)."""
+        self._maybe_reload()
+        return self.table.accounts.get(access_key)
+
     def authenticate(self, access_key: str, secret_key: str) -> Account:
         """The account for a user name and password sent in clear (SASL/PLAIN), else AclError."""
         self._maybe_reload()

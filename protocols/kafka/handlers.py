@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from rocketport.core.auth.plain_acl import PUB, SUB, PlainAcl
+from rocketport.core.auth.scram import ScramCredentials
 from rocketport.core.broker import Broker
 
 from .admin import AdminHandlers
@@ -28,7 +29,7 @@ from .fetch_sessions import FetchSessionCache, SessionFetch
 from .groups import GroupHandlers
 from .produce import ProduceHandler
 from .requests import BrokerNode, Handler, RequestContext, may_use_topic, partitions
-from .sasl import SaslPlain
+from .sasl import SaslServer, parse_mechanisms
 from .schema import ApiKey
 from .topic_ids import TopicIds
 from .transactions import TransactionHandlers
@@ -57,7 +58,10 @@ class KafkaHandlers:
         self.produce = ProduceHandler(broker, config.kafka_tag_header)
         self.fetch = FetchHandler(broker, self.encoder)
         self.fetch_sessions = FetchSessionCache(config.kafka_max_incremental_fetch_session_cache_slots)
-        self.sasl = SaslPlain(PlainAcl(config.plain_acl_file)) if config.kafka_sasl_mechanisms else None
+        mechanisms = parse_mechanisms(config.kafka_sasl_mechanisms)
+        self.sasl = SaslServer(PlainAcl(config.plain_acl_file), mechanisms,
+                               ScramCredentials(config.scram_credentials_path)
+                               if any(m.startswith("SCRAM-") for m in mechanisms) else None) if mechanisms else None
         self.table: dict[int, Handler] = {ApiKey.PRODUCE: self._produce, ApiKey.FETCH: self._fetch}
         for family in (ClusterHandlers(broker, self.node, self.topic_ids),
                        GroupHandlers(broker, self.coordinator, self.consumer_groups),

@@ -37,6 +37,7 @@ from .errors import ErrorCode
 from .events import BadRequest, Event, RequestReceived, SaslTokenReceived, UnsupportedVersion
 from .cluster import api_versions_body
 from .handlers import KafkaHandlers
+from .sasl import SaslExchange
 from .requests import BrokerNode, RequestContext
 from .schema import ApiKey
 
@@ -69,6 +70,8 @@ class KafkaSession(OrderedSession[_Pending]):
         self.conn = KafkaServerConnection(max_frame_size) if max_frame_size else KafkaServerConnection()
         self.principal: Account | None = None  # the authenticated account (SASL)
         self._handshaken = False  # a v1 SaslHandshake was accepted: SaslAuthenticate next
+        self._mechanism = ""  # the SASL mechanism the handshake accepted
+        self._exchange: SaslExchange | None = None  # its exchange, between tokens (SCRAM: two)
 
     # ------------------------------------------------------------------ transport callbacks
     def data_received(self, data: bytes) -> None:
@@ -137,6 +140,7 @@ class KafkaSession(OrderedSession[_Pending]):
             error = sasl.handshake(event.body["mechanism"])
             self._answer_now(cid, key, version, {"error_code": error, "mechanisms": sasl.mechanisms})
             if error == ErrorCode.NONE:
+                self._mechanism = event.body["mechanism"]
                 if version == 0:
                     self.conn.expect_sasl_token()
                 else:
@@ -149,8 +153,11 @@ class KafkaSession(OrderedSession[_Pending]):
                              error_message="SaslAuthenticate without an accepted SaslHandshake")
             else:
                 try:
-                    self.principal = sasl.authenticate(event.body["auth_bytes"])
-                    self._handshaken = False
+                    if self._exchange is None:
+                        self._exchange = sasl.start(self._mechanism)
+                    reply["auth_bytes"], account = self._exchange.step(event.body["auth_bytes"])
+                    if account is not None:
+                        self.principal, self._handshaken, self._exchange = account, False, None
                 except AclError as exc:
                     reply.update(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(exc))
             self._answer_now(cid, key, version, reply)
@@ -164,12 +171,18 @@ class KafkaSession(OrderedSession[_Pending]):
     def _sasl_token(self, token: bytes) -> None:
         """A raw token after a v0 handshake: an empty token back on success, else close."""
         try:
-            self.principal = self.handlers.sasl.authenticate(token)  # type: ignore[union-attr]
+            if self._exchange is None:
+                self._exchange = self.handlers.sasl.start(self._mechanism)  # type: ignore[union-attr]
+            reply, account = self._exchange.step(token)
         except AclError as exc:
             log.info("client %s:%d: %s; closing", *self.peer, exc)
             self.close()
             return
-        self._emit(self.conn.frame_sasl_token(b""))
+        if account is None:
+            self.conn.expect_sasl_token()  # SCRAM's client-final comes raw too
+        else:
+            self.principal, self._exchange = account, None
+        self._emit(self.conn.frame_sasl_token(reply))
 
     def _answer_now(self, correlation_id: int, api_key: int, api_version: int, body: dict[str, Any]) -> None:
         self._track(_Pending(eager.Done(body), correlation_id, api_key, api_version))
