@@ -211,13 +211,14 @@ async def load(master: Node, megabytes: int, size: int) -> int:
     return int((await runtime(master.port))["commitLogMaxOffset"])
 
 
-def catch_up_case(base: Path, size: int, args: argparse.Namespace) -> dict:
-    root = base / f"catchup{size}"
+def catch_up_case(base: Path, size: int, args: argparse.Namespace, env: dict[str, str] | None = None,
+                  code: str = "current") -> dict:
+    root = base / f"{code}-catchup{size}"
     master = Node(root / "m", "brokerRole=ASYNC_MASTER")
     try:
         end = asyncio.run(load(master, args.behind_mb, size))
         slave = Node(root / "s", "brokerRole=SLAVE", "brokerId=1", f"haMasterAddress=127.0.0.1:{master.ha_port}",
-                     "namesrv.enabled=false")
+                     "namesrv.enabled=false", env=env)
         try:
             async def first_answer() -> tuple[float, int]:
                 while True:
@@ -239,7 +240,7 @@ def catch_up_case(base: Path, size: int, args: argparse.Namespace) -> dict:
     finally:
         master.stop()
     copied = end - from_offset
-    return {"bench": "ha", "case": f"catch_up_{size}B", "value": round(copied / seconds / 1e6, 1), "unit": "MB/s",
+    return {"bench": "ha", "case": f"catch_up_{size}B", "code": code, "floor": 200, "value": round(copied / seconds / 1e6, 1), "unit": "MB/s",
             "bytes": copied, "behind": end, "seconds": round(seconds, 3),
             "records_per_s": round(copied / (size + 120) / seconds), "slave_cpu_s": round(cpu, 2),
             "note": "from the slave's first answer (start-up over) until its log ends where the master's does"}
@@ -279,6 +280,7 @@ def main() -> int:
     parser.add_argument("--kafka-messages", type=int, default=400_000)
     parser.add_argument("--baseline", default=None, help="a commit whose code runs the send rows too")
     parser.add_argument("--skip-catch-up", action="store_true")
+    parser.add_argument("--skip-sends", action="store_true")
     parser.add_argument("--dir", default=None)
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="ha-bench-", dir=args.dir))
@@ -287,17 +289,18 @@ def main() -> int:
         if args.baseline:
             codes.append(("baseline", kafka_bench.baseline_env(args.baseline, str(base / "baseline"))))
         rows: list[dict] = []
-        for role in ROLES:  # interleaved: both codes see the same load
+        for role in () if args.skip_sends else ROLES:  # interleaved: both codes see the same load
             for code, env in codes:
                 for row in send_cases(base, role, args, env, code):
                     rows.append(row)
                     print(json.dumps(row), flush=True)
-        for code, _ in codes:
+        for code, _ in codes if rows else ():
             for row in ratio_rows(rows, code):
                 print(json.dumps(row), flush=True)
         if not args.skip_catch_up:
             for size in (int(s) for s in args.sizes.split(",")):
-                print(json.dumps(catch_up_case(base, size, args)), flush=True)
+                for code, env in codes:  # the slave runs that code
+                    print(json.dumps(catch_up_case(base, size, args, env, code)), flush=True)
             print(json.dumps(loopback_ceiling()), flush=True)
         print(json.dumps({"bench": "ha", "case": "load", "value": os.getloadavg()[0], "unit": "loadavg1"}),
               flush=True)

@@ -15,16 +15,40 @@ This module never assigns queue offsets or writes records of its own: it only co
 from __future__ import annotations
 
 import logging
+import struct
 from typing import Callable
 
-from rocketport.common.message import INNER_BATCH_FLAG
+from rocketport.common.message import INNER_BATCH_FLAG, TAGS_NEEDLES, property_bytes
+from rocketport.common.tags import tags_code_of_value
 
 from ..errors import StoreUnavailable
-from .consume_queue import CQ_ENTRY_SIZE
+from .consume_queue import CQ_ENTRY, CQ_ENTRY_SIZE
 from .dispatch import StoreDispatch, _Dispatch
-from .record import BLANK_MAGIC_CODE, SIZE_MAGIC, BadRecord, RecordInfo, parse_record_info
+from .record import (
+    BLANK_MAGIC_CODE,
+    FIXED_SIZE,
+    HEADER_SIZE,
+    MESSAGE_MAGIC_CODE,
+    PROPS_LEN,
+    SIZE_MAGIC,
+    BadRecord,
+    RecordInfo,
+    parse_record_info,
+)
 
 log = logging.getLogger(__name__)
+
+# A record's fields a plain record's dispatch needs, from its queue id (offset 12) to its body
+# length (84): queue id, (flag), queue offset, physical offset, sys flag, (born..prepared), body length.
+_PLAIN_FIELDS = struct.Struct(">i4xqqi44xi")
+# Topics whose ConsumeQueue tags code a rule other than the TAGS hash gives (core/broker.py's
+# _tags_code_of: the schedule topic's due times): their records take recovery's full rule.
+RULED_TOPICS = frozenset({"SCHEDULE_TOPIC_XXXX"})
+# Pure caches of the fast path (cleared past _CACHED entries): a topic's bytes -> its name,
+# a TAGS value (undecoded, None for none) -> its tags code.
+_TOPIC_NAMES: dict[bytes, str] = {}
+_TAGS_CODES: dict[bytes | None, int] = {}
+_CACHED = 4096
 
 
 class ReplicaMismatch(StoreUnavailable):
@@ -70,6 +94,11 @@ class StoreReplica(StoreDispatch):
         unpack = SIZE_MAGIC.unpack_from
         dispatch_from_record = self._dispatch_from_record
         record_listeners = self.record_listeners
+        fields, props_len_of, pack_entry = _PLAIN_FIELDS.unpack_from, PROPS_LEN.unpack_from, CQ_ENTRY.pack
+        topic_names, codes = _TOPIC_NAMES, _TAGS_CODES
+        if len(topic_names) > _CACHED or len(codes) > _CACHED:
+            topic_names.clear()
+            codes.clear()
         try:
             while phys < end:
                 mf = cl.queue.find(phys)
@@ -94,31 +123,61 @@ class StoreReplica(StoreDispatch):
                         raise ReplicaMismatch(f"offset {base + pos}: a record of {total} bytes")
                     if pos + total > written:
                         return  # cut by the frame: the rest comes next
-                    try:
-                        info = parse_record_info(view, pos, written, False)
-                    except BadRecord as exc:
-                        raise ReplicaMismatch(f"offset {base + pos}: {exc}") from None
-                    if info.physical_offset != base + pos:
-                        raise ReplicaMismatch(f"offset {base + pos}: the record says {info.physical_offset}")
-                    d = dispatch_from_record(base + pos, info)
-                    if info.topic in record_listeners:  # state carried in the log (core/ha/offset_log.py)
-                        record_listeners[info.topic](view[pos + info.body_offset:
-                                                          pos + info.body_offset + info.body_length])
-                    if info.sys_flag & INNER_BATCH_FLAG and listeners:
-                        body = view[pos + info.body_offset:pos + info.body_offset + info.body_length]
-                        for listener in listeners:
-                            listener(d.topic, d.queue_id, d.queue_offset, body)
-                    key = (d.topic, d.queue_id)
+                    topic, topic_end = None, 0
+                    if magic == MESSAGE_MAGIC_CODE and total >= FIXED_SIZE:
+                        queue_id, queue_offset, record_phys, sys_flag, body_len = fields(view, pos + 12)
+                        count = 1
+                        p = pos + HEADER_SIZE + body_len
+                        topic_end = p + 1 + view[p] if 0 <= body_len <= total - FIXED_SIZE else 0
+                    if topic_end and topic_end + 2 <= pos + total and not sys_flag & INNER_BATCH_FLAG:
+                        topic_bytes = view[p + 1:topic_end].tobytes()
+                        topic = topic_names.get(topic_bytes)
+                        if topic is None:
+                            topic = topic_names[topic_bytes] = topic_bytes.decode("utf-8", "replace")
+                        (props_len,) = props_len_of(view, topic_end)
+                        if (topic in record_listeners or topic in RULED_TOPICS or props_len < 0
+                                or FIXED_SIZE + body_len + topic_end - p - 1 + props_len != total
+                                or record_phys != base + pos):
+                            topic = None  # recovery's rule, which says what is wrong
+                    if topic is not None:  # a plain record: its entry without decoding its properties
+                        if props_len:
+                            tags = property_bytes(view[topic_end + 2:topic_end + 2 + props_len].tobytes(),
+                                                  TAGS_NEEDLES)
+                            code = codes.get(tags)
+                            if code is None:
+                                code = codes[tags] = tags_code_of_value(tags)
+                        else:
+                            code = 0
+                        entries = pack_entry(base + pos, total, code)
+                        key = (topic, queue_id)
+                        record_end = base + pos + total
+                    else:
+                        try:
+                            info = parse_record_info(view, pos, written, False)
+                        except BadRecord as exc:
+                            raise ReplicaMismatch(f"offset {base + pos}: {exc}") from None
+                        if info.physical_offset != base + pos:
+                            raise ReplicaMismatch(f"offset {base + pos}: the record says {info.physical_offset}")
+                        d = dispatch_from_record(base + pos, info)
+                        if info.topic in record_listeners:  # state carried in the log (core/ha/offset_log.py)
+                            record_listeners[info.topic](view[pos + info.body_offset:
+                                                              pos + info.body_offset + info.body_length])
+                        if info.sys_flag & INNER_BATCH_FLAG and listeners:
+                            body = view[pos + info.body_offset:pos + info.body_offset + info.body_length]
+                            for listener in listeners:
+                                listener(d.topic, d.queue_id, d.queue_offset, body)
+                        key = (d.topic, d.queue_id)
+                        queue_offset, entries, record_end = d.queue_offset, d.entries, d.end
+                        count = len(entries) // CQ_ENTRY_SIZE
                     run = runs.get(key)
-                    count = len(d.entries) // CQ_ENTRY_SIZE
-                    if run is not None and run[0] + run[3] == d.queue_offset:
-                        run[1].append(d.entries)
-                        run[2] = d.end
+                    if run is not None and run[0] + run[3] == queue_offset:
+                        run[1].append(entries)
+                        run[2] = record_end
                         run[3] += count
                     else:
                         if run is not None:
                             self._dispatch_run(key, run)
-                        runs[key] = [d.queue_offset, [d.entries], d.end, count]
+                        runs[key] = [queue_offset, [entries], record_end, count]
                     self.put_bytes += total
                     pos += total
                     phys = base + pos

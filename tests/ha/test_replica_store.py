@@ -70,12 +70,16 @@ def test_the_slave_log_is_the_masters_and_dispatched_as_the_master_did(tmp_path)
             batch = build_batch([Record(i, 0, None, b"k%d" % i) for i in range(5)], producer_id=7,
                                 producer_epoch=0, base_sequence=0, base_timestamp=1)
             await master.put_record_batch("K", 0, batch, 5)
+            await master.put_message(Message("T", b"later", {"DELAY": "3", "TAGS": "c"}, 0, 0))  # tagsCode: due time
             await caught_up(master, slave)
             end = master.store.commitlog.max_offset
             assert slave.store.commitlog.max_offset == end
             assert digest(slave, end) == digest(master, end)
-            for key, cq in master.store.consume_queues.items():
+            assert ("SCHEDULE_TOPIC_XXXX", 2) in master.store.consume_queues
+            for key, cq in master.store.consume_queues.items():  # entries byte for byte: tags codes too
                 assert slave.store.consume_queues[key].max_offset == cq.max_offset, key
+                assert (bytes(slave.store.consume_queues[key].entries(0, cq.max_offset))
+                        == bytes(cq.entries(0, cq.max_offset))), key
             slave.create_topic("T")  # the master's topic table (SlaveSynchronize's copy, over remoting)
             got = slave.get_messages("T", 1, 0, 32)
             assert got.segments and got.next_begin_offset > 0
