@@ -98,8 +98,11 @@ def make_file(path: str, file_size: int, window: int | None = None, need: int = 
     so opening it later as a MappedFile cannot then fail for space."""
     backed = max(backing_end(file_size, window), min(_page_up(need), file_size))
     with creating(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:  # the directory first (a makedirs each time costs a mkdir)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             if os.fstat(fd).st_size == 0:
                 reserve(fd, path, file_size, backed)

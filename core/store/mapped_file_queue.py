@@ -55,8 +55,11 @@ class MappedFileQueue:
         DiskFull (nothing created) when the disk has no room for it."""
         path = self.path_of(start_offset)
         with creating(path):
-            os.makedirs(self.directory, exist_ok=True)
-            mf = MappedFile(path, self.file_size, create=True, window=self.window, budget=self.budget)
+            try:
+                mf = MappedFile(path, self.file_size, create=True, window=self.window, budget=self.budget)
+            except FileNotFoundError:  # the directory first (not a mkdir each time: ~0.4 ms)
+                os.makedirs(self.directory, exist_ok=True)
+                mf = MappedFile(path, self.file_size, create=True, window=self.window, budget=self.budget)
         self.files.append(mf)
         return mf
 
