@@ -1,0 +1,255 @@
+"""One broker, many queues ([scale]): N topics x 4 queues created with confluent-kafka's
+AdminClient, one record into every queue, a consumer group reading them all back, topic
+listings, a clean restart and a SIGKILL recovery, with the broker's RSS and open
+descriptors sampled from /proc throughout; RabbitMQ (a private node, bench/peers) declaring
+as many durable queues with pika in the same run, for the creation and memory rows.
+
+    python bench/scale_bench.py [--topics N] [--skip-rabbitmq] [--dir DIR]
+
+Default N=25,000 (100,000 queues). Prints one JSON row per measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from procs import free_port, wait_for_port
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+QUEUES = 4
+BATCH = 1000  # topics per CreateTopics request
+
+
+def row(case: str, value: float, unit: str, floor: float | None = None, **extra: object) -> None:
+    print(json.dumps({"bench": "scale", "case": case, "value": round(value, 3), "unit": unit,
+                      "floor": floor, **extra}), flush=True)
+
+
+class Sampler:
+    """RSS and open descriptors of a process (and, ``group``, its process group), every
+    0.2 s: the maximum of each."""
+
+    def __init__(self, pid: int, group: bool = False) -> None:
+        self.pid, self.group = pid, group
+        self.max_rss = self.max_fds = 0
+        self.last_rss = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _pids(self) -> list[int]:
+        if not self.group:
+            return [self.pid]
+        pids = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as f:
+                        if int(f.read().rsplit(")", 1)[1].split()[2]) == self.pid:
+                            pids.append(int(entry))
+                except OSError:
+                    pass
+        return pids
+
+    def sample(self) -> None:
+        rss = fds = 0
+        for pid in self._pids():
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmRSS:"):
+                            rss += int(line.split()[1]) * 1024
+                fds += len(os.listdir(f"/proc/{pid}/fd"))
+            except OSError:
+                pass
+        self.last_rss = rss
+        self.max_rss, self.max_fds = max(self.max_rss, rss), max(self.max_fds, fds)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self.sample()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+
+class Broker:
+    def __init__(self, store: str) -> None:
+        self.store = store
+        self.kafka, self.remoting, self.namesrv = free_port(), free_port(), free_port()
+        self.proc: subprocess.Popen | None = None
+        self.log = open(os.path.join(os.path.dirname(store), "broker.log"), "a")
+
+    def start(self) -> float:
+        """Seconds until the broker logs ready."""
+        settings = [f"storePathRootDir={self.store}", f"listenPort={self.remoting}",
+                    f"namesrv.port={self.namesrv}", f"kafka.port={self.kafka}", "amqp.port=0",
+                    "stomp.port=0", "stomp.wsPort=0", "http.port=0", f"namesrvAddr=127.0.0.1:{self.namesrv}"]
+        args = [a for s in settings for a in ("--set", s)]
+        start = time.perf_counter()
+        self.proc = subprocess.Popen([sys.executable, "-m", "rocketport", "broker", "-c", "conf/broker.yaml",
+                                      *args], stdout=subprocess.DEVNULL, stderr=self.log, cwd=REPO)
+        wait_for_port(self.kafka, self.proc, timeout_s=600)
+        return time.perf_counter() - start
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        self.proc.wait(300)
+
+
+def create_topics(bootstrap: str, names: list[str]) -> float:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    start = time.perf_counter()
+    for i in range(0, len(names), BATCH):
+        futures = admin.create_topics([NewTopic(n, QUEUES, 1) for n in names[i:i + BATCH]],
+                                      request_timeout=300, operation_timeout=300)
+        for f in futures.values():
+            f.result(timeout=600)
+    return time.perf_counter() - start
+
+
+def produce_everywhere(bootstrap: str, names: list[str]) -> float:
+    from confluent_kafka import Producer
+
+    failed: list[str] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 1_000_000,
+                         "metadata.max.age.ms": 600_000})
+    producer.list_topics(timeout=120)
+    start = time.perf_counter()
+    for name in names:
+        for q in range(QUEUES):
+            producer.produce(name, b"x" * 100, partition=q, on_delivery=lambda e, _m: e and failed.append(str(e)))
+        producer.poll(0)
+    left = producer.flush(600)
+    took = time.perf_counter() - start
+    if left or failed:
+        raise RuntimeError(f"{left} undelivered, {len(failed)} failed: {failed[:3]}")
+    return took
+
+
+def consume_all(bootstrap: str, total: int) -> tuple[float, int]:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "scale-bench", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 600_000})
+    start = time.perf_counter()
+    consumer.subscribe(["^scale-.*"])
+    seen = 0
+    deadline = time.monotonic() + 900
+    while seen < total and time.monotonic() < deadline:
+        seen += sum(1 for m in consumer.consume(10_000, 1.0) if m.error() is None)
+    took = time.perf_counter() - start
+    consumer.close()
+    return took, seen
+
+
+def metadata_all(bootstrap: str) -> tuple[float, int]:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.list_topics(timeout=60)  # connected first
+    start = time.perf_counter()
+    md = admin.list_topics(timeout=120)
+    return time.perf_counter() - start, len(md.topics)
+
+
+def topic_list(namesrv: int) -> tuple[float, int]:
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "rocketport", "admin", "topicList", "-n", f"127.0.0.1:{namesrv}"],
+                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    took = time.perf_counter() - start
+    return took, sum(1 for line in out.stdout.splitlines() if "scale-" in line)
+
+
+def rabbitmq_rows(workdir: str, queues: int) -> None:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import pika
+    from peers import rabbitmq
+
+    node = rabbitmq.start(free_port(), free_port(), os.path.join(workdir, "rabbitmq"))
+    try:
+        sampler = Sampler(node.pid, group=True)
+        base = sampler.last_rss
+        conn = pika.BlockingConnection(pika.URLParameters(node.url))
+        channel = conn.channel()
+        start = time.perf_counter()
+        for i in range(queues):
+            channel.queue_declare(f"scale-{i // QUEUES}-{i % QUEUES}", durable=True)
+        took = time.perf_counter() - start
+        conn.close()
+        sampler.stop()
+        row("rabbitmq_declare_queues", took, "s", None, queues=queues, per_s=round(queues / took))
+        row("rabbitmq_rss_max", sampler.max_rss / 2**20, "MiB", None, queues=queues,
+            bytes_per_queue=round((sampler.last_rss - base) / queues), fds_max=sampler.max_fds)
+    finally:
+        node.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--topics", type=int, default=25_000)
+    ap.add_argument("--skip-rabbitmq", action="store_true")
+    ap.add_argument("--dir", default=None)
+    args = ap.parse_args()
+    workdir = tempfile.mkdtemp(prefix="scale-bench-", dir=args.dir)
+    queues = args.topics * QUEUES
+    names = [f"scale-{i}" for i in range(args.topics)]
+    row("load", os.getloadavg()[0], "1-min load", None)
+    broker = Broker(os.path.join(workdir, "store"))
+    try:
+        broker.start()
+        assert broker.proc is not None
+        sampler = Sampler(broker.proc.pid)
+        base_rss = sampler.last_rss or 1
+        bootstrap = f"127.0.0.1:{broker.kafka}"
+        took = create_topics(bootstrap, names)
+        sampler.sample()
+        idle_rss = sampler.last_rss
+        row("create_queues", took, "s", 60, topics=args.topics, queues=queues, per_s=round(queues / took))
+        took = produce_everywhere(bootstrap, names)
+        row("first_record_every_queue", took, "s", 30, queues=queues)
+        sampler.sample()
+        written_rss = sampler.last_rss
+        took, seen = consume_all(bootstrap, queues)
+        row("consume_group_all", took, "s", None, records=seen, expected=queues)
+        sampler.sample()
+        took, n = metadata_all(bootstrap)
+        row("kafka_metadata_all", took, "s", 2, topics=n)
+        time.sleep(35)  # the broker registers with its name server every 30 s
+        took, n = topic_list(broker.namesrv)
+        row("admin_topic_list", took, "s", 2, topics=n)
+        sampler.stop()
+        row("broker_rss_max", sampler.max_rss / 2**20, "MiB", 1024, queues=queues,
+            idle_bytes_per_queue=round((idle_rss - base_rss) / queues),
+            written_bytes_per_queue=round((written_rss - base_rss) / queues),
+            consumed_rss_mib=round(sampler.last_rss / 2**20))
+        row("broker_fds_max", sampler.max_fds, "fds", 2000, queues=queues)
+        broker.stop(signal.SIGTERM)
+        row("clean_restart", broker.start(), "s", 15, queues=queues)
+        broker.stop(signal.SIGKILL)
+        row("sigkill_recovery", broker.start(), "s", 60, queues=queues)
+        broker.stop(signal.SIGTERM)
+    finally:
+        if broker.proc is not None and broker.proc.poll() is None:
+            broker.proc.kill()
+    if not args.skip_rabbitmq:
+        rabbitmq_rows(workdir, queues)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
