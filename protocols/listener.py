@@ -143,6 +143,8 @@ class Listener:
         while True:
             await asyncio.sleep(min(1.0, limits.frame_timeout / 2, limits.idle_timeout / 2))
             now = loop.time()
+            if self.tls is not None and self.tls.watch is not None:
+                self.tls.watch()  # certificate files changed: new handshakes use the new ones
             for session in list(self.sessions):
                 partial = session.partial_since
                 if partial is not None and now - partial > limits.frame_timeout:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ class TlsPolicy:
     context: ssl.SSLContext
     plaintext_ok: bool = False
     handshake_timeout: float = HANDSHAKE_TIMEOUT_S
+    # re-reads the certificate files when they changed (the listener calls it once a second)
+    watch: Callable[[], None] | None = None
 
 
 def server_context(config: BrokerConfig) -> ssl.SSLContext:
@@ -69,22 +72,50 @@ class TlsContexts:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self._context: ssl.SSLContext | None = None
+        self._stamp: tuple[float | None, ...] = ()
 
     def context(self) -> ssl.SSLContext:
         if self._context is None:
             self._context = server_context(self.config)
+            self._stamp = self._files_stamp()
         return self._context
+
+    def _files_stamp(self) -> tuple[float | None, ...]:
+        out: list[float | None] = []
+        for path in (self.config.tls_server_cert_path, self.config.tls_server_key_path,
+                     self.config.tls_server_trust_cert_path):
+            try:
+                out.append(os.stat(path).st_mtime if path else None)
+            except OSError:
+                out.append(None)
+        return tuple(out)
+
+    def check(self) -> None:
+        """Reload when a certificate, key or CA file changed (new connections get the new
+        ones, open ones keep theirs); a broken file is logged and the old context kept."""
+        if self._context is None:
+            return
+        stamp = self._files_stamp()
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp
+        try:
+            self.reload()
+        except (TlsConfigError, OSError, ssl.SSLError) as exc:
+            log.error("TLS: not reloaded, keeping the previous certificate: %s", exc)
+            return
+        log.info("TLS: reloaded %s", self.config.tls_server_cert_path)
 
     def same_port(self) -> TlsPolicy | None:
         """For a port that follows tls.server.mode (remoting, the name server)."""
         mode = self.config.tls_server_mode
         if mode == "disabled":
             return None
-        return TlsPolicy(self.context(), mode == "permissive", HANDSHAKE_TIMEOUT_S)
+        return TlsPolicy(self.context(), mode == "permissive", HANDSHAKE_TIMEOUT_S, self.check)
 
     def tls_port(self) -> TlsPolicy:
         """For a protocol's own TLS port (kafka.tlsPort ...): TLS only."""
-        return TlsPolicy(self.context(), False, HANDSHAKE_TIMEOUT_S)
+        return TlsPolicy(self.context(), False, HANDSHAKE_TIMEOUT_S, self.check)
 
     def reload(self) -> None:
         """Re-read the certificate and key into the live context: new connections use them,

@@ -74,11 +74,26 @@ def _leaf(cn: str, ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, ser
     return builder.sign(ca_key, hashes.SHA256()), key
 
 
+def renew_server_certificate(pki: Pki) -> int:
+    """A new server certificate and key from the same CA in the same files; its serial."""
+    with open(pki.ca, "rb") as f:
+        ca = x509.load_pem_x509_certificate(f.read())
+    with open(os.path.join(os.path.dirname(pki.ca), "ca.key"), "rb") as f:
+        ca_key = serialization.load_pem_private_key(f.read(), None)
+    cert, key = _leaf("localhost", ca, ca_key, True)  # type: ignore[arg-type]
+    _write_key(pki.server_key + ".new", key)
+    _write_cert(pki.server_cert + ".new", cert)
+    os.replace(pki.server_key + ".new", pki.server_key)
+    os.replace(pki.server_cert + ".new", pki.server_cert)
+    return cert.serial_number
+
+
 def make_pki(directory: str) -> Pki:
     os.makedirs(directory, exist_ok=True)
     p = lambda name: os.path.join(directory, name)  # noqa: E731
     ca, ca_key = _ca("rocketport test CA")
     _write_cert(p("ca.pem"), ca)
+    _write_key(p("ca.key"), ca_key)
     for name, server, (issuer, issuer_key) in (("server", True, (ca, ca_key)), ("client", False, (ca, ca_key)),
                                                ("stranger", False, _ca("another CA"))):
         cert, key = _leaf(name if not server else "localhost", issuer, issuer_key, server)

@@ -227,3 +227,26 @@ def test_a_plaintext_client_on_an_enforcing_remoting_port_is_refused(mtls_broker
         with pytest.raises(AssertionError):
             _remoting_heartbeat(plain)
     assert KafkaException  # the import is the client's own error type
+
+
+def _served_serial(live: LiveBroker, pki: Pki) -> int:
+    from cryptography import x509
+    port = live.endpoint("kafka (tls)")[1]
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+            client_context(pki).wrap_socket(raw, server_hostname="localhost") as tls:
+        return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
+
+
+def test_a_renewed_certificate_is_served_without_dropping_connections(tls_broker, pki):
+    from tests.tls.certs import renew_server_certificate
+    host, port = tls_broker.endpoint("broker (remoting)")
+    old = _served_serial(tls_broker, pki)
+    with socket.create_connection((host, port), timeout=10) as raw, \
+            client_context(pki).wrap_socket(raw, server_hostname="localhost") as open_before:
+        assert b'"opaque":1' in _remoting_heartbeat(open_before)
+        new = renew_server_certificate(pki)
+        deadline = time.monotonic() + 10
+        while _served_serial(tls_broker, pki) != new and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _served_serial(tls_broker, pki) == new != old
+        assert b'"opaque":1' in _remoting_heartbeat(open_before)  # still open, still served
