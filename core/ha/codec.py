@@ -69,14 +69,15 @@ class FrameDecoder:
         frames = []
         pos = 0
         head = FRAME_HEADER.size
-        while len(buf) - pos >= head:
-            offset, size = FRAME_HEADER.unpack_from(buf, pos)
-            if offset < 0 or not 0 <= size <= self._max:
-                raise HAProtocolError(f"a frame of {size} bytes at offset {offset}")
-            if len(buf) - pos - head < size:
-                break
-            frames.append(Frame(offset, bytes(buf[pos + head:pos + head + size])))
-            pos += head + size
+        with memoryview(buf) as view:  # one copy per frame (a bytearray slice is a copy too)
+            while len(buf) - pos >= head:
+                offset, size = FRAME_HEADER.unpack_from(buf, pos)
+                if offset < 0 or not 0 <= size <= self._max:
+                    raise HAProtocolError(f"a frame of {size} bytes at offset {offset}")
+                if len(buf) - pos - head < size:
+                    break
+                frames.append(Frame(offset, view[pos + head:pos + head + size].tobytes()))
+                pos += head + size
         if pos:
             del buf[:pos]
         return frames
