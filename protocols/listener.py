@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 # between bind and listen, so a test can race another broker into that gap.
 STOP_AFTER_BIND_ENV = "ROCKETPORT_STOP_AFTER_BIND"
 BACKLOG = 100  # asyncio's create_server default
+CLOSE_GRACE_S = 2.0  # at stop: how long a closing session may take before it is aborted
 
 
 class ListenError(OSError):
@@ -133,7 +134,13 @@ class Listener:
         sessions = list(self.sessions)
         for session in sessions:
             session.close()
-        await asyncio.gather(*(s.wait_closed() for s in sessions), return_exceptions=True)
+        closing = asyncio.gather(*(s.wait_closed() for s in sessions), return_exceptions=True)
+        try:  # a TLS session's close waits for the peer's close_notify: not at stop
+            await asyncio.wait_for(asyncio.shield(closing), CLOSE_GRACE_S)
+        except asyncio.TimeoutError:
+            for session in sessions:
+                session.abort()
+            await closing
         await self._server.wait_closed()
         self._server = None
 

@@ -187,7 +187,9 @@ class TlsGate(asyncio.Protocol):
         handoff = _Handoff()
         started = asyncio.ensure_future(self._loop.start_tls(
             transport, handoff, self.policy.context, server_side=True,
-            ssl_handshake_timeout=self.policy.handshake_timeout))
+            ssl_handshake_timeout=self.policy.handshake_timeout,
+            # a peer that never answers close_notify holds a closing session no longer than this
+            ssl_shutdown_timeout=self.policy.handshake_timeout))
         await asyncio.sleep(0)
         self._loop.call_soon(self._feed, transport)
         try:
