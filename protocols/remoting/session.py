@@ -226,12 +226,6 @@ class RemotingSession(Session):
         if self.transport is not None and not self.transport.is_closing():
             self._emit_all(frames)
 
-    def emit(self, frames: list[Buffer]) -> None:
-        """Queue response frames a lane built after a wait (SYNC_MASTER's slave, SYNC_FLUSH's
-        fsync); dropped once the connection is closing."""
-        if self.transport is not None and not self.transport.is_closing():
-            self._emit_all(frames)
-
     def push_oneway(self, request: RemotingCommand) -> None:
         """Send a broker-initiated request (39, 40) without waiting for any answer."""
         request.opaque = next(self._opaque)
