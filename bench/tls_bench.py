@@ -4,8 +4,8 @@ AMQP raw publish with confirms (100 B, 1 KiB), and TLS handshakes a second.
 Run: python bench/tls_bench.py [--messages N] [--passes P]
 One broker subprocess (uvloop) serves each protocol on its plaintext port and on its
 tlsPort, with a throwaway CA and an ECDSA P-256 server certificate (tests/tls/certs.py);
-the bench's raw clients (bench/kafka_bench.py, bench/amqp_bench.py) are the same on both
-ports, TLS added by the client's asyncio.open_connection. Plain and TLS passes alternate;
+the bench's raw clients (bench/kafka_bench.py, bench/amqp_bench.py, on uvloop) are the same
+on both ports, TLS added by the client's asyncio.open_connection. Plain and TLS passes alternate;
 each row is the best pass: {"bench": "tls", "case": ..., "value": TLS msg/s, "plain": ...,
 "ratio": TLS/plain, "floor": 0.5 (100 B) or 0.7 (1 KiB)}. handshakes_per_s: sequential
 connect + TLS handshake + close from one client (TLS 1.3, no session resumption).
@@ -77,6 +77,8 @@ def handshakes(port: int, context: ssl.SSLContext, seconds: float) -> float:
 
 
 def main() -> None:
+    import uvloop  # the clients on uvloop too, as kafka_bench's: asyncio's pure-Python TLS would bound them
+    run = uvloop.run
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--passes", type=int, default=2)
@@ -105,15 +107,15 @@ def main() -> None:
                 for n in range(args.passes):
                     for port in ((kafka, kafka_tls) if n % 2 == 0 else (kafka_tls, kafka)):
                         topic = f"t{size}-{port}-{n}"
-                        asyncio.run(kafka_bench.create_topic(port, topic))
-                        rate = args.messages / asyncio.run(kafka_bench.raw_produce(port, topic, size, args.messages))
+                        run(kafka_bench.create_topic(port, topic))
+                        rate = args.messages / run(kafka_bench.raw_produce(port, topic, size, args.messages))
                         best[("produce", port)] = max(best.get(("produce", port), 0.0), rate)
-                        rate = args.messages / asyncio.run(kafka_bench.raw_fetch(port, topic, args.messages))
+                        rate = args.messages / run(kafka_bench.raw_fetch(port, topic, args.messages))
                         best[("fetch", port)] = max(best.get(("fetch", port), 0.0), rate)
                     for port in ((amqp, amqp_tls) if n % 2 == 0 else (amqp_tls, amqp)):
-                        asyncio.run(declare_queue(port))
+                        run(declare_queue(port))
                         count = args.messages // 4
-                        rate = count / asyncio.run(amqp_bench.raw_publish(port, count, size))
+                        rate = count / run(amqp_bench.raw_publish(port, count, size))
                         best[("publish", port)] = max(best.get(("publish", port), 0.0), rate)
                 suffix = "100B" if size == 100 else "1KiB"
                 emit(f"kafka_raw_produce_{suffix}", best[("produce", kafka_tls)], best[("produce", kafka)], "msg/s", floor)
