@@ -213,8 +213,9 @@ def test_send_message_creates_a_missing_topic_through_a_standalone_name_server(r
         while run_cli("clusterList", "-n", f"127.0.0.1:{port}").returncode != 0:
             assert time.monotonic() < deadline, "name server did not start"
             time.sleep(0.2)
+        # a master with namesrvAddr offers its HA port (listenPort + 1 unless set): a free one
         config = dataclasses.replace(remoting_config, namesrv=ProtocolConfig(False, 0),
-                                     namesrv_addr=f"127.0.0.1:{port}")
+                                     namesrv_addr=f"127.0.0.1:{port}", ha_listen_port=free_port())
         live = start_live_broker(config)
         try:
             while live.addr not in run_cli("clusterList", "-n", f"127.0.0.1:{port}").stdout:

@@ -54,8 +54,9 @@ def test_broker_registers_with_standalone_name_server(remoting_config):
         namesrv = RemotingListener(handlers, "127.0.0.1", 0)
         await handlers.start()
         await namesrv.start()
+        # a master with namesrvAddr offers its HA port (listenPort + 1 unless set): a free one
         config = dataclasses.replace(remoting_config, namesrv_addr=f"127.0.0.1:{namesrv.port}",
-                                     listen_port=free_port())
+                                     listen_port=free_port(), ha_listen_port=free_port())
         server = BrokerServer(config)
         await server.start()
         try:
