@@ -90,11 +90,16 @@ class Broker:
         self.kafka, self.remoting, self.namesrv = free_port(), free_port(), free_port()
         self.proc: subprocess.Popen | None = None
         self.log = open(os.path.join(os.path.dirname(store), "broker.log"), "a")
+        # a standalone name server (a broker with namesrvAddr registers with it, every 30 s)
+        self.namesrv_proc = subprocess.Popen([sys.executable, "-m", "rocketport", "namesrv", "--host", "127.0.0.1",
+                                              "-p", str(self.namesrv)], stdout=subprocess.DEVNULL,
+                                             stderr=self.log, cwd=REPO)
+        wait_for_port(self.namesrv, self.namesrv_proc)
 
     def start(self) -> float:
         """Seconds until the broker logs ready."""
         settings = [f"storePathRootDir={self.store}", f"listenPort={self.remoting}",
-                    f"namesrv.port={self.namesrv}", f"kafka.port={self.kafka}", "amqp.port=0",
+                    "namesrv.enabled=false", f"kafka.port={self.kafka}", "amqp.port=0",
                     "stomp.port=0", "stomp.wsPort=0", "http.port=0", f"namesrvAddr=127.0.0.1:{self.namesrv}"]
         args = [a for s in settings for a in ("--set", s)]
         start = time.perf_counter()
@@ -246,6 +251,7 @@ def main() -> None:
     finally:
         if broker.proc is not None and broker.proc.poll() is None:
             broker.proc.kill()
+        broker.namesrv_proc.kill()
     if not args.skip_rabbitmq:
         rabbitmq_rows(workdir, queues)
     shutil.rmtree(workdir, ignore_errors=True)

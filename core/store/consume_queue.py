@@ -106,7 +106,8 @@ class ConsumeQueue:
         stored record whose entry could not be written (a hole in the queue, and a put that
         failed after its record was appended). A comparison when the last mapped segment has
         room; else the missing segments are made (normally the preparer has made them, and
-        this finds them there), and `put` maps them when it gets there.
+        this finds them there), and `put` maps them when it gets there; a queue's first
+        segment is mapped here.
         """
         files = self.queue.files
         end = (queue_offset + count) * CQ_ENTRY_SIZE
@@ -117,9 +118,13 @@ class ConsumeQueue:
             with creating(self.directory):  # EMFILE & co: refused, retriable
                 last.ensure_backed(min(end - last.file_from_offset, self.file_size))
             start = last.end_offset
-        else:
+        else:  # the queue's first segment is mapped here: its first put opens it once, not twice
             pos = queue_offset * CQ_ENTRY_SIZE
-            start = pos - pos % self.file_size
+            first = self.queue.create_file(pos - pos % self.file_size)
+            self.min_logic_offset = self.queue.min_offset // CQ_ENTRY_SIZE
+            with creating(self.directory):
+                first.ensure_backed(min(end - first.file_from_offset, self.file_size))
+            start = first.end_offset
         for segment in range(start, end, self.file_size):
             self.queue.make_file(segment, end - segment)
 

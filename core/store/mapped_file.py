@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import mmap
 import os
 from collections.abc import Iterator
@@ -40,6 +41,7 @@ CANNOT_RESERVE = frozenset((errno.EOPNOTSUPP, errno.EINVAL))
 # creation is refused as StoreUnavailable (retriable), and the broker keeps serving
 EXHAUSTED = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOMEM))
 PAGE = mmap.PAGESIZE
+log = logging.getLogger(__name__)
 _UNMAPPED = memoryview(b"")  # the view of a file whose mapping was dropped
 
 
@@ -86,7 +88,8 @@ def creating(path: str) -> Iterator[None]:
     except OSError as exc:
         if exc.errno in NO_SPACE:
             raise DiskFull(f"cannot create {path}: {exc.strerror}") from exc
-        if exc.errno in EXHAUSTED:
+        if exc.errno in EXHAUSTED:  # one line, no traceback: the client is told to retry
+            log.warning("cannot make or map %s: %s; refused as retriable", path, exc.strerror)
             raise StoreUnavailable(f"cannot create {path}: {exc.strerror}") from exc
         raise
 

@@ -139,6 +139,7 @@ def test_more_queues_than_descriptors_and_a_limit_is_a_retriable_error(tmp_path)
         assert proc.poll() is None
         text = log.read_text()
         assert "closing the connection" not in text, text[-3000:]
+        assert "refused as retriable" in text  # the one line the refusal logs
     finally:
         proc.kill()
         proc.wait(30)
