@@ -47,6 +47,12 @@ def make_credential(mechanism: str, password: str, iterations: int = MIN_ITERATI
     hash_name = MECHANISMS[mechanism]
     salt = salt if salt is not None else secrets.token_bytes(32)
     salted = hashlib.pbkdf2_hmac(hash_name, password.encode("utf-8"), salt, iterations)
+    return credential_from_salted(mechanism, salt, salted, iterations)
+
+
+def credential_from_salted(mechanism: str, salt: bytes, salted: bytes, iterations: int) -> ScramCredential:
+    """The keys from a SaltedPassword (what AlterUserScramCredentials sends, never the password)."""
+    hash_name = MECHANISMS[mechanism]
     client_key = _hmac(hash_name, salted, b"Client Key")
     return ScramCredential(salt, iterations, hashlib.new(hash_name, client_key).digest(),
                            _hmac(hash_name, salted, b"Server Key"))
@@ -98,6 +104,12 @@ class ScramCredentials:
             raise ScramError(f"iterations must be at least {MIN_ITERATIONS}")
         self._load()
         self._users.setdefault(user, {})[mechanism] = make_credential(mechanism, password, iterations)
+        self._save()
+
+    def put(self, user: str, mechanism: str, credential: ScramCredential) -> None:
+        """Store a credential made elsewhere (AlterUserScramCredentials' salted password)."""
+        self._load()
+        self._users.setdefault(user, {})[mechanism] = credential
         self._save()
 
     def delete(self, user: str, mechanism: str) -> bool:

@@ -30,6 +30,7 @@ from .groups import GroupHandlers
 from .produce import ProduceHandler
 from .requests import BrokerNode, Handler, RequestContext, may_use_topic, partitions
 from .sasl import SaslServer, parse_mechanisms
+from .scram_admin import ScramAdminHandlers
 from .schema import ApiKey
 from .topic_ids import TopicIds
 from .transactions import TransactionHandlers
@@ -69,6 +70,8 @@ class KafkaHandlers:
                        DescribeTopicsHandlers(broker, self.node, self.topic_ids),
                        AdminHandlers(broker, self.encoder, self.topic_ids), TransactionHandlers(broker, self.coordinator, self.consumer_groups)):
             self.table.update(family.table)
+        # KIP-554 on the SCRAM file (served with or without SASL: kafka-configs sets credentials first)
+        self.table.update(ScramAdminHandlers(ScramCredentials(config.scram_credentials_path)).table)
 
     def close(self) -> None:
         self.consumer_groups.close()

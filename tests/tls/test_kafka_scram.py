@@ -24,6 +24,7 @@ ACL = """\
 accounts:
   - accessKey: alice
     secretKey: plain-secret
+    admin: true
     defaultTopicPerm: PUB|SUB
     defaultGroupPerm: SUB
 """
@@ -108,3 +109,27 @@ def test_malformed_and_replayed_messages_are_refused(tmp_path):
         server.step(b"c=biws,r=other,p=AAAA")
     with pytest.raises(ScramError):
         server.step(b"c=biws,r=other,p=AAAA")  # finished: no second try on one exchange
+
+
+def test_admin_client_sets_describes_and_deletes_scram_credentials(scram_broker):
+    """KIP-554 with confluent-kafka's AdminClient (SASL/PLAIN as the admin account)."""
+    from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialDeletion, UserScramCredentialUpsertion)
+    live, creds = scram_broker
+    admin = AdminClient({"bootstrap.servers": live.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice", "sasl.password": "pw-256"})
+    upsert = UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                          b"new-512-password", b"salt-of-the-test")
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(10)
+    described = admin.describe_user_scram_credentials().result(10)  # every user: one future
+    assert set(described) == {"alice"}
+    infos = {(i.mechanism, i.iterations) for i in described["alice"].scram_credential_infos}
+    assert infos == {(ScramMechanism.SCRAM_SHA_256, 4096), (ScramMechanism.SCRAM_SHA_512, 8192)}
+    assert "new-512-password" not in open(creds).read()
+    assert _produce(live, None, "SCRAM-SHA-512", "new-512-password")[0] == 1
+    assert _produce(live, None, "SCRAM-SHA-512", "pw-512")[0] == 0  # the old one is gone
+    deletion = UserScramCredentialDeletion("alice", ScramMechanism.SCRAM_SHA_512)
+    for future in admin.alter_user_scram_credentials([deletion]).values():
+        future.result(10)
+    assert _produce(live, None, "SCRAM-SHA-512", "new-512-password")[0] == 0

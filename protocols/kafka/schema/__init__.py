@@ -21,6 +21,7 @@ from .consumer_group_heartbeat import CONSUMER_GROUP_HEARTBEAT
 from .create_partitions import CREATE_PARTITIONS
 from .create_topics import CREATE_TOPICS
 from .delete_records import DELETE_RECORDS
+from .user_scram_credentials import ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_USER_SCRAM_CREDENTIALS
 from .delete_topics import DELETE_TOPICS
 from .describe_configs import DESCRIBE_CONFIGS
 from .describe_groups import DESCRIBE_GROUPS
@@ -78,6 +79,8 @@ class ApiKey(IntEnum):
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
@@ -106,6 +109,8 @@ APIS: Final[dict[int, Api]] = {
         CREATE_TOPICS,
         DELETE_TOPICS,
         DELETE_RECORDS,
+        DESCRIBE_USER_SCRAM_CREDENTIALS,
+        ALTER_USER_SCRAM_CREDENTIALS,
         INIT_PRODUCER_ID,
         ADD_PARTITIONS_TO_TXN,
         ADD_OFFSETS_TO_TXN,
