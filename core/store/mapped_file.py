@@ -30,7 +30,7 @@ import os
 from collections.abc import Iterator
 
 from ..errors import DiskFull, StoreUnavailable
-from .libc_map import CLOSED, map_file, sync_mapping
+from .libc_map import CLOSED, advise_random, map_file, sync_mapping
 
 # what a file system answers when it has no room for a file (or its owner's quota is used)
 NO_SPACE = frozenset((errno.ENOSPC, errno.EDQUOT))
@@ -203,6 +203,7 @@ class MappedFile:
         self.wrote_position = 0
         self.flushed_position = 0
         if budget is not None:
+            advise_random(self.mm)
             budget.touch(self)
 
     def mapped(self) -> memoryview:
@@ -222,6 +223,7 @@ class MappedFile:
                 self.mm = map_file(fd, self.file_size)
             finally:
                 os.close(fd)
+        advise_random(self.mm)
         self.view = memoryview(self.mm).cast("B")
 
     def unmap(self) -> None:
