@@ -436,9 +436,12 @@ def test_store_maintenance_verbs_and_a_live_config_change_that_survives_a_restar
         assert len(list((root / "consumequeue" / "Keep" / "0").iterdir())) < len(queue_files)
     finally:
         stop(proc)
-    topics = orjson.loads((root / "config" / "topics.json").read_bytes())
-    del topics["topicConfigTable"]["Gone"]  # a config restored from before the topic existed
-    (root / "config" / "topics.json").write_bytes(orjson.dumps(topics))
+    # a topic table restored from before the topic existed (the table and its change log)
+    from rocketport.core.metadata.topics import TopicConfigManager
+    table = TopicConfigManager(str(root / "config"))
+    table.load()  # folds the change log into topics.json
+    del table.table["Gone"]
+    table.persist()
     proc, namesrv = _broker_process(root, *small)
     try:
         config = {r["key"]: r["value"] for r in orjson.loads(
