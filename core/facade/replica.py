@@ -33,21 +33,19 @@ def apply_topics(broker: "Broker", raw: dict[str, Any]) -> bool:
     """The master's topic table (its JSON: name -> TopicConfig object); whether anything
     changed. ValueError, KeyError or TypeError for a table that is not one."""
     _slave_only(broker)
-    table = {str(name): TopicConfig.from_json(d) for name, d in raw.items()}
-    mine = broker.topics
-    if {n: c.to_json() for n, c in mine.table.items()} == {n: c.to_json() for n, c in table.items()}:
-        return False
-    mine.table = dict(table)
-    mine.data_version += 1
-    mine.persist()
-    return True
+    return _replace_table(broker.topics, {str(name): TopicConfig.from_json(d) for name, d in raw.items()})
 
 
 def apply_groups(broker: "Broker", raw: dict[str, Any]) -> bool:
     """The master's subscription groups (its JSON: name -> SubscriptionGroupConfig)."""
     _slave_only(broker)
-    table = {str(name): SubscriptionGroupConfig.from_json(d) for name, d in raw.items()}
-    mine = broker.groups
+    return _replace_table(broker.groups,
+                          {str(name): SubscriptionGroupConfig.from_json(d) for name, d in raw.items()})
+
+
+def _replace_table(mine: Any, table: dict[str, Any]) -> bool:
+    """Put the master's table (topic or subscription-group configs) in place of ours and
+    save it; whether it differed."""
     if {n: c.to_json() for n, c in mine.table.items()} == {n: c.to_json() for n, c in table.items()}:
         return False
     mine.table = dict(table)

@@ -35,7 +35,6 @@ event loop's TimerHandles, all cancelled by :meth:`close`; no sockets, no codec.
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import logging
 import time
@@ -47,7 +46,7 @@ from typing import Any, Final
 import re2
 
 from .assignors import ASSIGNORS, Assignment, MemberSpec
-from .coordinator import CallLater, GroupCoordinator, GroupState, Timer
+from .coordinator import CallLater, GroupCoordinator, GroupState, Timer, schedule
 from .errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -177,8 +176,7 @@ class ConsumerGroupCoordinator:
         self._call_later = call_later
 
     def _later(self, delay_s: float, callback: Callable[..., object], *args: Any) -> Timer:
-        call_later = self._call_later or asyncio.get_running_loop().call_later
-        return call_later(delay_s, callback, *args)
+        return schedule(self._call_later, delay_s, callback, *args)
 
     def close(self) -> None:
         for group in self.groups.values():

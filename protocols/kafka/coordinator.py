@@ -35,6 +35,12 @@ class Timer(Protocol):
 
 CallLater = Callable[..., Timer]  # (delay_s, callback, *args), as loop.call_later
 
+
+def schedule(call_later: CallLater | None, delay_s: float, callback: Callable[..., object], *args: Any) -> Timer:
+    """A group timer through ``call_later`` (a test's fake), else the running loop's."""
+    return (call_later or asyncio.get_running_loop().call_later)(delay_s, callback, *args)
+
+
 MIN_SESSION_TIMEOUT_MS: Final = 1000
 MAX_SESSION_TIMEOUT_MS: Final = 30 * 60 * 1000
 
@@ -112,8 +118,7 @@ class GroupCoordinator:
         self._call_later = call_later
 
     def _later(self, delay_s: float, callback: Callable[..., object], *args: Any) -> Timer:
-        call_later = self._call_later or asyncio.get_running_loop().call_later
-        return call_later(delay_s, callback, *args)
+        return schedule(self._call_later, delay_s, callback, *args)
 
     def close(self) -> None:
         """Cancel every timer and fail every waiter: the front-end is stopping."""
