@@ -427,22 +427,45 @@ async def _read_confirms(client: RawClient, confirmed: int) -> int:
 
 
 async def raw_publish(port: int, count: int, size: int) -> float:
+    client = await _confirming(port)
+    start = time.perf_counter()
+    await _publish_windowed(client, _publish_frames(size), count)
+    elapsed = time.perf_counter() - start
+    await client.close()
+    return elapsed
+
+
+async def _confirming(port: int) -> RawClient:
+    """A raw client with confirms on channel 1."""
     client = await RawClient.connect(port)
     client.send(1, commands.Confirm.Select())
     await client.expect(commands.Confirm.SelectOk)
-    one = _publish_frames(size)
+    return client
+
+
+async def _publish_windowed(client: RawClient, one: bytes, count: int) -> None:
+    """``count`` copies of the pre-encoded publish ``one``, up to RAW_WINDOW unconfirmed."""
     chunk = one * 100
     confirmed = sent = 0
-    start = time.perf_counter()
     while confirmed < count:
         while sent < count and sent - confirmed < RAW_WINDOW:
             n = min(100, count - sent)
             client.writer.write(chunk if n == 100 else one * n)
             sent += n
         confirmed = await _read_confirms(client, confirmed)
-    elapsed = time.perf_counter() - start
-    await client.close()
-    return elapsed
+
+
+async def _publish_in_confirmed_batches(client: RawClient, frames: Callable[[int, int], bytes],
+                                        count: int) -> None:
+    """``count`` publishes, CONFIRM_BATCH at a time (``frames(first, n)`` encodes them),
+    each batch written once the previous one is confirmed."""
+    confirmed = sent = 0
+    while confirmed < count:
+        if confirmed >= sent:
+            n = min(CONFIRM_BATCH, count - sent)
+            client.writer.write(frames(sent, n))
+            sent += n
+        confirmed = await _read_confirms(client, confirmed)
 
 
 def _for_pamqp(table: dict[str, Any]) -> dict[str, Any]:
@@ -455,17 +478,9 @@ async def raw_publish_typed(port: int, count: int, size: int) -> float:
     table (`typed_headers`), frames encoded before the clock starts, one confirm wait per
     1,000 (as `raw_publish_confirm`)."""
     messages = [_publish_frames(size, headers=_for_pamqp(typed_headers(i))) for i in range(count)]
-    client = await RawClient.connect(port)
-    client.send(1, commands.Confirm.Select())
-    await client.expect(commands.Confirm.SelectOk)
-    confirmed = sent = 0
+    client = await _confirming(port)
     start = time.perf_counter()
-    while confirmed < count:
-        if confirmed >= sent:
-            n = min(CONFIRM_BATCH, count - sent)
-            client.writer.write(b"".join(messages[sent:sent + n]))
-            sent += n
-        confirmed = await _read_confirms(client, confirmed)
+    await _publish_in_confirmed_batches(client, lambda first, n: b"".join(messages[first:first + n]), count)
     elapsed = time.perf_counter() - start
     await client.close()
     return elapsed
@@ -483,19 +498,10 @@ def _publish_frames(size: int, queue: str = QUEUE, headers: dict[str, Any] | Non
 async def raw_publish_confirm(port: int, count: int, size: int) -> float:
     """Seconds to publish ``count`` persistent messages with confirms, pre-encoded, one wait
     per 1,000 (written in one go; the next 1,000 once the broker confirmed them all)."""
-    client = await RawClient.connect(port)
-    client.send(1, commands.Confirm.Select())
-    await client.expect(commands.Confirm.SelectOk)
     one = _publish_frames(size)
-    batch = one * CONFIRM_BATCH
-    confirmed = sent = 0
+    client = await _confirming(port)
     start = time.perf_counter()
-    while confirmed < count:
-        if confirmed >= sent:
-            n = min(CONFIRM_BATCH, count - sent)
-            client.writer.write(batch if n == CONFIRM_BATCH else one * n)
-            sent += n
-        confirmed = await _read_confirms(client, confirmed)
+    await _publish_in_confirmed_batches(client, lambda first, n: one * n, count)
     elapsed = time.perf_counter() - start
     await client.close()
     return elapsed
@@ -610,19 +616,9 @@ async def dlx_expiry(port: int, count: int) -> float:
     started = asyncio.Event()
     drain = asyncio.ensure_future(raw_drain(port, count, DLX_QUEUE, started))
     await started.wait()
-    client = await RawClient.connect(port)
-    client.send(1, commands.Confirm.Select())
-    await client.expect(commands.Confirm.SelectOk)
-    one = _publish_frames(100, TTL_QUEUE)
-    chunk = one * 100
-    confirmed = sent = 0
+    client = await _confirming(port)
     start = time.perf_counter()
-    while confirmed < count:
-        while sent < count and sent - confirmed < RAW_WINDOW:
-            n = min(100, count - sent)
-            client.writer.write(chunk if n == 100 else one * n)
-            sent += n
-        confirmed = await _read_confirms(client, confirmed)
+    await _publish_windowed(client, _publish_frames(100, TTL_QUEUE), count)
     await drain
     elapsed = time.perf_counter() - start
     await client.close()
