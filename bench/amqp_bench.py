@@ -789,6 +789,7 @@ def main() -> None:
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="amqp-bench-")
     targets: dict[str, Target] = {}
+    peer: Target | None = None
     try:
         targets["sync"] = start_rocketport(workdir, "SYNC_FLUSH")
         targets["async"] = start_rocketport(workdir, "ASYNC_FLUSH")
@@ -808,10 +809,8 @@ def main() -> None:
                         ceilings.setdefault(row, []).append(value)
             for row, values in mine.items():
                 report(row, values, theirs.get(row, []), ceilings.get(row))
-        if peer is not None:
-            peer.stop()
-    finally:
-        for target in targets.values():
+    finally:  # a case that fails must not leave a RabbitMQ node running
+        for target in [*targets.values(), *([peer] if peer is not None else [])]:
             target.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
