@@ -93,7 +93,8 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         self.wall_clock = wall_clock
         config_dir = os.path.join(config.store_path_root_dir, "config")
         self._lock = StoreLock(config.store_path_root_dir)
-        self.store = MessageStore(config, tags_code_of=_tags_code_of)
+        self.store = MessageStore(config, tags_code_of=_tags_code_of,
+                                  ruled_topics=frozenset({SCHEDULE_TOPIC}))
         self.topics = TopicConfigManager(config_dir)
         self.groups = SubscriptionGroupManager(config_dir)
         self.offsets = ConsumerOffsetManager(config_dir)

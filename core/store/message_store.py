@@ -58,7 +58,11 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreReplica):
     recovery are the inherited role classes' (see the module docstring)."""
 
     def __init__(self, config: BrokerConfig,
-                 tags_code_of: Callable[[str, dict[str, str]], int] | None = None) -> None:
+                 tags_code_of: Callable[[str, dict[str, str]], int] | None = None,
+                 ruled_topics: frozenset[str] = frozenset()) -> None:
+        """``tags_code_of`` gives a record's ConsumeQueue tags code (None: the TAGS hash);
+        ``ruled_topics`` are the topics where its rule is not the TAGS hash (the schedule
+        topic's due times), which no fast path may code from the TAGS bytes alone."""
         self.config = config
         self.root = config.store_path_root_dir
         self.cq_root = config.consume_queue_dir
@@ -79,6 +83,7 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreReplica):
         self._verify_from = 0
         self._last_checkpoint_dispatched = 0
         self._tags_code_of = tags_code_of  # None: the TAGS hash (delay topics override)
+        self.ruled_topics = ruled_topics
         self.dispatch_listeners: list[Callable[[str, int, int], None]] = []
         # (topic, queue id, base offset, record batch) of every inner batch, as it is appended
         self.batch_listeners: list[Callable[[str, int, int, bytes | memoryview], None]] = []

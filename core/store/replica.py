@@ -41,9 +41,6 @@ log = logging.getLogger(__name__)
 # A record's fields a plain record's dispatch needs, from its queue id (offset 12) to its body
 # length (84): queue id, (flag), queue offset, physical offset, sys flag, (born..prepared), body length.
 _PLAIN_FIELDS = struct.Struct(">i4xqqi44xi")
-# Topics whose ConsumeQueue tags code a rule other than the TAGS hash gives (core/broker.py's
-# _tags_code_of: the schedule topic's due times): their records take recovery's full rule.
-RULED_TOPICS = frozenset({"SCHEDULE_TOPIC_XXXX"})
 # Pure caches of the fast path (cleared past _CACHED entries): a topic's bytes -> its name,
 # a TAGS value (undecoded, None for none) -> its tags code.
 _TOPIC_NAMES: dict[bytes, str] = {}
@@ -94,6 +91,7 @@ class StoreReplica(StoreDispatch):
         unpack = SIZE_MAGIC.unpack_from
         dispatch_from_record = self._dispatch_from_record
         record_listeners = self.record_listeners
+        ruled = self.ruled_topics  # their tags code is not the TAGS hash: recovery's full rule
         fields, props_len_of, pack_entry = _PLAIN_FIELDS.unpack_from, PROPS_LEN.unpack_from, CQ_ENTRY.pack
         topic_names, codes = _TOPIC_NAMES, _TAGS_CODES
         if len(topic_names) > _CACHED or len(codes) > _CACHED:
@@ -135,7 +133,7 @@ class StoreReplica(StoreDispatch):
                         if topic is None:
                             topic = topic_names[topic_bytes] = topic_bytes.decode("utf-8", "replace")
                         (props_len,) = props_len_of(view, topic_end)
-                        if (topic in record_listeners or topic in RULED_TOPICS or props_len < 0
+                        if (topic in record_listeners or topic in ruled or props_len < 0
                                 or FIXED_SIZE + body_len + topic_end - p - 1 + props_len != total
                                 or record_phys != base + pos):
                             topic = None  # recovery's rule, which says what is wrong

@@ -43,6 +43,7 @@ class StoreState:
     _verify_from: int
     _last_checkpoint_dispatched: int
     _tags_code_of: Callable[[str, dict[str, str]], int] | None
+    ruled_topics: frozenset[str]
     dispatch_listeners: list[Callable[[str, int, int], None]]
     batch_listeners: list[Callable[[str, int, int, bytes | memoryview], None]]
     record_listeners: dict[str, Callable[[memoryview], None]]  # a slave: records of these topics

@@ -19,7 +19,14 @@ from rocketport.common.message import Message
 from rocketport.core.broker import Broker
 from rocketport.core.config import BrokerConfig
 from rocketport.core.errors import NotMaster
-from rocketport.core.ha.codec import FrameDecoder, HAProtocolError, ReportDecoder, encode_frame_header, encode_report
+from rocketport.core.ha.codec import (
+    FrameDecoder,
+    HAProtocolError,
+    ReportDecoder,
+    encode_frame_header,
+    encode_report,
+)
+from rocketport.core.schedule import SCHEDULE_TOPIC
 from rocketport.core.txn.producer_state import SequenceCheck
 from tests.support.aio import run
 from tests.support.remoting import free_port
@@ -75,7 +82,7 @@ def test_the_slave_log_is_the_masters_and_dispatched_as_the_master_did(tmp_path)
             end = master.store.commitlog.max_offset
             assert slave.store.commitlog.max_offset == end
             assert digest(slave, end) == digest(master, end)
-            assert ("SCHEDULE_TOPIC_XXXX", 2) in master.store.consume_queues
+            assert (SCHEDULE_TOPIC, 2) in master.store.consume_queues  # coded by due time, not TAGS
             for key, cq in master.store.consume_queues.items():  # entries byte for byte: tags codes too
                 assert slave.store.consume_queues[key].max_offset == cq.max_offset, key
                 assert (bytes(slave.store.consume_queues[key].entries(0, cq.max_offset))
