@@ -191,11 +191,7 @@ def unacked_window(peer: Peer) -> list:
         recorder.wait_receipt("sent")
     with connected(peer) as (conn, recorder):
         conn.subscribe(destination, id="s", ack="client")
-        try:
-            recorder.wait_messages(151)
-        except AssertionError:
-            pass  # fewer came: the count says how many
-        messages = recorder.messages()
+        messages = recorder.messages_up_to(151)  # fewer may come: the count is the observation
         ack(conn, "1.2", messages[-1], receipt="acked")
         recorder.wait_receipt("acked")
         return [len(messages)]
