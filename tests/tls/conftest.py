@@ -3,16 +3,30 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from rocketport.core.config import BrokerConfig, ProtocolConfig
 from rocketport.protocols import tls
+from rocketport.protocols.listener import ListenError
 from tests.support.live_broker import LiveBroker, start_live_broker
 from tests.tls.certs import Pki, make_pki
 
 HANDSHAKE_TIMEOUT_S = 1.0  # the stalled-handshake test waits this long, not the default 10 s
+
+
+def _started(config_for: Callable[[str], BrokerConfig], tmp_path: Path, loop_kind: str) -> LiveBroker:
+    """A live broker on the TLS ports ``free_port`` picked; picked again (and a fresh store)
+    when another process took one between the pick and the bind (the keys' 0 means off, so
+    the broker cannot pick them itself). At most three tries."""
+    for attempt in range(2):
+        try:
+            return start_live_broker(config_for(str(tmp_path / f"store{attempt}")), loop_kind)
+        except ListenError:
+            continue  # a port was taken between the pick and the bind: pick them all again
+    return start_live_broker(config_for(str(tmp_path / "store2")), loop_kind)
 
 
 def free_port() -> int:
@@ -44,7 +58,7 @@ def tls_config(store: str, pki: Pki, **overrides) -> BrokerConfig:
 @pytest.fixture(params=["asyncio", "uvloop"])
 def tls_broker(request, tmp_path, pki, monkeypatch) -> Iterator[LiveBroker]:
     monkeypatch.setattr(tls, "HANDSHAKE_TIMEOUT_S", HANDSHAKE_TIMEOUT_S)
-    live = start_live_broker(tls_config(str(tmp_path / "store"), pki), request.param)
+    live = _started(lambda store: tls_config(store, pki), tmp_path, request.param)
     try:
         yield live
     finally:
@@ -55,8 +69,8 @@ def tls_broker(request, tmp_path, pki, monkeypatch) -> Iterator[LiveBroker]:
 def mtls_broker(tmp_path, pki, monkeypatch) -> Iterator[LiveBroker]:
     """Client certificates required (tls.server.need.client.auth=require)."""
     monkeypatch.setattr(tls, "HANDSHAKE_TIMEOUT_S", HANDSHAKE_TIMEOUT_S)
-    live = start_live_broker(tls_config(str(tmp_path / "store"), pki, tls_server_need_client_auth="require",
-                                        tls_server_mode="enforcing"), "asyncio")
+    live = _started(lambda store: tls_config(store, pki, tls_server_need_client_auth="require",
+                                             tls_server_mode="enforcing"), tmp_path, "asyncio")
     try:
         yield live
     finally:
