@@ -25,6 +25,7 @@ import os
 from rocketport.common.message import PROPERTY_TAGS
 from rocketport.common.tags import tags_code
 
+from .compaction.service import CompactionService
 from .config import BrokerConfig
 from .consumer._clock import LOOP_TIMERS, Clock, Timers, monotonic_ms
 from .consumer.clients import ConsumerManager, ProducerManager
@@ -133,6 +134,10 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         self.consumer_manager = ConsumerManager(config.channel_expired_timeout, clock)
         self.producer_manager = ProducerManager(config.channel_expired_timeout, clock)
         self.lock_manager = RebalanceLockManager(config.rebalance_lock_max_live_time, clock)
+        # compacted topics' own compacted logs (core/compaction), read below their ends
+        self.compaction = CompactionService(config, self.store, self.topics, self.last_stable_offset)
+        self.compacted_logs = self.compaction.snapshots
+        self.store.retention_floor = self.compaction.retention_floor
 
     # ================================================================ lifecycle
     @property
@@ -154,12 +159,14 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
             self.delay_offsets.load()
             self.daily_stats.load()
             await asyncio.to_thread(self.store.open)
+            await asyncio.to_thread(self.compaction.load)
             await asyncio.to_thread(self.producer_states.rebuild, self.store.stored_batches,
                                     self.store.commitlog.min_offset)
             # a topic deleted after the last snapshot: its batches are still in the log
             self.producer_states.keep_topics(self.topics.table)
             self.dedup.floor = self.store.commitlog.max_offset  # keys below: in the log only
         except BaseException:
+            self.compaction.close()
             self.store.close()
             self._lock.release()
             raise
@@ -197,6 +204,10 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
                                 name="producer-state-snapshots")
         self._tasks.create_task(run_every(self.config.client_scan_interval / 1000, self._scan_clients,
                                           self._stop, name="client scan"), name="scan-clients")
+        if writes:  # a slave's compacted logs: not built yet (it reads its CommitLog)
+            self._tasks.create_task(run_every(
+                self.config.compaction_schedule_internal / 1000, self.compaction.run_once, self._stop,
+                name="compacting topics"), name="compaction")
         self.running = True
 
     def _expire_producers(self) -> None:
@@ -219,6 +230,7 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         self.schedule.stop()
         self.transactions.stop()
         self.txn.stop()
+        self.compaction.stop()
         await self._close_delivery_groups()
         self.pull_waiters.close()  # held pulls return now instead of at their timeout
         if self._tasks is not None:
@@ -230,6 +242,7 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         self.daily_stats.sample(self.store.put_count, self.store.get_count)
         await asyncio.to_thread(self.daily_stats.save)
         await self.store.stop()
+        self.compaction.close()
         self._lock.release()
 
     async def __aenter__(self) -> "Broker":

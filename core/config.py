@@ -144,6 +144,14 @@ class BrokerConfig:
     delete_when: str = field(default="04", metadata=_key("deleteWhen"))
     disk_max_used_space_ratio: int = field(default=75, metadata=_key("diskMaxUsedSpaceRatio", minimum=1))
     clean_resource_interval: int = field(default=10_000, metadata=_key("cleanResourceInterval", minimum=10))
+    # log compaction (core/compaction): RocketMQ 5's keys. enableCompaction switches the
+    # compactor; compactionScheduleInternal (sic, RocketMQ's spelling) is the pause between
+    # passes, in ms (15 s, Kafka's log.cleaner.backoff.ms; RocketMQ's default is 15 min);
+    # maxOffsetMapSize bounds the cleaner's key map, in bytes (a compaction covers as many
+    # dirty records as their distinct keys fit in it)
+    enable_compaction: bool = field(default=True, metadata=_key("enableCompaction"))
+    compaction_schedule_internal: int = field(default=15_000, metadata=_key("compactionScheduleInternal", minimum=10))
+    max_offset_map_size: int = field(default=100 << 20, metadata=_key("maxOffsetMapSize", minimum=1024))
     # topics, groups, offsets
     auto_create_topic_enable: bool = field(default=True, metadata=_key("autoCreateTopicEnable"))
     default_topic_queue_nums: int = field(default=8, metadata=_key("defaultTopicQueueNums", minimum=1))

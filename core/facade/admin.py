@@ -26,6 +26,7 @@ from typing import Any, Final
 from rocketport.common.message import MessageExt
 from rocketport.common.message_id import decode_offset_msg_id
 
+from ..compaction.service import CompactionService
 from ..config import BrokerConfig
 from ..consumer._clock import Clock
 from ..consumer.clients import ConsumerManager
@@ -102,6 +103,7 @@ class AdminRole:
     consumer_manager: ConsumerManager
     txn: TxnCoordinator
     producer_states: ProducerStateTable
+    compaction: CompactionService
     daily_stats: DailyStats
     traffic: TrafficStats
     clock: Clock
@@ -161,6 +163,7 @@ class AdminRole:
         self.offsets.remove_topic(topic)
         self.txn.forget_topic(topic)  # its transactions' read-rule state (core/txn)
         self.producer_states.forget_topic(topic)
+        self.compaction.forget_topic(topic)
         self.pull_waiters.notify_all(topic)  # held pulls on it answer now, not at their timeout
 
     def set_topic_attributes(self, topic: str, attributes: dict[str, str]) -> TopicConfig:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from ..compaction.snapshot import CompactedSnapshot
 from ..consumer.clients import ConsumerManager
 from ..consumer.locks import MessageQueueKey, RebalanceLockManager
 from ..consumer.long_polling import PullWaiters
@@ -72,6 +73,7 @@ class ConsumeRole(AdminRole):
     consumer_manager: ConsumerManager
     lock_manager: RebalanceLockManager
     txn_queues: dict[tuple[str, int], QueueTxnState]  # the transactions' read rule, by queue
+    compacted_logs: dict[tuple[str, int], CompactedSnapshot]  # compaction's snapshots, by queue
 
     # ---------------------------------------------------------------- reads
     def check_readable(self, topic: str, queue_id: int) -> TopicConfig:
@@ -94,6 +96,10 @@ class ConsumeRole(AdminRole):
         rule (``isolation``: every reader sees VISIBLE; a Kafka fetch asks for its raw
         read_uncommitted or read_committed view, see core/txn/visibility.py)."""
         self.check_readable(topic, queue_id)
+        if self.compacted_logs:  # below a compacted queue's compacted log's end: read from it
+            snap = self.compacted_logs.get((topic, queue_id))
+            if snap is not None and offset < snap.end:
+                return self.compaction.read(snap, topic, queue_id, offset, max_count, max_bytes)
         if isolation is not Isolation.KAFKA_UNCOMMITTED:
             txn = self.txn_queues.get((topic, queue_id))
             if txn is not None:
@@ -254,6 +260,10 @@ class ConsumeRole(AdminRole):
         return result
 
     def min_offset(self, topic: str, queue_id: int) -> int:
+        if self.compacted_logs:
+            snap = self.compacted_logs.get((topic, queue_id))
+            if snap is not None:
+                return snap.start
         return self.store.min_offset(topic, queue_id)
 
     def max_offset(self, topic: str, queue_id: int) -> int:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import shutil
 import time
@@ -90,11 +91,15 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreReplica):
         # topic -> what a slave does with each replicated record of that topic (the body):
         # state the master carries in the log (core/ha/offset_log.py)
         self.record_listeners: dict[str, Callable[[memoryview], None]] = {}
+        # the lowest CommitLog offset that must outlive retention (core/compaction: the
+        # compacted queues' records not yet copied into their compacted logs)
+        self.retention_floor: Callable[[], int] | None = None
         self.flush_service: FlushService | None = None
         self._deleted_topics: set[str] = set()  # no late preparation may recreate their files
         self._running = False
         self._writable = False
         self.slave = config.is_slave
+        self.write_deadline = math.inf  # an elected master's fence (core/ha/election.py)
         self.recovered_from_crash = False
         self.recovery_report: dict = {}
         self.put_count = self.put_bytes = self.get_count = self.get_bytes = 0
@@ -244,9 +249,10 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreReplica):
             return 0
         reserved_s = self.config.file_reserved_time * 3600
         files = self.commitlog.queue.files
+        floor = self.retention_floor() if self.retention_floor is not None else 1 << 62
         n = 0
         for mf in files[:-1]:
-            if n >= 10:
+            if n >= 10 or mf.end_offset > floor:
                 break
             age = now - os.path.getmtime(mf.path)
             if age >= reserved_s or (disk_full and n == 0):
