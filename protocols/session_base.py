@@ -50,6 +50,7 @@ class Outcome(Protocol):
     def result(self) -> Any: ...
 
 
+MAX_NOTED_GROUPS = 16  # consumer groups one connection is listed with (a client names them)
 READ_SLICE_S = 0.01  # a connection's reads in one loop iteration before others get the loop
 
 
@@ -60,6 +61,9 @@ class Session(asyncio.Protocol):
     # sets them where a request stores messages or starts consuming (per request, not per message)
     produces = False
     consumes = False
+    # the consumer groups it consumes for (the console's members, /metrics' consumer_group
+    # label); a protocol notes a group where a request names one (`note_group`)
+    consumer_groups: frozenset[str] = frozenset()
 
     def __init__(self, on_open: Callable[[Session], bool] | None = None,
                  on_closed: Callable[[Session], None] | None = None) -> None:
@@ -111,6 +115,12 @@ class Session(asyncio.Protocol):
         self._update_reading()
         for subscriber in self._subscribers():
             subscriber.resume()
+
+    def note_group(self, group: str) -> None:
+        """This connection consumes for ``group`` (cheap when already noted: once a request)."""
+        self.consumes = True
+        if group not in self.consumer_groups and len(self.consumer_groups) < MAX_NOTED_GROUPS:
+            self.consumer_groups = self.consumer_groups | {group}
 
     # ------------------------------------------------------------------ for subclasses
     def _busy(self) -> bool:

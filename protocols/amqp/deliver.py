@@ -76,6 +76,7 @@ class DeliverHandlers:
         name = channel.queue_named(method.queue)
         state = self.vhost.queue(name, session, use=True)
         require(session.account, name, SUB)
+        session.note_group(state.group.name)
         priority = _consumer_priority(method.arguments)
         tag = method.consumer_tag or "amq.ctag-" + uuid.uuid4().hex[:22]
         if tag in channel.consumers:
@@ -250,6 +251,7 @@ class DeliverHandlers:
         name = channel.queue_named(method.queue)
         state = self.vhost.queue(name, session, use=True)
         require(session.account, name, SUB)
+        session.note_group(state.group.name)
         self.vhost.limits.enforce(state)
         while True:  # bounded by the queue's messages: each one is dropped or handed out
             delivery = await state.group.get(auto_ack=method.no_ack)

@@ -146,20 +146,34 @@ class Api:
             out.setdefault(group, {})[topic] = {"lag": sum(row["lag"] for row in rows), "queues": rows}
         return out
 
+    def _members(self) -> dict[str, list[dict[str, str]]]:
+        """group -> the open connections consuming for it, whatever their protocol."""
+        out: dict[str, list[dict[str, str]]] = {}
+        for fe in self.front_ends:
+            for session in list(getattr(fe, "sessions", ())):
+                for group in session.consumer_groups:
+                    members = out.setdefault(group, [])
+                    if len(members) < MAX_ITEMS:
+                        members.append({"protocol": fe.name, "address": "%s:%d" % session.peer})
+        return out
+
     def groups(self) -> dict[str, Any]:
-        lags = self._lags()
-        names = sorted(set(lags) | set(self.broker.groups_table()))
+        lags, members = self._lags(), self._members()
+        names = sorted(set(lags) | set(self.broker.groups_table()) | set(members))
         return {"groups": [{"group": name, "lag": sum(t["lag"] for t in lags.get(name, {}).values()),
-                            "topics": sorted(lags.get(name, {}))} for name in names[:MAX_ITEMS]],
+                            "topics": sorted(lags.get(name, {})), "members": _by_protocol(members.get(name, ()))}
+                           for name in names[:MAX_ITEMS]],
                 "total": len(names)}
 
     def group(self, group: str) -> dict[str, Any]:
         lags = self._lags().get(group)
         config = self.broker.find_group(group)
-        if lags is None and config is None:
+        members = self._members().get(group, [])
+        if lags is None and config is None and not members:
             raise ApiError(404, f"no group {group!r}")
         delivering = self.broker.open_delivery_group(group)
         return {"group": group, "lag": sum(t["lag"] for t in (lags or {}).values()), "topics": lags or {},
+                "members": members,
                 "delivery": None if delivering is None else {
                     "consumers": delivering.consumer_count, "ready": delivering.message_count,
                     "unacked": delivering.unacked_count}}
@@ -171,7 +185,8 @@ class Api:
             counts = fe.connections()
             out[fe.name] = {"total": counts.total, "producers": counts.producers, "consumers": counts.consumers,
                             "connections": [{"address": "%s:%d" % session.peer, "produces": session.produces,
-                                             "consumes": session.consumes} for session in sessions]}
+                                             "consumes": session.consumes, "consumerGroups": sorted(session.consumer_groups)}
+                                           for session in sessions]}
         return {"protocols": out}
 
     def messages(self, query: dict[str, str]) -> dict[str, Any]:
@@ -191,6 +206,14 @@ class Api:
         else:
             raise ApiError(400, "give key=, uniqueKey=, or queue= and offset=")
         return {"messages": [_message(msg) for msg in found]}
+
+
+def _by_protocol(members: Sequence[dict[str, str]]) -> dict[str, int]:
+    """How many of a group's members use each protocol."""
+    counts: dict[str, int] = {}
+    for member in members:
+        counts[member["protocol"]] = counts.get(member["protocol"], 0) + 1
+    return counts
 
 
 def _integer(query: dict[str, str], name: str) -> int:

@@ -1,5 +1,5 @@
-"""The HTTP front-end: one listener (``http.host``:``http.port``) serving /metrics and the
-JSON API. It reads the broker and the other front-ends when asked and changes nothing
+"""The HTTP front-end: one listener (``http.host``:``http.port``) serving /metrics, the
+JSON API and the web console. It reads the broker and the other front-ends when asked and changes nothing
 they hold; it starts last and stops first, so a scrape never sees a half-started broker.
 """
 
@@ -19,6 +19,7 @@ from ..listener import Listener
 from ..session_base import Session
 from ..tls import TlsContexts
 from . import api, responses, text_format
+from .console import Console
 from .loop_lag import LoopLag
 from .metrics import BrokerCollector
 from .responses import Response
@@ -39,6 +40,7 @@ class HttpFrontEnd(ListenerFrontEnd):
         self.registry.register(BrokerCollector(broker, front_ends, self.loop_lag))
         ProcessCollector(registry=self.registry)  # CPU, RSS, open files of this process
         self.api = api.Api(broker, front_ends)
+        self.console = Console()
         self.listener = Listener(ROLE, section.host, section.port, self._new_session,
                                  broker.config.connection_limits)
         self.listeners = [self.listener]
@@ -76,9 +78,11 @@ class HttpFrontEnd(ListenerFrontEnd):
             return Response(200, content_type, encode(self.registry))
         if path == "/api" or path.startswith("/api/"):
             return self.api.route(request)
-        if path == "/":
-            return responses.text(200, "Rocketport: GET /metrics (Prometheus), /api/ (JSON); "
-                                       "see docs/observability.md")
+        page = self.console.get(path)
+        if page is not None:
+            if request.method not in ("GET", "HEAD"):
+                return responses.method_not_allowed("GET, HEAD")
+            return page
         return responses.not_found(path)
 
 

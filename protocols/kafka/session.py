@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_IN_FLIGHT: Final = 128
 _PRODUCE: Final = int(ApiKey.PRODUCE)
 _FETCH: Final = int(ApiKey.FETCH)
+# requests naming the consumer group a connection consumes for
+_GROUP_KEYS: Final = frozenset({int(ApiKey.JOIN_GROUP), int(ApiKey.CONSUMER_GROUP_HEARTBEAT)})
 _SASL_APIS: Final = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
@@ -118,6 +120,8 @@ class KafkaSession(OrderedSession[_Pending]):
             self.consumes = True
         elif key == _PRODUCE:
             self.produces = True
+        elif key in _GROUP_KEYS:
+            self.note_group(event.body["group_id"])
         handler = self.handlers.table[key]
         ctx = RequestContext(event.api_version, event.client_id, self.peer, self.principal, self.node)
         self._track(_Pending(eager.start(handler(ctx, event.body)), event.correlation_id,

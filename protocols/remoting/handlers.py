@@ -206,7 +206,7 @@ class BrokerHandlers:
                                       max_count, message_filter=message_filter)
         if result is None:
             return None
-        session.consumes = True
+        session.note_group(h.consumer_group)
         traffic = self.traffic
         traffic.messages_out += result.message_count
         traffic.bytes_out += result.total_bytes
@@ -294,7 +294,7 @@ class BrokerHandlers:
         result = await self.broker.pull(h.consumer_group, h.topic, h.queue_id, h.queue_offset,
                                         max_count, message_filter=message_filter, hold_s=hold)
         code = _pull_code(result, h.queue_offset)
-        session.consumes = True
+        session.note_group(h.consumer_group)
         traffic = self.traffic
         traffic.messages_out += result.message_count
         traffic.bytes_out += result.total_bytes

@@ -117,6 +117,13 @@ class StompSession(OrderedSession[_Pending]):
         return self.handlers is not None and bool(self.handlers.deliver.subs)
 
     @property
+    def consumer_groups(self) -> frozenset[str]:  # type: ignore[override]
+        """The groups of its subscriptions now."""
+        if self.handlers is None:
+            return frozenset()
+        return frozenset(s.group.name for s in self.handlers.deliver.subs.values())
+
+    @property
     def in_flight(self) -> int:
         """Frames awaiting their answer, and subscriptions awaiting messages: a subscriber
         with nothing to read is not idle (the listener's idle sweep must leave it open)."""

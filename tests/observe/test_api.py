@@ -6,12 +6,13 @@ what does not exist 404."""
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
 from tests.observe.metrics_support import (
     TIMEOUT,
@@ -20,6 +21,7 @@ from tests.observe.metrics_support import (
     metrics_url,
     remoting_produce,
 )
+from tests.protocols.stomp.stomp_support import connect as stomp_connect
 from tests.support.live_broker import LiveBroker, start_live_broker
 
 
@@ -76,7 +78,7 @@ def test_topics_and_one_topic(live):
 def test_groups_with_their_lag(live):
     status, body = get(live, "/api/groups")
     assert status == 200
-    assert {"group": "ApiG", "lag": 1, "topics": ["ApiT"]} in body["groups"]
+    assert {"group": "ApiG", "lag": 1, "topics": ["ApiT"], "members": {}} in body["groups"]  # none connected
     status, group = get(live, "/api/groups/ApiG")
     assert status == 200
     assert group["lag"] == 1
@@ -90,6 +92,37 @@ def test_connections_per_protocol(live):
     assert set(body["protocols"]) == {"remoting", "kafka", "amqp", "stomp", "http"}
     assert body["protocols"]["http"]["total"] >= 1  # this request's
     assert any(c["address"].startswith("127.0.0.1:") for c in body["protocols"]["http"]["connections"])
+
+
+def test_one_groups_members_over_three_protocols_at_once(live):
+    """Group ApiMixed consumes over Kafka, STOMP and remoting at the same time: each
+    connection names it, and the group lists one member per protocol."""
+    from rocketport.client.sync import PullConsumer
+    kafka = Consumer({"bootstrap.servers": live.bootstrap, "group.id": "ApiMixed", "auto.offset.reset": "earliest"})
+    stomp, _ = stomp_connect(live)
+    remoting = PullConsumer("ApiMixed", live.namesrv, consume_from="first")
+    try:
+        kafka.subscribe(["ApiT"])
+        stomp.subscribe("/queue/ApiNative", id="1", ack="client-individual", headers={"x-group": "ApiMixed"})
+        remoting.start()
+        remoting.assign(remoting.queues("ApiNative"))
+        remoting.poll(timeout_s=0.2, max_messages=1)
+        deadline = time.monotonic() + TIMEOUT
+        members: dict[str, int] = {}
+        while members != {"kafka": 1, "stomp": 1, "remoting": 1} and time.monotonic() < deadline:
+            kafka.poll(0.1)  # joins the group
+            members = next((g["members"] for g in get(live, "/api/groups")[1]["groups"] if g["group"] == "ApiMixed"), {})
+        assert members == {"kafka": 1, "stomp": 1, "remoting": 1}
+        status, group = get(live, "/api/groups/ApiMixed")
+        assert status == 200 and sorted(m["protocol"] for m in group["members"]) == ["kafka", "remoting", "stomp"]
+        connections = get(live, "/api/connections")[1]["protocols"]
+        for protocol in ("kafka", "stomp", "remoting"):
+            assert any(c["consumerGroups"] == ["ApiMixed"] and c["consumes"]
+                       for c in connections[protocol]["connections"]), protocol
+    finally:
+        kafka.close()
+        stomp.disconnect()
+        remoting.shutdown()
 
 
 def test_message_by_key_then_by_its_ids_and_offset(live):
