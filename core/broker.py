@@ -25,6 +25,7 @@ import os
 from rocketport.common.message import PROPERTY_TAGS
 from rocketport.common.tags import tags_code
 
+from .auth.plain_acl import PlainAcl
 from .compaction.service import CompactionService
 from .config import BrokerConfig
 from .consumer._clock import LOOP_TIMERS, Clock, Timers, monotonic_ms
@@ -138,6 +139,13 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         self.compaction = CompactionService(config, self.store, self.topics, self.last_stable_offset)
         self.compacted_logs = self.compaction.snapshots
         self.store.retention_floor = self.compaction.retention_floor
+
+    @functools.cached_property
+    def acl(self) -> PlainAcl:
+        """The one account and permission file (plainAclFile) every front-end checks:
+        remoting signatures, Kafka SASL, AMQP and STOMP logins, HTTP basic auth. Loaded on
+        first use (a bad file fails the front-end that needs it at start), re-read on change."""
+        return PlainAcl(self.config.plain_acl_file)
 
     # ================================================================ lifecycle
     @property

@@ -11,13 +11,15 @@ protocol. The file is re-read when it changes (checked at most once a second).
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import ipaddress
 import logging
 import os
+import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import yaml
@@ -33,6 +35,9 @@ ANY = 1 << 1
 PUB = 1 << 2
 SUB = 1 << 3
 _PERMS = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "DENY": DENY}
+_PERM_NAMES = {PUB: "PUB", SUB: "SUB", PUB | SUB: "PUB|SUB", DENY: "DENY"}
+TOPIC, GROUP, ADMIN = "topic", "group", "admin"  # what a Grant is about
+ALL_NAMES = "*"  # a Grant on the account's default (defaultTopicPerm, defaultGroupPerm)
 RETRY_PREFIX = "%RETRY%"
 RELOAD_CHECK_S = 1.0
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
@@ -193,6 +198,32 @@ def load_acl_file(path: str) -> AclTable:
     return parse_acl(data, path)
 
 
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """One permission of one account: on a topic or group (``*``: its default), or admin."""
+
+    access_key: str
+    kind: str  # TOPIC, GROUP or ADMIN
+    name: str  # the topic or group (a group without %RETRY%); "" for ADMIN
+    perm: int  # PUB, SUB, PUB|SUB or DENY; 0 when written: remove it
+
+
+def _write_grant(raw: dict[str, Any], grant: Grant) -> None:
+    """Set one grant in an account's entry of the loaded YAML."""
+    if grant.kind == ADMIN:
+        raw["admin"] = bool(grant.perm)
+        return
+    if grant.name == ALL_NAMES:
+        key = "defaultTopicPerm" if grant.kind == TOPIC else "defaultGroupPerm"
+        raw[key] = _PERM_NAMES[grant.perm or DENY]
+        return
+    key = "topicPerms" if grant.kind == TOPIC else "groupPerms"
+    items = [item for item in raw.get(key) or [] if str(item).partition("=")[0].strip() != grant.name]
+    if grant.perm:
+        items.append(f"{grant.name}={_PERM_NAMES[grant.perm]}")
+    raw[key] = items
+
+
 # -- checking -------------------------------------------------------------------------------
 @dataclass(slots=True)
 class AccessRequest:
@@ -215,11 +246,13 @@ class PlainAcl:
         self._mtime = self._stat()
         self._checked = time.monotonic()
 
-    def _stat(self) -> float | None:
+    def _stat(self) -> tuple[int, int, int] | None:
+        """What tells a rewritten file (an editor's rename, an in-place write of the same size)."""
         try:
-            return os.stat(self.path).st_mtime
+            st = os.stat(self.path)
         except OSError:
             return None
+        return st.st_mtime_ns, st.st_size, st.st_ino
 
     def _maybe_reload(self) -> None:
         now = time.monotonic()
@@ -231,10 +264,81 @@ class PlainAcl:
             return
         self._mtime = mtime
         try:
-            self.table = load_acl_file(self.path)
+            self._install(load_acl_file(self.path))
             log.info("ACL: reloaded %s", self.path)
         except ConfigError as exc:
             log.error("%s; keeping the previous accounts", exc)
+
+    def _install(self, table: AclTable) -> None:
+        """Take ``table``, updating the Account objects sessions hold in place, so a change
+        reaches connections logged in before it; a removed account's sessions lose every right."""
+        old = self.table.accounts
+        for key, account in table.accounts.items():
+            held = old.get(key)
+            if held is not None:
+                for f in fields(Account):
+                    setattr(held, f.name, getattr(account, f.name))
+                table.accounts[key] = held
+        for key in old.keys() - table.accounts.keys():
+            gone = old[key]
+            gone.admin, gone.perms = False, {}
+            gone.default_topic_perm = gone.default_group_perm = DENY
+        self.table = table
+
+    # -- grants: the file as (account, kind, name, perm) rows, read and written ------------------
+    def grants(self) -> list[Grant]:
+        """Every permission the file gives: topicPerms and groupPerms, defaults other than
+        DENY (name ``*``), and admin (kind ``admin``)."""
+        self._maybe_reload()
+        out: list[Grant] = []
+        for key, account in self.table.accounts.items():
+            if account.admin:
+                out.append(Grant(key, ADMIN, "", PUB | SUB))
+            for kind, perm in ((TOPIC, account.default_topic_perm), (GROUP, account.default_group_perm)):
+                if perm != DENY:
+                    out.append(Grant(key, kind, ALL_NAMES, perm))
+            for resource, perm in account.perms.items():
+                if resource.startswith(RETRY_PREFIX):
+                    out.append(Grant(key, GROUP, resource[len(RETRY_PREFIX):], perm))
+                else:
+                    out.append(Grant(key, TOPIC, resource, perm))
+        return out
+
+    def write_grants(self, changes: list[Grant]) -> None:
+        """Set each grant's permission (perm 0: remove it; ``*``: the account's default) in the
+        file, written whole (comments are not kept, as RocketMQ's updateAclConfig) and
+        atomically, and take it at once. AclError for an account the file does not have."""
+        self._maybe_reload()
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                data = yaml.safe_load(f) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise AclError(f"cannot read {self.path}: {exc}") from None
+        accounts = {str(a.get("accessKey")): a for a in data.get("accounts") or [] if isinstance(a, dict)}
+        for grant in changes:
+            raw = accounts.get(grant.access_key)
+            if raw is None:
+                raise AclError(f"no account {grant.access_key!r} in {self.path}: add it there first")
+            _write_grant(raw, grant)
+        table = parse_acl(data, self.path)
+        directory = os.path.dirname(os.path.abspath(self.path))
+        fd, tmp = tempfile.mkstemp(prefix=".plain_acl.", dir=directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                yaml.safe_dump(data, f, sort_keys=False, default_flow_style=False)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.chmod(tmp, os.stat(self.path).st_mode & 0o777)
+            except OSError:
+                pass
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        self._mtime = self._stat()
+        self._install(table)
 
     def validate(self, req: AccessRequest) -> None:
         """Return if allowed, else raise AclError naming the reason."""
@@ -259,9 +363,7 @@ class PlainAcl:
             return  # message traces may always be published, as in RocketMQ
         for resource, needed in req.resources.items():
             if not account.permits(resource, needed):
-                kind, name = (("group", resource[len(RETRY_PREFIX):]) if resource.startswith(RETRY_PREFIX)
-                              else ("topic", resource))
-                raise AclError(f"No permission for {kind} {name} (accessKey={req.access_key})")
+                raise _no_permission(resource, req.access_key)
 
     def account(self, access_key: str) -> Account | None:
         """An account by name, its permissions for a user authenticated elsewhere (SCRAM)."""
@@ -277,3 +379,24 @@ class PlainAcl:
         if not hmac.compare_digest(expected.encode(), secret_key.encode()) or account is None:
             raise AclError("Authentication failed: invalid username or password")
         return account
+
+
+def check_login(acl: PlainAcl, user: str, password: str, *, admin: bool = False,
+                topic: str | None = None, group: str | None = None, needed: int = SUB) -> Account:
+    """The account a user name and password log in as (HTTP basic auth, any login sent in
+    clear), checked for what the caller is about to do: ``admin``, and/or ``needed`` (PUB,
+    SUB or ANY) on ``topic`` and on ``group``. Raises AclError with the reason (for the log;
+    tell the client only that it was refused)."""
+    account = acl.authenticate(user, password)
+    if admin and not account.admin:
+        raise AclError(f"Need admin permission, but accessKey={user} is not")
+    for resource in ([topic] if topic is not None else []) + ([group_resource(group)] if group is not None else []):
+        if not account.permits(resource, needed):
+            raise _no_permission(resource, user)
+    return account
+
+
+def _no_permission(resource: str, access_key: str) -> AclError:
+    kind, name = (("group", resource[len(RETRY_PREFIX):]) if resource.startswith(RETRY_PREFIX)
+                  else ("topic", resource))
+    return AclError(f"No permission for {kind} {name} (accessKey={access_key})")

@@ -13,7 +13,6 @@ import logging
 import os
 from collections.abc import Callable
 
-from rocketport.core.auth.plain_acl import PlainAcl
 from rocketport.core.broker import Broker
 from rocketport.core.facade.types import AmqpEntityManager
 
@@ -44,7 +43,7 @@ class AmqpFrontEnd(ListenerFrontEnd):
         self.vhost = VirtualHost(broker, AmqpEntityManager(
             os.path.join(config.store_path_root_dir, "config")))
         broker.views.register(VIEW_NAME, lambda: snapshot(self.vhost))
-        self.acl = PlainAcl(config.plain_acl_file) if config.acl_enable else None
+        self.acl = broker.acl if config.acl_enable else None
         self.logins = Logins(self.acl, section.default_user, section.default_pass, frozenset(section.loopback_users))
         self.heartbeat = DEFAULT_HEARTBEAT_S
         self.listener = Listener("amqp", section.host, section.port, self._new_session,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from rocketport.core.auth.plain_acl import PUB, SUB, PlainAcl
+from rocketport.core.auth.plain_acl import PUB, SUB
 from rocketport.core.auth.scram import ScramCredentials
 from rocketport.core.broker import Broker
 
@@ -60,7 +60,7 @@ class KafkaHandlers:
         self.fetch = FetchHandler(broker, self.encoder)
         self.fetch_sessions = FetchSessionCache(config.kafka_max_incremental_fetch_session_cache_slots)
         mechanisms = parse_mechanisms(config.kafka_sasl_mechanisms)
-        self.sasl = SaslServer(PlainAcl(config.plain_acl_file), mechanisms,
+        self.sasl = SaslServer(broker.acl, mechanisms,
                                ScramCredentials(config.scram_credentials_path)
                                if any(m.startswith("SCRAM-") for m in mechanisms) else None) if mechanisms else None
         self.table: dict[int, Handler] = {ApiKey.PRODUCE: self._produce, ApiKey.FETCH: self._fetch}

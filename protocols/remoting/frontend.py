@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 
-from rocketport.core.auth.plain_acl import PlainAcl
 from rocketport.core.broker import Broker
 
 from ..frontend import ListenerFrontEnd
@@ -36,7 +35,7 @@ class RemotingFrontEnd(ListenerFrontEnd):
         self.handlers.traffic = self.traffic
         if self.handlers.lane is not None:
             self.handlers.lane.traffic = self.traffic
-        served = AclCheckedHandlers(self.handlers, PlainAcl(config.plain_acl_file)) \
+        served = AclCheckedHandlers(self.handlers, broker.acl) \
             if config.acl_enable else self.handlers
         tls = TlsContexts(config).same_port()  # tls.server.mode on the remoting port
         self.listener = RemotingListener(served, config.bind_address, config.listen_port,

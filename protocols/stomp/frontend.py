@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rocketport.core.auth.plain_acl import PlainAcl
 from rocketport.core.broker import Broker
 
 from ..frontend import ListenerFrontEnd
@@ -34,7 +33,7 @@ class StompFrontEnd(ListenerFrontEnd):
         self.broker = broker
         config = broker.config
         section = config.stomp
-        acl = PlainAcl(config.plain_acl_file) if config.acl_enable else None
+        acl = broker.acl if config.acl_enable else None
         self.ctx = StompContext(broker, acl, Limits(max_body=config.message_size_of(section)), self.spawn,
                                 traffic=self.traffic)
         limits = config.connection_limits
