@@ -55,6 +55,9 @@ class ProtocolConfig:
     # http's metricsPerObject: per-topic and per-group series on /metrics (false leaves
     # only the broker's and each protocol's, for brokers with very many queues)
     metrics_per_object: bool = True
+    # http's allowRemote: the console and /api/ answer clients off loopback without aclEnable
+    # (with aclEnable they ask every client for an admin account's basic auth instead)
+    allow_remote: bool = False
     # the largest message body the front-end takes (maxMessageSize in its section: RabbitMQ's
     # max_message_size for STOMP and AMQP); 0 = the broker's maxMessageSize. Only sections listed in
     # _SIZE_SECTIONS accept the key.
@@ -390,7 +393,7 @@ _METRICS_SECTIONS = {"http"}  # the section serving /metrics: it also takes metr
 _SIZE_SECTIONS = {"stomp", "amqp"}  # sections with a message size limit of their own: maxMessageSize
 _TLS_SECTIONS = {"kafka", "amqp", "stomp", "http"}  # sections with a TLS port of their own: tlsPort
 _LOGIN_SECTIONS = {"amqp"}  # sections with RabbitMQ's default account: defaultUser, defaultPass, loopbackUsers
-_SECTION_ATTRIBUTES = {"wsPort": "ws_port", "metricsPerObject": "metrics_per_object",
+_SECTION_ATTRIBUTES = {"wsPort": "ws_port", "metricsPerObject": "metrics_per_object", "allowRemote": "allow_remote",
                        "maxMessageSize": "max_message_size", "defaultUser": "default_user",
                        "defaultPass": "default_pass", "loopbackUsers": "loopback_users",
                        "tlsPort": "tls_port", "wssPort": "wss_port"}
@@ -399,7 +402,7 @@ _SECTION_ATTRIBUTES = {"wsPort": "ws_port", "metricsPerObject": "metrics_per_obj
 def _section_keys(section: str) -> tuple[str, ...]:
     return _PROTOCOL_KEYS + (("wsPort", "wssPort") if section in _WS_SECTIONS else ()) \
         + (("tlsPort",) if section in _TLS_SECTIONS else ()) \
-        + (("metricsPerObject",) if section in _METRICS_SECTIONS else ()) \
+        + (("metricsPerObject", "allowRemote") if section in _METRICS_SECTIONS else ()) \
         + (("maxMessageSize",) if section in _SIZE_SECTIONS else ()) \
         + (("defaultUser", "defaultPass", "loopbackUsers") if section in _LOGIN_SECTIONS else ())
 
@@ -571,6 +574,8 @@ def _protocol_section(key: str, f: dataclasses.Field, raw: Any,
                 values["tls_port"] = _integer(value, 0, MAX_PORT)
             elif sub == "metricsPerObject" and key in _METRICS_SECTIONS:
                 values["metrics_per_object"] = _boolean(value)
+            elif sub == "allowRemote" and key in _METRICS_SECTIONS:
+                values["allow_remote"] = _boolean(value)
             else:
                 problems.append((full, _unknown(full, _ALL_KEYS)))
         except ValueError as exc:

@@ -19,6 +19,7 @@ from ..listener import Listener
 from ..session_base import Session
 from ..tls import TlsContexts
 from . import api, responses, text_format
+from .access import HttpAccess
 from .console import Console
 from .loop_lag import LoopLag
 from .metrics import BrokerCollector
@@ -41,6 +42,7 @@ class HttpFrontEnd(ListenerFrontEnd):
         ProcessCollector(registry=self.registry)  # CPU, RSS, open files of this process
         self.api = api.Api(broker, front_ends)
         self.console = Console()
+        self.access = HttpAccess(broker.config)
         self.listener = Listener(ROLE, section.host, section.port, self._new_session,
                                  broker.config.connection_limits)
         self.listeners = [self.listener]
@@ -77,9 +79,12 @@ class HttpFrontEnd(ListenerFrontEnd):
                 return Response(200, text_format.CONTENT_TYPE, text_format.render(self.registry))
             return Response(200, content_type, encode(self.registry))
         if path == "/api" or path.startswith("/api/"):
-            return self.api.route(request)
+            return self.access.refusal(request) or self.api.route(request)
         page = self.console.get(path)
         if page is not None:
+            refusal = self.access.refusal(request)
+            if refusal is not None:
+                return refusal
             if request.method not in ("GET", "HEAD"):
                 return responses.method_not_allowed("GET, HEAD")
             return page
