@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Callable
 import itertools
 import logging
 import os
@@ -40,6 +41,8 @@ from .facade.delivery import DeliveryRole
 from .facade.produce import ProduceRole
 from .facade.transactions import TransactionRole
 from .facade.views import FrontEndViews
+from .ha.election import Election
+from .ha.epoch_file import EpochFile
 from .ha.offset_log import OFFSET_LOG_TOPIC, OffsetLog
 from .ha.service import HAService
 from .half_messages import TransactionCheckService
@@ -95,6 +98,11 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         self.wall_clock = wall_clock
         config_dir = os.path.join(config.store_path_root_dir, "config")
         self._lock = StoreLock(config.store_path_root_dir)
+        # controllerMode etcd: every node starts as a slave; the election (core/ha/election.py)
+        # makes one the group's master in the configured role
+        self.elected_role = config.broker_role
+        if config.controller_mode == "etcd":
+            config.broker_role = "SLAVE"
         self.store = MessageStore(config, tags_code_of=_tags_code_of,
                                   ruled_topics=frozenset({SCHEDULE_TOPIC}))
         self.topics = TopicConfigManager(config_dir)
@@ -104,6 +112,10 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         self.offset_log = OffsetLog(self.store, self.offsets)
         self.store.record_listeners[OFFSET_LOG_TOPIC] = self.offset_log.apply
         self.ha = HAService(config, self.store, self.offset_log)  # the master's port or the slave's client
+        self.election = Election(config, self.store, self.ha, EpochFile(config.store_path_root_dir),
+                                 promote=self._promote, demote=self._demote) \
+            if config.controller_mode == "etcd" else None
+        self.role_listeners: list[Callable[[], None]] = []  # told when an election changes the role
         self._queue_rr: dict[str, itertools.count] = {}
         self.dedup = DedupWindow(recall=functools.partial(recall_stored, self.store))
         self.pull_waiters = PullWaiters(timers)
@@ -200,11 +212,11 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         self._tasks.create_task(run_every(
             STATS_SAVE_S, lambda: asyncio.to_thread(self.daily_stats.save), self._stop,
             name="saving the daily counts", survives=(OSError,)), name="save-stats")
-        if writes:  # the services that put on their own (delays due, check-backs, timeouts)
-            await self.schedule.run(self._tasks)
-            self._tasks.create_task(self.transactions.run(), name="transaction-check")
-            self._tasks.create_task(self.txn.run(), name="transaction-timeouts")
+        if writes:
+            await self._start_master_services()
         await self.ha.start()
+        if self.election is not None:
+            self._tasks.create_task(self.election.run(self._stop), name="election")
         self._tasks.create_task(run_every(
             PRODUCER_EXPIRATION_CHECK_S, self._expire_producers, self._stop,
             name="expiring idle producers"), name="expire-producers")
@@ -217,6 +229,43 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
                 self.config.compaction_schedule_internal / 1000, self.compaction.run_once, self._stop,
                 name="compacting topics"), name="compaction")
         self.running = True
+
+    async def _start_master_services(self) -> None:
+        """The services that put on their own (delays due, check-backs, timeouts): a master's."""
+        assert self._tasks is not None
+        await self.schedule.run(self._tasks)
+        self._tasks.create_task(self.transactions.run(), name="transaction-check")
+        self._tasks.create_task(self.txn.run(), name="transaction-timeouts")
+
+    def _stop_master_services(self) -> None:
+        self.schedule.stop()
+        self.transactions.stop()
+        self.txn.stop()
+
+    @property
+    def route_broker_id(self) -> int:
+        """The brokerId routes list this broker under: its own, or 0 (RocketMQ's master id)
+        while it is its group's elected master."""
+        return 0 if self.election is not None and self.election.is_master else self.config.broker_id
+
+    async def _promote(self) -> None:
+        """Elected: the replicated state is taken up as a master's, then the master's
+        services start and the routes are told."""
+        await self.ha.set_role(self.elected_role)
+        self.transactions.load()
+        await self.txn.recover()
+        await self._start_master_services()
+        self._role_changed()
+
+    async def _demote(self) -> None:
+        """Fenced or replaced: writes are already refused (the store's write deadline)."""
+        self._stop_master_services()
+        await self.ha.set_role("SLAVE")
+        self._role_changed()
+
+    def _role_changed(self) -> None:
+        for listener in self.role_listeners:
+            listener()
 
     def _expire_producers(self) -> None:
         def in_transaction(pid: int, topic: str, queue_id: int) -> bool:
@@ -234,15 +283,17 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
             return
         self.running = False
         self._stop.set()
+        if self.election is not None:  # writes stop, then the lease goes: a slave takes over now
+            await self.election.close()
         await self.ha.stop()  # waiting SYNC_MASTER puts are answered now
-        self.schedule.stop()
-        self.transactions.stop()
-        self.txn.stop()
+        self._stop_master_services()
         self.compaction.stop()
         await self._close_delivery_groups()
         self.pull_waiters.close()  # held pulls return now instead of at their timeout
         if self._tasks is not None:
             await self._tasks.__aexit__(None, None, None)
+        if self.election is not None:
+            await self.election.client.close()
         self.txn.close()
         await self.producer_states.save()  # covers the whole log: the next start scans nothing
         await self.schedule.persist()

@@ -112,6 +112,18 @@ class BrokerConfig:
     # reconnection until an operator decides; true cuts its log back to the master's end
     ha_slave_truncate_divergent: bool = field(default=False, metadata=_key("haSlaveTruncateDivergent"))
     sync_flush_timeout: int = field(default=5000, metadata=_key("syncFlushTimeout", minimum=1))
+    # failover (core/ha/election.py): controllerMode "etcd" hands the choice of master to an
+    # election on etcd (every node of a group configured alike, brokerRole the durability a
+    # master keeps); "" keeps the configured roles. etcdLeaseTtl (s) bounds how long a dead
+    # master holds the group; etcdCheckInterval (ms) how often a node looks at the keys
+    controller_mode: str = field(default="", metadata=_key("controllerMode", choices=("", "etcd")))
+    etcd_endpoints: str = field(default="", metadata=_key("etcdEndpoints"))  # host:port,...
+    etcd_key_prefix: str = field(default="/rocketport", metadata=_key("etcdKeyPrefix"))
+    etcd_lease_ttl: int = field(default=10, metadata=_key("etcdLeaseTtl", minimum=2, maximum=3600))
+    etcd_check_interval: int = field(default=500, metadata=_key("etcdCheckInterval", minimum=50))
+    ha_max_time_slave_not_catchup: int = field(default=15_000, metadata=_key(
+        "haMaxTimeSlaveNotCatchup", minimum=100))
+    enable_elect_unclean_master: bool = field(default=False, metadata=_key("enableElectUncleanMaster"))
     slave_read_enable: bool = field(default=False, metadata=_key("slaveReadEnable"))
     which_broker_when_consume_slowly: int = field(default=1, metadata=_key("whichBrokerWhenConsumeSlowly", minimum=0))
     access_message_in_memory_max_ratio: int = field(default=40, metadata=_key(
@@ -285,7 +297,8 @@ class BrokerConfig:
         """Whether this master opens its HA port: SYNC_MASTER needs slaves; a master in a
         cluster (namesrvAddr) or naming the port offers it; the single-process default
         opens no port it was not asked for."""
-        return not self.is_slave and bool(self.sync_master or self.namesrv_addr or self.ha_listen_port)
+        return not self.is_slave and bool(self.sync_master or self.namesrv_addr or self.ha_listen_port
+                                          or self.controller_mode)
 
     def message_size_of(self, section: ProtocolConfig) -> int:
         """The largest body a front-end takes: its section's maxMessageSize, else the broker's."""
@@ -334,9 +347,11 @@ class BrokerConfig:
                 except (TypeError, ValueError) as exc:
                     problems.append((key, f"{key}: {exc}"))
         role, broker_id = kwargs.get("broker_role", "ASYNC_MASTER"), kwargs.get("broker_id", 0)
-        if role == "SLAVE" and broker_id == 0:
+        if kwargs.get("controller_mode") == "etcd":  # the election decides the role
+            problems.extend(_election_problems(kwargs))
+        elif role == "SLAVE" and broker_id == 0:
             problems.append(("brokerId", "brokerId=0 names the master: a SLAVE needs brokerId > 0"))
-        if role != "SLAVE" and broker_id != 0:
+        elif role != "SLAVE" and broker_id != 0:
             problems.append(("brokerId", f"brokerId={broker_id} names a slave: a master "
                                          f"({role}) needs brokerId=0"))
         if problems:
@@ -581,3 +596,18 @@ def _protocol_section(key: str, f: dataclasses.Field, raw: Any,
         except ValueError as exc:
             problems.append((full, f"{full}: {exc}"))
     return None if len(problems) > found else dataclasses.replace(default, **values)
+
+
+def _election_problems(kwargs: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """controllerMode etcd: every node names the etcd endpoints, the master role it would
+    take, and its own brokerId (1 and up: 0 is the id the elected master registers under)."""
+    problems = []
+    if not kwargs.get("etcd_endpoints", "").strip():
+        problems.append(("etcdEndpoints", "controllerMode=etcd needs etcdEndpoints (host:port,...)"))
+    if kwargs.get("broker_role", "ASYNC_MASTER") == "SLAVE":
+        problems.append(("brokerRole", "controllerMode=etcd: brokerRole is the role a node takes "
+                                       "when elected, SYNC_MASTER or ASYNC_MASTER, not SLAVE"))
+    if kwargs.get("broker_id", 0) < 1:
+        problems.append(("brokerId", "controllerMode=etcd: each node of the group needs its own "
+                                     "brokerId >= 1 (the elected master registers as 0)"))
+    return problems

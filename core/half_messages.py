@@ -180,6 +180,7 @@ class TransactionCheckService:
     # ---------------------------------------------------------------- check-back
     async def run(self) -> None:
         """Check the half queue every interval; a failed round is retried at the next."""
+        self._stop = asyncio.Event()  # a fresh one: a master promoted again runs it again
         await run_every(self.interval_ms / 1000, self.check_once, self._stop, name="transaction check")
 
     def stop(self) -> None:

@@ -220,7 +220,10 @@ class ScheduleMessageService:
         self.delivered = 0
 
     async def run(self, tasks: asyncio.TaskGroup) -> None:
-        """Start the level tasks and the persister in ``tasks`` (owned by the broker)."""
+        """Start the level tasks and the persister in ``tasks`` (owned by the broker); again
+        after a `stop` when an elected master is promoted once more (a fresh stop event: the
+        old tasks still see theirs set)."""
+        self._stop = asyncio.Event()
         self._persisted = dict(self.offsets.table)
         for level in range(1, self.levels.max_level + 1):
             tasks.create_task(self._run_level(level), name=f"schedule-level-{level}")

@@ -50,6 +50,9 @@ class HAMaster:
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self.port = 0
+        # whose acknowledgements SYNC_MASTER counts: every slave's, or under an election only
+        # the in-sync set's members' (core/ha/election.py: only they may be elected)
+        self.counts: Callable[[SlaveState], bool] = lambda _state: True
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
@@ -81,7 +84,7 @@ class HAMaster:
     # -- who is in sync ---------------------------------------------------------------------
     def in_sync(self, end: int) -> bool:
         """RocketMQ's isSlaveOK: a slave is connected and within haSlaveFallbehindMax."""
-        best = max((s.acked for s in self.slaves.values()), default=-1)
+        best = max((s.acked for s in self.slaves.values() if self.counts(s)), default=-1)
         return best >= 0 and end - best < self.config.ha_slave_fallbehind_max
 
     def slave_is_in_sync(self, state: SlaveState) -> bool:
@@ -120,7 +123,7 @@ class HAMaster:
             writer.close()
             self._tasks.discard(pusher)
             self._tasks.discard(task)
-            best = max((s.acked for s in self.slaves.values()), default=0)
+            best = max((s.acked for s in self.slaves.values() if self.counts(s)), default=0)
             self.transfer.reset(best)
             log.info("HA: slave %s disconnected at offset %d", state.address, state.acked)
 
@@ -154,7 +157,8 @@ class HAMaster:
             if offset > log_end:
                 raise HAProtocolError(f"acknowledged {offset}, beyond this log's end {log_end}")
             state.acked = offset
-            self.transfer.acknowledged(offset)
+            if self.counts(state):
+                self.transfer.acknowledged(offset)
 
     async def _send_end_and_close(self, state: SlaveState, log_end: int,
                                   pusher: asyncio.Task[None]) -> None:

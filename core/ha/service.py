@@ -14,7 +14,7 @@ from ..config import BrokerConfig
 from ..errors import SlaveNotAvailable
 from ..store.message_store import MessageStore
 from ..periodic import run_every
-from .master import HAMaster
+from .master import HAMaster, SlaveState
 from .offset_log import OffsetLog
 from .slave import HASlave
 from .transfer import GroupTransfer
@@ -39,6 +39,7 @@ class HAService:
         # member's configuration); Kafka's Metadata lists them as replicas
         self.peers: dict[int, tuple[str, int]] = {}
         self.on_slave_connected: Callable[[], None] | None = None  # e.g. learn the peers again
+        self.counts: Callable[[SlaveState], bool] = lambda _state: True  # see HAMaster.counts
 
     @property
     def role(self) -> str:
@@ -61,6 +62,7 @@ class HAService:
         elif self.config.ha_listens:
             self.master = HAMaster(self.config, self.store, self.transfer,
                                    on_connect=lambda: self.on_slave_connected and self.on_slave_connected())
+            self.master.counts = self.counts
             await self.master.start()
             self._tasks.append(asyncio.create_task(self.transfer.run(self._stop), name="ha-transfer"))
             if self.offset_log is not None:

@@ -42,10 +42,18 @@ class HASlave:
         self.diverged: str | None = None
         self._changed = asyncio.Event()
         self._writer: asyncio.StreamWriter | None = None
+        self.local_address = ""  # this end of the HA connection (how an elected master knows us)
 
     def set_master_address(self, address: str) -> None:
-        """The master's HA address as the name server tells it (ignored when configured)."""
-        if self.config.ha_master_address or not address or address == self.master_address:
+        """The master's HA address as the name server tells it (ignored when configured,
+        and under controllerMode etcd, where the election says whom to follow)."""
+        if self.config.ha_master_address or self.config.controller_mode:
+            return
+        self.follow(address)
+
+    def follow(self, address: str) -> None:
+        """Replicate from ``address`` from now on (the connection to another one ends)."""
+        if not address or address == self.master_address:
             return
         log.info("HA: master's HA address is %s", address)
         self.master_address = address
@@ -82,6 +90,8 @@ class HASlave:
         limit = 4 * self.config.ha_transfer_batch_size
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port), limit=limit), 5)
         self._writer = writer
+        local = writer.get_extra_info("sockname") or ("", 0)
+        self.local_address = f"{local[0]}:{local[1]}"
         store = self.store
         try:
             self.connected = True

@@ -51,6 +51,9 @@ class StoreState:
     _deleted_topics: set[str]
     _running: bool
     _writable: bool  # running and a master: the put paths' one check
+    # monotonic time after which puts are refused (an elected master's lease may have
+    # expired: core/ha/election.py fences it); inf without an election
+    write_deadline: float
     slave: bool  # brokerRole=SLAVE, or a master demoted (core/ha): bytes come from the master
     recovered_from_crash: bool
     recovery_report: dict

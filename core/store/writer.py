@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from operator import itemgetter
+from time import monotonic as _monotonic
 from typing import Callable
 
 from rocketport.common.batch.message_batch import ENTRY_HEAD
@@ -245,7 +246,7 @@ class StoreWriter(StoreDispatch):
         covering fsync."""
         # Every single put that is not a plain send (delays, transactions, system topics,
         # SYNC_FLUSH remoting sends) comes here: kept flat, each call costs ~0.3 µs.
-        if not self._writable:
+        if not self._writable or _monotonic() > self.write_deadline:
             raise self._refusal()
         topic, queue_id, body, properties = msg.topic, msg.queue_id, msg.body, msg.properties
         body_len = len(body)
@@ -302,7 +303,7 @@ class StoreWriter(StoreDispatch):
         (reserving, writing, dispatching, waking pulls) are paid once per call and once per
         queue, which is what concurrent single sends and a publisher's runs need."""
         # The hot path of every front-end's plain sends, kept flat on purpose.
-        if not self._writable:
+        if not self._writable or _monotonic() > self.write_deadline:
             raise self._refusal()
         if self._defer:
             raise RuntimeError("append_sends dispatches at once: not with dispatchAfterFlush")
@@ -440,8 +441,9 @@ class StoreWriter(StoreDispatch):
         return self.append_sends([send])[0]
 
     def _refusal(self) -> StoreUnavailable:
-        """Why a put is refused: a slave (NotMaster) or a store that is not running."""
-        if self._running and self.slave:
+        """Why a put is refused: a slave (NotMaster), a master past its write deadline
+        (fenced: its election lease may have expired) or a store that is not running."""
+        if self._running and (self.slave or _monotonic() > self.write_deadline):
             return NotMaster(self.config.broker_name)
         return StoreUnavailable("the store is not running")
 
@@ -480,7 +482,7 @@ class StoreWriter(StoreDispatch):
         topic and queue, in one append: a remoting batch send copies each message's
         properties from the request without decoding them. The limits are put_message's,
         the size limit applying to the whole batch."""
-        if not self._writable:
+        if not self._writable or _monotonic() > self.write_deadline:
             raise self._refusal()
         if not entries:
             raise InvalidMessage("empty batch")
@@ -542,7 +544,7 @@ class StoreWriter(StoreDispatch):
         through `put_messages`). InvalidMessage when an entry's lengths do not add up, and
         the size limit for the whole batch, both before anything is written.
         """
-        if not self._writable:
+        if not self._writable or _monotonic() > self.write_deadline:
             raise self._refusal()
         if not batch:
             raise InvalidMessage("empty batch")
@@ -587,7 +589,7 @@ class StoreWriter(StoreDispatch):
         The batch's first 8 bytes (its baseOffset) are rewritten to the first logical offset
         it receives, so reads can serve the stored bytes unchanged.
         """
-        if not self._writable:
+        if not self._writable or _monotonic() > self.write_deadline:
             raise self._refusal()
         body_len = len(batch)
         if count <= 0 or body_len < 8:
@@ -636,7 +638,7 @@ class StoreWriter(StoreDispatch):
         """Store one record batch (a transaction's marker: one control record) in each of
         ``queues`` (distinct), as put_inner_batch would, with one reservation and one write:
         a transaction ends in every queue it wrote at once. Returns the offset each got."""
-        if not self._writable:
+        if not self._writable or _monotonic() > self.write_deadline:
             raise self._refusal()
         body_len = len(batch)
         if body_len < 8:

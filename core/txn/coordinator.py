@@ -437,6 +437,7 @@ class TxnCoordinator:
     async def run(self) -> None:
         """Abort transactions open longer than their timeout (and fence their producer); at
         stop, wait for the markers of answered EndTxns."""
+        self._stop = asyncio.Event()  # a fresh one: a master promoted again runs it again
         await run_every(self.check_interval_ms / 1000, self.abort_expired, self._stop,
                         name="aborting timed-out transactions")  # a failed round: retried next
         if self._completing:  # answered EndTxns' markers, written while the store is up

@@ -341,6 +341,7 @@ class BrokerRegistrar:
         self.on_master = on_master
         self._soon = asyncio.Event()
         broker.ha.on_slave_connected = self.register_soon  # a new slave: learn the group again
+        broker.role_listeners.append(self.register_soon)  # elected or demoted: routes switch now
         self.broker_addr = broker_addr
         self.namesrv_addrs = namesrv_addrs
         self.interval_s = interval_s
@@ -351,7 +352,7 @@ class BrokerRegistrar:
         c = self.broker.config
         return request(code, {"brokerName": c.broker_name, "brokerAddr": self.broker_addr(),
                               "clusterName": c.broker_cluster_name, "haServerAddr": self._ha_addr(),
-                              "brokerId": str(c.broker_id), "compressed": "false"}, body)
+                              "brokerId": str(self.broker.route_broker_id), "compressed": "false"}, body)
 
     def _ha_addr(self) -> str:
         """This master's HA address (brokerIP2, else brokerIP1), "" without an HA port."""

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.ha.cluster import start_namesrv
 from tests.support.etcd import etcd_cluster
+from tests.support.processes import stop
 
 
 @pytest.fixture
@@ -14,3 +16,12 @@ def etcd(tmp_path):
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def namesrv(tmp_path):
+    proc, addr = start_namesrv(tmp_path)
+    try:
+        yield addr
+    finally:
+        stop(proc)

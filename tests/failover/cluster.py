@@ -1,0 +1,89 @@
+"""A broker group under an etcd election on loopback for the failover tests: nodes built by
+tests.ha.cluster.node (real processes, fixed free ports, restartable), every one configured
+alike with controllerMode etcd; the election's keys read straight from etcd."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import orjson
+
+from rocketport.client import Message, MessageQueue, Producer, PullConsumer
+from rocketport.client.message import SendStatus
+from rocketport.core.ha.etcd_client import EtcdClient
+from tests.ha.cluster import Node, node
+
+PREFIX = "/rocketport/DefaultCluster/broker-a/"
+TTL_S = 3  # etcdLeaseTtl in these tests: a dead master holds the group at most this long
+
+
+def group_node(base: Path, broker_id: int, namesrv: str, endpoints: str, *settings: str) -> Node:
+    return node(base, f"node{broker_id}", namesrv, f"brokerId={broker_id}", "brokerRole=SYNC_MASTER",
+                "controllerMode=etcd", f"etcdEndpoints={endpoints}", f"etcdLeaseTtl={TTL_S}",
+                "etcdCheckInterval=200", "haMaxTimeSlaveNotCatchup=3000", *settings)
+
+
+def etcd_key(endpoints: str, name: str):
+    """The decoded JSON value of the group's key ``name`` (None when absent)."""
+    async def get():
+        client = EtcdClient(endpoints.split(","))
+        try:
+            kv = await client.get((PREFIX + name).encode())
+            return orjson.loads(kv.value) if kv is not None else None
+        finally:
+            await client.close()
+    return asyncio.run(get())
+
+
+def leader_id(endpoints: str) -> int | None:
+    leader = etcd_key(endpoints, "leader")
+    return leader["broker_id"] if leader else None
+
+
+def in_sync_set(endpoints: str) -> list[int]:
+    value = etcd_key(endpoints, "syncStateSet")
+    return value["members"] if value else []
+
+
+def send_one(namesrv: str, topic: str, body: bytes) -> SendStatus | None:
+    """One send through a fresh producer (fresh routes); None when it raised."""
+    async def send():
+        async with Producer(namesrv, "failover-producer", retry_times_when_send_failed=0,
+                            send_timeout_s=3.0) as producer:
+            return (await producer.send(Message(topic, body))).status
+    try:
+        return asyncio.run(asyncio.wait_for(send(), 10))
+    except Exception:  # noqa: BLE001 - no master yet, or the old one refusing: the caller retries
+        return None
+
+
+def send_many(namesrv: str, topic: str, bodies: list[bytes]) -> list[bytes]:
+    """Send each body; the ones acknowledged SEND_OK."""
+    async def send():
+        acked = []
+        async with Producer(namesrv, "failover-producer", retry_times_when_send_failed=0,
+                            send_timeout_s=3.0) as producer:
+            for body in bodies:
+                try:
+                    if (await producer.send(Message(topic, body))).status is SendStatus.SEND_OK:
+                        acked.append(body)
+                except Exception:  # noqa: BLE001 - not acknowledged: not counted
+                    pass
+        return acked
+    return asyncio.run(send())
+
+
+def read_all(namesrv: str, topic: str, group: str, want: int, timeout_s: float = 30) -> list[bytes]:
+    """Every body of ``topic`` from the start, polled until ``want`` came or the time is up."""
+    async def read():
+        bodies: list[bytes] = []
+        async with PullConsumer(group, namesrv, consume_from="first") as consumer:
+            queues: list[MessageQueue] = await consumer.queues(topic)
+            consumer.assign(queues)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout_s
+            while len(bodies) < want and loop.time() < deadline:
+                bodies.extend(bytes(m.body) for m in await consumer.poll(0.5, 256))
+        return bodies
+    return asyncio.run(read())
