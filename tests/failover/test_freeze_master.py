@@ -1,0 +1,93 @@
+"""A master frozen (SIGSTOP) for longer than its lease, with a write waiting in its socket,
+then resumed (SIGCONT) after a slave was elected: the waiting write is refused, never
+stored as acknowledged (no split brain); the old master steps down and rejoins as a slave;
+every send acknowledged before and after is read back once, and the logs agree."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import time
+
+from rocketport.client.message import SendStatus
+from rocketport.protocols.remoting import RemotingConnection
+from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
+from rocketport.protocols.remoting.events import CommandReceived
+from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
+from tests.failover.cluster import TTL_S, group_node, in_sync_set, leader_id, read_all, send_many, send_one
+from tests.ha.cluster import log_digest, log_end, wait_for
+from tests.support.remoting import frame_bytes, request
+
+TOPIC = "FrozenTopic"
+
+
+def send_frame(body: bytes) -> bytes:
+    header = SendMessageRequestHeader("pg", TOPIC, "TBW102", 4, 0, 0, 0, 0, "")
+    return frame_bytes(request(RequestCode.SEND_MESSAGE_V2, encode_send_message_header_v2(header), body))
+
+
+def answer(sock: socket.socket, timeout: float) -> int | None:
+    """The response code to the one request sent on ``sock`` (None: closed or no answer)."""
+    conn = RemotingConnection()
+    sock.settimeout(timeout)
+    try:
+        while chunk := sock.recv(65536):
+            for event in conn.receive_data(chunk):
+                if isinstance(event, CommandReceived):
+                    return event.command.code
+    except OSError:
+        pass
+    return None
+
+
+def test_a_master_resumed_after_its_successor_was_elected_accepts_no_write(tmp_path, etcd, namesrv):
+    endpoints = etcd.endpoints
+    nodes = [group_node(tmp_path, i, namesrv, endpoints) for i in (1, 2, 3)]
+    one = nodes[0]
+    one.broker.start()
+    try:
+        wait_for(lambda: leader_id(endpoints) == 1, what="node 1 elected")
+        for n in nodes[1:]:
+            n.broker.start()
+        wait_for(lambda: in_sync_set(endpoints) == [1, 2, 3], what="the slaves in the in-sync set")
+        acked = send_many(namesrv, TOPIC, [b"before-%04d" % i for i in range(100)])
+        assert len(acked) == 100
+        one.broker.proc.send_signal(signal.SIGSTOP)
+        stale = socket.create_connection(("127.0.0.1", one.port), timeout=5)
+        try:
+            stale.sendall(send_frame(b"written-to-the-frozen-master"))  # waits in its socket
+            wait_for(lambda: leader_id(endpoints) in (2, 3), timeout=10 * TTL_S, what="a new master")
+            sent = set(acked)
+            attempt = iter(range(10_000))
+
+            def acked_by_new_master() -> bool:
+                body = b"after-%04d" % next(attempt)
+                sent.add(body)
+                if send_one(namesrv, TOPIC, body) is SendStatus.SEND_OK:
+                    acked.append(body)
+                    return True
+                return False
+            wait_for(acked_by_new_master, timeout=10 * TTL_S, what="a send acknowledged by the new master")
+            one.broker.proc.send_signal(signal.SIGCONT)
+            code = answer(stale, 10)
+        finally:
+            one.broker.proc.send_signal(signal.SIGCONT)
+            stale.close()
+        assert code == ResponseCode.SERVICE_NOT_AVAILABLE  # refused: the lease ran out while frozen
+        new = leader_id(endpoints)
+        more = [b"more-%04d" % i for i in range(50)]
+        sent.update(more)
+        acked += send_many(namesrv, TOPIC, more)
+        read = read_all(namesrv, TOPIC, "frozen-reader", len(acked))
+        assert set(acked) <= set(read) <= sent and len(read) == len(set(read))
+        wait_for(lambda: in_sync_set(endpoints) == [1, 2, 3], timeout=10 * TTL_S,
+                 what="the old master back in sync as a slave")
+        assert leader_id(endpoints) == new
+    finally:
+        for n in nodes:
+            n.broker.stop()
+    master = nodes[new - 1]
+    end = log_end(master.root)
+    for n in nodes:
+        assert log_end(n.root) == end
+        assert log_digest(n.root, end) == log_digest(master.root, end)
