@@ -1,0 +1,92 @@
+"""Failover time on etcd ([failover] 35): a private etcd node, a name server and three brokers
+of one group (controllerMode etcd, SYNC_MASTER), real processes on loopback. Each cycle
+SIGKILLs the current master and measures, from the kill, when etcd names a new master
+(`elected`) and when a native-client send is first acknowledged SEND_OK through it
+(`first_ack`: each attempt a fresh producer, i.e. a client that asks the name server again
+after a failed send; RocketMQ's own clients also refresh routes every 30 s); then the
+killed node is started again and the cycle waits until all three are in the in-sync set.
+Rows: p50/p99/max of both over ``--kills`` cycles (issue floor for RocketMQ clients: 35 s),
+and the load average."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from rocketport.client.message import SendStatus  # noqa: E402
+from tests.failover.cluster import group_node, in_sync_set, leader_id, send_many, send_one  # noqa: E402
+from tests.ha.cluster import start_namesrv, wait_for  # noqa: E402
+from tests.support.etcd import etcd_cluster  # noqa: E402
+from tests.support.processes import stop  # noqa: E402
+
+TOPIC = "FailoverBench"
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kills", type=int, default=5)
+    parser.add_argument("--ttl", type=int, default=10, help="etcdLeaseTtl (s); the default is the broker's")
+    parser.add_argument("--check-interval", type=int, default=500, help="etcdCheckInterval (ms)")
+    args = parser.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="failover_bench_"))
+    etcd = etcd_cluster(base / "etcd")
+    etcd.start()
+    namesrv_proc, namesrv = start_namesrv(base)
+    endpoints = etcd.endpoints
+    nodes = {i: group_node(base, i, namesrv, endpoints, f"etcdLeaseTtl={args.ttl}",
+                           f"etcdCheckInterval={args.check_interval}") for i in (1, 2, 3)}
+    elected: list[float] = []
+    first_ack: list[float] = []
+    try:
+        nodes[1].broker.start()
+        wait_for(lambda: leader_id(endpoints) == 1, timeout=60, what="node 1 elected")
+        nodes[2].broker.start()
+        nodes[3].broker.start()
+        for cycle in range(args.kills):
+            wait_for(lambda: in_sync_set(endpoints) == [1, 2, 3], timeout=120, what="all three in sync")
+            old = leader_id(endpoints)
+            assert old is not None
+            assert len(send_many(namesrv, TOPIC, [b"warm-%d" % i for i in range(20)])) == 20
+            t0 = time.monotonic()
+            nodes[old].broker.kill()
+            wait_for(lambda: leader_id(endpoints) not in (None, old), timeout=10 * args.ttl + 30,
+                     what="a new master")
+            elected.append(time.monotonic() - t0)
+            wait_for(lambda: send_one(namesrv, TOPIC, b"after-%d" % cycle) is SendStatus.SEND_OK,
+                     timeout=10 * args.ttl + 30, what="a send acknowledged by the new master")
+            first_ack.append(time.monotonic() - t0)
+            print(json.dumps({"bench": "failover", "case": "cycle", "cycle": cycle, "killed": old,
+                              "new_master": leader_id(endpoints), "elected_s": round(elected[-1], 3),
+                              "first_ack_s": round(first_ack[-1], 3)}), flush=True)
+            nodes[old].broker.start()
+        for name, values, floor in (("sigkill_to_elected", elected, None),
+                                    ("sigkill_to_first_ack_native", first_ack, 35.0)):
+            for stat in ("p50", "p99", "max"):
+                value = max(values) if stat == "max" else percentile(values, float(stat[1:]))
+                print(json.dumps({"bench": "failover", "case": f"{name}_{stat}", "value": round(value, 3),
+                                  "unit": "s", "floor": floor, "peer": None, "peer_value": None,
+                                  "kills": len(values), "ttl_s": args.ttl,
+                                  "mean": round(statistics.mean(values), 3)}), flush=True)
+    finally:
+        for n in nodes.values():
+            n.broker.stop()
+        stop(namesrv_proc)
+        etcd.stop()
+        print(json.dumps({"bench": "failover", "case": "load", "value": os.getloadavg()[0], "unit": "loadavg1"}),
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
