@@ -18,6 +18,8 @@ Semantics (RocketMQ 4.x/5.x `filter` module, itself derived from ActiveMQ select
   false for null, non-strings and an empty search string. AND/OR/NOT are three-valued
   with left-to-right short-circuit. A message matches only if the result is true.
 - A bare property as a condition is unknown if missing and false otherwise.
+- An AMQP publisher's typed header table: each header is a property of its own, as text
+  (`common.field_table.with_header_texts`), so a numeric header compares numerically.
 Never I/O, never a protocol.
 """
 
@@ -27,6 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from rocketport.common.field_table import AMQP_HEADERS_NEEDLE, with_header_texts
+from rocketport.common.message import PROPERTY_TAGS, decode_properties
 from rocketport.core.filter.base import FilterError, MessageFilter
 from rocketport.core.filter.sql_codegen import Matcher, RawMatcher, compile_matchers
 from rocketport.core.filter.sql_parser import parse
@@ -46,14 +50,28 @@ class SqlFilter(MessageFilter):
     def compile(cls, expression: str | None) -> SqlFilter:
         if expression is None:
             raise FilterError("an SQL92 filter needs an expression", 0)
-        return cls(expression, *compile_matchers(parse(expression)))
+        match, match_raw = compile_matchers(parse(expression))
+        return cls(expression, match, _reading_typed_tables(match, match_raw))
 
     def match_tags_code(self, tags_code: int) -> bool:
         return True  # tags are only known exactly from the properties
 
     def match(self, tags: str | None, properties: Mapping[str, str]) -> bool:
-        return self._match(properties, tags)
+        return self._match(with_header_texts(properties), tags)
 
     @property
     def raw_matcher(self) -> RawMatcher:
         return self._match_raw
+
+
+def _reading_typed_tables(match: Matcher, match_raw: RawMatcher) -> RawMatcher:
+    """``match_raw``, but a record keeping an AMQP typed header table is matched on its
+    properties with each header as text (`with_header_texts`), as every reader sees them."""
+    needle = AMQP_HEADERS_NEEDLE
+
+    def matcher(raw: bytes) -> bool:
+        if needle in raw:
+            properties = with_header_texts(decode_properties(raw))
+            return match(properties, properties.get(PROPERTY_TAGS))
+        return match_raw(raw)
+    return matcher

@@ -19,7 +19,7 @@ from pamqp import commands
 from pamqp.base import Frame
 from pamqp.exceptions import UnmarshalingException
 
-from .field_table import header_texts
+from rocketport.common.field_table import header_texts
 
 FRAME_METHOD: Final = 1
 FRAME_HEADER: Final = 2

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from urllib.parse import unquote
 
+from rocketport.common.field_table import with_header_texts
 from rocketport.common.message import PROPERTY_TAGS, MessageExt
 from rocketport.core.facade.types import AmqpBinding, AmqpExchange, AmqpExchangeBinding, Source
 
@@ -68,7 +69,9 @@ def _match(pattern: tuple[str, ...], words: tuple[str, ...]) -> bool:
 
 def headers_match(arguments: Mapping[str, object], properties: Mapping[str, str]) -> bool:
     """RabbitMQ's headers exchange: ``x-match`` all (default) or any over the binding's
-    other non-``x-`` arguments; a void argument matches the header's presence."""
+    other non-``x-`` arguments; a void argument matches the header's presence. A kept
+    typed table's headers compare as their texts."""
+    properties = with_header_texts(properties)
     mode = _text(arguments.get("x-match", "all"))
     wanted = [(k, v) for k, v in arguments.items() if not k.startswith("x-")]
     if mode == "any":

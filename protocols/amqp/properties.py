@@ -7,13 +7,16 @@ and each header under its own name, as text (``timestamp`` in seconds since the 
 The routing key is the message's TAGS. Going back, the same names become the basic
 properties and every other non-system property a header. A header table holding anything
 but strings (numbers, booleans, timestamps, decimals, byte arrays, arrays, tables, void) is
-also kept as it came, its wire bytes in one hidden property (`PROPERTY_AMQP_HEADERS`), and
-an AMQP consumer gets that table back, types and values as published; other readers see
-each header's text (`_text`: numbers as digits, so SQL92 compares them as numbers; arrays
-and tables as JSON). A text value that is not UTF-8 (a Kafka header's bytes) goes to AMQP
-as a byte array ('x'). Header-less and all-string publishes store nothing more. The core's
-own properties (TAGS, KEYS, UNIQ_KEY, DELAY, ...) are never shown as headers, except DELAY
-and the timer keys a publisher may set to use the core's delay path. A stored
+kept as it came instead, its wire bytes in one hidden property (`PROPERTY_AMQP_HEADERS`),
+and an AMQP consumer gets that table back, types and values as published; every other
+reader gets each header's text when it reads the message (`field_table.with_header_texts`:
+numbers as digits, so SQL92 compares them as numbers; arrays and tables as JSON). Only the
+headers named like what the broker itself reads from the stored properties (a basic
+property, the core's names, the default-exchange mark, a STOMP ``content-type``) are also
+stored as text at publish. A text value that is not UTF-8 (a Kafka header's bytes) goes to
+AMQP as a byte array ('x'). Header-less and all-string publishes store nothing more. The
+core's own properties (TAGS, KEYS, UNIQ_KEY, DELAY, ...) are never shown as headers, except
+DELAY and the timer keys a publisher may set to use the core's delay path. A stored
 ``content-type`` (a STOMP sender's) is the content_type property when there is none.
 """
 
@@ -28,9 +31,8 @@ from typing import Any, Final
 
 from pamqp import decode
 
-from .field_table import header_texts
-from .field_table import text_of as _text
-
+from rocketport.common.field_table import entry_names
+from rocketport.common.field_table import text_of as _text
 from rocketport.common.message import (
     PROPERTY_AMQP_HEADERS,
     PROPERTY_DEDUP_KEY,
@@ -65,16 +67,20 @@ DEFAULT_EXCHANGE_MARK: Final = "AMQP_TO_QUEUE"
 # what the codec adds to a content header's properties when its header table holds more
 # than strings: the table's wire bytes (length included)
 HEADERS_TABLE: Final = "headers_table"
+# header names stored as text even when their table is kept: what the broker itself reads
+# from stored properties (a basic property's: the property wins; the core's names; the
+# mark; a STOMP sender's content-type, the content_type property when there is none)
+_EAGER: Final = BASIC_NAMES | SYSTEM_PROPERTY_NAMES | {PROPERTY_DEDUP_KEY, DEFAULT_EXCHANGE_MARK, "content-type"}
 
 
 def to_message_properties(props: Mapping[str, Any], routing_key: str, now_ms: int) -> dict[str, str]:
     """A publish's properties (`codec.ContentHeader.properties`) as stored: TAGS = routing
-    key, basic properties by name, headers by name. ``x-delay`` (ms) becomes the core's
-    TIMER_DELIVER_MS."""
+    key, basic properties by name, headers by name (a table kept whole: only those named
+    in `_EAGER`). ``x-delay`` (ms) becomes the core's TIMER_DELIVER_MS."""
     out: dict[str, str] = {}
     if props:
         headers = props.get("headers")
-        typed = HEADERS_TABLE in props  # its headers are texts already (field_table.header_texts)
+        typed = HEADERS_TABLE in props  # kept whole; its headers are texts already (field_table.header_texts)
         if headers:
             for key, value in headers.items():
                 if key == X_DELAY:
@@ -85,8 +91,11 @@ def to_message_properties(props: Mapping[str, Any], routing_key: str, now_ms: in
                     if delay > 0:
                         out[PROPERTY_TIMER_DELIVER_MS] = str(now_ms + delay)
                     continue
-                if value is not None and "\x01" not in key and "\x02" not in key:
-                    out[key] = value if typed else _text(value).replace("\x01", " ").replace("\x02", " ")
+                if typed:
+                    if key in _EAGER and value is not None:
+                        out[key] = value
+                elif value is not None and "\x01" not in key and "\x02" not in key:
+                    out[key] = _text(value).replace("\x01", " ").replace("\x02", " ")
         for name, value in props.items():
             if name in BASIC_NAMES and value != "":
                 out[name] = _text(value)
@@ -103,13 +112,12 @@ def to_message_properties(props: Mapping[str, Any], routing_key: str, now_ms: in
 _Layout = tuple[tuple[bytes, str], ...] | None
 _LAYOUTS: dict[int, _Layout] = {}
 _DIRECT: Final = frozenset(name for name, _, _ in _FIELDS if name != "expiration")  # expiration: limits
-# header names the general path treats apart: a basic property's (the property wins), the
-# routing key's TAGS, the mark, a delay, and the names the core must see to put a message
-# its own way (a delay, a transaction, a dedup key: `Broker.accept_now` declines those), so
-# what `stored_properties` makes is a plain send whatever the header values
-_APART: Final = frozenset(name.encode() for name in BASIC_NAMES | {
-    PROPERTY_TAGS, DEFAULT_EXCHANGE_MARK, X_DELAY, PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TIMER_DELIVER_MS,
-    PROPERTY_TIMER_DELAY_SEC, PROPERTY_TRANSACTION_PREPARED, PROPERTY_DEDUP_KEY})
+# header names the general path treats apart: a delay, and those stored as text even in a
+# kept table (`_EAGER`: a basic property's, the routing key's TAGS, the mark, the names
+# the core must see to put a message its own way, such as a delay, a transaction or a
+# dedup key, which `Broker.accept_now` declines), so what `stored_properties` makes is a
+# plain send whatever the header values, and a kept table needs no text
+_APART: Final = frozenset(name.encode() for name in _EAGER | {X_DELAY})
 _OCTETS: Final = tuple(b"%d\x02" % n for n in range(256))
 _TYPED_NAME: Final = PROPERTY_AMQP_HEADERS.encode() + b"\x01"
 _U32 = struct.Struct(">I")
@@ -132,11 +140,10 @@ def _layout(flags: int) -> _Layout:
 def stored_properties(raw: bytes, tail: bytes) -> bytes | None:
     """A content header's properties (its bytes from the property flags on) as
     `to_message_properties` and `encode_properties` of common.message would store them,
-    in one pass over the bytes (a keyed publisher's: a key each; a typed table's headers
-    through `field_table.header_texts`, the table kept whole): ``tail`` (TAGS and the like,
-    encoded) ends them. None for anything else (a delay, expiration, a separator character
-    in a name, text that is not UTF-8, a malformed list): the general path takes it and
-    says what is wrong."""
+    in one pass over the bytes (a keyed publisher's: a key each; a typed table kept whole,
+    its names checked): ``tail`` (TAGS and the like, encoded) ends them. None for anything
+    else (a delay, expiration, a separator character in a name, text that is not UTF-8, a
+    malformed list): the general path takes it and says what is wrong."""
     try:
         layout = _LAYOUTS[raw[0] << 8 | raw[1]]
     except KeyError:
@@ -150,7 +157,7 @@ def stored_properties(raw: bytes, tail: bytes) -> bytes | None:
     pos = 2
     names = 0
     typed: bytes | None = None  # a typed header table's bytes
-    all_names: list[bytes] = []
+    all_names: list[bytes] = []  # a typed table's
     try:
         for name, kind in layout:
             if kind == "s":
@@ -180,32 +187,27 @@ def stored_properties(raw: bytes, tail: bytes) -> bytes | None:
                     if at != pos:
                         return None
                     continue
-                # a typed table: each header's text, and the table kept whole (as
-                # `to_message_properties` stores it)
-                texts, used, _ = header_texts(raw, table_at)
+                # a typed table: kept whole (as `to_message_properties` stores it), its
+                # names checked, no text made (`field_table.with_header_texts`, at a read)
+                all_names, used = entry_names(raw, table_at)
                 typed = raw[table_at:table_at + used]
-                parts, names, all_names = [], 0, []
-                for name, text in texts:
-                    raw_name = name.encode("utf-8", "surrogateescape")
-                    all_names.append(raw_name)
-                    if text is not None:
-                        parts += (raw_name, b"\x01", text.encode("utf-8", "surrogateescape"), b"\x02")
-                        names += 1
+                parts, names = [], 0
     except (IndexError, struct.error, ValueError):
         return None
     if pos != len(raw):
         return None
     if typed is not None:
+        if not _APART.isdisjoint(all_names):
+            return None  # treated apart: the general path's
         basics += (_TYPED_NAME, base64.b64encode(typed), b"\x02")
-    pairs = names + len(basics) // 3
-    keys = parts[0::4] if typed is None else all_names
-    if keys and (not _APART.isdisjoint(keys) or (len(keys) > 1 and len(set(keys)) != len(keys))):
+    elif parts and (not _APART.isdisjoint(keys := parts[0::4]) or (len(keys) > 1 and len(set(keys)) != len(keys))):
         return None  # treated apart, or a name twice: the general path's
+    pairs = names + len(basics) // 3
     parts += basics
     out = b"".join(parts)
     if out.count(b"\x01") != pairs or out.count(b"\x02") != pairs:
         return None  # a separator inside a name or value
-    if typed is None:  # (a typed table's texts keep undecodable octets, as the general path)
+    if typed is None:  # a long string that is not UTF-8 makes a table typed (the general path's)
         try:
             out.decode()
         except UnicodeDecodeError:

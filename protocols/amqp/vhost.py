@@ -130,6 +130,7 @@ class VirtualHost:
 
     def _topic(self, name: str) -> None:
         topic = topic_of(name)
+        self.broker.views.note_header_tables(topic)  # a typed publish keeps its table there
         if self.broker.get_topic(topic) is None:
             self.broker.create_topic(topic, read_queue_nums=ENTITY_QUEUE_NUMS,
                                      write_queue_nums=ENTITY_QUEUE_NUMS)

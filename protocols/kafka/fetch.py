@@ -41,8 +41,8 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Final
 
 from rocketport.common.batch import Record, build_batch
+from rocketport.common.field_table import with_header_texts
 from rocketport.common.message import (
-    PROPERTY_AMQP_HEADERS,
     PROPERTY_INNER_NUM,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
@@ -67,10 +67,9 @@ from .errors import ErrorCode
 _MAX_COUNT: Final = 1 << 20  # the byte limits bound a fetch; this only satisfies the API
 _CACHE_ENTRIES: Final = 4096
 _CACHE_BYTES: Final = 64 << 20
-# properties that describe storage, not the message: never shown to Kafka consumers
-# an AMQP typed header table is hidden: each of its headers is a header of its own (text)
-_HIDDEN: Final = frozenset({PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_INNER_NUM, PROPERTY_WAIT_STORE_MSG_OK,
-                            PROPERTY_AMQP_HEADERS})
+# properties that describe storage, not the message: never shown to Kafka consumers (an
+# AMQP typed header table's headers are headers of their own, as text: `with_header_texts`)
+_HIDDEN: Final = frozenset({PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_INNER_NUM, PROPERTY_WAIT_STORE_MSG_OK})
 _OUT_OF_RANGE: Final = frozenset({GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY})
 # pacing: a partition left with data behind and fetched again this long after is a stall
 # (librdkafka's queue backoff is 1 s by default; a longer gap is some other pause)
@@ -121,7 +120,7 @@ class PlainRecordEncoder:
             pos += msg.store_size
             if i == 0:
                 base_ts = msg.born_timestamp
-            props = msg.properties
+            props = with_header_texts(msg.properties)
             keys = props.get(PROPERTY_KEYS)
             headers = [(name, value.encode("utf-8", "surrogateescape"))
                        for name, value in props.items() if name not in _HIDDEN]

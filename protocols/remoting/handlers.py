@@ -210,7 +210,8 @@ class BrokerHandlers:
         traffic = self.traffic
         traffic.messages_out += result.message_count
         traffic.bytes_out += result.total_bytes
-        body = pull_body(result, message_filter, self.config.kafka_tag_header) if result.segments else []
+        body = pull_body(result, message_filter, self.config.kafka_tag_header,
+                         self.broker.views.may_hold_header_tables(h.topic)) if result.segments else []
         return [_PULL_TEMPLATES[_pull_code(result, h.queue_offset)].frame(
             opaque, version, result.next_begin_offset, result.min_offset,
             result.max_offset, body_size=sum([len(part) for part in body])), *body]
@@ -303,7 +304,8 @@ class BrokerHandlers:
             {"suggestWhichBrokerId": str(replica.suggested_broker_id(self.broker, h.consumer_group, result)),
              "nextBeginOffset": str(result.next_begin_offset),
              "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)},
-            pull_body(result, message_filter, self.config.kafka_tag_header) if result.segments else b"")
+            pull_body(result, message_filter, self.config.kafka_tag_header,
+                      self.broker.views.may_hold_header_tables(h.topic)) if result.segments else b"")
 
     # ------------------------------------------------------------------ offsets
     async def query_consumer_offset(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand:

@@ -10,24 +10,31 @@ slices, untouched. Two cases need records built here, with the store's record en
   The batch is read through the core's one expander (`StoredBatch`, `batches_of`): decoded
   once however many pulls or filter-cut segments read it, and only the records a pull
   asks for are encoded;
-- messages the facade returns decoded (query by key, view by id).
+- messages the facade returns decoded (query by key, view by id);
+- records keeping an AMQP header table whole (`PROPERTY_AMQP_HEADERS`), which a RocketMQ
+  consumer reads as each header's user property, as text (`with_header_texts`): looked
+  for only in topics the facade says may hold them (`may_hold_header_tables`), so a pull
+  of any other topic stays the store's bytes.
 Nothing here does I/O or reads the store directly.
 """
 
 from __future__ import annotations
 
 from rocketport.common.batch.messages import DEFAULT_TAG_HEADER
+from rocketport.common.field_table import AMQP_HEADERS_NEEDLE, with_header_texts
 from rocketport.common.message import (
     INNER_BATCH_FLAG,
     MessageExt,
     encode_properties,
 )
 from rocketport.core.facade.types import (
+    I32,
     GetResult,
     MessageFilter,
     Segment,
     StoredBatch,
     batches_of,
+    decode_record,
     encode_record,
     ip_bytes,
 )
@@ -36,9 +43,10 @@ from .command import Buffer
 
 
 def message_ext_record(msg: MessageExt) -> bytes:
-    """The wire record of a decoded message (same bytes the CommitLog held)."""
+    """The wire record of a decoded message (same bytes the CommitLog held, but a kept AMQP
+    header table's headers as text)."""
     return encode_record(
-        topic_bytes=msg.topic.encode(), body=msg.body, props_bytes=encode_properties(msg.properties),
+        topic_bytes=msg.topic.encode(), body=msg.body, props_bytes=encode_properties(with_header_texts(msg.properties)),
         queue_id=msg.queue_id, flag=msg.flag, queue_offset=msg.queue_offset,
         physical_offset=msg.commit_log_offset, sys_flag=msg.sys_flag,
         born_timestamp=msg.born_timestamp, born_ip=ip_bytes(msg.born_host[0]),
@@ -85,15 +93,40 @@ def _expand_inner_batch(batch: StoredBatch, segment: Segment, message_filter: Me
 
 
 def pull_body(result: GetResult, message_filter: MessageFilter | None = None,
-              tag_header: str = DEFAULT_TAG_HEADER) -> list[Buffer]:
-    """The PULL_MESSAGE body for `result`: CommitLog slices, inner batches expanded."""
+              tag_header: str = DEFAULT_TAG_HEADER, header_tables: bool = False) -> list[Buffer]:
+    """The PULL_MESSAGE body for `result`: CommitLog slices, inner batches expanded, and
+    with ``header_tables`` (the topic may hold kept AMQP header tables) such records shown
+    with their headers as text."""
     body: list[Buffer] = []
     segments = result.segments
     for i, seg in enumerate(segments):
         if seg.batch_base is not None:  # from the first inner batch on, records are opened
             for rest, batch in batches_of(segments[i:]):
-                body.append(rest.view if batch is None
-                            else _expand_inner_batch(batch, rest, message_filter, tag_header))
+                if batch is not None:
+                    body.append(_expand_inner_batch(batch, rest, message_filter, tag_header))
+                elif header_tables:
+                    body += _with_header_texts(rest.view)
+                else:
+                    body.append(rest.view)
             break
-        body.append(seg.view)  # plain records: the mmap slices as they are, no generator
+        if header_tables:
+            body += _with_header_texts(seg.view)
+        else:
+            body.append(seg.view)  # plain records: the mmap slices as they are, no generator
     return body
+
+
+def _with_header_texts(view: memoryview) -> list[Buffer]:
+    """Plain records back to back, those keeping an AMQP header table re-encoded with its
+    headers as user properties (text), the others as they are."""
+    if AMQP_HEADERS_NEEDLE not in view.tobytes():
+        return [view]
+    out: list[Buffer] = []
+    pos, end = 0, len(view)
+    while pos < end:
+        size = I32.unpack_from(view, pos)[0]
+        record = view[pos:pos + size]
+        out.append(message_ext_record(decode_record(view, pos)) if AMQP_HEADERS_NEEDLE in record.tobytes()
+                   else record)
+        pos += size
+    return out

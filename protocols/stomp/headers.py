@@ -10,15 +10,17 @@ An AMQP publisher's ``content_type`` is the frame's ``content-type``. A value th
 UTF-8 (a Kafka header's bytes, an AMQP byte array) cannot be a STOMP header as it is: it
 is written in base64 (RFC 4648) and its name listed in ``x-base64-headers`` (names
 separated by commas), so a client decodes it back to the exact octets. Typed AMQP headers
-show as their text (properties.py of the AMQP front-end). Sans-IO: one instance per
+show as their text (`field_table.with_header_texts`). Sans-IO: one instance per
 connection, for its negotiated version.
 """
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from typing import Final
 
+from rocketport.common.field_table import with_header_texts
 from rocketport.common.message import (
     PROPERTY_KEYS,
     PROPERTY_TAGS,
@@ -59,8 +61,9 @@ class PropertyHeaders:
                 text = self._cache[key] = self.of(decode_properties(key))
         return text
 
-    def of(self, props: dict[str, str]) -> str:
+    def of(self, props: Mapping[str, str]) -> str:
         """The lines for a properties dict; escaped only when one holds what must be."""
+        props = with_header_texts(props)
         tags = props.get(PROPERTY_TAGS)
         # a record batch carries TAGS in its tag header too: shown once, as x-tags
         hidden = self._hidden_tagged if tags and props.get(self._tag_header) == tags else HIDDEN

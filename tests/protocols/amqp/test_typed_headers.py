@@ -236,22 +236,60 @@ def test_a_stomp_content_type_is_the_amqp_content_type(broker):
 def test_a_keyed_run_stores_a_typed_table_as_the_general_path_does():
     """A keyed publisher's run converts each content header in one step
     (`properties.stored_properties`); what it makes of a typed table is what the general
-    path stores (each header's text, the table kept whole), or it leaves the publish to it."""
+    path stores (the table kept whole, no header's text: other readers make those when they
+    read), or it leaves the publish to it."""
     from pika.spec import BasicProperties
 
+    from rocketport.common.field_table import with_header_texts
+    from rocketport.common.message import decode_properties as decode_stored
     from rocketport.common.message import encode_properties as stored
     from rocketport.protocols.amqp.codec import decode_properties
     from rocketport.protocols.amqp.properties import stored_properties, to_message_properties
 
     tables = [{"id": "t-1", "n": 5, "eta": None, "limits": [None, None], "ok": False, "price": decimal.Decimal("9.99"),
                "at": datetime.datetime(2024, 5, 1, tzinfo=datetime.timezone.utc), "blob": b"\x00\xfe", "t": {"a": 1}},
-              {"a": "x\x01y", "n": 1}, {"only": "strings", "é": "ü"}]
+              {"a": "x\x01y", "n": 1}, {"n": 1, "a\x01b": "v"}, {"only": "strings", "é": "ü"}]
     for headers in tables:
         raw = b"".join(BasicProperties(delivery_mode=2, message_id="m", headers=headers).encode())
         for routing_key in ("", "rk"):
             tail = stored({"TAGS": routing_key}) if routing_key else b""
             general = stored(to_message_properties(decode_properties(raw), routing_key, 0))
             assert stored_properties(raw, tail) == general, headers
-    for apart in ({"n": 1, "x-delay": 5}, {"n": 1, "DEDUP_KEY": "d"}, {"n": 1, "a\x01b": "v"}):
+    kept = decode_stored(stored_properties(b"".join(BasicProperties(headers=tables[0]).encode()), b""))
+    assert set(kept) == {"AMQP_HEADERS"}  # no text at publish
+    assert with_header_texts(kept) == {"at": "1714521600", "blob": "\x00\udcfe", "id": "t-1", "limits": "[null,null]",
+                                       "n": "5", "ok": "false", "price": "9.99", "t": '{"a":1}'}
+    for apart in ({"n": 1, "x-delay": 5}, {"n": 1, "DEDUP_KEY": "d"}, {"n": 1, "KEYS": "k"}, {"a\x01b": "v"}):
         raw = b"".join(BasicProperties(headers=apart).encode())
-        assert stored_properties(raw, b"") is None  # the general path's: a delay, a dedup key, a bad name
+        assert stored_properties(raw, b"") is None  # the general path's: a delay, a name the core reads, a bad name
+
+
+def test_rocketmq_consumers_read_typed_headers_as_user_properties(broker):
+    """A RocketMQ (remoting) pull shows each header of a kept table as a user property,
+    as text, never the hidden table; an SQL92 subscription compares a numeric header as a
+    number."""
+    from rocketport.client import sync
+
+    port = broker.endpoint("amqp")[1]
+    with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port)) as conn:
+        ch = conn.channel()
+        ch.exchange_declare("typed-rmq", "fanout")
+        ch.confirm_delivery()
+        for n in (2, 10, 30):
+            ch.basic_publish("typed-rmq", "", b"n%d" % n, pika.BasicProperties(
+                content_type="text/plain", headers={"n": n, "ok": n > 5, "pair": [n, None], "s": "text"}))
+
+    def poll(group: str, count: int, **subscription: str) -> list:
+        with sync.PullConsumer(group, broker.namesrv, consume_from="first") as puller:
+            puller.assign(puller.queues("typed-rmq"), **subscription)
+            got: list = []
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(got) < count and time.monotonic() < deadline:
+                got += puller.poll(timeout_s=0.2)
+            return got
+
+    by_body = {m.body: m for m in poll("TypedReader", 3)}
+    props = by_body[b"n10"].properties
+    assert (props["n"], props["ok"], props["pair"], props["s"]) == ("10", "true", "[10,null]", "text")
+    assert props["content_type"] == "text/plain" and "AMQP_HEADERS" not in props
+    assert sorted(m.body for m in poll("TypedSql", 2, sql="n > 3")) == [b"n10", b"n30"]

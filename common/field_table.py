@@ -1,24 +1,33 @@
 """AMQP field tables as the text other protocols read: each header's value as text.
 
-A table holding more than strings is kept whole for AMQP consumers (properties.py); every
-other reader gets each header as text, made here. A publisher's tables mostly repeat all
-but an entry or two (a Celery task's id), so the table is walked entry by entry without
-decoding (each type's size is known from its tag or its length prefix) and an entry's
-text is remembered by its bytes: only entries not seen recently are decoded (by pamqp).
-The field types are 0-9-1's and RabbitMQ's errata ('s' a signed 16-bit integer, 'i' an
-unsigned 32-bit one, 'u' unsigned 16-bit, 'B' unsigned 8-bit, 'l' and 'L' 64-bit). Sans-IO;
-a malformed table raises ValueError.
+An AMQP header table holding more than strings is stored whole, its wire bytes in one
+hidden property (`PROPERTY_AMQP_HEADERS`), and an AMQP consumer gets it back typed. Every
+other reader (remoting, Kafka, STOMP, SQL92 filters, the headers exchange) reads each
+header as a property of its own, as text: `with_header_texts` makes those properties when
+such a reader reads the message, not when it is published (a Celery publisher's texts cost
+more than the rest of its publish, and most of its messages are read by AMQP consumers).
+A publisher's tables mostly repeat all but an entry or two (a Celery task's id), so a table
+is walked entry by entry without decoding (each type's size is known from its tag or its
+length prefix) and an entry's text is remembered by its bytes: only entries not seen
+recently are decoded (by pamqp). The field types are 0-9-1's and RabbitMQ's errata ('s' a
+signed 16-bit integer, 'i' an unsigned 32-bit one, 'u' unsigned 16-bit, 'B' unsigned 8-bit,
+'l' and 'L' 64-bit). Sans-IO; a malformed table raises ValueError.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime
 import decimal
 import json
 import struct
+from collections.abc import Mapping
 from typing import Final
 
 from pamqp import decode
+
+from rocketport.common.message import PROPERTY_AMQP_HEADERS
 
 _U32 = struct.Struct(">I")
 # bytes after the type tag, by tag; None: a long length prefix says (S x A F)
@@ -59,9 +68,21 @@ def _json_value(value: object) -> object:
 def header_texts(data: bytes | memoryview, pos: int) -> tuple[list[tuple[str, str | None]], int, bool]:
     """The entries of the field table at ``pos`` (its length prefix) as (name, text; None
     for void), in order; the table's size with its prefix; and whether it holds more than
-    UTF-8 long strings (then the texts do not say it all: `properties` keeps the table). A
+    UTF-8 long strings (then the texts do not say it all: the table is kept whole). A
     text holds no property separator (\x01, \x02: a space each), so it is stored as it
     is. Long strings, mostly a message's own (an id), are decoded each time, not kept."""
+    return _walk(data, pos, True)  # type: ignore[return-value]
+
+
+def entry_names(data: bytes | memoryview, pos: int) -> tuple[list[bytes], int]:
+    """The names (their octets) of the entries of the field table at ``pos``, and its size
+    with its prefix: the table checked as `header_texts` checks it (every entry but a long
+    string decodes), no text made. What a publish keeps whole needs no more."""
+    names, size, _ = _walk(data, pos, False)
+    return names, size  # type: ignore[return-value]
+
+
+def _walk(data: bytes | memoryview, pos: int, texts_too: bool) -> tuple[list, int, bool]:
     try:
         (size,) = _U32.unpack_from(data, pos)
     except struct.error:
@@ -69,7 +90,7 @@ def header_texts(data: bytes | memoryview, pos: int) -> tuple[list[tuple[str, st
     end = pos + 4 + size
     if end > len(data):
         raise ValueError("field table longer than its content header")
-    out: list[tuple[str, str | None]] = []
+    out: list = []
     at = pos + 4
     texts, sizes = _texts, _SIZES
     typed = False
@@ -89,6 +110,10 @@ def header_texts(data: bytes | memoryview, pos: int) -> tuple[list[tuple[str, st
         if entry_end > end:
             raise ValueError("field table entry truncated")
         if kind == 0x53:  # 'S'
+            if not texts_too:
+                out.append(data[at + 1:kind_at])
+                at = entry_end
+                continue
             try:
                 name = str(data[at + 1:kind_at], "utf-8")
                 text = str(data[kind_at + 5:entry_end], "utf-8")
@@ -109,7 +134,7 @@ def header_texts(data: bytes | memoryview, pos: int) -> tuple[list[tuple[str, st
             if len(texts) >= _TEXTS_MAX:
                 texts.clear()
             texts[entry] = found
-        out.append(found)
+        out.append(found if texts_too else data[at + 1:kind_at])
         at = entry_end
     return out, 4 + size, typed
 
@@ -121,3 +146,37 @@ def _decoded(entry: bytes) -> tuple[str, str | None]:
         raise ValueError(f"field table entry does not decode: {exc}") from None
     ((name, value),) = table.items()
     return name, None if value is None else text_of(value).replace("\x01", " ").replace("\x02", " ")
+
+
+# an AMQP publisher's `x-delay` is the core's timer, never a header of its own
+_NOT_SHOWN: Final = frozenset({"x-delay"})
+AMQP_HEADERS_NEEDLE: Final = PROPERTY_AMQP_HEADERS.encode() + b"\x01"
+
+
+def with_header_texts(properties: Mapping[str, str]) -> Mapping[str, str]:
+    """``properties`` as every reader but an AMQP consumer sees them: the headers of a
+    kept table (`PROPERTY_AMQP_HEADERS`) each a property of its own name, as text (void
+    and names holding a property separator left out), the table itself hidden. Properties
+    stored under a header's name (a basic property, the routing key's TAGS, what the core
+    reads: stored as text at publish) keep their stored value. ``properties`` itself when
+    there is no table."""
+    stored = properties.get(PROPERTY_AMQP_HEADERS)
+    if stored is None:
+        return properties
+    out: dict[str, str] = {}
+    for name, text in _stored_texts(stored):
+        if text is not None and name not in _NOT_SHOWN and "\x01" not in name and "\x02" not in name:
+            out[name] = text
+    for name, value in properties.items():
+        if name != PROPERTY_AMQP_HEADERS:
+            out[name] = value
+    return out
+
+
+def _stored_texts(stored: str) -> list[tuple[str, str | None]]:
+    """The texts of a stored table (base64 of its wire bytes, length prefix included); a
+    value that does not decode (never written by the broker) as no table."""
+    try:
+        return header_texts(base64.b64decode(stored, validate=True), 0)[0]
+    except (binascii.Error, ValueError):
+        return []
