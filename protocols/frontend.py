@@ -24,6 +24,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .histogram import Histogram, Latencies
 from .listener import Listener
 from .session_base import Session
 
@@ -39,6 +40,10 @@ class Traffic:
     bytes_in: int = 0
     messages_out: int = 0
     bytes_out: int = 0
+    # the histograms /metrics exports (rocketmq_message_size of messages in, and
+    # rocketmq_rpc_latency): set by the HTTP front-end when it starts, else never recorded
+    sizes: Histogram | None = None
+    latency: Latencies | None = None
 
 
 @dataclass(slots=True, frozen=True)

@@ -80,7 +80,8 @@ def _protocol_of(name: str) -> str | None:
 
 SHARED_PROTOCOL_MODULES = ("rocketport.protocols.frontend", "rocketport.protocols.registry",
                            "rocketport.protocols.session_base", "rocketport.protocols.listener",
-                           "rocketport.protocols.eager", "rocketport.protocols.tls")
+                           "rocketport.protocols.eager", "rocketport.protocols.tls",
+                           "rocketport.protocols.histogram")
 
 
 def _violation(module: str, imported: str) -> str | None:

@@ -107,8 +107,11 @@ class AmqpSession(Session):
             try:
                 if type(event) is ContentReceived:  # the publish path, without the dispatch
                     bodies = event.bodies
+                    size = sum(map(len, bodies))
                     traffic.messages_in += len(bodies)
-                    traffic.bytes_in += sum(map(len, bodies))
+                    traffic.bytes_in += size
+                    if traffic.sizes is not None and bodies:
+                        traffic.sizes.observe_batch(size, len(bodies))
                     self.produces = True
                     channel = channels.get(event.channel)
                     if channel is not None and channel.busy is None:

@@ -1,5 +1,7 @@
 """Who may read the console and /api/: with ``aclEnable``, only the ACL's admin accounts
-(HTTP basic auth against the plain ACL file, as SASL/PLAIN logins are); without it, only
+(HTTP basic auth checked by `check_login` against the broker's one account file, as every
+protocol's logins are; any refusal is a 401 as RabbitMQ's management API answers a user
+without the management tag, the reason in the broker's log); without it, only
 clients on a loopback address unless ``http.allowRemote`` is set. /metrics is outside this
 check, as RocketMQ's and RabbitMQ's exporters are: Prometheus scrapes it from elsewhere.
 
@@ -11,21 +13,25 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
+import logging
 from typing import Final
 
-from rocketport.core.auth.plain_acl import AclError, PlainAcl
-from rocketport.core.config import BrokerConfig
+from rocketport.core.auth.plain_acl import AclError, check_login
+from rocketport.core.broker import Broker
 
 from . import responses
 from .responses import Response
 from .session import Request
 
+log = logging.getLogger(__name__)
+
 REALM: Final = 'Basic realm="Rocketport", charset="UTF-8"'
 
 
 class HttpAccess:
-    def __init__(self, config: BrokerConfig) -> None:
-        self.acl = PlainAcl(config.plain_acl_file) if config.acl_enable else None
+    def __init__(self, broker: Broker) -> None:
+        config = broker.config
+        self.acl = broker.acl if config.acl_enable else None
         self.allow_remote = config.http.allow_remote
 
     def refusal(self, request: Request) -> Response | None:
@@ -35,11 +41,10 @@ class HttpAccess:
             if credentials is None:
                 return _challenge("an admin account of the ACL is needed (HTTP basic auth)")
             try:
-                account = self.acl.authenticate(*credentials)
+                check_login(self.acl, *credentials, admin=True)
             except AclError as exc:
-                return _challenge(str(exc))
-            if not account.admin:
-                return responses.text(403, f"{account.access_key} is not an admin account of the ACL")
+                log.info("http: %s:%d refused: %s", *request.peer, exc)
+                return _challenge("refused: an admin account of the ACL is needed (HTTP basic auth)")
             return None
         if self.allow_remote or is_loopback(request.peer[0]):
             return None

@@ -99,6 +99,7 @@ class Api:
                           for fe in self.front_ends if fe.name != "http"},
             "topics": stats.topics, "queues": stats.queues, "putTps": stats.put_tps, "getTps": stats.get_tps,
             "putToday": stats.put_today, "getToday": stats.get_today,
+            "replication": self.replication(),
             "store": {"commitLogMinOffset": stats.commit_log_min_offset, "commitLogMaxOffset": figures.log_end,
                       "flushBehindBytes": figures.log_end - figures.flushed,
                       "dispatchBehindBytes": figures.log_end - figures.dispatched,
@@ -106,6 +107,19 @@ class Api:
                       "commitLogSegments": figures.commit_log_segments,
                       "diskUsageRatio": figures.disk_usage_ratio},
         }
+
+    def replication(self) -> dict[str, Any] | None:
+        """A master's connected slaves, or a slave's master and lag; None without replication."""
+        info = self.broker.ha.runtime_info()
+        if "slaves" in info:
+            return {"role": info["brokerRole"], "haPort": info.get("haPort"),
+                    "slaves": [{"address": s["address"], "ackOffset": s["ackOffset"], "behindBytes": s["lagBytes"],
+                                "inSync": s["inSync"]} for s in info["slaves"]]}  # type: ignore[attr-defined]
+        if "masterOffset" in info:
+            return {"role": "SLAVE", "master": info["masterAddress"], "connected": info["connected"],
+                    "offset": info["slaveOffset"], "masterOffset": info["masterOffset"],
+                    "behindBytes": info["lagBytes"]}
+        return None
 
     def _queues(self) -> dict[str, list[tuple[int, int, int]]]:
         queues: dict[str, list[tuple[int, int, int]]] = {}

@@ -15,6 +15,7 @@ from prometheus_client.registry import CollectorRegistry
 from rocketport.core.broker import Broker
 
 from ..frontend import FrontEnd, ListenerFrontEnd
+from ..histogram import SIZE_BUCKETS, Histogram, Latencies
 from ..listener import Listener
 from ..session_base import Session
 from ..tls import TlsContexts
@@ -35,6 +36,7 @@ class HttpFrontEnd(ListenerFrontEnd):
     def __init__(self, broker: Broker, front_ends: Sequence[FrontEnd] = ()) -> None:
         super().__init__()
         self.broker = broker
+        self.front_ends = front_ends  # the server's list, complete once the broker starts
         section = broker.config.http
         self.loop_lag = LoopLag()
         self.registry = CollectorRegistry(auto_describe=False)
@@ -42,7 +44,7 @@ class HttpFrontEnd(ListenerFrontEnd):
         ProcessCollector(registry=self.registry)  # CPU, RSS, open files of this process
         self.api = api.Api(broker, front_ends)
         self.console = Console()
-        self.access = HttpAccess(broker.config)
+        self.access = HttpAccess(broker)
         self.listener = Listener(ROLE, section.host, section.port, self._new_session,
                                  broker.config.connection_limits)
         self.listeners = [self.listener]
@@ -60,6 +62,10 @@ class HttpFrontEnd(ListenerFrontEnd):
         return self.listener.port
 
     async def start(self) -> None:
+        for front_end in self.front_ends:  # from now on they record the histograms /metrics exports
+            traffic = getattr(front_end, "traffic", None)
+            if traffic is not None and front_end is not self:
+                traffic.sizes, traffic.latency = Histogram(SIZE_BUCKETS), Latencies()
         await super().start()
         self.loop_lag.start()
 

@@ -16,13 +16,15 @@ from collections.abc import Iterable, Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Final
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
 
 from rocketport.core.broker import Broker
 
 from ..frontend import FrontEnd
+from ..histogram import Histogram
 from .loop_lag import LoopLag
 
 NODE_TYPE: Final = "broker"
@@ -57,7 +59,9 @@ class BrokerCollector(Collector):
         base = [config.broker_cluster_name, NODE_TYPE, config.broker_name]
         yield from self._broker_info(base)
         yield from self._protocols(base)
+        yield from self._histograms(base)
         yield from self._store(base)
+        yield from self._replication(base)
         yield from self._loop(base)
         if config.http.metrics_per_object:
             yield from self._per_object(base)
@@ -88,8 +92,11 @@ class BrokerCollector(Collector):
                                         labels=[*_BASE, *names])
         producers = GaugeMetricFamily("rocketmq_producer_connections", "Open connections that have "
                                       "stored a message.", labels=[*_BASE, *names])
+        per_group = self.broker.config.http.metrics_per_object
         consumers = GaugeMetricFamily("rocketmq_consumer_connections", "Open connections that consume "
-                                      "(subscribed, fetched or pulled).", labels=[*_BASE, *names])
+                                      "(subscribed, fetched or pulled)" + (", by the consumer group they "
+                                      "consume for (\"\": none named)." if per_group else "."),
+                                      labels=[*_BASE, *names, *(("consumer_group",) if per_group else ())])
         connections = GaugeMetricFamily("rocketport_connections", "Open connections.", labels=[*_BASE, *names])
         for front_end in self.front_ends:
             traffic = getattr(front_end, "traffic", None)
@@ -102,9 +109,55 @@ class BrokerCollector(Collector):
             bytes_out.add_metric(labels, traffic.bytes_out)
             counts = front_end.connections()
             producers.add_metric(labels, counts.producers)
-            consumers.add_metric(labels, counts.consumers)
+            if per_group:
+                for group, count in _consumers_by_group(front_end).items():
+                    consumers.add_metric([*labels, group], count)
+            else:
+                consumers.add_metric(labels, counts.consumers)
             connections.add_metric(labels, counts.total)
         yield from (msgs_in, msgs_out, bytes_in, bytes_out, producers, consumers, connections)
+
+    def _histograms(self, base: list[str]) -> Iterator[Metric]:
+        sizes = HistogramMetricFamily("rocketmq_message_size", "Sizes of the messages stored through each "
+                                      "protocol, in bytes (a batch counts at its average size).",
+                                      labels=[*_BASE, "protocol"])
+        latency = HistogramMetricFamily("rocketmq_rpc_latency", "Time from a request's arrival to its "
+                                        "answer, in milliseconds, by protocol and request code (Kafka api "
+                                        "key, remoting request code; -1: codes past the first 256).",
+                                        labels=[*_BASE, "protocol", "request_code"])
+        for front_end in self.front_ends:
+            traffic = getattr(front_end, "traffic", None)
+            if traffic is None or front_end.name == "http":
+                continue
+            if traffic.sizes is not None:
+                sizes.add_metric([*base, front_end.name], _buckets(traffic.sizes), traffic.sizes.total)
+            if traffic.latency is not None:
+                for code, histogram in sorted(list(traffic.latency.by_code.items())):
+                    latency.add_metric([*base, front_end.name, str(code)],
+                                       _buckets(histogram), histogram.total)
+        yield from (sizes, latency)
+
+    def _replication(self, base: list[str]) -> Iterator[Metric]:
+        """A master's slaves (acknowledged offset, bytes behind, in sync); a slave's own lag."""
+        info = self.broker.ha.runtime_info()
+        if "slaves" in info:
+            acked = GaugeMetricFamily("rocketport_ha_slave_ack_offset", "CommitLog offset each connected "
+                                      "slave has acknowledged.", labels=[*_BASE, "slave"])
+            behind = GaugeMetricFamily("rocketport_ha_slave_behind_bytes", "CommitLog bytes each connected "
+                                       "slave has not acknowledged.", labels=[*_BASE, "slave"])
+            in_sync = GaugeMetricFamily("rocketport_ha_slave_in_sync", "1 when the slave is in sync "
+                                        "(SYNC_MASTER waits for such slaves).", labels=[*_BASE, "slave"])
+            for slave in info["slaves"]:  # type: ignore[union-attr]
+                labels = [*base, str(slave["address"])]
+                acked.add_metric(labels, slave["ackOffset"])
+                behind.add_metric(labels, slave["lagBytes"])
+                in_sync.add_metric(labels, 1 if slave["inSync"] else 0)
+            yield from (acked, behind, in_sync)
+        if "masterOffset" in info:
+            yield _gauge("rocketport_ha_connected", "1 while this slave is connected to its master.", base,
+                         1 if info["connected"] else 0)
+            yield _gauge("rocketport_ha_behind_bytes", "CommitLog bytes this slave is behind its master "
+                         "(-1: not known yet).", base, info["lagBytes"])  # type: ignore[arg-type]
 
     def _store(self, base: list[str]) -> Iterator[Metric]:
         broker = self.broker
@@ -231,6 +284,21 @@ class _StampReader:
         stored = self._read(topic, queue_id, offset)
         self.kept[key] = (offset, stored)
         return stored
+
+
+def _buckets(histogram: Histogram) -> list[tuple[str, float]]:
+    return [(floatToGoString(bound), count) for bound, count in histogram.cumulative()]
+
+
+def _consumers_by_group(front_end: FrontEnd) -> dict[str, int]:
+    """Consuming connections by the group they consume for ("": none named); every protocol
+    has the "" series, 0 when nothing consumes without a group."""
+    counts = {"": 0}
+    for session in list(getattr(front_end, "sessions", ())):
+        if session.consumes:
+            for group in session.consumer_groups or ("",):
+                counts[group] = counts.get(group, 0) + 1
+    return counts
 
 
 def _gauge(name: str, documentation: str, base: list[str], value: float) -> GaugeMetricFamily:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from time import perf_counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -59,6 +60,7 @@ class _Pending:
     correlation_id: int
     api_key: int
     api_version: int
+    started: float = 0.0  # perf_counter() when it was dispatched (rocketmq_rpc_latency); 0: not timed
 
 
 class KafkaSession(OrderedSession[_Pending]):
@@ -68,6 +70,7 @@ class KafkaSession(OrderedSession[_Pending]):
                  on_closed: Callable[[Session], None] | None = None, node: BrokerNode | None = None) -> None:
         super().__init__(max_in_flight, on_open, on_closed)
         self.handlers = handlers
+        self._traffic = handlers.produce.traffic  # the front-end's (its latency histograms)
         self.node = node  # the TLS listener's advertised node; None: the handlers' own
         self.conn = KafkaServerConnection(max_frame_size) if max_frame_size else KafkaServerConnection()
         self.principal: Account | None = None  # the authenticated account (SASL)
@@ -125,7 +128,7 @@ class KafkaSession(OrderedSession[_Pending]):
         handler = self.handlers.table[key]
         ctx = RequestContext(event.api_version, event.client_id, self.peer, self.principal, self.node)
         self._track(_Pending(eager.start(handler(ctx, event.body)), event.correlation_id,
-                             event.api_key, event.api_version))
+                             event.api_key, event.api_version, perf_counter()))
 
     # ------------------------------------------------------------------ SASL
     def _sasl_request(self, event: RequestReceived) -> None:
@@ -205,6 +208,9 @@ class KafkaSession(OrderedSession[_Pending]):
         if body is not None:  # None: an acks=0 produce, which Kafka clients expect no answer to
             self._out.extend(self.conn.send_response(
                 pending.correlation_id, pending.api_key, pending.api_version, body))
+        latency = self._traffic.latency
+        if latency is not None and pending.started:
+            latency.observe(pending.api_key, (perf_counter() - pending.started) * 1000)
         return True
 
     def close(self) -> None:

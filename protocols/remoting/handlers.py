@@ -247,8 +247,11 @@ class BrokerHandlers:
         msg_id = result.joined_msg_ids if len(result.record_offsets) > 1 else result.msg_id
         session.produces = True
         traffic = self.traffic
-        traffic.messages_in += len(result.record_offsets) or 1
-        traffic.bytes_in += len(request.body or b"")
+        stored, size = len(result.record_offsets) or 1, len(request.body or b"")
+        traffic.messages_in += stored
+        traffic.bytes_in += size
+        if traffic.sizes is not None:
+            traffic.sizes.observe_batch(size, stored)
         # as RocketMQ: a batch's is the batch's own key (the client holds its messages' keys)
         uniq = properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
         return make_response(request, code, ext_fields={

@@ -128,6 +128,8 @@ class SendLane:
             traffic = self.traffic
             traffic.messages_in += stored
             traffic.bytes_in += size
+            if traffic.sizes is not None:
+                traffic.sizes.observe_batch(size, stored)
         if durable is None:
             return self._frames(taken, results, SEND_OK)
         durable.add_done_callback(lambda done: session.emit(self._after(done, taken, results)))

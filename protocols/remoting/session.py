@@ -20,15 +20,17 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any, Protocol
 
 from rocketport.core.errors import BrokerError
 
 from .. import eager
+from ..frontend import Traffic
 from ..listener import ConnectionLimits, Listener
 from ..session_base import Session
 from ..tls import TlsPolicy
-from .codes import ResponseCode
+from .codes import RequestCode, ResponseCode
 from .command import FLAG_ONEWAY, FLAG_RESPONSE, Buffer, RemotingCommand, make_response
 from .connection import RemotingConnection, command_event
 from .errors import code_for
@@ -38,6 +40,7 @@ from .frame import DEFAULT_MAX_FRAME_LENGTH, encode_command
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_IN_FLIGHT = 4096
+_LANE_CODE = int(RequestCode.SEND_MESSAGE_V2)  # what the send lane's answers count as (rpc latency)
 
 
 class FastLane(Protocol):
@@ -85,6 +88,9 @@ class RemotingSession(Session):
         self._tasks: set[asyncio.Task[None]] = set()
         self._opaque = itertools.count(1)
         self._answers: dict[int, asyncio.Future[RemotingCommand]] = {}  # `invoke`s awaiting
+        # the broker's front-end traffic (its rpc latency histograms; none for the name server)
+        self._traffic: Traffic | None = getattr(handler, "traffic", None)
+        self._read_at = 0.0  # perf_counter() when this read came, while latency is recorded
 
     # ------------------------------------------------------------------ asyncio callbacks
     def data_received(self, data: bytes) -> None:
@@ -93,6 +99,8 @@ class RemotingSession(Session):
         every connection's requests in the order they were sent)."""
         lane = self._handler.lane
         taken: list[Any] = []
+        if self._traffic is not None and self._traffic.latency is not None:
+            self._read_at = perf_counter()
         events = self._conn.receive_raw(data)
         self._note_input(bool(events), self._conn.buffered > 0)
         for event in events:
@@ -141,12 +149,20 @@ class RemotingSession(Session):
             return False
         if self.transport is not None:
             self._emit_all(frames)
+        self._timed(header.get("code"), 1)
         return True
 
     def _answer(self, lane: FastLane, taken: list[Any]) -> None:
         frames = lane.answer(self, taken)
         if self.transport is not None:
             self._emit_all(frames)
+        self._timed(_LANE_CODE, len(taken))
+
+    def _timed(self, code: Any, count: int) -> None:
+        """``count`` requests of ``code`` answered from this read (rocketmq_rpc_latency)."""
+        traffic = self._traffic
+        if traffic is not None and traffic.latency is not None and self._read_at and type(code) is int:
+            traffic.latency.observe(code, (perf_counter() - self._read_at) * 1000, count)
 
     def _closed_hook(self) -> None:
         for task in self._tasks:
@@ -176,6 +192,7 @@ class RemotingSession(Session):
         task.add_done_callback(self._task_done)
 
     async def _run(self, request: RemotingCommand) -> None:
+        started = perf_counter()
         try:
             response = await self._handler.handle(self, request)
         except asyncio.CancelledError:
@@ -183,6 +200,9 @@ class RemotingSession(Session):
         except Exception as exc:
             response = self._failure(request, exc)
         self._reply(request, response)
+        traffic = self._traffic
+        if traffic is not None and traffic.latency is not None:
+            traffic.latency.observe(request.code, (perf_counter() - started) * 1000)
 
     def _failure(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
         """The error response for a handler's exception, logged by kind."""

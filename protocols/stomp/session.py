@@ -209,6 +209,8 @@ class StompSession(OrderedSession[_Pending]):
             if type(event) is Frame and event.command == "SEND" and publish is not None:
                 traffic.messages_in += 1
                 traffic.bytes_in += len(event.body)
+                if traffic.sizes is not None:
+                    traffic.sizes.observe(len(event.body))
                 self.produces = True
                 plan = publish.plan(event.headers)
                 if plan is not None and (size := len(event.body) + plan.overhead) <= cap:

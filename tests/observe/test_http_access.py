@@ -1,5 +1,5 @@
 """Who may read the console and /api/: with aclEnable only the ACL's admin accounts (HTTP
-basic auth), without it only loopback clients unless http.allowRemote; /metrics stays open
+basic auth; 401 for any refusal), without it only loopback clients unless http.allowRemote; /metrics stays open
 to Prometheus. Live brokers read with urllib from 127.0.0.1 and from this machine's own
 non-loopback address; the decision itself on requests with any peer."""
 
@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from rocketport.core.broker import Broker
 from rocketport.core.config import ProtocolConfig
 from rocketport.protocols.http.access import HttpAccess, basic_credentials, is_loopback
 from rocketport.protocols.http.session import Request
@@ -83,7 +84,7 @@ def test_acl_admin_accounts_log_in_with_basic_auth(broker_with, tmp_path):
     assert status == 401 and headers["www-authenticate"].startswith('Basic realm="Rocketport"')
     assert fetch(host, port, "/api/overview", _auth("root", "wrong"))[0] == 401
     assert fetch(host, port, "/api/overview", _auth("nobody", "x"))[0] == 401
-    assert fetch(host, port, "/api/overview", _auth("alice", "alice-secret"))[0] == 403  # not an admin
+    assert fetch(host, port, "/api/overview", _auth("alice", "alice-secret"))[0] == 401  # not an admin
     assert fetch(host, port, "/api/overview", "Basic !!not-base64")[0] == 401
     assert fetch(host, port, "/", _auth(*ROOT))[0] == 200
     assert fetch(host, port, "/console/main.js", _auth(*ROOT))[0] == 200
@@ -115,20 +116,20 @@ def _request(peer: str, authorization: str | None = None) -> Request:
     ("fe80::1%eth0", False), ("not-an-address", False),
 ])
 def test_the_loopback_rule(small_config, peer, allowed):
-    access = HttpAccess(small_config)
+    access = HttpAccess(Broker(small_config))
     assert (access.refusal(_request(peer)) is None) is allowed
     small_config.http = ProtocolConfig(True, 0, allow_remote=True)
-    assert HttpAccess(small_config).refusal(_request(peer)) is None
+    assert HttpAccess(Broker(small_config)).refusal(_request(peer)) is None
 
 
 def test_the_acl_rule_holds_for_loopback_clients_too(small_config, tmp_path):
     acl = tmp_path / "plain_acl.yml"
     acl.write_text(ACL, encoding="utf-8")
     small_config.acl_enable, small_config.plain_acl_file = True, str(acl)
-    access = HttpAccess(small_config)
+    access = HttpAccess(Broker(small_config))
     assert access.refusal(_request("127.0.0.1")).status == 401
     assert access.refusal(_request("10.1.2.3", _auth(*ROOT))) is None  # any address, with an admin's login
-    assert access.refusal(_request("127.0.0.1", _auth("alice", "alice-secret"))).status == 403
+    assert access.refusal(_request("127.0.0.1", _auth("alice", "alice-secret"))).status == 401
 
 
 @pytest.mark.parametrize("header, expected", [

@@ -27,6 +27,7 @@ from tests.observe.metrics_support import (
     value,
     wait_for,
 )
+from tests.protocols.stomp.stomp_support import connect as stomp_connect
 from tests.support.live_broker import LiveBroker, start_live_broker
 
 N, M = 10, 4  # produced and consumed per protocol
@@ -118,12 +119,44 @@ def test_connections_by_what_they_do(live):
     try:
         channel.queue_declare("ConnQ")
         channel.basic_consume("ConnQ", lambda *args: None)
-        samples = wait_for(live, lambda s: value(s, "rocketmq_consumer_connections", protocol="amqp") == 1)
+        samples = wait_for(live, lambda s: value(s, "rocketmq_consumer_connections", protocol="amqp",
+                                                 consumer_group="ConnQ") == 1)
         assert value(samples, "rocketport_connections", protocol="amqp") == 1
-        assert value(samples, "rocketmq_consumer_connections", protocol="amqp") == 1
+        assert value(samples, "rocketmq_consumer_connections", protocol="amqp", consumer_group="ConnQ") == 1
+        assert value(samples, "rocketmq_consumer_connections", protocol="amqp", consumer_group="") == 0
+        assert value(samples, "rocketmq_consumer_connections", protocol="kafka", consumer_group="") == 0
         assert value(samples, "rocketmq_producer_connections", protocol="amqp") == 0
     finally:
         connection.close()
+
+
+def test_message_size_and_rpc_latency_histograms(live):
+    """rocketmq_message_size in RocketMQ 5's byte buckets (STOMP: one observation a message;
+    Kafka: a batch at its average, its bytes as carried) and rocketmq_rpc_latency per
+    request code: every answered request counted once."""
+    conn, _ = stomp_connect(live)
+    for size in (100, 100, 100, 5000, 5000):
+        conn.send("/queue/SizeQ", b"x" * size)
+    conn.disconnect(receipt="bye")
+    kafka_produce(live, "SizeT", 4)
+    remoting_produce(live, "SizeN", 3)
+    samples = wait_for(live, lambda s: value(s, "rocketmq_message_size_count", protocol="stomp") == 5)
+
+    def size(suffix: str, **labels: str) -> float | None:
+        return value(samples, "rocketmq_message_size" + suffix, **labels)
+    assert [size("_bucket", protocol="stomp", le=le) for le in ("1024.0", "4096.0", "524288.0", "+Inf")] == [3, 3, 5, 5]
+    assert size("_count", protocol="stomp") == 5 and size("_sum", protocol="stomp") == 10_300
+    assert size("_count", protocol="kafka") == 4
+    assert size("_sum", protocol="kafka") == value(samples, "rocketmq_throughput_in_total", protocol="kafka")
+    assert size("_count", protocol="remoting") == 3
+
+    def latency(suffix: str, protocol: str, code: int, **labels: str) -> float | None:
+        return value(samples, "rocketmq_rpc_latency" + suffix, protocol=protocol, request_code=str(code), **labels)
+    produces = latency("_count", "kafka", 0)  # Produce: the client decides how many requests
+    assert produces and produces >= 1 and latency("_bucket", "kafka", 0, le="+Inf") == produces
+    assert latency("_count", "kafka", 18) and latency("_count", "kafka", 3)  # ApiVersions, Metadata
+    assert latency("_count", "remoting", 310) == 3  # SEND_MESSAGE_V2, one a message
+    assert latency("_sum", "remoting", 310) >= 0
 
 
 def test_per_object_series_can_be_turned_off(tmp_path):

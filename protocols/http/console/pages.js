@@ -49,13 +49,15 @@ function replication(r) {
   return h("div", {},
     h("h2", {}, "Replication"),
     r.role === "SLAVE"
-      ? h("div", { class: "cards" }, card("Master", r.master || "–"), card("Replicated to", num(r.offset)),
-          card("Behind master", bytes(r.behindBytes || 0)))
+      ? h("div", { class: "cards" }, card("Master", r.master || "–", "master"),
+          card("Connected", r.connected ? "yes" : "no", "connected"), card("Replicated to", num(r.offset)),
+          card("Behind master", r.behindBytes < 0 ? "not known yet" : bytes(r.behindBytes), "behind"))
       : table([
-          { title: "Slave", cell: (s) => s.address },
+          { title: "Slave", key: "slave", cell: (s) => s.address },
           { title: "Acknowledged offset", num: true, cell: (s) => num(s.ackOffset) },
           { title: "Behind", num: true, key: "behind", cell: (s) => bytes(s.behindBytes) },
-        ], r.slaves || [], "no slave connected"));
+          { title: "In sync", key: "inSync", cell: (s) => (s.inSync ? "yes" : "no") },
+        ], r.slaves, "no slave connected"));
 }
 
 async function overview(route, ctx) {
