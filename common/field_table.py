@@ -71,18 +71,53 @@ def header_texts(data: bytes | memoryview, pos: int) -> tuple[list[tuple[str, st
     UTF-8 long strings (then the texts do not say it all: the table is kept whole). A
     text holds no property separator (\x01, \x02: a space each), so it is stored as it
     is. Long strings, mostly a message's own (an id), are decoded each time, not kept."""
-    return _walk(data, pos, True)  # type: ignore[return-value]
+    out, size, typed, _ = _walk(data, pos, True)
+    return out, size, typed
 
 
 def entry_names(data: bytes | memoryview, pos: int) -> tuple[list[bytes], int]:
     """The names (their octets) of the entries of the field table at ``pos``, and its size
     with its prefix: the table checked as `header_texts` checks it (every entry but a long
-    string decodes), no text made. What a publish keeps whole needs no more."""
-    names, size, _ = _walk(data, pos, False)
-    return names, size  # type: ignore[return-value]
+    string decodes), no text made. What a publish keeps whole needs no more. A table that
+    differs from the last one checked only inside long strings' values it differed in
+    before (a publisher's task ids) is that table with other text: it is not walked again
+    (the names are the last table's: read them, never change them)."""
+    try:
+        (size,) = _U32.unpack_from(data, pos)
+    except struct.error:
+        raise ValueError("field table truncated") from None
+    table = bytes(data[pos:pos + 4 + size])
+    last, names, varied = _last
+    if varied is not None and len(table) == len(last) and _same_but(table, last, varied):
+        return names, 4 + size
+    names, _, _, values = _walk(table, 0, False)
+    varied = None
+    if len(table) == len(last):  # which values differ from the last table's, if only they do
+        varied = tuple((start, end) for start, end in values if table[start:end] != last[start:end])
+        if not _same_but(table, last, varied):
+            varied = None
+    _last[:] = table, names, varied
+    return names, 4 + size
 
 
-def _walk(data: bytes | memoryview, pos: int, texts_too: bool) -> tuple[list, int, bool]:
+# the last table `entry_names` checked, its names, and the long strings' values (start,
+# end) it differed from the one before in (None: it differed elsewhere too)
+_last: list = [b"", [], None]
+
+
+def _same_but(table: bytes, last: bytes, varied: tuple[tuple[int, int], ...]) -> bool:
+    """Whether two tables of one size hold the same octets outside ``varied``."""
+    at = 0
+    for start, end in varied:
+        if table[at:start] != last[at:start]:
+            return False
+        at = end
+    return table[at:] == last[at:]
+
+
+def _walk(data: bytes | memoryview, pos: int, texts_too: bool) -> tuple[list, int, bool, list[tuple[int, int]]]:
+    """The table's entries (texts, or only names), size, whether typed, and (names only)
+    where its long strings' values lie."""
     try:
         (size,) = _U32.unpack_from(data, pos)
     except struct.error:
@@ -91,6 +126,7 @@ def _walk(data: bytes | memoryview, pos: int, texts_too: bool) -> tuple[list, in
     if end > len(data):
         raise ValueError("field table longer than its content header")
     out: list = []
+    values: list[tuple[int, int]] = []
     at = pos + 4
     texts, sizes = _texts, _SIZES
     typed = False
@@ -112,6 +148,7 @@ def _walk(data: bytes | memoryview, pos: int, texts_too: bool) -> tuple[list, in
         if kind == 0x53:  # 'S'
             if not texts_too:
                 out.append(data[at + 1:kind_at])
+                values.append((kind_at + 5, entry_end))
                 at = entry_end
                 continue
             try:
@@ -136,7 +173,7 @@ def _walk(data: bytes | memoryview, pos: int, texts_too: bool) -> tuple[list, in
             texts[entry] = found
         out.append(found if texts_too else data[at + 1:kind_at])
         at = entry_end
-    return out, 4 + size, typed
+    return out, 4 + size, typed, values
 
 
 def _decoded(entry: bytes) -> tuple[str, str | None]:

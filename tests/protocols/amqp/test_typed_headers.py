@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pika
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from pamqp import commands, decode, frame
+from pamqp import commands, decode, encode, frame
 from pamqp.body import ContentBody
 
 from rocketport.core.config import ProtocolConfig
@@ -293,3 +293,21 @@ def test_rocketmq_consumers_read_typed_headers_as_user_properties(broker):
     assert (props["n"], props["ok"], props["pair"], props["s"]) == ("10", "true", "[10,null]", "text")
     assert props["content_type"] == "text/plain" and "AMQP_HEADERS" not in props
     assert sorted(m.body for m in poll("TypedSql", 2, sql="n > 3")) == [b"n10", b"n30"]
+
+
+def test_a_publishers_tables_are_checked_as_a_walk_checks_them():
+    """`field_table.entry_names` reuses the last table's check when a table differs from it
+    only in long strings' values: the names are a full walk's, and a table that differs
+    anywhere else (a broken entry after a run of good ones) is still refused."""
+    from rocketport.common.field_table import entry_names, header_texts
+
+    def table(i: int, k: str = "v") -> bytes:
+        return encode.field_table({"id": "task-%04d" % i, "n": i % 3, "x": [1, None], "k": k})
+
+    run = [table(i) for i in range(20)] + [table(3)] * 3 + [table(5, "")] + [table(i, "w") for i in range(5)]
+    for raw in run:
+        assert entry_names(raw, 0) == ([name.encode() for name, _ in header_texts(raw, 0)[0]], len(raw))
+    broken = bytearray(table(7))
+    broken[broken.index(b"\x01x") + 2] = 0x99  # the array's type tag
+    with pytest.raises(ValueError):
+        entry_names(bytes(broken), 0)
