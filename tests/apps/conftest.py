@@ -1,4 +1,4 @@
-"""Real applications (Celery, kombu) against the session's Rocketport broker process
+"""Real applications (Celery, kombu, Dramatiq) against the session's Rocketport broker process
 (tests/support/rabbitmq.py's ``rocketport``: ``rocketport broker`` on the shipped
 configuration, as users run it, on free ports)."""
 
