@@ -1,4 +1,4 @@
-"""RabbitMQ as a benchmark peer: one private node on loopback, AMQP and STOMP on given ports.
+"""RabbitMQ as a benchmark peer: one private node on loopback, AMQP, STOMP and Web-STOMP on given ports.
 
 Benchmarks compare Rocketport with RabbitMQ in the same run (AMQP 0-9-1 and STOMP). This
 module starts a throw-away node whose every file (Mnesia database, logs, config, cookie)
@@ -10,7 +10,7 @@ by the benchmark itself (persistent publishes into durable queues).
     from peers import rabbitmq            # bench/ is on sys.path for bench scripts
     node = rabbitmq.start(amqp_port=5673, stomp_port=61614, workdir="/tmp/rmq")
     ...  # amqp://guest:guest@127.0.0.1:5673/  and STOMP on 127.0.0.1:61614
-    node.stop()
+    node.stop()                           # (STOMP over WebSocket: node.web_stomp_port, path /ws)
 
 The test suite's differential harness starts its node through this module too
 (tests/support/rabbitmq.py loads it by path; nothing here imports the tests). Port 0 means a
@@ -70,6 +70,7 @@ class RabbitMQ:
     node: str
     process: subprocess.Popen
     env: dict[str, str]
+    web_stomp_port: int = 0  # rabbitmq_web_stomp: STOMP over WebSocket at path /ws
 
     @property
     def url(self) -> str:
@@ -99,13 +100,14 @@ class RabbitMQ:
                 self.process.wait(STOP_TIMEOUT_S)
 
 
-def start(amqp_port: int, stomp_port: int, workdir: str) -> RabbitMQ:
-    """Start a node listening on 127.0.0.1:``amqp_port`` (AMQP 0-9-1) and ``stomp_port``
-    (rabbitmq_stomp), 0 for a free port each; returns once both ports accept. Raises
-    PeerUnavailable."""
+def start(amqp_port: int, stomp_port: int, workdir: str, web_stomp_port: int = 0) -> RabbitMQ:
+    """Start a node listening on 127.0.0.1:``amqp_port`` (AMQP 0-9-1), ``stomp_port``
+    (rabbitmq_stomp) and ``web_stomp_port`` (rabbitmq_web_stomp), 0 for a free port each;
+    returns once every port accepts. Raises PeerUnavailable."""
     ensure_installed()
     amqp_port = amqp_port or _free_port()
     stomp_port = stomp_port or _free_port()
+    web_stomp_port = web_stomp_port or _free_port()
     workdir = os.path.abspath(workdir)
     os.makedirs(workdir, exist_ok=True)
     node = f"rp{amqp_port}@localhost"
@@ -113,11 +115,13 @@ def start(amqp_port: int, stomp_port: int, workdir: str) -> RabbitMQ:
     with open(config, "w") as f:
         f.write(f"listeners.tcp.1 = 127.0.0.1:{amqp_port}\n"
                 f"stomp.listeners.tcp.1 = 127.0.0.1:{stomp_port}\n"
+                "web_stomp.tcp.ip = 127.0.0.1\n"
+                f"web_stomp.tcp.port = {web_stomp_port}\n"
                 "loopback_users = none\n"
                 "management_agent.disable_metrics_collector = true\n")
     plugins = os.path.join(workdir, "enabled_plugins")
     with open(plugins, "w") as f:
-        f.write("[rabbitmq_stomp].\n")
+        f.write("[rabbitmq_stomp,rabbitmq_web_stomp].\n")
     cookie = os.path.join(workdir, ".erlang.cookie")
     if not os.path.exists(cookie):
         with open(cookie, "w") as f:
@@ -143,9 +147,9 @@ def start(amqp_port: int, stomp_port: int, workdir: str) -> RabbitMQ:
                                    start_new_session=True, cwd=workdir)
     finally:
         log.close()
-    handle = RabbitMQ(amqp_port, stomp_port, workdir, node, process, env)
+    handle = RabbitMQ(amqp_port, stomp_port, workdir, node, process, env, web_stomp_port)
     deadline = time.monotonic() + START_TIMEOUT_S
-    while not (_accepts(amqp_port) and _accepts(stomp_port)):
+    while not (_accepts(amqp_port) and _accepts(stomp_port) and _accepts(web_stomp_port)):
         if process.poll() is not None:
             raise PeerUnavailable(f"rabbitmq-server exited ({process.returncode}); see "
                                   f"{workdir}/server.out and {workdir}/log")

@@ -8,7 +8,8 @@ unless docs/protocol-amqp.md or docs/protocol-stomp.md says why it cannot match.
 How to add a case
 -----------------
 Write a script: a plain function taking a `Peer` (host, ``amqp_port``, ``stomp_port``,
-``url``) that drives a real client (pika, aio-pika, kombu, stomp.py) and returns its
+``url``, ``ws_url``) that drives a real client (pika, aio-pika, kombu, stomp.py,
+websockets) and returns its
 *observations*: a list of plain values (deliveries in order, header values with their
 Python types through `typed`, message counts, receipt ids, error codes and texts). Name
 queues, exchanges and destinations with ``peer.name("work")``: the same name on both brokers
@@ -53,6 +54,7 @@ class Peer:
     amqp_port: int
     stomp_port: int
     prefix: str = "parity"
+    ws_port: int = 0  # STOMP over WebSocket (RabbitMQ's Web-STOMP), path /ws
 
     @property
     def url(self) -> str:
@@ -62,6 +64,10 @@ class Peer:
     @property
     def stomp(self) -> tuple[str, int]:
         return self.host, self.stomp_port
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://{self.host}:{self.ws_port}/ws"
 
     def name(self, suffix: str = "q") -> str:
         """A queue/exchange/destination name unique to this comparison, equal on both peers."""

@@ -4,8 +4,9 @@ RabbitMQ decides what Rocketport's AMQP and STOMP front-ends should do (issue
 [rabbitmq-parity]), so tests run the same client script against both, side by side. This
 plugin gives them:
 
-- ``rabbitmq``: one private RabbitMQ 3.10 node with rabbitmq_stomp per test session, on free
-  loopback ports, its every file under the session's tmp dir. It is started by
+- ``rabbitmq``: one private RabbitMQ 3.10 node with rabbitmq_stomp and rabbitmq_web_stomp
+  (STOMP over WebSocket) per test session, on free loopback ports, its every file under
+  the session's tmp dir. It is started by
   bench/peers/rabbitmq.py, the benchmarks' own module, loaded here by path (the bench never
   imports the tests). Missing ``rabbitmq-server`` fails the test with how to install it: it
   is part of the suite (scripts/install-test-deps installs it), so it is never skipped.
@@ -112,8 +113,9 @@ def rocketport(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RocketportP
 def parity(rabbitmq: RabbitMQ, rocketport: RocketportProcess, request: pytest.FixtureRequest):
     from tests.parity.harness import Differential, Peer
     return Differential(
-        Peer("rabbitmq", "127.0.0.1", rabbitmq.amqp_port, rabbitmq.stomp_port),
-        Peer("rocketport", "127.0.0.1", rocketport.amqp_port, rocketport.stomp_port),
+        Peer("rabbitmq", "127.0.0.1", rabbitmq.amqp_port, rabbitmq.stomp_port, ws_port=rabbitmq.web_stomp_port),
+        Peer("rocketport", "127.0.0.1", rocketport.amqp_port, rocketport.stomp_port,
+             ws_port=rocketport.port("stomp (websocket)")),
         request.node.name)
 
 
