@@ -70,7 +70,7 @@ export function duration(s) {
   return d ? `${d}d ${hh}h` : hh ? `${hh}h ${mm}m` : `${mm}m ${Math.floor(s % 60)}s`;
 }
 
-const COLOURS = ["#d9480f", "#1c7ed6", "#2f9e44", "#7048e8", "#e8590c", "#0c8599"];
+const COLOURS = ["#d9480f", "#1c7ed6", "#2f9e44", "#7048e8", "#f59f00", "#0c8599", "#c2255c", "#495057"];
 
 /** A line chart of the last `keep` points of each named series, drawn as SVG. */
 export class LiveChart {
@@ -82,7 +82,8 @@ export class LiveChart {
     this.svg.setAttribute("viewBox", "0 0 600 180");
     this.svg.setAttribute("preserveAspectRatio", "none");
     this.legend = h("div", { class: "legend" });
-    this.node = h("div", {}, h("h2", {}, title), this.svg, this.legend);
+    this.scale = h("span", { class: "muted" });
+    this.node = h("div", {}, h("h2", {}, title, " ", this.scale), this.svg, this.legend);
   }
 
   push(values) {
@@ -100,11 +101,7 @@ export class LiveChart {
     this.svg.replaceChildren();
     let top = 1;
     for (const points of this.series.values()) top = Math.max(top, ...points);
-    const label = document.createElementNS(SVG, "text");
-    label.setAttribute("x", "4");
-    label.setAttribute("y", "12");
-    label.textContent = num(Math.round(top));
-    this.svg.append(label);
+    this.scale.textContent = `(top of the chart: ${num(Math.round(top))})`;
     const items = [];
     let i = 0;
     for (const [name, points] of this.series) {

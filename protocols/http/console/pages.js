@@ -18,8 +18,8 @@ function overviewBody(o) {
       card("Cluster", o.cluster, "cluster"), card("Broker", `${o.brokerName} (id ${o.brokerId})`, "broker"),
       card("Role", o.brokerRole, "role"), card("Version", o.version, "version"),
       card("Uptime", duration(o.uptimeSeconds), "uptime"), card("Topics", num(o.topics), "topics"),
-      card("Queues", num(o.queues), "queues"), card("Put TPS", o.putTps, "putTps"),
-      card("Get TPS", o.getTps, "getTps")),
+      card("Queues", num(o.queues), "queues"), card("Put TPS", Number(o.putTps).toFixed(1), "putTps"),
+      card("Get TPS", Number(o.getTps).toFixed(1), "getTps")),
     h("h2", {}, "Protocols"),
     table([
       { title: "Protocol", key: "protocol", cell: (r) => badge(r[0]) },
