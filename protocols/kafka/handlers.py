@@ -18,6 +18,7 @@ from rocketport.core.auth.plain_acl import PUB, SUB
 from rocketport.core.auth.scram import ScramCredentials
 from rocketport.core.broker import Broker
 
+from .acl_admin import AclAdminHandlers
 from .admin import AdminHandlers
 from .cluster import ClusterHandlers
 from .consumer_group_handlers import ConsumerGroupHandlers
@@ -72,6 +73,8 @@ class KafkaHandlers:
             self.table.update(family.table)
         # KIP-554 on the SCRAM file (served with or without SASL: kafka-configs sets credentials first)
         self.table.update(ScramAdminHandlers(ScramCredentials(config.scram_credentials_path)).table)
+        # KIP-140 on the plain ACL file every protocol checks
+        self.table.update(AclAdminHandlers(lambda: broker.acl, config.acl_enable or bool(mechanisms)).table)
 
     def close(self) -> None:
         self.consumer_groups.close()

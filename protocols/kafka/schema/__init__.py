@@ -12,6 +12,7 @@ from enum import IntEnum
 from typing import Final
 
 from ._dsl import Api, Field
+from .acls import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
 from .add_offsets_to_txn import ADD_OFFSETS_TO_TXN
 from .add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from .alter_configs import ALTER_CONFIGS
@@ -74,6 +75,9 @@ class ApiKey(IntEnum):
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     SASL_AUTHENTICATE = 36
@@ -116,6 +120,9 @@ APIS: Final[dict[int, Api]] = {
         ADD_OFFSETS_TO_TXN,
         END_TXN,
         TXN_OFFSET_COMMIT,
+        DESCRIBE_ACLS,
+        CREATE_ACLS,
+        DELETE_ACLS,
         DESCRIBE_CONFIGS,
         ALTER_CONFIGS,
         SASL_AUTHENTICATE,
