@@ -38,7 +38,7 @@ from tests.support.live_broker import start_live_broker  # noqa: E402
 PAGES = [("overview", "overview", "#/overview"), ("topics", "topics", "#/topics"),
          ("topic", "topics", "#/topics/orders"), ("groups", "groups", "#/groups"),
          ("group", "groups", "#/groups/billing"), ("connections", "connections", "#/connections"),
-         ("messages", "messages", "#/messages?by=key&topic=orders&key=order-42")]
+         ("messages", "messages", "#/messages?by=key&topic=orders&key=order-42"), ("amqp", "amqp", "#/amqp")]
 
 
 def main() -> None:
@@ -73,6 +73,8 @@ def main() -> None:
             stomp_consume(live, "/queue/audit", 30, **{"x-group": "auditors"})
             remoting_produce(live, "payments", 12)
             connection, channel = amqp_channel(live)
+            channel.exchange_declare("notifications", "topic", durable=True)
+            channel.queue_bind("emails", "notifications", "email.#")
             channel.basic_qos(prefetch_count=5)
             channel.basic_consume("emails", lambda *a: None)
             connection.process_data_events(time_limit=0.2)

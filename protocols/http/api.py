@@ -28,6 +28,7 @@ from .session import Request
 MAX_ITEMS: Final = 10_000  # topics, groups, connections or messages in one answer
 MAX_MESSAGES: Final = 32  # messages a lookup returns
 PREVIEW_BYTES: Final = 4096  # of a message body
+AMQP_VIEW: Final = "amqp"  # the AMQP front-end's view: exchanges, queues, bindings
 
 
 class ApiError(Exception):
@@ -64,7 +65,7 @@ class Api:
                 return {"endpoints": ["/api/overview", "/api/topics", "/api/topics/{topic}", "/api/groups",
                                       "/api/groups/{group}", "/api/connections", "/api/messages?topic=&key=",
                                       "/api/messages?topic=&uniqueKey=", "/api/messages?topic=&queue=&offset=",
-                                      "/api/messages/{offsetMsgId}"]}
+                                      "/api/messages/{offsetMsgId}", "/api/amqp"]}
             case ["overview"]:
                 return self.overview()
             case ["topics"]:
@@ -81,6 +82,10 @@ class Api:
                 return self.messages(query)
             case ["messages", msg_id]:
                 return {"messages": [_message(self.broker.view_message(msg_id))]}
+            case ["amqp"]:
+                if AMQP_VIEW not in self.broker.views.names():
+                    raise ApiError(404, "the AMQP front-end is off (amqp.enabled)")
+                return self.broker.views.snapshot(AMQP_VIEW)
         raise ApiError(404, "no such resource: /api/" + "/".join(parts))
 
     # ------------------------------------------------------------------ resources

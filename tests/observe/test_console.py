@@ -148,6 +148,20 @@ def test_message_looked_up_by_key_shows_its_body(live, browser):
     wait_text(browser, "#results pre.body", "hello 7")
 
 
+def test_amqp_exchanges_queues_and_bindings(live, browser):
+    connection, channel = amqp_channel(live)
+    try:
+        channel.exchange_declare("console.x", "topic", durable=True)
+        channel.queue_bind("console.q", "console.x", "orders.#")
+    finally:
+        connection.close()
+    open_page(browser, live, "amqp", "amqp")
+    assert row_of(browser, "console.x")  # the exchange's row
+    queue = row_of(browser, "console.q")
+    assert queue["ready"] == "4" and queue["consumers"] == "0"
+    assert "console.x → orders.#" in queue["bindings"].splitlines()
+
+
 def test_hostile_broker_data_is_shown_as_text(live, browser):
     open_page(browser, live, "groups", "groups")
     assert row_of(browser, HOSTILE_GROUP)["lag"] == "0"

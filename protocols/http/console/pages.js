@@ -257,8 +257,31 @@ async function messages(route) {
       : h("div", { id: "results" }, h("p", { class: "muted" }, `${found.messages.length} found`), found.messages.map(messageNode)));
 }
 
+// ------------------------------------------------------------------ AMQP
+const flags = (entity, names) => names.filter((name) => entity[name]).join(", ");
+
+async function amqp() {
+  const view = await get(["amqp"]);
+  return h("section", {}, h("h1", {}, `AMQP: virtual host ${view.vhost}`),
+    h("h2", {}, `Exchanges (${num(view.exchanges.length)})`),
+    table([
+      { title: "Name", key: "name", cell: (e) => (e.name === "" ? "(default)" : e.name) },
+      { title: "Type", cell: (e) => e.type },
+      { title: "Features", cell: (e) => flags(e, ["durable", "autoDelete", "internal"]) },
+      { title: "Bound to exchanges", cell: (e) => e.exchangeBindings.map((b) => h("div", {}, `${b.destination} (${b.routingKey})`)) },
+    ], view.exchanges, "no exchange"),
+    h("h2", {}, `Queues (${num(view.queues.length)})`),
+    table([
+      { title: "Name", key: "name", cell: (q) => q.name },
+      { title: "Features", cell: (q) => flags(q, ["durable", "exclusive", "autoDelete"]) },
+      { title: "Consumers", key: "consumers", num: true, cell: (q) => num(q.consumers) },
+      { title: "Ready", key: "ready", num: true, cell: (q) => num(q.messagesReady) },
+      { title: "Bindings", key: "bindings", cell: (q) => q.bindings.map((b) => h("div", {}, `${b.exchange || "(default)"} → ${b.routingKey}`)) },
+    ], view.queues, "no queue"));
+}
+
 async function missing(route) {
   return h("section", {}, h("h1", {}, "Not found"), h("p", {}, `No page named ${route.name}.`), link(["overview"], "Overview"));
 }
 
-export const pages = { overview, topics, groups, connections, messages, missing };
+export const pages = { overview, topics, groups, connections, messages, amqp, missing };
