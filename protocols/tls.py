@@ -29,6 +29,18 @@ TLS_HANDSHAKE = 0x16  # a TLS record of type handshake: the first byte of a Clie
 HANDSHAKE_TIMEOUT_S = 10.0
 
 
+def certificate_name(transport: asyncio.BaseTransport | None) -> str | None:
+    """The subject common name of the client certificate a mutual-TLS handshake verified,
+    None without one. The protocols' logins take it as the account's name (Kafka's SSL
+    principal, AMQP's EXTERNAL, STOMP's ssl_cert_login)."""
+    cert = transport.get_extra_info("peercert") if transport is not None else None
+    for rdn in (cert or {}).get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return None
+
+
 class TlsConfigError(ValueError):
     """The tls.server.* keys cannot make a server context (one line: which file, why)."""
 

@@ -6,7 +6,8 @@ publish, SUB on a queue to consume, get or purge, admin to declare, bind or dele
 ACL there is RabbitMQ's one default account (amqp.defaultUser / amqp.defaultPass, guest /
 guest; an empty defaultUser lets any credentials in) and every action is allowed. Either
 way a user named in amqp.loopbackUsers (RabbitMQ's loopback_users: guest) logs in only from
-a loopback address (127.0.0.0/8, ::1). A refused login is `LoginRefused`, whose reply text
+a loopback address (127.0.0.0/8, ::1). Over mutual TLS, EXTERNAL logs in as the account
+the client certificate's CN names. A refused login is `LoginRefused`, whose reply text
 is RabbitMQ's (the reason goes to the broker's log, not to the client); a refused action a
 403 `ChannelError`. This module never writes.
 """
@@ -26,6 +27,7 @@ from rocketport.core.auth.plain_acl import PUB, Account, AclError, PlainAcl
 from .errors import ChannelError, Reply
 
 MECHANISMS: Final = "PLAIN AMQPLAIN"
+EXTERNAL: Final = "EXTERNAL"  # offered first on a connection with a verified client certificate
 _U32: Final = struct.Struct(">I")
 
 SERVER_PROPERTIES: Final[dict[str, Any]] = {
@@ -60,9 +62,19 @@ class Logins:
     default_pass: str = ""
     loopback_users: frozenset[str] = frozenset()
 
-    def login(self, mechanism: str, response: bytes, peer_host: str) -> Account | None:
+    def login(self, mechanism: str, response: bytes, peer_host: str,
+              certificate_name: str | None = None) -> Account | None:
         """The account a start-ok from ``peer_host`` logs in as (None without ACL);
-        `LoginRefused` refuses it."""
+        `LoginRefused` refuses it. EXTERNAL (offered on a mutual-TLS connection, as
+        RabbitMQ's rabbitmq_auth_mechanism_ssl) logs in as the account the verified client
+        certificate's CN names."""
+        if mechanism == EXTERNAL and certificate_name is not None:
+            if self.acl is None:
+                return None
+            account = self.acl.account(certificate_name)
+            if account is None:
+                raise LoginRefused(mechanism, f"client certificate CN={certificate_name} names no account")
+            return account
         if mechanism not in MECHANISMS.split():
             raise LoginRefused(mechanism, f"unsupported mechanism {mechanism!r}")
         try:

@@ -30,8 +30,9 @@ from rocketport.core.errors import BrokerError
 
 from .. import eager
 from ..session_base import Buffer, Pausable, Session
+from ..tls import certificate_name
 from . import codec
-from .access import MECHANISMS, SERVER_PROPERTIES, LoginRefused
+from .access import EXTERNAL, MECHANISMS, SERVER_PROPERTIES, LoginRefused
 from .channel import Channel, MethodHandler
 from .connection import OPEN, AmqpServerConnection
 from .declare import DeclareHandlers
@@ -74,6 +75,7 @@ class AmqpSession(Session):
         self.conn = AmqpServerConnection(heartbeat=front_end.heartbeat, max_body=config.message_size_of(config.amqp))
         self.channels: dict[int, Channel] = {}
         self.account: Account | None = None
+        self._certificate_name: str | None = None  # a verified client certificate's CN (EXTERNAL)
         self.client_capabilities: dict[str, Any] = {}
         self._closing = False
         self._heartbeat_timer: asyncio.TimerHandle | None = None
@@ -177,7 +179,9 @@ class AmqpSession(Session):
         elif kind is MethodReceived:
             self._method(event.channel, event.method)
         elif kind is HeaderReceived:
-            self._emit(self.conn.send_start(SERVER_PROPERTIES, MECHANISMS))
+            self._certificate_name = certificate_name(self.transport)
+            self._emit(self.conn.send_start(SERVER_PROPERTIES, MECHANISMS if self._certificate_name is None
+                                            else f"{EXTERNAL} {MECHANISMS}"))
         elif kind is StartOkReceived:
             self._start_ok(event)
         elif kind is OpenReceived:
@@ -224,7 +228,8 @@ class AmqpSession(Session):
         capabilities = event.client_properties.get("capabilities")
         self.client_capabilities = dict(capabilities) if isinstance(capabilities, dict) else {}
         try:
-            self.account = self.front_end.logins.login(event.mechanism, event.response, self.peer[0])
+            self.account = self.front_end.logins.login(event.mechanism, event.response, self.peer[0],
+                                                       self._certificate_name)
         except LoginRefused as exc:
             log.info("AMQP client %s:%d: login refused: %s", *self.peer, exc)
             self._close_connection(Reply.ACCESS_REFUSED, exc.reply_text, 10, 11)

@@ -12,12 +12,15 @@ input: bad input is an error code in the response. This module only assembles th
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any, Final
 
-from rocketport.core.auth.plain_acl import PUB, SUB
+from rocketport.core.auth.plain_acl import PUB, SUB, Account
 from rocketport.core.auth.scram import ScramCredentials
 from rocketport.core.broker import Broker
 
+from ..tls import certificate_name
 from .acl_admin import AclAdminHandlers
 from .admin import AdminHandlers
 from .cluster import ClusterHandlers
@@ -35,6 +38,8 @@ from .scram_admin import ScramAdminHandlers
 from .schema import ApiKey
 from .topic_ids import TopicIds
 from .transactions import TransactionHandlers
+
+log = logging.getLogger(__name__)
 
 TXN_V2_PRODUCE: Final = 12  # the transaction protocol v2: Produce adds the partitions itself
 FETCH_SESSIONS: Final = 7  # incremental fetch sessions (KIP-227) from Fetch v7
@@ -74,7 +79,19 @@ class KafkaHandlers:
         # KIP-554 on the SCRAM file (served with or without SASL: kafka-configs sets credentials first)
         self.table.update(ScramAdminHandlers(ScramCredentials(config.scram_credentials_path)).table)
         # KIP-140 on the plain ACL file every protocol checks
-        self.table.update(AclAdminHandlers(lambda: broker.acl, config.acl_enable or bool(mechanisms)).table)
+        self.accounts_checked = config.acl_enable or bool(mechanisms)
+        self.table.update(AclAdminHandlers(lambda: broker.acl, self.accounts_checked).table)
+
+    def certificate_account(self, transport: asyncio.BaseTransport) -> Account | None:
+        """The account a verified client certificate names (its subject's CN), when accounts
+        are checked; a name the file lacks logs in as nobody (SASL may follow)."""
+        name = certificate_name(transport)
+        if name is None or not self.accounts_checked:
+            return None
+        account = self.broker.acl.account(name)
+        if account is None:
+            log.info("Kafka: client certificate CN=%s names no account", name)
+        return account
 
     def close(self) -> None:
         self.consumer_groups.close()

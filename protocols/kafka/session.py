@@ -73,12 +73,18 @@ class KafkaSession(OrderedSession[_Pending]):
         self._traffic = handlers.produce.traffic  # the front-end's (its latency histograms)
         self.node = node  # the TLS listener's advertised node; None: the handlers' own
         self.conn = KafkaServerConnection(max_frame_size) if max_frame_size else KafkaServerConnection()
-        self.principal: Account | None = None  # the authenticated account (SASL)
+        self.principal: Account | None = None  # the authenticated account (SASL or a client certificate)
+        self._by_certificate = False  # principal is the client certificate's: SASL may still replace it
         self._handshaken = False  # a v1 SaslHandshake was accepted: SaslAuthenticate next
         self._mechanism = ""  # the SASL mechanism the handshake accepted
         self._exchange: SaslExchange | None = None  # its exchange, between tokens (SCRAM: two)
 
     # ------------------------------------------------------------------ transport callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.principal = self.handlers.certificate_account(transport)  # mutual TLS: Kafka's SSL principal
+        self._by_certificate = self.principal is not None
+
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
@@ -139,7 +145,7 @@ class KafkaSession(OrderedSession[_Pending]):
         if key == ApiKey.API_VERSIONS:
             self._dispatch(event)
         elif key == ApiKey.SASL_HANDSHAKE:
-            if sasl is None or self.principal is not None or self._handshaken:
+            if sasl is None or (self.principal is not None and not self._by_certificate) or self._handshaken:
                 error = ErrorCode.UNSUPPORTED_SASL_MECHANISM if sasl is None else ErrorCode.ILLEGAL_SASL_STATE
                 self._answer_now(cid, key, version, {"error_code": error,
                                                      "mechanisms": sasl.mechanisms if sasl else []})
@@ -165,6 +171,7 @@ class KafkaSession(OrderedSession[_Pending]):
                     reply["auth_bytes"], account = self._exchange.step(event.body["auth_bytes"])
                     if account is not None:
                         self.principal, self._handshaken, self._exchange = account, False, None
+                        self._by_certificate = False
                 except AclError as exc:
                     reply.update(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(exc))
             self._answer_now(cid, key, version, reply)
@@ -188,7 +195,7 @@ class KafkaSession(OrderedSession[_Pending]):
         if account is None:
             self.conn.expect_sasl_token()  # SCRAM's client-final comes raw too
         else:
-            self.principal, self._exchange = account, None
+            self.principal, self._exchange, self._by_certificate = account, None, False
         self._emit(self.conn.frame_sasl_token(reply))
 
     def _answer_now(self, correlation_id: int, api_key: int, api_version: int, body: dict[str, Any]) -> None:

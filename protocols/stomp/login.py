@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from rocketport.core.auth.plain_acl import Account, PlainAcl
+from rocketport.core.auth.plain_acl import Account, AclError, PlainAcl
 
 from .codec import V10, VERSIONS
 from .errors import StompError
@@ -57,8 +57,10 @@ def negotiate_heart_beat(header: str | None) -> tuple[int, int]:
     return send, receive
 
 
-def log_in(headers: dict[str, str], acl: PlainAcl | None) -> Login:
-    """The CONNECT frame's outcome; VersionRefused, StompError or AclError refuse it."""
+def log_in(headers: dict[str, str], acl: PlainAcl | None, certificate_name: str | None = None) -> Login:
+    """The CONNECT frame's outcome; VersionRefused, StompError or AclError refuse it. A
+    CONNECT without a login over mutual TLS logs in as the account the verified client
+    certificate's CN names (RabbitMQ's ssl_cert_login)."""
     version = negotiate_version(headers.get("accept-version"))
     if version is None:
         raise VersionRefused()
@@ -66,7 +68,12 @@ def log_in(headers: dict[str, str], acl: PlainAcl | None) -> Login:
     account = None
     if acl is not None:
         login = headers.get("login")
-        if not login:
+        if not login and certificate_name is not None:
+            account = acl.account(certificate_name)
+            if account is None:
+                raise AclError(f"Authentication failed: client certificate CN={certificate_name} names no account")
+        elif not login:
             raise StompError("Authentication failed: login and passcode are required")
-        account = acl.authenticate(login, headers.get("passcode", ""))
+        else:
+            account = acl.authenticate(login, headers.get("passcode", ""))
     return Login(version, send_ms, receive_ms, account)

@@ -40,6 +40,7 @@ from rocketport.core.facade.types import Delivery
 from .. import eager
 from ..frontend import Traffic
 from ..session_base import OrderedSession, Outcome, Pausable, Session
+from ..tls import certificate_name
 from .codec import VERSIONS, Frame, Limits
 from .connection import ProtocolError, StompConnection
 from .deliver import Subscription
@@ -323,7 +324,7 @@ class StompSession(OrderedSession[_Pending]):
             self._fail(f"expected CONNECT or STOMP, got {frame.command}", receipt)
             return
         try:
-            login = log_in(frame.headers, self.ctx.acl)
+            login = log_in(frame.headers, self.ctx.acl, certificate_name(self.transport))
         except VersionRefused:
             body = f"Supported protocol versions are {' '.join(reversed(VERSIONS))}"
             self._emit(self.conn.send("ERROR", {"version": ",".join(reversed(VERSIONS)),

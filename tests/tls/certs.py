@@ -101,3 +101,17 @@ def make_pki(directory: str) -> Pki:
         _write_key(p(f"{name}.key"), key)
     return Pki(p("ca.pem"), p("server.pem"), p("server.key"), p("client.pem"), p("client.key"),
                p("stranger.pem"), p("stranger.key"))
+
+
+def make_client_certificate(pki: Pki, cn: str) -> tuple[str, str]:
+    """(cert, key) paths of another client certificate of the test CA, its subject CN ``cn``."""
+    directory = os.path.dirname(pki.ca)
+    with open(pki.ca, "rb") as f:
+        ca = x509.load_pem_x509_certificate(f.read())
+    with open(os.path.join(directory, "ca.key"), "rb") as f:
+        ca_key = serialization.load_pem_private_key(f.read(), None)
+    cert, key = _leaf(cn, ca, ca_key, False)  # type: ignore[arg-type]
+    paths = os.path.join(directory, f"{cn}.pem"), os.path.join(directory, f"{cn}.key")
+    _write_cert(paths[0], cert)
+    _write_key(paths[1], key)
+    return paths
