@@ -5,15 +5,21 @@ with backoff (Dramatiq re-enqueues a failed message into the queue's delay queue
 which the worker consumes and holds until the message's eta), a delayed send, and a
 message that fails for good (after its retry) dead-lettered by the worker's nack (requeue
 false) into ``.XQ`` (the queue's ``x-dead-letter-routing-key``; ``.XQ`` has
-``x-message-ttl``). Each
-test runs on RabbitMQ too: what the test expects is what RabbitMQ does."""
+``x-message-ttl``). A worker process (the ``dramatiq`` command) SIGKILLed mid-task: the
+unacknowledged message runs again on the next worker. Each test runs on RabbitMQ too: what
+the test expects is what RabbitMQ does."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import dramatiq
 import pika
@@ -21,6 +27,8 @@ import pytest
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.results import Results
 from dramatiq.results.backends import StubBackend
+
+from tests.support.processes import REPO
 
 WAIT_MS = 15_000
 
@@ -140,3 +148,46 @@ def _get(url: str, queue: str) -> bytes:
                 return body
             time.sleep(0.1)
     raise AssertionError(f"nothing dead-lettered into {queue}")
+
+
+def test_a_task_of_a_killed_worker_process_runs_again(url, tmp_path):
+    """Dramatiq acknowledges a message after its actor returns: a ``dramatiq`` worker process
+    SIGKILLed mid-task leaves it unacknowledged, and the broker gives it to the next worker."""
+    queue = _queue()
+    env = dict(os.environ, DRAMATIQ_TEST_URL=url, DRAMATIQ_TEST_QUEUE=queue, DRAMATIQ_TEST_MARKS=str(tmp_path))
+    sender = RabbitmqBroker(url=url)
+    try:
+        dramatiq.actor(lambda n: None, actor_name="slow", broker=sender, queue_name=queue).send(1)
+    finally:
+        sender.close()
+    first = _dramatiq_worker(env, tmp_path / "first.log")
+    try:
+        _wait_for(tmp_path / "started-1-0", first, tmp_path / "first.log")
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(30)
+    assert not (tmp_path / "done-1").exists()
+    second = _dramatiq_worker(env, tmp_path / "second.log")
+    try:
+        _wait_for(tmp_path / "started-1-1", second, tmp_path / "second.log")
+        (tmp_path / "release-1").touch()
+        _wait_for(tmp_path / "done-1", second, tmp_path / "second.log")
+    finally:
+        os.killpg(second.pid, signal.SIGTERM)
+        second.wait(30)
+    assert sorted(p.name for p in tmp_path.glob("started-1-*")) == ["started-1-0", "started-1-1"]
+
+
+def _dramatiq_worker(env: dict[str, str], log: Path) -> subprocess.Popen:
+    with open(log, "wb") as out:
+        return subprocess.Popen([sys.executable, "-m", "dramatiq", "tests.apps.dramatiq_actors",
+                                 "--processes", "1", "--threads", "1"], env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
+
+
+def _wait_for(path: Path, worker: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while not path.exists():
+        if worker.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"no {path.name} from the worker; its log:\n{log.read_text()[-3000:]}")
+        time.sleep(0.1)
