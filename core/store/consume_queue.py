@@ -40,7 +40,8 @@ class ConsumeQueue:
         self.entries_per_file = self.file_size // CQ_ENTRY_SIZE
         self.directory = os.path.join(root_dir, topic, str(queue_id))
         self.queue = MappedFileQueue(self.directory, self.file_size,
-                                     min(self.file_size, window or BACKING_WINDOW), MAPPINGS)
+                                     min(self.file_size, window or BACKING_WINDOW), MAPPINGS,
+                                     zero_fill=True)
         self.min_logic_offset = 0  # in entries
         self.max_physical_end = 0  # commit-log offset just past the last indexed record
         # the next segment is made by the preparer once the last one is half written, so the

@@ -13,6 +13,13 @@ posix_fallocate: on a full disk a DiskFull error, raised before anything is writ
 owners ask for the next window in a worker thread ahead of the writer (segment_preparer),
 so the writer's own extension is only a fallback. ``window=None`` backs the whole file.
 
+Small files written through many mappings (ConsumeQueues: one per queue) are backed by
+writing zeros (``zero_fill``) instead: the first store into a mapped page of a fallocated
+(unwritten) extent costs 1-6 ms on ext4 here (the extent's conversion on the fault), one of
+a page already written with zeros about a microsecond, and the write reserves the blocks
+as fallocate does (ENOSPC from the write, not SIGBUS later). A first record into 5,000
+new queues: 30.8 s of faults with fallocate, 0.5 s with the window written.
+
 ``backed`` never claims more than the disk holds: it starts at the window for a file made
 here, at 0 for a file mapped from disk (its allocation is unknown: recovery raises it to
 the write position, as written bytes have blocks), and only posix_fallocate raises it.
@@ -27,6 +34,7 @@ import errno
 import logging
 import mmap
 import os
+import threading
 from collections.abc import Iterator
 
 from ..errors import DiskFull, StoreUnavailable
@@ -58,17 +66,19 @@ def backing_end(file_size: int, window: int | None) -> int:
     return file_size if window is None else min(file_size, _page_up(window))
 
 
-def reserve(fd: int, path: str, file_size: int, backed: int | None = None) -> int:
+def reserve(fd: int, path: str, file_size: int, backed: int | None = None,
+            zero_fill: bool = False) -> int:
     """Size a new file to ``file_size`` and back [0, ``backed``) of it with disk blocks (all
-    of it when None); returns how much is backed. A full disk fails here, removing the
-    file. ftruncate comes first: a crash between the two leaves a sparse full-size file,
-    which loads like any other (its backing unknown, so rebuilt from its write position)."""
+    of it when None; written with zeros when ``zero_fill``); returns how much is backed. A
+    full disk fails here, removing the file. ftruncate comes first: a crash between the two
+    leaves a sparse full-size file, which loads like any other (its backing unknown, so
+    rebuilt from its write position)."""
     backed = file_size if backed is None else min(backed, file_size)
     os.ftruncate(fd, file_size)
     if backed <= 0:
         return 0
     try:
-        os.posix_fallocate(fd, 0, backed)
+        _back(fd, 0, backed, zero_fill)
     except OSError as exc:
         if exc.errno in CANNOT_RESERVE:
             return file_size  # sparse: a file system without fallocate
@@ -94,7 +104,8 @@ def creating(path: str) -> Iterator[None]:
         raise
 
 
-def make_file(path: str, file_size: int, window: int | None = None, need: int = 0) -> None:
+def make_file(path: str, file_size: int, window: int | None = None, need: int = 0,
+              zero_fill: bool = False) -> None:
     """Create ``path`` on disk at its full size unless it exists, without mapping it, with
     [0, max(window, need)) backed; DiskFull if there is no room. A file already there (made
     by the SegmentPreparer) is backed that far too: a no-op for the window it was made with,
@@ -108,7 +119,7 @@ def make_file(path: str, file_size: int, window: int | None = None, need: int = 
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             if os.fstat(fd).st_size == 0:
-                reserve(fd, path, file_size, backed)
+                reserve(fd, path, file_size, backed, zero_fill)
             else:
                 _allocate(fd, 0, backed)
         finally:
@@ -125,6 +136,19 @@ def _allocate(fd: int, start: int, end: int) -> bool:
         if exc.errno in CANNOT_RESERVE:
             return False
         raise
+    return True
+
+
+_ZEROS = bytes(1 << 16)
+
+
+def _back(fd: int, start: int, end: int, zero_fill: bool) -> bool:
+    """Give [start, end) disk blocks: posix_fallocate, or with ``zero_fill`` a write of
+    zeros (only ever over bytes no one has written: see MappedFile.extend_backing)."""
+    if not zero_fill:
+        return _allocate(fd, start, end)
+    while start < end:
+        start += os.pwrite(fd, _ZEROS[:min(len(_ZEROS), end - start)], start)
     return True
 
 
@@ -170,15 +194,20 @@ class MappingBudget:
 
 class MappedFile:
     __slots__ = ("path", "file_from_offset", "file_size", "mm", "view", "wrote_position",
-                 "flushed_position", "backed", "window", "backing_asked", "budget")
+                 "flushed_position", "backed", "window", "backing_asked", "budget", "filling")
 
     def __init__(self, path: str, file_size: int, *, create: bool, window: int | None = None,
-                 head: int = 0, budget: MappingBudget | None = None) -> None:
+                 head: int = 0, budget: MappingBudget | None = None, zero_fill: bool = False) -> None:
         """Map ``path``; with ``create``, make it (or take the one made ahead) with [0, head +
         window) backed. ``window`` is also the step ``ensure_backed`` extends by. With a
-        ``budget`` the mapping may be dropped while idle: use ``mapped()``, not ``view``."""
+        ``budget`` the mapping may be dropped while idle: use ``mapped()``, not ``view``.
+        ``zero_fill``: backed by writing zeros, not fallocate (see the module's notes)."""
         self.path = path
         self.budget = budget
+        # held while zeros are written past ``backed``: two extenders (the preparer's thread
+        # and the writer) must not both write zeros, or the slower one could zero entries
+        # the writer put there after the faster one raised ``backed``
+        self.filling = threading.Lock() if zero_fill else None
         self.file_size = file_size
         self.window = file_size if window is None else max(PAGE, _page_up(window))
         name = os.path.basename(path)
@@ -188,10 +217,11 @@ class MappedFile:
         try:
             actual = os.fstat(fd).st_size
             if create and actual == 0:
-                self.backed = reserve(fd, path, file_size, initial)
+                self.backed = reserve(fd, path, file_size, initial, zero_fill)
             elif actual != file_size:
                 raise ValueError(f"{path}: size {actual} != configured segment size {file_size}")
             elif create:  # made ahead (preparer, make_file) with this window: a no-op
+                # (fallocate even in zero-fill mode: the file may hold data already)
                 self.backed = initial if _allocate(fd, 0, initial) else file_size
             else:
                 self.backed = 0  # unknown: recovery sets it from the write position
@@ -251,14 +281,22 @@ class MappedFile:
         """Back [0, end + ahead) of the file (blocking: a posix_fallocate of what is not yet
         backed), or at least [0, end) when the disk has no room for ``ahead`` more. Raises
         DiskFull when [0, end) does not fit, other OSErrors as they are (a deleted file)."""
+        if self.filling is None:
+            self._extend_backing(end, ahead)
+        else:
+            with self.filling:
+                self._extend_backing(end, ahead)
+
+    def _extend_backing(self, end: int, ahead: int) -> None:
         start = self.backed
         target = min(self.file_size, _page_up(end + ahead))
         if target <= start:
             return
+        fill = self.filling is not None  # nothing is written at or past ``backed``: zeros there
         fd = os.open(self.path, os.O_RDWR)
         try:
             try:
-                reserved = _allocate(fd, start, target)
+                reserved = _back(fd, start, target, fill)
             except OSError as exc:
                 need = min(self.file_size, _page_up(end))
                 if exc.errno not in NO_SPACE:
@@ -266,7 +304,7 @@ class MappedFile:
                 if need >= target:
                     raise DiskFull(f"cannot extend {self.path}: {exc.strerror}") from exc
                 try:  # the last of the disk: no window beyond, but this write fits
-                    reserved = _allocate(fd, start, need)
+                    reserved = _back(fd, start, need, fill)
                 except OSError as exc2:
                     if exc2.errno in NO_SPACE:
                         raise DiskFull(f"cannot extend {self.path}: {exc2.strerror}") from exc2

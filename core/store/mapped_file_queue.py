@@ -1,7 +1,8 @@
 """MappedFileQueue: the ordered segments of one logical log, addressed by logical offset.
 
 ``window`` is how much of each new segment is backed by disk blocks at first, and the step
-its backing grows by (see mapped_file); None backs whole segments."""
+its backing grows by (see mapped_file); None backs whole segments. ``zero_fill``: backing
+is written zeros, not fallocate (ConsumeQueues, see mapped_file)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from .segment_preparer import SegmentPreparer
 
 class MappedFileQueue:
     def __init__(self, directory: str, file_size: int, window: int | None = None,
-                 budget: MappingBudget | None = None) -> None:
+                 budget: MappingBudget | None = None, zero_fill: bool = False) -> None:
         self.directory = directory
+        self.zero_fill = zero_fill
         self.budget = budget  # mappings dropped while idle (ConsumeQueues), see MappingBudget
         self.file_size = file_size
         self.window = window
@@ -35,7 +37,7 @@ class MappedFileQueue:
             path = os.path.join(self.directory, name)
             if not drop_if_empty(path):
                 self.files.append(MappedFile(path, self.file_size, create=False, window=self.window,
-                                             budget=self.budget))
+                                             budget=self.budget, zero_fill=self.zero_fill))
         for prev, nxt in zip(self.files, self.files[1:]):
             if prev.end_offset != nxt.file_from_offset:
                 raise ValueError(f"{self.directory}: segments are not contiguous at "
@@ -56,17 +58,19 @@ class MappedFileQueue:
         path = self.path_of(start_offset)
         with creating(path):
             try:
-                mf = MappedFile(path, self.file_size, create=True, window=self.window, budget=self.budget)
+                mf = MappedFile(path, self.file_size, create=True, window=self.window, budget=self.budget,
+                                zero_fill=self.zero_fill)
             except FileNotFoundError:  # the directory first (not a mkdir each time: ~0.4 ms)
                 os.makedirs(self.directory, exist_ok=True)
-                mf = MappedFile(path, self.file_size, create=True, window=self.window, budget=self.budget)
+                mf = MappedFile(path, self.file_size, create=True, window=self.window, budget=self.budget,
+                                zero_fill=self.zero_fill)
         self.files.append(mf)
         return mf
 
     def make_file(self, start_offset: int, need: int = 0) -> None:
         """Create segment ``start_offset`` on disk without mapping it, with at least [0,
         need) of it backed (see make_file)."""
-        make_file(self.path_of(start_offset), self.file_size, self.window, need)
+        make_file(self.path_of(start_offset), self.file_size, self.window, need, self.zero_fill)
 
     def prepare_next(self, preparer: SegmentPreparer, wanted: Callable[[], bool] = lambda: True,
                      owned_dir: str | None = None) -> Future:
@@ -74,7 +78,7 @@ class MappedFileQueue:
         so that create_file finds it made (see SegmentPreparer.prepare)."""
         last = self.last
         return preparer.prepare(self.path_of(last.end_offset if last else 0), self.file_size,
-                                wanted, owned_dir, self.window)
+                                wanted, owned_dir, self.window, self.zero_fill)
 
     def last_for_write(self, start_offset: int = 0) -> MappedFile:
         """The segment to append to, creating the first or the next one when needed."""

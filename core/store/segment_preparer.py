@@ -40,18 +40,20 @@ log = logging.getLogger(__name__)
 SUFFIX = ".prep"
 
 
-def prepare_file(path: str, size: int, window: int | None = None) -> bool:
+def prepare_file(path: str, size: int, window: int | None = None, zero_fill: bool = False) -> bool:
     """Create ``path`` (``size`` bytes, [0, window) backed, first page resident) unless it
-    exists; True if made."""
+    exists; True if made. With ``zero_fill`` the window is written with zeros, which makes
+    its pages resident (see mapped_file); else its first page is written through a map."""
     if os.path.exists(path):
         return False
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = path + SUFFIX
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        reserve(fd, tmp, size, backing_end(size, window))
-        with mmap.mmap(fd, size) as mm:
-            mm[0] = 0  # the costly first write, made here
+        reserve(fd, tmp, size, backing_end(size, window), zero_fill)
+        if not zero_fill:
+            with mmap.mmap(fd, size) as mm:
+                mm[0] = 0  # the costly first write, made here
         os.link(tmp, path)
         return True
     except FileExistsError:
@@ -81,7 +83,8 @@ class SegmentPreparer:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="segment-preparer")
 
     def prepare(self, path: str, size: int, wanted: Callable[[], bool] = lambda: True,
-                owned_dir: str | None = None, window: int | None = None) -> Future:
+                owned_dir: str | None = None, window: int | None = None,
+                zero_fill: bool = False) -> Future:
         """Prepare ``path`` in the background if ``wanted()`` still holds when its turn comes.
 
         If ``wanted()`` turns false meanwhile (its topic was deleted), the file is removed
@@ -89,15 +92,15 @@ class SegmentPreparer:
         raced the job (and maybe removed a half-made file under it) leaves nothing behind.
         """
         return self._pool.submit(self._run, path, size, wanted, owned_dir or os.path.dirname(path),
-                                 window)
+                                 window, zero_fill)
 
     @staticmethod
     def _run(path: str, size: int, wanted: Callable[[], bool], owned_dir: str,
-             window: int | None = None) -> bool:
+             window: int | None = None, zero_fill: bool = False) -> bool:
         if not wanted():
             return False
         try:
-            made = prepare_file(path, size, window)
+            made = prepare_file(path, size, window, zero_fill)
         except OSError as exc:  # a full disk (the writer will create it and report it), or
             made = False        # a deletion that removed the directory under the job
             if wanted():

@@ -56,7 +56,8 @@ def mounted_tmpfs(path: Path, size: str = "8m") -> Iterator[Path]:
 
 class SimulatedFullDisk:
     """Records each posix_fallocate as (thread name, offset, length); ``full`` makes every
-    one fail with ENOSPC, ``fail_above`` the longer ones (a disk with that much room left)."""
+    one fail with ENOSPC, ``fail_above`` the longer ones (a disk with that much room left).
+    Writes (os.pwrite: how ConsumeQueue files are backed, with zeros) fail the same way."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.full = False
@@ -73,3 +74,12 @@ class SimulatedFullDisk:
             real(fd, offset, length)
 
         monkeypatch.setattr(os, "posix_fallocate", fallocate)
+        real_pwrite = os.pwrite
+
+        def pwrite(fd: int, data: bytes, offset: int) -> int:
+            if self.full or (self.fail_above is not None and len(data) > self.fail_above):
+                self.refused += 1
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real_pwrite(fd, data, offset)
+
+        monkeypatch.setattr(os, "pwrite", pwrite)
