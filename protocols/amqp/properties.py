@@ -36,11 +36,8 @@ from rocketport.common.field_table import text_of as _text
 from rocketport.common.message import (
     PROPERTY_AMQP_HEADERS,
     PROPERTY_DEDUP_KEY,
-    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_TAGS,
-    PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TIMER_DELIVER_MS,
-    PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     SYSTEM_PROPERTY_NAMES,
 )
