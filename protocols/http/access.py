@@ -15,6 +15,7 @@ import binascii
 import ipaddress
 import logging
 from typing import Final
+from urllib.parse import urlsplit
 
 from rocketport.core.auth.plain_acl import AclError, check_login
 from rocketport.core.broker import Broker
@@ -46,10 +47,27 @@ class HttpAccess:
                 log.info("http: %s:%d refused: %s", *request.peer, exc)
                 return _challenge("refused: an admin account of the ACL is needed (HTTP basic auth)")
             return None
-        if self.allow_remote or is_loopback(request.peer[0]):
+        if self.allow_remote:
             return None
-        return responses.text(403, "the console and /api/ answer only loopback clients: turn aclEnable on "
-                                   "(admin accounts log in) or set http.allowRemote")
+        if not is_loopback(request.peer[0]):
+            return responses.text(403, "the console and /api/ answer only loopback clients: turn aclEnable on "
+                                       "(admin accounts log in) or set http.allowRemote")
+        # a page of another site whose name was re-pointed at 127.0.0.1 (DNS rebinding)
+        # reaches a loopback client's broker under its own name: answer only our names
+        if not _loopback_host(_header(request, "host")):
+            return responses.text(403, "the console and /api/ answer requests for a loopback host name only")
+        return None
+
+    def write_refusal(self, request: Request) -> Response | None:
+        """For a request that changes something (POST), beyond `refusal`: a JSON body (an
+        HTML form of another site cannot send one without the browser asking us first,
+        which we never allow) and, when the browser names the page's origin, this host."""
+        if _header(request, "content-type").split(";")[0].strip().lower() != "application/json":
+            return responses.text(415, "send the action as JSON (content-type: application/json)")
+        origin = _header(request, "origin")
+        if origin and urlsplit(origin).netloc.lower() != _header(request, "host").lower():
+            return responses.text(403, f"a page of {origin} may not change this broker")
+        return None
 
 
 def basic_credentials(request: Request) -> tuple[str, str] | None:
@@ -63,6 +81,23 @@ def basic_credentials(request: Request) -> tuple[str, str] | None:
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return None
     return (user, password) if colon else None
+
+
+def _header(request: Request, name: str) -> str:
+    return next((v for k, v in request.headers if k.lower() == name), "")
+
+
+def _loopback_host(host: str) -> bool:
+    """Whether a Host header names this machine by a loopback name or address (port aside);
+    an HTTP/1.0 request may have none (h11 requires one of HTTP/1.1, as browsers send)."""
+    name = host.strip().lower()
+    if not name:
+        return True
+    if name.startswith("["):  # [::1]:5557
+        name = name[1:].partition("]")[0]
+    elif name.count(":") == 1:
+        name = name.partition(":")[0]
+    return name == "localhost" or name.endswith(".localhost") or is_loopback(name)
 
 
 def is_loopback(host: str) -> bool:

@@ -1,6 +1,6 @@
 """The JSON API under /api/ (docs/observability.md): what the broker holds, read through
-the Broker facade when asked, for scripts and for the console. Read-only: nothing here
-creates, changes or deletes anything.
+the Broker facade when asked, for scripts and for the console; GETs change nothing, the few
+POSTs are `actions`.
 
 Every answer is one JSON document; a bad parameter is a 400 and a missing topic, group or
 message a 404, each with ``{"error": why}``. Lists are bounded (MAX_ITEMS) so no request
@@ -10,7 +10,7 @@ makes the broker build an answer of unbounded size.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any, Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -21,8 +21,9 @@ from rocketport.core.errors import BrokerError, MessageNotFound, TopicNotFound
 
 from ..frontend import FrontEnd
 from . import responses
+from .actions import Actions
 from .metrics import TOPIC_GROUP_SEPARATOR, _version
-from .responses import Response
+from .responses import ApiError, Response
 from .session import Request
 
 MAX_ITEMS: Final = 10_000  # topics, groups, connections or messages in one answer
@@ -31,33 +32,32 @@ PREVIEW_BYTES: Final = 4096  # of a message body
 AMQP_VIEW: Final = "amqp"  # the AMQP front-end's view: exchanges, queues, bindings
 
 
-class ApiError(Exception):
-    def __init__(self, status: int, why: str) -> None:
-        super().__init__(why)
-        self.status = status
-
-
 class Api:
     def __init__(self, broker: Broker, front_ends: Sequence[FrontEnd]) -> None:
         self.broker = broker
         self.front_ends = front_ends
         self.started = time.time()
         self.version = _version()
+        self.actions = Actions(broker)
 
-    def route(self, request: Request) -> Response:
-        if request.method not in ("GET", "HEAD"):
-            return responses.method_not_allowed("GET, HEAD")
+    def route(self, request: Request) -> Response | Awaitable[Response]:
         url = urlsplit(request.target)
         parts = [unquote(part) for part in url.path.split("/")[2:] if part]
+        if request.method == "POST":
+            return self._act(parts, request)
+        if request.method not in ("GET", "HEAD"):
+            return responses.method_not_allowed("GET, HEAD, POST")
         query = {key: values[-1] for key, values in parse_qs(url.query).items()}
         try:
             return responses.json(self._answer(parts, query))
-        except ApiError as exc:
-            return responses.json({"error": str(exc)}, exc.status)
-        except (MessageNotFound, TopicNotFound) as exc:
-            return responses.json({"error": str(exc)}, 404)
-        except BrokerError as exc:
-            return responses.json({"error": str(exc)}, 400)
+        except (ApiError, BrokerError) as exc:
+            return _refused(exc)
+
+    async def _act(self, parts: list[str], request: Request) -> Response:
+        try:
+            return responses.json(await self.actions.act(parts, request))
+        except (ApiError, BrokerError) as exc:
+            return _refused(exc)
 
     def _answer(self, parts: list[str], query: dict[str, str]) -> Any:
         match parts:
@@ -135,20 +135,27 @@ class Api:
     def topics(self) -> dict[str, Any]:
         queues = self._queues()
         names = self.broker.topic_names()
-        return {"topics": [{"topic": name, "queues": len(queues.get(name, ())),
-                            "messages": sum(high for _, _, high in queues.get(name, ()))}
-                           for name in names[:MAX_ITEMS]], "total": len(names)}
+        out = []
+        for name in names[:MAX_ITEMS]:
+            held, config = queues.get(name, ()), self.broker.get_topic(name)
+            # its configured queues, or those the store holds (a topic deleted, its queues kept)
+            out.append({"topic": name, "queues": config.queue_nums if config is not None else len(held),
+                        "messages": sum(high for _, _, high in held)})
+        return {"topics": out, "total": len(names)}
 
     def topic(self, topic: str) -> dict[str, Any]:
         config = self.broker.get_topic(topic)
         if config is None:
             raise ApiError(404, f"no topic {topic!r}")
-        entries = sorted(self._queues().get(topic, ()))
+        # every queue the topic has, written to or not (the store lists those it holds)
+        held = {q: (low, high) for q, low, high in self._queues().get(topic, ())}
+        for q in range(config.queue_nums):
+            held.setdefault(q, (0, 0))
         return {"topic": topic, "readQueueNums": config.read_queue_nums,
                 "writeQueueNums": config.write_queue_nums, "perm": config.perm,
                 "queues": [{"queueId": q, "minOffset": low, "maxOffset": high,
-                            "lastStoreTimestamp": self.broker.last_store_timestamp(topic, q)}
-                           for q, low, high in entries],
+                            "lastStoreTimestamp": self.broker.last_store_timestamp(topic, q) if high else 0}
+                           for q, (low, high) in sorted(held.items())],
                 "groups": self.broker.groups_consuming(topic)}
 
     def _lags(self) -> dict[str, dict[str, dict[str, Any]]]:
@@ -225,6 +232,13 @@ class Api:
         else:
             raise ApiError(400, "give key=, uniqueKey=, or queue= and offset=")
         return {"messages": [_message(msg) for msg in found]}
+
+
+def _refused(exc: ApiError | BrokerError) -> Response:
+    """The JSON error answer: ApiError's status, 404 for what does not exist, else 400."""
+    if isinstance(exc, ApiError):
+        return responses.json({"error": str(exc)}, exc.status)
+    return responses.json({"error": str(exc)}, 404 if isinstance(exc, (MessageNotFound, TopicNotFound)) else 400)
 
 
 def _by_protocol(members: Sequence[dict[str, str]]) -> dict[str, int]:

@@ -19,6 +19,14 @@ class Response:
     headers: tuple[tuple[str, str], ...] = field(default=())
 
 
+class ApiError(Exception):
+    """A JSON API request refused: its status and why (answered as ``{"error": why}``)."""
+
+    def __init__(self, status: int, why: str) -> None:
+        super().__init__(why)
+        self.status = status
+
+
 def text(status: int, message: str) -> Response:
     return Response(status, TEXT, (message + "\n").encode())
 

@@ -147,6 +147,65 @@ def test_message_by_unique_key_and_offset_msg_id(live):
     assert status == 200 and body["messages"][0]["uniqueKey"] == first["uniqueKey"]
 
 
+def post(live: LiveBroker, path: str, body: object, **headers: str) -> tuple[int, dict]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = urllib.request.Request(metrics_url(live, path), data=data, method="POST",
+                                     headers={"content-type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        payload = exc.read()
+        return exc.code, json.loads(payload) if exc.headers["content-type"] == "application/json" else {
+            "error": payload.decode()}
+
+
+def test_actions_create_a_topic_send_a_message_and_reset_a_group(live):
+    status, made = post(live, "/api/topics", {"topic": "ApiMade", "readQueueNums": 2, "writeQueueNums": 2})
+    assert status == 200 and made == {"topic": "ApiMade", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6}
+    assert len(get(live, "/api/topics/ApiMade")[1]["queues"]) == 2
+    status, sent = post(live, "/api/messages", {"topic": "ApiMade", "keys": "made-1", "tags": "t", "body": "héllo"})
+    assert status == 200 and sent["offsetMsgId"]
+    [found] = get(live, "/api/messages?topic=ApiMade&key=made-1")[1]["messages"]
+    assert found["body"] == "héllo" and found["tags"] == "t" and found["queueId"] == sent["queueId"]
+    status, reset = post(live, "/api/groups/ApiReset/reset", {"topic": "ApiT", "timestamp": 0})
+    assert status == 200 and reset["offsets"] == {"0": 0}
+    assert get(live, "/api/groups/ApiReset")[1]["lag"] == 8  # back to the topic's first message
+
+
+@pytest.mark.parametrize("path, body, headers, status", [
+    ("/api/topics", {"topic": "X1"}, {"content-type": "text/plain"}, 415),  # what an HTML form of another site sends
+    ("/api/topics", {"topic": "X1"}, {"origin": "http://evil.example"}, 403),
+    ("/api/topics", {"topic": "X1"}, {"host": "evil.example"}, 403),  # DNS rebinding
+    ("/api/topics", b"{not json", {}, 400),
+    ("/api/topics", ["X1"], {}, 400),
+    ("/api/topics", {"topic": "bad name!"}, {}, 400),
+    ("/api/topics", {"topic": "X1", "perm": 5}, {}, 400),
+    ("/api/topics", {"topic": "X1", "readQueueNums": 0}, {}, 400),
+    ("/api/messages", {"topic": "NoSuchTopic", "body": "x"}, {}, 404),
+    ("/api/messages", {"topic": "ApiT", "body": 7}, {}, 400),
+    ("/api/groups/G/reset", {"topic": "ApiT", "timestamp": "yesterday"}, {}, 400),
+    ("/api/groups/G/reset", {"topic": "NoSuchTopic", "timestamp": 0}, {}, 404),
+    ("/api/nothing", {}, {}, 404),
+])
+def test_actions_refused_say_why(live, path, body, headers, status):
+    got, answer = post(live, path, body, **headers)
+    assert got == status, answer
+    assert answer["error"]
+    assert get(live, "/api/topics/X1")[0] == 404  # nothing was made
+
+
+def test_reads_for_another_host_name_are_refused(live):
+    request = urllib.request.Request(metrics_url(live, "/api/overview"), headers={"host": "rebound.example:5557"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=TIMEOUT)
+    assert refused.value.code == 403
+    for host in ("localhost:1", "127.0.0.1", "[::1]:5557", "app.localhost"):
+        request = urllib.request.Request(metrics_url(live, "/api/overview"), headers={"host": host})
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+            assert answer.status == 200
+
+
 @pytest.mark.parametrize("path, status", [
     ("/api/messages", 400),
     ("/api/messages?topic=ApiT", 400),

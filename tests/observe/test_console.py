@@ -2,10 +2,12 @@
 by selenium) against a live broker that real clients wrote to: a topic made over Kafka, a
 Kafka group and an AMQP queue group with their lag side by side (the AMQP one with its
 connected consumer as a member), a message looked up by key showing its body, and broker
-data that is hostile HTML (a Kafka group name, a message key and body) shown as text."""
+data that is hostile HTML (a Kafka group name, a message key and body) shown as text; the
+actions (create a topic, send a test message, reset a group by time), each confirmed."""
 
 from __future__ import annotations
 
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
@@ -17,6 +19,7 @@ from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.observe.metrics_support import (
@@ -184,3 +187,47 @@ def test_the_page_ships_with_the_broker_and_a_strict_policy(live):
     assert 'src="/console/main.js"' in page and "://" not in page  # nothing from the internet
     with urllib.request.urlopen(metrics_url(live, "/console/pages.js"), timeout=TIMEOUT) as answer:
         assert answer.headers["content-type"] == "text/javascript; charset=utf-8"
+
+
+def confirm(browser: WebDriver, accept: bool, mentions: str) -> None:
+    alert = WebDriverWait(browser, TIMEOUT).until(expected_conditions.alert_is_present())
+    assert mentions in alert.text, alert.text
+    alert.accept() if accept else alert.dismiss()
+
+
+def test_actions_each_confirmed_first(live, browser):
+    """Create a topic (declined once, then accepted), send a test message to it and look it
+    up, reset a group's offsets to a time before its topic began."""
+    open_page(browser, live, "topics", "topics")
+    form = browser.find_element(By.CSS_SELECTOR, 'form[data-action="Create or update"]')
+    form.find_element(By.NAME, "topic").send_keys("MadeInConsole")
+    form.find_element(By.NAME, "readQueueNums").send_keys("2")
+    form.find_element(By.NAME, "writeQueueNums").send_keys("2")
+    form.find_element(By.TAG_NAME, "button").click()
+    confirm(browser, False, "MadeInConsole")  # declined: nothing is made
+    with pytest.raises(urllib.error.HTTPError):
+        urllib.request.urlopen(metrics_url(live, "/api/topics/MadeInConsole"), timeout=TIMEOUT)
+    form.find_element(By.TAG_NAME, "button").click()
+    confirm(browser, True, "MadeInConsole")
+    wait_text(browser, 'p[data-action="Create or update"]', "Topic MadeInConsole has 2 read and 2 write queues.")
+
+    browser.find_element(By.LINK_TEXT, "MadeInConsole").click()
+    wait_text(browser, "#page h1 .name", "MadeInConsole")
+    form = browser.find_element(By.CSS_SELECTOR, 'form[data-action="Send"]')
+    form.find_element(By.NAME, "keys").send_keys("made-key")
+    form.find_element(By.NAME, "body").send_keys("sent from the console")
+    form.find_element(By.TAG_NAME, "button").click()
+    confirm(browser, True, "MadeInConsole")
+    WebDriverWait(browser, TIMEOUT).until(lambda d: d.find_elements(By.LINK_TEXT, "look it up"))
+    browser.find_element(By.LINK_TEXT, "look it up").click()
+    wait_text(browser, "#results pre.body", "sent from the console")
+
+    open_page(browser, live, "groups/ConsoleG", "groups")
+    wait_text(browser, '[data-card="lag"] .value', "1")
+    form = browser.find_element(By.CSS_SELECTOR, 'form[data-action="Reset offsets"]')
+    browser.execute_script("arguments[0].value = '2000-01-01T00:00:00'", form.find_element(By.NAME, "time"))
+    form.find_element(By.TAG_NAME, "button").click()
+    confirm(browser, True, "ConsoleG")
+    WebDriverWait(browser, TIMEOUT).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, 'p[data-action="Reset offsets"]').text.startswith("Committed"))
+    wait_text(browser, '[data-card="lag"] .value', "12")  # back to the topic's first messages

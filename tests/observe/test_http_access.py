@@ -122,6 +122,16 @@ def test_the_loopback_rule(small_config, peer, allowed):
     assert HttpAccess(Broker(small_config)).refusal(_request(peer)) is None
 
 
+@pytest.mark.parametrize("host, allowed", [
+    ("127.0.0.1:5557", True), ("localhost", True), ("LOCALHOST:80", True), ("app.localhost:5557", True),
+    ("[::1]:5557", True), ("::1", True), ("", True),
+    ("rebound.example:5557", False), ("10.0.0.1", False), ("localhost.evil.example", False),
+])
+def test_the_host_rule_against_dns_rebinding(small_config, host, allowed):
+    request = Request("GET", "/api/overview", (("host", host),), b"", ("127.0.0.1", 40000))
+    assert (HttpAccess(Broker(small_config)).refusal(request) is None) is allowed
+
+
 def test_the_acl_rule_holds_for_loopback_clients_too(small_config, tmp_path):
     acl = tmp_path / "plain_acl.yml"
     acl.write_text(ACL, encoding="utf-8")

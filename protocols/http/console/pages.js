@@ -1,6 +1,6 @@
 // One function per page: read the API, return the page's node. Every broker-supplied string
 // goes through h()/link()/table(), which make text nodes: nothing is parsed as HTML.
-import { get } from "./api.js";
+import { get, post } from "./api.js";
 import { LiveChart, badge, bytes, card, duration, h, link, num, table, time } from "./dom.js";
 
 const PROTOCOLS = ["remoting", "kafka", "amqp", "stomp"];
@@ -83,6 +83,72 @@ async function overview(route, ctx) {
   return h("section", {}, h("h1", {}, "Overview"), chart.node, body);
 }
 
+// ------------------------------------------------------------------ actions
+/** A form for one action: fields, a confirmation question, the POST, its outcome shown. */
+function actionForm(name, fields, question, submit) {
+  const outcome = h("p", { class: "outcome", "data-action": name });
+  const form = h("form", { class: "lookup", "data-action": name }, fields, h("button", { type: "submit" }, name));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const data = Object.fromEntries(new FormData(form).entries());
+    if (!window.confirm(question(data))) return;
+    outcome.className = "outcome";
+    outcome.textContent = "…";
+    try {
+      const shown = await submit(data);
+      outcome.replaceChildren(...[shown].flat());
+    } catch (error) {
+      outcome.className = "outcome error";
+      outcome.textContent = String(error.message || error);
+    }
+  });
+  return h("div", {}, form, outcome);
+}
+
+const input = (name, label, attrs = {}) => h("label", {}, label, h("input", { name, ...attrs }));
+const optionalInt = (text) => (text === "" || text === undefined ? undefined : Number(text));
+
+function createTopicForm() {
+  return actionForm("Create or update", [
+    input("topic", "Topic", { required: true }),
+    input("readQueueNums", "Read queues", { type: "number", min: 1, max: 1024, placeholder: "default" }),
+    input("writeQueueNums", "Write queues", { type: "number", min: 1, max: 1024, placeholder: "default" }),
+    h("label", {}, "Permission", h("select", { name: "perm" },
+      h("option", { value: "6" }, "read and write"), h("option", { value: "4" }, "read only"),
+      h("option", { value: "2" }, "write only"))),
+  ], (d) => `Create or update topic ${d.topic}?`, async (d) => {
+    const t = await post(["topics"], { topic: d.topic, readQueueNums: optionalInt(d.readQueueNums),
+      writeQueueNums: optionalInt(d.writeQueueNums), perm: Number(d.perm) });
+    return ["Topic ", link(["topics", t.topic], t.topic), ` has ${t.readQueueNums} read and ${t.writeQueueNums} write queues.`];
+  });
+}
+
+function sendMessageForm(topic) {
+  return actionForm("Send", [
+    input("keys", "Keys"), input("tags", "Tags"), input("body", "Body (text)", { size: 40 }),
+  ], () => `Send this test message to ${topic}?`, async (d) => {
+    const r = await post(["messages"], { topic, keys: d.keys, tags: d.tags, body: d.body });
+    return ["Stored at queue ", String(r.queueId), " offset ", num(r.queueOffset), ": ",
+      link(["messages"], "look it up", { topic, queue: r.queueId, offset: r.queueOffset })];
+  });
+}
+
+function localNow() {
+  const now = new Date();
+  return new Date(now.getTime() - now.getTimezoneOffset() * 60000).toISOString().slice(0, 19);
+}
+
+function resetForm(group, topics) {
+  return actionForm("Reset offsets", [
+    h("label", {}, "Topic", h("select", { name: "topic" }, topics.map((t) => h("option", { value: t }, t)))),
+    input("time", "To the first message stored at or after (your time zone)", { type: "datetime-local", step: 1, value: localNow(), required: true }),
+  ], (d) => `Reset group ${group}'s committed offsets on ${d.topic} to ${d.time}? Consumers connected now may commit over it.`,
+  async (d) => {
+    const r = await post(["groups", group, "reset"], { topic: d.topic, timestamp: new Date(d.time).getTime() });
+    return `Committed offsets now: ${Object.entries(r.offsets).map(([q, o]) => `queue ${q} at ${num(o)}`).join(", ")}.`;
+  });
+}
+
 // ------------------------------------------------------------------ topics
 function filtered(rows, placeholder, key, render) {
   const holder = h("div", {}, render(rows));
@@ -105,6 +171,8 @@ async function topics(route) {
     { title: "Messages", key: "messages", num: true, cell: (t) => num(t.messages) },
   ], rows, "no topic");
   return h("section", {}, h("h1", {}, `Topics (${num(data.total)})`),
+    h("h2", {}, "Create or update a topic"), createTopicForm(),
+    h("h2", {}, "All topics"),
     filtered(data.topics, "filter topics", (t) => t.topic, render));
 }
 
@@ -123,7 +191,8 @@ async function topic(name) {
           ? link(["messages"], "last message", { topic: t.topic, queue: q.queueId, offset: q.maxOffset - 1 }) : "" },
     ], t.queues),
     h("h2", {}, "Consumer groups"),
-    t.groups.length ? h("ul", {}, t.groups.map((g) => h("li", {}, link(["groups", g], g)))) : h("p", { class: "muted" }, "none"));
+    t.groups.length ? h("ul", {}, t.groups.map((g) => h("li", {}, link(["groups", g], g)))) : h("p", { class: "muted" }, "none"),
+    h("h2", {}, "Send a test message"), sendMessageForm(t.topic));
 }
 
 // ------------------------------------------------------------------ groups
@@ -171,7 +240,9 @@ async function group(name, ctx) {
     chart.push({ lag: now.lag });
     body.replaceChildren(groupBody(now));
   });
-  return h("section", {}, h("h1", {}, "Consumer group ", h("span", { class: "name" }, g.group)), body, chart.node);
+  const topicsOf = Object.keys(g.topics);
+  return h("section", {}, h("h1", {}, "Consumer group ", h("span", { class: "name" }, g.group)), body, chart.node,
+    topicsOf.length ? [h("h2", {}, "Reset offsets by time"), resetForm(g.group, topicsOf)] : null);
 }
 
 // ------------------------------------------------------------------ connections
