@@ -72,8 +72,7 @@ class HttpAccess:
 
 def basic_credentials(request: Request) -> tuple[str, str] | None:
     """(user, password) of an ``Authorization: Basic`` header (UTF-8, RFC 7617), else None."""
-    value = next((v for k, v in request.headers if k.lower() == "authorization"), "")
-    scheme, _, token = value.strip().partition(" ")
+    scheme, _, token = _header(request, "authorization").strip().partition(" ")
     if scheme.lower() != "basic":
         return None
     try:

@@ -40,10 +40,10 @@ class Actions:
     async def create_topic(self, body: dict[str, Any]) -> dict[str, Any]:
         """Create a topic or change its queue numbers and permission (mqadmin updateTopic)."""
         topic = _text(body, "topic")
-        settings = {"read_queue_nums": _number(body, "readQueueNums", 1, 1024, None),
-                    "write_queue_nums": _number(body, "writeQueueNums", 1, 1024, None)}
+        settings = {"read_queue_nums": _number(body, "readQueueNums", 1, 1024),
+                    "write_queue_nums": _number(body, "writeQueueNums", 1, 1024)}
         if "perm" in body:
-            if body["perm"] not in PERMS or type(body["perm"]) is not int:
+            if type(body["perm"]) is not int or body["perm"] not in PERMS:
                 raise ApiError(400, "perm must be 2 (write), 4 (read) or 6 (both)")
             settings["perm"] = body["perm"]
         config = await self.broker.create_topic_ready(topic, **settings)
@@ -56,8 +56,9 @@ class Actions:
         connected now keeps reading from where it is until it reads its committed offsets
         again (a rebalance or a restart), and may commit over the reset meanwhile."""
         topic = _text(body, "topic")
-        timestamp = _number(body, "timestamp", 0, 1 << 62, None)
-        assert timestamp is not None
+        timestamp = _number(body, "timestamp", 0, 1 << 62)
+        if timestamp is None:
+            raise ApiError(400, "timestamp is required (ms since the epoch)")
         offsets = self.broker.reset_offsets_by_timestamp(group, topic, timestamp)
         return {"group": group, "topic": topic, "offsets": {str(q): o for q, o in sorted(offsets.items())}}
 
@@ -95,8 +96,9 @@ def _text(body: dict[str, Any], name: str) -> str:
     return value
 
 
-def _number(body: dict[str, Any], name: str, low: int, high: int, default: int | None) -> int | None:
-    value = body.get(name, default)
+def _number(body: dict[str, Any], name: str, low: int, high: int) -> int | None:
+    """The integer ``name`` within [low, high]; None when absent or null."""
+    value = body.get(name)
     if value is None:
         return None
     if type(value) is not int or not low <= value <= high:
