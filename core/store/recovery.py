@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterator
 
 from rocketport.common.batch.record_batch import parse_header
@@ -30,6 +31,11 @@ from .dispatch import StoreDispatch, _Dispatch
 from .record import RecordInfo, decode_record
 
 log = logging.getLogger(__name__)
+
+# a re-dispatch of a large backlog says where it is every PROGRESS_INTERVAL_S, looking at
+# the clock once every PROGRESS_EVERY records (a power of two)
+PROGRESS_INTERVAL_S = 5.0
+PROGRESS_EVERY = 4096
 
 
 class StoreRecovery(StoreDispatch):
@@ -68,12 +74,17 @@ class StoreRecovery(StoreDispatch):
                 reason = "checkpoint"
         verify_from = start if cp is None else max(cl.min_offset, min(start, cp.verify_from))
         check_crc = self.config.check_crc_on_recover
-        dispatched = 0
+        dispatched = scanned = 0
+        mask = PROGRESS_EVERY - 1
+        progress = _Progress(verify_from, cl.max_offset)
         scan = cl.scan(verify_from, check_crc)
         for phys, info in scan:  # before ``start`` only verified; re-dispatch is idempotent
             if phys >= start:
                 self._dispatch(self._dispatch_from_record(phys, info), notify=False)
                 dispatched += 1
+            scanned += 1
+            if not scanned & mask:
+                progress.at(phys, dispatched)
         valid_end = scan.end
         if scan.error:
             log.warning("commit log: truncating the tail at %d: %s", valid_end, scan.error)
@@ -179,3 +190,21 @@ def _inner_num(props: dict[str, str]) -> int:
     except ValueError:
         return -1
 
+
+class _Progress:
+    """One log line every PROGRESS_INTERVAL_S while recovery walks the CommitLog: where it
+    is, the records re-dispatched so far, its rate, and where the log's files end (the
+    data ends before: where is what the walk finds out)."""
+
+    def __init__(self, start: int, files_end: int) -> None:
+        self.start, self.files_end = start, files_end
+        self.began = self.last = time.monotonic()
+
+    def at(self, offset: int, dispatched: int) -> None:
+        now = time.monotonic()
+        if now - self.last < PROGRESS_INTERVAL_S:
+            return
+        self.last = now
+        log.info("store recovery: CommitLog offset %d, %d records re-dispatched, %.1f MB/s "
+                 "(its files end at %d)", offset, dispatched,
+                 (offset - self.start) / max(now - self.began, 1e-9) / 1e6, self.files_end)
