@@ -261,12 +261,13 @@ async function connections() {
 
 // ------------------------------------------------------------------ messages
 const LOOKUPS = { key: "Key", uniqueKey: "Unique key (message id)", offset: "Queue offset", offsetMsgId: "Offset message id" };
+const LOOKUP_FIELDS = { key: ["topic", "key"], uniqueKey: ["topic", "uniqueKey"], offset: ["topic", "queue", "offset"],
+  offsetMsgId: ["offsetMsgId"] };
 
 function lookupForm(query) {
   const by = LOOKUPS[query.get("by")] ? query.get("by")
     : query.has("uniqueKey") ? "uniqueKey" : query.has("offset") ? "offset" : query.has("offsetMsgId") ? "offsetMsgId" : "key";
-  const field = (name, label, attrs = {}) =>
-    h("label", {}, label, h("input", { name, value: query.get(name) || "", ...attrs }));
+  const field = (name, label, attrs = {}) => input(name, label, { value: query.get(name) || "", ...attrs });
   const select = h("select", { name: "by" }, Object.entries(LOOKUPS).map(([value, label]) =>
     h("option", { value, selected: value === by }, label)));
   const form = h("form", { class: "lookup" },
@@ -276,19 +277,16 @@ function lookupForm(query) {
     field("offsetMsgId", "Offset message id"),
     h("button", { type: "submit" }, "Look up"));
   const showFields = () => {
-    const wanted = { key: ["topic", "key"], uniqueKey: ["topic", "uniqueKey"], offset: ["topic", "queue", "offset"],
-      offsetMsgId: ["offsetMsgId"] }[select.value];
-    for (const input of form.querySelectorAll("input")) input.parentElement.hidden = !wanted.includes(input.name);
+    const wanted = LOOKUP_FIELDS[select.value];
+    for (const element of form.querySelectorAll("input")) element.parentElement.hidden = !wanted.includes(element.name);
   };
   select.addEventListener("change", showFields);
   showFields();
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const data = new FormData(form);
-    const wanted = { key: ["topic", "key"], uniqueKey: ["topic", "uniqueKey"], offset: ["topic", "queue", "offset"],
-      offsetMsgId: ["offsetMsgId"] }[data.get("by")];
     const q = new URLSearchParams({ by: data.get("by") });
-    for (const name of wanted) q.set(name, data.get(name));
+    for (const name of LOOKUP_FIELDS[data.get("by")]) q.set(name, data.get(name));
     location.hash = "#/messages?" + q.toString();
   });
   return form;
