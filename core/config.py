@@ -24,6 +24,7 @@ DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 
 
 
 MAX_PORT = 65535
+FREE_PORT = -1  # tlsPort / wssPort: a port the OS picks when binding (tests, brokers side by side)
 RABBITMQ_MAX_MESSAGE_SIZE = 128 << 20  # RabbitMQ 3.x's default max_message_size
 MAX_MESSAGE_SIZE = 512 << 20  # RabbitMQ's ceiling for max_message_size
 
@@ -69,9 +70,15 @@ class ProtocolConfig:
     default_pass: str = ""
     loopback_users: tuple[str, ...] = ()
     # the protocol's own TLS port (tlsPort: Kafka's SSL listener, amqps 5671, STOMP/TLS 61614,
-    # HTTPS) and STOMP's WebSocket over TLS (wssPort); 0 = none. Only _TLS_SECTIONS take tlsPort
+    # HTTPS) and STOMP's WebSocket over TLS (wssPort); 0 = none, FREE_PORT (-1) = one the OS
+    # picks (the listener's bound port says which). Only _TLS_SECTIONS take tlsPort
     tls_port: int = 0
     wss_port: int = 0
+
+
+def bind_port(port: int) -> int:
+    """The port a listener binds for a tlsPort / wssPort value: 0 (the OS picks) for FREE_PORT."""
+    return 0 if port == FREE_PORT else port
 
 
 @dataclass(slots=True, frozen=True)
@@ -584,9 +591,9 @@ def _protocol_section(key: str, f: dataclasses.Field, raw: Any,
             elif sub == "wsPort" and key in _WS_SECTIONS:
                 values["ws_port"] = _integer(value, 0, MAX_PORT)
             elif sub == "wssPort" and key in _WS_SECTIONS:
-                values["wss_port"] = _integer(value, 0, MAX_PORT)
+                values["wss_port"] = _integer(value, FREE_PORT, MAX_PORT)
             elif sub == "tlsPort" and key in _TLS_SECTIONS:
-                values["tls_port"] = _integer(value, 0, MAX_PORT)
+                values["tls_port"] = _integer(value, FREE_PORT, MAX_PORT)
             elif sub == "metricsPerObject" and key in _METRICS_SECTIONS:
                 values["metrics_per_object"] = _boolean(value)
             elif sub == "allowRemote" and key in _METRICS_SECTIONS:

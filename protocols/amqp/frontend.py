@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable
 
 from rocketport.core.broker import Broker
+from rocketport.core.config import bind_port
 from rocketport.core.facade.types import AmqpEntityManager
 
 from ..frontend import ListenerFrontEnd
@@ -50,7 +51,7 @@ class AmqpFrontEnd(ListenerFrontEnd):
                                  config.connection_limits)
         self.listeners = [self.listener]
         if section.tls_port:  # amqps (5671 by convention)
-            self.listeners.append(Listener("amqp (tls)", section.host, section.tls_port, self._new_session,
+            self.listeners.append(Listener("amqp (tls)", section.host, bind_port(section.tls_port), self._new_session,
                                            config.connection_limits, tls=TlsContexts(config).tls_port()))
         self._opened = False
         self._sweeper: asyncio.Task | None = None

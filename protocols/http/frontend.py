@@ -13,6 +13,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
 from rocketport.core.broker import Broker
+from rocketport.core.config import bind_port
 
 from ..frontend import FrontEnd, ListenerFrontEnd
 from ..histogram import SIZE_BUCKETS, Histogram, Latencies
@@ -49,7 +50,8 @@ class HttpFrontEnd(ListenerFrontEnd):
                                  broker.config.connection_limits)
         self.listeners = [self.listener]
         if section.tls_port:  # HTTPS
-            self.listeners.append(Listener(ROLE + " (tls)", section.host, section.tls_port, self._new_session,
+            self.listeners.append(Listener(ROLE + " (tls)", section.host, bind_port(section.tls_port),
+                                           self._new_session,
                                            broker.config.connection_limits,
                                            tls=TlsContexts(broker.config).tls_port()))
 

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Callable
 
 from rocketport.core.broker import Broker
+from rocketport.core.config import bind_port
 
 from ..frontend import ListenerFrontEnd
 from ..listener import Listener
@@ -38,8 +39,8 @@ class KafkaFrontEnd(ListenerFrontEnd):
         # kafka.tlsPort: Kafka's SSL (SASL_SSL with SASL) listener; its metadata names itself
         self.tls_node: BrokerNode | None = None
         if config.tls_port:
-            self.tls_node = BrokerNode(config.host, config.tls_port)
-            self.listeners.append(Listener("kafka (tls)", config.host, config.tls_port, self._tls_session,
+            self.tls_node = BrokerNode(config.host, bind_port(config.tls_port))
+            self.listeners.append(Listener("kafka (tls)", config.host, bind_port(config.tls_port), self._tls_session,
                                            broker.config.connection_limits,
                                            tls=TlsContexts(broker.config).tls_port()))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rocketport.core.broker import Broker
+from rocketport.core.config import bind_port
 
 from ..frontend import ListenerFrontEnd
 from ..listener import Listener
@@ -44,10 +45,10 @@ class StompFrontEnd(ListenerFrontEnd):
         if section.tls_port or section.wss_port:
             tls = TlsContexts(config)
             if section.tls_port:  # STOMP over TLS (61614 by convention)
-                self.listeners.append(Listener(TCP_ROLE + " (tls)", section.host, section.tls_port,
+                self.listeners.append(Listener(TCP_ROLE + " (tls)", section.host, bind_port(section.tls_port),
                                                self._tcp_session, limits, tls=tls.tls_port()))
             if section.wss_port:  # Web-STOMP over TLS (wss)
-                self.listeners.append(Listener(WS_ROLE + " (tls)", section.host, section.wss_port,
+                self.listeners.append(Listener(WS_ROLE + " (tls)", section.host, bind_port(section.wss_port),
                                                self._ws_session, limits, tls=tls.tls_port()))
 
     def _tcp_session(self, on_open: Callable[[Session], bool],

@@ -95,6 +95,10 @@ def test_port_bounds():
     assert problems_of({"listenPort": 65536}) == ["listenPort: must be <= 65535, got 65536"]
     assert problems_of({"kafka": {"port": -1}}) == ["kafka.port: must be >= 0, got -1"]
     assert BrokerConfig.from_mapping({"listenPort": "0", "kafka": {"port": "0"}}).kafka.port == 0
+    # TLS ports: -1 = a free port the OS picks; below that refused
+    config = BrokerConfig.from_mapping({"kafka": {"tlsPort": "-1"}, "stomp": {"wssPort": -1}})
+    assert (config.kafka.tls_port, config.stomp.wss_port) == (-1, -1)
+    assert problems_of({"amqp": {"tlsPort": -2}}) == ["amqp.tlsPort: must be >= -1, got -2"]
 
 
 def test_set_overrides_go_through_the_same_checks():

@@ -15,9 +15,9 @@ from confluent_kafka import KafkaError, Producer
 from pika.exceptions import ChannelClosedByBroker, ProbableAuthenticationError
 
 from rocketport.protocols import tls
-from tests.support.live_broker import LiveBroker
+from tests.support.live_broker import LiveBroker, start_live_broker
 from tests.tls.certs import Pki, make_client_certificate
-from tests.tls.conftest import _started, tls_config
+from tests.tls.conftest import tls_config
 from tests.tls.test_tls_clients import TIMEOUT, client_context, kafka_ssl
 
 ACL = """\
@@ -39,9 +39,9 @@ def cert_broker(tmp_path, pki, monkeypatch) -> Iterator[LiveBroker]:
     monkeypatch.setattr(tls, "HANDSHAKE_TIMEOUT_S", 2.0)
     acl = tmp_path / "plain_acl.yml"
     acl.write_text(ACL)
-    live = _started(lambda store: tls_config(
-        store, pki, tls_server_mode="enforcing", tls_server_need_client_auth="require", acl_enable=True,
-        plain_acl_file=str(acl), kafka_sasl_mechanisms="PLAIN"), tmp_path, "asyncio")
+    live = start_live_broker(tls_config(
+        str(tmp_path / "store"), pki, tls_server_mode="enforcing", tls_server_need_client_auth="require",
+        acl_enable=True, plain_acl_file=str(acl), kafka_sasl_mechanisms="PLAIN"))
     try:
         for topic in ("orders", "other"):
             live.run(lambda t=topic: live.server.broker.create_topic(t, read_queue_nums=1, write_queue_nums=1))

@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 from pamqp import commands, frame
 
 from rocketport.protocols import tls
-from tests.support.live_broker import LiveBroker
+from tests.support.live_broker import LiveBroker, start_live_broker
 from tests.tls.certs import Pki, make_pki
-from tests.tls.conftest import _started, tls_config
+from tests.tls.conftest import tls_config
 from tests.tls.test_tls_clients import client_context
 
 FUZZ_EXAMPLES = int(os.environ.get("ROCKETPORT_FUZZ_EXAMPLES", "100"))
@@ -124,7 +124,7 @@ def fuzz_pki(tmp_path_factory) -> Pki:
 def fuzz_broker(tmp_path_factory, fuzz_pki) -> Iterator[LiveBroker]:
     saved, tls.HANDSHAKE_TIMEOUT_S = tls.HANDSHAKE_TIMEOUT_S, 1.0  # a half ClientHello is dropped soon
     try:
-        live = _started(lambda store: tls_config(store, fuzz_pki), tmp_path_factory.mktemp("fuzz"), "asyncio")
+        live = start_live_broker(tls_config(str(tmp_path_factory.mktemp("fuzz")), fuzz_pki))
     finally:
         tls.HANDSHAKE_TIMEOUT_S = saved
     try:
@@ -152,7 +152,7 @@ def _stomp_ok(live: LiveBroker, pki: Pki, role: str) -> None:
     while not receipts and time.monotonic() < deadline:
         time.sleep(0.02)
     conn.disconnect()
-    assert receipts == ["r"]
+    assert "r" in receipts  # (the DISCONNECT receipt may follow)
 
 
 def _ws_ok(live: LiveBroker, pki: Pki) -> None:

@@ -15,10 +15,10 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 
 from rocketport.core.auth.scram import ScramCredentials, ScramError, ScramServer
+from rocketport.core.config import FREE_PORT
 from rocketport.protocols import tls
 from tests.support.kafka import kafka_config
 from tests.support.live_broker import LiveBroker, start_live_broker
-from tests.tls.conftest import free_port
 
 ACL = """\
 accounts:
@@ -45,7 +45,7 @@ def scram_broker(tmp_path, pki, monkeypatch) -> Iterator[tuple[LiveBroker, str]]
     config = kafka_config(str(tmp_path / "store"), kafka_sasl_mechanisms="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
                           plain_acl_file=str(acl), kafka_scram_credential_file=creds,
                           tls_server_cert_path=pki.server_cert, tls_server_key_path=pki.server_key)
-    config.kafka.tls_port = free_port()
+    config.kafka.tls_port = FREE_PORT
     live = start_live_broker(config, "uvloop")
     try:
         yield live, creds
