@@ -233,12 +233,21 @@ def print_verify(report: VerifyReport, console: Console) -> None:
 
 def dump(root: str, console: Console, *, topic: str | None, queue: int | None,
          offset: int, limit: int) -> int:
-    """Print messages as a table: by topic/queue via the ConsumeQueue, else the whole log."""
+    """Print messages as a table: by topic/queue via the ConsumeQueue, else the whole log.
+    The walk to them shows its progress on a terminal (a topic's messages may be far in)."""
     table = Table()
     for col in ("commit log", "topic", "queue", "queue offset", "store time", "tags", "keys", "body"):
         table.add_column(col)
+    with Progress(console=console, transient=True) as progress:
+        shown = _dump_rows(walk_commitlog(root, progress=progress), table, topic, queue, offset, limit)
+    console.print(table)
+    return shown
+
+
+def _dump_rows(records: Iterator[StoredRecord], table: Table, topic: str | None, queue: int | None,
+               offset: int, limit: int) -> int:
     shown = 0
-    for sr in walk_commitlog(root):
+    for sr in records:
         r = sr.record
         if topic is not None and r.topic != topic:
             continue
@@ -257,5 +266,4 @@ def dump(root: str, console: Console, *, topic: str | None, queue: int | None,
         shown += 1
         if shown >= limit:
             break
-    console.print(table)
     return shown

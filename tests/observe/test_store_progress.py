@@ -1,9 +1,12 @@
-"""`rocketport store verify` shows its progress through the CommitLog as it goes (bytes,
-every PROGRESS_STEP), not one step per segment, and ends with the bar full."""
+"""`rocketport store verify` and `store dump` show their progress through the CommitLog as
+they go (bytes, every PROGRESS_STEP), not one step per segment, and verify ends with the bar
+full."""
 
 from __future__ import annotations
 
 import asyncio
+
+from rich.console import Console
 
 from rocketport import store_tools
 from rocketport.common.message import Message
@@ -13,7 +16,7 @@ from rocketport.core.store.message_store import MessageStore
 class _Recorder:
     """The part of rich's Progress the walk uses, remembering every update."""
 
-    def __init__(self) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         self.total = 0
         self.steps: list[int] = []
         self.completed: int | None = None
@@ -28,16 +31,30 @@ class _Recorder:
     def update(self, task: int, completed: float) -> None:
         self.completed = int(completed)
 
+    def __enter__(self) -> "_Recorder":
+        made.append(self)
+        return self
 
-def test_verify_advances_through_a_segment_in_steps(small_config, monkeypatch):
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+made: list[_Recorder] = []
+
+
+def _write(config, topic: str = "Progress") -> None:
     async def write() -> None:
-        store = MessageStore(small_config)  # 64 KiB segments
+        store = MessageStore(config)  # 64 KiB segments
         store.open()
         await store.start()
         for i in range(120):
-            await store.put_message(Message("Progress", bytes(1000), {}, queue_id=0))
+            await store.put_message(Message(topic, bytes(1000), {}, queue_id=0))
         await store.stop()
     asyncio.run(write())
+
+
+def test_verify_advances_through_a_segment_in_steps(small_config, monkeypatch):
+    _write(small_config)
     monkeypatch.setattr(store_tools, "PROGRESS_STEP", 8192)
     progress = _Recorder()
     records = list(store_tools.walk_commitlog(small_config.store_path_root_dir, [], progress))  # type: ignore[arg-type]
@@ -47,3 +64,17 @@ def test_verify_advances_through_a_segment_in_steps(small_config, monkeypatch):
     assert len(in_segment) >= 8  # several updates inside each 64 KiB segment
     assert all(step >= 8192 for step in in_segment[:4])
     assert progress.completed == progress.total
+
+
+def test_dump_shows_its_walk_to_the_messages(small_config, monkeypatch):
+    """A dump of the last messages of a topic walks the whole log first: the bar moves."""
+    _write(small_config, "Dumped")
+    monkeypatch.setattr(store_tools, "PROGRESS_STEP", 8192)
+    monkeypatch.setattr(store_tools, "Progress", _Recorder)
+    made.clear()
+    console = Console(record=True, width=200)
+    shown = store_tools.dump(small_config.store_path_root_dir, console, topic="Dumped", queue=0, offset=118, limit=10)
+    assert shown == 2 and "Dumped" in console.export_text()
+    [progress] = made
+    assert progress.total >= 120 * 1000 and sum(progress.steps) >= 100 * 1000
+
