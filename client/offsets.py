@@ -33,7 +33,7 @@ class RemoteOffsetStore:
     async def read(self, mq: MessageQueue) -> int:
         """The group's committed offset for `mq` on the broker; -1 when it has none."""
         response = await self._runtime.invoke(
-            self._runtime.routes.broker_addr(mq.broker_name),
+            self._runtime.routes.read_addr(mq.broker_name),
             RemotingCommand(RequestCode.QUERY_CONSUMER_OFFSET, ext_fields={
                 "consumerGroup": self._group, "topic": mq.topic, "queueId": str(mq.queue_id)}))
         if response.code == ResponseCode.QUERY_NOT_FOUND:
@@ -67,7 +67,7 @@ class RemoteOffsetStore:
 
     async def _commit(self, mq: MessageQueue, offset: int) -> None:
         await self._runtime.invoke_ok(
-            self._runtime.routes.broker_addr(mq.broker_name),
+            self._runtime.routes.read_addr(mq.broker_name),
             RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, ext_fields={
                 "consumerGroup": self._group, "topic": mq.topic, "queueId": str(mq.queue_id),
                 "commitOffset": str(offset)}), "offset commit")

@@ -123,7 +123,7 @@ class PullConsumer:
         if self.consume_from == "first":
             return 0
         response = await self.runtime.invoke_ok(
-            self.runtime.routes.broker_addr(mq.broker_name),
+            self.runtime.routes.read_addr(mq.broker_name),
             RemotingCommand(RequestCode.GET_MAX_OFFSET, ext_fields={
                 "topic": mq.topic, "queueId": str(mq.queue_id)}), "max offset")
         return int(response.ext_fields.get("offset", 0))
@@ -153,7 +153,7 @@ class PullConsumer:
             self._buffer.extend(messages)
 
     async def _pull(self, mq: MessageQueue) -> list[MessageExt]:
-        conn = await self.runtime.pool.get(self.runtime.routes.broker_addr(mq.broker_name))
+        conn = await self.runtime.pool.get(self.runtime.routes.read_addr(mq.broker_name))
         result = await self._puller.pull(conn, mq, self._positions[mq], self.pull_batch_size,
                                          self._subs[mq.topic], suspend=False,
                                          send_subscription=True, timeout_s=self.runtime.timeout_s)

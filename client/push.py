@@ -267,7 +267,7 @@ class PushConsumer:
                 log.warning("rebalance of %s failed: %s", self.group, exc)
 
     async def _consumer_ids(self, topic_queues: list[MessageQueue]) -> list[str]:
-        addr = self.runtime.routes.broker_addr(topic_queues[0].broker_name)
+        addr = self.runtime.routes.read_addr(topic_queues[0].broker_name)
         response = await self.runtime.invoke_ok(addr, RemotingCommand(
             RequestCode.GET_CONSUMER_LIST_BY_GROUP, ext_fields={"consumerGroup": self.group}),
             "consumer list")
@@ -327,7 +327,7 @@ class PushConsumer:
             return offset
         if self.consume_from == "first" or mq.topic.startswith(RETRY_PREFIX):
             return 0
-        addr = self.runtime.routes.broker_addr(mq.broker_name)
+        addr = self.runtime.routes.read_addr(mq.broker_name)
         fields = {"topic": mq.topic, "queueId": str(mq.queue_id)}
         if self.consume_from == "last":
             request = RemotingCommand(RequestCode.GET_MAX_OFFSET, ext_fields=fields)
@@ -488,7 +488,7 @@ class PushConsumer:
                         finally:
                             pq.pulling_paused = False
                         continue
-                    conn = await pool.get(routes.broker_addr(mq.broker_name))
+                    conn = await pool.get(routes.read_addr(mq.broker_name))
                     sent = send(work.next_offset)
                 assert conn is not None
                 response = await conn.response(sent, PULL_TIMEOUT_S)

@@ -4,7 +4,10 @@ A `RouteTable` asks the name servers (`NAMESRV_ADDR` when no address is given; s
 separated by ';', tried in turn) for a topic's route, keeps it, and refreshes every known
 topic every 30 s so that brokers joining or leaving are noticed. It turns a route into
 the queues a producer writes (`publish_queues`) and a consumer reads
-(`subscribe_queues`), and names each broker's master address. It never sends messages.
+(`subscribe_queues`), and names each broker's master address (`broker_addr`: sends,
+transactions, locks) and the address to read from (`read_addr`: the master, else a slave,
+as RocketMQ's `findBrokerAddressInSubscribe`, so consumers go on reading a broker group
+whose master is gone). It never sends messages.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class RouteTable:
         self._timeout_s = timeout_s
         self.routes: dict[str, TopicRouteData] = {}
         self.brokers: dict[str, str] = {}  # broker name -> master address
+        self.readers: dict[str, str] = {}  # broker name -> master address, else a slave's
         self._publish: dict[str, list[MessageQueue]] = {}
         # told of each master address seen for the first time (the runtime sends it a
         # heartbeat at once, so the broker knows this client before its first request)
@@ -89,10 +93,18 @@ class RouteTable:
         self.routes[topic] = route
         self._publish.pop(topic, None)
         for broker in route.broker_datas:
-            master = broker.broker_addrs.get(MASTER_ID)
-            if master and self.brokers.get(broker.broker_name) != master:
+            addrs = broker.broker_addrs
+            master = addrs.get(MASTER_ID)
+            reader = master or (addrs[min(addrs)] if addrs else None)
+            if master is None:  # gone from the route: no sends to it, reads from a slave
+                self.brokers.pop(broker.broker_name, None)
+            elif self.brokers.get(broker.broker_name) != master:
                 self.brokers[broker.broker_name] = master
-                self.on_new_broker(master)
+            if reader is None:
+                self.readers.pop(broker.broker_name, None)
+            elif self.readers.get(broker.broker_name) != reader:
+                self.readers[broker.broker_name] = reader
+                self.on_new_broker(reader)
         return route
 
     async def refresh(self) -> None:
@@ -137,6 +149,7 @@ class RouteTable:
         datas = [d for _, d in sorted(info.broker_addr_table.items()) if MASTER_ID in d.broker_addrs]
         for data in datas:
             self.brokers.setdefault(data.broker_name, data.broker_addrs[MASTER_ID])
+            self.readers.setdefault(data.broker_name, data.broker_addrs[MASTER_ID])
         return TopicRouteData([QueueData(d.broker_name, NEW_TOPIC_QUEUE_NUMS, NEW_TOPIC_QUEUE_NUMS)
                                for d in datas], datas)
 
@@ -145,11 +158,18 @@ class RouteTable:
         if route is None:
             raise ClientError(f"topic {topic} does not exist", ResponseCode.TOPIC_NOT_EXIST)
         return sorted((MessageQueue(topic, qd.broker_name, i) for qd in route.queue_datas
-                       if qd.perm & PERM_READ and qd.broker_name in self.brokers
+                       if qd.perm & PERM_READ and qd.broker_name in self.readers
                        for i in range(qd.read_queue_nums)), key=queue_order)
 
     def broker_addr(self, broker_name: str) -> str:
         addr = self.brokers.get(broker_name)
         if addr is None:
             raise ClientError(f"no master address for broker {broker_name}")
+        return addr
+
+    def read_addr(self, broker_name: str) -> str:
+        """Where to pull from and keep offsets: the master, else a slave of the group."""
+        addr = self.readers.get(broker_name)
+        if addr is None:
+            raise ClientError(f"no address for broker {broker_name}")
         return addr

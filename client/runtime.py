@@ -101,8 +101,9 @@ class ClientRuntime:
 
     async def heartbeat(self) -> None:
         """Send the heartbeat (producer and consumer groups, subscriptions) to every
-        known master broker."""
-        await asyncio.gather(*(self._heartbeat_to(addr) for addr in set(self.routes.brokers.values())))
+        broker read from (the masters, and a slave of a group whose master is gone, which
+        then answers the group's consumer list)."""
+        await asyncio.gather(*(self._heartbeat_to(addr) for addr in set(self.routes.readers.values())))
 
     async def _heartbeat_to(self, addr: str) -> None:
         try:
@@ -119,7 +120,7 @@ class ClientRuntime:
             fields["producerGroup"] = producer_group
         if consumer_group:
             fields["consumerGroup"] = consumer_group
-        for addr in set(self.routes.brokers.values()):
+        for addr in set(self.routes.readers.values()):
             with contextlib.suppress(ClientError):
                 await self.invoke(addr, RemotingCommand(RequestCode.UNREGISTER_CLIENT,
                                                         ext_fields=dict(fields)))

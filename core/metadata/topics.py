@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..errors import InvalidTopicName, StoreUnavailable
@@ -90,6 +90,8 @@ class TopicConfigManager:
         self.data_version = 0
         self._deferring = 0
         self._pending: list[dict] = []
+        # told of each durable batch of changes (the name server registration, replication)
+        self.listeners: list[Callable[[list[dict]], None]] = []
 
     def load(self) -> None:
         data = self.file.load() or {}
@@ -164,3 +166,5 @@ class TopicConfigManager:
             raise StoreUnavailable(f"cannot record a topic change: {exc.strerror}") from exc
         if self.log.size > max(COMPACT_AT, self.file.size()):
             self.persist()
+        for listener in self.listeners:
+            listener(pending)

@@ -58,9 +58,14 @@ def node(base: Path, name: str, namesrv: str, *settings: str, kafka: bool = Fals
 
 def master_and_slave(base: Path, namesrv: str, *, role: str = "SYNC_MASTER",
                      flush: str = "SYNC_FLUSH", slave_settings: tuple[str, ...] = (),
-                     kafka: bool = False) -> tuple[Node, Node]:
-    master = node(base, "master", namesrv, f"brokerRole={role}", f"flushDiskType={flush}", kafka=kafka)
-    slave = node(base, "slave", namesrv, "brokerRole=SLAVE", "brokerId=1", *slave_settings, kafka=kafka)
+                     kafka: bool = False, name: str | None = None) -> tuple[Node, Node]:
+    """A master and its slave (broker group ``name``, else the default broker-a)."""
+    group = (f"brokerName={name}",) if name else ()
+    prefix = f"{name}-" if name else ""
+    master = node(base, prefix + "master", namesrv, f"brokerRole={role}", f"flushDiskType={flush}", *group,
+                  kafka=kafka)
+    slave = node(base, prefix + "slave", namesrv, "brokerRole=SLAVE", "brokerId=1", *group, *slave_settings,
+                 kafka=kafka)
     return master, slave
 
 
