@@ -657,5 +657,13 @@ class UnRegisterBrokerRequestHeader:
 
 
 @dataclass(slots=True)
+class QueryDataVersionRequestHeader:
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: int
+
+
+@dataclass(slots=True)
 class QueryDataVersionResponseHeader:
     changed: bool

@@ -92,6 +92,7 @@ class _LiveBroker:
     topics: dict[str, bodies.TopicConfig] = field(default_factory=dict)
     ha_server_addr: str = ""  # where its slaves replicate from (a master's)
     channel: object = None  # the connection it registered over: its close forgets the broker
+    data_version: tuple[int, int] | None = None  # its topic table's (timestamp, counter)
 
 
 class RouteRegistry:
@@ -105,16 +106,21 @@ class RouteRegistry:
 
     def register(self, addr: str, cluster: str, broker_name: str, broker_id: int,
                  topics: dict[str, bodies.TopicConfig], ha_server_addr: str = "",
-                 channel: object = None) -> tuple[str, str]:
+                 channel: object = None, data_version: tuple[int, int] | None = None) -> tuple[str, str]:
         """Record a registration made over ``channel``; (master address, master's HA
         address) of its broker name, as RocketMQ's RouteInfoManager answers a slave ("" for a
-        master, or when the master has not registered)."""
+        master, or when the master has not registered). A registration whose
+        ``data_version`` is the one registered last keeps the topics registered then (as
+        RocketMQ's isBrokerTopicConfigChanged: the table is read only when it changed)."""
+        known = self._brokers.get(addr)
+        if known is not None and data_version is not None and known.data_version == data_version:
+            topics = known.topics
         for other, b in list(self._brokers.items()):  # a broker's id changed (a failover)
             if other != addr and b.broker_name == broker_name and b.broker_id == broker_id:
                 log.info("broker %s replaces %s as %s/%d", addr, other, broker_name, broker_id)
                 del self._brokers[other]
         self._brokers[addr] = _LiveBroker(cluster, broker_name, broker_id, self._clock(), topics,
-                                          ha_server_addr, channel)
+                                          ha_server_addr, channel, data_version)
         if broker_id == 0:
             return "", ""
         for master_addr, b in self._brokers.items():
@@ -124,6 +130,16 @@ class RouteRegistry:
 
     def unregister(self, addr: str) -> None:
         self._brokers.pop(addr, None)
+
+    def data_version_changed(self, addr: str, data_version: tuple[int, int]) -> bool:
+        """QUERY_DATA_VERSION: whether the broker at ``addr`` must register its topic table
+        (unknown here, or registered another version); when not, this refreshes its
+        liveness as a registration would (RocketMQ's queryBrokerTopicConfig)."""
+        known = self._brokers.get(addr)
+        if known is None or known.data_version != data_version:
+            return True
+        known.last_update = self._clock()
+        return False
 
     def channel_closed(self, channel: object) -> list[str]:
         """Forget the brokers whose latest registration came over ``channel`` (RocketMQ's
@@ -242,8 +258,11 @@ class NameServerHandlers:
                 self.routes.unregister(h.broker_addr)
                 return make_response(req, ResponseCode.SUCCESS)
             if code == RequestCode.QUERY_DATA_VERSION:
+                h = decode_header(headers.QueryDataVersionRequestHeader, req.ext_fields)
+                version = bodies.decode_body(bodies.DataVersion, req.body) if req.body else bodies.DataVersion()
+                changed = self.routes.data_version_changed(h.broker_addr, (version.timestamp, version.counter))
                 return make_response(req, ResponseCode.SUCCESS, ext_fields=encode_header(
-                    headers.QueryDataVersionResponseHeader(changed=True)))
+                    headers.QueryDataVersionResponseHeader(changed=changed)))
         return make_response(req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                              f"request type {code} not supported")
 
@@ -320,9 +339,11 @@ class NameServerHandlers:
             return make_response(req, ResponseCode.SYSTEM_ERROR,
                                  "compressed registration bodies are not supported")
         body = bodies.decode_body(bodies.RegisterBrokerBody, req.body) if req.body else bodies.RegisterBrokerBody()
+        wrapper = body.topic_config_serialize_wrapper
+        version = wrapper.data_version
         master_addr, ha_addr = registry.register(h.broker_addr, h.cluster_name, h.broker_name, h.broker_id,
-                                                 body.topic_config_serialize_wrapper.topic_config_table,
-                                                 h.ha_server_addr or "", channel)
+                                                 wrapper.topic_config_table, h.ha_server_addr or "", channel,
+                                                 (version.timestamp, version.counter) if version.timestamp else None)
         return make_response(req, ResponseCode.SUCCESS, ext_fields=encode_header(
                                  headers.RegisterBrokerResponseHeader(ha_server_addr=ha_addr,
                                                                       master_addr=master_addr)),
@@ -331,7 +352,15 @@ class NameServerHandlers:
 
 class BrokerRegistrar:
     """Registers this broker with every configured name server, every 30 s, over one kept
-    connection per name server (its close is how the name server learns the broker died)."""
+    connection per name server (its close is how the name server learns the broker died).
+
+    The topic table (megabytes with 100,000 queues) is sent only when the name server does
+    not have it: as RocketMQ's needRegister, a round where nothing changed since the last
+    registration over the same connection asks QUERY_DATA_VERSION with the table's
+    dataVersion (the broker's start time and the table's change counter), which refreshes
+    the broker's liveness when the name server holds that version, and registers in full
+    only when it answers changed. ``register_soon`` (a role or table change) registers in
+    full."""
 
     def __init__(self, broker: Broker, broker_addr: Callable[[], str], namesrv_addrs: list[str],
                  interval_s: float = REGISTER_INTERVAL_S,
@@ -350,6 +379,9 @@ class BrokerRegistrar:
         self.interval_s = interval_s
         self._task: asyncio.Task[None] | None = None
         self._clients: dict[str, RemotingClient] = {}  # name server address -> kept connection
+        self._started_ms = int(time.time() * 1000)  # a restarted broker's table is another version
+        # name server address -> (connection, what was registered in full over it)
+        self._registered: dict[str, tuple[RemotingClient, tuple]] = {}
 
     def _request(self, code: RequestCode, body: bytes = b"") -> RemotingCommand:
         c = self.broker.config
@@ -363,6 +395,14 @@ class BrokerRegistrar:
         port = self.broker.ha.port
         return f"{c.broker_ip2 or c.broker_ip1}:{port}" if port else ""
 
+    def _data_version(self) -> bodies.DataVersion:
+        return bodies.DataVersion(self._started_ms, self.broker.topics.data_version)
+
+    def _registration(self) -> tuple:
+        """What a full registration tells the name server beyond the heartbeat."""
+        v = self._data_version()
+        return (v.timestamp, v.counter, self.broker.route_broker_id, self.broker_addr(), self._ha_addr())
+
     def _body(self) -> bytes:
         table = {}
         for name in self.broker.topic_names():
@@ -371,24 +411,34 @@ class BrokerRegistrar:
                 table[name] = bodies.TopicConfig(name, cfg.read_queue_nums, cfg.write_queue_nums,
                                                  cfg.perm, cfg.topic_filter_type,
                                                  cfg.topic_sys_flag, cfg.order)
-        wrapper = bodies.TopicConfigSerializeWrapper(
-            table, bodies.DataVersion(int(time.time() * 1000), 0))
+        wrapper = bodies.TopicConfigSerializeWrapper(table, self._data_version())
         return bodies.encode_body(bodies.RegisterBrokerBody(wrapper))
 
-    async def register_once(self) -> None:
-        await self._register_all()
+    async def register_once(self, force: bool = True) -> None:
+        """Register with every name server: in full with ``force``, else only where the
+        name server does not hold this broker's current registration."""
+        await self._register_all(force)
         if self.namesrv_addrs:  # the group's members as the name server now lists them (Kafka)
             await learn_peers(self.broker, self.namesrv_addrs[0])
 
-    async def _register_all(self) -> None:
-        body = self._body()
+    async def _register_all(self, force: bool) -> None:
+        body: bytes | None = None
+        registration = self._registration()
         for addr in self.namesrv_addrs:
             try:
                 client = await self._client(addr)
+                if not force and self._registered.get(addr) == (client, registration) \
+                        and not await self._changed(client):
+                    continue  # the name server has it: liveness refreshed by the query
+                self._registered.pop(addr, None)
+                if body is None:
+                    body = self._body()
                 resp = await client.invoke(self._request(RequestCode.REGISTER_BROKER, body))
                 if resp.code != ResponseCode.SUCCESS:
                     log.warning("name server %s refused registration: %s", addr, resp.remark)
-                elif self.broker.config.is_slave:  # as RocketMQ's slave: the master's addresses
+                    continue
+                self._registered[addr] = (client, registration)
+                if self.broker.config.is_slave:  # as RocketMQ's slave: the master's addresses
                     fields = resp.ext_fields or {}
                     self.broker.ha.master_learnt(fields.get("haServerAddr") or "")
                     if self.on_master is not None and fields.get("masterAddr"):
@@ -396,6 +446,12 @@ class BrokerRegistrar:
             except (OSError, asyncio.TimeoutError, RemotingClientError) as exc:
                 log.warning("registering with name server %s failed: %s", addr, exc)
                 await self._drop(addr)
+
+    async def _changed(self, client: RemotingClient) -> bool:
+        """QUERY_DATA_VERSION: whether the name server wants the table again."""
+        resp = await client.invoke(self._request(RequestCode.QUERY_DATA_VERSION,
+                                                 bodies.encode_body(self._data_version())))
+        return resp.code != ResponseCode.SUCCESS or (resp.ext_fields or {}).get("changed") != "false"
 
     async def _client(self, addr: str) -> RemotingClient:
         """The kept connection to ``addr``, opened again if it closed (a restarted name
@@ -426,16 +482,18 @@ class BrokerRegistrar:
         self._soon.set()
 
     async def _loop(self) -> None:
+        force = True
         while True:
             self._soon.clear()
-            await self.register_once()
+            await self.register_once(force)
             ha = self.broker.ha
             # a slave that has not learnt its master's HA address asks again soon
             waiting = ha.slave is not None and not ha.slave.master_address
             try:
                 await asyncio.wait_for(self._soon.wait(), min(self.interval_s, 1.0) if waiting else self.interval_s)
+                force = True
             except asyncio.TimeoutError:
-                pass
+                force = waiting
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="namesrv-registration")

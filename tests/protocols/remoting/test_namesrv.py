@@ -118,3 +118,65 @@ def test_rocketport_namesrv_command_serves_and_stops_on_sigterm():
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
+
+
+class _RecordingHandlers(NameServerHandlers):
+    """A name server that notes each request's code and body length."""
+
+    def __init__(self) -> None:
+        super().__init__(RouteRegistry())
+        self.seen: list[tuple[int, int]] = []
+
+    async def handle(self, session, req: RemotingCommand) -> RemotingCommand:
+        if req.code in (RequestCode.REGISTER_BROKER, RequestCode.QUERY_DATA_VERSION):
+            self.seen.append((req.code, len(req.body or b"")))
+        return await super().handle(session, req)
+
+
+def test_periodic_registration_sends_the_topic_table_only_when_it_changed(remoting_config):
+    """As RocketMQ's needRegister: an unchanged table is not sent again (QUERY_DATA_VERSION
+    keeps the broker alive), a changed one is, and a name server that lost the broker gets
+    the whole table at the next round."""
+
+    async def main() -> None:
+        handlers = _RecordingHandlers()
+        namesrv = RemotingListener(handlers, "127.0.0.1", 0)
+        await handlers.start()
+        await namesrv.start()
+        config = dataclasses.replace(remoting_config, namesrv_addr=f"127.0.0.1:{namesrv.port}",
+                                     listen_port=free_port(), ha_listen_port=free_port())
+        server = BrokerServer(config)
+        await server.start()
+        registrar = server.front_ends["remoting"].registrar
+        broker_addr = registrar.broker_addr()
+        try:
+            for i in range(200):
+                server.broker.create_topic(f"Many{i}", read_queue_nums=4, write_queue_nums=4)
+            await registrar.register_once()
+            full = [n for code, n in handlers.seen if code == RequestCode.REGISTER_BROKER][-1]
+            assert full > 200 * 50  # the table: 200 topics
+            handlers.seen.clear()
+            for _ in range(3):
+                await registrar.register_once(force=False)
+            assert handlers.seen and all(code == RequestCode.QUERY_DATA_VERSION and n < 200
+                                         for code, n in handlers.seen), handlers.seen
+            assert handlers.routes.topic_route("Many199") is not None  # still routed
+
+            server.broker.create_topic("Late", read_queue_nums=2, write_queue_nums=2)
+            handlers.seen.clear()
+            await registrar.register_once(force=False)
+            assert [code for code, _ in handlers.seen][-1] == RequestCode.REGISTER_BROKER
+            assert handlers.routes.topic_route("Late").queue_datas[0].write_queue_nums == 2
+
+            handlers.routes.unregister(broker_addr)  # as a name server that expired it
+            handlers.seen.clear()
+            await registrar.register_once(force=False)
+            assert [code for code, _ in handlers.seen] == [RequestCode.QUERY_DATA_VERSION,
+                                                         RequestCode.REGISTER_BROKER]
+            assert handlers.routes.topic_route("Many0") is not None
+        finally:
+            await server.stop()
+            await namesrv.stop()
+            await handlers.stop()
+
+    run_async(asyncio.wait_for(main(), 60))
