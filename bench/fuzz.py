@@ -1,6 +1,6 @@
 """Hostile input against a live broker: every front-end's decoder, fuzzed over TCP.
 
-Run: python bench/fuzz.py [--inputs N] [--seed S] [--front-ends remoting,namesrv,kafka]
+Run: python bench/fuzz.py [--inputs N] [--seed S] [--front-ends remoting,namesrv,kafka,stomp,ws,amqp,http,tls]
 
 Starts `python -m rocketport broker` on a temporary store with free ports, then, one
 front-end at a time, sends N inputs (default 1,000,000 each) drawn from:
@@ -29,8 +29,10 @@ Prints one JSON line per case per front-end: inputs_<fe>, crashes_<fe>, hangs_<f
 (Python tracebacks in the broker's log during the phase: exceptions that client input
 should not cause). Exit status 1 when anything crashed or hung.
 
-To add a front-end (stomp, amqp): one corpus function and one probe function, and a row
-in FRONT_ENDS (a `stream` model is optional: without one, each input gets its own
+STOMP, Web-STOMP (ws), AMQP, HTTP and TLS (ClientHellos to stomp.tlsPort, its probe a
+handshake and a CONNECT) mutate the well-formed openings of tests/support/hostile_inputs.py,
+one connection per input. To add a front-end: one corpus function and one probe function,
+and a row in FRONT_ENDS (a `stream` model is optional: without one, each input gets its own
 connection).
 
 The fuzz broker runs with autoCreateTopicEnable=false and small consume-queue files, so
@@ -50,6 +52,7 @@ import random
 import re
 import shutil
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -60,6 +63,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crc32c import crc32c
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests.support, tests.tls
 
 from rocketport.common.batch import Record, build_batch
 from rocketport.common.batch.message_batch import BatchMessage, encode_batch
@@ -81,6 +86,8 @@ from rocketport.protocols.remoting import (
 )
 from rocketport.protocols.remoting.frame import encode_json_header, encode_rocketmq_header
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
+from tests.support.hostile_inputs import seeds as opening_seeds  # noqa: E402
+from tests.tls.certs import make_pki  # noqa: E402
 
 TOPIC = "FuzzTopic"
 GROUP = "fuzz-group"
@@ -582,6 +589,53 @@ def kafka_probe(port: int, timeout: float) -> None:
         raise ConnectionError(f"answer to correlation id {correlation}")
 
 
+# ------------------------------------------------------------------ STOMP, Web-STOMP, AMQP, HTTP, TLS
+# Text and handshake protocols: their corpus is the well-formed openings of
+# tests/support/hostile_inputs.py (no structure-aware parts), one connection per input.
+def _openings(name: str) -> Callable[[], list[Sample]]:
+    return lambda: [whole(seed) for seed in opening_seeds()[name]]
+
+
+def _exchange(port: int, timeout: float, request: bytes, expect: bytes, context: ssl.SSLContext | None = None) -> None:
+    """Send ``request`` and read until ``expect`` arrives (else OSError: a hang or a close)."""
+    deadline = time.monotonic() + timeout
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw:
+        sock = context.wrap_socket(raw, server_hostname="localhost") if context is not None else raw
+        sock.sendall(request)
+        data = b""
+        while expect not in data:
+            sock.settimeout(max(0.001, deadline - time.monotonic()))
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError(f"closed without {expect!r}")
+            data += chunk
+
+
+_STOMP_CONNECT = b"CONNECT\naccept-version:1.2\nhost:/\nlogin:guest\npasscode:guest\n\n\x00"
+TLS_CONTEXT: list[ssl.SSLContext] = []  # the client context of the broker's throwaway CA (BrokerProcess)
+
+
+def stomp_probe(port: int, timeout: float) -> None:
+    _exchange(port, timeout, _STOMP_CONNECT, b"CONNECTED")
+
+
+def ws_probe(port: int, timeout: float) -> None:
+    _exchange(port, timeout, opening_seeds()["ws"][0].split(b"\r\n\r\n")[0] + b"\r\n\r\n", b"101 Switching")
+
+
+def amqp_probe(port: int, timeout: float) -> None:
+    _exchange(port, timeout, b"AMQP\x00\x00\x09\x01", b"PLAIN")  # connection.start names its mechanisms
+
+
+def http_probe(port: int, timeout: float) -> None:
+    _exchange(port, timeout, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", b"HTTP/1.1 200")
+
+
+def tls_probe(port: int, timeout: float) -> None:
+    """A TLS handshake on the STOMP TLS port, then a CONNECT answered."""
+    _exchange(port, timeout, _STOMP_CONNECT, b"CONNECTED", TLS_CONTEXT[0])
+
+
 # ------------------------------------------------------------------ the front-end table
 @dataclass(frozen=True, slots=True)
 class FrontEnd:
@@ -601,6 +655,11 @@ FRONT_ENDS: dict[str, FrontEnd] = {
                         _remoting_probe(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}),
                         remoting_random_frame, RemotingStream),
     "kafka": FrontEnd("kafka", "kafka.port", kafka_corpus, kafka_probe, kafka_random_frame, KafkaStream),
+    "stomp": FrontEnd("stomp", "stomp.port", _openings("stomp"), stomp_probe),
+    "ws": FrontEnd("ws", "stomp.wsPort", _openings("ws"), ws_probe),
+    "amqp": FrontEnd("amqp", "amqp.port", _openings("amqp"), amqp_probe),
+    "http": FrontEnd("http", "http.port", _openings("http"), http_probe),
+    "tls": FrontEnd("tls", "stomp.tlsPort", _openings("tls"), tls_probe),
 }
 
 
@@ -843,7 +902,11 @@ class BrokerProcess:
 
     def __init__(self, workdir: str, extra: Sequence[str] = ()) -> None:
         self.workdir = workdir
-        self.ports = {"listenPort": free_port(), "namesrv.port": free_port(), "kafka.port": free_port()}
+        self.ports = {key: free_port() for key in ("listenPort", "namesrv.port", "kafka.port", "stomp.port",
+                                                    "stomp.wsPort", "stomp.tlsPort", "amqp.port", "http.port")}
+        self.pki = make_pki(os.path.join(workdir, "pki"))
+        if not TLS_CONTEXT:
+            TLS_CONTEXT.append(ssl.create_default_context(cafile=self.pki.ca))
         self.extra = list(extra)
         self.log_path = os.path.join(workdir, "broker.log")
         self.proc: subprocess.Popen | None = None
@@ -860,9 +923,10 @@ class BrokerProcess:
             "maxIndexNum": "400000",
             "namesrv.enabled": "true",
             "kafka.enabled": "true",
-            "amqp.enabled": "false",
-            "stomp.enabled": "false",
-            "http.port": "0",
+            "amqp.enabled": "true",
+            "stomp.enabled": "true",
+            "tls.server.certPath": self.pki.server_cert,
+            "tls.server.keyPath": self.pki.server_key,
             **{key: str(port) for key, port in self.ports.items()},
         }
         args = [sys.executable, "-m", "rocketport", "broker"]
@@ -1155,7 +1219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--inputs", type=int, default=1_000_000, help="inputs per front-end")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--front-ends", default="remoting,namesrv,kafka",
+    parser.add_argument("--front-ends", default="remoting,namesrv,kafka,stomp,ws,amqp,http,tls",
                         help=f"comma-separated, of {', '.join(FRONT_ENDS)}")
     parser.add_argument("--batch", type=int, default=1000, help="inputs between probes")
     parser.add_argument("--probe-timeout", type=float, default=1.0, help="seconds a probe may take")

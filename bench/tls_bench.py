@@ -9,6 +9,8 @@ on both ports, TLS added by the client's asyncio.open_connection. Plain and TLS 
 each row is the best pass: {"bench": "tls", "case": ..., "value": TLS msg/s, "plain": ...,
 "ratio": TLS/plain, "floor": 0.5 (100 B) or 0.7 (1 KiB)}. handshakes_per_s: sequential
 connect + TLS handshake + close from one client (TLS 1.3, no session resumption).
+Each row also has the broker's and the client's CPU µs per message, TLS and plain
+(broker_us_per_msg, plain_broker_us_per_msg, client_us_per_msg, plain_client_us_per_msg).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import socket
 import ssl
 import subprocess
@@ -51,11 +54,52 @@ async def _open(host: str, port: int, **kwargs: Any):  # type: ignore[no-untyped
 asyncio.open_connection = _open  # type: ignore[assignment]
 
 
-def emit(case: str, tls_value: float, plain: float | None, unit: str, floor: float | None) -> None:
+def emit(case: str, tls_value: float, plain: float | None, unit: str, floor: float | None,
+         cpu: dict[str, float] | None = None) -> None:
     row = {"bench": "tls", "case": case, "value": round(tls_value, 1), "unit": unit, "floor": floor}
     if plain is not None:
         row.update(plain=round(plain, 1), ratio=round(tls_value / plain, 3))
+    row.update(cpu or {})
     print(json.dumps(row), flush=True)
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class CpuPerMessage:
+    """The broker's and the client's (this process's) CPU µs per message of each run, the
+    pass with the best rate kept per (case, port): who pays for TLS, and which side bounds
+    the rate (the machine is shared: CPU per message moves less with its load than rates)."""
+
+    def __init__(self, broker_pid: int) -> None:
+        self.pid = broker_pid
+        self.best: dict[tuple[str, int], tuple[float, float, float]] = {}  # rate, broker µs, client µs
+
+    def run(self, key: tuple[str, int], messages: int, work: Any) -> None:
+        broker, client = process_cpu_s(self.pid), own_cpu_s()
+        seconds = work()
+        rate = messages / seconds
+        if rate > self.best.get(key, (0.0, 0.0, 0.0))[0]:
+            self.best[key] = (rate, (process_cpu_s(self.pid) - broker) / messages * 1e6,
+                              (own_cpu_s() - client) / messages * 1e6)
+
+    def rate(self, key: tuple[str, int]) -> float:
+        return self.best[key][0]
+
+    def fields(self, case: str, tls_port: int, plain_port: int) -> dict[str, float]:
+        (_, tls_broker, tls_client), (_, plain_broker, plain_client) = self.best[(case, tls_port)], \
+            self.best[(case, plain_port)]
+        return {"broker_us_per_msg": round(tls_broker, 2), "plain_broker_us_per_msg": round(plain_broker, 2),
+                "client_us_per_msg": round(tls_client, 2), "plain_client_us_per_msg": round(plain_client, 2)}
 
 
 async def declare_queue(port: int) -> None:
@@ -102,25 +146,26 @@ def main() -> None:
             for port in (kafka, kafka_tls, amqp, amqp_tls):
                 wait_for_port(port, proc)
             print(json.dumps({"bench": "tls", "load": os.getloadavg()[0]}), flush=True)
+            cpu = CpuPerMessage(proc.pid)
             for size, floor in ((100, 0.5), (1024, 0.7)):
-                best: dict[tuple[str, int], float] = {}
                 for n in range(args.passes):
                     for port in ((kafka, kafka_tls) if n % 2 == 0 else (kafka_tls, kafka)):
                         topic = f"t{size}-{port}-{n}"
                         run(kafka_bench.create_topic(port, topic))
-                        rate = args.messages / run(kafka_bench.raw_produce(port, topic, size, args.messages))
-                        best[("produce", port)] = max(best.get(("produce", port), 0.0), rate)
-                        rate = args.messages / run(kafka_bench.raw_fetch(port, topic, args.messages))
-                        best[("fetch", port)] = max(best.get(("fetch", port), 0.0), rate)
+                        cpu.run(("produce", port), args.messages,
+                                lambda: run(kafka_bench.raw_produce(port, topic, size, args.messages)))
+                        cpu.run(("fetch", port), args.messages, lambda: run(kafka_bench.raw_fetch(port, topic, args.messages)))
                     for port in ((amqp, amqp_tls) if n % 2 == 0 else (amqp_tls, amqp)):
                         run(declare_queue(port))
                         count = args.messages // 4
-                        rate = count / run(amqp_bench.raw_publish(port, count, size))
-                        best[("publish", port)] = max(best.get(("publish", port), 0.0), rate)
+                        cpu.run(("publish", port), count, lambda: run(amqp_bench.raw_publish(port, count, size)))
                 suffix = "100B" if size == 100 else "1KiB"
-                emit(f"kafka_raw_produce_{suffix}", best[("produce", kafka_tls)], best[("produce", kafka)], "msg/s", floor)
-                emit(f"kafka_raw_fetch_{suffix}", best[("fetch", kafka_tls)], best[("fetch", kafka)], "msg/s", floor)
-                emit(f"amqp_raw_publish_{suffix}", best[("publish", amqp_tls)], best[("publish", amqp)], "msg/s", floor)
+                for case, (plain_port, tls_port) in (("produce", (kafka, kafka_tls)), ("fetch", (kafka, kafka_tls)),
+                                                     ("publish", (amqp, amqp_tls))):
+                    name = f"{'amqp' if case == 'publish' else 'kafka'}_raw_{case}_{suffix}"
+                    emit(name, cpu.rate((case, tls_port)), cpu.rate((case, plain_port)), "msg/s", floor,
+                         cpu.fields(case, tls_port, plain_port))
+                cpu.best.clear()
             emit("kafka_tls_handshakes", handshakes(kafka_tls, context, 3.0), None, "handshakes/s", None)
         finally:
             proc.terminate()

@@ -64,7 +64,9 @@ class WebSocketStompSession(StompSession):
                     if self.transport is not None:
                         self.transport.close()
                     return
-        except (RemoteProtocolError, LocalProtocolError):  # not WebSocket: nothing to answer in
+        # not WebSocket: nothing to answer in (wsproto raises UnicodeError for a Host header that
+        # is not IDNA, found by bench/fuzz.py)
+        except (RemoteProtocolError, LocalProtocolError, UnicodeError):
             self._closing = True
             if self.transport is not None:
                 self.transport.abort()
