@@ -5,8 +5,10 @@ is: ``globalWhiteRemoteAddresses`` (clients from these addresses skip every chec
 ``accounts`` of accessKey, secretKey, whiteRemoteAddress (skips the signature and the
 permission checks), admin, defaultTopicPerm, defaultGroupPerm, topicPerms and groupPerms
 (``name=PUB|SUB``). Requests are signed with HMAC-SHA1 over content the protocol defines;
-this module checks a signature and the permissions a request needs, and never sees a
-protocol. The file is re-read when it changes (checked at most once a second).
+this module checks a signature, a login and the permissions a request needs, and never
+sees a protocol. One instance per broker serves every protocol; the file is re-read when it
+changes (checked at most once a second) and written, as permission rows (`Grant`), only by
+`write_grants` (Kafka's ACL admin APIs).
 """
 
 from __future__ import annotations
@@ -328,10 +330,8 @@ class PlainAcl:
                 yaml.safe_dump(data, f, sort_keys=False, default_flow_style=False)
                 f.flush()
                 os.fsync(f.fileno())
-            try:
+            with contextlib.suppress(OSError):  # keep the file's mode (mkstemp makes 0600)
                 os.chmod(tmp, os.stat(self.path).st_mode & 0o777)
-            except OSError:
-                pass
             os.replace(tmp, self.path)
         except BaseException:
             with contextlib.suppress(OSError):

@@ -114,6 +114,11 @@ def _matches(flt: dict[str, Any]) -> Callable[[Binding], bool]:
     return test
 
 
+def _held(acl: PlainAcl) -> dict[tuple[str, str, str], int]:
+    """The file's permissions by (accessKey, kind, name)."""
+    return {(g.access_key, g.kind, g.name): g.perm for g in acl.grants()}
+
+
 class AclAdminHandlers:
     def __init__(self, acl: Callable[[], PlainAcl], enabled: bool) -> None:
         self._acl = acl  # loaded on first use: a broker without ACL never reads the file
@@ -136,7 +141,7 @@ class AclAdminHandlers:
         if refused:
             return {"throttle_time_ms": 0, "error_code": refused[0], "error_message": refused[1], "resources": []}
         try:
-            found = [b for b in self._bindings() if _matches(body)(b)]
+            found = list(filter(_matches(body), self._bindings()))
         except ConfigError as exc:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.UNKNOWN_SERVER_ERROR,
                     "error_message": str(exc), "resources": []}
@@ -155,7 +160,7 @@ class AclAdminHandlers:
                 {"error_code": refused[0], "error_message": refused[1]} for _ in creations]}
         try:
             acl = self._acl()
-            current = {(g.access_key, g.kind, g.name): g.perm for g in acl.grants()}
+            current = _held(acl)
             accounts = set(acl.table.accounts)
         except ConfigError as exc:
             return {"throttle_time_ms": 0, "results": [
@@ -165,9 +170,9 @@ class AclAdminHandlers:
             try:
                 key, kind, name = _target(creation, accounts)
                 target = (key, kind, "" if kind == ADMIN else name)
-                deny = creation["permission_type"] == PERM_DENY
                 if creation["permission_type"] not in (PERM_DENY, PERM_ALLOW):
                     raise BindingRefused("permission type must be ALLOW or DENY")
+                deny = creation["permission_type"] == PERM_DENY
                 if kind == ADMIN:
                     if creation["operation"] != OP_ALL:
                         raise BindingRefused("on the cluster: ALL (admin) only")
@@ -196,7 +201,7 @@ class AclAdminHandlers:
                 {"error_code": refused[0], "error_message": refused[1], "matching_acls": []} for _ in filters]}
         try:
             acl = self._acl()
-            current = {(g.access_key, g.kind, g.name): g.perm for g in acl.grants()}
+            current = _held(acl)
             bindings = self._bindings()
         except ConfigError as exc:
             return {"throttle_time_ms": 0, "filter_results": [
@@ -205,7 +210,7 @@ class AclAdminHandlers:
         changed: dict[tuple[str, str, str], int] = {}
         out = []
         for flt in filters:
-            matching = [b for b in bindings if _matches(flt)(b)]
+            matching = list(filter(_matches(flt), bindings))
             for b in matching:
                 kind = _KIND_OF[b.resource_type]
                 target = (b.principal[len(PRINCIPAL_PREFIX):], kind, "" if kind == ADMIN else b.resource_name)
