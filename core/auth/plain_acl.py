@@ -237,6 +237,8 @@ class AccessRequest:
     content: bytes  # the signed bytes
     resources: dict[str, int] = field(default_factory=dict)  # topic or %RETRY%group -> perm
     needs_admin: bool = False
+    # a verified client certificate's CN (mutual TLS): an unsigned request is that account's
+    certificate_name: str | None = None
 
 
 class PlainAcl:
@@ -346,24 +348,31 @@ class PlainAcl:
         table = self.table
         if any(match(req.remote_ip) for match in table.global_white):
             return
-        if not req.access_key:  # the C++ client sends an empty one without credentials
-            raise AclError("No accessKey is configured")
-        account = table.accounts.get(req.access_key)
-        if account is None:
-            raise AclError(f"No acl config for {req.access_key}")
-        if account.white_address(req.remote_ip):
-            return
-        expected = sign(req.content, account.secret_key)
-        if req.signature is None or not hmac.compare_digest(
-                expected.encode(), req.signature.encode("utf-8", "surrogateescape")):
-            raise AclError(f"Check signature failed for accessKey={req.access_key}")
+        if not req.access_key and req.certificate_name is not None:  # the TLS handshake proved who
+            key = req.certificate_name
+            account = table.accounts.get(key)
+            if account is None:
+                raise AclError(f"No acl config for the client certificate's CN={key}")
+        else:
+            if not req.access_key:  # the C++ client sends an empty one without credentials
+                raise AclError("No accessKey is configured")
+            key = req.access_key
+            account = table.accounts.get(key)
+            if account is None:
+                raise AclError(f"No acl config for {key}")
+            if account.white_address(req.remote_ip):
+                return
+            expected = sign(req.content, account.secret_key)
+            if req.signature is None or not hmac.compare_digest(
+                    expected.encode(), req.signature.encode("utf-8", "surrogateescape")):
+                raise AclError(f"Check signature failed for accessKey={key}")
         if req.needs_admin and not account.admin:
-            raise AclError(f"Need admin permission, but accessKey={req.access_key} is not")
+            raise AclError(f"Need admin permission, but accessKey={key} is not")
         if req.resources.get(TRACE_TOPIC) == PUB:
             return  # message traces may always be published, as in RocketMQ
         for resource, needed in req.resources.items():
             if not account.permits(resource, needed):
-                raise _no_permission(resource, req.access_key)
+                raise _no_permission(resource, key)
 
     def account(self, access_key: str) -> Account | None:
         """An account by name, its permissions for a user authenticated elsewhere (SCRAM)."""

@@ -6,7 +6,8 @@ extFields (AclClientRPCHook in Java; the C++ client adds OnsChannel, which is si
 any other field). Which topics and groups a request needs follows RocketMQ's
 PlainAccessValidator, plus batch sends and offset queries, which it leaves unchecked. A
 refused request is answered SYSTEM_ERROR with an "AclException: ..." remark, as RocketMQ's
-broker answers, and nothing is done.
+broker answers, and nothing is done. Over mutual TLS an unsigned request (no AccessKey) is
+the account the client certificate's CN names, with its permissions.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from rocketport.core.auth.plain_acl import (
     group_resource,
 )
 
+from ..tls import certificate_name
 from . import bodies
 from .acl_sign import ACCESS_KEY, SIGNATURE, signed_content
 from .codes import RequestCode, ResponseCode
@@ -162,15 +164,15 @@ class AclCheckedHandlers:
         self.acl = acl
         self.lane = _CheckedLane(inner.lane, self._allowed) if inner.lane is not None else None
 
-    def _check(self, peer: tuple[str, int], code: int, ext: dict[str, str], body: Buffer) -> None:
+    def _check(self, session: RemotingSession, code: int, ext: dict[str, str], body: Buffer) -> None:
         resources, needs_admin = needed_resources(code, ext, body)
         self.acl.validate(AccessRequest(
-            peer[0], ext.get(ACCESS_KEY), ext.get(SIGNATURE), signed_content(ext, body),
-            resources, needs_admin))
+            session.peer[0], ext.get(ACCESS_KEY), ext.get(SIGNATURE), signed_content(ext, body),
+            resources, needs_admin, certificate_name(session.transport)))
 
     def _allowed(self, session: RemotingSession, header: dict[str, Any], body: Buffer) -> bool:
         try:  # non-string extFields raise here too: the general path coerces them
-            self._check(session.peer, header.get("code"), header.get("extFields") or {}, body)
+            self._check(session, header.get("code"), header.get("extFields") or {}, body)
         except Exception:  # refused or unreadable: the general path answers why
             return False
         return True
@@ -184,7 +186,7 @@ class AclCheckedHandlers:
 
     async def handle(self, session: RemotingSession, request: RemotingCommand) -> RemotingCommand | None:
         try:
-            self._check(session.peer, request.code, request.ext_fields, request.body)
+            self._check(session, request.code, request.ext_fields, request.body)
         except AclError as exc:
             log.info("remoting %s:%d: code %d refused: %s", *session.peer, request.code, exc)
             return RemotingCommand(code=ResponseCode.SYSTEM_ERROR, opaque=request.opaque,

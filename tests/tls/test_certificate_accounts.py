@@ -1,10 +1,12 @@
 """Mutual TLS: the verified client certificate's subject (its CN) names the plain ACL
 account, with that account's permissions, and no password: Kafka over SSL (its SSL
 principal, beside SASL on the same port), AMQP's EXTERNAL mechanism (pika), STOMP without a
-login (stomp.py), as RabbitMQ's ssl_cert_login. The test CA's client certificate is CN=client."""
+login (stomp.py), as RabbitMQ's ssl_cert_login, remoting requests sent unsigned (the native
+client). The test CA's client certificate is CN=client."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 
@@ -140,3 +142,24 @@ def test_stomp_connect_without_a_login_is_the_certificate_account(cert_broker, p
     with pytest.raises(stomp.exception.ConnectFailedException):
         _stomp(cert_broker, pki, cert, key)
 
+
+
+def test_remoting_unsigned_requests_are_the_certificate_account(cert_broker, pki):
+    from rocketport.client import ClientError, Message
+    from rocketport.client import Producer as NativeProducer
+
+    async def send(topic: str, cert: str, key: str) -> str | None:
+        context = client_context(pki, cert, key)
+        async with NativeProducer(cert_broker.namesrv, "cert-producer", tls=context) as producer:  # no credentials
+            try:
+                await producer.send(Message(topic, b"by certificate"))
+            except ClientError as exc:
+                return exc.remark
+        return None
+
+    assert asyncio.run(asyncio.wait_for(send("orders", pki.client_cert, pki.client_key), TIMEOUT)) is None
+    remark = asyncio.run(asyncio.wait_for(send("other", pki.client_cert, pki.client_key), TIMEOUT))
+    assert "No permission for topic other (accessKey=client)" in remark
+    cert, key = make_client_certificate(pki, "nobody")
+    remark = asyncio.run(asyncio.wait_for(send("orders", cert, key), TIMEOUT))
+    assert "No acl config for the client certificate's CN=nobody" in remark
