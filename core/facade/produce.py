@@ -249,6 +249,10 @@ class ProduceRole(AdminRole):
             stored = self.store.append_sends(now) if now else []
         except BrokerError as exc:
             stored = [exc] * taken
+        except OSError as exc:  # a limit or fault of the store's files it did not type (EMFILE,
+            log.warning("%d sends refused as retriable: %s", taken, exc)  # EIO): every front-end
+            refused = StoreUnavailable(str(exc))  # answers it as its retriable resource error
+            stored = [refused] * taken
         return PlainPut(stored, self.durable() if durable and now else None,
                         self._put_later(sends[taken:]) if taken < len(sends) else None)
 

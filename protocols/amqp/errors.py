@@ -60,8 +60,12 @@ class ConnectionError_(Exception):
         self.text = f"{code.name} - {text}"
 
 
-def channel_error(exc: BrokerError) -> ChannelError:
-    """A core error as the channel error a RabbitMQ client would get for it."""
+def channel_error(exc: BrokerError | OSError) -> ChannelError:
+    """A core error as the channel error a RabbitMQ client would get for it; an OSError the
+    store did not type (a descriptor limit, a failing disk) is a resource error, as
+    RabbitMQ answers a queue it cannot write."""
+    if isinstance(exc, OSError):
+        return ChannelError(Reply.RESOURCE_ERROR, str(exc))
     if isinstance(exc, AclError):
         return ChannelError(Reply.ACCESS_REFUSED, str(exc))
     if isinstance(exc, TopicNotFound):

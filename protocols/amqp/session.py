@@ -323,8 +323,11 @@ class AmqpSession(Session):
         method = arg.method if isinstance(arg, ContentReceived) else arg
         index = getattr(method, "index", None)
         class_id, method_id = divmod(index, 1 << 16) if isinstance(index, int) else (0, 0)
-        if isinstance(exc, BrokerError):
-            exc = channel_error(exc)
+        if isinstance(exc, OSError):
+            log.warning("AMQP %s from %s:%d refused with RESOURCE_ERROR: %s",
+                        getattr(method, "name", method), *self.peer, exc)
+        if isinstance(exc, (BrokerError, OSError)):  # OSError: a limit or fault of the store's
+            exc = channel_error(exc)  # files (EMFILE, EIO...), retriable: the connection stays
         if isinstance(exc, ChannelError):
             log.debug("AMQP client %s:%d channel %d: %s", *self.peer, channel.number, exc.text)
             self._close_channel(channel, exc.code, exc.text, class_id, method_id)

@@ -209,6 +209,8 @@ class RemotingSession(Session):
         code, remark = code_for(exc)
         if isinstance(exc, (ValueError, BrokerError)):  # the client's request: it hears why
             log.debug("request %d from %s:%d refused: %s", request.code, *self.peer, remark)
+        elif isinstance(exc, OSError):  # a limit or fault of the store's files: not a bug
+            log.warning("request %d from %s:%d refused: %s", request.code, *self.peer, remark)
         elif code == ResponseCode.SYSTEM_ERROR:  # a bug of ours: logged with its traceback
             log.warning("request %d from %s:%d failed: %s", request.code, *self.peer, remark,
                         exc_info=exc)

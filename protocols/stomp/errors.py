@@ -49,12 +49,13 @@ _KINDS: Final[tuple[tuple[type[BaseException], str], ...]] = (
     (MessageTooLarge, "PRECONDITION_FAILED"),
     (FilterError, "PRECONDITION_FAILED"),
     (StoreUnavailable, "RESOURCE_ERROR"),
+    (OSError, "RESOURCE_ERROR"),  # a limit or fault of the store's files it did not type
 )
 
 
 def is_refusal(exc: BaseException) -> bool:
     """Whether ``exc`` refuses the client's request (said to it), rather than a bug of ours."""
-    return isinstance(exc, (StompError, DestinationError, BrokerError, FilterError))
+    return isinstance(exc, (StompError, DestinationError, BrokerError, FilterError, OSError))
 
 
 def error_message(exc: BaseException) -> str:
