@@ -248,6 +248,11 @@ class BrokerConfig:
         "kafkaGroupConsumerHeartbeatIntervalMs", minimum=100))
     kafka_group_consumer_assignors: str = field(default="uniform,range", metadata=_key(
         "kafkaGroupConsumerAssignors", choices=("uniform,range", "range,uniform", "uniform", "range")))
+    # KIP-848 online migration (Kafka's group.consumer.migration.policy): whether a running classic
+    # group moves to the consumer protocol when a consumer-protocol member joins (upgrade), and
+    # back when the last one leaves (downgrade)
+    kafka_group_consumer_migration_policy: str = field(default="bidirectional", metadata=_key(
+        "kafkaGroupConsumerMigrationPolicy", choices=("bidirectional", "upgrade", "downgrade", "disabled")))
     # incremental fetch sessions (KIP-227): Kafka's max.incremental.fetch.session.cache.slots (0: none)
     kafka_max_incremental_fetch_session_cache_slots: int = field(default=1000, metadata=_key(
         "kafkaMaxIncrementalFetchSessionCacheSlots", minimum=0, maximum=1_000_000))

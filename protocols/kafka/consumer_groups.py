@@ -23,10 +23,23 @@ Departures from Kafka, each because this broker keeps groups in memory: a restar
 every group, so a heartbeat naming a group or member this broker does not know is answered
 UNKNOWN_MEMBER_ID (Kafka: GROUP_ID_NOT_FOUND for an unknown group), and the client rejoins
 with epoch 0; and a member rejoining with epoch 0 under its own (client-generated, KIP-1082)
-member id starts over at once instead of being fenced until its old session expires. The
-classic and consumer protocols do not mix in one group: a heartbeat for a group that has
-classic members is GROUP_ID_NOT_FOUND, a JoinGroup for a group with consumer-protocol
-members INCONSISTENT_GROUP_PROTOCOL (Kafka's answers when online migration is off).
+member id starts over at once instead of being fenced until its old session expires.
+
+Online migration (KIP-848, Kafka's ``group.consumer.migration.policy``): a consumer-protocol
+member joining a running classic group whose members speak the embedded consumer protocol
+*upgrades* it: the classic members become members of the consumer group with their
+subscriptions and current partitions (``consumer_protocol.py`` reads them), and go on
+speaking JoinGroup/SyncGroup/Heartbeat/LeaveGroup, served here. The broker computes their
+assignments as for anyone else: a Heartbeat answers REBALANCE_IN_PROGRESS when a classic
+member must catch up (the group moved on, it must revoke, or partitions it waits for are
+free), its JoinGroup reconciles it one step (the partitions its subscription still lists as
+owned are the ones it holds) and answers at once, its SyncGroup returns what it now holds.
+When the last consumer-protocol member leaves a group of classic members, the group is
+*downgraded*: handed back to the classic coordinator, which starts a rebalance. A policy
+without upgrades answers a heartbeat for a running classic group GROUP_ID_NOT_FOUND (Kafka's
+answer without migration); without downgrades the classic members stay in the consumer
+group. A JoinGroup the group cannot read (not the embedded consumer protocol, or no assignor
+in common with the other classic members) is INCONSISTENT_GROUP_PROTOCOL.
 
 Offsets are not kept here: commits go to the core's offset store like every protocol's;
 this module only says whether a commit's member and epoch are current. Timers are the
@@ -46,11 +59,19 @@ from typing import Any, Final
 import re2
 
 from .assignors import ASSIGNORS, Assignment, MemberSpec
-from .coordinator import CallLater, GroupCoordinator, GroupState, Timer, schedule
+from .consumer_protocol import (
+    ConsumerProtocolError,
+    encode_assignment,
+    parse_assignment,
+    parse_subscription,
+    protocol_version,
+)
+from .coordinator import CallLater, Group, GroupCoordinator, GroupError, GroupState, JoinResult, Member, Timer, schedule
 from .errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
+CONSUMER_PROTOCOL: Final = "consumer"  # the classic protocol type of Kafka consumers
 LEAVE_EPOCH: Final = -1
 STATIC_LEAVE_EPOCH: Final = -2
 REGEX_REFRESH_S: Final = 1.0  # how stale a regex subscription's topic list may be
@@ -69,6 +90,15 @@ class ConsumerGroupSettings:
     session_timeout_ms: int = 45_000
     heartbeat_interval_ms: int = 5_000
     assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
+    migration_policy: str = "bidirectional"  # group.consumer.migration.policy, Kafka's default
+
+    @property
+    def upgrade(self) -> bool:
+        return self.migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade(self) -> bool:
+        return self.migration_policy in ("bidirectional", "downgrade")
 
 
 class GroupFailure(Exception):
@@ -114,6 +144,25 @@ class HeartbeatReply:
 
 
 @dataclass(slots=True)
+class ClassicProtocol:
+    """What a member speaking the classic protocol brought: it is timed out by its own
+    session timeout and must come back within its rebalance timeout when told to rejoin
+    (``deadline``: the join, then the sync, it owes)."""
+
+    session_timeout_ms: int
+    protocols: list[tuple[str, bytes]]  # JoinGroup's, the member's preferred first
+    deadline: Timer | None = None
+
+    @property
+    def protocol_name(self) -> str:
+        return self.protocols[0][0]
+
+    def encode(self, assignment: Assignment) -> bytes:
+        """SyncGroup's assignment bytes, in the consumer protocol version the member speaks."""
+        return encode_assignment(assignment, protocol_version(self.protocols[0][1]))
+
+
+@dataclass(slots=True)
 class ConsumerMember:
     member_id: str
     instance_id: str | None
@@ -131,6 +180,7 @@ class ConsumerMember:
     pending_revocation: Assignment = field(default_factory=dict)
     session_timer: Timer | None = None
     rebalance_timer: Timer | None = None
+    classic: ClassicProtocol | None = None  # a member speaking JoinGroup/SyncGroup (online migration)
 
 
 @dataclass(slots=True)
@@ -269,10 +319,215 @@ class ConsumerGroupCoordinator:
         classic = self.classic.groups.get(req.group_id)
         if classic is not None:
             if classic.members or classic.state is not GroupState.EMPTY:
-                raise GroupFailure(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
+                return self._upgrade(classic)
             self.classic.forget(req.group_id)  # an empty classic group becomes a consumer group
         group = self.groups[req.group_id] = ConsumerGroup(req.group_id, assignor=self.settings.assignors[0])
         return group
+
+    # ------------------------------------------------------------------ online migration
+    def _upgrade(self, classic: Group) -> ConsumerGroup:
+        """A running classic group becomes a consumer group (Kafka's ConsumerGroup.fromClassicGroup):
+        its generation is the group and assignment epoch, each member keeps its subscription and
+        the partitions its last SyncGroup gave it, as its current and target assignment."""
+        group_id = classic.group_id
+        if not self.settings.upgrade or classic.protocol_type != CONSUMER_PROTOCOL:
+            raise GroupFailure(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        try:
+            parsed = [(m, parse_subscription(m.metadata_for(classic.protocol_name) if classic.protocol_name
+                                             else m.protocols[0][1]), parse_assignment(m.assignment))
+                      for m in classic.members.values()]
+        except (ConsumerProtocolError, IndexError) as exc:
+            raise GroupFailure(ErrorCode.GROUP_ID_NOT_FOUND,
+                               f"Cannot upgrade the classic group {group_id}: {exc}.") from None
+        self.classic.hand_over(group_id)
+        gen = classic.generation
+        group = self.groups[group_id] = ConsumerGroup(group_id, epoch=gen, assignment_epoch=gen,
+                                                      assignor=self.settings.assignors[0])
+        for m, sub, assigned in parsed:
+            member = ConsumerMember(m.member_id, m.group_instance_id, sub.rack_id, m.client_id, m.client_host,
+                                    m.rebalance_timeout_ms, tuple(sorted(set(sub.topics))), epoch=gen,
+                                    previous_epoch=gen, classic=ClassicProtocol(m.session_timeout_ms, m.protocols))
+            group.members[member.member_id] = member
+            if member.instance_id is not None:
+                group.static_members[member.instance_id] = member.member_id
+            group.target[member.member_id] = _copy(assigned)
+            self._set_assignment(group, member, assigned, {})
+            self._touch(group, member)
+        group.partition_counts = self._partition_counts(group)
+        log.info("classic group %s upgraded to a consumer group at epoch %d (%d members)",
+                 group_id, gen, len(group.members))
+        return group
+
+    def _maybe_downgrade(self, group: ConsumerGroup) -> None:
+        """The last consumer-protocol member left a group of classic members: the classic
+        coordinator takes the group back (Kafka's ClassicGroup.fromConsumerGroup), each member
+        holding its target assignment, and rebalances it."""
+        members = list(group.members.values())
+        if not members or any(m.classic is None for m in members) or not self.settings.downgrade:
+            return
+        del self.groups[group.group_id]
+        classic = Group(group.group_id, GroupState.STABLE, group.epoch, CONSUMER_PROTOCOL)
+        for m in members:
+            self._cancel_timers(m)
+            assert m.classic is not None
+            classic.members[m.member_id] = Member(
+                m.member_id, m.instance_id, m.client_id, m.client_host, m.classic.session_timeout_ms,
+                m.rebalance_timeout_ms, CONSUMER_PROTOCOL, m.classic.protocols,
+                assignment=m.classic.encode(group.target.get(m.member_id, {})))
+            if m.instance_id is not None:
+                classic.static_members[m.instance_id] = m.member_id
+        self.classic.take_over(classic)
+        log.info("consumer group %s downgraded to a classic group (%d members)", group.group_id, len(members))
+
+    # ------------------------------------------------------------------ classic members of a consumer group
+    def classic_join(self, group_id: str, member_id: str, instance_id: str | None, client_id: str,
+                     client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int,
+                     protocol_type: str, protocols: list[tuple[str, bytes]],
+                     require_known_member_id: bool) -> JoinResult:
+        """JoinGroup from a classic member (Kafka's classicGroupJoinToConsumerGroup): answered at
+        once, with the member's epoch as generation and no leader (the broker assigns)."""
+        group = self.groups[group_id]
+        if protocol_type != CONSUMER_PROTOCOL or not protocols:
+            raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        try:
+            sub = parse_subscription(protocols[0][1])
+        except ConsumerProtocolError:
+            raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id) from None
+        unknown = not member_id
+        if unknown:
+            member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            if require_known_member_id and instance_id is None:
+                raise GroupError(ErrorCode.MEMBER_ID_REQUIRED, member_id)
+        offered = {name for name, _ in protocols}
+        if any(m.classic is not None and m.member_id != member_id and not offered & {n for n, _ in m.classic.protocols}
+               for m in group.members.values()):
+            raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)  # no assignor in common
+        member, joined = self._classic_member_for(group, member_id, instance_id, unknown)
+        if rebalance_timeout_ms < 0:  # JoinGroup v0 has none
+            rebalance_timeout_ms = session_timeout_ms
+        if member.classic is not None and member.classic.deadline is not None:
+            member.classic.deadline.cancel()
+        member.classic = ClassicProtocol(session_timeout_ms, protocols)
+        member.rack_id = sub.rack_id or member.rack_id
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.server_assignor = None
+        member.client_id, member.client_host = client_id, client_host
+        names = tuple(sorted(set(sub.topics)))
+        changed = names != member.subscribed_topic_names
+        member.subscribed_topic_names = names
+        if joined:
+            group.members[member_id] = member
+            if instance_id is not None:
+                group.static_members[instance_id] = member_id
+        counts = self._partition_counts(group)
+        if changed or counts != group.partition_counts:
+            group.partition_counts = counts
+            group.epoch += 1
+            log.info("consumer group %s: epoch %d (classic member %s joined or changed)",
+                     group_id, group.epoch, member_id)
+        if group.epoch > group.assignment_epoch:
+            self._compute_target(group)
+        self._reconcile(group, member, sub.owned)
+        self._touch(group, member)
+        member.classic.deadline = self._later(rebalance_timeout_ms / 1000, self._classic_deadline_expired,
+                                              group, member, "SyncGroup")
+        return JoinResult(ErrorCode.NONE, member.epoch, CONSUMER_PROTOCOL, member.classic.protocol_name, "",
+                          member_id, [])
+
+    def _classic_member_for(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
+                            unknown: bool) -> tuple[ConsumerMember, bool]:
+        if instance_id is not None:
+            existing_id = group.static_members.get(instance_id)
+            if existing_id is None:
+                return ConsumerMember(member_id, instance_id), True
+            if unknown:  # a static member restarted: the new incarnation takes the old one's place
+                return self._replace_static(group, group.members[existing_id], member_id), False
+            if existing_id != member_id:
+                raise GroupError(ErrorCode.FENCED_INSTANCE_ID, member_id)
+        member = group.members.get(member_id)
+        if member is None:
+            return ConsumerMember(member_id, instance_id), True
+        if member.classic is None:  # a consumer-protocol member does not speak JoinGroup
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+        return member, False
+
+    def _classic_member(self, group_id: str, member_id: str,
+                        instance_id: str | None) -> tuple[ConsumerGroup, ConsumerMember, ClassicProtocol]:
+        group = self.groups.get(group_id)
+        if group is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+        if instance_id is not None:
+            known = group.static_members.get(instance_id)
+            if known is None:
+                raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+            if member_id and known != member_id:
+                raise GroupError(ErrorCode.FENCED_INSTANCE_ID)
+            member_id = known
+        member = group.members.get(member_id)
+        if member is None or member.classic is None:
+            raise GroupError(ErrorCode.UNKNOWN_MEMBER_ID)
+        return group, member, member.classic
+
+    def classic_sync(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                     protocol_type: str | None, protocol_name: str | None) -> tuple[str, str, bytes]:
+        """SyncGroup from a classic member: (protocol type, protocol name, its assignment)."""
+        group, member, classic = self._classic_member(group_id, member_id, instance_id)
+        if generation != member.epoch:
+            raise GroupError(ErrorCode.ILLEGAL_GENERATION)
+        if (protocol_type is not None and protocol_type != CONSUMER_PROTOCOL) or \
+                (protocol_name is not None and protocol_name != classic.protocol_name):
+            raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if group.epoch > member.epoch and member.state is not MemberState.UNREVOKED_PARTITIONS:
+            self._owe_join(group, member, classic)
+            raise GroupError(ErrorCode.REBALANCE_IN_PROGRESS)
+        if classic.deadline is not None:
+            classic.deadline.cancel()
+            classic.deadline = None
+        self._touch(group, member)
+        return CONSUMER_PROTOCOL, classic.protocol_name, classic.encode(member.assigned)
+
+    def classic_heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
+        """Heartbeat from a classic member: REBALANCE_IN_PROGRESS when it must rejoin to move on."""
+        try:
+            group, member, classic = self._classic_member(group_id, member_id, instance_id)
+        except GroupError as exc:
+            return exc.code
+        if generation != member.epoch:
+            return ErrorCode.ILLEGAL_GENERATION
+        self._touch(group, member)
+        if member.epoch < group.epoch or member.state is MemberState.UNREVOKED_PARTITIONS or (
+                member.state is MemberState.UNRELEASED_PARTITIONS and not self._waits_for_others(group, member)):
+            self._owe_join(group, member, classic)
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def classic_leave(self, group_id: str, member_id: str, instance_id: str | None) -> ErrorCode:
+        try:
+            group, member, _ = self._classic_member(group_id, member_id, instance_id)
+        except GroupError as exc:
+            return exc.code
+        self._fence(group, member, "left the group (LeaveGroup)")
+        return ErrorCode.NONE
+
+    def _owe_join(self, group: ConsumerGroup, member: ConsumerMember, classic: ClassicProtocol) -> None:
+        """The member was told to rejoin: it must within its rebalance timeout."""
+        if classic.deadline is None:
+            classic.deadline = self._later(member.rebalance_timeout_ms / 1000, self._classic_deadline_expired,
+                                           group, member, "JoinGroup")
+
+    def _classic_deadline_expired(self, group: ConsumerGroup, member: ConsumerMember, owed: str) -> None:
+        if member.classic is not None:
+            member.classic.deadline = None
+        if self.groups.get(group.group_id) is group and group.members.get(member.member_id) is member:
+            self._fence(group, member, f"was fenced: no {owed} within its rebalance timeout "
+                                       f"({member.rebalance_timeout_ms} ms)")
+
+    @staticmethod
+    def _waits_for_others(group: ConsumerGroup, member: ConsumerMember) -> bool:
+        """Whether a partition of the member's target is still held by another member."""
+        mid = member.member_id
+        return any(group.owners.get((t, p), mid) != mid
+                   for t, ps in group.target.get(mid, {}).items() for p in ps)
 
     def _member_for(self, group: ConsumerGroup, req: HeartbeatRequest) -> tuple[ConsumerMember, bool]:
         """(the member, whether it is new to the group)."""
@@ -417,12 +672,14 @@ class ConsumerGroupCoordinator:
         log.info("consumer group %s: member %s %s; epoch %d", group.group_id, member.member_id, why, group.epoch)
         if not group.members:
             group.target.clear()
+        elif member.classic is None:
+            self._maybe_downgrade(group)
 
     def _touch(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
-        member.session_timer = self._later(self.settings.session_timeout_ms / 1000, self._session_expired,
-                                           group, member)
+        timeout_ms = member.classic.session_timeout_ms if member.classic else self.settings.session_timeout_ms
+        member.session_timer = self._later(timeout_ms / 1000, self._session_expired, group, member)
 
     def _session_expired(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         member.session_timer = None
@@ -445,6 +702,9 @@ class ConsumerGroupCoordinator:
         if member.session_timer is not None:
             member.session_timer.cancel()
             member.session_timer = None
+        if member.classic is not None and member.classic.deadline is not None:
+            member.classic.deadline.cancel()
+            member.classic.deadline = None
         self._cancel_rebalance_timer(member)
 
     # ------------------------------------------------------------------ assignment
@@ -569,6 +829,8 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.classic is not None:  # a classic member commits with its generation
+            return ErrorCode.NONE if member_epoch == member.epoch else ErrorCode.ILLEGAL_GENERATION
         if not transactional and api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION  # a KIP-848 member commits with v9+
         if member_epoch != member.epoch:

@@ -11,8 +11,11 @@ come back. Static members (``group.instance.id``) keep their place across restar
 static member rejoining with unchanged metadata gets its previous assignment without a
 rebalance.
 
-State lives in memory only (as Kafka's coordinator rebuilds it from its log, a restarted
-broker's members simply rejoin); committed offsets go through the Broker facade, not here.
+A group whose members use the embedded consumer protocol can move to KIP-848's consumer
+protocol while it runs and back (``consumer_groups.py`` decides; :meth:`hand_over` and
+:meth:`take_over` move it). State lives in memory only (as Kafka's coordinator rebuilds it
+from its log, a restarted broker's members simply rejoin); committed offsets go through the
+Broker facade, not here.
 Timers are the event loop's own TimerHandles, all cancelled by :meth:`close`. This module
 never touches sockets or the codec.
 """
@@ -416,6 +419,32 @@ class GroupCoordinator:
         for handle in group.pending.values():
             handle.cancel()
         del self.groups[group_id]
+
+    def hand_over(self, group_id: str) -> Group:
+        """Give a running group up (online upgrade to the consumer protocol): members waiting
+        in JoinGroup or SyncGroup hear REBALANCE_IN_PROGRESS and rejoin, now served by the
+        consumer-group coordinator; every timer of the group is cancelled."""
+        group = self.groups.pop(group_id)
+        if group.rebalance_timer:
+            group.rebalance_timer.cancel()
+            group.rebalance_timer = None
+        for handle in group.pending.values():
+            handle.cancel()
+        group.pending.clear()
+        for m in group.members.values():
+            self._drop_timers(m, ErrorCode.REBALANCE_IN_PROGRESS)
+        return group
+
+    def take_over(self, group: Group) -> None:
+        """Serve a group given back by the consumer-group coordinator (online downgrade): its
+        members hold their last assignment, and a rebalance starts so that they rejoin and
+        their leader assigns again."""
+        self.groups[group.group_id] = group
+        group.protocol_name = self._select_protocol(group)
+        group.leader_id = next(iter(group.members))
+        for m in group.members.values():
+            self._touch(group, m)
+        self._prepare_rebalance(group)
 
     # ------------------------------------------------------------------ internals
     def _member(self, group_id: str, member_id: str, instance_id: str | None) -> tuple[Group, Member]:

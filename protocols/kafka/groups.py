@@ -76,16 +76,15 @@ class GroupHandlers:
                 raise GroupError(ErrorCode.INVALID_REQUEST, body["member_id"])
             if not may_use_group(ctx, body["group_id"]):
                 raise GroupError(ErrorCode.GROUP_AUTHORIZATION_FAILED, body["member_id"])
+            args = (body["group_id"], body["member_id"], body["group_instance_id"], ctx.client_id or "",
+                    ctx.client_host[0], body["session_timeout_ms"], body["rebalance_timeout_ms"],
+                    body["protocol_type"], [(p["name"], p["metadata"]) for p in body["protocols"]])
             if self.consumer_groups.has_members(body["group_id"]):
-                # KIP-848 members hold the group: no classic member joins it (Kafka's answer
-                # without online migration)
-                raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, body["member_id"])
-            self.consumer_groups.forget(body["group_id"])  # an empty consumer group turns classic
-            result = await self.coordinator.join(
-                body["group_id"], body["member_id"], body["group_instance_id"], ctx.client_id or "",
-                ctx.client_host[0], body["session_timeout_ms"], body["rebalance_timeout_ms"],
-                body["protocol_type"], [(p["name"], p["metadata"]) for p in body["protocols"]],
-                require_known_member_id=ctx.api_version >= 4)
+                # a KIP-848 group: it serves its classic members itself (online migration)
+                result = self.consumer_groups.classic_join(*args, require_known_member_id=ctx.api_version >= 4)
+            else:
+                self.consumer_groups.forget(body["group_id"])  # an empty consumer group turns classic
+                result = await self.coordinator.join(*args, require_known_member_id=ctx.api_version >= 4)
         except GroupError as exc:
             return {"throttle_time_ms": 0, "error_code": exc.code, "generation_id": -1,
                     "protocol_type": None, "protocol_name": None if ctx.api_version >= 7 else "",
@@ -99,9 +98,16 @@ class GroupHandlers:
         try:
             if not may_use_group(ctx, body["group_id"]):
                 raise GroupError(ErrorCode.GROUP_AUTHORIZATION_FAILED, body["member_id"])
-            ptype, pname, assignment = await self.coordinator.sync(
-                body["group_id"], body["generation_id"], body["member_id"], body["group_instance_id"],
-                assignments)
+            ptype: str | None
+            pname: str | None
+            if self.consumer_groups.has_members(body["group_id"]):
+                ptype, pname, assignment = self.consumer_groups.classic_sync(
+                    body["group_id"], body["generation_id"], body["member_id"], body["group_instance_id"],
+                    body["protocol_type"], body["protocol_name"])
+            else:
+                ptype, pname, assignment = await self.coordinator.sync(
+                    body["group_id"], body["generation_id"], body["member_id"], body["group_instance_id"],
+                    assignments)
         except GroupError as exc:
             return {"throttle_time_ms": 0, "error_code": exc.code, "protocol_type": None,
                     "protocol_name": None, "assignment": b""}
@@ -111,19 +117,22 @@ class GroupHandlers:
     async def _heartbeat(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         if not may_use_group(ctx, body["group_id"]):
             return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
-        code = self.coordinator.heartbeat(body["group_id"], body["generation_id"], body["member_id"],
-                                          body["group_instance_id"])
+        beat = self.consumer_groups.classic_heartbeat if self.consumer_groups.has_members(body["group_id"]) \
+            else self.coordinator.heartbeat
+        code = beat(body["group_id"], body["generation_id"], body["member_id"], body["group_instance_id"])
         return {"throttle_time_ms": 0, "error_code": code}
 
     async def _leave_group(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         group_id = body["group_id"]
         if not may_use_group(ctx, group_id):
             return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
+        leave = self.consumer_groups.classic_leave if self.consumer_groups.has_members(group_id) \
+            else self.coordinator.leave
         if ctx.api_version < 3:
-            code = self.coordinator.leave(group_id, body["member_id"], None)
+            code = leave(group_id, body["member_id"], None)
             return {"throttle_time_ms": 0, "error_code": code, "members": []}
         members = [{"member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
-                    "error_code": self.coordinator.leave(group_id, m["member_id"], m["group_instance_id"])}
+                    "error_code": leave(group_id, m["member_id"], m["group_instance_id"])}
                    for m in body["members"]]
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "members": members}
 

@@ -60,7 +60,8 @@ class KafkaHandlers:
             ConsumerGroupSettings(config.kafka_group_consumer_session_timeout_ms,
                                   config.kafka_group_consumer_heartbeat_interval_ms,
                                   tuple(a.strip() for a in config.kafka_group_consumer_assignors.split(",")
-                                        if a.strip())))
+                                        if a.strip()),
+                                  config.kafka_group_consumer_migration_policy))
         self.encoder = PlainRecordEncoder(config.kafka_tag_header)
         self.produce = ProduceHandler(broker, config.kafka_tag_header)
         self.fetch = FetchHandler(broker, self.encoder)

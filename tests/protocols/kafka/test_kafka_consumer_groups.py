@@ -1,7 +1,7 @@
 """KIP-848 consumer groups (``group.protocol=consumer``) with confluent-kafka against a live
 broker: the broker assigns, members reconcile (a partition reaches its new owner only after
-the old one revoked it), leaving, fencing, static members, describe, and the classic and
-consumer protocols refusing to mix in one group."""
+the old one revoked it), leaving, fencing, static members, describe, and a consumer group
+refusing a classic member it cannot read (migration: test_kafka_group_migration.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 from rocketport.core.config import ProtocolConfig
 from rocketport.protocols.kafka.errors import ErrorCode
@@ -236,31 +236,18 @@ def test_regex_subscription_is_resolved_by_the_broker(broker, made):
     c.close()
 
 
-def test_a_classic_group_refuses_consumer_protocol_members_and_the_reverse(broker, made):
+def test_a_consumer_group_refuses_a_classic_member_whose_protocol_it_cannot_read(broker, made):
+    """Classic members of a KIP-848 group are served by it (online migration,
+    test_kafka_group_migration.py) only if they speak the embedded consumer protocol."""
     create_topic(broker, "k7", 2)
-    classic = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g7", "group.protocol": "classic",
-                        "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
-    made.append(classic)
-    classic.subscribe(["k7"])
-    assert poll_until([classic], lambda: len(parts(classic)) == 2)
-    new = kip848_consumer(broker, "g7", made)
-    new.subscribe(["k7"])
-    sink: list = []
-    assert poll_until([classic, new], lambda: any(i == 1 and m.error() for i, m in sink), sink=sink)
-    error = next(m.error() for i, m in sink if i == 1 and m.error())
-    # loud: librdkafka makes GROUP_ID_NOT_FOUND from the heartbeat a fatal error
-    assert error.code() == KafkaError._FATAL and "group id does not exist" in str(error), error
-    assert len(parts(classic)) == 2
-    new.close()
-    classic.close()
-
     with RawClient(broker.port) as raw:
         assert _raw_join(raw, "g8", "kip848-member", "k7")["error_code"] == ErrorCode.NONE
-        joined = raw.request(ApiKey.JOIN_GROUP, 5, {
-            "group_id": "g8", "session_timeout_ms": 6000, "rebalance_timeout_ms": 6000, "member_id": "",
-            "group_instance_id": "i", "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": b""}]})
-        assert joined["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        for ptype, metadata in (("consumer", b""), ("connect", b"\x00\x00")):
+            joined = raw.request(ApiKey.JOIN_GROUP, 5, {
+                "group_id": "g8", "session_timeout_ms": 6000, "rebalance_timeout_ms": 6000, "member_id": "",
+                "group_instance_id": "i", "protocol_type": ptype,
+                "protocols": [{"name": "range", "metadata": metadata}]})
+            assert joined["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
 
 def test_offset_commit_and_fetch_check_the_member_epoch(broker, made):
