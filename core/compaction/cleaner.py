@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
-from rocketport.common.batch.record_batch import Record, build_batch, iter_records, parse_header
+from rocketport.common.batch.record_batch import Record, batch_payload, build_batch, iter_records, parse_header, record_keys
 from rocketport.common.message import PROPERTY_KEYS, decode_properties
 
 from ..store.record import HEADER, I32, I64, POS_BODY_LENGTH, POS_STORE_TIMESTAMP, body_crc, topic_and_properties
@@ -73,18 +73,32 @@ def _plain_key(record: bytes | memoryview) -> bytes | None:
     return keys.encode("utf-8", "surrogateescape") if keys else None
 
 
-def keyed_offsets(record: bytes | memoryview) -> Iterator[tuple[int, bytes | None, Record | None]]:
-    """(offset, key, batch record) of each message of a CommitLog record (control batches:
-    none; a plain record: its KEYS, and no batch record)."""
-    first, _, batch = record_span(record)
+def _batch_keys(body: memoryview, first: int, last: int) -> list[bytes] | None:
+    """The keys of a batch as produced (offset deltas 0..n-1, every record keyed, as a
+    compacted topic's producers must), read without decoding records; None otherwise."""
+    count, payload = batch_payload(body)
+    if last - first + 1 != count:
+        return None
+    keys, _ = record_keys(payload, 0, count)
+    return keys if len(keys) == count else None
+
+
+def keyed_offsets(record: bytes | memoryview) -> Iterator[tuple[int, bytes | None]]:
+    """(offset, key) of each message of a CommitLog record (control batches: none; a plain
+    record: its KEYS)."""
+    first, last, batch = record_span(record)
     if not batch:
-        yield first, _plain_key(record), None
+        yield first, _plain_key(record)
         return
     body = _body(record)
     if _is_control(body):
         return
+    keys = _batch_keys(body, first, last)
+    if keys is not None:
+        yield from enumerate(keys, first)
+        return
     for r in iter_records(body):
-        yield first + r.offset_delta, r.key, r
+        yield first + r.offset_delta, r.key
 
 
 @dataclass(slots=True)
@@ -110,7 +124,7 @@ def scan(offset_map: OffsetMap, records: list[bytes], horizon_ms: int) -> bool:
         if store_time(record) > horizon_ms or offset_map.full:
             return True
         last = record_span(record)[1]
-        for offset, key, _ in keyed_offsets(record):
+        for offset, key in keyed_offsets(record):
             if key is not None:
                 latest[map_key(key)] = offset
             offset_map.records += 1
@@ -132,6 +146,13 @@ def kept(record: bytes | memoryview, latest: dict[bytes, int], tombstone_before_
     if _is_control(body):
         return record
     tombstones_expired = store_time(record) <= tombstone_before_ms
+    keys = _batch_keys(body, first, record_span(record)[1])
+    if keys is not None:  # most batches of a changelog lose all or none: no record decoded
+        stays = sum(latest.get(map_key(key), offset) == offset for offset, key in enumerate(keys, first))
+        if stays == 0:
+            return None
+        if stays == len(keys) and not tombstones_expired:
+            return record
     records = list(iter_records(body))
     stay = []
     for r in records:
