@@ -42,6 +42,7 @@ from .transactions import TransactionHandlers
 log = logging.getLogger(__name__)
 
 TXN_V2_PRODUCE: Final = 12  # the transaction protocol v2: Produce adds the partitions itself
+PRODUCE_TOPIC_IDS: Final = 13  # Produce names topics by id (KIP-516)
 FETCH_SESSIONS: Final = 7  # incremental fetch sessions (KIP-227) from Fetch v7
 FETCH_TOPIC_IDS: Final = 13  # Fetch names topics by id from v13
 
@@ -100,9 +101,14 @@ class KafkaHandlers:
 
     async def _produce(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any] | None:
         may_write = None if ctx.principal is None else (lambda topic: may_use_topic(ctx, topic, PUB))
+        unknown: list[dict[str, Any]] = []
+        if ctx.api_version >= PRODUCE_TOPIC_IDS:
+            body, unknown = self.topic_ids.produce_by_name(body)
         response = await self.produce.handle(body, ctx.client_host, may_write,
                                              adds_partitions=ctx.api_version >= TXN_V2_PRODUCE)
-        return None if body["acks"] == 0 else response
+        if body["acks"] == 0:
+            return None
+        return self.topic_ids.produce_by_id(response, unknown) if ctx.api_version >= PRODUCE_TOPIC_IDS else response
 
     async def _fetch(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         may_read = None if ctx.principal is None else (lambda topic: may_use_topic(ctx, topic, SUB))

@@ -5,8 +5,8 @@ and recreated topic from the old one. This broker's topics live in the core's to
 which has no id; the id is instead derived from the name (a SHA-256 of the cluster name and
 the topic name, shaped as a version-8 UUID), so it is the same after a restart and on every
 broker of a cluster without being stored. The price: a topic deleted and recreated under
-the same name keeps its id. KIP-848 assignments, Metadata v10+ and Fetch v13+ carry these
-ids; nothing here touches the store.
+the same name keeps its id. KIP-848 assignments, Metadata v10+, Fetch v13+ and Produce v13+
+carry these ids; nothing here touches the store.
 """
 
 from __future__ import annotations
@@ -90,6 +90,30 @@ class TopicIds:
         """The fetch handler's answer (by name) as Fetch v13+ sends it (by id)."""
         for t in response["responses"]:
             t["topic_id"] = self.id_of(t["topic"])
+        if unknown:
+            response["responses"] = [*response["responses"], *unknown]
+        return response
+
+    # ------------------------------------------------------------------ Produce v13+
+    def produce_by_name(self, body: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """A Produce v13+ (topics by id) as the produce handler reads it (by name), and the
+        answers for ids no topic has (UNKNOWN_TOPIC_ID per partition, nothing written)."""
+        topics, unknown = [], []
+        for t in body["topic_data"]:
+            name = self.name_of(t["topic_id"])
+            if name is not None:
+                topics.append({**t, "name": name})
+                continue
+            unknown.append({"topic_id": t["topic_id"], "partition_responses": [
+                {"index": p["index"], "error_code": ErrorCode.UNKNOWN_TOPIC_ID, "base_offset": -1,
+                 "log_start_offset": -1, "record_errors": [], "error_message": None}
+                for p in t["partition_data"]]})
+        return {**body, "topic_data": topics}, unknown
+
+    def produce_by_id(self, response: dict[str, Any], unknown: list[dict[str, Any]]) -> dict[str, Any]:
+        """The produce handler's answer (by name) as Produce v13+ sends it (by id)."""
+        for t in response["responses"]:
+            t["topic_id"] = self.id_of(t["name"])
         if unknown:
             response["responses"] = [*response["responses"], *unknown]
         return response

@@ -1,7 +1,8 @@
 """Produce (key 0): appends record batches to partitions.
 
 v12 has v11's fields; in a transaction it also adds the partitions it writes to the
-transaction (the transaction protocol v2, KIP-890 part 2).
+transaction (the transaction protocol v2, KIP-890 part 2). v13 (Kafka 4.1) names topics by
+id, in the request and the response (KIP-516): an id no topic has is UNKNOWN_TOPIC_ID.
 """
 
 from ._dsl import Api, F
@@ -9,14 +10,15 @@ from ._dsl import Api, F
 PRODUCE = Api(
     key=0,
     name="Produce",
-    versions=(0, 12),
+    versions=(0, 13),
     flexible=9,
     request=(
         F("transactional_id", "string", "3+", nullable="3+", default=None),
         F("acks", "int16", "0+"),
         F("timeout_ms", "int32", "0+"),
         F("topic_data", "[]", "0+",
-            F("name", "string", "0+"),
+            F("name", "string", "0-12"),
+            F("topic_id", "uuid", "13+"),
             F("partition_data", "[]", "0+",
                 F("index", "int32", "0+"),
                 F("records", "records", "0+", nullable="0+"),
@@ -25,7 +27,8 @@ PRODUCE = Api(
     ),
     response=(
         F("responses", "[]", "0+",
-            F("name", "string", "0+"),
+            F("name", "string", "0-12"),
+            F("topic_id", "uuid", "13+"),
             F("partition_responses", "[]", "0+",
                 F("index", "int32", "0+"),
                 F("error_code", "int16", "0+"),
