@@ -2,15 +2,21 @@
 ``group.protocol=consumer`` member joins (the classic member keeps speaking
 JoinGroup/SyncGroup/Heartbeat, assigned by the broker), and back to the classic protocol when
 the last consumer-protocol member leaves. With confluent-kafka against a live broker, every
-record counted: none lost, and a record seen twice only if its commit was refused; and the
-classic member's steps on a fake clock."""
+record counted: none lost, and a record seen twice only if its commit was refused; the Java
+client 3.9 (java/GroupMember.java) on either side of the migration; and the classic member's
+steps on a fake clock."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import struct
+import subprocess
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -190,6 +196,123 @@ def test_migration_policy_disabled_keeps_the_protocols_apart(tmp_path):
         led.close()
         live.stop()
 
+
+# ---------------------------------------------------------------------------- with the Java client
+JAVA_LIB = os.environ.get("KAFKA_JAVA_LIB") or str(Path(__file__).parents[3] / ".cache" / "kafka-java")
+
+
+@pytest.fixture(scope="module")
+def java_classes(tmp_path_factory) -> Path:
+    assert Path(JAVA_LIB, "kafka-clients.jar").exists(), f"no kafka-clients.jar in {JAVA_LIB}: run scripts/install-test-deps"
+    assert shutil.which("javac"), "a JDK with javac is needed"
+    out = tmp_path_factory.mktemp("java")
+    subprocess.run(["javac", "-d", str(out), "-cp", f"{JAVA_LIB}/*", str(Path(__file__).parent / "java" / "GroupMember.java")],
+                   check=True, timeout=120)
+    return out
+
+
+class JavaMember:
+    """java/GroupMember.java in a process of its own; what it printed, read as it comes."""
+
+    def __init__(self, classes: Path, live: LiveBroker, topic: str, group: str, protocol: str, work: Path) -> None:
+        self.stop_file = work / f"stop-{protocol}"
+        self.lines: list[str] = []
+        self.proc = subprocess.Popen(
+            ["java", "-cp", f"{classes}:{JAVA_LIB}/*", "GroupMember", live.bootstrap, topic, group, protocol,
+             str(self.stop_file)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def parts(self) -> set[int]:
+        assigned = [line for line in list(self.lines) if line.startswith("ASSIGN ")]
+        text = assigned[-1][len("ASSIGN "):].strip("[]") if assigned else ""
+        return {int(p) for p in text.split(", ") if p}
+
+    def values(self, kind: str) -> list[bytes]:
+        return [line.split(" ", 1)[1].encode() for line in list(self.lines) if line.startswith(kind + " ")]
+
+    def stop(self) -> None:
+        self.stop_file.touch()
+        self.proc.wait(timeout=30)
+        self._reader.join(timeout=5)
+        assert self.lines[-1] == "CLOSED", self.lines[-5:]
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("java_protocol", ["classic", "consumer"])
+def test_the_java_client_on_either_side_of_a_migration(broker, ledger, java_classes, tmp_path, java_protocol):
+    """The classic member starts alone; the consumer-protocol member joins (the upgrade) and
+    they share the partitions; the classic member leaves and the other takes all four."""
+    create_topic(broker, "jmig", 4)
+    produce(broker, "jmig", 0, 200)
+    owners = Owners()
+    members: list[JavaMember] = []
+    python: Consumer | None = None
+
+    def java_parts() -> set[int]:
+        return members[0].parts() if members else set()
+
+    def python_parts() -> set[int]:
+        return parts(python) if python is not None else set()
+
+    def seen() -> set[bytes]:
+        return set(ledger.seen) | {v for j in members for v in j.values("REC") + j.values("UNCOMMITTED")}
+
+    def wait(done) -> bool:
+        if python is not None:
+            return ledger.poll([python], done)
+        deadline = time.monotonic() + TIMEOUT_S
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return done()
+
+    try:
+        if java_protocol == "classic":
+            members.append(JavaMember(java_classes, broker, "jmig", "gjm", "classic", tmp_path))
+            assert wait(lambda: java_parts() == {0, 1, 2, 3} and len(seen()) >= 50), members[0].lines[-5:]
+            python = ledger.consumer(broker, "gjm", owners, "python", "jmig")
+        else:
+            python = ledger.classic(broker, "gjm", owners, "python", "jmig",
+                                    **{"partition.assignment.strategy": "cooperative-sticky"})
+            assert wait(lambda: parts(python) == {0, 1, 2, 3} and len(seen()) >= 50)
+            assert _group(broker, "gjm")[1] is not None  # a classic group so far
+            members.append(JavaMember(java_classes, broker, "jmig", "gjm", "consumer", tmp_path))
+        assert wait(lambda: len(java_parts()) == 2 and len(python_parts()) == 2), (java_parts(), python_parts())
+        assert not java_parts() & python_parts()
+        consumer_group, _ = _group(broker, "gjm")
+        assert sorted(m.classic is not None for m in consumer_group.members.values()) == [False, True]
+
+        produce(broker, "jmig", 200, 400)
+        assert wait(lambda: len(seen()) >= 300)
+        if java_protocol == "classic":
+            members[0].stop()
+            assert wait(lambda: python_parts() == {0, 1, 2, 3})
+        else:
+            python.close()
+            ledger.consumers.remove(python)
+            python = None
+            assert wait(lambda: java_parts() == {0, 1, 2, 3}), members[0].lines[-5:]
+        produce(broker, "jmig", 400, 500)
+        assert wait(lambda: len(seen()) >= 500)
+        if java_protocol == "consumer":
+            members[0].stop()
+    finally:
+        for j in members:
+            j.kill()
+    for j in members:
+        ledger.seen.update(j.values("REC") + j.values("UNCOMMITTED"))
+        ledger.uncommitted.update(j.values("UNCOMMITTED"))
+    assert not owners.overlaps, owners.overlaps
+    ledger.check(500)
 
 # ---------------------------------------------------------------------------- on a fake clock
 
