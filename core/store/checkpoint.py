@@ -24,6 +24,10 @@ CHECKPOINT_VERSION = 1
 FIXED = struct.Struct(">4sHqqqqqi")
 QUEUE_ID_OFFSET = struct.Struct(">iq")
 CRC = struct.Struct(">I")
+QUEUE_OFFSET = struct.Struct(">q")
+# (topic, queue id) -> its encoded topic length, topic and queue id: a checkpoint a second
+# names every queue (100,000 of them), and only their offsets change
+_KEYS: dict[tuple[str, int], bytes] = {}
 
 
 @dataclass(slots=True)
@@ -39,9 +43,16 @@ class Checkpoint:
         parts = [FIXED.pack(CHECKPOINT_MAGIC, CHECKPOINT_VERSION, self.physic_offset,
                             self.dispatched_offset, self.index_offset, self.verify_from,
                             self.timestamp, len(self.queues))]
-        for (topic, qid), max_offset in sorted(self.queues.items()):
-            t = topic.encode()
-            parts.append(bytes((len(t),)) + t + QUEUE_ID_OFFSET.pack(qid, max_offset))
+        keys, pack = _KEYS, QUEUE_OFFSET.pack
+        if len(keys) > 2 * len(self.queues) + 4096:  # deleted topics' keys go now and then
+            keys.clear()
+        for key, max_offset in sorted(self.queues.items()):
+            head = keys.get(key)
+            if head is None:
+                t = key[0].encode()
+                head = keys[key] = bytes((len(t),)) + t + key[1].to_bytes(4, "big", signed=True)
+            parts.append(head)
+            parts.append(pack(max_offset))
         body = b"".join(parts)
         return body + CRC.pack(zlib.crc32(body))
 

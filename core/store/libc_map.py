@@ -33,6 +33,9 @@ _msync.restype = ctypes.c_int
 _msync.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 MAP_FAILED = ctypes.c_void_p(-1).value
 MS_SYNC = 4  # Linux
+_syncfs = _libc.syncfs
+_syncfs.restype = ctypes.c_int
+_syncfs.argtypes = (ctypes.c_int,)
 _madvise = _libc.madvise
 _madvise.restype = ctypes.c_int
 _madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
@@ -84,6 +87,19 @@ def sync_mapping(mapping: Any) -> None:
     if _msync(ctypes.addressof(mapping), len(mapping), MS_SYNC) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+
+
+def sync_file_system(path: str) -> None:
+    """syncfs(2) of the file system holding ``path``: every dirty page of it written and
+    waited for in one call and one journal commit, where an fdatasync per file costs a
+    commit each (20,000 new ConsumeQueue files: 13 s of msync a flush). Blocking."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if _syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+    finally:
+        os.close(fd)
 
 
 def advise_random(mapping: Any) -> None:

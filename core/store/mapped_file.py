@@ -215,14 +215,17 @@ class MappedFile:
         initial = file_size if window is None else min(file_size, _page_up(head + window))
         fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
         try:
-            actual = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            actual = st.st_size
             if create and actual == 0:
                 self.backed = reserve(fd, path, file_size, initial, zero_fill)
             elif actual != file_size:
                 raise ValueError(f"{path}: size {actual} != configured segment size {file_size}")
             elif create:  # made ahead (preparer, make_file) with this window: a no-op
-                # (fallocate even in zero-fill mode: the file may hold data already)
-                self.backed = initial if _allocate(fd, 0, initial) else file_size
+                # (fallocate even in zero-fill mode: the file may hold data already), unless
+                # its blocks are there (st_blocks counts 512 bytes), as the preparer made them
+                self.backed = initial if st.st_blocks * 512 >= initial or _allocate(fd, 0, initial) \
+                    else file_size
             else:
                 self.backed = 0  # unknown: recovery sets it from the write position
             self.mm = map_file(fd, file_size)  # keeps no descriptor (see libc_map)

@@ -43,6 +43,7 @@ from .consume_queue import ConsumeQueue
 from .dispatch import StoreDispatch, _Dispatch
 from .flush import FlushService
 from .index_service import IndexService
+from .libc_map import sync_file_system
 from .reader import StoreReader, TagsFilter  # noqa: F401  (TagsFilter: imported from here)
 from .recovery import StoreRecovery
 from .replica import StoreReplica
@@ -50,6 +51,8 @@ from .segment_preparer import SegmentPreparer
 # PutResult and the encoded shapes are imported from here by the facade, the schedule and
 # transaction services and tests
 from .writer import EncodedMessage, PlainSend, PutResult, StoreWriter, _host_bytes  # noqa: F401
+
+SYNCFS_ABOVE = 256  # dirty ConsumeQueue files a flush syncs one by one; more: syncfs
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +86,7 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreReplica):
         self.dispatched_offset = 0
         self._verify_from = 0
         self._last_checkpoint_dispatched = 0
+        self._checkpointed: tuple[int, ...] | None = None  # what the last checkpoint covered
         self._tags_code_of = tags_code_of  # None: the TAGS hash (delay topics override)
         self.ruled_topics = ruled_topics
         self.dispatch_listeners: list[Callable[[str, int, int], None]] = []
@@ -210,18 +214,26 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreReplica):
         flushed = self.flush_service.flushed_offset if self.flush_service else self.commitlog.max_offset
         dispatched = min(self.dispatched_offset, flushed)
         index_offset = min(self.index.built_offset, flushed)
-        queues = {k: cq.max_offset for k, cq in self.consume_queues.items()}
         dirty = [mf for cq in self.consume_queues.values() for mf in cq.queue.files
                  if mf.flushed_position < mf.wrote_position]
-        positions = [mf.wrote_position for mf in dirty]
         index_files = self.index.dirty_files()
+        # nothing moved since the last checkpoint (a store being read, or idle): the same
+        # checkpoint again would cost its encoding, a queue table of every queue, a second
+        state = (flushed, dispatched, index_offset, self.commitlog.max_offset, len(self.consume_queues))
+        if not dirty and not index_files and state == self._checkpointed:
+            return
+        positions = [mf.wrote_position for mf in dirty]
+        queues = {k: cq.max_offset for k, cq in self.consume_queues.items()}
         if dispatched - self._verify_from > self.config.recover_check_window:
             self._verify_from = self._last_checkpoint_dispatched
         cp = Checkpoint(flushed, dispatched, index_offset, self._verify_from, now_ms(), queues)
 
         def work() -> None:
-            for mf in dirty:
-                mf.sync()
+            if len(dirty) > SYNCFS_ABOVE:  # one syncfs, not a journal commit per file
+                sync_file_system(self.cq_root)
+            else:
+                for mf in dirty:
+                    mf.sync()
             for f in index_files:
                 f.sync()
             self.checkpoint_file.save(cp)
@@ -230,6 +242,7 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreReplica):
         for mf, pos in zip(dirty, positions):
             mf.flushed_position = max(mf.flushed_position, pos)
         self._last_checkpoint_dispatched = dispatched
+        self._checkpointed = state
 
     # ================================================================ retention
     async def _clean_expired(self) -> None:
