@@ -66,7 +66,19 @@ from .consumer_protocol import (
     parse_subscription,
     protocol_version,
 )
-from .coordinator import CallLater, Group, GroupCoordinator, GroupError, GroupState, JoinResult, Member, Timer, schedule
+from .coordinator import (
+    MAX_SESSION_TIMEOUT_MS,
+    MIN_SESSION_TIMEOUT_MS,
+    CallLater,
+    Group,
+    GroupCoordinator,
+    GroupError,
+    GroupState,
+    JoinResult,
+    Member,
+    Timer,
+    schedule,
+)
 from .errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -387,6 +399,8 @@ class ConsumerGroupCoordinator:
         """JoinGroup from a classic member (Kafka's classicGroupJoinToConsumerGroup): answered at
         once, with the member's epoch as generation and no leader (the broker assigns)."""
         group = self.groups[group_id]
+        if not MIN_SESSION_TIMEOUT_MS <= session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:
+            raise GroupError(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
         if protocol_type != CONSUMER_PROTOCOL or not protocols:
             raise GroupError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
         try:

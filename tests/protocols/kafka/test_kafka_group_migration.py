@@ -19,10 +19,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from confluent_kafka import Consumer, KafkaException, Producer
 
 from rocketport.protocols.kafka.consumer_groups import ConsumerGroupCoordinator, HeartbeatRequest, MemberState
-from rocketport.protocols.kafka.consumer_protocol import parse_assignment
+from rocketport.protocols.kafka.consumer_protocol import (
+    ConsumerProtocolError,
+    encode_assignment,
+    parse_assignment,
+    parse_subscription,
+)
 from rocketport.protocols.kafka.coordinator import GroupCoordinator, GroupError, GroupState
 from rocketport.protocols.kafka.errors import ErrorCode
 from tests.protocols.kafka.test_confluent_kafka import create_topic
@@ -388,3 +395,23 @@ def test_a_classic_member_that_does_not_rejoin_when_told_is_fenced_after_its_reb
     assert "c" in coord.groups["g"].members
     clock.advance(0.2)  # 5 s after it was told
     assert "c" not in coord.groups["g"].members
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64), st.integers(0, 63))
+def test_consumer_protocol_bytes_from_a_client_parse_or_fail_cleanly(data, cut):
+    """A JoinGroup's metadata is client bytes: garbage and truncations are a ConsumerProtocolError
+    (INCONSISTENT_GROUP_PROTOCOL to the client), never another exception."""
+    good = subscription(["t", "u"], {"t": [0, 1]})
+    for sample in (data, good[:cut], good[:cut] + data):
+        try:
+            parse_subscription(sample)
+        except ConsumerProtocolError:
+            pass
+        try:
+            parse_assignment(sample)
+        except ConsumerProtocolError:
+            pass
+    sub = parse_subscription(good)
+    assert (sub.version, sub.topics, sub.owned) == (1, ["t", "u"], {"t": {0, 1}})
+    assert parse_assignment(encode_assignment({"t": {3, 1}, "u": set()}, 3)) == {"t": {1, 3}}

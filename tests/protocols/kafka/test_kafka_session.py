@@ -61,7 +61,7 @@ def test_api_versions_v0_header_and_unsupported_version(any_loop_broker):
     with RawClient(any_loop_broker.port) as client:
         r = client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
         versions = {a["api_key"]: (a["min_version"], a["max_version"]) for a in r["api_keys"]}
-        assert versions[ApiKey.PRODUCE] == (0, 12) and versions[ApiKey.FETCH] == (0, 17)
+        assert versions[ApiKey.PRODUCE] == (0, 13) and versions[ApiKey.FETCH] == (0, 17)
         assert versions[ApiKey.CONSUMER_GROUP_HEARTBEAT] == (0, 1)  # librdkafka needs v1 for group.protocol=consumer
         assert all(low == 0 for low, _ in versions.values())
         assert 71 not in versions  # no telemetry: clients would poll it

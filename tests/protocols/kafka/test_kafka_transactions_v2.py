@@ -44,7 +44,7 @@ def test_api_versions_finalize_transaction_version_2(live_broker):
             assert [(f["name"], f["min_version"], f["max_version"]) for f in r["supported_features"]] == (
                 [("transaction.version", 0, 2)] if version == 4 else [])
             highest = {k["api_key"]: k["max_version"] for k in r["api_keys"]}
-            assert (highest[ApiKey.PRODUCE], highest[ApiKey.END_TXN], highest[ApiKey.TXN_OFFSET_COMMIT]) == (12, 5, 5)
+            assert (highest[ApiKey.PRODUCE], highest[ApiKey.END_TXN], highest[ApiKey.TXN_OFFSET_COMMIT]) == (13, 5, 5)
 
 
 def test_v2_transactions_add_partitions_and_groups_implicitly_and_bump_the_epoch(live_broker):
