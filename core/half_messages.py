@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 from dataclasses import dataclass
 
 from rocketport.common.message import (
@@ -178,10 +179,11 @@ class TransactionCheckService:
         self._op_read = offset
 
     # ---------------------------------------------------------------- check-back
-    async def run(self) -> None:
-        """Check the half queue every interval; a failed round is retried at the next."""
-        self._stop = asyncio.Event()  # a fresh one: a master promoted again runs it again
-        await run_every(self.interval_ms / 1000, self.check_once, self._stop, name="transaction check")
+    def run(self) -> Coroutine[Any, Any, None]:
+        """Check the half queue every interval; a failed round is retried at the next. The
+        stop event is made fresh when the task is made (see TxnCoordinator.run)."""
+        self._stop = asyncio.Event()
+        return run_every(self.interval_ms / 1000, self.check_once, self._stop, name="transaction check")
 
     def stop(self) -> None:
         self._stop.set()

@@ -18,7 +18,7 @@ import enum
 import logging
 import os
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -434,11 +434,16 @@ class TxnCoordinator:
             await self.log.flushed()
 
     # ------------------------------------------------------------------ timeouts
-    async def run(self) -> None:
+    def run(self) -> Coroutine[Any, Any, None]:
         """Abort transactions open longer than their timeout (and fence their producer); at
-        stop, wait for the markers of answered EndTxns."""
-        self._stop = asyncio.Event()  # a fresh one: a master promoted again runs it again
-        await run_every(self.check_interval_ms / 1000, self.abort_expired, self._stop,
+        stop, wait for the markers of answered EndTxns. The stop event is made fresh here,
+        when the task is made (a master promoted again runs this again; a `stop` before the
+        task first runs still ends it)."""
+        self._stop = asyncio.Event()
+        return self._run(self._stop)
+
+    async def _run(self, stop: asyncio.Event) -> None:
+        await run_every(self.check_interval_ms / 1000, self.abort_expired, stop,
                         name="aborting timed-out transactions")  # a failed round: retried next
         if self._completing:  # answered EndTxns' markers, written while the store is up
             await asyncio.wait(set(self._completing))
