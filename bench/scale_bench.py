@@ -87,7 +87,7 @@ class Sampler:
 class Broker:
     def __init__(self, store: str) -> None:
         self.store = store
-        self.kafka, self.remoting, self.namesrv = free_port(), free_port(), free_port()
+        self.kafka, self.remoting, self.namesrv, self.ha = free_port(), free_port(), free_port(), free_port()
         self.proc: subprocess.Popen | None = None
         self.log = open(os.path.join(os.path.dirname(store), "broker.log"), "a")
         # a standalone name server (a broker with namesrvAddr registers with it, every 30 s)
@@ -100,7 +100,8 @@ class Broker:
         """Seconds until the broker logs ready."""
         settings = [f"storePathRootDir={self.store}", f"listenPort={self.remoting}",
                     "namesrv.enabled=false", f"kafka.port={self.kafka}", "amqp.port=0",
-                    "stomp.port=0", "stomp.wsPort=0", "http.port=0", f"namesrvAddr=127.0.0.1:{self.namesrv}"]
+                    "stomp.port=0", "stomp.wsPort=0", "http.port=0", f"namesrvAddr=127.0.0.1:{self.namesrv}",
+                    f"haListenPort={self.ha}"]  # (a master with namesrvAddr listens for slaves)
         args = [a for s in settings for a in ("--set", s)]
         start = time.perf_counter()
         self.proc = subprocess.Popen([sys.executable, "-m", "rocketport", "broker", "-c", "conf/broker.yaml",
@@ -146,7 +147,7 @@ def produce_everywhere(bootstrap: str, names: list[str]) -> float:
     return took
 
 
-def consume_all(bootstrap: str, total: int) -> tuple[float, int]:
+def consume_all(bootstrap: str, total: int, deadline_s: float) -> tuple[float, int]:
     from confluent_kafka import Consumer
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "scale-bench", "auto.offset.reset": "earliest",
@@ -154,7 +155,7 @@ def consume_all(bootstrap: str, total: int) -> tuple[float, int]:
     start = time.perf_counter()
     consumer.subscribe(["^scale-.*"])
     seen = 0
-    deadline = time.monotonic() + 900
+    deadline = time.monotonic() + deadline_s
     while seen < total and time.monotonic() < deadline:
         seen += sum(1 for m in consumer.consume(10_000, 1.0) if m.error() is None)
     took = time.perf_counter() - start
@@ -209,6 +210,8 @@ def main() -> None:
     ap.add_argument("--topics", type=int, default=25_000)
     ap.add_argument("--skip-rabbitmq", action="store_true")
     ap.add_argument("--dir", default=None)
+    ap.add_argument("--consume-deadline", type=float, default=900,
+                    help="seconds the group may take to read everything back (it reports how many it read)")
     args = ap.parse_args()
     workdir = tempfile.mkdtemp(prefix="scale-bench-", dir=args.dir)
     queues = args.topics * QUEUES
@@ -229,7 +232,7 @@ def main() -> None:
         row("first_record_every_queue", took, "s", 30, queues=queues)
         sampler.sample()
         written_rss = sampler.last_rss
-        took, seen = consume_all(bootstrap, queues)
+        took, seen = consume_all(bootstrap, queues, args.consume_deadline)
         row("consume_group_all", took, "s", None, records=seen, expected=queues)
         sampler.sample()
         took, n = metadata_all(bootstrap)
