@@ -113,7 +113,7 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         self.store.record_listeners[OFFSET_LOG_TOPIC] = self.offset_log.apply
         self.ha = HAService(config, self.store, self.offset_log)  # the master's port or the slave's client
         self.election = Election(config, self.store, self.ha, EpochFile(config.store_path_root_dir),
-                                 promote=self._promote, demote=self._demote) \
+                                 promote=self._promote, demote=self._demote, followed=self._role_changed) \
             if config.controller_mode == "etcd" else None
         self.role_listeners: list[Callable[[], None]] = []  # told when an election changes the role
         self._queue_rr: dict[str, itertools.count] = {}

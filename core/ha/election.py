@@ -65,12 +65,14 @@ class Leader:
 class Election:
     def __init__(self, config: BrokerConfig, store: MessageStore, ha: HAService, epoch_file: EpochFile, *,
                  promote: Callable[[], Awaitable[None]], demote: Callable[[], Awaitable[None]],
-                 client: EtcdClient | None = None) -> None:
+                 followed: Callable[[], None] = lambda: None, client: EtcdClient | None = None) -> None:
+        """``followed``: told when this node starts following another master (routes and the
+        group's peers are learnt again)."""
         self.config = config
         self.store = store
         self.ha = ha
         self.epoch_file = epoch_file
-        self._promote, self._demote = promote, demote
+        self._promote, self._demote, self._followed = promote, demote, followed
         self.ttl = config.etcd_lease_ttl
         self.margin = max(0.5, self.ttl / 5)  # fence this long before the lease can expire
         self.tick = config.etcd_check_interval / 1000
@@ -182,6 +184,7 @@ class Election:
                  leader.ha_addr)
         if self.ha.slave is not None:
             self.ha.slave.follow(leader.ha_addr)
+        self._followed()
 
     async def _publish(self, force: bool = False) -> None:
         """This node's members/<id> record (under its lease), when it changed."""

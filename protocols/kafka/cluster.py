@@ -63,7 +63,10 @@ class ClusterHandlers:
     def __init__(self, broker: Broker, node: BrokerNode, topic_ids: TopicIds) -> None:
         self.broker = broker
         self.node = node
-        node.node_id = broker.config.broker_id  # a group's members are its nodes (core/ha)
+        # a group's members are its nodes (core/ha), by the id routes list them under: under an
+        # election (core/ha/election.py) the master is node 0 wherever it runs now
+        node.node_id = broker.route_broker_id
+        broker.role_listeners.append(lambda: setattr(node, "node_id", broker.route_broker_id))
         self.topic_ids = topic_ids
         self.cluster_id = f"rocketport-{broker.config.broker_cluster_name}"
         self.table: dict[int, Handler] = {
@@ -136,7 +139,8 @@ class ClusterHandlers:
         # is the master, the ISR the members in sync (a slave's produce: NOT_LEADER_OR_FOLLOWER)
         leader = self._leader()
         replicas = sorted({self.node.node_id, *self.broker.ha.peers})
-        isr = sorted(set(self.broker.ha.in_sync_ids()) & set(replicas))
+        own = self.broker.config.broker_id  # an elected master's own id is listed as node 0
+        isr = sorted({self.node.node_id if i == own else i for i in self.broker.ha.in_sync_ids()} & set(replicas))
         code = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
         out["partitions"] = [{"error_code": code, "partition_index": i, "leader_id": leader,
                               "leader_epoch": 0, "replica_nodes": replicas, "isr_nodes": isr,

@@ -33,7 +33,7 @@ async def learn_peers(broker: Broker, namesrv_addr: str) -> None:
         return
     peers: dict[int, tuple[str, int]] = {}
     for broker_id, addr in group.broker_addrs.items():
-        if broker_id == config.broker_id:
+        if broker_id == broker.route_broker_id:
             continue
         kafka = await _kafka_address(addr)
         if kafka is not None:

@@ -18,10 +18,11 @@ PREFIX = "/rocketport/DefaultCluster/broker-a/"
 TTL_S = 3  # etcdLeaseTtl in these tests: a dead master holds the group at most this long
 
 
-def group_node(base: Path, broker_id: int, namesrv: str, endpoints: str, *settings: str) -> Node:
+def group_node(base: Path, broker_id: int, namesrv: str, endpoints: str, *settings: str,
+               kafka: bool = False) -> Node:
     return node(base, f"node{broker_id}", namesrv, f"brokerId={broker_id}", "brokerRole=SYNC_MASTER",
                 "controllerMode=etcd", f"etcdEndpoints={endpoints}", f"etcdLeaseTtl={TTL_S}",
-                "etcdCheckInterval=200", "haMaxTimeSlaveNotCatchup=3000", *settings)
+                "etcdCheckInterval=200", "haMaxTimeSlaveNotCatchup=3000", *settings, kafka=kafka)
 
 
 def etcd_key(endpoints: str, name: str):
