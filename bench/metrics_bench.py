@@ -16,10 +16,14 @@ pass) and the broker's CPU µs per message (median pass) for both, with the rati
 
 The scrape row builds its broker in this process (a loop in a thread, the HTTP listener on
 a free port): every queue holds one message and has a group whose committed offset is 0, so
-each scrape computes 10,000 lags and looks up 10,000 store timestamps (the worst case of
-``rocketmq_consumer_lag_latency``). Value: the median of ``--scrapes`` GETs, ms, ceiling 100;
-with the CPU it took (this process: broker and client, ms a scrape), the body's size, the scrape's peak Python allocation (tracemalloc, one scrape
-apart from the timed ones) and the RSS growth over all scrapes.
+each scrape computes 10,000 lags. Two rows: ``scrape_10000_queues``, nothing moved between
+scrapes (what the collector saw last time is reused), and ``..._all_moved``, every committed
+offset moved before each scrape (untimed), alternately to 1 (nothing behind) and back to 0,
+so every lag is worked out again and every scrape at 0 reads 10,000 store timestamps (the
+worst case of ``rocketmq_consumer_lag_latency``). Value: the median of ``--scrapes`` GETs,
+ms, ceiling 100; with the CPU it took (this process: broker and client, ms a scrape), the
+body's size, the scrape's peak Python allocation (tracemalloc, one scrape apart from the
+timed ones), the RSS growth over all scrapes and the load average.
 """
 
 from __future__ import annotations
@@ -196,13 +200,25 @@ def scrape_row(args: argparse.Namespace, workdir: str) -> None:
                 return len(answer.read())
         size = scrape()  # warm
         rss_before = _rss()
-        timings = []
-        cpu = time.process_time()
-        for _ in range(args.scrapes):
-            started = time.perf_counter()
-            scrape()
-            timings.append((time.perf_counter() - started) * 1000)
-        cpu_ms = (time.process_time() - cpu) * 1000 / args.scrapes
+
+        async def move(n: int) -> None:  # every commit moves (1: nothing behind, 0: one each)
+            for t in range(args.topics):
+                for q in range(queues_per_topic):
+                    server.broker.commit_offset(f"scrape-group-{t}", f"scrape-topic-{t}", q, n % 2)
+
+        rows = []
+        for case, moved in (("", False), ("_all_moved", True)):
+            timings: list[float] = []
+            cpu = 0.0
+            for n in range(args.scrapes):
+                if moved:
+                    call(move(n + 1))
+                started, cpu_started = time.perf_counter(), time.process_time()
+                scrape()
+                timings.append((time.perf_counter() - started) * 1000)
+                cpu += time.process_time() - cpu_started
+            rows.append((case, timings, cpu * 1000 / args.scrapes))
+        call(move(0))
         rss_after = _rss()
 
         async def traced() -> int:
@@ -214,15 +230,22 @@ def scrape_row(args: argparse.Namespace, workdir: str) -> None:
             tracemalloc.stop()
             return peak
         peak = call(traced())
-        emit(f"scrape_{args.topics * queues_per_topic}_queues", statistics.median(timings), "ms",
-             None, ceiling=SCRAPE_CEILING_MS, max_ms=round(max(timings), 1), cpu_ms=round(cpu_ms, 1), scrapes=args.scrapes, topics=args.topics,
-             queues=args.topics * queues_per_topic, groups=args.topics, body_bytes=size,
-             peak_alloc_mib=round(peak / 2**20, 1), rss_growth_mib=round((rss_after - rss_before) / 2**20, 1),
-             rss_mib=round(rss_after / 2**20, 1))
+        for case, timings, cpu_ms in rows:
+            emit(f"scrape_{args.topics * queues_per_topic}_queues{case}", statistics.median(timings), "ms",
+                 None, ceiling=SCRAPE_CEILING_MS, max_ms=round(max(timings), 1), cpu_ms=round(cpu_ms, 1),
+                 scrapes=args.scrapes, topics=args.topics, queues=args.topics * queues_per_topic,
+                 groups=args.topics, body_bytes=size, peak_alloc_mib=round(peak / 2**20, 1),
+                 rss_growth_mib=round((rss_after - rss_before) / 2**20, 1), rss_mib=round(rss_after / 2**20, 1),
+                 load=_load())
     finally:
         call(server.stop())
         loop.call_soon_threadsafe(loop.stop)
         thread.join(30)
+
+
+def _load() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
 
 
 def _rss() -> int:

@@ -308,8 +308,7 @@ class AdminRole:
     def queue_offsets(self) -> list[tuple[str, int, int, int]]:
         """(topic, queue id, min offset, max offset) of every ConsumeQueue: one pass over
         the queues the store holds, for a scrape (never per message)."""
-        return [(topic, queue_id, cq.min_offset, cq.max_offset)
-                for (topic, queue_id), cq in list(self.store.consume_queues.items())]
+        return [(topic, queue_id, *cq.bounds()) for (topic, queue_id), cq in list(self.store.consume_queues.items())]
 
     def committed_offsets(self) -> dict[str, dict[int, int]]:
         """Every committed offset, by ``topic@group``, then queue id (the table itself:

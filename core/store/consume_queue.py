@@ -98,6 +98,16 @@ class ConsumeQueue:
     def min_offset(self) -> int:
         return max(self.min_logic_offset, self.queue.min_offset // CQ_ENTRY_SIZE)
 
+    def bounds(self) -> tuple[int, int]:
+        """(min_offset, max_offset) in one call: a scrape reads them for every queue."""
+        files = self.queue.files
+        if not files:
+            return max(self.min_logic_offset, 0), 0
+        last = files[-1]
+        low = files[0].file_from_offset // CQ_ENTRY_SIZE
+        return (low if low > self.min_logic_offset else self.min_logic_offset,
+                (last.file_from_offset + last.wrote_position) // CQ_ENTRY_SIZE)
+
     # -- write -----------------------------------------------------------------------------
     def ensure_room(self, queue_offset: int, count: int) -> None:
         """Make sure the segments ``count`` entries from ``queue_offset`` go to exist on disk.

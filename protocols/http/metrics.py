@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Final
 
@@ -26,6 +27,7 @@ from rocketport.core.broker import Broker
 from ..frontend import FrontEnd
 from ..histogram import Histogram
 from .loop_lag import LoopLag
+from .text_format import label_text
 
 NODE_TYPE: Final = "broker"
 # store reads a scrape may spend on lag latency's timestamps it has not seen (a cold page
@@ -53,6 +55,11 @@ class BrokerCollector(Collector):
         self.version = _version()
         # (topic, queue id) -> (offset, store time of the message there, ms)
         self._stamps: dict[tuple[str, int], tuple[int, int | None]] = {}
+        # per-object series: labels by topic, what the last scrape saw by topic@group, and
+        # the base labels they hold
+        self._topic_labels: dict[str, tuple[dict[str, str], str]] = {}
+        self._keys: dict[str, _Key] = {}
+        self._base: list[str] = []
 
     def collect(self) -> Iterable[Metric]:
         config = self.broker.config
@@ -65,9 +72,6 @@ class BrokerCollector(Collector):
         yield from self._loop(base)
         if config.http.metrics_per_object:
             yield from self._per_object(base)
-
-    def _stamp_reader(self) -> "_StampReader":
-        return _StampReader(self.broker, self._stamps)
 
     # ------------------------------------------------------------------ families
     def _broker_info(self, base: list[str]) -> Iterator[Metric]:
@@ -195,61 +199,82 @@ class BrokerCollector(Collector):
                      "previous scrape.", base, worst)
 
     def _per_object(self, base: list[str]) -> Iterator[Metric]:
-        """Per topic and per topic@group: the only families that grow with the broker, so
-        their samples are appended directly (one labels dict shared by a key's samples)
-        rather than through add_metric."""
+        """Per topic and per topic@group: the only families that grow with the broker. Each
+        key's labels (dict and text) are made once and kept while the key lives, and its
+        samples are text lines (`_TextFamily`): a scrape of 10,000 queues makes no Sample,
+        labels dict or label text for a series it made before."""
         broker = self.broker
-        cluster, node_type, node_id = base
         queues: dict[str, list[tuple[int, int, int]]] = {}
         for topic, queue_id, low, high in broker.queue_offsets():
             entries = queues.get(topic)
             if entries is None:
                 entries = queues[topic] = []
             entries.append((queue_id, low, high))
-        topic_in = CounterMetricFamily("rocketport_topic_messages", "Messages stored in the topic "
-                                       "(its queues' max offsets, since the store began).",
-                                       labels=[*_BASE, "topic"])
-        name = topic_in.name + "_total"
-        topic_in.samples = [Sample(name, {"cluster": cluster, "node_type": node_type, "node_id": node_id,
-                                          "topic": topic}, float(sum([e[2] for e in entries])), None, None)
-                            for topic, entries in queues.items()]
+        if base != self._base:  # the names changed (live config): every label made again
+            self._base, self._topic_labels, self._keys = base, {}, {}
+        old_topics, topic_labels = self._topic_labels, {}
+        topic_in = _TextFamily("rocketport_topic_messages", "Messages stored in the topic (its queues' "
+                               "max offsets, since the store began).", "counter")
+        rows = topic_in.rows
+        for topic, entries in queues.items():
+            labels = old_topics.get(topic) or self._labels_of({"topic": topic})
+            topic_labels[topic] = labels
+            rows.append((labels, sum([e[2] for e in entries])))
+        self._topic_labels = topic_labels
         yield topic_in
-        consumed = CounterMetricFamily("rocketport_group_messages_consumed", "Messages the group "
-                                       "consumed from the topic since the broker started (how far its "
-                                       "committed offsets moved forward after its first commit on each "
-                                       "queue), whatever protocol it used.",
-                                       labels=[*_BASE, "topic", "consumer_group"])
-        lag = GaugeMetricFamily("rocketmq_consumer_lag_messages", "Messages in the topic past the "
-                                "group's committed offsets.", labels=[*_BASE, "topic", "consumer_group"])
-        latency = GaugeMetricFamily("rocketmq_consumer_lag_latency", "Age of the oldest message past "
-                                    "the group's committed offsets, in milliseconds (0: none waits).",
-                                    labels=[*_BASE, "topic", "consumer_group"])
-        consumed_name = consumed.name + "_total"
-        consumed_out, lag_out, latency_out = consumed.samples, lag.samples, latency.samples
+        consumed = _TextFamily("rocketport_group_messages_consumed", "Messages the group consumed from "
+                               "the topic since the broker started (how far its committed offsets moved "
+                               "forward after its first commit on each queue), whatever protocol it "
+                               "used.", "counter")
+        lag = _TextFamily("rocketmq_consumer_lag_messages", "Messages in the topic past the group's "
+                          "committed offsets.", "gauge")
+        latency = _TextFamily("rocketmq_consumer_lag_latency", "Age of the oldest message past the "
+                              "group's committed offsets, in milliseconds (0: none waits).", "gauge")
+        consumed_out, lag_out, latency_out = consumed.rows, lag.rows, latency.rows
         totals = broker.consumed_totals()
-        now_ms = time.time() * 1000
-        stamp = self._stamp_reader()
+        now_ms = int(time.time() * 1000)
+        stamps, kept = self._stamps, {}
+        read_stamp, deadline = broker.store_timestamp_at, time.perf_counter() + STAMP_BUDGET_S
+        old_keys, keys = self._keys, {}
         none: list[tuple[int, int, int]] = []
         for key, committed in list(broker.committed_offsets().items()):
-            topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
-            labels = {"cluster": cluster, "node_type": node_type, "node_id": node_id,
-                      "topic": topic, "consumer_group": group}
-            behind = 0
-            oldest: int | None = None
-            for queue_id, low, high in queues.get(topic, none):
-                start = committed.get(queue_id, -1)
-                if start < low:
-                    start = low
-                if high > start:
-                    behind += high - start
-                    stored = stamp(topic, queue_id, start)
-                    if stored is not None and (oldest is None or stored < oldest):
-                        oldest = stored
-            consumed_out.append(Sample(consumed_name, labels, float(totals.get(key, 0)), None, None))
-            lag_out.append(Sample("rocketmq_consumer_lag_messages", labels, float(behind), None, None))
-            latency_out.append(Sample("rocketmq_consumer_lag_latency", labels,
-                                      max(0.0, now_ms - oldest) if oldest is not None else 0.0, None, None))
-        self._stamps = stamp.kept
+            seen = old_keys.get(key)
+            if seen is None:
+                topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
+                seen = _Key(topic, self._labels_of({"topic": topic, "consumer_group": group}))
+            keys[key] = seen
+            entries = queues.get(seen.topic, none)
+            if seen.committed == committed and seen.entries == entries:  # as at the last scrape
+                behind, oldest = seen.behind, seen.oldest
+            else:
+                topic, behind, oldest, whole = seen.topic, 0, None, True
+                for queue_id, low, high in entries:
+                    start = committed.get(queue_id, -1)
+                    if start < low:
+                        start = low
+                    if high > start:
+                        behind += high - start
+                        # the store time of the first message past the commit: the last
+                        # scrape's when the commit has not moved, else read within the budget
+                        # (a cold page costs milliseconds; past it, a later scrape reads it)
+                        where = (topic, queue_id)
+                        known = stamps.get(where)
+                        if known is None or known[0] != start:
+                            if time.perf_counter() > deadline:
+                                whole = False
+                                continue
+                            known = (start, read_stamp(topic, queue_id, start))
+                        kept[where] = known
+                        stored = known[1]
+                        if stored is not None and (oldest is None or stored < oldest):
+                            oldest = stored
+                seen.behind, seen.oldest = behind, oldest
+                seen.entries, seen.committed = (entries, dict(committed)) if whole else (None, None)
+            labels = seen.labels
+            consumed_out.append((labels, totals.get(key, 0)))
+            lag_out.append((labels, behind))
+            latency_out.append((labels, now_ms - oldest if oldest is not None and now_ms > oldest else 0))
+        self._stamps, self._keys = kept, keys
         yield from (consumed, lag, latency)
         ready = GaugeMetricFamily("rocketmq_consumer_ready_messages", "Messages waiting for a "
                                   "consumer of a group the broker delivers to (AMQP queues, STOMP "
@@ -262,28 +287,41 @@ class BrokerCollector(Collector):
             inflight.add_metric([*base, group.name], group.unacked_count)
         yield from (ready, inflight)
 
+    def _labels_of(self, own: dict[str, str]) -> tuple[dict[str, str], str]:
+        labels = dict(zip(_BASE, self._base))
+        labels.update(own)
+        return labels, label_text(labels)
 
-class _StampReader:
-    """Store times of the first unconsumed messages: from the last scrape's when the offset
-    is the same, else read within STAMP_BUDGET_S (None past it: that queue waits a scrape)."""
 
-    def __init__(self, broker: Broker, known: dict[tuple[str, int], tuple[int, int | None]]) -> None:
-        self._read = broker.store_timestamp_at
-        self._known = known
-        self.kept: dict[tuple[str, int], tuple[int, int | None]] = {}
-        self._deadline = time.perf_counter() + STAMP_BUDGET_S
+@dataclass(slots=True)
+class _Key:
+    """One topic@group's series as the last scrape saw them: its labels, and its lag and
+    oldest waiting message's store time, reused while its queues and commits stay as they
+    were (``entries`` and ``committed``, None when a store time was left for a later scrape)."""
 
-    def __call__(self, topic: str, queue_id: int, offset: int) -> int | None:
-        key = (topic, queue_id)
-        known = self._known.get(key)
-        if known is not None and known[0] == offset:
-            self.kept[key] = known
-            return known[1]
-        if time.perf_counter() > self._deadline:
-            return None
-        stored = self._read(topic, queue_id, offset)
-        self.kept[key] = (offset, stored)
-        return stored
+    topic: str
+    labels: tuple[dict[str, str], str]
+    entries: list[tuple[int, int, int]] | None = None
+    committed: dict[int, int] | None = None
+    behind: int = 0
+    oldest: int | None = None
+
+
+class _TextFamily(Metric):
+    """A family of many series kept as (labels, label text) and a value a row, written as
+    text lines by `text_format.render` (``rows``); its Samples are made only when another
+    writer (OpenMetrics) reads ``samples``."""
+
+    def __init__(self, name: str, documentation: str, typ: str) -> None:
+        # Metric.__init__ would set samples; these names are the module's own, valid
+        self.name, self.documentation, self.unit, self.type = name, documentation, "", typ
+        self.sample_name = name + "_total" if typ == "counter" else name
+        self.rows: list[tuple[tuple[dict[str, str], str], int]] = []
+
+    @property
+    def samples(self) -> list[Sample]:  # type: ignore[override]
+        name = self.sample_name
+        return [Sample(name, labels[0], float(value), None, None) for labels, value in self.rows]
 
 
 def _buckets(histogram: Histogram) -> list[tuple[str, float]]:

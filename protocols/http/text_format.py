@@ -30,6 +30,11 @@ def _escape(value: str) -> str:
     return value
 
 
+def label_text(labels: dict[str, str]) -> str:
+    """The text between a sample's braces."""
+    return ",".join([f'{key}="{_escape(label)}"' for key, label in labels.items()])
+
+
 def render(registry: Collector) -> bytes:
     out: list[str] = []
     add = out.append
@@ -42,6 +47,11 @@ def render(registry: Collector) -> bytes:
         name = metric.name + _SUFFIX.get(kind, "")
         doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
         add(f"# HELP {name} {doc}\n# TYPE {name} {_TYPES.get(kind, kind)}\n")
+        rows = getattr(metric, "rows", None)
+        if rows is not None:  # the collector's per-object families: (labels, text), an int
+            name = metric.sample_name
+            add("".join([f"{name}{{{labels[1]}}} {value}.0\n" for labels, value in rows]))
+            continue
         for sample in metric.samples:
             labels = sample.labels
             value = sample.value
@@ -49,8 +59,7 @@ def render(registry: Collector) -> bytes:
             if labels:
                 known = rendered.get(id(labels))
                 if known is None:
-                    known = rendered[id(labels)] = (labels, ",".join(
-                        [f'{key}="{_escape(label)}"' for key, label in labels.items()]))
+                    known = rendered[id(labels)] = (labels, label_text(labels))
                 pairs = known[1]
                 line = f"{sample.name}{{{pairs}}} {text}"
             else:

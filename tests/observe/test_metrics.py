@@ -10,6 +10,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 
 from tests.observe.metrics_support import (
     TIMEOUT,
@@ -111,6 +112,42 @@ def test_one_group_consumed_over_two_protocols(live):
     assert value(samples, "rocketport_topic_messages_total", topic="Mixed") == 12
     # the commits' forward moves after the group's first one: STOMP's 3
     assert value(samples, "rocketport_group_messages_consumed_total", topic="Mixed", consumer_group="Shared") == 3
+
+
+def test_lag_follows_every_scrape(live):
+    """The collector reuses a group's lag while its queues and commits stay as they were:
+    new messages, then a commit, each show on the next scrapes."""
+    live.call(lambda: live.server.broker.create_topic("Moving", read_queue_nums=2, write_queue_nums=2))
+
+    def lag_is(expected: int) -> None:
+        samples = wait_for(live, lambda s: value(s, "rocketmq_consumer_lag_messages", topic="Moving",
+                                                     consumer_group="Mover") == expected)
+        assert value(samples, "rocketmq_consumer_lag_messages", topic="Moving", consumer_group="Mover") == expected
+        again = scrape(live)  # nothing moved: the same figures
+        assert value(again, "rocketmq_consumer_lag_messages", topic="Moving", consumer_group="Mover") == expected
+        assert value(again, "rocketport_topic_messages_total", topic="Moving") == produced
+
+    produced = 5
+    kafka_produce(live, "Moving", 5)
+    kafka_consume(live, "Moving", "Mover", 5)
+    lag_is(0)
+    produced += 3
+    kafka_produce(live, "Moving", 3, start=5)  # the queues moved, the commits did not
+    lag_is(3)
+    kafka_consume(live, "Moving", "Mover", 3)  # the commits moved
+    lag_is(0)
+    produced += 2
+    kafka_produce(live, "Moving", 2, start=8)
+    lag_is(2)
+    # OpenMetrics (prometheus-client's writer) reads the same per-object series
+    request = urllib.request.Request(metrics_url(live), headers={"Accept": "application/openmetrics-text"})
+    with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+        families = {f.name: f for f in openmetrics_families(answer.read().decode())}
+    lags = {(s.labels["topic"], s.labels["consumer_group"]): s.value
+            for s in families["rocketmq_consumer_lag_messages"].samples}
+    assert lags[("Moving", "Mover")] == 2
+    assert any(s.labels["topic"] == "Moving" and s.value == produced
+               for s in families["rocketport_topic_messages"].samples)
 
 
 def test_connections_by_what_they_do(live):
