@@ -1,11 +1,14 @@
-"""Kafka's view of a failover on etcd: every node's Metadata names the elected master as
-node 0 (the id routes list a master under, wherever it runs now), leader of every
-partition and controller; after the master of three is SIGKILLed, the surviving nodes'
-Metadata names the new master, at its own Kafka port, as node 0."""
+"""Kafka clients through a failover on etcd: every node's Metadata names the elected master
+as node 0 (the id routes list a master under, wherever it runs now) and leader of every
+partition; after the master of three is SIGKILLed, the survivors' Metadata names the new
+master, at its own Kafka port, and an idempotent confluent-kafka producer (acks=all) that
+kept producing through the kill has every acknowledged record read back exactly once."""
 
 from __future__ import annotations
 
-from confluent_kafka import KafkaException
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from tests.failover.cluster import TTL_S, group_node, in_sync_set, leader_id, send_many
@@ -26,7 +29,7 @@ def view(port: int) -> tuple[tuple[str, int] | None, set[int]] | None:
     return (md.brokers[0].host, md.brokers[0].port), {p.leader for p in topic.partitions.values()}
 
 
-def test_metadata_names_the_elected_master_as_node_0_before_and_after_a_kill(tmp_path, etcd, namesrv):
+def test_the_new_master_is_node_0_and_an_idempotent_producer_loses_nothing(tmp_path, etcd, namesrv):
     endpoints = etcd.endpoints
     nodes = [group_node(tmp_path, i, namesrv, endpoints, kafka=True) for i in (1, 2, 3)]
     nodes[0].broker.start()
@@ -35,17 +38,53 @@ def test_metadata_names_the_elected_master_as_node_0_before_and_after_a_kill(tmp
         for n in nodes[1:]:
             n.broker.start()
         wait_for(lambda: in_sync_set(endpoints) == [1, 2, 3], what="the slaves in the in-sync set")
-        assert len(send_many(namesrv, TOPIC, [b"m"] * 10)) == 10  # the topic, on every node
+        assert len(send_many(namesrv, TOPIC, [b"native"])) == 1  # the topic, then on every node
         master = ("127.0.0.1", nodes[0].kafka_port)
         for n in nodes:
             wait_for(lambda: view(n.kafka_port) == (master, {0}), timeout=30,
-                     what=f"node {n.port}'s Metadata naming node 1 as node 0")
+                     what=f"node {n.port}'s Metadata naming node 1 as node 0 and leader")
+        bootstrap = ",".join(f"127.0.0.1:{n.kafka_port}" for n in nodes)
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                             "message.timeout.ms": 60_000, "linger.ms": 5})
+        acked: list[bytes] = [b"native"]
+        failed: list[str] = []
+
+        def report(err, msg) -> None:
+            if err is None:
+                acked.append(msg.value())
+            else:
+                failed.append(str(err))
+
+        def produce(prefix: bytes, n: int) -> None:
+            for i in range(n):
+                producer.produce(TOPIC, b"%s-%05d" % (prefix, i), on_delivery=report)
+                producer.poll(0)
+
+        produce(b"before", 500)
+        assert producer.flush(30) == 0 and not failed, failed
         nodes[0].broker.kill()
-        wait_for(lambda: leader_id(endpoints) in (2, 3), timeout=10 * TTL_S, what="a new master")
+        produce(b"during", 200)  # waits in the producer until the new master takes it
+        assert producer.flush(10 * TTL_S + 30) == 0
         new = nodes[leader_id(endpoints) - 1]
+        assert new is not nodes[0]
         for n in nodes[1:]:
             wait_for(lambda: view(n.kafka_port) == (("127.0.0.1", new.kafka_port), {0}), timeout=10 * TTL_S,
                      what=f"node {n.port}'s Metadata naming the new master as node 0")
+        produce(b"after", 200)
+        assert producer.flush(30) == 0
+        assert not failed, failed
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "failover-readers",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe([TOPIC])
+        read: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(read) < len(acked) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                read.append(msg.value())
+        consumer.close()
+        assert len(acked) == 901
+        assert sorted(read) == sorted(acked)  # each acknowledged record once, nothing else
     finally:
         for n in nodes:
             n.broker.stop()
