@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
@@ -29,6 +30,7 @@ def view(port: int) -> tuple[tuple[str, int] | None, set[int]] | None:
     return (md.brokers[0].host, md.brokers[0].port), {p.leader for p in topic.partitions.values()}
 
 
+@pytest.mark.slow  # ~25 s; the native client's kill test covers the election in the default suite
 def test_the_new_master_is_node_0_and_an_idempotent_producer_loses_nothing(tmp_path, etcd, namesrv):
     endpoints = etcd.endpoints
     nodes = [group_node(tmp_path, i, namesrv, endpoints, kafka=True) for i in (1, 2, 3)]
