@@ -9,6 +9,7 @@ own, kept beside the store, and reads below its end are served from it:
     policy.py    the topic configs that drive compaction (Kafka's names and defaults)
     snapshot.py  one queue's compacted log: a complete, immutable file, and reads from it
     cleaner.py   the work of one compaction (offset map, then rewrite), in plain functions
+    worker.py    the process that does that work, away from the broker's GIL
     service.py   the queues' compacted logs, the schedule, the reads and the retention pin
 
 Never imports a protocol.

@@ -13,8 +13,9 @@ pass whatever its dirty ratio, so the pin lasts one pass, not forever.
 
 Work is off the event loop's critical path: a pass compacts one queue at a time; the loop
 only copies bounded chunks of records out of the store (at most CHUNK_BYTES each) and every
-decode, map update and write runs in a worker thread, one chunk per step. Memory is bounded
-by the chunk and the offset map (maxOffsetMapSize). A SIGKILL at any point leaves the
+decode, map update and write runs in the compaction worker process (worker.py: a thread
+would hold the GIL the loop needs), one chunk per step. Memory is bounded by the chunk and
+the offset map (maxOffsetMapSize). A SIGKILL at any point leaves the
 previous snapshot and a ``.tmp`` file that the next start removes: nothing half-done is
 ever served (the new snapshot becomes visible only after its rename).
 """
@@ -22,6 +23,7 @@ ever served (the new snapshot becomes visible only after its rename).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
@@ -34,9 +36,10 @@ from ..config import BrokerConfig
 from ..metadata.topics import TopicConfigManager
 from ..store.get_result import GetResult, GetStatus
 from ..store.message_store import MessageStore
-from .cleaner import OffsetMap, kept, message_count, records_of, scan
+from . import worker
+from .cleaner import records_of
 from .policy import CompactionPolicy, is_compacted
-from .snapshot import CompactedSnapshot, SnapshotWriter, latest_snapshot, record_span
+from .snapshot import CompactedSnapshot, latest_snapshot, record_span
 
 log = logging.getLogger(__name__)
 
@@ -203,10 +206,20 @@ class CompactionService:
         if not force and not self._due(key, policy, dirty_from, dirty_phys, stable, expiring, now_ms):
             return False
         started = time.monotonic()
-        offset_map = await self._scan(topic, queue_id, dirty_from, stable, now_ms - policy.min_compaction_lag_ms)
-        if offset_map is None or offset_map.end <= dirty_from:
-            return False
-        snap = await self._rewrite(topic, queue_id, dirty_from, offset_map, now_ms - policy.delete_retention_ms)
+        job = worker.new_job_id()
+        snap: CompactedSnapshot | None = None
+        try:
+            end, scanned = await self._scan(job, topic, queue_id, dirty_from, stable,
+                                            now_ms - policy.min_compaction_lag_ms)
+            if end <= dirty_from or self._stopping:
+                return False
+            snap = await self._rewrite(job, topic, queue_id, dirty_from, end, now_ms - policy.delete_retention_ms)
+        except Exception:
+            log.exception("compacting %s-%d failed; its compacted log stays as it was", topic, queue_id)
+        finally:
+            if snap is None:  # stopped, failed or nothing to compact: the worker drops the job
+                with contextlib.suppress(Exception):
+                    await worker.call(worker.abandon, job)
         if snap is None:
             return False
         old = self.snapshots.get(key)
@@ -216,12 +229,12 @@ class CompactionService:
             await asyncio.to_thread(_unlink, old.path)
         totals = self.totals
         totals.runs += 1
-        totals.scanned += offset_map.records
+        totals.scanned += scanned
         totals.kept += snap.messages
         totals.bytes_written += snap.size
         totals.seconds += time.monotonic() - started
         log.info("compacted %s-%d up to offset %d: %d messages scanned, %d kept (%d bytes)",
-                 topic, queue_id, snap.end, offset_map.records, snap.messages, snap.size)
+                 topic, queue_id, snap.end, scanned, snap.messages, snap.size)
         return True
 
     async def _chunks(self, topic: str, queue_id: int, start: int, end: int):
@@ -242,59 +255,36 @@ class CompactionService:
                 return
             yield records
 
-    async def _scan(self, topic: str, queue_id: int, start: int, end: int, horizon_ms: int) -> OffsetMap | None:
-        offset_map = OffsetMap(self.max_keys)
+    async def _scan(self, job: int, topic: str, queue_id: int, start: int, end: int,
+                    horizon_ms: int) -> tuple[int, int]:
+        """Pass 1 in the worker: (end of the range it covers, messages scanned)."""
+        await worker.call(worker.begin, job, self.max_keys)
+        scanned_end, scanned = start, 0
         async for records in self._chunks(topic, queue_id, start, end):
-            if await asyncio.to_thread(scan, offset_map, records, horizon_ms):
+            stopped, scanned_end, scanned = await worker.call(worker.scan_chunk, job, records, horizon_ms)
+            if stopped:
                 break
-        return None if self._stopping else offset_map
+        return scanned_end, scanned
 
-    async def _rewrite(self, topic: str, queue_id: int, dirty_from: int, offset_map: OffsetMap,
+    async def _rewrite(self, job: int, topic: str, queue_id: int, dirty_from: int, end: int,
                        tombstone_before_ms: int) -> CompactedSnapshot | None:
-        key = (topic, queue_id)
-        old = self.snapshots.get(key)
-        latest = offset_map.latest
-        writer = await asyncio.to_thread(SnapshotWriter, self._dir(topic, queue_id),
-                                         old.start if old is not None else dirty_from)
-        try:
-            if old is not None:
-                for lo in range(0, old.records, CHUNK_MESSAGES):
-                    if self._stopping:
-                        raise _Stopped
-                    await asyncio.to_thread(_keep_from_snapshot, writer, old, lo, latest, tombstone_before_ms)
-            async for records in self._chunks(topic, queue_id, dirty_from, offset_map.end):
-                await asyncio.to_thread(_keep_all, writer, records, latest, tombstone_before_ms)
-            if self._stopping:
-                raise _Stopped
-            return await asyncio.to_thread(writer.finish, offset_map.end)
-        except BaseException as exc:
-            await asyncio.to_thread(writer.abandon)
-            if isinstance(exc, _Stopped):
-                return None
-            if isinstance(exc, Exception):
-                log.exception("compacting %s-%d failed; its snapshot stays as it was", topic, queue_id)
-                return None
-            raise
-
-
-class _Stopped(Exception):
-    """The broker is stopping: the compaction under way is given up."""
-
-
-def _keep_all(writer: SnapshotWriter, records: list, latest: dict[bytes, int], tombstone_before_ms: int) -> None:
-    for record in records:
-        out = kept(record, latest, tombstone_before_ms)
-        if out is not None:
-            first, last, batch = record_span(out)
-            writer.append(out, first, last, batch, message_count(out))
-
-
-def _keep_from_snapshot(writer: SnapshotWriter, snap: CompactedSnapshot, lo: int,
-                        latest: dict[bytes, int], tombstone_before_ms: int) -> None:
-    index, view = snap.index, snap.view
-    hi = min(lo + CHUNK_MESSAGES, len(index))
-    _keep_all(writer, [view[index.positions[i]:index.positions[i] + index.sizes[i]] for i in range(lo, hi)],
-              latest, tombstone_before_ms)
+        """Pass 2 in the worker: the old snapshot's records and the dirty ones that stay."""
+        old = self.snapshots.get((topic, queue_id))
+        await worker.call(worker.start_writing, job, self._dir(topic, queue_id),
+                          old.start if old is not None else dirty_from, tombstone_before_ms)
+        if old is not None:
+            index = old.index
+            for lo in range(0, old.records, CHUNK_MESSAGES):
+                if self._stopping:
+                    return None
+                hi = min(lo + CHUNK_MESSAGES, old.records)
+                await worker.call(worker.keep_from_snapshot, job, old.path,
+                                  index.positions[lo:hi].tolist(), index.sizes[lo:hi].tolist())
+        async for records in self._chunks(topic, queue_id, dirty_from, end):
+            await worker.call(worker.keep_chunk, job, records)
+        if self._stopping:
+            return None
+        return worker.opened(*await worker.call(worker.finish, job, end))
 
 
 def _unlink(path: str) -> None:
