@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 RECONNECT_S = 1.0  # between attempts (RocketMQ's HAClient waits 5 s; tests want less)
 DIVERGED_RETRY_S = 30.0  # a diverged slave asks again (and logs again) this often
+PROGRESS_INTERVAL_S = 5.0  # a catch-up says where it is this often
 
 
 class Diverged(Exception):
@@ -101,6 +102,7 @@ class HASlave:
             await writer.drain()
             reported = time.monotonic()
             decoder = FrameDecoder()
+            catch_up = _CatchUp(self.master_address, self.config)
             beat_s = self.config.ha_send_heartbeat_interval / 1000
             silent_s = self.config.ha_housekeeping_interval / 1000
             while not stop.is_set():
@@ -121,6 +123,7 @@ class HASlave:
                         if frame.data:
                             store.append_replicated(frame.offset, frame.data)
                             appended = True
+                        catch_up.at(frame.offset, len(frame.data), now)
                         self.master_offset = frame.offset + len(frame.data)
                     if appended or now - reported >= beat_s:
                         writer.write(encode_report(store.commitlog.max_offset))
@@ -151,7 +154,42 @@ class HASlave:
         return {"masterAddress": self.master_address, "connected": self.connected,
                 "slaveOffset": end, "masterOffset": self.master_offset,
                 "lagBytes": max(0, self.master_offset - end) if self.master_offset >= 0 else -1,
-                "lastFrameMs": int(self.last_frame * 1000), "diverged": self.diverged or ""}
+                "lastFrameMs": int(self.last_frame * 1000), "diverged": self.diverged or "",
+                "lagMs": self.store.replica_lag.text()}
+
+
+class _CatchUp:
+    """While the master streams a backlog (full frames: haTransferBatchSize, or up to a
+    segment's end), a log line every PROGRESS_INTERVAL_S with this log's end, the bytes
+    copied and MB/s, and one when a frame is not full (the master sent all it had). How far
+    the master's log ends ahead is the master's to know (RocketMQ's wire does not carry it):
+    rocketport_ha_slave_behind_bytes on its /metrics."""
+
+    def __init__(self, master: str, config: BrokerConfig) -> None:
+        self.master = master
+        self.batch, self.segment = config.ha_transfer_batch_size, config.mapped_file_size_commit_log
+        self.began = self.last = -1.0
+        self.start = 0
+        self.logged = False
+
+    def at(self, offset: int, size: int, now: float) -> None:
+        """A frame of ``size`` bytes at ``offset`` was appended (0: the master's heart-beat)."""
+        end = offset + size
+        if size < self.batch and (size == 0 or end % self.segment):  # the master had no more
+            if self.logged:
+                log.info("HA: caught up with master %s at CommitLog offset %d: %.1f MB in %.1f s, %.1f MB/s",
+                         self.master, end, (end - self.start) / 1e6, now - self.began, self._rate(end, now))
+            self.began, self.logged = -1.0, False
+        elif self.began < 0:
+            self.began = self.last = now
+            self.start = offset
+        elif now - self.last >= PROGRESS_INTERVAL_S:
+            self.last, self.logged = now, True
+            log.info("HA: catching up from master %s: CommitLog offset %d, %.1f MB copied, %.1f MB/s",
+                     self.master, end, (end - self.start) / 1e6, self._rate(end, now))
+
+    def _rate(self, end: int, now: float) -> float:
+        return (end - self.start) / max(now - self.began, 1e-9) / 1e6
 
 
 async def _wait_any(stop: asyncio.Event, changed: asyncio.Event, timeout: float | None) -> None:
