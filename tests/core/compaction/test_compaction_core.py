@@ -93,3 +93,21 @@ def test_the_policy_names_kafka_and_rocketmq_spellings():
     assert not is_compacted({"cleanup.policy": "delete"}) and not is_compacted({})
     policy = CompactionPolicy.of({"min.cleanable.dirty.ratio": "0.2", "delete.retention.ms": "5"})
     assert (policy.min_cleanable_dirty_ratio, policy.delete_retention_ms) == (0.2, 5)
+
+
+def test_max_compaction_lag_compacts_a_queue_whose_dirty_ratio_is_below_the_minimum(small_config):
+    async def main():
+        async with Broker(small_config) as broker:
+            _compacted(broker, "lag")
+            for i in range(20):
+                await broker.put_message(Message("lag", b"a%d" % i, {"KEYS": "k%d" % (i % 4)}, queue_id=0))
+            assert await broker.compaction.run_once() == 1  # nothing clean yet: all dirty
+            await broker.put_message(Message("lag", b"b", {"KEYS": "k0"}, queue_id=0))
+            broker.set_topic_attributes("lag", {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.9"})
+            assert await broker.compaction.run_once() == 0  # 1 dirty of 5
+            await asyncio.sleep(0.01)
+            broker.set_topic_attributes("lag", {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.9",
+                                                "max.compaction.lag.ms": "5"})
+            assert await broker.compaction.run_once() == 1  # its dirty record is older than 5 ms
+            assert [m.body for m in broker.get_messages("lag", 0, 0, 10).messages()] == [b"a17", b"a18", b"a19", b"b"]
+    run(main())
