@@ -10,13 +10,19 @@ Rows (one JSON object per line, see bench/README.md):
   <kind>_<role>_ratio     a role's msg/s over the standalone broker's, with its ``floor``
                           (ASYNC_MASTER 0.9, SYNC_MASTER 0.6: issue 34)
   with ``--baseline REV`` the send rows again with commit REV's code ("code": "baseline")
+  lag_100B_<rate>         an ASYNC_MASTER sent 100 B messages at ``--lag-rate`` msg/s (native client,
+                          sends paced every 5 ms) for ``--lag-seconds``: p50/p99/max of each record's
+                          time from the master's store to the slave's dispatch, as the slave counts it
+                          (its clock at dispatch minus the store timestamp in the record, runtime key
+                          haSlaveLagMs; one machine: one clock), floor p99 5 ms
   catch_up_<size>         a slave started against a master already holding ``--behind-mb`` MB
                           (messages of <size>): MB/s from the slave's start until its log ends
                           where the master's does, with records/s; ``loopback_ceiling`` beside it
                           (one socket, 1 MiB writes, nothing stored)
 
     python bench/replication_bench.py [--messages N] [--concurrency C] [--behind-mb MB]
-                                      [--baseline REV] [--skip-catch-up] [--dir DIR]
+                                      [--lag-rate R] [--lag-seconds S] [--baseline REV]
+                                      [--skip-sends] [--skip-lag] [--skip-catch-up] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -195,6 +201,75 @@ def ratio_rows(rows: list[dict], code: str) -> list[dict]:
     return out
 
 
+def lag_counts(text: str) -> dict[int, int]:
+    return {int(ms): int(n) for ms, n in (pair.split(":") for pair in text.split(",") if pair)}
+
+
+def _lag_pct(counts: dict[int, int], q: float) -> int:
+    total, seen = sum(counts.values()), 0
+    for ms in sorted(counts):
+        seen += counts[ms]
+        if seen >= q * total:
+            return ms
+    return -1
+
+
+async def paced_sends(master: Node, rate: int, seconds: float) -> int:
+    """100 B sends at ``rate`` msg/s for ``seconds``: every 5 ms the sends due, at most 1,000
+    in flight; returns how many were answered."""
+    body = b"x" * 100
+    done = 0
+    room = asyncio.Semaphore(1000)
+    async with Producer(f"127.0.0.1:{master.namesrv_port}", "ha-lag", retry_times_when_send_failed=0) as producer:
+        await producer.send(Message(TOPIC, body))
+
+        async def one() -> None:
+            nonlocal done
+            try:
+                await producer.send(Message(TOPIC, body))
+                done += 1
+            finally:
+                room.release()
+        tasks = set()
+        start = time.perf_counter()
+        sent = 0
+        while (now := time.perf_counter() - start) < seconds:
+            for _ in range(int(now * rate) - sent):
+                await room.acquire()
+                task = asyncio.create_task(one())
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+                sent += 1
+            await asyncio.sleep(0.005)
+        await asyncio.gather(*tasks)
+    return done
+
+
+def lag_case(base: Path, args: argparse.Namespace, env: dict[str, str] | None, code: str) -> dict:
+    root = base / f"{code}-lag"
+    master = Node(root / "m", "brokerRole=ASYNC_MASTER", env=env)
+    slave = Node(root / "s", "brokerRole=SLAVE", "brokerId=1", f"haMasterAddress=127.0.0.1:{master.ha_port}",
+                 "namesrv.enabled=false", "kafka.enabled=false", env=env)
+    try:
+        asyncio.run(until(lambda: in_sync(master)))
+        before = lag_counts(asyncio.run(runtime(slave.port)).get("haSlaveLagMs", ""))
+        sent = asyncio.run(paced_sends(master, args.lag_rate, args.lag_seconds))
+
+        async def caught_up() -> bool:
+            m, sl = await runtime(master.port), await runtime(slave.port)
+            return sl.get("haSlaveOffset") == m.get("commitLogMaxOffset")
+        asyncio.run(until(caught_up))
+        after = lag_counts(asyncio.run(runtime(slave.port)).get("haSlaveLagMs", ""))
+    finally:
+        slave.stop()
+        master.stop()
+    counts = {ms: n - before.get(ms, 0) for ms, n in after.items() if n - before.get(ms, 0)}
+    return {"bench": "ha", "case": f"lag_100B_{args.lag_rate}", "code": code, "value": _lag_pct(counts, 0.99),
+            "unit": "ms p99", "floor": 5, "p50_ms": _lag_pct(counts, 0.5), "max_ms": max(counts, default=-1),
+            "records": sum(counts.values()), "sent": sent, "rate": round(sent / args.lag_seconds),
+            "note": "master store to slave dispatch, the slave's clock minus the record's store timestamp"}
+
+
 async def load(master: Node, megabytes: int, size: int) -> int:
     """Fill the master with ``megabytes`` of ``size``-byte messages (batches of ~256 KiB, 8
     in flight); returns its log end."""
@@ -243,6 +318,7 @@ def catch_up_case(base: Path, size: int, args: argparse.Namespace, env: dict[str
     return {"bench": "ha", "case": f"catch_up_{size}B", "code": code, "floor": 200, "value": round(copied / seconds / 1e6, 1), "unit": "MB/s",
             "bytes": copied, "behind": end, "seconds": round(seconds, 3),
             "records_per_s": round(copied / (size + 120) / seconds), "slave_cpu_s": round(cpu, 2),
+            "slave_cpu_us_per_record": round(cpu * 1e6 / (copied / (size + 120)), 2),
             "note": "from the slave's first answer (start-up over) until its log ends where the master's does"}
 
 
@@ -280,6 +356,9 @@ def main() -> int:
     parser.add_argument("--kafka-messages", type=int, default=400_000)
     parser.add_argument("--baseline", default=None, help="a commit whose code runs the send rows too")
     parser.add_argument("--skip-catch-up", action="store_true")
+    parser.add_argument("--skip-lag", action="store_true")
+    parser.add_argument("--lag-rate", type=int, default=10_000)
+    parser.add_argument("--lag-seconds", type=float, default=10.0)
     parser.add_argument("--skip-sends", action="store_true")
     parser.add_argument("--dir", default=None)
     args = parser.parse_args()
@@ -297,6 +376,9 @@ def main() -> int:
         for code, _ in codes if rows else ():
             for row in ratio_rows(rows, code):
                 print(json.dumps(row), flush=True)
+        if not args.skip_lag:
+            for code, env in codes:
+                print(json.dumps(lag_case(base, args, env, code)), flush=True)
         if not args.skip_catch_up:
             for size in (int(s) for s in args.sizes.split(",")):
                 for code, env in codes:  # the slave runs that code

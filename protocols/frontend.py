@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .histogram import Histogram, Latencies
@@ -44,6 +44,9 @@ class Traffic:
     # rocketmq_rpc_latency): set by the HTTP front-end when it starts, else never recorded
     sizes: Histogram | None = None
     latency: Latencies | None = None
+    # the topics its producers stored to (the console's "written by"): one set addition a
+    # request or run of sends, after the store took it; the API drops deleted topics' names
+    topics: set[str] = field(default_factory=set)
 
 
 @dataclass(slots=True, frozen=True)

@@ -201,6 +201,30 @@ class IndexService:
             f.put_raw(h, phys, store_ts)
         self._dirty.add(f)
 
+    def prefix(self, topic: bytes) -> bytes:
+        """``topic#`` for a topic's bytes as a record stores them (what keys are hashed under)."""
+        return self._prefix(topic)
+
+    def index_record(self, view: memoryview, pos: int, phys: int) -> None:
+        """Index the plain record at ``pos`` of ``view`` (log offset ``phys``) now, for a
+        caller that walks the log itself and moves ``built_offset`` past it (a slave's dispatch)."""
+        self._index_record(view, pos, phys)
+
+    @property
+    def idle_at_record(self) -> bool:
+        """Whether the builder stopped between records (not inside a record batch)."""
+        return self._open is None
+
+    def put_entries(self, entries: list[tuple[int, int, int]]) -> None:
+        """Index ``entries`` ((key hash, phys, store timestamp), in log order) in bulk across
+        full files: how a catching-up slave's dispatch indexes a received chunk
+        (core/store/replica.py). DiskFull as `_put` (the entries before it are written)."""
+        i, n = 0, len(entries)
+        while i < n:
+            f = self._current(entries[i][2])
+            self._dirty.add(f)
+            i = f.put_many(entries, i)
+
     def _prefix(self, topic: bytes) -> bytes:
         """``topic#`` as `lookup` encodes it, for a topic name as a record stores it."""
         prefix = self._prefixes.get(topic)

@@ -46,7 +46,7 @@ from .index_service import IndexService
 from .libc_map import sync_file_system
 from .reader import StoreReader, TagsFilter  # noqa: F401  (TagsFilter: imported from here)
 from .recovery import StoreRecovery
-from .replica import StoreReplica
+from .replica import ReplicaLag, StoreReplica
 from .segment_preparer import SegmentPreparer
 # PutResult and the encoded shapes are imported from here by the facade, the schedule and
 # transaction services and tests
@@ -95,6 +95,7 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreReplica):
         # topic -> what a slave does with each replicated record of that topic (the body):
         # state the master carries in the log (core/ha/offset_log.py)
         self.record_listeners: dict[str, Callable[[memoryview], None]] = {}
+        self.replica_lag = ReplicaLag()  # a slave's master-store-to-dispatch times (replica.py)
         # the lowest CommitLog offset that must outlive retention (core/compaction: the
         # compacted queues' records not yet copied into their compacted logs)
         self.retention_floor: Callable[[], int] | None = None

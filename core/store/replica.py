@@ -15,13 +15,16 @@ This module never assigns queue offsets or writes records of its own: it only co
 from __future__ import annotations
 
 import logging
+import re
 import struct
 from typing import Callable
+from zlib import crc32
 
-from rocketport.common.message import INNER_BATCH_FLAG, TAGS_NEEDLES, property_bytes
+from rocketport.common.message import INNER_BATCH_FLAG
 from rocketport.common.tags import tags_code_of_value
 
-from ..errors import StoreUnavailable
+from ..errors import DiskFull, StoreUnavailable
+from .commitlog import now_ms
 from .consume_queue import CQ_ENTRY, CQ_ENTRY_SIZE
 from .dispatch import StoreDispatch, _Dispatch
 from .record import (
@@ -39,13 +42,37 @@ from .record import (
 log = logging.getLogger(__name__)
 
 # A record's fields a plain record's dispatch needs, from its queue id (offset 12) to its body
-# length (84): queue id, (flag), queue offset, physical offset, sys flag, (born..prepared), body length.
-_PLAIN_FIELDS = struct.Struct(">i4xqqi44xi")
+# length (84): queue id, (flag), queue offset, physical offset, sys flag, (born time and host),
+# store timestamp, (store host, reconsume times, prepared offset), body length.
+_PLAIN_FIELDS = struct.Struct(">i4xqqi16xq20xi")
+# The properties a plain record's dispatch reads, in one pass over its encoded properties:
+# TAGS (its tags code) and the index's keys (as core/store/index_service.py reads them; a
+# name repeated: the last wins, as property_bytes answers).
+_DISPATCHED_PROPS = re.compile(rb"(?:^|\x02)(TAGS|KEYS|UNIQ_KEY|DEDUP_KEY)\x01([^\x02]*)")
+_TAGS, _KEYS, _UNIQ_KEY, _DEDUP_KEY = b"TAGS", b"KEYS", b"UNIQ_KEY", b"DEDUP_KEY"
+_HASH_MASK = 0x7FFFFFFF  # index_file.key_hash's
 # Pure caches of the fast path (cleared past _CACHED entries): a topic's bytes -> its name,
 # a TAGS value (undecoded, None for none) -> its tags code.
 _TOPIC_NAMES: dict[bytes, str] = {}
 _TAGS_CODES: dict[bytes | None, int] = {}
 _CACHED = 4096
+
+
+LAG_BUCKETS = 1001  # ms 0..999, and 1000 for a second or more
+
+
+class ReplicaLag:
+    """How long each record took from the master's store to this slave's dispatch, in ms
+    buckets: the slave's wall clock at dispatch minus the store timestamp the master wrote
+    into the record (meaningful with the two clocks in step: one machine, or NTP's few ms).
+    Counted for the plain records dispatch reads the fields of (the others are rare)."""
+
+    def __init__(self) -> None:
+        self.counts = [0] * LAG_BUCKETS
+
+    def text(self) -> str:
+        """``ms:count`` of every non-empty bucket, comma-separated (runtime info)."""
+        return ",".join(f"{ms}:{n}" for ms, n in enumerate(self.counts) if n)
 
 
 class ReplicaMismatch(StoreUnavailable):
@@ -58,6 +85,7 @@ class StoreReplica(StoreDispatch):
 
     # recovery's rule, StoreRecovery's method (the store is made of both): declared here
     _dispatch_from_record: Callable[[int, RecordInfo], _Dispatch]
+    replica_lag: ReplicaLag  # made in MessageStore.__init__
 
     def append_replicated(self, offset: int, data: bytes | memoryview) -> int:
         """Write ``data`` (the master's log from ``offset``) at the log's end and dispatch
@@ -82,10 +110,35 @@ class StoreReplica(StoreDispatch):
     def _dispatch_replicated(self) -> None:
         """Dispatch every whole record from ``dispatched_offset`` to the log's end; a record
         cut by the last frame waits for the next one. A queue's consecutive records go to
-        its ConsumeQueue as one run (one put, one wake-up), as a put's would."""
+        its ConsumeQueue as one run (one put, one wake-up), as a put's would.
+
+        While the key index has caught up with dispatch, the records dispatched here are
+        indexed here too, from the properties already read for their tags code, and the
+        chunk's keys written in one bulk put (IndexService.put_entries), instead of the
+        index builder walking and parsing every record again (~8 us a record: every native
+        message has a UNIQ_KEY); a Kafka record batch leaves that to the builder, which then
+        walks from it."""
         cl = self.commitlog
         end = cl.max_offset
         phys = max(self.dispatched_offset, cl.min_offset)
+        index = self.index
+        inline = index.enabled and index.built_offset == phys and index.idle_at_record
+        keyed: list[tuple[int, int, int]] = []  # (key hash, phys, store timestamp) of this call
+
+        def put_keys(record: int = -1) -> bool:
+            """Write ``keyed`` (and index the record at view position ``record``); False on a
+            full disk: the builder indexes again from ``built_offset`` and pauses as it does."""
+            try:
+                index.put_entries(keyed)
+                if record >= 0:
+                    index.index_record(view, record, base + record)
+            except DiskFull:
+                return False
+            finally:
+                keyed.clear()
+            return True
+        prefixes: dict[bytes, bytes] = {}
+        find_props = _DISPATCHED_PROPS.findall
         listeners = self.batch_listeners
         runs: dict[tuple[str, int], list] = {}  # queue -> [first queue offset, entries, end]
         unpack = SIZE_MAGIC.unpack_from
@@ -93,6 +146,8 @@ class StoreReplica(StoreDispatch):
         record_listeners = self.record_listeners
         ruled = self.ruled_topics  # their tags code is not the TAGS hash: recovery's full rule
         fields, props_len_of, pack_entry = _PLAIN_FIELDS.unpack_from, PROPS_LEN.unpack_from, CQ_ENTRY.pack
+        add_key = keyed.append
+        lags, now = self.replica_lag.counts, now_ms()
         topic_names, codes = _TOPIC_NAMES, _TAGS_CODES
         if len(topic_names) > _CACHED or len(codes) > _CACHED:
             topic_names.clear()
@@ -123,7 +178,7 @@ class StoreReplica(StoreDispatch):
                         return  # cut by the frame: the rest comes next
                     topic, topic_end = None, 0
                     if magic == MESSAGE_MAGIC_CODE and total >= FIXED_SIZE:
-                        queue_id, queue_offset, record_phys, sys_flag, body_len = fields(view, pos + 12)
+                        queue_id, queue_offset, record_phys, sys_flag, store_ts, body_len = fields(view, pos + 12)
                         count = 1
                         p = pos + HEADER_SIZE + body_len
                         topic_end = p + 1 + view[p] if 0 <= body_len <= total - FIXED_SIZE else 0
@@ -138,12 +193,31 @@ class StoreReplica(StoreDispatch):
                                 or record_phys != base + pos):
                             topic = None  # recovery's rule, which says what is wrong
                     if topic is not None:  # a plain record: its entry without decoding its properties
-                        if props_len:
-                            tags = property_bytes(view[topic_end + 2:topic_end + 2 + props_len].tobytes(),
-                                                  TAGS_NEEDLES)
+                        lag = now - store_ts
+                        lags[lag if 0 <= lag < LAG_BUCKETS else (0 if lag < 0 else LAG_BUCKETS - 1)] += 1
+                        pairs = find_props(view[topic_end + 2:topic_end + 2 + props_len].tobytes()) \
+                            if props_len else None
+                        if pairs:
+                            named = dict(pairs)
+                            tags = named.get(_TAGS)
                             code = codes.get(tags)
                             if code is None:
                                 code = codes[tags] = tags_code_of_value(tags)
+                            if inline and len(named) > (tags is not None):  # a key to index
+                                if _DEDUP_KEY in named:  # the builder's rule for a batch send's run
+                                    inline = put_keys(pos)
+                                else:
+                                    prefix = prefixes.get(topic_bytes)
+                                    if prefix is None:
+                                        prefix = prefixes[topic_bytes] = index.prefix(topic_bytes)
+                                    keys = named.get(_KEYS)
+                                    if keys:
+                                        for k in keys.split(b" "):
+                                            if k:
+                                                add_key((crc32(prefix + k) & _HASH_MASK, record_phys, store_ts))
+                                    uniq = named.get(_UNIQ_KEY)
+                                    if uniq:
+                                        add_key((crc32(prefix + uniq) & _HASH_MASK, record_phys, store_ts))
                         else:
                             code = 0
                         entries = pack_entry(base + pos, total, code)
@@ -157,6 +231,13 @@ class StoreReplica(StoreDispatch):
                         if info.physical_offset != base + pos:
                             raise ReplicaMismatch(f"offset {base + pos}: the record says {info.physical_offset}")
                         d = dispatch_from_record(base + pos, info)
+                        if inline:  # the index's order is the log's: the keys so far first
+                            if info.sys_flag & INNER_BATCH_FLAG:  # a record batch: the builder's
+                                if put_keys():  # else the builder walks from where it was
+                                    index.built_offset = base + pos
+                                inline = False
+                            else:
+                                inline = put_keys(pos)
                         if info.topic in record_listeners:  # state carried in the log (core/ha/offset_log.py)
                             record_listeners[info.topic](view[pos + info.body_offset:
                                                               pos + info.body_offset + info.body_length])
@@ -184,6 +265,8 @@ class StoreReplica(StoreDispatch):
             for key, run in runs.items():
                 self._dispatch_run(key, run)
             self.dispatched_offset = max(self.dispatched_offset, phys)  # past what was dispatched
+            if inline and put_keys():
+                index.built_offset = self.dispatched_offset
 
     def _dispatch_run(self, key: tuple[str, int], run: list) -> None:
         first, entries, end, count = run

@@ -146,6 +146,7 @@ class PublishHandlers:
             return
         if route.limited is not None and not admitted and self._admit(channel, event, route):
             return
+        session.front_end.traffic.topics.add(topic)  # a run of publishes: one addition
         properties = route.properties
         if channel.tx:
             for body in bodies:
@@ -232,6 +233,7 @@ class PublishHandlers:
             return
         session = self.session
         require(session.account, topic, PUB)
+        session.front_end.traffic.topics.add(topic)
         tail = self._tails.get(routing_key)
         if tail is None:
             if len(self._tails) >= _ROUTES_MAX:

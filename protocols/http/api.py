@@ -132,15 +132,29 @@ class Api:
             queues.setdefault(topic, []).append((queue_id, low, high))
         return queues
 
+    def _writers(self, names: Sequence[str]) -> list[tuple[str, set[str]]]:
+        """Each front-end's name and the topics its producers wrote to since start
+        (`Traffic.topics`), without deleted topics' names (dropped here, not on the hot path)."""
+        written, existing = [], set(names)
+        for fe in self.front_ends:
+            traffic = getattr(fe, "traffic", None)
+            if traffic is not None and fe.name != "http":
+                if not traffic.topics <= existing:
+                    traffic.topics &= existing
+                written.append((fe.name, traffic.topics))
+        return written
+
     def topics(self) -> dict[str, Any]:
         queues = self._queues()
         names = self.broker.topic_names()
+        writers = self._writers(names)
         out = []
         for name in names[:MAX_ITEMS]:
             held, config = queues.get(name, ()), self.broker.get_topic(name)
             # its configured queues, or those the store holds (a topic deleted, its queues kept)
             out.append({"topic": name, "queues": config.queue_nums if config is not None else len(held),
-                        "messages": sum(high for _, _, high in held)})
+                        "messages": sum(high for _, _, high in held),
+                        "writtenBy": [fe for fe, topics in writers if name in topics]})
         return {"topics": out, "total": len(names)}
 
     def topic(self, topic: str) -> dict[str, Any]:
@@ -153,6 +167,7 @@ class Api:
             held.setdefault(q, (0, 0))
         return {"topic": topic, "readQueueNums": config.read_queue_nums,
                 "writeQueueNums": config.write_queue_nums, "perm": config.perm,
+                "writtenBy": [fe for fe, topics in self._writers(self.broker.topic_names()) if topic in topics],
                 "queues": [{"queueId": q, "minOffset": low, "maxOffset": high,
                             "lastStoreTimestamp": self.broker.last_store_timestamp(topic, q) if high else 0}
                            for q, (low, high) in sorted(held.items())],

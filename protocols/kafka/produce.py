@@ -289,6 +289,7 @@ class ProduceHandler:
         traffic = self.traffic
         traffic.messages_in += batch.count
         traffic.bytes_in += len(batch.view)
+        traffic.topics.add(topic)
         if traffic.sizes is not None and batch.count:
             traffic.sizes.observe_batch(len(batch.view), batch.count)
         return ErrorCode.NONE, result.queue_offset

@@ -250,6 +250,7 @@ class BrokerHandlers:
         stored, size = len(result.record_offsets) or 1, len(request.body or b"")
         traffic.messages_in += stored
         traffic.bytes_in += size
+        traffic.topics.add(h.topic)
         if traffic.sizes is not None:
             traffic.sizes.observe_batch(size, stored)
         # as RocketMQ: a batch's is the batch's own key (the client holds its messages' keys)

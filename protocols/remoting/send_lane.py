@@ -119,10 +119,12 @@ class SendLane:
             log.exception("send lane failed for %d sends from %s:%d", len(taken), *session.peer)
             results = [exc] * len(taken)
         stored = size = 0
+        written = self.traffic.topics  # one addition a request, as the handlers'
         for (send, _, _), result in zip(taken, results):
             if type(result) is tuple:
                 stored += 1
                 size += len(send.bodies[0])
+                written.add(send.topic)
         if stored:
             session.produces = True
             traffic = self.traffic

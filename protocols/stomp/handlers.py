@@ -31,12 +31,13 @@ class StompHandlers:
     """One connection's handlers, after its CONNECT was accepted."""
 
     def __init__(self, broker: Broker, login: Login, peer: tuple[str, int],
-                 serials: itertools.count, write: Write, write_paused: Callable[[], bool]) -> None:
+                 serials: itertools.count, write: Write, write_paused: Callable[[], bool],
+                 written: set[str]) -> None:
         dests = Destinations()
-        self.publish = Publisher(broker, login.account, dests, peer)
+        self.publish = Publisher(broker, login.account, dests, peer, written)
         self.deliver = Deliverer(broker, login.account, login.version, dests, serials, write,
                                  write_paused)
-        self.transactions = tx = Transactions(broker, self.publish, self.deliver)
+        self.transactions = tx = Transactions(self.publish, self.deliver)
         self.table: dict[str, Handler] = {
             "SEND": self._send, "SUBSCRIBE": self.deliver.subscribe,
             "UNSUBSCRIBE": self.deliver.unsubscribe, "ACK": self._ack, "NACK": self._nack,

@@ -63,8 +63,9 @@ class Publisher:
     """One connection's SENDs, as its account may make them."""
 
     def __init__(self, broker: Broker, account: Account | None, dests: Destinations,
-                 peer: tuple[str, int]) -> None:
+                 peer: tuple[str, int], written: set[str]) -> None:
         self.broker = broker
+        self.written = written  # the front-end's topics written to (Traffic.topics)
         self.account = account
         self.dests = dests
         self.peer = peer
@@ -75,7 +76,11 @@ class Publisher:
 
     async def send(self, frame: Frame) -> None:
         """A SEND outside the plain-send lane (or one the lane left to its handler)."""
-        await self.broker.put_message(self.message(frame))
+        await self.store(self.message(frame))
+
+    async def store(self, message: Message) -> None:
+        await self.broker.put_message(message)
+        self.written.add(message.topic)
 
     def message(self, frame: Frame) -> Message:
         """A SEND frame as the message to store (checked)."""
@@ -142,6 +147,8 @@ class Publisher:
                 sends.append(PlainSend(plan.topic, plan.queue_id, plan.encoded, [], peer))
             sends[-1].bodies.append(body)
         put = self.broker.put_plain(sends, durable=self._sync and any(r is not None for r in receipts))
+        if put.later is not None or (put.stored and type(put.stored[0]) is tuple):  # one topic a run
+            self.written.add(sends[0].topic)
         stored: Outcome = _STORED if put.durable is None else put.durable
         if put.durable is not None:
             put.durable.add_done_callback(on_done)

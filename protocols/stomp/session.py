@@ -337,7 +337,8 @@ class StompSession(OrderedSession[_Pending]):
             self._fail(error_message(exc), receipt)
             return
         self.handlers = StompHandlers(self.ctx.broker, login, self.peer, self.ctx.serials,
-                                      self._write_messages, lambda: self._write_paused)
+                                      self._write_messages, lambda: self._write_paused,
+                                      self.ctx.traffic.topics)
         self._backlog.extend(self.conn.negotiated(login.version))
         self._beat_send, self._beat_receive = login.beat_send_ms, login.beat_receive_ms
         reply = {"version": login.version, "server": SERVER_NAME, "session": f"session-{self.serial}",

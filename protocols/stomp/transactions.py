@@ -8,8 +8,6 @@ ACKs and NACKs through the deliverer. ABORT forgets them. Nothing is written her
 
 from __future__ import annotations
 
-from rocketport.core.broker import Broker
-
 from .codec import Frame
 from .deliver import Deliverer
 from .errors import StompError
@@ -19,8 +17,7 @@ from .publish import Publisher
 class Transactions:
     """One connection's open transactions, by name."""
 
-    def __init__(self, broker: Broker, publish: Publisher, deliver: Deliverer) -> None:
-        self._broker = broker
+    def __init__(self, publish: Publisher, deliver: Deliverer) -> None:
         self._publish = publish
         self._deliver = deliver
         self._open: dict[str, list[Frame]] = {}
@@ -48,7 +45,7 @@ class Transactions:
         sends = iter(messages)
         for f in frames:
             if f.command == "SEND":
-                await self._broker.put_message(next(sends))
+                await self._publish.store(next(sends))
             elif f.command == "ACK":
                 self._deliver.ack(f)
             else:

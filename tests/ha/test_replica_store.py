@@ -98,6 +98,31 @@ def test_the_slave_log_is_the_masters_and_dispatched_as_the_master_did(tmp_path)
     run(scenario())
 
 
+def test_the_slave_indexes_keys_as_it_dispatches_a_record_batch_left_to_the_builder(tmp_path):
+    """The slave indexes each received chunk's KEYS and UNIQ_KEY in its dispatch (one bulk put
+    a chunk); a Kafka record batch between keyed messages is left to the index builder, which
+    walks from it until dispatch may index again: every key is found on the slave."""
+    async def scenario() -> None:
+        mc, sc = configs(tmp_path, free_port())
+        async with Broker(mc) as master, Broker(sc) as slave:
+            def keyed(i: int) -> Message:
+                return Message("U", b"u-%d" % i * 20, {"UNIQ_KEY": f"U{i:08d}", "KEYS": f"k{i} j{i}", "TAGS": "t"},
+                               0, i % 2)
+            for i in range(0, 400, 50):
+                await master.put_messages([keyed(j) for j in range(i, i + 50)])
+            batch = build_batch([Record(i, 0, b"bk%d" % i, b"v") for i in range(3)], base_timestamp=1)
+            await master.put_record_batch("K", 0, batch, 3)
+            await master.put_messages([keyed(i) for i in range(400, 500)])
+            await caught_up(master, slave)
+            slave.create_topic("U")
+            slave.create_topic("K")
+            for i in (0, 49, 50, 333, 399, 400, 499):
+                assert slave.message_by_unique_key("U", f"U{i:08d}").body == b"u-%d" % i * 20
+                assert [m.uniq_key for m in slave.query_by_key("U", f"j{i}")] == [f"U{i:08d}"]
+            assert slave.query_by_key("K", "bk2")
+    run(scenario())
+
+
 def test_a_slave_ahead_of_its_master_is_refused_or_truncated_when_told(tmp_path):
     async def scenario() -> None:
         port = free_port()

@@ -20,6 +20,7 @@ from tests.observe.metrics_support import (
     kafka_consume,
     metrics_url,
     remoting_produce,
+    stomp_produce,
 )
 from tests.protocols.stomp.stomp_support import connect as stomp_connect
 from tests.support.live_broker import LiveBroker, start_live_broker
@@ -67,12 +68,35 @@ def test_topics_and_one_topic(live):
     status, body = get(live, "/api/topics")
     assert status == 200
     topics = {t["topic"]: t for t in body["topics"]}
-    assert topics["ApiT"] == {"topic": "ApiT", "queues": 1, "messages": 8}
+    assert topics["ApiT"] == {"topic": "ApiT", "queues": 1, "messages": 8, "writtenBy": ["kafka"]}
+    assert topics["ApiNative"]["writtenBy"] == ["remoting"]
     status, topic = get(live, "/api/topics/ApiT")
     assert status == 200
     assert topic["queues"][0]["minOffset"] == 0 and topic["queues"][0]["maxOffset"] == 8
     assert "ApiG" in topic["groups"]
     assert get(live, "/api/topics/NoSuchTopic")[0] == 404
+
+
+def test_which_protocols_wrote_each_topic(live):
+    """One topic written over Kafka, remoting and STOMP names all three; a deleted topic's
+    writers are forgotten, so the same name made again starts with none."""
+    producer = Producer({"bootstrap.servers": live.bootstrap})
+    producer.produce("ApiShared", b"over kafka")
+    assert producer.flush(TIMEOUT) == 0
+    remoting_produce(live, "ApiShared", 2)
+    stomp_produce(live, "/queue/ApiShared", 3)
+    topic = get(live, "/api/topics/ApiShared")[1]
+    assert sorted(topic["writtenBy"]) == ["kafka", "remoting", "stomp"]
+    assert sum(q["maxOffset"] for q in topic["queues"]) == 6
+    listed = {t["topic"]: t for t in get(live, "/api/topics")[1]["topics"]}
+    assert sorted(listed["ApiShared"]["writtenBy"]) == ["kafka", "remoting", "stomp"]
+
+    remoting_produce(live, "ApiGone", 1)
+    assert get(live, "/api/topics/ApiGone")[1]["writtenBy"] == ["remoting"]
+    live.call(lambda: live.server.broker.delete_topic("ApiGone"))
+    assert "ApiGone" not in {t["topic"] for t in get(live, "/api/topics")[1]["topics"]}
+    live.call(lambda: live.server.broker.create_topic("ApiGone"))
+    assert get(live, "/api/topics/ApiGone")[1]["writtenBy"] == []
 
 
 def test_groups_with_their_lag(live):

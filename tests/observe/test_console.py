@@ -30,6 +30,8 @@ from tests.observe.metrics_support import (
     amqp_produce,
     kafka_consume,
     metrics_url,
+    remoting_produce,
+    stomp_produce,
 )
 from tests.support.live_broker import LiveBroker, start_live_broker
 
@@ -55,6 +57,8 @@ def live(tmp_path_factory) -> Iterator[LiveBroker]:
         kafka_consume(broker, "ConsoleT", HOSTILE_GROUP, 12)
         amqp_produce(broker, "console.q", 7)
         amqp_consume(broker, "console.q", 3)  # the queue's group: lag 4
+        stomp_produce(broker, "/queue/ConsoleMixed", 2)  # one topic, two protocols
+        remoting_produce(broker, "ConsoleMixed", 1)
         yield broker
     finally:
         broker.stop()
@@ -110,8 +114,13 @@ def test_overview_and_a_topic_made_over_kafka(live, browser):
     assert row_of(browser, "amqp")["in"] == "7"
     open_page(browser, live, "topics", "topics")
     assert row_of(browser, "ConsoleT")["messages"] == "12"
+    # which protocols wrote each topic
+    assert row_of(browser, "ConsoleT")["writtenBy"] == "kafka"
+    assert row_of(browser, "console.q")["writtenBy"] == "amqp"
+    assert sorted(row_of(browser, "ConsoleMixed")["writtenBy"].split()) == ["remoting", "stomp"]
     browser.find_element(By.LINK_TEXT, "ConsoleT").click()
     wait_text(browser, "#page h1 .name", "ConsoleT")
+    assert browser.find_element(By.CSS_SELECTOR, '[data-card="writtenBy"] .value').text == "kafka"
     offsets = [int(e.text) for e in browser.find_elements(By.CSS_SELECTOR, '#page td[data-col="maxOffset"]')]
     assert len(offsets) == 4 and sum(offsets) == 12  # auto-created: four queues
     assert severe_logs(browser) == []
@@ -126,6 +135,10 @@ def test_groups_lag_side_by_side_with_their_members(live, browser):
         open_page(browser, live, "groups", "groups")
         kafka, amqp = row_of(browser, "ConsoleG"), row_of(browser, "console.q")
         assert kafka["lag"] == "1" and amqp["lag"] == "4"
+        # the lag chart: a line per group furthest behind, each named with its lag now
+        wait_text(browser, "#page .legend span", "console.q 4")
+        wait_text(browser, "#page .legend span", "ConsoleG 1")
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#page svg.chart polyline")) >= 2
         assert amqp["amqp"] == "1" and kafka["kafka"] == ""  # the Kafka consumer has closed
         browser.find_element(By.LINK_TEXT, "console.q").click()
         wait_text(browser, '[data-card="lag"] .value', "4")

@@ -87,6 +87,9 @@ export class LiveChart {
   }
 
   push(values) {
+    for (const [name, points] of this.series) { // a series gone from the values and flat at 0 leaves
+      if (!Object.hasOwn(values, name) && points.every((v) => v === 0)) this.series.delete(name);
+    }
     for (const [name, value] of Object.entries(values)) {
       if (!this.series.has(name)) this.series.set(name, []);
     }

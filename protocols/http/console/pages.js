@@ -5,6 +5,7 @@ import { LiveChart, badge, bytes, card, duration, h, link, num, table, time } fr
 
 const PROTOCOLS = ["remoting", "kafka", "amqp", "stomp"];
 const REFRESH_MS = 2000;
+const CHARTED_GROUPS = 8;
 
 function lagCell(lag) {
   return h("span", { class: lag > 0 ? "lag-high" : null }, num(lag));
@@ -169,6 +170,7 @@ async function topics(route) {
     { title: "Topic", key: "topic", cell: (t) => link(["topics", t.topic], t.topic) },
     { title: "Queues", num: true, cell: (t) => num(t.queues) },
     { title: "Messages", key: "messages", num: true, cell: (t) => num(t.messages) },
+    { title: "Written by", key: "writtenBy", cell: (t) => writers(t.writtenBy) },
   ], rows, "no topic");
   return h("section", {}, h("h1", {}, `Topics (${num(data.total)})`),
     h("h2", {}, "Create or update a topic"), createTopicForm(),
@@ -176,12 +178,17 @@ async function topics(route) {
     filtered(data.topics, "filter topics", (t) => t.topic, render));
 }
 
+/** The protocols whose producers wrote to a topic since the broker started, as badges. */
+function writers(protocols) {
+  return protocols.length ? protocols.map((p, i) => [i ? " " : "", badge(p)]) : h("span", { class: "muted" }, "–");
+}
+
 async function topic(name) {
   const t = await get(["topics", name]);
   return h("section", {},
     h("h1", {}, "Topic ", h("span", { class: "name" }, t.topic)),
     h("div", { class: "cards" }, card("Read queues", t.readQueueNums), card("Write queues", t.writeQueueNums),
-      card("Permission", t.perm)),
+      card("Permission", t.perm), card("Written by", writers(t.writtenBy), "writtenBy")),
     h("h2", {}, "Queues"),
     table([
       { title: "Queue", cell: (q) => q.queueId }, { title: "Min offset", num: true, cell: (q) => num(q.minOffset) },
@@ -205,8 +212,15 @@ async function groups(route, ctx) {
     ...PROTOCOLS.map((p) => ({ title: p, key: p, num: true, cell: (g) => (g.members[p] ? num(g.members[p]) : "") })),
     { title: "Topics", cell: (g) => g.topics.map((t, i) => [i ? ", " : "", link(["topics", t], t)]) },
   ], rows, "no consumer group");
+  // the groups furthest behind, sampled from the API while the page is open
+  const chart = new LiveChart(`Lag of the ${CHARTED_GROUPS} groups furthest behind (messages)`);
+  const sample = (d) => chart.push(Object.fromEntries([...d.groups].sort((a, b) => b.lag - a.lag)
+    .slice(0, CHARTED_GROUPS).map((g) => [g.group, g.lag])));
+  sample(data);
+  ctx.every(REFRESH_MS, async () => sample(await get(["groups"])));
   return h("section", {}, h("h1", {}, `Consumer groups (${num(data.total)})`),
     h("p", { class: "muted" }, "One group's lag whatever protocol it consumes over; the protocol columns count its members connected now."),
+    chart.node,
     filtered(data.groups, "filter groups", (g) => g.group, render));
 }
 
