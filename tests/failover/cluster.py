@@ -75,8 +75,9 @@ def send_many(namesrv: str, topic: str, bodies: list[bytes]) -> list[bytes]:
     return asyncio.run(send())
 
 
-def read_all(namesrv: str, topic: str, group: str, want: int, timeout_s: float = 30) -> list[bytes]:
-    """Every body of ``topic`` from the start, polled until ``want`` came or the time is up."""
+def read_all(namesrv: str, topic: str, group: str, wanted: list[bytes], timeout_s: float = 30) -> list[bytes]:
+    """Every body of ``topic`` from the start: polled until all of ``wanted`` came (or the
+    time is up), then until a poll finds nothing more (so duplicates show)."""
     async def read():
         bodies: list[bytes] = []
         async with PullConsumer(group, namesrv, consume_from="first") as consumer:
@@ -84,7 +85,15 @@ def read_all(namesrv: str, topic: str, group: str, want: int, timeout_s: float =
             consumer.assign(queues)
             loop = asyncio.get_running_loop()
             deadline = loop.time() + timeout_s
-            while len(bodies) < want and loop.time() < deadline:
-                bodies.extend(bytes(m.body) for m in await consumer.poll(0.5, 256))
+            missing = set(wanted)
+            while missing and loop.time() < deadline:
+                batch = [bytes(m.body) for m in await consumer.poll(0.5, 256)]
+                bodies.extend(batch)
+                missing.difference_update(batch)
+            for _ in range(1000):  # bounded: a poll finds nothing within 0.5 s long before
+                batch = [bytes(m.body) for m in await consumer.poll(0.5, 256)]
+                if not batch:
+                    break
+                bodies.extend(batch)
         return bodies
     return asyncio.run(read())

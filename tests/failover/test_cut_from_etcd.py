@@ -68,7 +68,7 @@ def test_a_master_cut_from_etcd_fences_itself_and_follows_after_the_cut_heals(tm
         wait_for(lambda: in_sync_set(endpoints) == [1, 2, 3], timeout=10 * TTL_S,
                  what="the old master back in sync as a slave")
         assert leader_id(endpoints) == new
-        read = read_all(namesrv, TOPIC, "cut-reader", len(acked))
+        read = read_all(namesrv, TOPIC, "cut-reader", acked)
         assert set(acked) <= set(read) <= sent and len(read) == len(set(read))
     finally:
         for n in nodes:

@@ -78,7 +78,7 @@ def test_a_master_resumed_after_its_successor_was_elected_accepts_no_write(tmp_p
         more = [b"more-%04d" % i for i in range(50)]
         sent.update(more)
         acked += send_many(namesrv, TOPIC, more)
-        read = read_all(namesrv, TOPIC, "frozen-reader", len(acked))
+        read = read_all(namesrv, TOPIC, "frozen-reader", acked)
         assert set(acked) <= set(read) <= sent and len(read) == len(set(read))
         wait_for(lambda: in_sync_set(endpoints) == [1, 2, 3], timeout=10 * TTL_S,
                  what="the old master back in sync as a slave")

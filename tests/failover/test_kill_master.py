@@ -43,7 +43,7 @@ def test_a_killed_master_is_replaced_by_its_in_sync_slave_and_no_ack_is_lost(tmp
         more = [b"more-%04d" % i for i in range(50)]
         sent.update(more)
         acked += after + send_many(namesrv, TOPIC, more)
-        read = read_all(namesrv, TOPIC, "failover-reader", len(acked))
+        read = read_all(namesrv, TOPIC, "failover-reader", acked)
         assert set(acked) <= set(read) <= sent  # every acknowledged message, nothing made up
         assert len(read) == len(set(read))  # each once
         one.broker.start()  # comes back as the new master's slave
