@@ -224,10 +224,9 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
                                 name="producer-state-snapshots")
         self._tasks.create_task(run_every(self.config.client_scan_interval / 1000, self._scan_clients,
                                           self._stop, name="client scan"), name="scan-clients")
-        if writes:  # a slave's compacted logs: not built yet (it reads its CommitLog)
-            self._tasks.create_task(run_every(
-                self.config.compaction_schedule_internal / 1000, self.compaction.run_once, self._stop,
-                name="compacting topics"), name="compaction")
+        self._tasks.create_task(run_every(  # passes only while a master (core/compaction)
+            self.config.compaction_schedule_internal / 1000, self.compaction.run_once, self._stop,
+            name="compacting topics"), name="compaction")
         self.running = True
 
     async def _start_master_services(self) -> None:

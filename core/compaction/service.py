@@ -162,8 +162,10 @@ class CompactionService:
 
     # ---------------------------------------------------------------- the schedule
     async def run_once(self) -> int:
-        """One pass: compact each compacted queue that is due; returns how many were."""
-        if not self.config.enable_compaction:
+        """One pass: compact each compacted queue that is due; returns how many were. A
+        slave compacts nothing: its compacted logs are not replicated yet, so it keeps its
+        compacted queues' records in its CommitLog (the retention pin) until it is master."""
+        if not self.config.enable_compaction or self.store.slave:
             return 0
         now_s = self.wall_clock()
         expiring = self._expiring_end(now_s)
