@@ -105,6 +105,10 @@ class Election:
                 await self._step()
             except EtcdError as exc:
                 self._log_once(f"etcd: {exc}")
+            except Exception:  # a role change that failed half-way: not a master then
+                log.exception("election: a step failed")
+                if self.is_master:
+                    await self._step_down("a step of the election failed")
             if self.is_master and time.monotonic() > self.store.write_deadline:
                 await self._step_down("its lease could not be renewed in time: fenced")
             try:
@@ -125,6 +129,8 @@ class Election:
 
     async def _step(self) -> None:
         await self._keep_lease()
+        if not self.lease:  # lost just now: the next step asks for a new one
+            return
         kv = await self.client.get(self.key_leader)
         leader = Leader.decode(kv.value) if kv is not None else None
         if self.is_master:
