@@ -123,6 +123,28 @@ def test_the_slave_indexes_keys_as_it_dispatches_a_record_batch_left_to_the_buil
     run(scenario())
 
 
+def test_a_topic_created_or_deleted_on_the_master_follows_on_the_slave_through_the_log(tmp_path):
+    """Topic changes ride the replicated log (core/ha/metadata_log.py): in process there is no
+    SlaveSynchronize, so the slave learns them from the log alone, durably (a restart keeps them)."""
+    async def scenario() -> None:
+        mc, sc = configs(tmp_path, free_port())
+        async with Broker(mc) as master, Broker(sc) as slave:
+            await caught_up(master, slave)
+            master.create_topic("Fresh", read_queue_nums=3, write_queue_nums=3)
+            master.create_topic("Gone")
+
+            async def topics(wanted: set[str], unwanted: set[str] = frozenset()) -> None:
+                while not (wanted <= set(slave.topics.table) and not unwanted & set(slave.topics.table)):
+                    await asyncio.sleep(0.01)
+            await asyncio.wait_for(topics({"Fresh", "Gone"}), 10)
+            assert slave.topics.get("Fresh").to_json() == master.topics.get("Fresh").to_json()
+            master.delete_topic("Gone")
+            await asyncio.wait_for(topics({"Fresh"}, {"Gone"}), 10)
+        async with Broker(sc) as slave:
+            assert "Fresh" in slave.topics.table and "Gone" not in slave.topics.table
+    run(scenario())
+
+
 def test_a_slave_ahead_of_its_master_is_refused_or_truncated_when_told(tmp_path):
     async def scenario() -> None:
         port = free_port()
