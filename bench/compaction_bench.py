@@ -5,8 +5,10 @@ Rows (one JSON object each):
 - ``compaction_records_per_s``: the cleaner alone, in this process (a Broker facade, no
   network): a one-partition compacted topic of ``--records`` Kafka records (batches of 1,000,
   100 B values) over ``--keys`` keys, compacted once from nothing dirty-free (both passes,
-  the new compacted log fsynced); records scanned per second of wall time, with the CPU
-  seconds (every thread) and the compacted log's size. ``recompaction_records_per_s``: the
+  the new compacted log fsynced); records scanned per second of wall time, with the broker
+  process's CPU seconds (the worker process's are not counted), the compacted log's size,
+  and ``loop_lag_ms``: how late a 1 ms ticker on the broker's event loop woke (p99, max)
+  while it ran, beside ``idle_loop_lag_ms`` for one idle second. ``recompaction_records_per_s``: the
   next compaction after a tenth as many updates more (the old compacted log re-read too).
 - ``produce_p99_ms_while_compacting`` / ``fetch_p99_ms_while_compacting``: a broker process;
   confluent-kafka produces 100 B records at ``--rate`` msg/s (10,000) to a plain topic of 4
@@ -15,9 +17,10 @@ Rows (one JSON object each):
   the cleaner working throughout (a changelog topic of ``--changelog`` updates over
   ``--changelog-keys`` keys, ``min.cleanable.dirty.ratio`` 0 and a pass every 100 ms, 1,000
   more updates a second arriving), passes alternating; value = the worst busy p99, with the
-  idle p99s, ``ratio`` (busy / idle, worst against best) and the floor 2.0 (issue 39: p99 no
-  worse than 2x the idle figure), the compactions done during the busy window and the
-  broker's CPU.
+  idle p99s, ``ratio`` (busy / idle, worst against best), ``pair_ratios`` (each busy pass
+  over the idle pass before it) and their median, the floor 2.0 (issue 39: p99 no worse
+  than 2x the idle figure), the compactions done during the busy windows, the broker's CPU
+  and its compaction worker's.
 - ``load``: /proc/loadavg before and after.
 """
 
@@ -39,6 +42,7 @@ from procs import cpu_seconds, free_port, wait_for_port
 
 from rocketport.common.batch import Record, build_batch
 from rocketport.core.broker import Broker
+from rocketport.core.compaction import worker
 from rocketport.core.compaction.policy import CompactionPolicy
 from rocketport.core.config import BrokerConfig, ProtocolConfig
 
@@ -73,16 +77,42 @@ async def cleaner_rows(directory: str, records: int, keys: int) -> None:
         broker.set_topic_attributes("changelog", {"cleanup.policy": "compact"})
         await _put_updates(broker, "changelog", 0, records, keys)
         policy = CompactionPolicy()
+        await worker.call(os.getpid)  # the worker process starts with a broker's first compaction: not timed
         for case, scanned in (("compaction_records_per_s", records), ("recompaction_records_per_s", records // 10)):
             if case.startswith("re"):
                 await _put_updates(broker, "changelog", records, scanned, keys)
+            _, idle_lag = await _loop_lag(asyncio.sleep(1.0))
             cpu, wall = time.process_time(), time.perf_counter()
-            assert await broker.compaction.compact("changelog", 0, policy, force=True)
+            compacted, lag = await _loop_lag(broker.compaction.compact("changelog", 0, policy, force=True))
+            assert compacted
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             snap = broker.compacted_logs[("changelog", 0)]
             emit(case, scanned / wall, "records/s", records=scanned, keys=keys, seconds=round(wall, 3),
-                 cpu_seconds=round(cpu, 3), kept=snap.messages, compacted_bytes=snap.size,
-                 old_compacted_records=keys if case.startswith("re") else 0)
+                 broker_cpu_seconds=round(cpu, 3), kept=snap.messages, compacted_bytes=snap.size,
+                 old_compacted_records=keys if case.startswith("re") else 0,
+                 loop_lag_ms=lag, idle_loop_lag_ms=idle_lag)
+
+
+async def _loop_lag(work) -> tuple[object, dict[str, float]]:
+    """``work``'s result, run while a 1 ms ticker measures how late the event loop wakes it: the
+    stalls a front-end on this loop would see (p99 and max, ms)."""
+    late: list[float] = []
+    done = False
+
+    async def tick() -> None:
+        while not done:
+            t = time.perf_counter()
+            await asyncio.sleep(0.001)
+            late.append((time.perf_counter() - t - 0.001) * 1000)
+
+    ticker = asyncio.create_task(tick())
+    try:
+        result = await work
+    finally:
+        done = True
+        await ticker
+    late.sort()
+    return result, {"p99": round(late[int(len(late) * 0.99)], 2), "max": round(late[-1], 2)} if late else {}
 
 
 # ---------------------------------------------------------------- p99 while it runs
@@ -175,6 +205,22 @@ def latencies(port: int, rate: int, seconds: float) -> tuple[list[float], list[f
     return sorted(produced), sorted(e2e)
 
 
+def children_cpu(pid: int) -> float:
+    """CPU seconds of a process's children (the broker's compaction worker)."""
+    total = 0.0
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            kids = [int(k) for k in f.read().split()]
+    except OSError:
+        return 0.0
+    for kid in kids:
+        try:
+            total += cpu_seconds(kid)
+        except OSError:
+            pass
+    return total
+
+
 def p99(values: list[float]) -> float:
     return values[int(len(values) * 0.99)] if values else float("nan")
 
@@ -192,7 +238,7 @@ def latency_rows(directory: str, args: argparse.Namespace) -> None:
             proc.terminate()
             proc.wait(30)
     results: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
-    compactions = cpu = 0.0
+    compactions = cpu = worker_cpu = 0.0
     for compaction in [False, True] * args.passes:
         with open(log_path, "a") as log:
             proc = start_broker(store, port, log, compaction)
@@ -202,11 +248,12 @@ def latency_rows(directory: str, args: argparse.Namespace) -> None:
             try:
                 time.sleep(2.0)  # the cleaner is at work (or, idle, the same updates arrive)
                 before_log = open(log_path).read().count("compacted changelog")
-                before_cpu = cpu_seconds(proc.pid)
+                before_cpu, before_worker = cpu_seconds(proc.pid), children_cpu(proc.pid)
                 produced, e2e = latencies(port, args.rate, args.seconds)
                 if compaction:
                     compactions += open(log_path).read().count("compacted changelog") - before_log
                     cpu += cpu_seconds(proc.pid) - before_cpu
+                    worker_cpu += children_cpu(proc.pid) - before_worker
                 results[compaction].append((p99(produced), p99(e2e)))
             finally:
                 stop.set()
@@ -216,10 +263,12 @@ def latency_rows(directory: str, args: argparse.Namespace) -> None:
     for i, case in enumerate(("produce_p99_ms_while_compacting", "fetch_p99_ms_while_compacting")):
         idle = [r[i] for r in results[False]]
         busy = [r[i] for r in results[True]]
+        pairs = sorted(b / i for b, i in zip(busy, idle))
         emit(case, max(busy), "ms", 2.0, idle_p99_ms=[round(v, 2) for v in idle], busy_p99_ms=[round(v, 2) for v in busy],
-             ratio=round(max(busy) / min(idle), 2), rate=args.rate, seconds=args.seconds,
+             ratio=round(max(busy) / min(idle), 2), pair_ratios=[round(r, 2) for r in pairs],
+             median_pair_ratio=round(pairs[len(pairs) // 2], 2), rate=args.rate, seconds=args.seconds,
              compactions_while_measured=int(compactions), broker_cpu_s_busy=round(cpu, 2),
-             changelog=args.changelog, changelog_keys=args.changelog_keys)
+             worker_cpu_s_busy=round(worker_cpu, 2), changelog=args.changelog, changelog_keys=args.changelog_keys)
 
 
 def main() -> None:
