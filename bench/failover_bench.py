@@ -6,11 +6,16 @@ SIGKILLs the current master and measures, from the kill, when etcd names a new m
 after a failed send; RocketMQ's own clients also refresh routes every 30 s); then the
 killed node is started again and the cycle waits until all three are in the in-sync set.
 Rows: p50/p99/max of both over ``--kills`` cycles (issue floor for RocketMQ clients: 35 s),
-and the load average."""
+and the load average. ``--steady N`` first measures what the election costs in steady
+state: N native sync sends of 100 B (64 in flight) to the same three-node SYNC_MASTER
+group with and without controllerMode etcd (classic: brokerId 0 SYNC_MASTER and two
+SLAVEs), alternated ``--rounds`` times; `steady_ratio` is etcd over classic msg/s (issue
+floor 0.95)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import statistics
@@ -20,9 +25,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from rocketport.client import Message, Producer  # noqa: E402
 from rocketport.client.message import SendStatus  # noqa: E402
 from tests.failover.cluster import group_node, in_sync_set, leader_id, send_many, send_one  # noqa: E402
-from tests.ha.cluster import start_namesrv, wait_for  # noqa: E402
+from tests.ha.cluster import node, start_namesrv, wait_for  # noqa: E402
 from tests.support.etcd import etcd_cluster  # noqa: E402
 from tests.support.processes import stop  # noqa: E402
 
@@ -34,12 +40,77 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
+async def send_rate(namesrv: str, messages: int, concurrency: int = 64) -> float:
+    """msg/s of ``messages`` sync sends of 100 B, ``concurrency`` in flight, all SEND_OK."""
+    body = b"x" * 100
+    async with Producer(namesrv, "steady-bench", retry_times_when_send_failed=0) as producer:
+        await producer.send(Message(TOPIC, body))  # the topic and the route
+
+        async def worker(n: int) -> None:
+            for _ in range(n):
+                status = (await producer.send(Message(TOPIC, body))).status
+                if status is not SendStatus.SEND_OK:
+                    raise RuntimeError(f"send answered {status}")
+        start = time.perf_counter()
+        await asyncio.gather(*(worker(messages // concurrency) for _ in range(concurrency)))
+        return messages // concurrency * concurrency / (time.perf_counter() - start)
+
+
+def steady_case(base: Path, kind: str, messages: int) -> float:
+    """One group of three started fresh (classic roles or an election), its send rate."""
+    etcd = etcd_cluster(base / "etcd") if kind == "etcd" else None
+    if etcd is not None:
+        etcd.start()
+    namesrv_proc, namesrv = start_namesrv(base)
+    if etcd is not None:
+        nodes = [group_node(base, i, namesrv, etcd.endpoints, "etcdLeaseTtl=10",
+                            "etcdCheckInterval=500") for i in (1, 2, 3)]
+    else:
+        nodes = [node(base, "n0", namesrv, "brokerRole=SYNC_MASTER")] + \
+            [node(base, f"n{i}", namesrv, "brokerRole=SLAVE", f"brokerId={i}") for i in (1, 2)]
+    try:
+        for n in nodes:
+            n.broker.start()
+        if etcd is not None:
+            wait_for(lambda: in_sync_set(etcd.endpoints) == [1, 2, 3], timeout=120, what="in sync")
+        else:
+            wait_for(lambda: send_one(namesrv, TOPIC, b"probe") is SendStatus.SEND_OK, timeout=120,
+                     what="a slave in sync")
+        return asyncio.run(send_rate(namesrv, messages))
+    finally:
+        for n in nodes:
+            n.broker.stop()
+        stop(namesrv_proc)
+        if etcd is not None:
+            etcd.stop()
+
+
+def steady(messages: int, rounds: int) -> None:
+    rates: dict[str, list[float]] = {"classic": [], "etcd": []}
+    for r in range(rounds):
+        for kind in ("classic", "etcd"):
+            rate = steady_case(Path(tempfile.mkdtemp(prefix=f"failover_steady_{kind}_")), kind, messages)
+            rates[kind].append(rate)
+            print(json.dumps({"bench": "failover", "case": f"steady_send_100B_{kind}", "round": r,
+                              "value": round(rate), "unit": "msg/s", "load": os.getloadavg()[0]}), flush=True)
+    ratio = statistics.median(rates["etcd"]) / statistics.median(rates["classic"])
+    print(json.dumps({"bench": "failover", "case": "steady_ratio", "value": round(ratio, 3), "unit": "x",
+                      "floor": 0.95, "peer": "classic roles", "peer_value": round(statistics.median(rates["classic"])),
+                      "meets_floor": ratio >= 0.95, "rounds": rounds, "messages": messages}), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--ttl", type=int, default=10, help="etcdLeaseTtl (s); the default is the broker's")
     parser.add_argument("--check-interval", type=int, default=500, help="etcdCheckInterval (ms)")
+    parser.add_argument("--steady", type=int, default=0, help="sends per steady-state case (0: none)")
+    parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
+    if args.steady:
+        steady(args.steady, args.rounds)
+    if not args.kills:
+        return
     base = Path(tempfile.mkdtemp(prefix="failover_bench_"))
     etcd = etcd_cluster(base / "etcd")
     etcd.start()
