@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from ..compaction.service import CompactionService
 from ..compaction.snapshot import CompactedSnapshot
 from ..consumer.clients import ConsumerManager
 from ..consumer.locks import MessageQueueKey, RebalanceLockManager
@@ -74,6 +75,7 @@ class ConsumeRole(AdminRole):
     lock_manager: RebalanceLockManager
     txn_queues: dict[tuple[str, int], QueueTxnState]  # the transactions' read rule, by queue
     compacted_logs: dict[tuple[str, int], CompactedSnapshot]  # compaction's snapshots, by queue
+    compaction: CompactionService
 
     # ---------------------------------------------------------------- reads
     def check_readable(self, topic: str, queue_id: int) -> TopicConfig:
@@ -96,10 +98,10 @@ class ConsumeRole(AdminRole):
         rule (``isolation``: every reader sees VISIBLE; a Kafka fetch asks for its raw
         read_uncommitted or read_committed view, see core/txn/visibility.py)."""
         self.check_readable(topic, queue_id)
-        if self.compacted_logs:  # below a compacted queue's compacted log's end: read from it
-            snap = self.compacted_logs.get((topic, queue_id))
-            if snap is not None and offset < snap.end:
-                return self.compaction.read(snap, topic, queue_id, offset, max_count, max_bytes)
+        if self.compacted_logs:
+            compacted = self._compacted_read(topic, queue_id, offset, max_count, max_bytes, message_filter)
+            if compacted is not None:
+                return compacted
         if isolation is not Isolation.KAFKA_UNCOMMITTED:
             txn = self.txn_queues.get((topic, queue_id))
             if txn is not None:
@@ -129,7 +131,11 @@ class ConsumeRole(AdminRole):
         deadline = loop.time() + hold_s
         while True:
             txn = self.txn_queues.get((topic, queue_id))
-            if txn is None:
+            compacted = self.compacted_logs and self._compacted_read(topic, queue_id, offset, max_count,
+                                                                     max_bytes, message_filter)
+            if compacted:
+                result = compacted
+            elif txn is None:
                 result = store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
                                             message_filter=message_filter)
             else:
@@ -158,13 +164,28 @@ class ConsumeRole(AdminRole):
         self.check_readable(topic, queue_id)
         self._check_consumer(group)
         txn = self.txn_queues.get((topic, queue_id))
-        if txn is None:
+        compacted = self.compacted_logs and self._compacted_read(topic, queue_id, offset, max_count,
+                                                                 max_bytes, message_filter)
+        if compacted:
+            result = compacted
+        elif txn is None:
             result = self.store.get_messages(topic, queue_id, offset, max_count, max_bytes=max_bytes,
                                              message_filter=message_filter)
         else:
             result = self._stable_read(txn, topic, queue_id, offset, max_count, max_bytes,
                                        message_filter, True)
         return result if _is_answer(result) else None
+
+    def _compacted_read(self, topic: str, queue_id: int, offset: int, max_count: int, max_bytes: int | None,
+                        message_filter: TagsFilter | None) -> GetResult | None:
+        """Below a compacted queue's compacted log's end: its read (core/compaction). None
+        elsewhere, and for a filter that may skip messages (that read takes the CommitLog's
+        records while retention keeps them)."""
+        snap = self.compacted_logs.get((topic, queue_id))
+        if snap is None or offset >= snap.end or (message_filter is not None and (
+                message_filter.prefilter_codes is not None or message_filter.needs_exact_check)):
+            return None
+        return self.compaction.read(snap, topic, queue_id, offset, max_count, max_bytes)
 
     async def wait_for_messages(self, positions: list[tuple[str, int, int]], timeout_s: float) -> bool:
         """Long polling on (topic, queue id, offset) positions: True once any holds a

@@ -111,3 +111,22 @@ def test_max_compaction_lag_compacts_a_queue_whose_dirty_ratio_is_below_the_mini
             assert await broker.compaction.run_once() == 1  # its dirty record is older than 5 ms
             assert [m.body for m in broker.get_messages("lag", 0, 0, 10).messages()] == [b"a17", b"a18", b"a19", b"b"]
     run(main())
+
+
+def test_a_rocketmq_pull_reads_the_compacted_view_and_a_selective_filter_the_commit_log(small_config):
+    from rocketport.core.filter import compile_filter
+
+    async def main():
+        async with Broker(small_config) as broker:
+            _compacted(broker, "pulled")
+            for i in range(30):
+                tag = "A" if i % 2 else "B"
+                await broker.put_message(Message("pulled", b"v%d" % i, {"KEYS": "k%d" % (i % 3), "TAGS": tag},
+                                                 queue_id=0))
+            assert await broker.compaction.compact("pulled", 0, CompactionPolicy(), force=True)
+            result = await broker.pull("g", "pulled", 0, 0, 32)
+            assert [m.body for m in result.messages()] == [b"v27", b"v28", b"v29"]
+            assert [m.body for m in broker.pull_now("g", "pulled", 0, 0, 32).messages()] == [b"v27", b"v28", b"v29"]
+            tagged = await broker.pull("g", "pulled", 0, 0, 32, message_filter=compile_filter("TAG", "A"))
+            assert len(list(tagged.messages())) == 15  # read from the CommitLog, every A
+    run(main())
