@@ -1,5 +1,5 @@
 """TLS against plaintext, side by side in one run: Kafka raw produce and fetch (100 B, 1 KiB),
-AMQP raw publish with confirms (100 B, 1 KiB), and TLS handshakes a second.
+AMQP raw publish with confirms and drain (100 B, 1 KiB), and TLS handshakes a second.
 
 Run: python bench/tls_bench.py [--messages N] [--passes P]
 One broker subprocess (uvloop) serves each protocol on its plaintext port and on its
@@ -178,10 +178,11 @@ def main() -> None:
                         run(declare_queue(port))
                         count = args.messages // 4
                         cpu.run(("publish", port), count, lambda: run(amqp_bench.raw_publish(port, count, size)))
+                        cpu.run(("drain", port), count, lambda: run(amqp_bench.raw_drain(port, count)))
                 suffix = "100B" if size == 100 else "1KiB"
                 for case, (plain_port, tls_port) in (("produce", (kafka, kafka_tls)), ("fetch", (kafka, kafka_tls)),
-                                                     ("publish", (amqp, amqp_tls))):
-                    name = f"{'amqp' if case == 'publish' else 'kafka'}_raw_{case}_{suffix}"
+                                                     ("publish", (amqp, amqp_tls)), ("drain", (amqp, amqp_tls))):
+                    name = f"{'amqp' if case in ('publish', 'drain') else 'kafka'}_raw_{case}_{suffix}"
                     emit(name, cpu.rate((case, tls_port)), cpu.rate((case, plain_port)), "msg/s", floor,
                          cpu.fields(case, tls_port, plain_port))
                 if size == 1024 and shutil.which("kcat"):  # the broker's side when the client is not the bound

@@ -4,6 +4,7 @@ client on a TLS port, a stalled handshake, a missing or foreign client certifica
 from __future__ import annotations
 
 import socket
+import subprocess
 import ssl
 import time
 import urllib.request
@@ -250,3 +251,46 @@ def test_a_renewed_certificate_is_served_without_dropping_connections(tls_broker
             time.sleep(0.2)
         assert _served_serial(tls_broker, pki) == new != old
         assert b'"opaque":1' in _remoting_heartbeat(open_before)  # still open, still served
+
+
+def test_kcat_over_ssl(tls_broker, pki):
+    broker = "127.0.0.1:%d" % tls_broker.endpoint("kafka (tls)")[1]
+    ssl_args = ["-X", "security.protocol=SSL", "-X", f"ssl.ca.location={pki.ca}"]
+    produced = subprocess.run(["kcat", "-P", "-b", broker, "-t", "kcat-tls", *ssl_args],
+                              input=b"k0\nk1\nk2\n", capture_output=True, timeout=60)
+    assert produced.returncode == 0, produced.stderr
+    consumed = subprocess.run(["kcat", "-C", "-b", broker, "-t", "kcat-tls", "-o", "beginning", "-e", "-q", *ssl_args],
+                              capture_output=True, timeout=60)
+    assert sorted(consumed.stdout.split()) == [b"k0", b"k1", b"k2"], consumed.stderr
+
+
+def test_aio_pika_amqps(tls_broker, pki):
+    import asyncio
+
+    import aio_pika
+
+    async def main() -> bytes:
+        connection = await aio_pika.connect(host="127.0.0.1", port=tls_broker.endpoint("amqp (tls)")[1], ssl=True,
+                                            ssl_context=client_context(pki), timeout=TIMEOUT)
+        async with connection:
+            channel = await connection.channel()
+            queue = await channel.declare_queue("aio-tls")
+            await channel.default_exchange.publish(aio_pika.Message(b"over amqps"), routing_key="aio-tls")
+            message = await queue.get(timeout=TIMEOUT)
+            await message.ack()
+            return message.body
+
+    assert asyncio.run(asyncio.wait_for(main(), TIMEOUT)) == b"over amqps"
+
+
+def test_kombu_amqps(tls_broker, pki):
+    import kombu
+    url = "amqp://guest:guest@127.0.0.1:%d//" % tls_broker.endpoint("amqp (tls)")[1]
+    with kombu.Connection(url, ssl={"ca_certs": pki.ca, "cert_reqs": ssl.CERT_REQUIRED,
+                                    "server_hostname": "localhost"}, connect_timeout=TIMEOUT) as conn:
+        queue = conn.SimpleQueue("kombu-tls")
+        queue.put(b"over amqps", serializer="raw")
+        message = queue.get(timeout=TIMEOUT)
+        message.ack()
+        assert message.body == b"over amqps"
+        queue.close()
