@@ -44,14 +44,15 @@ class Histogram:
 
 
 class Latencies:
-    """Request latency in milliseconds by request code (Kafka api key, remoting request code)."""
+    """Request latency in milliseconds by request code (Kafka api key, remoting request code,
+    AMQP method name, STOMP command)."""
 
     __slots__ = ("by_code",)
 
     def __init__(self) -> None:
-        self.by_code: dict[int, Histogram] = {}
+        self.by_code: dict[int | str, Histogram] = {}
 
-    def observe(self, code: int, ms: float, count: int = 1) -> None:
+    def observe(self, code: int | str, ms: float, count: int = 1) -> None:
         """``count`` requests of ``code`` answered in ``ms`` each."""
         histogram = self.by_code.get(code)
         if histogram is None:
@@ -59,7 +60,7 @@ class Latencies:
         histogram.counts[bisect_left(histogram.bounds, ms)] += count
         histogram.total += ms * count
 
-    def _new(self, code: int) -> Histogram:
+    def _new(self, code: int | str) -> Histogram:
         if len(self.by_code) >= MAX_CODES:  # a client naming codes at will: one shared histogram
             code = OTHER
             if code in self.by_code:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterator
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from pamqp.base import Frame
@@ -79,6 +80,7 @@ class AmqpSession(Session):
         self.client_capabilities: dict[str, Any] = {}
         self._closing = False
         self._heartbeat_timer: asyncio.TimerHandle | None = None
+        self._read_at = 0.0  # perf_counter() when this read came, while latency is recorded
         self.publisher = PublishHandlers(self)
         self.deliver = DeliverHandlers(self)
         self._handlers: dict[type, MethodHandler] = {
@@ -101,10 +103,12 @@ class AmqpSession(Session):
     def data_received(self, data: bytes) -> None:
         if self._closing and self.conn.state == "closed":
             return
+        traffic = self.front_end.traffic  # /metrics: publishes received, as RabbitMQ counts them
+        if traffic.latency is not None:
+            self._read_at = perf_counter()
         events = self.conn.receive_data(data)
         self._note_input(bool(events), self.conn.buffered > 0)
         channels, publisher = self.channels, self.publisher
-        traffic = self.front_end.traffic  # /metrics: publishes received, as RabbitMQ counts them
         for event in events:
             try:
                 if type(event) is ContentReceived:  # the publish path, without the dispatch
@@ -283,12 +287,15 @@ class AmqpSession(Session):
         self._run(channel, handler, arg)
 
     def _run(self, channel: Channel, handler: MethodHandler, arg: Any) -> None:
+        started = self._read_at
         try:
             result = handler(channel, arg)
         except Exception as exc:  # noqa: BLE001 - mapped to the protocol's answer
             self.failed(channel, arg, exc)
+            self._timed(arg, started)
             return
         if result is None:
+            self._timed(arg, started)
             return
         outcome = eager.start(result)
         if type(outcome) is eager.Done:
@@ -296,17 +303,28 @@ class AmqpSession(Session):
                 outcome.result()
             except Exception as exc:  # noqa: BLE001
                 self.failed(channel, arg, exc)
+            self._timed(arg, started)
             return
         channel.busy = outcome
-        outcome.add_done_callback(lambda task: self._resume(channel, task, arg))
+        outcome.add_done_callback(lambda task: self._resume(channel, task, arg, started))
 
-    def _resume(self, channel: Channel, task: asyncio.Future, arg: Any) -> None:
+    def _timed(self, arg: Any, started: float) -> None:
+        """A method answered (or refused), timed from the read it came in, by its name
+        (rocketmq_rpc_latency's request_code: queue.declare, basic.get...); publishes are not
+        requests (their confirms are the store's)."""
+        if started and type(arg) is not ContentReceived:
+            latency = self.front_end.traffic.latency
+            if latency is not None:
+                latency.observe(arg.name.lower(), (perf_counter() - started) * 1000)
+
+    def _resume(self, channel: Channel, task: asyncio.Future, arg: Any, started: float) -> None:
         channel.busy = None
         if task.cancelled():
             return
         exc = task.exception()
         if exc is not None:
             self.failed(channel, arg, exc)
+        self._timed(arg, started)
         publisher = self.publisher
         while channel.backlog and channel.busy is None and self.channels.get(channel.number) is channel:
             handler, next_arg = channel.backlog.popleft()

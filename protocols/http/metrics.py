@@ -127,7 +127,8 @@ class BrokerCollector(Collector):
                                       labels=[*_BASE, "protocol"])
         latency = HistogramMetricFamily("rocketmq_rpc_latency", "Time from a request's arrival to its "
                                         "answer, in milliseconds, by protocol and request code (Kafka api "
-                                        "key, remoting request code; -1: codes past the first 256).",
+                                        "key, remoting request code, AMQP method, STOMP command; -1: codes "
+                                        "past the first 256).",
                                         labels=[*_BASE, "protocol", "request_code"])
         for front_end in self.front_ends:
             traffic = getattr(front_end, "traffic", None)
@@ -136,7 +137,7 @@ class BrokerCollector(Collector):
             if traffic.sizes is not None:
                 sizes.add_metric([*base, front_end.name], _buckets(traffic.sizes), traffic.sizes.total)
             if traffic.latency is not None:
-                for code, histogram in sorted(list(traffic.latency.by_code.items())):
+                for code, histogram in sorted(list(traffic.latency.by_code.items()), key=_code_order):
                     latency.add_metric([*base, front_end.name, str(code)],
                                        _buckets(histogram), histogram.total)
         yield from (sizes, latency)
@@ -322,6 +323,10 @@ class _TextFamily(Metric):
     def samples(self) -> list[Sample]:  # type: ignore[override]
         name = self.sample_name
         return [Sample(name, labels[0], float(value), None, None) for labels, value in self.rows]
+
+
+def _code_order(item: tuple[int | str, Histogram]) -> tuple[bool, int | str]:
+    return isinstance(item[0], str), item[0]
 
 
 def _buckets(histogram: Histogram) -> list[tuple[str, float]]:

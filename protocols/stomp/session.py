@@ -31,6 +31,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from time import perf_counter
 from typing import Any, Final
 
 from rocketport.core.auth.plain_acl import AclError, PlainAcl
@@ -80,6 +81,8 @@ class _Pending:
     disconnect: bool = False
     receipts: bool = False  # its result: receipts to send (a COMMIT's held frames'), as RabbitMQ
     held: bool = False  # a transaction's frame: its receipt comes after its COMMIT's (as RabbitMQ's)
+    command: str = ""  # with started (perf_counter, 0: not timed): rocketmq_rpc_latency
+    started: float = 0.0
 
 
 def _silence_allowed(interval_ms: int) -> float:
@@ -205,6 +208,7 @@ class StompSession(OrderedSession[_Pending]):
         publish = handlers.publish if handlers is not None else None
         cap = publish.lane_cap if publish is not None else 0
         traffic = self.ctx.traffic  # /metrics: SENDs received, as RabbitMQ counts publishes
+        started = perf_counter() if traffic.latency is not None else 0.0
         while backlog and len(queue) + len(bodies) < limit and not self._closing:
             event = backlog.popleft()
             if type(event) is Frame and event.command == "SEND" and publish is not None:
@@ -240,7 +244,7 @@ class StompSession(OrderedSession[_Pending]):
                 outcome = durable or eager.Done()
                 if receipt is not None and handlers.deliver.subs:  # after what it subscribed to
                     outcome = eager.start(self._after_own_deliveries(outcome, None))
-                self._track(_Pending(outcome, receipt, disconnect=True))
+                self._track(_Pending(outcome, receipt, disconnect=True, command="DISCONNECT", started=started))
                 backlog.clear()
                 break
             handler = handlers.table.get(frame.command)
@@ -251,8 +255,8 @@ class StompSession(OrderedSession[_Pending]):
                 if receipt is not None and handlers.deliver.subs and frame.command == "SEND" \
                         and "transaction" not in frame.headers:  # (a held SEND's receipt comes after COMMIT's)
                     outcome = eager.start(self._after_own_deliveries(outcome, self._topic_of(frame)))
-            self._track(_Pending(outcome, receipt,
-                                 held="transaction" in frame.headers and frame.command in _HELD))
+            self._track(_Pending(outcome, receipt, held="transaction" in frame.headers and frame.command in _HELD,
+                                 command=frame.command, started=started))
             if frame.command == "COMMIT":  # RECEIPT, then the MESSAGEs it makes for this
                 # connection, then its held frames' RECEIPTs, in RabbitMQ's order
                 held = outcome if not handlers.deliver.subs else \
@@ -264,15 +268,17 @@ class StompSession(OrderedSession[_Pending]):
     def _put_run(self, bodies: list[bytes], plans: list[SendPlan], receipts: list[str | None]) -> None:
         """Hand a run of plain SENDs to the lane; queue the frames it leaves to answer."""
         handlers: StompHandlers = self.handlers  # type: ignore[assignment]
+        started = perf_counter() if self.ctx.traffic.latency is not None else 0.0
         answers = handlers.publish.put_run(bodies, plans, receipts, self._on_done)
         if handlers.deliver.subs:  # a receipt after the MESSAGEs this connection subscribed to
             topic = plans[0].topic
             for outcome, receipt in answers:
                 if receipt is not None:
                     outcome = eager.start(self._after_own_deliveries(outcome, topic))
-                self._track(_Pending(outcome, receipt))
+                self._track(_Pending(outcome, receipt, command="SEND", started=started))
         else:
-            self._queue.extend([_Pending(outcome, receipt) for outcome, receipt in answers])
+            self._queue.extend([_Pending(outcome, receipt, command="SEND", started=started)
+                                for outcome, receipt in answers])
 
     async def _after_own_deliveries(self, outcome: Outcome, topic: str | None) -> Any:
         """``outcome``'s value, once this connection's subscriptions to ``topic`` (None:
@@ -299,6 +305,10 @@ class StompSession(OrderedSession[_Pending]):
 
     def _answer(self, pending: _Pending) -> bool:
         """A frame's RECEIPT when it asked for one; an ERROR (and the end) when it failed."""
+        if pending.started:  # timed from its handling's start (rocketmq_rpc_latency by command)
+            latency = self.ctx.traffic.latency
+            if latency is not None:
+                latency.observe(pending.command, (perf_counter() - pending.started) * 1000)
         try:
             value = pending.result.result()
         except asyncio.CancelledError:

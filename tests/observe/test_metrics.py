@@ -15,6 +15,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from tests.observe.metrics_support import (
     TIMEOUT,
     all_protocols_config,
+    amqp_channel,
     amqp_consume,
     amqp_produce,
     kafka_consume,
@@ -194,6 +195,37 @@ def test_message_size_and_rpc_latency_histograms(live):
     assert latency("_count", "kafka", 18) and latency("_count", "kafka", 3)  # ApiVersions, Metadata
     assert latency("_count", "remoting", 310) == 3  # SEND_MESSAGE_V2, one a message
     assert latency("_sum", "remoting", 310) >= 0
+
+
+def test_rpc_latency_of_amqp_methods_and_stomp_frames(live):
+    """AMQP methods by name (publishes are not requests) and STOMP frames by command, each
+    handled one counted once."""
+    connection, channel = amqp_channel(live)
+    try:
+        channel.queue_declare("LatencyQ")
+        channel.queue_declare("LatencyQ")
+        channel.basic_publish("", "LatencyQ", b"not a request")
+        assert channel.basic_get("LatencyQ", auto_ack=True)[2] == b"not a request"
+    finally:
+        connection.close()
+    conn, listener = stomp_connect(live)
+    conn.subscribe("/queue/LatencyS", id="1", headers={"receipt": "subscribed"})
+    conn.send("/queue/LatencyS", b"with a receipt", headers={"receipt": "sent"})
+    conn.send("/queue/LatencyS", b"without")
+    assert len(listener.wait_messages(2)) == 2
+    conn.disconnect(receipt="bye")
+    samples = wait_for(live, lambda s: value(s, "rocketmq_rpc_latency_count", protocol="stomp",
+                                             request_code="DISCONNECT") == 1)
+
+    def count(protocol: str, code: str) -> float | None:
+        return value(samples, "rocketmq_rpc_latency_count", protocol=protocol, request_code=code)
+    assert count("amqp", "queue.declare") == 2 and count("amqp", "basic.get") == 1
+    assert count("amqp", "basic.publish") is None
+    assert value(samples, "rocketmq_rpc_latency_bucket", protocol="amqp", request_code="queue.declare",
+                 le="+Inf") == 2
+    # the SEND without a receipt goes through the plain-send lane and is answered by nothing
+    assert count("stomp", "SUBSCRIBE") == 1 and count("stomp", "SEND") == 1
+    assert count("stomp", "DISCONNECT") == 1
 
 
 def test_per_object_series_can_be_turned_off(tmp_path):
