@@ -6,7 +6,8 @@ worker keeps each compaction's state (its offset map and the new snapshot being 
 between calls, by job id, and answers with small results (how far the scan got; the new
 snapshot's index). One worker process serves every broker of the process (tests host
 several), started on first use with the ``spawn`` method (never ``fork``: the broker has
-threads and an event loop). If the broker dies, the worker sees its parent gone within half a
+threads and an event loop); as with any ``spawn``, a script that hosts a broker must guard
+its start with ``if __name__ == "__main__":`` (``rocketport broker`` does). If the broker dies, the worker sees its parent gone within half a
 second and exits; the snapshot it was writing stays a ``.tmp`` that the next start removes.
 """
 
@@ -19,6 +20,7 @@ import os
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,8 +42,17 @@ def _pool() -> ProcessPoolExecutor:
 
 
 async def call(fn: Any, *args: Any) -> Any:
-    """Run ``fn(*args)`` in the worker process."""
-    return await asyncio.get_running_loop().run_in_executor(_pool(), fn, *args)
+    """Run ``fn(*args)`` in the worker process (BrokenProcessPool when it died: the next
+    call starts another)."""
+    global _executor
+    pool = _pool()
+    try:
+        return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+    except BrokenProcessPool:
+        with _executor_lock:
+            if _executor is pool:
+                _executor = None
+        raise
 
 
 def new_job_id() -> int:
