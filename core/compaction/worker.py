@@ -7,8 +7,9 @@ between calls, by job id, and answers with small results (how far the scan got; 
 snapshot's index). One worker process serves every broker of the process (tests host
 several), started on first use with the ``spawn`` method (never ``fork``: the broker has
 threads and an event loop); as with any ``spawn``, a script that hosts a broker must guard
-its start with ``if __name__ == "__main__":`` (``rocketport broker`` does). If the broker dies, the worker sees its parent gone within half a
-second and exits; the snapshot it was writing stays a ``.tmp`` that the next start removes.
+its start with ``if __name__ == "__main__":`` (``rocketport broker`` does). If the broker
+dies, the worker sees its parent gone within half a second and exits; the snapshot it was
+writing stays a ``.tmp`` that the next start removes.
 """
 
 from __future__ import annotations
