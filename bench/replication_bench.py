@@ -65,9 +65,12 @@ class Node:
                 f"namesrv.port={self.namesrv_port}", "kafka.enabled=true", f"kafka.port={self.kafka_port}",
                 f"defaultTopicQueueNums={kafka_bench.PARTITIONS}", "amqp.enabled=false",
                 "stomp.enabled=false", "http.enabled=false", *settings]
+        # a baseline's code from its own tree: started in this checkout, ``-m rocketport`` would
+        # find this checkout's package first (the working directory precedes PYTHONPATH)
+        cwd = REPO if env is None else Path(env["PYTHONPATH"]).parent / "src"
         self.proc = subprocess.Popen([sys.executable, "-m", "rocketport", "broker", "-c", "conf/broker.yaml",
                                       *[a for s in args for a in ("--set", s)]],
-                                     cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+                                     cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         self.started = time.monotonic()
         wait_for_port(self.port, self.proc)
 
@@ -309,6 +312,19 @@ def catch_up_case(base: Path, size: int, args: argparse.Namespace, env: dict[str
                 return int((await runtime(slave.port)).get("haSlaveOffset", "0")) >= end
             asyncio.run(until(caught_up, step=0.02))
             seconds = time.monotonic() - start
+            cpu_log = cpu_seconds(slave.proc.pid) - cpu
+
+            async def indexed() -> bool:  # a key lookup's answer says how far the index is built
+                conn = await Connection.open(f"127.0.0.1:{slave.port}")
+                try:
+                    resp = await conn.invoke(RemotingCommand(code=int(RequestCode.QUERY_MESSAGE), ext_fields={
+                        "topic": TOPIC, "key": "none", "maxNum": "1", "beginTimestamp": "0",
+                        "endTimestamp": str(2 ** 62)}), 30)
+                finally:
+                    conn.close()
+                return int(resp.ext_fields.get("indexLastUpdatePhyoffset", 0)) >= end
+            asyncio.run(until(indexed, step=0.05))
+            index_seconds = time.monotonic() - start
             cpu = cpu_seconds(slave.proc.pid) - cpu
         finally:
             slave.stop()
@@ -317,9 +333,11 @@ def catch_up_case(base: Path, size: int, args: argparse.Namespace, env: dict[str
     copied = end - from_offset
     return {"bench": "ha", "case": f"catch_up_{size}B", "code": code, "floor": 200, "value": round(copied / seconds / 1e6, 1), "unit": "MB/s",
             "bytes": copied, "behind": end, "seconds": round(seconds, 3),
-            "records_per_s": round(copied / (size + 120) / seconds), "slave_cpu_s": round(cpu, 2),
+            "records_per_s": round(copied / (size + 120) / seconds), "slave_cpu_s": round(cpu_log, 2),
+            "indexed_seconds": round(index_seconds, 3),
             "slave_cpu_us_per_record": round(cpu * 1e6 / (copied / (size + 120)), 2),
-            "note": "from the slave's first answer (start-up over) until its log ends where the master's does"}
+            "note": "from the slave's first answer (start-up over) until its log ends where the master's does; "
+                    "CPU per record until its key index covers the log too"}
 
 
 def loopback_ceiling(total: int = 512 << 20) -> dict:
@@ -376,9 +394,8 @@ def main() -> int:
         for code, _ in codes if rows else ():
             for row in ratio_rows(rows, code):
                 print(json.dumps(row), flush=True)
-        if not args.skip_lag:
-            for code, env in codes:
-                print(json.dumps(lag_case(base, args, env, code)), flush=True)
+        if not args.skip_lag:  # the slave's lag counts are this code's (haSlaveLagMs)
+            print(json.dumps(lag_case(base, args, None, "current")), flush=True)
         if not args.skip_catch_up:
             for size in (int(s) for s in args.sizes.split(",")):
                 for code, env in codes:  # the slave runs that code
