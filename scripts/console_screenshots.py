@@ -92,7 +92,7 @@ def main() -> None:
                 driver.get(metrics_url(live, "/" + route))
                 WebDriverWait(driver, 20).until(
                     lambda d, page=page: d.find_element(By.ID, "page").get_attribute("data-page") == page)
-                if name in ("overview", "group"):
+                if name in ("overview", "groups", "group"):
                     time.sleep(9)  # a few points on the live chart
                 driver.save_screenshot(os.path.join(args.out, f"{name}.png"))
                 print(os.path.join(args.out, f"{name}.png"))
