@@ -112,10 +112,10 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         # consumer offsets carried in the replicated log (a master writes, a slave applies)
         self.offset_log = OffsetLog(self.store, self.offsets)
         self.store.record_listeners[OFFSET_LOG_TOPIC] = self.offset_log.apply
-        # topic changes likewise (core/ha/metadata_log.py): a slave has a new topic with its log
-        self.metadata_log = MetadataLog(self.store, self.topics, lambda: self.ha.master is not None)
+        # topic and group changes likewise (core/ha/metadata_log.py): a slave has them with its log
+        self.metadata_log = MetadataLog(self.store, {"topics": self.topics, "groups": self.groups},
+                                        lambda: self.ha.master is not None)
         self.store.record_listeners[METADATA_LOG_TOPIC] = self.metadata_log.apply
-        self.topics.listeners.append(self.metadata_log.changed)
         self.ha = HAService(config, self.store, self.offset_log)  # the master's port or the slave's client
         self.election = Election(config, self.store, self.ha, EpochFile(config.store_path_root_dir),
                                  promote=self._promote, demote=self._demote, followed=self._role_changed) \

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .json_file import JsonFile
@@ -46,6 +47,8 @@ class SubscriptionGroupManager:
         self.file = JsonFile(os.path.join(config_dir, "subscriptionGroup.json"))
         self.table: dict[str, SubscriptionGroupConfig] = {}
         self.data_version = 0
+        # told of each saved change, as the topic table's listeners (replication)
+        self.listeners: list[Callable[[list[dict]], None]] = []
 
     def load(self) -> None:
         data = self.file.load() or {}
@@ -64,6 +67,7 @@ class SubscriptionGroupManager:
         self.table[config.group_name] = config
         self.data_version += 1
         self.persist()
+        self._told({"put": config.to_json()})
         return config
 
     def remove(self, group: str) -> SubscriptionGroupConfig | None:
@@ -71,4 +75,9 @@ class SubscriptionGroupManager:
         if config is not None:
             self.data_version += 1
             self.persist()
+            self._told({"remove": group})
         return config
+
+    def _told(self, change: dict) -> None:
+        for listener in self.listeners:
+            listener([change])

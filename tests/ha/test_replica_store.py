@@ -19,6 +19,7 @@ from rocketport.common.message import Message
 from rocketport.core.broker import Broker
 from rocketport.core.config import BrokerConfig
 from rocketport.core.errors import NotMaster
+from rocketport.core.metadata.subscription_groups import SubscriptionGroupConfig
 from rocketport.core.ha.codec import (
     FrameDecoder,
     HAProtocolError,
@@ -123,23 +124,29 @@ def test_the_slave_indexes_keys_as_it_dispatches_a_record_batch_left_to_the_buil
     run(scenario())
 
 
-def test_a_topic_created_or_deleted_on_the_master_follows_on_the_slave_through_the_log(tmp_path):
-    """Topic changes ride the replicated log (core/ha/metadata_log.py): in process there is no
-    SlaveSynchronize, so the slave learns them from the log alone, durably (a restart keeps them)."""
+def test_topics_and_groups_created_or_deleted_on_the_master_follow_on_the_slave_through_the_log(tmp_path):
+    """Topic and subscription-group changes ride the replicated log (core/ha/metadata_log.py):
+    in process there is no SlaveSynchronize, so the slave learns them from the log alone,
+    durably (a restart keeps them)."""
     async def scenario() -> None:
         mc, sc = configs(tmp_path, free_port())
         async with Broker(mc) as master, Broker(sc) as slave:
             await caught_up(master, slave)
             master.create_topic("Fresh", read_queue_nums=3, write_queue_nums=3)
             master.create_topic("Gone")
+            master.update_group(SubscriptionGroupConfig("fresh-group", retry_max_times=3))
 
-            async def topics(wanted: set[str], unwanted: set[str] = frozenset()) -> None:
-                while not (wanted <= set(slave.topics.table) and not unwanted & set(slave.topics.table)):
+            async def follows(table, wanted: set[str], unwanted: set[str] = frozenset()) -> None:
+                while not (wanted <= set(table.table) and not unwanted & set(table.table)):
                     await asyncio.sleep(0.01)
-            await asyncio.wait_for(topics({"Fresh", "Gone"}), 10)
+            await asyncio.wait_for(follows(slave.topics, {"Fresh", "Gone"}), 10)
+            await asyncio.wait_for(follows(slave.groups, {"fresh-group"}), 10)
             assert slave.topics.get("Fresh").to_json() == master.topics.get("Fresh").to_json()
+            assert slave.groups.get("fresh-group").retry_max_times == 3
             master.delete_topic("Gone")
-            await asyncio.wait_for(topics({"Fresh"}, {"Gone"}), 10)
+            master.delete_group("fresh-group")
+            await asyncio.wait_for(follows(slave.topics, {"Fresh"}, {"Gone"}), 10)
+            await asyncio.wait_for(follows(slave.groups, set(), {"fresh-group"}), 10)
         async with Broker(sc) as slave:
             assert "Fresh" in slave.topics.table and "Gone" not in slave.topics.table
     run(scenario())
