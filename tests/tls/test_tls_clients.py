@@ -3,6 +3,7 @@ client on a TLS port, a stalled handshake, a missing or foreign client certifica
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import ssl
@@ -294,3 +295,21 @@ def test_kombu_amqps(tls_broker, pki):
         message.ack()
         assert message.body == b"over amqps"
         queue.close()
+
+
+def test_java_client_over_ssl(tls_broker, pki, tmp_path):
+    """kafka-clients 3.9 over SSL, trusting the test CA as a PEM truststore: idempotent
+    produce and a group consume (tests/protocols/kafka/java/KafkaClientCheck.java)."""
+    from tests.protocols.kafka.test_java_client import LIB, SOURCE
+    assert shutil.which("javac"), "a JDK with javac is needed"
+    classes = tmp_path / "classes"
+    subprocess.run(["javac", "-d", str(classes), "-cp", f"{LIB}/*", str(SOURCE)], check=True, timeout=120)
+    props = tmp_path / "ssl.properties"
+    props.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={pki.ca}\n")
+    tls_broker.run(lambda: tls_broker.server.broker.create_topic("java-tls", read_queue_nums=2, write_queue_nums=2))
+    bootstrap = "127.0.0.1:%d" % tls_broker.endpoint("kafka (tls)")[1]
+    result = subprocess.run(["java", f"-Dclient.properties={props}", "-cp", f"{classes}:{LIB}/*", "KafkaClientCheck",
+                             bootstrap, "java-tls", "java-tls-group", "200", "lz4"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("OK 200")

@@ -21,6 +21,7 @@ public class KafkaClientCheck {
 
         Properties p = new Properties();
         sasl(p, args);
+        extra(p);
         p.put("bootstrap.servers", bootstrap);
         p.put("compression.type", compression);
         p.put("acks", "all");
@@ -39,6 +40,7 @@ public class KafkaClientCheck {
 
         Properties c = new Properties();
         sasl(c, args);
+        extra(c);
         c.put("bootstrap.servers", bootstrap);
         c.put("group.id", group);
         c.put("auto.offset.reset", "earliest");
@@ -80,6 +82,16 @@ public class KafkaClientCheck {
         props.put("sasl.mechanism", "PLAIN");
         props.put("sasl.jaas.config", "org.apache.kafka.common.security.plain.PlainLoginModule required username=\""
                 + args[5] + "\" password=\"" + args[6] + "\";");
+    }
+
+    /** -Dclient.properties=FILE: more client settings for both (TLS: security.protocol=SSL ...). */
+    private static void extra(Properties props) throws Exception {
+        String path = System.getProperty("client.properties");
+        if (path != null) {
+            try (java.io.FileInputStream in = new java.io.FileInputStream(path)) {
+                props.load(in);
+            }
+        }
     }
 
     private static byte[] bytes(String s) {
