@@ -297,19 +297,26 @@ def test_kombu_amqps(tls_broker, pki):
         queue.close()
 
 
-def test_java_client_over_ssl(tls_broker, pki, tmp_path):
+def test_java_client_over_ssl(pki, tmp_path):
     """kafka-clients 3.9 over SSL, trusting the test CA as a PEM truststore: idempotent
-    produce and a group consume (tests/protocols/kafka/java/KafkaClientCheck.java)."""
+    produce and a group consume (tests/protocols/kafka/java/KafkaClientCheck.java). One loop
+    (uvloop): the JVM's start dominates."""
     from tests.protocols.kafka.test_java_client import LIB, SOURCE
+    from tests.support.live_broker import start_live_broker
+    from tests.tls.conftest import tls_config
     assert shutil.which("javac"), "a JDK with javac is needed"
     classes = tmp_path / "classes"
     subprocess.run(["javac", "-d", str(classes), "-cp", f"{LIB}/*", str(SOURCE)], check=True, timeout=120)
     props = tmp_path / "ssl.properties"
     props.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={pki.ca}\n")
-    tls_broker.run(lambda: tls_broker.server.broker.create_topic("java-tls", read_queue_nums=2, write_queue_nums=2))
-    bootstrap = "127.0.0.1:%d" % tls_broker.endpoint("kafka (tls)")[1]
-    result = subprocess.run(["java", f"-Dclient.properties={props}", "-cp", f"{classes}:{LIB}/*", "KafkaClientCheck",
-                             bootstrap, "java-tls", "java-tls-group", "200", "lz4"],
-                            capture_output=True, text=True, timeout=120)
+    live = start_live_broker(tls_config(str(tmp_path / "store"), pki), "uvloop")
+    try:
+        live.run(lambda: live.server.broker.create_topic("java-tls", read_queue_nums=2, write_queue_nums=2))
+        bootstrap = "127.0.0.1:%d" % live.endpoint("kafka (tls)")[1]
+        result = subprocess.run(["java", f"-Dclient.properties={props}", "-cp", f"{classes}:{LIB}/*",
+                                 "KafkaClientCheck", bootstrap, "java-tls", "java-tls-group", "200", "lz4"],
+                                capture_output=True, text=True, timeout=120)
+    finally:
+        live.stop()
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("OK 200")
