@@ -23,7 +23,7 @@ from bisect import bisect_left
 from typing import Final
 
 from ..store.get_result import Segment
-from ..store.record import I32, I64, MESSAGE_MAGIC_CODE, POS_BODY_LENGTH, POS_QUEUE_OFFSET, POS_SYS_FLAG, is_inner_batch
+from ..store.record import I32, I64, MESSAGE_MAGIC_CODE, POS_QUEUE_OFFSET, POS_SYS_FLAG, is_inner_batch
 from ..store.record import HEADER_SIZE as RECORD_HEADER_SIZE
 
 FILE_HEADER: Final = struct.Struct(">4sIqqq")  # magic, version, start and end offsets, messages
