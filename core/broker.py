@@ -229,7 +229,7 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
                                 name="producer-state-snapshots")
         self._tasks.create_task(run_every(self.config.client_scan_interval / 1000, self._scan_clients,
                                           self._stop, name="client scan"), name="scan-clients")
-        self._tasks.create_task(run_every(  # passes only while a master (core/compaction)
+        self._tasks.create_task(run_every(  # on a slave too: compaction writes no CommitLog
             self.config.compaction_schedule_internal / 1000, self.compaction.run_once, self._stop,
             name="compacting topics"), name="compaction")
         self.running = True

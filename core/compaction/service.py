@@ -126,8 +126,11 @@ class CompactionService:
 
     def retention_floor(self) -> int:
         """The lowest CommitLog offset a compacted queue has not copied into its snapshot:
-        no segment ending past it may be deleted."""
+        no segment ending past it may be deleted (none with enableCompaction off: compacted
+        topics then expire as any other)."""
         floor = 1 << 62
+        if not self.config.enable_compaction:
+            return floor
         for key in self.compacted_queues():
             phys = self._dirty_start(key)[1]
             if phys is not None and phys < floor:
@@ -150,9 +153,10 @@ class CompactionService:
     # ---------------------------------------------------------------- the schedule
     async def run_once(self) -> int:
         """One pass: compact each compacted queue that is due; returns how many were. A
-        slave compacts nothing: its compacted logs are not replicated yet, so it keeps its
-        compacted queues' records in its CommitLog (the retention pin) until it is master."""
-        if not self.config.enable_compaction or self.store.slave:
+        slave compacts its own copy of the log the same way (a compaction writes only
+        compacted logs, never the CommitLog), so its reads, its retention and a promotion
+        find them ready."""
+        if not self.config.enable_compaction:
             return 0
         now_s = self.wall_clock()
         expiring = self._expiring_end(now_s)

@@ -130,3 +130,15 @@ def test_a_rocketmq_pull_reads_the_compacted_view_and_a_selective_filter_the_com
             tagged = await broker.pull("g", "pulled", 0, 0, 32, message_filter=compile_filter("TAG", "A"))
             assert len(list(tagged.messages())) == 15  # read from the CommitLog, every A
     run(main())
+
+
+def test_with_compaction_off_nothing_compacts_and_retention_is_not_held_back(small_config):
+    async def main():
+        async with Broker(small_config.with_overrides(enable_compaction=False)) as broker:
+            _compacted(broker, "off")
+            for i in range(10):
+                await broker.put_message(Message("off", b"v%d" % i, {"KEYS": "k"}, queue_id=0))
+            assert await broker.compaction.run_once() == 0
+            assert broker.compaction.retention_floor() == 1 << 62
+            assert len(list(broker.get_messages("off", 0, 0, 32).messages())) == 10
+    run(main())
