@@ -132,6 +132,7 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         # ---- messaging semantics (schedule, transactions, clients)
         self.delay_levels = DelayLevels(parse_delay_levels(config.message_delay_level))
         self.delay_offsets = DelayOffsets(config_dir)
+        self.offset_log.delay_offsets = self.delay_offsets  # delay-level progress rides its records
         self.daily_stats = DailyStats(config_dir)
         self.traffic = TrafficStats()
         self.schedule = ScheduleMessageService(

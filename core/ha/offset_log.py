@@ -7,7 +7,11 @@ every ``interval`` while it has an HA port, and at once when a commit must be an
 only once replicated (`flush`, used by the facade's offsets_durable under SYNC_MASTER).
 The slave applies each such record as its dispatch reaches it (MessageStore.record_listeners),
 so its offsets follow the log's order: a slave that has a message's record has every
-offset committed before it was written. This module never reads the table of a slave as
+offset committed before it was written. The delay levels' progress (RocketMQ's
+delayOffset.json, which the schedule service advances as it delivers) rides the same records
+under the key ``delayOffsets`` (a key without ``@``: never a topic@group), so a promoted
+slave does not deliver again what its master delivered (a slave keeps them in memory and
+writes them at its clean stop, beside SlaveSynchronize's 10 s copy). This module never reads the table of a slave as
 its own truth: the master's is (SlaveSynchronize still replaces it every 10 s).
 """
 
@@ -22,11 +26,13 @@ from rocketport.common.message import Message
 
 if TYPE_CHECKING:
     from ..metadata.offsets import ConsumerOffsetManager
+    from ..schedule import DelayOffsets
     from ..store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
 OFFSET_LOG_TOPIC = "RMQ_SYS_REPLICA_OFFSETS"
+DELAY_KEY = "delayOffsets"
 
 
 class OffsetLog:
@@ -35,22 +41,30 @@ class OffsetLog:
         self.offsets = offsets
         self._sent: dict[str, dict[int, int]] = {}
         self._sent_version = -1
+        self.delay_offsets: "DelayOffsets | None" = None  # the broker's, once made
+        self._sent_delay: dict[int, int] = {}
 
     async def flush(self) -> int:
         """Write the offsets changed since the last record (none: nothing written); the log
         offset past which every commit made before this call is in the log."""
         offsets = self.offsets
-        if offsets.version == self._sent_version:
+        delay = self.delay_offsets.table if self.delay_offsets is not None else self._sent_delay
+        if offsets.version == self._sent_version and delay == self._sent_delay:
             return self.store.commitlog.max_offset
-        version = offsets.version
         changed: dict[str, dict[str, int]] = {}
-        for key, queues in offsets.table.items():
-            sent = self._sent.get(key, {})
-            delta = {str(q): o for q, o in queues.items() if sent.get(q) != o}
-            if delta:
-                changed[key] = delta
-        self._sent = {key: dict(queues) for key, queues in offsets.table.items()}
-        self._sent_version = version
+        if offsets.version != self._sent_version:
+            version = offsets.version
+            for key, queues in offsets.table.items():
+                sent = self._sent.get(key, {})
+                delta = {str(q): o for q, o in queues.items() if sent.get(q) != o}
+                if delta:
+                    changed[key] = delta
+            self._sent = {key: dict(queues) for key, queues in offsets.table.items()}
+            self._sent_version = version
+        delay_delta = {str(level): o for level, o in delay.items() if self._sent_delay.get(level) != o}
+        if delay_delta:
+            changed[DELAY_KEY] = delay_delta
+            self._sent_delay = dict(delay)
         if not changed:
             return self.store.commitlog.max_offset
         result = await self.store.put_message(Message(OFFSET_LOG_TOPIC, orjson.dumps(changed), {}, 0, 0))
@@ -60,6 +74,10 @@ class OffsetLog:
         """Slave: one record's offsets into the table (a record that is not one is logged)."""
         try:
             changed = orjson.loads(bytes(body))
+            delay = changed.pop(DELAY_KEY, None)
+            if delay is not None and self.delay_offsets is not None:
+                for level, o in delay.items():
+                    self.delay_offsets.table[int(level)] = int(o)
             for key, queues in changed.items():
                 table = self.offsets.table.setdefault(str(key), {})
                 for q, o in queues.items():

@@ -152,6 +152,24 @@ def test_topics_and_groups_created_or_deleted_on_the_master_follow_on_the_slave_
     run(scenario())
 
 
+def test_delay_levels_progress_follows_on_the_slave_with_the_offset_records(tmp_path):
+    """What the master's schedule service delivered (its delay offsets) reaches the slave
+    in the replicated offset records, so a promoted slave would not deliver it again."""
+    async def scenario() -> None:
+        mc, sc = configs(tmp_path, free_port())
+        async with Broker(mc) as master, Broker(sc) as slave:
+            await caught_up(master, slave)
+            await master.put_message(Message("T", b"in a second", {"DELAY": "1"}, 0, 0))
+
+            async def delivered(broker: Broker) -> None:
+                while broker.delay_offsets.table.get(1, 0) < 1:
+                    await asyncio.sleep(0.01)
+            await asyncio.wait_for(delivered(master), 10)
+            await asyncio.wait_for(delivered(slave), 10)
+            assert slave.delay_offsets.table[1] == master.delay_offsets.table[1]
+    run(scenario())
+
+
 def test_a_slave_ahead_of_its_master_is_refused_or_truncated_when_told(tmp_path):
     async def scenario() -> None:
         port = free_port()
