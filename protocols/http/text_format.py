@@ -13,6 +13,7 @@ prometheus-client's writer.
 
 from __future__ import annotations
 
+import gc
 from typing import Final
 
 from prometheus_client.registry import Collector
@@ -36,6 +37,20 @@ def label_text(labels: dict[str, str]) -> str:
 
 
 def render(registry: Collector) -> bytes:
+    """The registry's families as text. The cyclic garbage collector is held off meanwhile:
+    a scrape of 10,000 queues makes some 100,000 short-lived objects, none in a cycle (all
+    freed by their counts), which would otherwise set off a hundred collections, the full
+    ones walking the broker's whole heap."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _render(registry)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _render(registry: Collector) -> bytes:
     out: list[str] = []
     add = out.append
     # a labels dict shared by several samples (the collector gives a topic@group's lag,

@@ -43,3 +43,24 @@ def test_render_reads_as_the_library_writes():
     assert len(_parsed(ours)) == 10  # 4 lag, 1 counter, 2 buckets + count + sum, 1 plain
     assert b'consumer_group="back\\\\slash\\nnewline"' in ours
     assert b"process_resident_memory_bytes" in ours
+
+
+def test_render_holds_the_garbage_collector_off_only_while_it_runs():
+    import gc
+
+    class Watching(Collector):
+        def collect(self):
+            seen.append(gc.isenabled())
+            yield GaugeMetricFamily("plain_gauge", "no labels", value=1)
+    seen: list[bool] = []
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Watching())
+    assert gc.isenabled()
+    render(registry)
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:  # held off by someone else: left so
+        render(registry)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
