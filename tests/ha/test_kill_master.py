@@ -27,7 +27,7 @@ from rocketport.client.message import SendStatus
 from rocketport.protocols.remoting import RequestCode, ResponseCode
 from tests.ha.cluster import Node, master_and_slave, wait_for
 from tests.ha.test_slave_reads import cluster_info, topics_of
-from tests.ha.test_sync_master import in_sync, runtime
+from tests.ha.test_sync_master import in_sync
 from tests.support.remoting import free_port, remoting_client, request
 
 TOPIC = "KillMaster"
