@@ -16,6 +16,7 @@ from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError
 
 from .error_map import error_code_for
+from .consumer_group_log import GROUP_STATE_TOPIC
 from .errors import ErrorCode
 from .requests import (
     NODE_ID,
@@ -122,7 +123,7 @@ class ClusterHandlers:
 
     def _topic_metadata(self, name: str, auto_create: bool) -> dict[str, Any]:
         out: dict[str, Any] = {"error_code": ErrorCode.NONE, "name": name, "topic_id": bytes(16),
-                               "is_internal": False, "partitions": []}
+                               "is_internal": name == GROUP_STATE_TOPIC, "partitions": []}
         n = partitions(self.broker, name)
         if n is None and auto_create:
             try:

@@ -19,10 +19,11 @@ its partitions go to the others. Static members (``group.instance.id``) that lea
 epoch -2 keep their partitions until they return (with a new member id) or the session
 timeout expires.
 
-Departures from Kafka, each because this broker keeps groups in memory: a restart loses
-every group, so a heartbeat naming a group or member this broker does not know is answered
-UNKNOWN_MEMBER_ID (Kafka: GROUP_ID_NOT_FOUND for an unknown group), and the client rejoins
-with epoch 0; and a member rejoining with epoch 0 under its own (client-generated, KIP-1082)
+Groups survive a restart through the log (consumer_group_log.py: written every half second,
+read back before the front-end listens). Departures from Kafka: a heartbeat naming a group
+or member this broker does not know (a group changed in the last half second before a
+SIGKILL) is answered UNKNOWN_MEMBER_ID (Kafka: GROUP_ID_NOT_FOUND for an unknown group), and
+the client rejoins with epoch 0; and a member rejoining with epoch 0 under its own (client-generated, KIP-1082)
 member id starts over at once instead of being fenced until its old session expires.
 
 Online migration (KIP-848, Kafka's ``group.consumer.migration.policy``): a consumer-protocol
@@ -245,6 +246,13 @@ class ConsumerGroupCoordinator:
             for m in group.members.values():
                 self._cancel_timers(m)
         self.groups.clear()
+
+    def adopt(self, group: ConsumerGroup) -> None:
+        """Take a group read back from the log (consumer_group_log.py): its members' sessions
+        start now, so one that does not come back is fenced after its session timeout."""
+        self.groups[group.group_id] = group
+        for member in group.members.values():
+            self._touch(group, member)
 
     def forget(self, group_id: str) -> None:
         """Drop an empty group (a classic group takes its id over)."""

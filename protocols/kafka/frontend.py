@@ -19,6 +19,7 @@ from ..listener import Listener
 from ..session_base import Session
 from ..tls import TlsContexts
 from . import codec
+from .consumer_group_log import ConsumerGroupLog
 from .handlers import KafkaHandlers
 from .requests import BrokerNode
 from .session import KafkaSession
@@ -36,6 +37,8 @@ class KafkaFrontEnd(ListenerFrontEnd):
         self.listener = Listener("kafka", config.host, config.port, self._new_session,
                                  broker.config.connection_limits)
         self.listeners = [self.listener]
+        self.group_log = ConsumerGroupLog(broker, self.handlers.consumer_groups)
+        self._group_log_task: asyncio.Task | None = None
         # kafka.tlsPort: Kafka's SSL (SASL_SSL with SASL) listener; its metadata names itself
         self.tls_node: BrokerNode | None = None
         if config.tls_port:
@@ -66,8 +69,16 @@ class KafkaFrontEnd(ListenerFrontEnd):
 
     async def start(self) -> None:
         await asyncio.to_thread(codec.compile_all)  # before listening: no first request waits
+        await self.group_log.restore()  # KIP-848 groups back from the log, before anyone heartbeats
+        self._group_log_stop = asyncio.Event()
+        self._group_log_task = asyncio.create_task(self.group_log.run(self._group_log_stop),
+                                                   name="kafka-consumer-group-log")
         await super().start()
 
     async def stop(self) -> None:
         await super().stop()
+        if self._group_log_task is not None:  # its last flush writes what changed up to now
+            self._group_log_stop.set()
+            await self._group_log_task
+            self._group_log_task = None
         self.handlers.close()

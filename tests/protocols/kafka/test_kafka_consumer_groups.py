@@ -276,8 +276,8 @@ def test_offset_commit_and_fetch_check_the_member_epoch(broker, made):
         assert fetch("m9", epoch + 1) == ErrorCode.STALE_MEMBER_EPOCH
         assert fetch(None, -1) == ErrorCode.NONE  # an admin's read
         assert broker.run(lambda: broker.server.broker.query_offset("g9", "k9", 0)) == 5
-        # groups live in memory: after a restart (here: the coordinator's state dropped) the
-        # member's commit names a group the broker does not know, as Kafka answers from v9
+        # a group the coordinator does not know (its state dropped): the member's commit is
+        # answered as Kafka answers from v9
         broker.run(broker.server.front_ends["kafka"].handlers.consumer_groups.close)
         assert commit("m9", epoch) == ErrorCode.GROUP_ID_NOT_FOUND
 
@@ -288,9 +288,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_broker_restart_costs_one_rejoin_and_offsets_survive(tmp_path):
-    """Groups live in memory: after a restart the member hears UNKNOWN_MEMBER_ID, rejoins with
-    epoch 0 and goes on from the offsets it committed (which are in the store)."""
+def test_a_group_survives_a_broker_restart_without_a_rebalance(tmp_path):
+    """Groups come back from the log (consumer_group_log.py): after a clean restart the group
+    is there before its member heartbeats, with the same group and member epochs, and the
+    member goes on from the offsets it committed, nothing read twice."""
     config = replace(kafka_config(str(tmp_path / "store"), kafka_group_consumer_heartbeat_interval_ms=HEARTBEAT_MS),
                      kafka=ProtocolConfig(True, _free_port(), "127.0.0.1"))  # the same port after the restart
     live = start_live_broker(config)
@@ -302,10 +303,14 @@ def test_broker_restart_costs_one_rejoin_and_offsets_survive(tmp_path):
         sink: list = []
         assert poll_until([c], lambda: len(values(sink)) >= 50, sink=sink)
         c.commit(asynchronous=False)
+        group = live.server.front_ends["kafka"].handlers.consumer_groups.groups["g10"]
+        before = (group.epoch, group.members[c.memberid()].epoch)
     finally:
         live.stop()
     live = start_live_broker(config)
     try:
+        group = live.server.front_ends["kafka"].handlers.consumer_groups.groups["g10"]  # before any heartbeat
+        assert (group.epoch, group.members[c.memberid()].epoch) == before
         p = Producer({"bootstrap.servers": live.bootstrap})
         for i in range(50):
             p.produce("k10", b"after-%d" % i)
@@ -316,6 +321,7 @@ def test_broker_restart_costs_one_rejoin_and_offsets_survive(tmp_path):
         assert sorted(values(later)) == sorted(b"after-%d" % i for i in range(50))  # nothing read twice
         group = live.server.front_ends["kafka"].handlers.consumer_groups.groups["g10"]
         assert list(group.members) == [c.memberid()]
+        assert (group.epoch, group.members[c.memberid()].epoch) == before  # no rebalance
     finally:
         c.close()
         live.stop()
