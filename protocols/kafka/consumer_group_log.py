@@ -8,7 +8,8 @@ kept by compaction (core/compaction); a body of ``null`` says the group has no m
 At start the front-end reads the topic back before it listens, and each member's session
 starts afresh: a member that comes back with its id and epoch goes on where it was, one
 that does not is fenced after its session timeout, as on a coordinator failover in Kafka.
-Being in the CommitLog, the records reach slaves like any other.
+Being in the CommitLog, the records reach slaves like any other; a slave neither restores
+nor writes them (a slave promoted by an election starts its groups afresh: members rejoin).
 
 Written every ``FLUSH_S`` for the groups that changed (their encoded state differs from
 the last one written), not before each answer as Kafka does: a SIGKILL loses at most that
@@ -91,8 +92,8 @@ class ConsumerGroupLog:
     async def restore(self) -> int:
         """Read the groups back (before the front-end listens); how many came back."""
         broker = self.broker
-        if broker.get_topic(GROUP_STATE_TOPIC) is None:
-            return 0
+        if broker.config.is_slave or broker.get_topic(GROUP_STATE_TOPIC) is None:
+            return 0  # a slave serves no group (its members would only be fenced there)
         latest: dict[str, bytes] = {}
         offset, end = broker.min_offset(GROUP_STATE_TOPIC, 0), broker.max_offset(GROUP_STATE_TOPIC, 0)
         while offset < end:
@@ -136,7 +137,7 @@ class ConsumerGroupLog:
                 current[group_id] = body
         writes = [(gid, body) for gid, body in current.items() if self._written.get(gid) != body]
         writes += [(gid, _GONE) for gid in self._written if gid not in current]
-        if not writes:
+        if not writes or self.broker.config.is_slave:  # a slave writes nothing of its own
             return
         try:
             if self.broker.get_topic(GROUP_STATE_TOPIC) is None:
