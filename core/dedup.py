@@ -10,8 +10,10 @@ concurrent put waits for that one: stored, it is a repeat; refused, it is stored
 is answered with the result of the put that stored the key, so the producer sees a success.
 
 Where the keys come from: the last `capacity` keys this process stored are kept in memory;
-every other key is recalled from the log. The index builder indexes each record's
-DEDUP_KEY as it indexes KEYS (core/store/index_service.py), so a key is found again through
+every other key is recalled from the log. The index builder indexes a record's DEDUP_KEY
+as it indexes KEYS (core/store/index_service.py), once for a run of records in a row that
+carry one key (a unit: the Spark sink's chunk of 512 rows costs one entry, not 512; the
+recall reads the run on from its first record), so a key is found again through
 the same derivation from the CommitLog that rebuilds the index after a crash (and that a
 replica running the same dispatch would run). `floor` is the commit-log offset below which a
 record's key may be missing from memory: the log's end when the store opened, raised as
@@ -20,8 +22,9 @@ the recall first waits until the index covers the log below `floor`. With
 messageIndexEnable off nothing can be recalled: the window is then memory only.
 
 Messages without the property cost nothing here: the produce role sends only messages
-whose encoded properties name DEDUP_KEY through `DedupWindow.put`. This module never
-writes the store.
+whose encoded properties name DEDUP_KEY through `DedupWindow.put`, and a remoting batch
+body whose entries all name one key through `claim_now` (decided without awaiting, the
+body stored undecoded) or `put_unit`. This module never writes the store.
 """
 
 from __future__ import annotations
@@ -32,16 +35,17 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from rocketport.common.message import PROPERTY_DEDUP_KEY, Message
+from rocketport.common.message import PROPERTY_DEDUP_KEY, Message, MessageExt, property_bytes, property_needles
 
 from .store.writer import PutResult
 
 if TYPE_CHECKING:
     from .store.message_store import MessageStore
 
-__all__ = ["DEDUP_NEEDLE", "DedupWindow", "dedup_key", "recall_stored"]
+__all__ = ["DEDUP_NEEDLE", "DedupWindow", "dedup_key", "recall_stored", "shared_dedup_key"]
 
 DEDUP_NEEDLE = PROPERTY_DEDUP_KEY.encode() + b"\x01"  # found in encoded properties
+_DEDUP_NEEDLES = property_needles(PROPERTY_DEDUP_KEY)
 DEFAULT_CAPACITY = 100_000  # keys kept (~15 MB); a batch of messages may share one key
 RECALL_MAX = 4096  # records of one stored unit a recalled answer names
 
@@ -53,6 +57,20 @@ Recall = Callable[[Key, int], Awaitable["PutResult | None"]]
 
 def dedup_key(msg: Message) -> str | None:
     return msg.properties.get(PROPERTY_DEDUP_KEY) if msg.properties else None
+
+
+def shared_dedup_key(properties: list[bytes]) -> str | None:
+    """The DEDUP_KEY every one of these encoded properties names, read undecoded (as
+    `decode_properties` reads it), or None when one names another or none."""
+    if not properties:
+        return None
+    key = property_bytes(properties[0], _DEDUP_NEEDLES)
+    if key is None:
+        return None
+    for raw in properties:
+        if property_bytes(raw, _DEDUP_NEEDLES) != key:
+            return None
+    return key.decode("utf-8", "surrogateescape")
 
 
 class DedupWindow:
@@ -86,23 +104,64 @@ class DedupWindow:
             if k in claimed:  # messages of one put sharing a key are one unit: all kept
                 fresh.append(msg)
                 continue
-            while (waiting := self._pending.get(k)) is not None:
-                await asyncio.shield(waiting)  # a concurrent put of this key: its outcome decides
-            if k not in self._stored and self.floor and self._recall is not None:
-                await self._recall_key(k)
-            if k in self._stored:
+            stored = await self._admit(k)
+            if stored is not None:
                 self.dropped += 1
                 if earlier is None:
-                    earlier = self._stored[k]
+                    earlier = stored
                 continue
-            self._pending[k] = asyncio.get_running_loop().create_future()
             claimed.append(k)
             fresh.append(msg)
         if not fresh:  # every message a repeat (put_messages refuses an empty batch first)
             assert earlier is not None
             return earlier
+        return await self._put_claimed(claimed, store(fresh))
+
+    async def put_unit(self, k: Key, count: int, store: Callable[[], Awaitable[PutResult]]) -> PutResult:
+        """`put` for ``count`` messages that all carry the key ``k`` (one unit: a remoting
+        batch body whose every entry names one DEDUP_KEY), stored by ``store()`` unless
+        ``k`` is stored already: then the earlier put's result."""
+        stored = await self._admit(k)
+        if stored is not None:
+            self.dropped += count
+            return stored
+        return await self._put_claimed([k], store())
+
+    def claim_now(self, k: Key, count: int) -> PutResult | bool:
+        """`put_unit` decided without awaiting, where it can be: the earlier put's result
+        for a repeat (``count`` messages dropped); True when ``k`` is claimed, and the
+        caller stores its unit and calls `settle` with the outcome; False when only
+        `put_unit` can tell (a concurrent put of ``k`` in flight, or a recall)."""
+        if k in self._pending or (k not in self._stored and self.floor and self._recall is not None):
+            return False
+        stored = self._stored.get(k)
+        if stored is not None:
+            self.dropped += count
+            return stored
+        self._pending[k] = asyncio.get_running_loop().create_future()
+        return True
+
+    def settle(self, k: Key, result: PutResult | None) -> None:
+        """The outcome of the put of a unit claimed by `claim_now` (None: not stored)."""
+        self._settle([k], result)
+
+    async def _admit(self, k: Key) -> PutResult | None:
+        """The stored result for ``k`` (a repeat), or None with ``k`` claimed by the caller,
+        who settles it. Waits for a concurrent put of ``k`` first, and recalls ``k`` from
+        the log when it may be there only."""
+        while (waiting := self._pending.get(k)) is not None:
+            await asyncio.shield(waiting)  # a concurrent put of this key: its outcome decides
+        if k not in self._stored and self.floor and self._recall is not None:
+            await self._recall_key(k)
+        stored = self._stored.get(k)
+        if stored is None:
+            self._pending[k] = asyncio.get_running_loop().create_future()
+        return stored
+
+    async def _put_claimed(self, claimed: list[Key], put: Awaitable[PutResult]) -> PutResult:
+        """``put``'s result, with the keys it claimed settled by its outcome."""
         try:
-            result = await store(fresh)
+            result = await put
         except BaseException:
             self._settle(claimed, None)
             raise
@@ -138,21 +197,27 @@ class DedupWindow:
 
 async def recall_stored(store: "MessageStore", k: Key, below: int) -> PutResult | None:
     """The answer for the unit stored under key ``k`` = (topic, DEDUP_KEY) below commit-log
-    offset ``below``, rebuilt from its records (found through the index, each checked), or
-    None. Waits until the index covers the log below ``below`` first."""
+    offset ``below``, rebuilt from its records, or None. The index holds the first record
+    of each run of records with that key (core/store/index_service.py); each run is read
+    on from there while the records that follow carry the key, every one checked. Waits
+    until the index covers the log below ``below`` first."""
     topic, key = k
     index = store.index
     await index.catch_up(store, below)
     hits = index.lookup(f"{topic}#{key}", RECALL_MAX, 0, int(time.time() * 1000) + 1000)
-    records = []
+    records: dict[int, MessageExt] = {}
     for phys in sorted({p for p in hits if p < below}):
-        msg = store.message_at(phys)
-        if msg is not None and msg.topic == topic and msg.properties.get(PROPERTY_DEDUP_KEY) == key:
-            records.append(msg)
+        while phys < below and phys not in records and len(records) < RECALL_MAX:
+            msg = store.message_at(phys)
+            if msg is None or msg.topic != topic or msg.properties.get(PROPERTY_DEDUP_KEY) != key:
+                break
+            records[phys] = msg
+            phys += msg.store_size
     if not records:
         return None
-    first = records[0]
+    found = [records[p] for p in sorted(records)]
+    first = found[0]
     return PutResult(first.queue_id, first.queue_offset, first.commit_log_offset,
-                     sum(m.store_size for m in records), first.store_timestamp, len(records),
+                     sum(m.store_size for m in found), first.store_timestamp, len(found),
                      store.store_host,
-                     tuple(m.commit_log_offset for m in records) if len(records) > 1 else ())
+                     tuple(m.commit_log_offset for m in found) if len(found) > 1 else ())

@@ -55,7 +55,7 @@ from rocketport.common.tags import tags_code_of_value
 
 from ..config import BrokerConfig
 from ..consumer._clock import Clock
-from ..dedup import DEDUP_NEEDLE, DedupWindow, dedup_key
+from ..dedup import DEDUP_NEEDLE, DedupWindow, dedup_key, shared_dedup_key
 from ..errors import (
     BrokerError,
     GroupNotFound,
@@ -90,9 +90,60 @@ def _may_wrap(properties: bytes) -> bool:
     """Whether encoded properties may name a delay, a transaction or a dedup key: five
     `find`s, several times faster than one regex alternation over a batch's bytes, and
     than `in` (which acquires a buffer) on a single message's."""
+    return _may_delay(properties) or properties.find(DEDUP_NEEDLE) >= 0
+
+
+def _may_delay(properties: bytes) -> bool:
+    """Whether encoded properties may name a delay or a transaction."""
     find = properties.find
-    return (find(_DELAY) >= 0 or find(_DELIVER_MS) >= 0 or find(_DELAY_SEC) >= 0
-            or find(_PREPARED) >= 0 or find(DEDUP_NEEDLE) >= 0)
+    return find(_DELAY) >= 0 or find(_DELIVER_MS) >= 0 or find(_DELAY_SEC) >= 0 or find(_PREPARED) >= 0
+
+
+class _DedupUnit:
+    """`put_batch`'s test of a batch body's entries (`MessageStore.put_message_batch`'s
+    ``declines``): stored as they are when none may name a delay, a transaction or a dedup
+    key, or when every entry names the same DEDUP_KEY and the window claims it at once.
+    Otherwise declined, saying why: ``key`` set, the unit is a repeat (``repeat``) or must
+    wait for `DedupWindow.put_unit`; ``key`` None, the body is decoded. Asked again when
+    the batch moves to a new segment: the first answer stands."""
+
+    __slots__ = ("window", "topic", "key", "count", "repeat", "claimed", "answer")
+
+    def __init__(self, window: DedupWindow, topic: str) -> None:
+        self.window, self.topic = window, topic
+        self.key: tuple[str, str] | None = None
+        self.count = 0
+        self.repeat: PutResult | None = None
+        self.claimed = False
+        self.answer: bool | None = None
+
+    def declines(self, properties: list[bytes]) -> bool:
+        if self.answer is None:
+            self.answer = self._decide(properties)
+        return self.answer
+
+    def _decide(self, properties: list[bytes]) -> bool:
+        joined = b"\x02".join(properties)
+        if not _may_wrap(joined):
+            return False
+        if _may_delay(joined):
+            return True
+        key = shared_dedup_key(properties)
+        if key is None:
+            return True
+        self.key, self.count = (self.topic, key), len(properties)
+        claim = self.window.claim_now(self.key, self.count)
+        if claim is True:
+            self.claimed = True
+            return False
+        self.repeat = None if claim is False else claim
+        return True
+
+    def settle(self, result: PutResult | None) -> None:
+        """The claimed key's outcome: the put's result, or None when it raised."""
+        if self.claimed:
+            self.claimed = False
+            self.window.settle(self.key, result)  # type: ignore[arg-type]
 
 
 def _check_batchable(msg: Message) -> None:
@@ -181,15 +232,27 @@ class ProduceRole(AdminRole):
                         reconsume_times: int) -> PutResult:
         """A client's MessageBatch body (`core.batch.message_batch`) for one topic and queue,
         as a remoting batch send carries it. Stored entry by entry with the properties as
-        sent; decoded first when its properties may name a delay or transaction (then
-        refused, as `put_messages` refuses them) or it goes to the schedule topic (whose
-        tags codes are due times)."""
+        sent, also when every entry names one DEDUP_KEY (a unit, as the Spark sink sends
+        its chunks: core/dedup.py); decoded first when its properties may name a delay or
+        transaction (then refused, as `put_messages` refuses them) or other dedup keys, or
+        it goes to the schedule topic (whose tags codes are due times)."""
         _check_sys_flag(sys_flag)
         if topic != SCHEDULE_TOPIC and transaction_type(sys_flag) != TRANSACTION_PREPARED_TYPE:
-            result = await self.store.put_message_batch(
-                topic, self._writable(topic, queue_id), batch, sys_flag=sys_flag,
-                born_timestamp=born_timestamp, born_host=born_host,
-                reconsume_times=reconsume_times, declines=_may_wrap)
+            queue = self._writable(topic, queue_id)
+
+            def put(declines: Any = None) -> Any:
+                return self.store.put_message_batch(
+                    topic, queue, batch, sys_flag=sys_flag, born_timestamp=born_timestamp,
+                    born_host=born_host, reconsume_times=reconsume_times, declines=declines)
+            unit = _DedupUnit(self.dedup, topic)
+            try:
+                result = await put(unit.declines)
+            except BaseException:
+                unit.settle(None)
+                raise
+            unit.settle(result)
+            if result is None and unit.key is not None:  # a repeat, or a claim to wait for
+                result = unit.repeat or await self.dedup.put_unit(unit.key, unit.count, put)
             if result is not None:
                 return await self._replicated(result)
         return await self.put_messages([

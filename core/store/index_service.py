@@ -145,6 +145,8 @@ class IndexService:
         self._dirty: set[IndexFile] = set()
         self._prefixes: dict[bytes, bytes] = {}
         self._open: _OpenBatch | None = None
+        # (end, key) of the last record whose DEDUP_KEY the walk saw (see _index_record)
+        self._dedup_run: tuple[int, bytes] = (-1, b"")
         # (start, end, records) of log ranges written with no key to index (see `keyless`)
         self._keyless: deque[tuple[int, int, int]] = deque(maxlen=KEYLESS_SPANS)
         self._stopping = False
@@ -382,7 +384,9 @@ class IndexService:
 
     def _index_record(self, view: memoryview, pos: int, phys: int) -> None:
         """``topic#key`` for each of a plain record's KEYS, ``topic#UNIQ_KEY`` and
-        ``topic#DEDUP_KEY``."""
+        ``topic#DEDUP_KEY``; DEDUP_KEY only for the first record of a run of records that
+        follow each other in one segment with that key (a batch send's unit): the dedup
+        window's recall reads the run from there (core/dedup.py)."""
         topic_start, topic_end, props = topic_and_properties(view, pos)
         if not names_index_keys(props):
             return  # an AMQP or STOMP message: three scans, no split
@@ -400,7 +404,10 @@ class IndexService:
         if uniq:
             self._put(prefix + uniq, phys, store_ts)
         if dedup:
-            self._put(prefix + dedup, phys, store_ts)
+            key = prefix + dedup
+            if pos == 0 or self._dedup_run != (phys, key):
+                self._put(key, phys, store_ts)
+            self._dedup_run = (phys + I32.unpack_from(view, pos)[0], key)
 
     async def run(self, store: IndexedStore) -> None:
         self._wakeup = asyncio.Event()

@@ -532,17 +532,17 @@ class StoreWriter(StoreDispatch):
     async def put_message_batch(self, topic: str, queue_id: int, batch: bytes, *, sys_flag: int,
                                 born_timestamp: int, born_host: tuple[str, int],
                                 reconsume_times: int = 0,
-                                declines: Callable[[bytes], bool] | None = None) -> PutResult | None:
+                                declines: Callable[[list[bytes]], bool] | None = None) -> PutResult | None:
         """A client's MessageBatch body (`core.batch.message_batch`) stored as one record per
         entry, walked once with no per-message objects: the remoting batch send's hot path.
 
         Each record is the shared head fields packed once, the entry's body and properties
         sliced from ``batch``, and the topic; its tags code is the TAGS hash (a caller sends
         topics with other rules through `put_messages`). ``declines`` sees every entry's
-        properties joined by \\x02 before anything is written: when it answers true, nothing
-        is and None is returned (the broker's test for delays and transactions, which go
-        through `put_messages`). InvalidMessage when an entry's lengths do not add up, and
-        the size limit for the whole batch, both before anything is written.
+        encoded properties before anything is written: when it answers true, nothing is
+        and None is returned (the broker's test for delays, transactions and dedup keys).
+        InvalidMessage when an entry's lengths do not add up, and the size limit for the
+        whole batch, both before anything is written.
         """
         if not self._writable or _monotonic() > self.write_deadline:
             raise self._refusal()
@@ -561,7 +561,7 @@ class StoreWriter(StoreDispatch):
         while True:  # twice when the batch opens a new segment: its offsets move
             parts, cq_entries, offsets, properties, end = _batch_records(
                 batch, start, first, queue_id, shared, topic_head)
-            if declines is not None and declines(b"\x02".join(properties)):
+            if declines is not None and declines(properties):
                 return None
             total = end - start
             if total > limit:

@@ -4,6 +4,7 @@ puts, decoded batches and remoting batch bodies, and with a real RocketMQ-protoc
 from __future__ import annotations
 
 import asyncio
+import struct
 
 from rocketport.common.batch.message_batch import BatchMessage, encode_batch
 from rocketport.common.message import PROPERTY_DEDUP_KEY, Message
@@ -11,6 +12,7 @@ from rocketport.core.broker import Broker
 from rocketport.core.dedup import DedupWindow
 from rocketport.core.errors import MessageTooLarge
 from rocketport.core.store.message_store import PutResult
+from rocketport.core.store.record import topic_and_properties
 
 
 def keyed(topic: str, body: bytes, key: str | None, queue_id: int = 0) -> Message:
@@ -55,6 +57,39 @@ def test_batches_drop_stored_keys_and_keep_units(small_config):
             # answered as the put that stored its first key ("y": the first batch) was
             assert (every.queue_offset, every.count) == (0, 2)
             assert bodies(broker, "B") == [b"1", b"2", b"3", b"3", b"4"]
+    asyncio.run(main())
+
+
+def _entry(body: bytes, properties: bytes) -> bytes:
+    """One MessageBatch entry with its properties encoded as given."""
+    return (struct.pack(">iiiii", 22 + len(body) + len(properties), 0, 0, 0, len(body)) + body
+            + struct.pack(">h", len(properties)) + properties)
+
+
+def stored_properties(broker: Broker, topic: str) -> list[bytes]:
+    """Each stored record's encoded properties, as the CommitLog holds them."""
+    return [topic_and_properties(broker.store.commitlog.record_at(m.commit_log_offset))[2]
+            for m in broker.get_messages(topic, 0, 0, 100).messages()]
+
+
+def test_a_batch_body_naming_one_key_is_a_unit_stored_as_sent(small_config):
+    # properties a decode and encode would rewrite (no trailing separator): kept as sent
+    raws = [b"n\x01%d\x02DEDUP_KEY\x01u" % i for i in range(20)]
+    body = b"".join(_entry(b"u%d" % i, raw) for i, raw in enumerate(raws))
+    other = b"".join(_entry(b"v%d" % i, b"DEDUP_KEY\x01v\x02") for i in range(3))
+
+    async def main():
+        async with Broker(small_config) as broker:
+            first = await broker.put_batch("U", 0, body, 0, 0, ("127.0.0.1", 1), 0)
+            again = await broker.put_batch("U", 0, body, 0, 0, ("127.0.0.1", 1), 0)
+            assert (again.queue_offset, again.count, again.msg_ids) == (0, 20, first.msg_ids)
+            # two sends of one new key at once: the second waits for the first, then drops
+            both = await asyncio.gather(*(broker.put_batch("U", 0, other, 0, 0, ("127.0.0.1", 1), 0)
+                                          for _ in range(2)))
+            assert [(r.queue_offset, r.count) for r in both] == [(20, 3), (20, 3)]
+            assert bodies(broker, "U") == [b"u%d" % i for i in range(20)] + [b"v0", b"v1", b"v2"]
+            assert stored_properties(broker, "U") == raws + [b"DEDUP_KEY\x01v\x02"] * 3
+            assert broker.dedup.dropped == 23
     asyncio.run(main())
 
 

@@ -12,6 +12,7 @@ import re
 from rocketport.client import AdminClient
 from rocketport.client import Message as ClientMessage
 from rocketport.client import Producer, PullConsumer
+from rocketport.common.batch.message_batch import BatchMessage, encode_batch
 from rocketport.common.message import PROPERTY_DEDUP_KEY, Message
 from rocketport.core.broker import Broker
 from tests.support.processes import start_broker, stop, wait_ready
@@ -54,6 +55,25 @@ def test_keys_stored_before_a_restart_are_recalled(small_config):
             await broker.put_message(keyed("R", b"y", "y"))  # and now a repeat in memory
             assert bodies(broker, "R") == [b"x", b"y"]
             assert broker.dedup.dropped == 2
+    asyncio.run(main())
+
+
+def test_a_batch_unit_is_recalled_whole_after_a_restart(small_config):
+    """The index holds the first record of a unit's run; the recall reads the rest on."""
+    body = encode_batch([BatchMessage(b"%d" % i, {PROPERTY_DEDUP_KEY: "unit"}) for i in range(30)])
+    lone = encode_batch([BatchMessage(b"lone", {PROPERTY_DEDUP_KEY: "unit"})])
+
+    async def main():
+        async with Broker(small_config) as broker:
+            await broker.put_message(keyed("B", b"before", "other"))
+            first = await broker.put_batch("B", 0, body, 0, 0, ("127.0.0.1", 1), 0)
+            await broker.put_message(keyed("B", b"after", "other2"))
+        async with Broker(small_config) as broker:
+            again = await broker.put_batch("B", 0, body, 0, 0, ("127.0.0.1", 1), 0)
+            assert (again.queue_offset, again.count, again.msg_ids) == (1, 30, first.msg_ids)
+            assert (await broker.put_batch("B", 0, lone, 0, 0, ("127.0.0.1", 1), 0)).count == 30
+            assert broker.dedup.recalled == 1
+            assert bodies(broker, "B") == [b"before", *(b"%d" % i for i in range(30)), b"after"]
     asyncio.run(main())
 
 

@@ -128,15 +128,15 @@ def test_store_lets_the_caller_decline_a_batch_by_its_properties(small_config):
     raw = encode_batch([BatchMessage(b"1", {"TAGS": "a"}), BatchMessage(b"2", {"DELAY": "3"})])
     seen = []
 
-    def declines(properties: bytes) -> bool:
+    def declines(properties: list[bytes]) -> bool:
         seen.append(properties)
-        return b"DELAY\x01" in properties
+        return any(b"DELAY\x01" in p for p in properties)
 
     async def main():
         async with open_store(small_config) as store:
             result = await store.put_message_batch("T", 0, raw, sys_flag=0, born_timestamp=1,
                                                    born_host=("127.0.0.1", 1), declines=declines)
-            assert result is None and seen == [b"TAGS\x01a\x02\x02DELAY\x013\x02"]
+            assert result is None and seen == [[b"TAGS\x01a\x02", b"DELAY\x013\x02"]]
             assert store.commitlog.max_offset == 0 and store.max_offset("T", 0) == 0
     run(main())
 
