@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreUnavailable
@@ -76,6 +77,14 @@ def apply_delay_offsets(broker: "Broker", raw: dict[str, Any]) -> bool:
     broker.delay_offsets.table = dict(table)
     broker.delay_offsets.save(table)
     return True
+
+
+def apply_master_log_end(broker: "Broker", raw: str | None) -> None:
+    """The master's CommitLog end (its runtime info's commitLogMaxOffset): how far a slave
+    catching up has to go, which RocketMQ's HA wire does not say."""
+    slave = broker.ha.slave
+    if raw is not None and slave is not None:
+        slave.master_log_end, slave.master_log_end_at = int(raw), time.monotonic()
 
 
 def delay_offsets(broker: "Broker") -> dict[int, int]:

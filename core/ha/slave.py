@@ -40,6 +40,9 @@ class HASlave:
         self.connected = False
         self.last_frame = 0.0  # wall time of the master's last frame
         self.master_offset = -1  # where the master's stream stood at its last frame
+        # the master's log end and when it was learnt (monotonic): SlaveSynchronize asks for
+        # it every 10 s (the HA wire does not carry it); -1: not known
+        self.master_log_end, self.master_log_end_at = -1, 0.0
         self.diverged: str | None = None
         self._changed = asyncio.Event()
         self._writer: asyncio.StreamWriter | None = None
@@ -102,7 +105,7 @@ class HASlave:
             await writer.drain()
             reported = time.monotonic()
             decoder = FrameDecoder()
-            catch_up = _CatchUp(self.master_address, self.config)
+            catch_up = _CatchUp(self)
             beat_s = self.config.ha_send_heartbeat_interval / 1000
             silent_s = self.config.ha_housekeeping_interval / 1000
             while not stop.is_set():
@@ -161,13 +164,13 @@ class HASlave:
 class _CatchUp:
     """While the master streams a backlog (full frames: haTransferBatchSize, or up to a
     segment's end), a log line every PROGRESS_INTERVAL_S with this log's end, the bytes
-    copied and MB/s, and one when a frame is not full (the master sent all it had). How far
-    the master's log ends ahead is the master's to know (RocketMQ's wire does not carry it):
-    rocketport_ha_slave_behind_bytes on its /metrics."""
+    copied, MB/s and, when SlaveSynchronize has learnt the master's log end, at least how
+    far behind (that end only grows); and one when a frame is not full (the master sent all
+    it had)."""
 
-    def __init__(self, master: str, config: BrokerConfig) -> None:
-        self.master = master
-        self.batch, self.segment = config.ha_transfer_batch_size, config.mapped_file_size_commit_log
+    def __init__(self, slave: HASlave) -> None:
+        self.slave, self.master = slave, slave.master_address
+        self.batch, self.segment = slave.config.ha_transfer_batch_size, slave.config.mapped_file_size_commit_log
         self.began = self.last = -1.0
         self.start = 0
         self.logged = False
@@ -185,8 +188,11 @@ class _CatchUp:
             self.start = offset
         elif now - self.last >= PROGRESS_INTERVAL_S:
             self.last, self.logged = now, True
-            log.info("HA: catching up from master %s: CommitLog offset %d, %.1f MB copied, %.1f MB/s",
-                     self.master, end, (end - self.start) / 1e6, self._rate(end, now))
+            slave = self.slave
+            behind = (f", at least {slave.master_log_end - end} bytes behind (the master's log end "
+                      f"{now - slave.master_log_end_at:.0f} s ago)" if slave.master_log_end > end else "")
+            log.info("HA: catching up from master %s: CommitLog offset %d, %.1f MB copied, %.1f MB/s%s",
+                     self.master, end, (end - self.start) / 1e6, self._rate(end, now), behind)
 
     def _rate(self, end: int, now: float) -> float:
         return (end - self.start) / max(now - self.began, 1e-9) / 1e6

@@ -2,8 +2,10 @@
 
 Topics (GET_ALL_TOPIC_CONFIG 21, Kafka topic configs included as RocketMQ 5's attributes),
 consumer offsets (GET_ALL_CONSUMER_OFFSET 43), delay offsets (GET_ALL_DELAY_OFFSET 45) and
-subscription groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG 201), asked of the master's remoting
-address that the name server's register answer named (masterAddr), and applied through
+subscription groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG 201), and the master's CommitLog end
+(GET_BROKER_RUNTIME_INFO 28: how far behind a catching-up slave logs it is), asked of the
+master's remoting address that the name server's register answer named (masterAddr), and
+applied through
 `core.facade.replica`. What it cannot copy in time is lost on a failover (up to one
 interval of offsets): docs/operations.md. A failed round is logged and tried again.
 """
@@ -78,7 +80,13 @@ class SlaveSynchronize:
             offsets = await _ask(client, RequestCode.GET_ALL_CONSUMER_OFFSET)
             delays = await _ask(client, RequestCode.GET_ALL_DELAY_OFFSET)
             groups = await _ask(client, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+            try:  # only for the catch-up's log lines: a refusal does not stop the copy
+                runtime = await _ask(client, RequestCode.GET_BROKER_RUNTIME_INFO)
+            except ValueError as exc:
+                log.debug("slave: the master's runtime info: %s", exc)
+                runtime = {}
         broker = self.broker
+        replica.apply_master_log_end(broker, (runtime.get("table") or {}).get("commitLogMaxOffset"))
         if replica.apply_topics(broker, topics.get("topicConfigTable") or {}) and self.topics_changed:
             self.topics_changed()
         replica.apply_offsets(broker, offsets.get("offsetTable") or {})
