@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -83,6 +84,7 @@ def steady_case(base: Path, kind: str, messages: int) -> float:
         stop(namesrv_proc)
         if etcd is not None:
             etcd.stop()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def steady(messages: int, rounds: int) -> None:
@@ -155,6 +157,7 @@ def main() -> None:
             n.broker.stop()
         stop(namesrv_proc)
         etcd.stop()
+        shutil.rmtree(base, ignore_errors=True)
         print(json.dumps({"bench": "failover", "case": "load", "value": os.getloadavg()[0], "unit": "loadavg1"}),
               flush=True)
 

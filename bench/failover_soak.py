@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import sys
@@ -123,6 +124,7 @@ def main() -> None:
             n.broker.stop()
         stop(namesrv_proc)
         etcd.stop()
+        shutil.rmtree(base, ignore_errors=True)
         print(json.dumps({"bench": "failover_soak", "case": "load", "value": os.getloadavg()[0],
                           "unit": "loadavg1"}), flush=True)
 
