@@ -208,6 +208,7 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         self._tasks.create_task(run_every(
             self.config.flush_consumer_offset_interval / 1000, self.offsets.save, self._stop,
             name="persisting consumer offsets", survives=(OSError,)), name="persist-offsets")
+        self._tasks.create_task(self.schedule.persister(self._stop), name="persist-delay-offsets")
         self._tasks.create_task(run_every(
             STATS_SAMPLE_S, lambda: self.daily_stats.sample(self.store.put_count, self.store.get_count),
             self._stop, name="sampling the message counts"), name="sample-stats")

@@ -36,8 +36,9 @@ import bisect
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from rocketport.common.message import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -220,16 +221,21 @@ class ScheduleMessageService:
         self.delivered = 0
 
     async def run(self, tasks: asyncio.TaskGroup) -> None:
-        """Start the level tasks and the persister in ``tasks`` (owned by the broker); again
-        after a `stop` when an elected master is promoted once more (a fresh stop event: the
-        old tasks still see theirs set)."""
+        """Start the level tasks in ``tasks`` (owned by the broker); again after a `stop`
+        when an elected master is promoted once more (a fresh stop event: the old tasks
+        still see theirs set)."""
         self._stop = asyncio.Event()
-        self._persisted = dict(self.offsets.table)
         for level in range(1, self.levels.max_level + 1):
             tasks.create_task(self._run_level(level), name=f"schedule-level-{level}")
-        tasks.create_task(run_every(self._persist_interval, self.persist, self._stop,
-                                    name="persisting delay offsets", survives=(OSError,)),
-                          name="persist-delay-offsets")
+
+    def persister(self, stop: asyncio.Event) -> Coroutine[Any, Any, None]:
+        """The task writing the offsets every persist interval until ``stop``, whatever the
+        role: a master's levels move them as they deliver, a slave's replicated offset
+        records (core/ha/offset_log.py) as its master's did, so a SIGKILLed slave keeps
+        them as a master does."""
+        self._persisted = dict(self.offsets.table)  # as loaded
+        return run_every(self._persist_interval, self.persist, stop,
+                         name="persisting delay offsets", survives=(OSError,))
 
     def stop(self) -> None:
         """Ask every task to finish; the broker awaits them, then calls :meth:`persist`."""

@@ -10,9 +10,9 @@ so its offsets follow the log's order: a slave that has a message's record has e
 offset committed before it was written. The delay levels' progress (RocketMQ's
 delayOffset.json, which the schedule service advances as it delivers) rides the same records
 under the key ``delayOffsets`` (a key without ``@``: never a topic@group), so a promoted
-slave does not deliver again what its master delivered (a slave keeps them in memory and
-writes them at its clean stop, beside SlaveSynchronize's 10 s copy). This module never reads the table of a slave as
-its own truth: the master's is (SlaveSynchronize still replaces it every 10 s).
+slave does not deliver again what its master delivered (a slave writes them on the master's
+cadence, flushDelayOffsetInterval, as the schedule service's persister runs in every role).
+This module never reads the table of a slave as its own truth: the master's is (SlaveSynchronize still replaces it every 10 s).
 """
 
 from __future__ import annotations

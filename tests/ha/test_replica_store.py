@@ -27,7 +27,7 @@ from rocketport.core.ha.codec import (
     encode_frame_header,
     encode_report,
 )
-from rocketport.core.schedule import SCHEDULE_TOPIC
+from rocketport.core.schedule import SCHEDULE_TOPIC, DelayOffsets
 from rocketport.core.txn.producer_state import SequenceCheck
 from tests.support.aio import run
 from tests.support.remoting import free_port
@@ -154,9 +154,12 @@ def test_topics_and_groups_created_or_deleted_on_the_master_follow_on_the_slave_
 
 def test_delay_levels_progress_follows_on_the_slave_with_the_offset_records(tmp_path):
     """What the master's schedule service delivered (its delay offsets) reaches the slave
-    in the replicated offset records, so a promoted slave would not deliver it again."""
+    in the replicated offset records, so a promoted slave would not deliver it again; the
+    slave writes it on the master's cadence (flushDelayOffsetInterval), not only at a clean
+    stop: its delayOffset.json holds it while it runs (what a SIGKILL would leave)."""
     async def scenario() -> None:
         mc, sc = configs(tmp_path, free_port())
+        sc.flush_delay_offset_interval = 50
         async with Broker(mc) as master, Broker(sc) as slave:
             await caught_up(master, slave)
             await master.put_message(Message("T", b"in a second", {"DELAY": "1"}, 0, 0))
@@ -167,6 +170,13 @@ def test_delay_levels_progress_follows_on_the_slave_with_the_offset_records(tmp_
             await asyncio.wait_for(delivered(master), 10)
             await asyncio.wait_for(delivered(slave), 10)
             assert slave.delay_offsets.table[1] == master.delay_offsets.table[1]
+            on_disk = DelayOffsets(str(tmp_path / "s" / "config"))
+
+            async def written() -> None:
+                while on_disk.table.get(1, 0) < master.delay_offsets.table[1]:
+                    await asyncio.sleep(0.02)
+                    on_disk.load()
+            await asyncio.wait_for(written(), 10)
     run(scenario())
 
 
