@@ -93,7 +93,6 @@ class Election:
         self._absent_since: float | None = None
         self._published: bytes = b""
         self._logged: str = ""
-        self.elections = 0  # times this node took the leader key
         self._member_of: dict[str, int] = {}  # HA connection's slave address -> brokerId
         ha.counts = self._counts
 
@@ -265,7 +264,6 @@ class Election:
         self.epoch_file.append(entry)
         self.is_master = True
         self.leader = leader
-        self.elections += 1
         self.sync_state_set = {self.me}
         self._caught_up_at.clear()
         self._confirm = start
