@@ -121,6 +121,13 @@ class ClusterHandlers:
             return self.node.node_id
         return NODE_ID if NODE_ID in self.broker.ha.peers else -1
 
+    def _leader_epoch(self) -> int:
+        """The group's election epoch (core/ha/election.py: higher after each failover, so
+        clients drop metadata from a node that has not seen the new master yet, KIP-320);
+        0 without an election."""
+        election = self.broker.election
+        return election.leader.epoch if election is not None and election.leader is not None else 0
+
     def _topic_metadata(self, name: str, auto_create: bool) -> dict[str, Any]:
         out: dict[str, Any] = {"error_code": ErrorCode.NONE, "name": name, "topic_id": bytes(16),
                                "is_internal": name == GROUP_STATE_TOPIC, "partitions": []}
@@ -143,8 +150,9 @@ class ClusterHandlers:
         own = self.broker.config.broker_id  # an elected master's own id is listed as node 0
         isr = sorted({self.node.node_id if i == own else i for i in self.broker.ha.in_sync_ids()} & set(replicas))
         code = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
+        epoch = self._leader_epoch()
         out["partitions"] = [{"error_code": code, "partition_index": i, "leader_id": leader,
-                              "leader_epoch": 0, "replica_nodes": replicas, "isr_nodes": isr,
+                              "leader_epoch": epoch, "replica_nodes": replicas, "isr_nodes": isr,
                               "offline_replicas": []} for i in range(n)]
         return out
 

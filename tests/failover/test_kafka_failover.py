@@ -1,6 +1,6 @@
 """Kafka clients through a failover on etcd: every node's Metadata names the elected master
 as node 0 (the id routes list a master under, wherever it runs now) and leader of every
-partition; after the master of three is SIGKILLed, the survivors' Metadata names the new
+partition, with the election's epoch as leader_epoch; after the master of three is SIGKILLed, the survivors' Metadata names the new
 master, at its own Kafka port, and an idempotent confluent-kafka producer (acks=all) that
 kept producing through the kill has every acknowledged record read back exactly once."""
 
@@ -12,10 +12,21 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
+from rocketport.protocols.kafka.schema import ApiKey
 from tests.failover.cluster import TTL_S, group_node, in_sync_set, leader_id, send_many
 from tests.ha.cluster import wait_for
+from tests.protocols.kafka.kafka_raw import RawClient
 
 TOPIC = "KafkaView"
+
+
+def leader_epochs(port: int) -> set[int]:
+    """The partitions' leader_epoch in the Metadata (v9) of the node on ``port``."""
+    with RawClient(port) as client:
+        answer = client.request(ApiKey.METADATA, 9, {
+            "topics": [{"name": TOPIC}], "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False})
+    return {p["leader_epoch"] for t in answer["topics"] for p in t["partitions"]}
 
 
 def view(port: int) -> tuple[tuple[str, int] | None, set[int]] | None:
@@ -45,6 +56,7 @@ def test_the_new_master_is_node_0_and_an_idempotent_producer_loses_nothing(tmp_p
         for n in nodes:
             wait_for(lambda: view(n.kafka_port) == (master, {0}), timeout=30,
                      what=f"node {n.port}'s Metadata naming node 1 as node 0 and leader")
+            assert leader_epochs(n.kafka_port) == {1}  # the group's first election
         bootstrap = ",".join(f"127.0.0.1:{n.kafka_port}" for n in nodes)
         producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
                              "message.timeout.ms": 60_000, "linger.ms": 5})
@@ -72,6 +84,7 @@ def test_the_new_master_is_node_0_and_an_idempotent_producer_loses_nothing(tmp_p
         for n in nodes[1:]:
             wait_for(lambda: view(n.kafka_port) == (("127.0.0.1", new.kafka_port), {0}), timeout=10 * TTL_S,
                      what=f"node {n.port}'s Metadata naming the new master as node 0")
+            assert leader_epochs(n.kafka_port) == {2}  # higher: clients drop older metadata
         produce(b"after", 200)
         assert producer.flush(30) == 0
         assert not failed, failed
