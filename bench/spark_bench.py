@@ -23,7 +23,9 @@ master and two one-core workers started on loopback (`rocketport.pipeline.cluste
   Python data source path itself takes, rows/s and `per_worker`;
 - query_fixed_cost: the broker-filtered query below against an empty topic of 4 queues:
   what every query pays whatever it reads (Spark's job, planning, route and offset
-  lookups), in seconds;
+  lookups), in seconds, beside `spark_fixed_cost`: the same count over the ceiling's
+  Python source planning two partitions that yield nothing and touch no broker (Spark's
+  own share);
 - batch_read_pushed_1pct: the `tags` option ``hot``: the broker filters, 1% leave it;
 - batch_read_spark_1pct: the same predicate in Spark (``tags = 'hot'``): every row is
   read, then filtered in Spark;
@@ -35,10 +37,16 @@ master and two one-core workers started on loopback (`rocketport.pipeline.cluste
   Python sink that only counts them (no broker): what Spark's Python write path itself
   takes, rows/s and `per_worker`;
 - batch_write: the same rows written to a fresh topic by 2 tasks, rows/s and
-  `per_worker`, with the issue's floor of 300,000 rows/s per worker;
+  `per_worker`, with the issue's floor of 300,000 rows/s per worker and the broker's CPU
+  per row (as worker_write's), once;
 - worker_write: this process writing as many rows through the pipeline's own write
   (`writer.send_partition`, batches of 10,000 rows) without Spark: one worker's rate, with
-  the same floor (the broker storing them is usually what bounds it).
+  the same floor (the broker storing them is usually what bounds it), and the broker's CPU
+  per row (`broker_cpu_us_per_row`: from the write's start until the broker idles again,
+  its index builder's catch-up included). With `--baseline REV` also against two broker
+  processes of their own, one running this tree's code and one commit REV's, passes
+  taking turns (rows `worker_write` with `"code"`): the broker's cost before and after a
+  change, measured side by side.
 
 The broker-filtered query's cost grows with the 1% it moves, the Spark-side one's with the
 whole topic, so on a small topic both are the fixed cost and the ratio says little: the
@@ -56,13 +64,14 @@ import json
 import multiprocessing as mp
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from rocketport.client import AdminClient, Message, Producer
-from procs import free_port as _free_port, remoting_broker_main
+from procs import cpu_seconds, free_port as _free_port, remoting_broker_main, wait_for_port
 
 BODY = b"x" * 100
 TOPIC = "SparkBench"
@@ -74,11 +83,15 @@ LOAD_BATCH = 1000  # messages per batch send while loading
 LOAD_IN_FLIGHT = 16
 
 
-async def _load(namesrv: str, count: int) -> float:
-    """Load the topic; returns the messages per second it took."""
+async def _create_topics(namesrv: str) -> None:
     async with AdminClient(namesrv) as admin:
         for topic in (TOPIC, TOPIC + "Out", TOPIC + "Empty"):
             await admin.create_topic(topic, queue_nums=4)
+
+
+async def _load(namesrv: str, count: int) -> float:
+    """Load the topic; returns the messages per second it took."""
+    await _create_topics(namesrv)
     started = time.perf_counter()
     async with Producer(namesrv, "spark-bench") as producer:
         queues = await producer.runtime.routes.publish_queues(TOPIC)
@@ -114,7 +127,7 @@ def _row(case: str, value: float, unit: str = "rows/s", floor: float | None = No
                       "floor": floor, **extra}), flush=True)
 
 
-def run(spark, namesrv: str, args: argparse.Namespace, workdir: str, only: set[str]) -> None:
+def run(spark, namesrv: str, args: argparse.Namespace, workdir: str, only: set[str], broker_pid: int) -> None:
     from pyspark.sql import functions as F
 
     if "read" in only:
@@ -135,17 +148,20 @@ def run(spark, namesrv: str, args: argparse.Namespace, workdir: str, only: set[s
         seconds, _ = _best(count_all, args.long_passes)
         _row("write_ceiling", count / seconds, messages=count, seconds=round(seconds, 2),
              per_worker=round(count / seconds / WORKERS), floor=FLOOR_WRITE_PER_WORKER)
-        seconds, _ = _best(lambda: rows.write.format("rocketport").mode("append")
-                           .option("namesrv", namesrv).option("topic", TOPIC + "Out").save(), args.long_passes)
+        seconds, _, cpu = _with_broker_cpu(broker_pid, lambda: rows.write.format("rocketport").mode("append")
+                                           .option("namesrv", namesrv).option("topic", TOPIC + "Out").save())
         _row("batch_write", count / seconds, messages=count, seconds=round(seconds, 2),
-             per_worker=round(count / seconds / WORKERS), floor=FLOOR_WRITE_PER_WORKER)
-        _worker_write(namesrv, count, args.long_passes)
+             per_worker=round(count / seconds / WORKERS), floor=FLOOR_WRITE_PER_WORKER,
+             broker_cpu_us_per_row=round(cpu * 1e6 / count, 2))
+        _worker_write(namesrv, count, args.long_passes, broker_pid)
+        if args.baseline:
+            _baseline_writes(args.baseline, count, args.long_passes, workdir)
 
 
-def _worker_write(namesrv: str, count: int, passes: int) -> None:
+def _worker_write(namesrv: str, count: int, passes: int, broker_pid: int, code: str | None = None) -> None:
     """worker_write: this process sending `count` rows of 100 B values through the
     pipeline's own write (`writer.send_partition`, RecordBatches of 10,000 rows as Spark
-    hands them to a task) without Spark: one worker's rate."""
+    hands them to a task) without Spark: one worker's rate, and the broker's CPU per row."""
     import pyarrow as pa
 
     from rocketport.pipeline.options import WriteOptions
@@ -154,10 +170,60 @@ def _worker_write(namesrv: str, count: int, passes: int) -> None:
     batch = pa.record_batch([pa.array([BODY] * 10_000, pa.binary())], names=["value"])
     batches = [batch.slice(0, min(10_000, count - at)) for at in range(0, count, 10_000)]
     opts = WriteOptions(namesrv, TOPIC + "Out", "spark-bench")
-    seconds, n = _best(lambda: send_partition(opts, f"bench-{time.time_ns()}/0/0", iter(batches)), passes)
-    assert n == count, n
-    _row("worker_write", count / seconds, messages=count, seconds=round(seconds, 2),
-         floor=FLOOR_WRITE_PER_WORKER)
+    best, cpu = float("inf"), float("inf")
+    for _ in range(passes):
+        seconds, n, used = _with_broker_cpu(
+            broker_pid, lambda: send_partition(opts, f"bench-{time.time_ns()}/0/0", iter(batches)))
+        assert n == count, n
+        best, cpu = min(best, seconds), min(cpu, used)
+    _row("worker_write", count / best, messages=count, seconds=round(best, 2),
+         floor=FLOOR_WRITE_PER_WORKER, broker_cpu_us_per_row=round(cpu * 1e6 / count, 2),
+         **({"code": code} if code else {}))
+
+
+def _with_broker_cpu(pid: int, action) -> tuple[float, object, float]:
+    """(seconds, result) of ``action()``, and the CPU seconds broker ``pid`` spent from its
+    start until the broker idles after it (0.5 s with under 10 ms of CPU, at most 30 s):
+    what the rows cost it, its index builder's catch-up included."""
+    before = cpu_seconds(pid)
+    started = time.perf_counter()
+    result = action()
+    seconds = time.perf_counter() - started
+    last = cpu_seconds(pid)
+    for _ in range(60):
+        time.sleep(0.5)
+        now = cpu_seconds(pid)
+        if now - last < 0.01:
+            break
+        last = now
+    return seconds, result, last - before
+
+
+def _baseline_writes(rev: str, count: int, passes: int, workdir: str) -> None:
+    """worker_write against a broker process running this tree's code and one running
+    commit ``rev``'s, a pass on each in turn (see the module docstring)."""
+    from kafka_bench import baseline_env
+
+    brokers = {}
+    try:
+        for code, env in (("current", None), ("baseline", baseline_env(rev, os.path.join(workdir, "baseline")))):
+            root, port, ns_port = os.path.join(workdir, code), _free_port(), _free_port()
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "rocketport", "broker", "--set", f"storePathRootDir={root}",
+                 "--set", f"listenPort={port}", "--set", f"namesrv.port={ns_port}",
+                 *[a for key in ("kafka", "amqp", "stomp", "http") for a in ("--set", f"{key}.enabled=false")]],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                cwd=workdir)  # not the repository: `-m` would import its rocketport/ first
+            brokers[code] = (proc, f"127.0.0.1:{ns_port}")
+            wait_for_port(port, proc)
+            asyncio.run(_create_topics(brokers[code][1]))
+        for _ in range(passes):
+            for code, (proc, namesrv) in brokers.items():
+                _worker_write(namesrv, count, 1, proc.pid, code)
+    finally:
+        for proc, _ in brokers.values():
+            proc.terminate()
+            proc.wait(60)
 
 
 def _count_sink():
@@ -213,7 +279,8 @@ def _batch_reads(spark, namesrv: str, count: int, passes: int, long_passes: int)
     # the pushed query and the same against an empty topic take turns, so both see the
     # same minutes of the machine (and the same warmth of the JVM)
     hot = count // 100
-    pushed_s = fixed_s = float("inf")
+    nothing = spark.read.format("rocketport-bench-repeat").option("namesrv", namesrv).option("rows", "0").load()
+    pushed_s = fixed_s = spark_fixed_s = float("inf")
     for _ in range(passes):
         seconds, n = _best(lambda: source(tags="hot").count(), 1)
         assert n == hot, n
@@ -221,7 +288,10 @@ def _batch_reads(spark, namesrv: str, count: int, passes: int, long_passes: int)
         seconds, n = _best(lambda: source(TOPIC + "Empty", tags="hot").count(), 1)
         assert n == 0, n
         fixed_s = min(fixed_s, seconds)
-    _row("query_fixed_cost", fixed_s, "s")
+        seconds, n = _best(nothing.count, 1)
+        assert n == 0, n
+        spark_fixed_s = min(spark_fixed_s, seconds)
+    _row("query_fixed_cost", fixed_s, "s", spark_fixed_cost=round(spark_fixed_s, 3))
     _row("batch_read_pushed_1pct", count / pushed_s, messages=count, matches=hot, seconds=round(pushed_s, 2))
     spark_s, n = _best(lambda: source().filter(F.col("tags") == "hot").count(),
                        long_passes)
@@ -249,6 +319,8 @@ def _repeat_source():
             return [Share(self.rows // WORKERS)] * WORKERS
 
         def read(self, partition: Share):
+            if not partition.rows:  # spark_fixed_cost: a query of nothing
+                return
             from rocketport.pipeline.plan import QueueRange, read_range
             from rocketport.pipeline.remote import Link
 
@@ -339,6 +411,7 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="100,000 messages, one pass each")
     p.add_argument("--dir", help="where the store goes (default: a temporary directory)")
     p.add_argument("--only", default="read,stream,write", help="case groups: read,stream,write")
+    p.add_argument("--baseline", help="a commit whose broker code worker_write runs against too")
     p.add_argument("--cluster", action="store_true",
                    help="run Spark on a standalone cluster of two one-core workers started on loopback")
     args = p.parse_args()
@@ -371,7 +444,7 @@ def main() -> None:
                 assert wait_for_executors(spark, WORKERS) == WORKERS
             _row("session_start", time.perf_counter() - started, "s", master="cluster" if cluster else "local[2]")
             try:
-                run(spark, namesrv, args, workdir, set(args.only.split(",")))
+                run(spark, namesrv, args, workdir, set(args.only.split(",")), broker.pid)
             finally:
                 spark.stop()
         finally:
