@@ -18,10 +18,13 @@ import argparse
 import asyncio
 import json
 import os
+import queue
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -101,6 +104,38 @@ def steady(messages: int, rounds: int) -> None:
                       "meets_floor": ratio >= 0.95, "rounds": rounds, "messages": messages}), flush=True)
 
 
+class CppSender:
+    """failover_cpp_sender.py as a subprocess, its lines read in a thread."""
+
+    def __init__(self, namesrv: str, seconds: float) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / "failover_cpp_sender.py"),
+                                      namesrv, TOPIC, str(seconds)], stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True)
+        self.lines: queue.Queue[dict] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(json.loads(line))
+
+    def first_ok_after(self, t: float, timeout: float) -> float | None:
+        """Wall time of the first acknowledged send after ``t`` (None: none within ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=1)
+            except queue.Empty:
+                continue
+            if line["ok"] and line["t"] > t:
+                return line["t"]
+        return None
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=5)
@@ -108,6 +143,8 @@ def main() -> None:
     parser.add_argument("--check-interval", type=int, default=500, help="etcdCheckInterval (ms)")
     parser.add_argument("--steady", type=int, default=0, help="sends per steady-state case (0: none)")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--cpp", action="store_true",
+                        help="also time the RocketMQ C++ client (a sync send every 100 ms)")
     args = parser.parse_args()
     if args.steady:
         steady(args.steady, args.rounds)
@@ -122,6 +159,7 @@ def main() -> None:
                            f"etcdCheckInterval={args.check_interval}") for i in (1, 2, 3)}
     elected: list[float] = []
     first_ack: list[float] = []
+    cpp_ack: list[float] = []
     try:
         nodes[1].broker.start()
         wait_for(lambda: leader_id(endpoints) == 1, timeout=60, what="node 1 elected")
@@ -132,7 +170,10 @@ def main() -> None:
             old = leader_id(endpoints)
             assert old is not None
             assert len(send_many(namesrv, TOPIC, [b"warm-%d" % i for i in range(20)])) == 20
-            t0 = time.monotonic()
+            cpp = CppSender(namesrv, 20 * args.ttl + 120) if args.cpp else None
+            if cpp is not None:
+                assert cpp.first_ok_after(0, 60) is not None, "the C++ client never sent"
+            t0, wall0 = time.monotonic(), time.time()
             nodes[old].broker.kill()
             wait_for(lambda: leader_id(endpoints) not in (None, old), timeout=10 * args.ttl + 30,
                      what="a new master")
@@ -140,12 +181,21 @@ def main() -> None:
             wait_for(lambda: send_one(namesrv, TOPIC, b"after-%d" % cycle) is SendStatus.SEND_OK,
                      timeout=10 * args.ttl + 30, what="a send acknowledged by the new master")
             first_ack.append(time.monotonic() - t0)
+            if cpp is not None:
+                ok_at = cpp.first_ok_after(wall0, 10 * args.ttl + 90)
+                cpp.stop()
+                assert ok_at is not None, "the C++ client sent nothing through the new master"
+                cpp_ack.append(ok_at - wall0)
             print(json.dumps({"bench": "failover", "case": "cycle", "cycle": cycle, "killed": old,
                               "new_master": leader_id(endpoints), "elected_s": round(elected[-1], 3),
-                              "first_ack_s": round(first_ack[-1], 3)}), flush=True)
+                              "first_ack_s": round(first_ack[-1], 3),
+                              "cpp_first_ack_s": round(cpp_ack[-1], 3) if cpp_ack else None}), flush=True)
             nodes[old].broker.start()
         for name, values, floor in (("sigkill_to_elected", elected, None),
-                                    ("sigkill_to_first_ack_native", first_ack, 35.0)):
+                                    ("sigkill_to_first_ack_native", first_ack, 35.0),
+                                    ("sigkill_to_first_ack_cpp", cpp_ack, 35.0)):
+            if not values:
+                continue
             for stat in ("p50", "p99", "max"):
                 value = max(values) if stat == "max" else percentile(values, float(stat[1:]))
                 print(json.dumps({"bench": "failover", "case": f"{name}_{stat}", "value": round(value, 3),
