@@ -47,6 +47,7 @@ from .ha.metadata_log import METADATA_LOG_TOPIC, MetadataLog
 from .ha.offset_log import OFFSET_LOG_TOPIC, OffsetLog
 from .ha.service import HAService
 from .half_messages import TransactionCheckService
+from .metadata.amqp_entities import AmqpEntityManager
 from .metadata.broker_stats import DailyStats
 from .metadata.offsets import ConsumerOffsetManager
 from .metadata.subscription_groups import SubscriptionGroupManager
@@ -109,11 +110,15 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         self.topics = TopicConfigManager(config_dir)
         self.groups = SubscriptionGroupManager(config_dir)
         self.offsets = ConsumerOffsetManager(config_dir)
+        # exchanges, queues and bindings (the AMQP front-end's rules): kept here, so a slave
+        # without that front-end still keeps what its master's log says
+        self.amqp_entities = AmqpEntityManager(config_dir)
         # consumer offsets carried in the replicated log (a master writes, a slave applies)
         self.offset_log = OffsetLog(self.store, self.offsets)
         self.store.record_listeners[OFFSET_LOG_TOPIC] = self.offset_log.apply
-        # topic and group changes likewise (core/ha/metadata_log.py): a slave has them with its log
-        self.metadata_log = MetadataLog(self.store, {"topics": self.topics, "groups": self.groups},
+        # topic, group and AMQP entity changes likewise (core/ha/metadata_log.py)
+        self.metadata_log = MetadataLog(self.store, {"topics": self.topics, "groups": self.groups,
+                                                     "amqp": self.amqp_entities},
                                         lambda: self.ha.master is not None)
         self.store.record_listeners[METADATA_LOG_TOPIC] = self.metadata_log.apply
         self.ha = HAService(config, self.store, self.offset_log)  # the master's port or the slave's client
@@ -182,6 +187,7 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
             self.topics.load()
             self.groups.load()
             self.offsets.load()
+            self.amqp_entities.load()
             self.delay_offsets.load()
             self.daily_stats.load()
             await asyncio.to_thread(self.store.open)

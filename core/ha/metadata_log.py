@@ -1,14 +1,16 @@
-"""Topic and subscription-group changes carried in the replicated CommitLog: a slave has a
-topic or group its master created as soon as it has the master's log up to there, not at
-SlaveSynchronize's next 10 s copy.
+"""Metadata changes carried in the replicated CommitLog: a slave has a topic, group or AMQP
+entity its master created as soon as it has the master's log up to there, not at
+SlaveSynchronize's next 10 s copy (which never copied AMQP entities).
 
-A master with an HA port writes each saved batch of changes of its topic table and of its
-subscription-group table (the tables' own change records: ``{"put": config JSON}`` or
-``{"remove": name}``) as one record of the system topic RMQ_SYS_REPLICA_METADATA (JSON
-``{"topics": [...]}`` or ``{"groups": [...]}``, not in the topic table). A slave applies
-each record as its dispatch reaches it (MessageStore.record_listeners), through its own
-tables, so the change is durable on the slave and, for topics, its routes are registered
-again (the table's listeners). The record is written just after the change is answered, so
+A master with an HA port writes each saved batch of changes of its topic table, its
+subscription-group table and its AMQP entities (exchanges, queues, bindings: durable ones
+only, as RabbitMQ keeps nothing else over a restart) as one record of the system topic
+RMQ_SYS_REPLICA_METADATA (JSON ``{kind: [change, ...]}``, kind "topics", "groups" or
+"amqp", each change the table's own record; not in the topic table). A slave applies each
+record as its dispatch reaches it (MessageStore.record_listeners) through the table's
+``apply_change``, so the change is durable on the slave and, for topics, its routes are
+registered again (the table's listeners). STOMP durable subscriptions are a subscription
+group and its offsets (offset_log.py), so they follow with those. The record is written just after the change is answered, so
 a message sent to a new topic at once may precede it in the log by a few records; the
 slave's ConsumeQueues do not wait for the topic table. SlaveSynchronize still replaces the
 whole tables every 10 s (a slave that was away). This module never writes on a slave.
@@ -18,15 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import orjson
 
 from rocketport.common.message import Message
 
 from ..errors import BrokerError
-from ..metadata.subscription_groups import SubscriptionGroupConfig
-from ..metadata.topics import TopicConfig
 
 if TYPE_CHECKING:
     from ..store.message_store import MessageStore
@@ -34,13 +34,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 METADATA_LOG_TOPIC = "RMQ_SYS_REPLICA_METADATA"
-# a record's key -> how its tables' entries read their JSON
-_CONFIGS: dict[str, Any] = {"topics": TopicConfig, "groups": SubscriptionGroupConfig}
+
+
+class ReplicatedTable(Protocol):
+    """A table whose saved changes ride the log: it tells ``listeners`` each batch of
+    change records and a slave applies each one with ``apply_change``."""
+
+    listeners: list[Callable[[list[dict]], None]]
+
+    def apply_change(self, change: dict) -> None: ...
 
 
 class MetadataLog:
-    def __init__(self, store: "MessageStore", tables: dict[str, Any], writes: Callable[[], bool]) -> None:
-        """``tables``: "topics" and "groups" -> the table (its put, remove and listeners);
+    def __init__(self, store: "MessageStore", tables: dict[str, ReplicatedTable],
+                 writes: Callable[[], bool]) -> None:
+        """``tables``: a record's kind ("topics", "groups", "amqp") -> its table;
         ``writes``: whether this broker serves slaves now (its HA port is open)."""
         self.store = store
         self.tables = tables
@@ -76,11 +84,8 @@ class MetadataLog:
             return  # a master reading its own log back: its tables are the truth
         try:
             for kind, changes in orjson.loads(bytes(body)).items():
-                table, config = self.tables[kind], _CONFIGS[kind]
+                table = self.tables[kind]
                 for change in changes:
-                    if "put" in change:
-                        table.put(config.from_json(change["put"]))
-                    else:
-                        table.remove(str(change["remove"]))
+                    table.apply_change(change)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             log.warning("metadata change record not applied: %s", exc)

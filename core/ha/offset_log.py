@@ -2,7 +2,9 @@
 offsets ride on between SlaveSynchronize's 10 s copies.
 
 The master writes what changed in its offset table since the last record as one record of
-the system topic RMQ_SYS_REPLICA_OFFSETS (JSON: ``{"topic@group": {"queue": offset}}``)
+the system topic RMQ_SYS_REPLICA_OFFSETS (JSON: ``{"topic@group": {"queue": offset}}``, or
+``{"topic@group": null}`` for offsets the master forgot: a deleted group or topic, a STOMP
+durable subscription removed)
 every ``interval`` while it has an HA port, and at once when a commit must be answered
 only once replicated (`flush`, used by the facade's offsets_durable under SYNC_MASTER).
 The slave applies each such record as its dispatch reaches it (MessageStore.record_listeners),
@@ -51,7 +53,7 @@ class OffsetLog:
         delay = self.delay_offsets.table if self.delay_offsets is not None else self._sent_delay
         if offsets.version == self._sent_version and delay == self._sent_delay:
             return self.store.commitlog.max_offset
-        changed: dict[str, dict[str, int]] = {}
+        changed: dict[str, dict[str, int] | None] = {}
         if offsets.version != self._sent_version:
             version = offsets.version
             for key, queues in offsets.table.items():
@@ -59,6 +61,7 @@ class OffsetLog:
                 delta = {str(q): o for q, o in queues.items() if sent.get(q) != o}
                 if delta:
                     changed[key] = delta
+            changed.update(dict.fromkeys(self._sent.keys() - offsets.table.keys()))  # forgotten
             self._sent = {key: dict(queues) for key, queues in offsets.table.items()}
             self._sent_version = version
         delay_delta = {str(level): o for level, o in delay.items() if self._sent_delay.get(level) != o}
@@ -79,6 +82,9 @@ class OffsetLog:
                 for level, o in delay.items():
                     self.delay_offsets.table[int(level)] = int(o)
             for key, queues in changed.items():
+                if queues is None:
+                    self.offsets.table.pop(str(key), None)
+                    continue
                 table = self.offsets.table.setdefault(str(key), {})
                 for q, o in queues.items():
                     table[int(q)] = int(o)

@@ -5,7 +5,9 @@ own, for the default exchange); what the topic and group tables cannot say (an e
 type, a queue's arguments, the bindings between them) is kept here. Only durable entities
 are written; transient ones live in memory and are gone after a restart, as in RabbitMQ.
 A binding is durable when both its ends are. The AMQP front-end owns the rules; this module
-only stores records.
+only stores records. Each durable change is told to ``listeners`` as a change record (what
+`apply_change` takes): a master's replicated log carries them to its slaves
+(core/ha/metadata_log.py).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import datetime
 import decimal
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from .json_file import JsonFile
 
@@ -134,6 +136,8 @@ class AmqpEntityManager:
         self.queues: dict[str, AmqpQueue] = {}
         self.bindings: set[AmqpBinding] = set()
         self.exchange_bindings: set[AmqpExchangeBinding] = set()
+        # told of each saved change, as the topic table's listeners (replication)
+        self.listeners: list[Callable[[list[dict]], None]] = []
 
     def load(self) -> None:
         data = self.file.load() or {}
@@ -174,7 +178,7 @@ class AmqpEntityManager:
     def put_exchange(self, exchange: AmqpExchange) -> None:
         self.exchanges[exchange.name] = exchange
         if exchange.durable:
-            self.persist()
+            self._saved({"exchange": exchange.to_json()})
 
     def remove_exchange(self, name: str) -> AmqpExchange | None:
         exchange = self.exchanges.pop(name, None)
@@ -183,20 +187,20 @@ class AmqpEntityManager:
             self.exchange_bindings = {b for b in self.exchange_bindings
                                       if name not in (b.source, b.destination)}
             if exchange.durable:
-                self.persist()
+                self._saved({"removeExchange": name})
         return exchange
 
     def put_queue(self, queue: AmqpQueue) -> None:
         self.queues[queue.name] = queue
         if queue.durable:
-            self.persist()
+            self._saved({"queue": queue.to_json()})
 
     def remove_queue(self, name: str) -> AmqpQueue | None:
         queue = self.queues.pop(name, None)
         if queue is not None:
             self.bindings = {b for b in self.bindings if b.queue != name}
             if queue.durable:
-                self.persist()
+                self._saved({"removeQueue": name})
         return queue
 
     def bind(self, binding: AmqpBinding) -> bool:
@@ -205,7 +209,7 @@ class AmqpEntityManager:
             return False
         self.bindings.add(binding)
         if self._durable(binding):
-            self.persist()
+            self._saved({"bind": binding.to_json()})
         return True
 
     def unbind(self, binding: AmqpBinding) -> bool:
@@ -214,7 +218,7 @@ class AmqpEntityManager:
         durable = self._durable(binding)
         self.bindings.discard(binding)
         if durable:
-            self.persist()
+            self._saved({"unbind": binding.to_json()})
         return True
 
     def bind_exchange(self, binding: AmqpExchangeBinding) -> bool:
@@ -223,7 +227,7 @@ class AmqpEntityManager:
             return False
         self.exchange_bindings.add(binding)
         if self._durable_e2e(binding):
-            self.persist()
+            self._saved({"bindExchange": binding.to_json()})
         return True
 
     def unbind_exchange(self, binding: AmqpExchangeBinding) -> bool:
@@ -232,8 +236,32 @@ class AmqpEntityManager:
         durable = self._durable_e2e(binding)
         self.exchange_bindings.discard(binding)
         if durable:
-            self.persist()
+            self._saved({"unbindExchange": binding.to_json()})
         return True
+
+    def _saved(self, change: dict) -> None:
+        self.persist()
+        for listener in self.listeners:
+            listener([change])
+
+    def apply_change(self, change: dict) -> None:
+        """One change record a master's listeners were told (a slave replaying its log)."""
+        (what, value), = change.items()
+        if what == "exchange":
+            self.put_exchange(AmqpExchange.from_json(value))
+        elif what == "removeExchange":
+            self.remove_exchange(str(value))
+        elif what == "queue":
+            self.put_queue(AmqpQueue.from_json(value))
+        elif what == "removeQueue":
+            self.remove_queue(str(value))
+        elif what in ("bind", "unbind"):
+            (self.bind if what == "bind" else self.unbind)(AmqpBinding.from_json(value))
+        elif what in ("bindExchange", "unbindExchange"):
+            e2e = AmqpExchangeBinding.from_json(value)
+            (self.bind_exchange if what == "bindExchange" else self.unbind_exchange)(e2e)
+        else:
+            raise ValueError(f"unknown AMQP entity change {what!r}")
 
     def bindings_of_queue(self, queue: str) -> list[AmqpBinding]:
         return [b for b in self.bindings if b.queue == queue]

@@ -70,6 +70,14 @@ class SubscriptionGroupManager:
         self._told({"put": config.to_json()})
         return config
 
+    def apply_change(self, change: dict) -> None:
+        """One change record this table's listeners were told (a slave replaying its
+        master's log: core/ha/metadata_log.py)."""
+        if "put" in change:
+            self.put(SubscriptionGroupConfig.from_json(change["put"]))
+        else:
+            self.remove(str(change["remove"]))
+
     def remove(self, group: str) -> SubscriptionGroupConfig | None:
         config = self.table.pop(group, None)
         if config is not None:

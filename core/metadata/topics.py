@@ -128,6 +128,14 @@ class TopicConfigManager:
         self._record({"put": config.to_json(), "version": self.data_version})
         return config
 
+    def apply_change(self, change: dict) -> None:
+        """One change record this table's listeners were told (a slave replaying its
+        master's log: core/ha/metadata_log.py)."""
+        if "put" in change:
+            self.put(TopicConfig.from_json(change["put"]))
+        else:
+            self.remove(str(change["remove"]))
+
     def remove(self, topic: str) -> TopicConfig | None:
         config = self.table.pop(topic, None)
         if config is not None:

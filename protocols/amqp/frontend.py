@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable
 
 from rocketport.core.broker import Broker
 from rocketport.core.config import bind_port
-from rocketport.core.facade.types import AmqpEntityManager
 
 from ..frontend import ListenerFrontEnd
 from ..listener import Listener
@@ -41,8 +39,7 @@ class AmqpFrontEnd(ListenerFrontEnd):
         self.broker = broker
         config = broker.config
         section = config.amqp
-        self.vhost = VirtualHost(broker, AmqpEntityManager(
-            os.path.join(config.store_path_root_dir, "config")))
+        self.vhost = VirtualHost(broker, broker.amqp_entities)
         broker.views.register(VIEW_NAME, lambda: snapshot(self.vhost))
         self.acl = broker.acl if config.acl_enable else None
         self.logins = Logins(self.acl, section.default_user, section.default_pass, frozenset(section.loopback_users))
@@ -54,6 +51,8 @@ class AmqpFrontEnd(ListenerFrontEnd):
             self.listeners.append(Listener("amqp (tls)", section.host, bind_port(section.tls_port), self._new_session,
                                            config.connection_limits, tls=TlsContexts(config).tls_port()))
         self._opened = False
+        self._promoted: asyncio.Task | None = None
+        broker.role_listeners.append(self._role_changed)
         self._sweeper: asyncio.Task | None = None
         self._limits: list[asyncio.Task] = []  # the TTL and length sweep, the dead-letter writer
 
@@ -76,6 +75,12 @@ class AmqpFrontEnd(ListenerFrontEnd):
         if not self._limits:
             self._limits = [loop.create_task(self.vhost.limits.run(), name="amqp-queue-limits"),
                             loop.create_task(self.vhost.dead_letters.run(), name="amqp-dead-letters")]
+
+    def _role_changed(self) -> None:
+        """Elected master: what the slave's log applied becomes live (take_replicated)."""
+        if self._opened and not self.broker.config.is_slave:
+            self._promoted = asyncio.get_running_loop().create_task(self.vhost.take_replicated(),
+                                                                     name="amqp-take-replicated")
 
     async def _sweep(self) -> None:
         """x-expires, checked once a second."""

@@ -115,8 +115,8 @@ class VirtualHost:
 
     # ------------------------------------------------------------------ start / stop
     def open(self) -> None:
-        """Load what was declared durably, add the standard exchanges, open the groups."""
-        self.entities.load()
+        """Take what was declared durably (the broker loaded it), add the standard
+        exchanges, open the groups."""
         for name, kind in STANDARD_EXCHANGES:
             if name not in self.entities.exchanges:
                 self.entities.put_exchange(AmqpExchange(name, kind))
@@ -127,6 +127,23 @@ class VirtualHost:
             self._add(QueueState(queue, self._group(queue.name), QueuePolicy.of(queue.arguments),
                                  time.monotonic()))
         self._reroute()
+
+    async def take_replicated(self) -> None:
+        """A slave made master (an election): the entities its replicated log applied since
+        it opened (core/ha/metadata_log.py) become live: new queues opened, queues its
+        master deleted closed (their offsets stay: the log forgets them), routes rebuilt."""
+        for name in [n for n in self.queues if n not in self.entities.queues]:
+            self.queues.pop(name)
+            self._limited.pop(name, None)
+            await self.broker.drop_delivery_group(topic_of(name), forget_offsets=False)
+        for exchange in self.entities.exchanges.values():
+            self._topic(exchange.name)
+        for queue in list(self.entities.queues.values()):
+            if queue.name not in self.queues:
+                self._topic(queue.name)
+                self._add(QueueState(queue, self._group(queue.name), QueuePolicy.of(queue.arguments),
+                                     time.monotonic()))
+        self._rebind(set(self.queues))
 
     def _topic(self, name: str) -> None:
         topic = topic_of(name)

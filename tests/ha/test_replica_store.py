@@ -28,6 +28,8 @@ from rocketport.core.ha.codec import (
     encode_report,
 )
 from rocketport.core.schedule import SCHEDULE_TOPIC, DelayOffsets
+from rocketport.protocols.amqp.queue_args import QueuePolicy
+from rocketport.protocols.amqp.vhost import VirtualHost
 from rocketport.core.txn.producer_state import SequenceCheck
 from tests.support.aio import run
 from tests.support.remoting import free_port
@@ -149,6 +151,69 @@ def test_topics_and_groups_created_or_deleted_on_the_master_follow_on_the_slave_
             await asyncio.wait_for(follows(slave.groups, set(), {"fresh-group"}), 10)
         async with Broker(sc) as slave:
             assert "Fresh" in slave.topics.table and "Gone" not in slave.topics.table
+    run(scenario())
+
+
+def test_amqp_entities_declared_or_deleted_on_the_master_follow_on_the_slave_through_the_log(tmp_path):
+    """Durable exchanges, queues (with their arguments) and bindings declared through the
+    master's AMQP virtual host ride the replicated log: the slave (no AMQP front-end, no
+    SlaveSynchronize) has them in its entity table, keeps them over a restart, and loses
+    what the master deletes; a transient queue stays on the master only, as RabbitMQ keeps
+    it over no restart. A slave's own virtual host, opened before, takes them up live when the
+    slave is made master (what the AMQP front-end does on an election's role change)."""
+    async def scenario() -> None:
+        mc, sc = configs(tmp_path, free_port())
+        async with Broker(mc) as master, Broker(sc) as slave:
+            await caught_up(master, slave)
+            vhost = VirtualHost(master, master.amqp_entities)
+            vhost.open()
+            vhost.declare_queue("old", passive=False, durable=True, exclusive=False, auto_delete=False,
+                                arguments=None, owner=None)
+            await caught_up(master, slave)
+            slave_vhost = VirtualHost(slave, slave.amqp_entities)
+            slave_vhost.open()
+            assert set(slave_vhost.queues) == {"old"}
+            vhost.declare_exchange("orders", "topic", passive=False, durable=True, auto_delete=False,
+                                   internal=False, arguments={"alternate-exchange": "amq.fanout"})
+            vhost.declare_exchange("audit", "fanout", passive=False, durable=True, auto_delete=False,
+                                   internal=False, arguments=None)
+            for name, durable in (("eu", True), ("scratch", False)):
+                vhost.declare_queue(name, passive=False, durable=durable, exclusive=False, auto_delete=False,
+                                    arguments={"x-message-ttl": 60000, "x-max-length": 10}, owner=None)
+            vhost.bind("eu", "orders", "eu.#", None, owner=None)
+            vhost.bind("eu", "amq.headers", "", {"x-match": "any", "region": "eu"}, owner=None)
+            vhost.bind_exchange("audit", "orders", "#", None)
+            entities = slave.amqp_entities
+
+            def snapshot(e) -> tuple:
+                return ({n: x.to_json() for n, x in e.exchanges.items()},
+                        {n: q.to_json() for n, q in e.queues.items() if q.durable},
+                        set(e.bindings), set(e.exchange_bindings))
+
+            async def follows(done) -> None:
+                while not done():
+                    await asyncio.sleep(0.01)
+            await asyncio.wait_for(follows(lambda: snapshot(entities) == snapshot(master.amqp_entities)), 10)
+            assert "scratch" in master.amqp_entities.queues and "scratch" not in entities.queues
+            assert entities.queues["eu"].arguments == {"x-message-ttl": 60000, "x-max-length": 10}
+            assert entities.exchanges["orders"].arguments == {"alternate-exchange": "amq.fanout"}
+            assert {b.routing_key for b in entities.bindings_of_queue("eu")} == {"eu.#", ""}
+            vhost.unbind("eu", "amq.headers", "", {"x-match": "any", "region": "eu"}, owner=None)
+            vhost.bind_exchange("audit", "orders", "#", None, unbind=True)
+            vhost.delete_exchange("audit", if_unused=False)
+            await vhost.delete_queue("old", if_unused=False, if_empty=False, owner=None)
+            await asyncio.wait_for(follows(lambda: snapshot(entities) == snapshot(master.amqp_entities)), 10)
+            assert "audit" not in entities.exchanges and not entities.exchange_bindings
+            wanted = snapshot(master.amqp_entities)
+            await slave.ha.set_role("ASYNC_MASTER")  # promoted
+            await slave_vhost.take_replicated()
+            assert set(slave_vhost.queues) == {"eu"}
+            assert slave_vhost.queues["eu"].policy == QueuePolicy.of({"x-message-ttl": 60000, "x-max-length": 10})
+            assert slave_vhost.router.routed("orders", "eu.paris", {})
+            assert not slave_vhost.router.routed("orders", "us.boston", {})
+        async with Broker(sc) as slave:  # what it applied it saved
+            assert snapshot(slave.amqp_entities) == wanted
+            assert {b.routing_key for b in slave.amqp_entities.bindings_of_queue("eu")} == {"eu.#"}
     run(scenario())
 
 
@@ -317,4 +382,8 @@ def test_consumer_offsets_ride_the_replicated_log(tmp_path):
                     await asyncio.sleep(0.01)
             await asyncio.wait_for(applied(), 10)
             assert master.query_offset("g1", "T", 1) == 3 and "RMQ_SYS_REPLICA_OFFSETS" not in master.topic_names()
+            master.delete_group("g1")  # (a STOMP durable subscription removed): its offsets go too
+            await master.offsets_durable()
+            assert slave.query_offset("g1", "T", 1) == master.query_offset("g1", "T", 1) < 0
+            assert slave.query_offset("g2", "T", 2) == 5
     run(scenario())
