@@ -116,11 +116,6 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         # consumer offsets carried in the replicated log (a master writes, a slave applies)
         self.offset_log = OffsetLog(self.store, self.offsets)
         self.store.record_listeners[OFFSET_LOG_TOPIC] = self.offset_log.apply
-        # topic, group and AMQP entity changes likewise (core/ha/metadata_log.py)
-        self.metadata_log = MetadataLog(self.store, {"topics": self.topics, "groups": self.groups,
-                                                     "amqp": self.amqp_entities},
-                                        lambda: self.ha.master is not None)
-        self.store.record_listeners[METADATA_LOG_TOPIC] = self.metadata_log.apply
         self.ha = HAService(config, self.store, self.offset_log)  # the master's port or the slave's client
         self.election = Election(config, self.store, self.ha, EpochFile(config.store_path_root_dir),
                                  promote=self._promote, demote=self._demote, followed=self._role_changed) \
@@ -153,6 +148,11 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
             notify=self.pull_waiters.notify, sync=config.sync_flush,
             max_timeout_ms=config.transaction_max_timeout_ms)
         self.txn_queues = self.txn.queues
+        # topic, group, AMQP entity and Kafka transaction changes likewise (core/ha/metadata_log.py)
+        self.metadata_log = MetadataLog(self.store, {"topics": self.topics, "groups": self.groups,
+                                                     "amqp": self.amqp_entities, "txn": self.txn},
+                                        lambda: self.ha.master is not None)
+        self.store.record_listeners[METADATA_LOG_TOPIC] = self.metadata_log.apply
         self.producer_states = ProducerStateTable(config_dir, lambda: self.store.commitlog.max_offset)
         self.store.batch_listeners.append(self.producer_states.batch_stored)
         self.consumer_manager = ConsumerManager(config.channel_expired_timeout, clock)

@@ -2,11 +2,13 @@
 entity its master created as soon as it has the master's log up to there, not at
 SlaveSynchronize's next 10 s copy (which never copied AMQP entities).
 
-A master with an HA port writes each saved batch of changes of its topic table, its
-subscription-group table and its AMQP entities (exchanges, queues, bindings: durable ones
-only, as RabbitMQ keeps nothing else over a restart) as one record of the system topic
-RMQ_SYS_REPLICA_METADATA (JSON ``{kind: [change, ...]}``, kind "topics", "groups" or
-"amqp", each change the table's own record; not in the topic table). A slave applies each
+A master with an HA port writes the saved changes of its topic table, its
+subscription-group table, its AMQP entities (exchanges, queues, bindings: durable ones
+only, as RabbitMQ keeps nothing else over a restart) and its Kafka transaction coordinator
+(the lines of its log: transactional ids, epochs, open and ended transactions) as records
+of the system topic RMQ_SYS_REPLICA_METADATA (JSON ``{kind: [change, ...]}``, kind
+"topics", "groups", "amqp" or "txn", each change the table's own record, the changes
+queued while one record was written going together; not in the topic table). A slave applies each
 record as its dispatch reaches it (MessageStore.record_listeners) through the table's
 ``apply_change``, so the change is durable on the slave and, for topics, its routes are
 registered again (the table's listeners). STOMP durable subscriptions are a subscription
@@ -48,7 +50,7 @@ class ReplicatedTable(Protocol):
 class MetadataLog:
     def __init__(self, store: "MessageStore", tables: dict[str, ReplicatedTable],
                  writes: Callable[[], bool]) -> None:
-        """``tables``: a record's kind ("topics", "groups", "amqp") -> its table;
+        """``tables``: a record's kind ("topics", "groups", "amqp", "txn") -> its table;
         ``writes``: whether this broker serves slaves now (its HA port is open)."""
         self.store = store
         self.tables = tables
@@ -73,6 +75,8 @@ class MetadataLog:
     async def _write(self) -> None:
         while self._pending:
             kind, changes = self._pending.pop(0)
+            while self._pending and self._pending[0][0] == kind:  # one record for a run of a kind
+                changes = changes + self._pending.pop(0)[1]
             try:
                 await self.store.put_message(Message(METADATA_LOG_TOPIC, orjson.dumps({kind: changes}), {}, 0, 0))
             except BrokerError as exc:  # a full disk, a fenced store: the 10 s copy carries them

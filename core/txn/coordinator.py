@@ -8,7 +8,10 @@ timeout runs on), transactions killed between EndTxn and their markers are compl
 states and records are docs/semantics.md's "Transactions that write in place".
 
 It writes only markers, through the ``put_markers`` it is given (the Broker's put path), and
-commits a transaction's offsets through ``commit_offset``; it never reads messages.
+commits a transaction's offsets through ``commit_offset``; it never reads messages. Each
+appended line is told to ``listeners`` too: a master's replicated log carries them to its
+slaves (core/ha/metadata_log.py), whose coordinator logs and replays them (`apply_change`),
+so a promoted slave knows every transactional id, epoch and open transaction.
 """
 
 from __future__ import annotations
@@ -132,32 +135,57 @@ class TxnCoordinator:
         self.next_producer_id = FIRST_PRODUCER_ID
         self._stop = asyncio.Event()
         self._completing: set[asyncio.Task] = set()
+        self.listeners: list[Callable[[list[dict[str, Any]]], None]] = []  # told each line (replication)
 
     # ------------------------------------------------------------------ recovery
     def load(self) -> None:
         """Replay the coordinator log: ids, aborted ranges, and open transactions' first
         offsets back in the read rule (so their records stay invisible)."""
         for record in self.log.replay():
-            if "next_pid" in record:
-                self.next_producer_id = max(self.next_producer_id, int(record["next_pid"]))
-            # queues that hold markers: their readers skip them, even when nothing is open
-            for t, q in record.get("ended", ()):
-                self._queue(t, int(q))
-            for t, q, pid, first, last in record.get("aborted", ()):
-                self._queue(t, int(q)).aborted.append(AbortedRange(int(pid), int(first), int(last)))
-            if "forget_topic" in record:  # deleted: a new topic of that name starts afresh
-                self._forget(record["forget_topic"])
-            if "id" in record:
-                meta = TxnMetadata.from_json(record)
-                self.transactions[meta.transactional_id] = meta
+            self._replay(record)
         for meta in self.transactions.values():
-            self._by_pid[meta.producer_id] = meta
-            if meta.state is TxnState.ONGOING or meta.state in _PREPARING:
-                # every added queue may hold its records: each holds the LSO from its bound
-                meta.written = set(meta.partitions)
-                for (t, q), first in meta.partitions.items():
-                    self._queue(t, q).open[meta.producer_id] = first
+            self._take_up(meta)
         self.log.open()
+
+    def _replay(self, record: dict[str, Any]) -> TxnMetadata | None:
+        """One logged line into the tables; the id's state it carries, if any."""
+        if "next_pid" in record:
+            self.next_producer_id = max(self.next_producer_id, int(record["next_pid"]))
+        # queues that hold markers: their readers skip them, even when nothing is open
+        for t, q in record.get("ended", ()):
+            self._queue(t, int(q))
+        for t, q, pid, first, last in record.get("aborted", ()):
+            self._queue(t, int(q)).aborted.append(AbortedRange(int(pid), int(first), int(last)))
+        if "forget_topic" in record:  # deleted: a new topic of that name starts afresh
+            self._forget(record["forget_topic"])
+        if "id" not in record:
+            return None
+        meta = TxnMetadata.from_json(record)
+        self.transactions[meta.transactional_id] = meta
+        return meta
+
+    def _take_up(self, meta: TxnMetadata) -> None:
+        self._by_pid[meta.producer_id] = meta
+        if meta.state is TxnState.ONGOING or meta.state in _PREPARING:
+            # every added queue may hold its records: each holds the LSO from its bound
+            meta.written = set(meta.partitions)
+            for (t, q), first in meta.partitions.items():
+                self._queue(t, q).open[meta.producer_id] = first
+
+    def apply_change(self, record: dict[str, Any]) -> None:
+        """Slave: one line its master's coordinator logged, logged here and replayed (an
+        ended transaction's queues no longer held open by it)."""
+        self.log.append(record)
+        meta = self._replay(record)
+        if meta is not None:
+            old = self._by_pid.get(meta.producer_id)
+            for t, q in (old.partitions if old is not None else ()):
+                self._queue(t, q).open.pop(meta.producer_id, None)
+            for t, q in record.get("ended", ()):
+                self._queue(t, int(q)).open.pop(meta.producer_id, None)
+            self._take_up(meta)
+        if self.log.wants_compaction:
+            self._compact()
 
     async def recover(self) -> None:
         """Complete the transactions a crash left between EndTxn and their markers."""
@@ -488,7 +516,7 @@ class TxnCoordinator:
         under the name starts at offset 0, where old aborted ranges must not apply)."""
         if any(t == topic for t, _ in self.queues):
             self._forget(topic)
-            self.log.append({"forget_topic": topic})
+            self._append({"forget_topic": topic})
 
     # ------------------------------------------------------------------ internals
     def _forget(self, topic: str) -> None:
@@ -502,7 +530,12 @@ class TxnCoordinator:
         return state
 
     def _save(self, meta: TxnMetadata, **extra: Any) -> None:
-        self.log.append({**meta.to_json(), **extra})
+        self._append({**meta.to_json(), **extra})
+
+    def _append(self, record: dict[str, Any]) -> None:
+        self.log.append(record)
+        for listener in self.listeners:
+            listener([record])
 
     async def _saved(self, meta: TxnMetadata, **extra: Any) -> None:
         """`_save`, and under SYNC_FLUSH on disk before the caller answers or goes on."""

@@ -217,6 +217,42 @@ def test_amqp_entities_declared_or_deleted_on_the_master_follow_on_the_slave_thr
     run(scenario())
 
 
+def test_kafka_transaction_state_follows_on_the_slave_through_the_log(tmp_path):
+    """The transaction coordinator's lines ride the replicated log: the slave knows each
+    transactional id with its producer id and epoch, holds the LSO of an open transaction's
+    queue as the master's own restart would, lets it go when the master ends it, and keeps it all over a
+    restart; the producer ids it would hand out next are the master's."""
+    async def scenario() -> None:
+        mc, sc = configs(tmp_path, free_port())
+        async with Broker(mc) as master, Broker(sc) as slave:
+            master.create_topic("K")
+            await caught_up(master, slave)
+            pid, epoch = await master.txn.init_producer("tx-open", 60_000)
+            await master.txn.add_partitions("tx-open", pid, epoch, [("K", 0)])
+            done_pid, done_epoch = await master.txn.init_producer("tx-done", 60_000)
+            await master.txn.add_partitions("tx-done", done_pid, done_epoch, [("K", 1)])
+            await master.txn.end_txn("tx-done", done_pid, done_epoch, commit=False)
+
+            def state(broker: Broker) -> dict:
+                return {t: (m.producer_id, m.producer_epoch, m.state.value, dict(m.partitions))
+                        for t, m in broker.txn.transactions.items()}
+
+            async def follows() -> None:
+                while not (state(slave) == state(master) and "CompleteAbort" in str(state(slave))):
+                    await asyncio.sleep(0.01)
+            await asyncio.wait_for(follows(), 10)
+            assert state(slave)["tx-open"][:3] == (pid, epoch, "Ongoing")
+            # held from the bound add_partitions logged, as a master's own restart holds it
+            assert slave.txn.queues[("K", 0)].open == {pid: 0}
+            assert not slave.txn.queues[("K", 1)].open
+            assert slave.txn.next_producer_id == master.txn.next_producer_id
+            wanted = state(master)
+        async with Broker(sc) as slave:
+            assert state(slave) == wanted
+            assert slave.txn.queues[("K", 0)].open == {pid: 0}
+    run(scenario())
+
+
 def test_delay_levels_progress_follows_on_the_slave_with_the_offset_records(tmp_path):
     """What the master's schedule service delivered (its delay offsets) reaches the slave
     in the replicated offset records, so a promoted slave would not deliver it again; the
