@@ -38,6 +38,7 @@ from ..errors import (
     TopicNotFound,
     TopicNotReadable,
 )
+from ..ha.election import Election
 from ..ha.service import HAService
 from ..metadata.offsets import ConsumerOffsetManager
 from ..metadata.topics import PERM_READ, TopicConfig, TopicConfigManager
@@ -76,6 +77,7 @@ class ConsumeRole(AdminRole):
     txn_queues: dict[tuple[str, int], QueueTxnState]  # the transactions' read rule, by queue
     compacted_logs: dict[tuple[str, int], CompactedSnapshot]  # compaction's snapshots, by queue
     compaction: CompactionService
+    election: Election | None  # controllerMode etcd's election (Kafka's leader epoch)
 
     # ---------------------------------------------------------------- reads
     def check_readable(self, topic: str, queue_id: int) -> TopicConfig:
@@ -289,6 +291,28 @@ class ConsumeRole(AdminRole):
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         return self.store.max_offset(topic, queue_id)
+
+    def leader_epoch(self) -> int:
+        """The group's election epoch (core/ha/election.py), Kafka's leader epoch: higher
+        after each failover; 0 without an election."""
+        election = self.election
+        return election.leader.epoch if election is not None and election.leader is not None else 0
+
+    def epoch_end_offset(self, topic: str, queue_id: int, epoch: int) -> tuple[int, int]:
+        """Kafka's OffsetForLeaderEpoch for one queue (KIP-101/320): (the largest epoch at
+        most ``epoch`` this log followed, the queue offset where the epoch after it began, or
+        the queue's end for the current epoch); (-1, -1) for an epoch past the current one.
+        The history is this store's epoch file, epoch 0 being the log before any election."""
+        if not 0 <= epoch <= self.leader_epoch():
+            return -1, -1
+        starts = [(e.epoch, e.start_offset) for e in self.election.epoch_file.entries] \
+            if self.election is not None else []
+        found = max([0] + [e for e, _ in starts if e <= epoch])
+        after = [start for e, start in starts if e > epoch]
+        if not after:
+            return found, self.store.max_offset(topic, queue_id)
+        cq = self.store.consume_queues.get((topic, queue_id))
+        return found, cq.offset_at_physical(min(after)) if cq is not None else 0
 
     def offset_by_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         return self.store.offset_by_timestamp(topic, queue_id, timestamp_ms)

@@ -210,6 +210,19 @@ class ConsumeQueue:
     def last_entry(self) -> tuple[int, int, int] | None:
         return self.entry(self.max_offset - 1) if self.max_offset > self.min_offset else None
 
+    def offset_at_physical(self, phys: int) -> int:
+        """The first queue offset whose record starts at or after CommitLog offset ``phys``
+        (max offset when none): where a log position falls in this queue (Kafka's end offset
+        of a leader epoch, core/facade/consume.py)."""
+        lo, hi = self.min_offset, self.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._entry_within(mid)[0] < phys:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
     # -- truncation and retention --------------------------------------------------------------
     def truncate_to_physical(self, phys_end: int) -> None:
         """Drop entries whose record does not end at or before ``phys_end`` (a torn log tail)."""

@@ -1,5 +1,5 @@
-"""Kafka's cluster APIs: ApiVersions, Metadata, FindCoordinator and ListOffsets, what a
-client asks before it produces or consumes (this broker is the whole cluster: every
+"""Kafka's cluster APIs: ApiVersions, Metadata, FindCoordinator, ListOffsets and
+OffsetForLeaderEpoch, what a client asks before it produces or consumes (this broker is the whole cluster: every
 partition's leader, every group's and transactional id's coordinator).
 
 Like every handler family it turns a decoded request into a response dict, calls only the
@@ -23,6 +23,7 @@ from .requests import (
     BrokerNode,
     Handler,
     RequestContext,
+    epoch_error,
     has_partition,
     may_use_group,
     may_use_topic,
@@ -59,7 +60,7 @@ def api_versions_body(error_code: ErrorCode = ErrorCode.NONE, version: int = 0) 
 
 
 class ClusterHandlers:
-    """ApiVersions, Metadata, FindCoordinator, ListOffsets."""
+    """ApiVersions, Metadata, FindCoordinator, ListOffsets, OffsetForLeaderEpoch."""
 
     def __init__(self, broker: Broker, node: BrokerNode, topic_ids: TopicIds) -> None:
         self.broker = broker
@@ -75,6 +76,7 @@ class ClusterHandlers:
             ApiKey.METADATA: self._metadata,
             ApiKey.FIND_COORDINATOR: self._find_coordinator,
             ApiKey.LIST_OFFSETS: self._list_offsets,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
         }
 
     async def _api_versions(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
@@ -121,13 +123,6 @@ class ClusterHandlers:
             return self.node.node_id
         return NODE_ID if NODE_ID in self.broker.ha.peers else -1
 
-    def _leader_epoch(self) -> int:
-        """The group's election epoch (core/ha/election.py: higher after each failover, so
-        clients drop metadata from a node that has not seen the new master yet, KIP-320);
-        0 without an election."""
-        election = self.broker.election
-        return election.leader.epoch if election is not None and election.leader is not None else 0
-
     def _topic_metadata(self, name: str, auto_create: bool) -> dict[str, Any]:
         out: dict[str, Any] = {"error_code": ErrorCode.NONE, "name": name, "topic_id": bytes(16),
                                "is_internal": name == GROUP_STATE_TOPIC, "partitions": []}
@@ -150,7 +145,9 @@ class ClusterHandlers:
         own = self.broker.config.broker_id  # an elected master's own id is listed as node 0
         isr = sorted({self.node.node_id if i == own else i for i in self.broker.ha.in_sync_ids()} & set(replicas))
         code = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
-        epoch = self._leader_epoch()
+        # the election's epoch: higher after each failover, so clients drop metadata from a
+        # node that has not seen the new master yet (KIP-320)
+        epoch = self.broker.leader_epoch()
         out["partitions"] = [{"error_code": code, "partition_index": i, "leader_id": leader,
                               "leader_epoch": epoch, "replica_nodes": replicas, "isr_nodes": isr,
                               "offline_replicas": []} for i in range(n)]
@@ -180,13 +177,16 @@ class ClusterHandlers:
                 index, ts = p["partition_index"], p["timestamp"]
                 out: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.NONE,
                                        "old_style_offsets": [], "timestamp": -1, "offset": -1,
-                                       "leader_epoch": 0}
+                                       "leader_epoch": broker.leader_epoch()}
                 partitions.append(out)
                 if not may_use_topic(ctx, t["name"]):
                     out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                     continue
                 if not has_partition(self.broker, t["name"], index):
                     out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                out["error_code"] = epoch_error(broker, p["current_leader_epoch"])
+                if out["error_code"]:
                     continue
                 high = broker.max_offset(t["name"], index) if body["isolation_level"] != 1 \
                     else broker.last_stable_offset(t["name"], index)  # read_committed: the LSO
@@ -203,4 +203,30 @@ class ClusterHandlers:
                 out["offset"] = offset
                 out["old_style_offsets"] = [offset] if offset >= 0 else []
             topics.append({"name": t["name"], "partitions": partitions})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    async def _offset_for_leader_epoch(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        """Where each asked epoch ended in a partition (the election's epoch history), so a
+        consumer that followed an older master checks its position after a failover."""
+        broker = self.broker
+        topics = []
+        for t in body["topics"]:
+            partitions = []
+            for p in t["partitions"]:
+                index = p["partition"]
+                out: dict[str, Any] = {"error_code": ErrorCode.NONE, "partition": index,
+                                       "leader_epoch": -1, "end_offset": -1}
+                partitions.append(out)
+                if not may_use_topic(ctx, t["topic"]):
+                    out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif not has_partition(broker, t["topic"], index):
+                    out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif broker.config.is_slave:  # only the leader answers (a follower's history may lag)
+                    out["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                else:
+                    out["error_code"] = epoch_error(broker, p["current_leader_epoch"])
+                    if not out["error_code"]:
+                        out["leader_epoch"], out["end_offset"] = broker.epoch_end_offset(
+                            t["topic"], index, p["leader_epoch"])
+            topics.append({"topic": t["topic"], "partitions": partitions})
         return {"throttle_time_ms": 0, "topics": topics}

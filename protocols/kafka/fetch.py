@@ -63,6 +63,7 @@ from rocketport.core.facade.types import (
 from ..frontend import Traffic
 from .error_map import error_code_for
 from .errors import ErrorCode
+from .requests import epoch_error
 
 _MAX_COUNT: Final = 1 << 20  # the byte limits bound a fetch; this only satisfies the API
 _CACHE_ENTRIES: Final = 4096
@@ -282,6 +283,10 @@ class FetchHandler:
                 partitions.append(out)
                 if denied:
                     out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
+                fenced = epoch_error(broker, p.get("current_leader_epoch", -1))
+                if fenced:  # a client that knows another election than this node (KIP-320)
+                    out["error_code"] = fenced
                     continue
                 offset = p["fetch_offset"]
                 high = broker.max_offset(topic, index)

@@ -14,6 +14,8 @@ from typing import Any, Final
 from rocketport.core.auth.plain_acl import ANY, SUB, Account, group_resource
 from rocketport.core.broker import Broker
 
+from .errors import ErrorCode
+
 NODE_ID: Final = 0  # this broker is the whole cluster: leader of every partition
 MAX_STRING: Final = 0x7FFF  # UTF-8 bytes an int16-length string (every non-flexible version) holds
 OFFSET_METADATA_MAX_BYTES: Final = 4096  # Kafka's offset.metadata.max.bytes
@@ -71,3 +73,15 @@ def partitions(broker: Broker, topic: str) -> int | None:
 def has_partition(broker: Broker, topic: str, partition: int) -> bool:
     n = partitions(broker, topic)
     return n is not None and 0 <= partition < n
+
+
+def epoch_error(broker: Broker, current_leader_epoch: int) -> int:
+    """KIP-320's fencing of a partition request naming the leader epoch its client knows
+    (-1: not named): FENCED_LEADER_EPOCH when the client's is older than the election's,
+    UNKNOWN_LEADER_EPOCH when newer (this node has not seen that election yet); 0 otherwise."""
+    if current_leader_epoch < 0:
+        return 0
+    epoch = broker.leader_epoch()
+    if current_leader_epoch < epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH
+    return ErrorCode.UNKNOWN_LEADER_EPOCH if current_leader_epoch > epoch else 0

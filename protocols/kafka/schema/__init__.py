@@ -42,6 +42,7 @@ from .list_transactions import LIST_TRANSACTIONS
 from .metadata import METADATA
 from .offset_commit import OFFSET_COMMIT
 from .offset_fetch import OFFSET_FETCH
+from .offset_for_leader_epoch import OFFSET_FOR_LEADER_EPOCH
 from .produce import PRODUCE
 from .sasl_authenticate import SASL_AUTHENTICATE
 from .sasl_handshake import SASL_HANDSHAKE
@@ -71,6 +72,7 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
@@ -116,6 +118,7 @@ APIS: Final[dict[int, Api]] = {
         DESCRIBE_USER_SCRAM_CREDENTIALS,
         ALTER_USER_SCRAM_CREDENTIALS,
         INIT_PRODUCER_ID,
+        OFFSET_FOR_LEADER_EPOCH,
         ADD_PARTITIONS_TO_TXN,
         ADD_OFFSETS_TO_TXN,
         END_TXN,

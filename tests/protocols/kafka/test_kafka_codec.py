@@ -17,6 +17,7 @@ from .kafka_samples import api_versions, message, normalise, project
 SERVED = {  # kafka.md's "serve" column plus the admin APIs: (min, max)
     ApiKey.API_VERSIONS: (0, 4), ApiKey.METADATA: (0, 12), ApiKey.PRODUCE: (0, 13),
     ApiKey.INIT_PRODUCER_ID: (0, 5), ApiKey.FETCH: (0, 17), ApiKey.LIST_OFFSETS: (0, 9),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
     ApiKey.FIND_COORDINATOR: (0, 6), ApiKey.JOIN_GROUP: (0, 9), ApiKey.SYNC_GROUP: (0, 5),
     ApiKey.HEARTBEAT: (0, 4), ApiKey.OFFSET_FETCH: (0, 9), ApiKey.OFFSET_COMMIT: (0, 9),
     ApiKey.LEAVE_GROUP: (0, 5), ApiKey.CREATE_TOPICS: (0, 7), ApiKey.DESCRIBE_GROUPS: (0, 5),
