@@ -79,8 +79,14 @@ class AmqpFrontEnd(ListenerFrontEnd):
     def _role_changed(self) -> None:
         """Elected master: what the slave's log applied becomes live (take_replicated)."""
         if self._opened and not self.broker.config.is_slave:
-            self._promoted = asyncio.get_running_loop().create_task(self.vhost.take_replicated(),
+            self._promoted = asyncio.get_running_loop().create_task(self._take_replicated(),
                                                                      name="amqp-take-replicated")
+
+    async def _take_replicated(self) -> None:
+        try:
+            await self.vhost.take_replicated()
+        except Exception:  # (a queue's group refused): logged, not left unretrieved in the task
+            log.exception("AMQP: the entities replicated to this slave were not all taken up")
 
     async def _sweep(self) -> None:
         """x-expires, checked once a second."""
