@@ -1,21 +1,22 @@
-"""Metadata changes carried in the replicated CommitLog: a slave has a topic, group or AMQP
-entity its master created as soon as it has the master's log up to there, not at
-SlaveSynchronize's next 10 s copy (which never copied AMQP entities).
+"""Metadata changes carried in the replicated CommitLog: a slave has a topic, group, AMQP
+entity or Kafka transaction state its master made as soon as it has the master's log up to
+there, not at SlaveSynchronize's next 10 s copy (which copies only topics, groups and
+offsets).
 
 A master with an HA port writes the saved changes of its topic table, its
 subscription-group table, its AMQP entities (exchanges, queues, bindings: durable ones
 only, as RabbitMQ keeps nothing else over a restart) and its Kafka transaction coordinator
 (the lines of its log: transactional ids, epochs, open and ended transactions) as records
 of the system topic RMQ_SYS_REPLICA_METADATA (JSON ``{kind: [change, ...]}``, kind
-"topics", "groups", "amqp" or "txn", each change the table's own record, the changes
-queued while one record was written going together; not in the topic table). A slave applies each
-record as its dispatch reaches it (MessageStore.record_listeners) through the table's
-``apply_change``, so the change is durable on the slave and, for topics, its routes are
-registered again (the table's listeners). STOMP durable subscriptions are a subscription
-group and its offsets (offset_log.py), so they follow with those. The record is written just after the change is answered, so
-a message sent to a new topic at once may precede it in the log by a few records; the
-slave's ConsumeQueues do not wait for the topic table. SlaveSynchronize still replaces the
-whole tables every 10 s (a slave that was away). This module never writes on a slave.
+"topics", "groups", "amqp" or "txn", each change the table's own record; the changes
+queued while a record was being written go together; not in the topic table). A slave
+applies each record as its dispatch reaches it (MessageStore.record_listeners) through
+the table's ``apply_change``, so the change is durable on the slave and, for topics, its
+routes are registered again (the table's listeners). STOMP durable subscriptions are a
+subscription group and its offsets (offset_log.py), so they follow with those. The record
+is written just after the change is answered, so a message sent to a new topic at once
+may precede it in the log by a few records; the slave's ConsumeQueues do not wait for the
+topic table. This module never writes on a slave.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class MetadataLog:
                 changes = changes + self._pending.pop(0)[1]
             try:
                 await self.store.put_message(Message(METADATA_LOG_TOPIC, orjson.dumps({kind: changes}), {}, 0, 0))
-            except BrokerError as exc:  # a full disk, a fenced store: the 10 s copy carries them
+            except BrokerError as exc:  # a full disk, a fenced store (topics, groups: the 10 s copy)
                 log.warning("%s changes not written to the replicated log: %s", kind, exc)
 
     def apply(self, body: bytes | memoryview) -> None:

@@ -14,7 +14,8 @@ delayOffset.json, which the schedule service advances as it delivers) rides the 
 under the key ``delayOffsets`` (a key without ``@``: never a topic@group), so a promoted
 slave does not deliver again what its master delivered (a slave writes them on the master's
 cadence, flushDelayOffsetInterval, as the schedule service's persister runs in every role).
-This module never reads the table of a slave as its own truth: the master's is (SlaveSynchronize still replaces it every 10 s).
+This module never reads the table of a slave as its own truth: the master's is
+(SlaveSynchronize still replaces it every 10 s).
 """
 
 from __future__ import annotations
