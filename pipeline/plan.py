@@ -5,7 +5,8 @@ broker-side filter (tag expression or SQL92) to send with every pull. Planning r
 offsets specs against the broker (earliest, latest, timestamps, per-queue JSON) and splits
 ranges longer than `maxOffsetsPerPartition` (by offsets, or with a broker-side filter by
 the rows a sample pull says they hold). Reading pulls the range in broker-filtered chunks
-and turns the pulled bytes into Arrow RecordBatches (`columns.py`).
+and turns the pulled bytes into Arrow RecordBatches (`columns.py`, imported by the
+read alone: planning runs in workers of its own).
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from pyspark.sql.datasource import InputPartition
 from rocketport.client.message import MessageQueue
 from rocketport.client.pulling import PullStatus
 
-from .columns import to_batch
-from .heap import keep_freed_heap
 from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions
 from .remote import MAX_PULL, Link, subscription
 
@@ -114,6 +113,10 @@ def read_range(r: QueueRange, group: str, namesrv: str) -> Iterator[pa.RecordBat
     bytes are decoded, so the broker serves them meanwhile. Without a filter their offsets
     are known, so `PULLS_IN_FLIGHT` go together; with one each pull starts where the last
     one's scan ended."""
+    # imported here, not by planning (a query's partitions): numpy and pyarrow.compute
+    # cost a planning worker about 0.3 s
+    from .columns import to_batch
+    from .heap import keep_freed_heap
     keep_freed_heap()
     mq = r.mq
     sub = subscription(r.topic, r.tags, r.sql)
