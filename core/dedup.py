@@ -115,12 +115,16 @@ class DedupWindow:
         if not fresh:  # every message a repeat (put_messages refuses an empty batch first)
             assert earlier is not None
             return earlier
-        return await self._put_claimed(claimed, store(fresh))
+        result = await self._put_claimed(claimed, store(fresh))
+        assert result is not None  # `store` answers a PutResult or raises
+        return result
 
-    async def put_unit(self, k: Key, count: int, store: Callable[[], Awaitable[PutResult]]) -> PutResult:
+    async def put_unit(self, k: Key, count: int,
+                       store: Callable[[], Awaitable[PutResult | None]]) -> PutResult | None:
         """`put` for ``count`` messages that all carry the key ``k`` (one unit: a remoting
         batch body whose every entry names one DEDUP_KEY), stored by ``store()`` unless
-        ``k`` is stored already: then the earlier put's result."""
+        ``k`` is stored already: then the earlier put's result (None: what ``store()``
+        answered)."""
         stored = await self._admit(k)
         if stored is not None:
             self.dropped += count
@@ -158,8 +162,9 @@ class DedupWindow:
             self._pending[k] = asyncio.get_running_loop().create_future()
         return stored
 
-    async def _put_claimed(self, claimed: list[Key], put: Awaitable[PutResult]) -> PutResult:
-        """``put``'s result, with the keys it claimed settled by its outcome."""
+    async def _put_claimed(self, claimed: list[Key],
+                           put: Awaitable[PutResult | None]) -> PutResult | None:
+        """``put``'s result, with the keys it claimed settled by its outcome (None: not stored)."""
         try:
             result = await put
         except BaseException:

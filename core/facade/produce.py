@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rocketport.common.batch.message_batch import decode_batch
@@ -142,8 +143,9 @@ class _DedupUnit:
     def settle(self, result: PutResult | None) -> None:
         """The claimed key's outcome: the put's result, or None when it raised."""
         if self.claimed:
+            assert self.key is not None  # claimed: the key was named
             self.claimed = False
-            self.window.settle(self.key, result)  # type: ignore[arg-type]
+            self.window.settle(self.key, result)
 
 
 def _check_batchable(msg: Message) -> None:
@@ -240,7 +242,7 @@ class ProduceRole(AdminRole):
         if topic != SCHEDULE_TOPIC and transaction_type(sys_flag) != TRANSACTION_PREPARED_TYPE:
             queue = self._writable(topic, queue_id)
 
-            def put(declines: Any = None) -> Any:
+            def put(declines: Callable[[list[bytes]], bool] | None = None) -> Awaitable[PutResult | None]:
                 return self.store.put_message_batch(
                     topic, queue, batch, sys_flag=sys_flag, born_timestamp=born_timestamp,
                     born_host=born_host, reconsume_times=reconsume_times, declines=declines)
