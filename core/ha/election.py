@@ -262,6 +262,7 @@ class Election:
             log.warning("election: took the leader key too late to use it (%.1f s)", time.monotonic() - sent)
             return
         self.epoch_file.append(entry)
+        self.store.leader_epoch = epoch  # on the Kafka batches it stores from now on (KIP-101)
         self.is_master = True
         self.leader = leader
         self.sync_state_set = {self.me}

@@ -105,6 +105,7 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreReplica):
         self._writable = False
         self.slave = config.is_slave
         self.write_deadline = math.inf  # an elected master's fence (core/ha/election.py)
+        self.leader_epoch = -1  # the election's, on stored Kafka batches (core/ha/election.py)
         self.write_deadline = math.inf  # an elected master's fence (core/ha/election.py)
         self.recovered_from_crash = False
         self.recovery_report: dict = {}

@@ -54,6 +54,8 @@ class StoreState:
     # monotonic time after which puts are refused (an elected master's lease may have
     # expired: core/ha/election.py fences it); inf without an election
     write_deadline: float
+    # the election's epoch, stamped on stored Kafka batches (put_inner_batch); -1: none
+    leader_epoch: int
     slave: bool  # brokerRole=SLAVE, or a master demoted (core/ha): bytes come from the master
     recovered_from_crash: bool
     recovery_report: dict

@@ -80,6 +80,7 @@ from .record import (
 
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)
 _pack_header = HEADER.pack
+_EPOCH = struct.Struct(">i")  # a record batch's partitionLeaderEpoch
 
 
 def record_head(size: int, crc: int, queue_id: int, flag: int, queue_offset: int, phys: int,
@@ -587,7 +588,9 @@ class StoreWriter(StoreDispatch):
         """Store a record batch (v2 layout) whole: one CommitLog record, ``count`` offsets.
 
         The batch's first 8 bytes (its baseOffset) are rewritten to the first logical offset
-        it receives, so reads can serve the stored bytes unchanged.
+        it receives, and under an election its partitionLeaderEpoch (bytes 12-16, outside the
+        batch CRC) to the election's epoch (``leader_epoch``, KIP-101: what a Kafka consumer
+        asks OffsetForLeaderEpoch about after a failover), so reads serve the stored bytes unchanged.
         """
         if not self._writable or _monotonic() > self.write_deadline:
             raise self._refusal()
@@ -606,7 +609,9 @@ class StoreWriter(StoreDispatch):
         first = self._next_queue_offset.get((topic, queue_id), 0)
         now = time.time_ns() // 1_000_000
         base = QUEUE_OFFSET.pack(first)
-        rest = memoryview(batch)[8:]
+        if self.leader_epoch >= 0 and body_len >= 16:  # partitionLeaderEpoch, as a Kafka leader stamps it
+            base += bytes(batch[8:12]) + _EPOCH.pack(self.leader_epoch)
+        rest = memoryview(batch)[len(base):]
         crc = crc32(rest, crc32(base)) & 0x7FFFFFFF
         self._consume_queue(topic, queue_id).ensure_room(first, count)
         # written in parts straight into the mapping: the batch is copied exactly once
@@ -615,11 +620,11 @@ class StoreWriter(StoreDispatch):
         phys = mf.file_from_offset + pos
         view = mf.view
         body_at = pos + HEADER_SIZE
-        view[pos:body_at + 8] = record_head(
+        view[pos:body_at + len(base)] = record_head(
             size, crc, queue_id, flag, first, phys,
             sys_flag | INNER_BATCH_FLAG, born_timestamp or now, _host_bytes(born_host[0]),
             born_host[1], now, self._store_ip, self._store_port, 0, 0, body_len) + base
-        view[body_at + 8:body_at + body_len] = rest
+        view[body_at + len(base):body_at + body_len] = rest
         view[body_at + body_len:pos + size] = tail
         mf.wrote_position = pos + size
         for listener in self.batch_listeners:  # state derived from stored batches (core/txn)

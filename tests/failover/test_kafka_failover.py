@@ -2,20 +2,26 @@
 as node 0 (the id routes list a master under, wherever it runs now) and leader of every
 partition, with the election's epoch as leader_epoch; after the master of three is SIGKILLed, the survivors' Metadata names the new
 master, at its own Kafka port, and an idempotent confluent-kafka producer (acks=all) that
-kept producing through the kill has every acknowledged record read back exactly once."""
+kept producing through the kill has every acknowledged record read back exactly once, by a
+consumer group after the failover and by a consumer assigned every partition that read
+through it. The new master fences a client naming the old epoch (KIP-320) and answers
+OffsetForLeaderEpoch from its epoch history."""
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from rocketport.protocols.kafka.errors import ErrorCode
 from rocketport.protocols.kafka.schema import ApiKey
 from tests.failover.cluster import TTL_S, group_node, in_sync_set, leader_id, send_many
 from tests.ha.cluster import wait_for
 from tests.protocols.kafka.kafka_raw import RawClient
+from tests.protocols.kafka.test_kafka_leader_epoch import epoch_end, fetch, list_latest
 
 TOPIC = "KafkaView"
 
@@ -27,6 +33,14 @@ def leader_epochs(port: int) -> set[int]:
             "topics": [{"name": TOPIC}], "allow_auto_topic_creation": False,
             "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False})
     return {p["leader_epoch"] for t in answer["topics"] for p in t["partitions"]}
+
+
+def poll_until(consumer: Consumer, read: list[bytes], wanted: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(read) < wanted and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            read.append(msg.value())
 
 
 def view(port: int) -> tuple[tuple[str, int] | None, set[int]] | None:
@@ -76,6 +90,16 @@ def test_the_new_master_is_node_0_and_an_idempotent_producer_loses_nothing(tmp_p
 
         produce(b"before", 500)
         assert producer.flush(30) == 0 and not failed, failed
+        count = len(AdminClient({"bootstrap.servers": bootstrap}).list_topics(TOPIC, timeout=10)
+                    .topics[TOPIC].partitions)
+        # a consumer that reads through the failover: assigned every partition, no group, so
+        # its positions stay its own (librdkafka checks them with OffsetForLeaderEpoch)
+        follower = Consumer({"bootstrap.servers": bootstrap, "group.id": "failover-follower",
+                             "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 1000})
+        follower.assign([TopicPartition(TOPIC, i, OFFSET_BEGINNING) for i in range(count)])
+        followed: list[bytes] = []
+        poll_until(follower, followed, len(acked), 30)
+        assert len(followed) == len(acked)
         nodes[0].broker.kill()
         produce(b"during", 200)  # waits in the producer until the new master takes it
         assert producer.flush(10 * TTL_S + 30) == 0
@@ -85,9 +109,23 @@ def test_the_new_master_is_node_0_and_an_idempotent_producer_loses_nothing(tmp_p
             wait_for(lambda: view(n.kafka_port) == (("127.0.0.1", new.kafka_port), {0}), timeout=10 * TTL_S,
                      what=f"node {n.port}'s Metadata naming the new master as node 0")
             assert leader_epochs(n.kafka_port) == {2}  # higher: clients drop older metadata
+        with RawClient(new.kafka_port) as client:  # KIP-320 on the new master (epoch 2)
+            assert fetch(client, TOPIC, 1)["error_code"] == ErrorCode.FENCED_LEADER_EPOCH
+            assert fetch(client, TOPIC, 3)["error_code"] == ErrorCode.UNKNOWN_LEADER_EPOCH
+            assert list_latest(client, TOPIC, 2)["leader_epoch"] == 2
+            for i in range(count):
+                high = list_latest(client, TOPIC, 2, i)["offset"]
+                first = epoch_end(client, TOPIC, 1, current=2, partition=i)
+                assert first["error_code"] == ErrorCode.NONE and first["leader_epoch"] == 1
+                assert 0 <= first["end_offset"] <= high  # where epoch 2's writes began
+                assert epoch_end(client, TOPIC, 2, current=2, partition=i)["end_offset"] == high
         produce(b"after", 200)
         assert producer.flush(30) == 0
         assert not failed, failed
+        poll_until(follower, followed, len(acked), 60)
+        follower.close()
+        missing, extra = Counter(acked) - Counter(followed), Counter(followed) - Counter(acked)
+        assert not missing and not extra, (len(missing), sorted(missing)[:5], len(extra), sorted(extra)[:5])
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "failover-readers",
                              "auto.offset.reset": "earliest", "enable.auto.commit": False})
         consumer.subscribe([TOPIC])

@@ -5,6 +5,7 @@ failover tests (tests/failover/test_kafka_failover.py) check the same after an e
 
 from __future__ import annotations
 
+from rocketport.common.batch.record_batch import parse_header, split_batches, verify_crc
 from rocketport.protocols.kafka.errors import ErrorCode
 from rocketport.protocols.kafka.schema import ApiKey
 
@@ -20,9 +21,9 @@ def fetch(client: RawClient, topic: str, epoch: int) -> dict:
     return client.request(ApiKey.FETCH, FETCH_V, body)["responses"][0]["partitions"][0]
 
 
-def list_latest(client: RawClient, topic: str, epoch: int) -> dict:
+def list_latest(client: RawClient, topic: str, epoch: int, partition: int = 0) -> dict:
     body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
-        {"partition_index": 0, "current_leader_epoch": epoch, "timestamp": -1}]}]}
+        {"partition_index": partition, "current_leader_epoch": epoch, "timestamp": -1}]}]}
     return client.request(ApiKey.LIST_OFFSETS, 7, body)["topics"][0]["partitions"][0]
 
 
@@ -54,3 +55,18 @@ def test_leader_epochs_without_an_election(any_loop_broker):
                 {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]}
             answer = client.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, body)
             assert answer["topics"][0]["partitions"][0]["end_offset"] == 3
+
+
+def test_an_elected_store_stamps_its_epoch_on_stored_batches(any_loop_broker):
+    # a Kafka leader writes its epoch into each batch's partitionLeaderEpoch: a consumer
+    # asks OffsetForLeaderEpoch about that epoch after a failover (core/ha/election.py sets it)
+    create_topic(any_loop_broker, "stamped")
+    store = any_loop_broker.server.broker.store
+    with RawClient(any_loop_broker.port) as client:
+        assert client.produce("stamped", 0, encode_batch([b"as written"]))[0] == ErrorCode.NONE
+        any_loop_broker.run(lambda: setattr(store, "leader_epoch", 3))
+        assert client.produce("stamped", 0, encode_batch([b"stamped"]))[0] == ErrorCode.NONE
+        records = bytes(fetch(client, "stamped", -1)["records"])
+    batches = [parse_header(records, at) for at, _ in split_batches(records)]
+    assert [b.partition_leader_epoch for b in batches] == [parse_header(encode_batch([b"x"])).partition_leader_epoch, 3]
+    assert all(verify_crc(records, at) for at, _ in split_batches(records))  # outside the batch CRC
