@@ -51,6 +51,11 @@ class ConsumeQueue:
         self._ahead_at = 0  # byte position at which a put calls _work_ahead
         self._prepared_after = -1  # the segment whose successor the preparer was asked for
         self._gone = False
+        # (max offset, last entry) and (min offset, its record's CommitLog offset) as read at
+        # load, while its file is mapped: recovery asks both of every queue, and with more
+        # queues than MAPPINGS each ask would map a file the load had to unmap again
+        self._last: tuple[int, tuple[int, int, int]] | None = None
+        self._first: tuple[int, int] | None = None
 
     # -- load / recover --------------------------------------------------------------------
     def load(self) -> None:
@@ -75,6 +80,7 @@ class ConsumeQueue:
         last = self.last_entry()
         if last is not None:
             self.max_physical_end = last[0] + abs(last[1])
+            self._first = (self.min_offset, self._entry_within(self.min_offset)[0])
 
     def _written_end(self, f) -> int:
         """Binary search for the first all-zero entry (entries are written in order)."""
@@ -208,7 +214,15 @@ class ConsumeQueue:
         return entry
 
     def last_entry(self) -> tuple[int, int, int] | None:
-        return self.entry(self.max_offset - 1) if self.max_offset > self.min_offset else None
+        end = self.max_offset
+        if end <= self.min_offset:
+            return None
+        known = self._last  # an entry below the max changes only by a truncation, which drops this
+        if known is not None and known[0] == end:
+            return known[1]
+        entry = self._entry_within(end - 1)
+        self._last = (end, entry)
+        return entry
 
     def offset_at_physical(self, phys: int) -> int:
         """The first queue offset whose record starts at or after CommitLog offset ``phys``
@@ -239,6 +253,7 @@ class ConsumeQueue:
     def truncate_to_offset(self, offset: int) -> None:
         if offset >= self.max_offset:
             return
+        self._last = self._first = None
         pos = offset * CQ_ENTRY_SIZE
         self.queue.set_write_offset(pos)
         last = self.queue.last
@@ -250,6 +265,10 @@ class ConsumeQueue:
     def correct_min_offset(self, commit_log_min: int) -> None:
         """Raise minOffset to the first entry whose record still exists."""
         lo, hi = self.min_offset, self.max_offset
+        first, self._first = self._first, None  # read at load: valid for recovery's one call
+        if first is not None and first[0] == lo and first[1] >= commit_log_min:
+            self.min_logic_offset = lo
+            return
         while lo < hi:
             mid = (lo + hi) // 2
             off, _, _ = self._entry_within(mid)
