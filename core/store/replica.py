@@ -47,9 +47,11 @@ log = logging.getLogger(__name__)
 _PLAIN_FIELDS = struct.Struct(">i4xqqi16xq20xi")
 # The properties a plain record's dispatch reads, in one pass over its encoded properties:
 # TAGS (its tags code) and the index's keys (as core/store/index_service.py reads them; a
-# name repeated: the last wins, as property_bytes answers).
-_DISPATCHED_PROPS = re.compile(rb"(?:^|\x02)(TAGS|KEYS|UNIQ_KEY|DEDUP_KEY)\x01([^\x02]*)")
-_TAGS, _KEYS, _UNIQ_KEY, _DEDUP_KEY = b"TAGS", b"KEYS", b"UNIQ_KEY", b"DEDUP_KEY"
+# name repeated: the last wins, as property_bytes answers). Searched in the properties with
+# a separator put before them: a pattern starting with a literal is scanned for it in C,
+# twice as fast as one starting with (?:^|\x02) here.
+_DISPATCHED_PROPS = re.compile(rb"\x02(TAGS|KEYS|UNIQ_KEY|DEDUP_KEY)\x01([^\x02]*)")
+_TAGS, _KEYS, _UNIQ_KEY = b"TAGS", b"KEYS", b"UNIQ_KEY"
 _HASH_MASK = 0x7FFFFFFF  # index_file.key_hash's
 # Pure caches of the fast path (cleared past _CACHED entries): a topic's bytes -> its name,
 # a TAGS value (undecoded, None for none) -> its tags code.
@@ -137,7 +139,7 @@ class StoreReplica(StoreDispatch):
             finally:
                 keyed.clear()
             return True
-        prefixes: dict[bytes, bytes] = {}
+        prefixes: dict[bytes, int] = {}  # a topic's bytes -> the CRC of its key prefix (topic#)
         find_props = _DISPATCHED_PROPS.findall
         listeners = self.batch_listeners
         runs: dict[tuple[str, int], list] = {}  # queue -> [first queue offset, entries, end]
@@ -148,6 +150,7 @@ class StoreReplica(StoreDispatch):
         fields, props_len_of, pack_entry = _PLAIN_FIELDS.unpack_from, PROPS_LEN.unpack_from, CQ_ENTRY.pack
         add_key = keyed.append
         lags, now = self.replica_lag.counts, now_ms()
+        put_bytes = 0
         topic_names, codes = _TOPIC_NAMES, _TAGS_CODES
         if len(topic_names) > _CACHED or len(codes) > _CACHED:
             topic_names.clear()
@@ -195,29 +198,36 @@ class StoreReplica(StoreDispatch):
                     if topic is not None:  # a plain record: its entry without decoding its properties
                         lag = now - store_ts
                         lags[lag if 0 <= lag < LAG_BUCKETS else (0 if lag < 0 else LAG_BUCKETS - 1)] += 1
-                        pairs = find_props(view[topic_end + 2:topic_end + 2 + props_len].tobytes()) \
+                        pairs = find_props(b"\x02" + view[topic_end + 2:topic_end + 2 + props_len].tobytes()) \
                             if props_len else None
                         if pairs:
-                            named = dict(pairs)
-                            tags = named.get(_TAGS)
+                            # the last of a name wins, as property_bytes answers (no dict: cheaper)
+                            tags = keys = uniq = None
+                            dedup = False
+                            for name, value in pairs:
+                                if name == _UNIQ_KEY:
+                                    uniq = value
+                                elif name == _TAGS:
+                                    tags = value
+                                elif name == _KEYS:
+                                    keys = value
+                                else:
+                                    dedup = True
                             code = codes.get(tags)
                             if code is None:
                                 code = codes[tags] = tags_code_of_value(tags)
-                            if inline and len(named) > (tags is not None):  # a key to index
-                                if _DEDUP_KEY in named:  # the builder's rule for a batch send's run
-                                    inline = put_keys(pos)
-                                else:
-                                    prefix = prefixes.get(topic_bytes)
-                                    if prefix is None:
-                                        prefix = prefixes[topic_bytes] = index.prefix(topic_bytes)
-                                    keys = named.get(_KEYS)
-                                    if keys:
-                                        for k in keys.split(b" "):
-                                            if k:
-                                                add_key((crc32(prefix + k) & _HASH_MASK, record_phys, store_ts))
-                                    uniq = named.get(_UNIQ_KEY)
-                                    if uniq:
-                                        add_key((crc32(prefix + uniq) & _HASH_MASK, record_phys, store_ts))
+                            if inline and dedup:  # the builder's rule for a batch send's run
+                                inline = put_keys(pos)
+                            elif inline and (keys or uniq):  # crc32(prefix + key), from the prefix CRC
+                                prefix = prefixes.get(topic_bytes)
+                                if prefix is None:
+                                    prefix = prefixes[topic_bytes] = crc32(index.prefix(topic_bytes))
+                                if keys:
+                                    for k in keys.split(b" "):
+                                        if k:
+                                            add_key((crc32(k, prefix) & _HASH_MASK, record_phys, store_ts))
+                                if uniq:
+                                    add_key((crc32(uniq, prefix) & _HASH_MASK, record_phys, store_ts))
                         else:
                             code = 0
                         entries = pack_entry(base + pos, total, code)
@@ -257,11 +267,12 @@ class StoreReplica(StoreDispatch):
                         if run is not None:
                             self._dispatch_run(key, run)
                         runs[key] = [queue_offset, [entries], record_end, count]
-                    self.put_bytes += total
+                    put_bytes += total
                     pos += total
                     phys = base + pos
                 phys = mf.end_offset
         finally:
+            self.put_bytes += put_bytes
             for key, run in runs.items():
                 self._dispatch_run(key, run)
             self.dispatched_offset = max(self.dispatched_offset, phys)  # past what was dispatched
