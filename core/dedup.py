@@ -35,7 +35,13 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from rocketport.common.message import PROPERTY_DEDUP_KEY, Message, MessageExt, property_bytes, property_needles
+from rocketport.common.message import (
+    PROPERTY_DEDUP_KEY,
+    Message,
+    MessageExt,
+    property_bytes,
+    property_needles,
+)
 
 from .store.writer import PutResult
 
