@@ -22,6 +22,7 @@ topic table. This module never writes on a slave.
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 import logging
 from typing import TYPE_CHECKING, Callable, Protocol
 
@@ -59,7 +60,7 @@ class MetadataLog:
         self._pending: list[tuple[str, list[dict]]] = []
         self._writer: asyncio.Task[None] | None = None
         for kind, table in tables.items():
-            table.listeners.append(lambda changes, kind=kind: self.changed(kind, changes))
+            table.listeners.append(partial(self.changed, kind))
 
     def changed(self, kind: str, changes: list[dict]) -> None:
         """A table's listener: queue ``changes`` for the log (a master's only)."""

@@ -12,7 +12,6 @@ input: bad input is an error code in the response. This module only assembles th
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any, Final
 
@@ -20,7 +19,6 @@ from rocketport.core.auth.plain_acl import PUB, SUB, Account
 from rocketport.core.auth.scram import ScramCredentials
 from rocketport.core.broker import Broker
 
-from ..tls import certificate_name
 from .acl_admin import AclAdminHandlers
 from .admin import AdminHandlers
 from .cluster import ClusterHandlers
@@ -84,10 +82,9 @@ class KafkaHandlers:
         self.accounts_checked = config.acl_enable or bool(mechanisms)
         self.table.update(AclAdminHandlers(lambda: broker.acl, self.accounts_checked).table)
 
-    def certificate_account(self, transport: asyncio.BaseTransport) -> Account | None:
-        """The account a verified client certificate names (its subject's CN), when accounts
-        are checked; a name the file lacks logs in as nobody (SASL may follow)."""
-        name = certificate_name(transport)
+    def certificate_account(self, name: str | None) -> Account | None:
+        """The account a verified client certificate names (``name``: its subject's CN), when
+        accounts are checked; a name the file lacks logs in as nobody (SASL may follow)."""
         if name is None or not self.accounts_checked:
             return None
         account = self.broker.acl.account(name)

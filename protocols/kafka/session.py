@@ -33,6 +33,7 @@ from rocketport.core.auth.plain_acl import Account, AclError
 
 from .. import eager
 from ..session_base import OrderedSession, Session
+from ..tls import certificate_name
 from .connection import KafkaServerConnection
 from .errors import ErrorCode
 from .events import BadRequest, Event, RequestReceived, SaslTokenReceived, UnsupportedVersion
@@ -82,7 +83,7 @@ class KafkaSession(OrderedSession[_Pending]):
     # ------------------------------------------------------------------ transport callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
-        self.principal = self.handlers.certificate_account(transport)  # mutual TLS: Kafka's SSL principal
+        self.principal = self.handlers.certificate_account(certificate_name(transport))  # mutual TLS: Kafka's SSL principal
         self._by_certificate = self.principal is not None
 
     def data_received(self, data: bytes) -> None:

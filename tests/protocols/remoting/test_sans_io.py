@@ -19,8 +19,9 @@ FORBIDDEN = {"asyncio", "socket", "selectors", "trio", "uvloop"}
 IO_MODULES = {
     # slave_sync: a timer; group_peers asks the other brokers of the group over the network
     remoting: {"session", "client", "handlers", "namesrv", "frontend", "slave_sync", "group_peers"},
-    # group timers; fetch long polls; produce gathers a request's appends
-    kafka: {"session", "frontend", "coordinator", "fetch", "produce"},
+    # group timers; fetch long polls; produce gathers a request's appends;
+    # consumer_group_log writes changed KIP-848 group state on a timer
+    kafka: {"session", "frontend", "coordinator", "fetch", "produce", "consumer_group_log"},
     stomp: {"session", "frontend"},
     # publish settles puts as they finish; dead_letter stores copies from one task;
     # queue_limits sleeps until a queue's head is due
