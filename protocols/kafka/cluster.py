@@ -1,6 +1,6 @@
 """Kafka's cluster APIs: ApiVersions, Metadata, FindCoordinator, ListOffsets and
-OffsetForLeaderEpoch, what a client asks before it produces or consumes (this broker is the whole cluster: every
-partition's leader, every group's and transactional id's coordinator).
+OffsetForLeaderEpoch, what a client asks before it produces or consumes (this broker is the
+whole cluster: every partition's leader, every group's and transactional id's coordinator).
 
 Like every handler family it turns a decoded request into a response dict, calls only the
 Broker facade and never touches a socket; bad input is an error code in the answer.

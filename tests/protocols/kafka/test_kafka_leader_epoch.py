@@ -68,5 +68,6 @@ def test_an_elected_store_stamps_its_epoch_on_stored_batches(any_loop_broker):
         assert client.produce("stamped", 0, encode_batch([b"stamped"]))[0] == ErrorCode.NONE
         records = bytes(fetch(client, "stamped", -1)["records"])
     batches = [parse_header(records, at) for at, _ in split_batches(records)]
-    assert [b.partition_leader_epoch for b in batches] == [parse_header(encode_batch([b"x"])).partition_leader_epoch, 3]
+    as_written = parse_header(encode_batch([b"x"])).partition_leader_epoch
+    assert [b.partition_leader_epoch for b in batches] == [as_written, 3]
     assert all(verify_crc(records, at) for at, _ in split_batches(records))  # outside the batch CRC
