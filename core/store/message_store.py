@@ -106,7 +106,6 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreReplica):
         self.slave = config.is_slave
         self.write_deadline = math.inf  # an elected master's fence (core/ha/election.py)
         self.leader_epoch = -1  # the election's, on stored Kafka batches (core/ha/election.py)
-        self.write_deadline = math.inf  # an elected master's fence (core/ha/election.py)
         self.recovered_from_crash = False
         self.recovery_report: dict = {}
         self.put_count = self.put_bytes = self.get_count = self.get_bytes = 0

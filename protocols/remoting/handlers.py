@@ -667,6 +667,7 @@ def _ha_runtime(info: dict[str, Any]) -> dict[str, str]:
         out["haSlaveOffset"] = str(info.get("slaveOffset", 0))
         out["haSlaveLagBytes"] = str(info.get("lagBytes", -1))
         out["haSlaveLastFrameMs"] = str(info.get("lastFrameMs", 0))
+        out["haSlaveLagMs"] = str(info.get("lagMs", ""))  # ms:count, master store to slave dispatch
         if info.get("diverged"):
             out["haDiverged"] = str(info["diverged"])
     return out
