@@ -108,9 +108,20 @@ def note(text: str) -> None:
 
 # ------------------------------------------------------------------ the broker process
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port below the kernel's ephemeral range: a broker restarted on it
+    finds it free, while an ephemeral one may meanwhile be any client's local port (a
+    restart then failed with "address already in use" in a loaded full run)."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        first_ephemeral = int(f.read().split()[0])
+    for _ in range(200):
+        port = random.randrange(10_000, first_ephemeral)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 class Broker:

@@ -3,6 +3,7 @@ native client's), free ports, the ACL tests' plain_acl.yml."""
 
 from __future__ import annotations
 
+import random
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -44,9 +45,20 @@ def roundtrip(addr: tuple[str, int], data: bytes, timeout: float = 5.0) -> list:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A free loopback port below the kernel's ephemeral range: a broker restarted on it
+    finds it free, while an ephemeral one may meanwhile be any client's local port (a
+    restart then failed with "address already in use" in a loaded full run)."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        first_ephemeral = int(f.read().split()[0])
+    for _ in range(200):
+        port = random.randrange(10_000, first_ephemeral)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 # plain_acl.yml for the ACL tests: "app" may publish and subscribe Open, only subscribe
