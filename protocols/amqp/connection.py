@@ -367,7 +367,7 @@ class AmqpServerConnection:
         state = self.state
         if isinstance(method, Connection.StartOk) and state == AWAIT_START_OK:
             response = method.response
-            events.append(StartOkReceived(method.mechanism, response.encode("latin-1") if isinstance(
+            events.append(StartOkReceived(method.mechanism, response.encode("utf-8") if isinstance(
                 response, str) else bytes(response), dict(method.client_properties or {})))
             self.state = AWAIT_TUNE_OK
         elif isinstance(method, Connection.TuneOk) and state == AWAIT_TUNE_OK:

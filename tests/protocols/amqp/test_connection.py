@@ -223,3 +223,16 @@ def test_deliveries_from_one_template_decode_as_three_frames_each():
     method = frames[0]
     assert (method.delivery_tag, method.redelivered, method.exchange, method.routing_key) == (6, True, "", "rk")
     assert b"".join(f.value for f in frames[2:]) == b"x" * 10000
+
+
+def test_a_start_ok_response_outside_latin_1_reaches_the_login_as_its_utf_8_bytes() -> None:
+    """pamqp hands a long string that decodes as UTF-8 over as str: the login must see the
+    bytes the client sent (a password with 'ʄ' in it), not an encoding error escaping
+    receive_data (the 1,000,000-input AMQP fuzz found three)."""
+    conn = AmqpServerConnection(frame_max=131072, max_body=1 << 20)
+    conn.receive_data(codec.PROTOCOL_HEADER)
+    response = "\0user\0pässʄ"
+    events = conn.receive_data(frame.marshal(commands.Connection.StartOk(
+        client_properties={}, mechanism="PLAIN", response=response), 0))
+    assert isinstance(events[0], StartOkReceived)
+    assert events[0].response == response.encode("utf-8")
