@@ -81,10 +81,6 @@ def range_op(key: bytes) -> dict[str, Any]:
     return {"request_range": {"key": _b64(key)}}
 
 
-def delete_op(key: bytes) -> dict[str, Any]:
-    return {"request_delete_range": {"key": _b64(key)}}
-
-
 @dataclass(slots=True)
 class TxnResult:
     succeeded: bool
