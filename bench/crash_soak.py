@@ -80,6 +80,9 @@ from soak_clients import (
 
 from rocketport.protocols.remoting.client import RemotingClientError
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests.support
+from tests.support.remoting import free_port  # noqa: E402  (below the ephemeral range: restarts find it free)
+
 KAFKA_TOPIC = "soak_kafka"
 REMOTING_TOPIC = "soak_remoting"
 STOMP_TOPIC = "soak_stomp"
@@ -107,23 +110,6 @@ def note(text: str) -> None:
 
 
 # ------------------------------------------------------------------ the broker process
-def free_port() -> int:
-    """A free loopback port below the kernel's ephemeral range: a broker restarted on it
-    finds it free, while an ephemeral one may meanwhile be any client's local port (a
-    restart then failed with "address already in use" in a loaded full run)."""
-    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-        first_ephemeral = int(f.read().split()[0])
-    for _ in range(200):
-        port = random.randrange(10_000, first_ephemeral)
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port below the ephemeral range")
-
-
 class Broker:
     """One store, one broker process at a time, on loopback ports chosen at the first start
     (a broker given port 0 does not say outside which port it got) and kept: the confluent
