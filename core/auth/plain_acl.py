@@ -4,7 +4,8 @@ RocketMQ 4.x's model and file format (``plain_acl.yml``), so an existing file wo
 is: ``globalWhiteRemoteAddresses`` (clients from these addresses skip every check),
 ``accounts`` of accessKey, secretKey, whiteRemoteAddress (skips the signature and the
 permission checks), admin, defaultTopicPerm, defaultGroupPerm, topicPerms and groupPerms
-(``name=PUB|SUB``). Requests are signed with HMAC-SHA1 over content the protocol defines;
+(``name=PUB|SUB``), and Rocketport's extension topicPrefixPerms and groupPrefixPerms
+(``prefix=PERM``, what Kafka's PREFIXED bindings say; see `Account.permits`). Requests are signed with HMAC-SHA1 over content the protocol defines;
 this module checks a signature, a login and the permissions a request needs, and never
 sees a protocol. One instance per broker serves every protocol; the file is re-read when it
 changes (checked at most once a second) and written, as permission rows (`Grant`), only by
@@ -125,12 +126,28 @@ class Account:
     default_group_perm: int = DENY
     perms: dict[str, int] = field(default_factory=dict)  # topics, and groups as %RETRY%name
     white_address: Callable[[str], bool] = lambda ip: False
+    prefix_perms: dict[str, int] = field(default_factory=dict)  # topic prefixes, %RETRY%group prefixes
 
     def permits(self, resource: str, needed: int) -> bool:
-        """Whether this account may use a topic (or ``%RETRY%group``) as ``needed`` says."""
-        if self.admin and not self.perms:
+        """Whether this account may use a topic (or ``%RETRY%group``) as ``needed`` says.
+
+        A DENY on the name or on any matching prefix refuses (Kafka: a matching DENY binding
+        wins over every ALLOW); otherwise the most specific entry decides: the exact name,
+        else the longest matching prefix, else the default (RocketMQ: a named resource
+        replaces the default, it does not add to it)."""
+        if self.admin and not self.perms and not self.prefix_perms:
             return True  # RocketMQ: an admin with no resource list may do anything
         owned = self.perms.get(resource)
+        if self.prefix_perms:
+            is_group, longest, best = resource.startswith(RETRY_PREFIX), -1, DENY
+            for prefix, perm in self.prefix_perms.items():
+                if resource.startswith(prefix) and prefix.startswith(RETRY_PREFIX) == is_group:
+                    if perm & DENY:
+                        return False
+                    if len(prefix) > longest:
+                        longest, best = len(prefix), perm
+            if owned is None and longest >= 0:
+                owned = best
         if owned is None:
             owned = self.default_group_perm if resource.startswith(RETRY_PREFIX) else self.default_topic_perm
         return check_permission(needed, owned)
@@ -184,7 +201,9 @@ def parse_acl(data: Any, source: str) -> AclTable:
             _perm(raw.get("defaultGroupPerm", "DENY"), f"{where} defaultGroupPerm"),
             {**_resource_perms(raw.get("topicPerms"), f"{where} topicPerms", False),
              **_resource_perms(raw.get("groupPerms"), f"{where} groupPerms", True)},
-            address_matcher(raw.get("whiteRemoteAddress")))
+            address_matcher(raw.get("whiteRemoteAddress")),
+            {**_resource_perms(raw.get("topicPrefixPerms"), f"{where} topicPrefixPerms", False),
+             **_resource_perms(raw.get("groupPrefixPerms"), f"{where} groupPrefixPerms", True)})
     white = [address_matcher(str(p)) for p in data.get("globalWhiteRemoteAddresses") or []]
     return AclTable(accounts, white)
 
@@ -202,12 +221,14 @@ def load_acl_file(path: str) -> AclTable:
 
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """One permission of one account: on a topic or group (``*``: its default), or admin."""
+    """One permission of one account: on a topic or group (``*``: its default), on every
+    topic or group whose name starts with ``name`` (``prefixed``), or admin."""
 
     access_key: str
     kind: str  # TOPIC, GROUP or ADMIN
     name: str  # the topic or group (a group without %RETRY%); "" for ADMIN
     perm: int  # PUB, SUB, PUB|SUB or DENY; 0 when written: remove it
+    prefixed: bool = False
 
 
 def _write_grant(raw: dict[str, Any], grant: Grant) -> None:
@@ -215,11 +236,11 @@ def _write_grant(raw: dict[str, Any], grant: Grant) -> None:
     if grant.kind == ADMIN:
         raw["admin"] = bool(grant.perm)
         return
-    if grant.name == ALL_NAMES:
+    if grant.name == ALL_NAMES and not grant.prefixed:
         key = "defaultTopicPerm" if grant.kind == TOPIC else "defaultGroupPerm"
         raw[key] = _PERM_NAMES[grant.perm or DENY]
         return
-    key = "topicPerms" if grant.kind == TOPIC else "groupPerms"
+    key = ("topic" if grant.kind == TOPIC else "group") + ("PrefixPerms" if grant.prefixed else "Perms")
     items = [item for item in raw.get(key) or [] if str(item).partition("=")[0].strip() != grant.name]
     if grant.perm:
         items.append(f"{grant.name}={_PERM_NAMES[grant.perm]}")
@@ -285,14 +306,14 @@ class PlainAcl:
                 table.accounts[key] = held
         for key in old.keys() - table.accounts.keys():
             gone = old[key]
-            gone.admin, gone.perms = False, {}
+            gone.admin, gone.perms, gone.prefix_perms = False, {}, {}
             gone.default_topic_perm = gone.default_group_perm = DENY
         self.table = table
 
     # -- grants: the file as (account, kind, name, perm) rows, read and written ------------------
     def grants(self) -> list[Grant]:
-        """Every permission the file gives: topicPerms and groupPerms, defaults other than
-        DENY (name ``*``), and admin (kind ``admin``)."""
+        """Every permission the file gives: topicPerms and groupPerms, their prefixed forms,
+        defaults other than DENY (name ``*``), and admin (kind ``admin``)."""
         self._maybe_reload()
         out: list[Grant] = []
         for key, account in self.table.accounts.items():
@@ -301,11 +322,12 @@ class PlainAcl:
             for kind, perm in ((TOPIC, account.default_topic_perm), (GROUP, account.default_group_perm)):
                 if perm != DENY:
                     out.append(Grant(key, kind, ALL_NAMES, perm))
-            for resource, perm in account.perms.items():
-                if resource.startswith(RETRY_PREFIX):
-                    out.append(Grant(key, GROUP, resource[len(RETRY_PREFIX):], perm))
-                else:
-                    out.append(Grant(key, TOPIC, resource, perm))
+            for prefixed, perms in ((False, account.perms), (True, account.prefix_perms)):
+                for resource, perm in perms.items():
+                    if resource.startswith(RETRY_PREFIX):
+                        out.append(Grant(key, GROUP, resource[len(RETRY_PREFIX):], perm, prefixed))
+                    else:
+                        out.append(Grant(key, TOPIC, resource, perm, prefixed))
         return out
 
     def write_grants(self, changes: list[Grant]) -> None:

@@ -2,12 +2,14 @@
 
 kafka-acls and the admin clients manage the same accounts and permissions every protocol
 checks (plainAclFile), as Kafka bindings: principal ``User:<accessKey>``, host ``*``, a
-LITERAL resource. A topic's PUB is WRITE, its SUB READ, DENY any operation denied; a group's
-SUB is READ; ``*`` is the account's default permission; admin is ALL on the cluster.
+LITERAL resource (topicPerms, groupPerms) or a PREFIXED one (topicPrefixPerms,
+groupPrefixPerms). A topic's PUB is WRITE, its SUB READ, DENY any operation denied; a group's
+SUB is READ; a LITERAL ``*`` is the account's default permission; admin is ALL on the cluster.
 DESCRIBE needs no binding (PUB or SUB allow it), so creating one changes nothing. What the
-file cannot say is refused with INVALID_REQUEST: PREFIXED patterns, a host other than ``*``,
-other operations, a principal with no account in the file. The file holds one permission
-per resource, so a DENY replaces the allowances (as deny would win in Kafka anyway).
+file cannot say is refused with INVALID_REQUEST: a host other than ``*``, other operations,
+a principal with no account in the file, a PREFIXED cluster or ``*``. The file holds one
+permission per resource and pattern, so a DENY replaces the allowances (as deny would win in
+Kafka anyway).
 Every call needs an admin account when SASL is on.
 """
 
@@ -28,7 +30,7 @@ from .schema import ApiKey
 # Kafka's enums (org.apache.kafka.common.resource / acl)
 ANY: Final = 1
 RES_TOPIC, RES_GROUP, RES_CLUSTER = 2, 3, 4
-MATCH, LITERAL = 2, 3
+MATCH, LITERAL, PREFIXED = 2, 3, 4
 OP_ALL, OP_READ, OP_WRITE, OP_DESCRIBE = 2, 3, 4, 8
 PERM_DENY, PERM_ALLOW = 2, 3
 CLUSTER_NAME: Final = "kafka-cluster"
@@ -61,12 +63,12 @@ def bindings_of(grant: Grant) -> list[Binding]:
     principal = PRINCIPAL_PREFIX + grant.access_key
     if grant.kind == ADMIN:
         return [Binding(RES_CLUSTER, CLUSTER_NAME, principal, OP_ALL, PERM_ALLOW)]
-    code = _TYPE_OF[grant.kind]
+    code, pattern = _TYPE_OF[grant.kind], PREFIXED if grant.prefixed else LITERAL
     if grant.perm & DENY:
-        return [Binding(code, grant.name, principal, OP_ALL, PERM_DENY)]
+        return [Binding(code, grant.name, principal, OP_ALL, PERM_DENY, pattern_type=pattern)]
     ops = [OP_READ] if grant.kind == GROUP else \
         [op for op, bit in ((OP_WRITE, PUB), (OP_READ, SUB)) if grant.perm & bit]
-    return [Binding(code, grant.name, principal, op, PERM_ALLOW) for op in ops]
+    return [Binding(code, grant.name, principal, op, PERM_ALLOW, pattern_type=pattern) for op in ops]
 
 
 def _bits(kind: str, operation: int) -> int:
@@ -79,13 +81,19 @@ def _bits(kind: str, operation: int) -> int:
                          "(READ, WRITE or ALL on topics, READ or ALL on groups)")
 
 
-def _target(creation: dict[str, Any], accounts: set[str]) -> tuple[str, str, str]:
-    """(accessKey, kind, name) a creation is about; BindingRefused when the file cannot hold it."""
+Target = tuple[str, str, str, bool]  # accessKey, kind, name ("" for ADMIN), prefixed
+
+
+def _target(creation: dict[str, Any], accounts: set[str]) -> Target:
+    """What a creation is about; BindingRefused when the file cannot hold it."""
     kind = _KIND_OF.get(creation["resource_type"])
     if kind is None:
         raise BindingRefused(f"resource type {creation['resource_type']}: only topics, groups and the cluster")
-    if creation["resource_pattern_type"] != LITERAL:
-        raise BindingRefused("only LITERAL resource patterns (plain ACL names whole resources)")
+    pattern, name = creation["resource_pattern_type"], creation["resource_name"]
+    if pattern not in (LITERAL, PREFIXED):
+        raise BindingRefused("only LITERAL and PREFIXED resource patterns")
+    if pattern == PREFIXED and (kind == ADMIN or name in ("", ALL_NAMES)):
+        raise BindingRefused("a PREFIXED pattern needs a topic or group name prefix (not '*')")
     if creation["host"] != "*":
         raise BindingRefused("host must be '*' (plain ACL keeps addresses in whiteRemoteAddress)")
     principal = creation["principal"]
@@ -94,19 +102,27 @@ def _target(creation: dict[str, Any], accounts: set[str]) -> tuple[str, str, str
     key = principal[len(PRINCIPAL_PREFIX):]
     if key not in accounts:
         raise BindingRefused(f"no account {key!r} in the ACL file: add it there (accessKey, secretKey) first")
-    if kind == ADMIN and creation["resource_name"] != CLUSTER_NAME:
+    if kind == ADMIN and name != CLUSTER_NAME:
         raise BindingRefused(f"the cluster resource is named {CLUSTER_NAME}")
-    return key, kind, creation["resource_name"]
+    return key, kind, "" if kind == ADMIN else name, pattern == PREFIXED
+
+
+def _name_matches(pattern: int, name: str | None, b: Binding) -> bool:
+    """Kafka's pattern filter: ANY, LITERAL and PREFIXED match bindings of that pattern (ANY:
+    every one) with that name; MATCH every binding that applies to the name: the name
+    itself, the LITERAL ``*`` and each PREFIXED binding the name starts with."""
+    if pattern == MATCH:
+        return name is None or (b.resource_name in (name, ALL_NAMES) if b.pattern_type == LITERAL
+                                else name.startswith(b.resource_name))
+    if pattern not in (ANY, b.pattern_type):
+        return False
+    return name is None or b.resource_name == name
 
 
 def _matches(flt: dict[str, Any]) -> Callable[[Binding], bool]:
-    """A Kafka AclBindingFilter as a predicate (ANY and null match anything; MATCH also the
-    ``*`` binding; PREFIXED matches nothing here)."""
+    """A Kafka AclBindingFilter as a predicate (ANY and null match anything)."""
     def test(b: Binding) -> bool:
-        name, pattern = flt["resource_name_filter"], flt["pattern_type_filter"]
-        if pattern not in (ANY, MATCH, LITERAL):
-            return False
-        if name is not None and b.resource_name != name and not (pattern == MATCH and b.resource_name == ALL_NAMES):
+        if not _name_matches(flt["pattern_type_filter"], flt["resource_name_filter"], b):
             return False
         return (flt["resource_type_filter"] in (ANY, b.resource_type)
                 and flt["principal_filter"] in (None, b.principal) and flt["host_filter"] in (None, b.host)
@@ -114,9 +130,15 @@ def _matches(flt: dict[str, Any]) -> Callable[[Binding], bool]:
     return test
 
 
-def _held(acl: PlainAcl) -> dict[tuple[str, str, str], int]:
-    """The file's permissions by (accessKey, kind, name)."""
-    return {(g.access_key, g.kind, g.name): g.perm for g in acl.grants()}
+def _held(acl: PlainAcl) -> dict[Target, int]:
+    """The file's permissions by target."""
+    return {(g.access_key, g.kind, g.name, g.prefixed): g.perm for g in acl.grants()}
+
+
+def _target_of(b: Binding) -> Target:
+    kind = _KIND_OF[b.resource_type]
+    return (b.principal[len(PRINCIPAL_PREFIX):], kind, "" if kind == ADMIN else b.resource_name,
+            b.pattern_type == PREFIXED)
 
 
 class AclAdminHandlers:
@@ -145,12 +167,12 @@ class AclAdminHandlers:
         except ConfigError as exc:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.UNKNOWN_SERVER_ERROR,
                     "error_message": str(exc), "resources": []}
-        resources: dict[tuple[int, str], list[dict[str, Any]]] = {}
+        resources: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
         for b in found:
-            resources.setdefault((b.resource_type, b.resource_name), []).append(b.as_acl())
+            resources.setdefault((b.resource_type, b.resource_name, b.pattern_type), []).append(b.as_acl())
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
-                "resources": [{"resource_type": t, "resource_name": n, "pattern_type": LITERAL, "acls": acls}
-                              for (t, n), acls in resources.items()]}
+                "resources": [{"resource_type": t, "resource_name": n, "pattern_type": p, "acls": acls}
+                              for (t, n, p), acls in resources.items()]}
 
     async def _create(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         creations = body["creations"]
@@ -168,8 +190,8 @@ class AclAdminHandlers:
         results, changed = [], {}
         for creation in creations:
             try:
-                key, kind, name = _target(creation, accounts)
-                target = (key, kind, "" if kind == ADMIN else name)
+                target = _target(creation, accounts)
+                kind = target[1]
                 if creation["permission_type"] not in (PERM_DENY, PERM_ALLOW):
                     raise BindingRefused("permission type must be ALLOW or DENY")
                 deny = creation["permission_type"] == PERM_DENY
@@ -207,20 +229,20 @@ class AclAdminHandlers:
             return {"throttle_time_ms": 0, "filter_results": [
                 {"error_code": ErrorCode.UNKNOWN_SERVER_ERROR, "error_message": str(exc), "matching_acls": []}
                 for _ in filters]}
-        changed: dict[tuple[str, str, str], int] = {}
+        changed: dict[Target, int] = {}
         out = []
         for flt in filters:
             matching = list(filter(_matches(flt), bindings))
             for b in matching:
-                kind = _KIND_OF[b.resource_type]
-                target = (b.principal[len(PRINCIPAL_PREFIX):], kind, "" if kind == ADMIN else b.resource_name)
+                target = _target_of(b)
+                kind = target[1]
                 held = changed.get(target, current.get(target, 0))
                 gone = PUB | SUB | DENY if (b.permission_type == PERM_DENY or b.operation == OP_ALL or kind == GROUP) \
                     else _bits(kind, b.operation)
                 changed[target] = held & ~gone
             out.append({"error_code": ErrorCode.NONE, "error_message": None, "matching_acls": [
                 {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": b.resource_type,
-                 "resource_name": b.resource_name, "pattern_type": LITERAL, **b.as_acl()} for b in matching]})
+                 "resource_name": b.resource_name, "pattern_type": b.pattern_type, **b.as_acl()} for b in matching]})
         if changed:
             error = self._write(acl, changed)
             if error is not None:
@@ -229,10 +251,11 @@ class AclAdminHandlers:
         return {"throttle_time_ms": 0, "filter_results": out}
 
     @staticmethod
-    def _write(acl: PlainAcl, changed: dict[tuple[str, str, str], int]) -> str | None:
+    def _write(acl: PlainAcl, changed: dict[Target, int]) -> str | None:
         """Write the changed grants; the reason when the file could not be written."""
         try:
-            acl.write_grants([Grant(key, kind, name, perm) for (key, kind, name), perm in changed.items()])
+            acl.write_grants([Grant(key, kind, name, perm, prefixed)
+                              for (key, kind, name, prefixed), perm in changed.items()])
         except (AclError, ConfigError, OSError) as exc:
             return str(exc)
         return None

@@ -41,7 +41,9 @@ def acl_broker(tmp_path) -> Iterator[tuple[LiveBroker, Path]]:
         kafka_sasl_mechanisms="PLAIN")
     live = start_live_broker(config)
     try:
-        live.run(lambda: live.server.broker.create_topic("t", read_queue_nums=1, write_queue_nums=1))
+        for topic in ("t", "orders.eu", "ordersx"):
+            live.run(lambda topic=topic: live.server.broker.create_topic(topic, read_queue_nums=1,
+                                                                         write_queue_nums=1))
         yield live, acl
     finally:
         live.stop()
@@ -52,11 +54,11 @@ def _sasl(live: LiveBroker, user: str, password: str) -> dict:
             "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": password}
 
 
-def _produce_error(live: LiveBroker) -> int | None:
-    """app's one message to t: None when delivered, else the error code."""
+def _produce_error(live: LiveBroker, topic: str = "t") -> int | None:
+    """app's one message to ``topic``: None when delivered, else the error code."""
     outcome: list = []
     producer = Producer({**_sasl(live, "app", "app-secret"), "message.timeout.ms": 4000})
-    producer.produce("t", b"x", on_delivery=lambda err, msg: outcome.append(err))
+    producer.produce(topic, b"x", on_delivery=lambda err, msg: outcome.append(err))
     producer.flush(8)
     [err] = outcome
     return None if err is None else err.code()
@@ -126,7 +128,9 @@ def test_refusals_in_kafka_terms(acl_broker):
     assert not_admin.describe_acls(ANY_FILTER).result(10) == []  # librdkafka drops DescribeAcls' error code
 
     admin = AdminClient(_sasl(live, "ops", "ops-secret"))
-    bad = [_write_t(pattern=ResourcePatternType.PREFIXED), _write_t(host="10.0.0.1"), _write_t("User:nobody"),
+    prefixed_all = AclBinding(ResourceType.TOPIC, "*", ResourcePatternType.PREFIXED, "User:app", "*",
+                              AclOperation.WRITE, AclPermissionType.ALLOW)
+    bad = [prefixed_all, _write_t(host="10.0.0.1"), _write_t("User:nobody"),
            AclBinding(ResourceType.TOPIC, "t", ResourcePatternType.LITERAL, "User:app", "*",
                       AclOperation.ALTER_CONFIGS, AclPermissionType.ALLOW)]
     for binding, future in admin.create_acls(bad).items():
@@ -172,3 +176,51 @@ def test_kafka_python_admin_client(acl_broker):
                                               ResourcePatternFilter(KpResourceType.ANY, None, PatternType.ANY)))
     finally:
         not_admin.close()
+
+
+def test_prefixed_bindings_are_kept_as_prefix_permissions_and_enforced_by_every_protocol(acl_broker):
+    live, acl = acl_broker
+    admin = AdminClient(_sasl(live, "ops", "ops-secret"))
+    orders = AclBinding(ResourceType.TOPIC, "orders.", ResourcePatternType.PREFIXED, "User:app", "*",
+                        AclOperation.WRITE, AclPermissionType.ALLOW)
+    assert _produce_error(live, "orders.eu") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    [future] = admin.create_acls([orders]).values()
+    assert future.result(10) is None
+    assert _produce_error(live, "orders.eu") is None  # enforced at once
+    assert _produce_error(live, "ordersx") == KafkaError.TOPIC_AUTHORIZATION_FAILED  # not the prefix
+    stomp, listener = stomp_connect(live, username="app", passcode="app-secret")
+    stomp.send("/queue/orders.eu", b"over stomp", receipt="r")
+    listener.wait_receipt("r")
+    assert not listener.errors
+    app = next(a for a in yaml.safe_load(acl.read_text())["accounts"] if a["accessKey"] == "app")
+    assert app["topicPrefixPerms"] == ["orders.=PUB"] and "topicPerms" not in app
+
+    prefixed = AclBindingFilter(ResourceType.TOPIC, "orders.", ResourcePatternType.PREFIXED, None, None,
+                                AclOperation.ANY, AclPermissionType.ANY)
+    expected = {(ResourceType.TOPIC, "orders.", "User:app", "*", AclOperation.WRITE, AclPermissionType.ALLOW)}
+    assert _described(admin, prefixed) == expected
+    [found] = admin.describe_acls(prefixed).result(10)
+    assert found.resource_pattern_type == ResourcePatternType.PREFIXED
+    literal = AclBindingFilter(ResourceType.TOPIC, "orders.", ResourcePatternType.LITERAL, None, None,
+                               AclOperation.ANY, AclPermissionType.ANY)
+    assert _described(admin, literal) == set()
+    applies = AclBindingFilter(ResourceType.TOPIC, "orders.eu", ResourcePatternType.MATCH, None, None,
+                               AclOperation.ANY, AclPermissionType.ANY)
+    assert _described(admin, applies) == expected  # what applies to the topic orders.eu
+
+    # a DENY on the exact topic wins over the prefix's ALLOW (as Kafka resolves them)
+    deny = AclBinding(ResourceType.TOPIC, "orders.eu", ResourcePatternType.LITERAL, "User:app", "*",
+                      AclOperation.ALL, AclPermissionType.DENY)
+    [future] = admin.create_acls([deny]).values()
+    future.result(10)
+    assert _produce_error(live, "orders.eu") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    [future] = admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, "orders.eu", ResourcePatternType.LITERAL,
+                                                   None, None, AclOperation.ANY, AclPermissionType.ANY)]).values()
+    future.result(10)
+    assert _produce_error(live, "orders.eu") is None
+
+    [future] = admin.delete_acls([prefixed]).values()
+    assert [(b.name, b.resource_pattern_type) for b in future.result(10)] == [
+        ("orders.", ResourcePatternType.PREFIXED)]
+    assert "orders." not in acl.read_text()
+    assert _produce_error(live, "orders.eu") == KafkaError.TOPIC_AUTHORIZATION_FAILED
