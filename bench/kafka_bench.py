@@ -38,13 +38,16 @@ transactional produce (protocol v2 rows and confluent) >= 0.7x the plain produce
 read_committed >= 0.8x read_uncommitted, all of this run.
 --quick: 100,000 records per 100 B case, two passes, no *_default and no latency rows.
 
-Fetch sessions (Rocketport only; --fetch-sessions-only runs just these): one consumer of a
+Fetch sessions (--fetch-sessions-only runs just these; against the peer too): one consumer of a
 topic of SESSION_PARTITIONS partitions holding SESSION_RECORDS records each, caught up, then
 fetching for SESSION_SECONDS with max_wait_ms 0, one request at a time, so every answer is
 empty: sessionless (epoch -1, every partition in every request and answer, as librdkafka
 always fetches) and through an incremental fetch session (KIP-227: empty requests, empty
-answers, as kafka-python and Java fetch). Rows: fetch requests per second and the broker's
-CPU microseconds per empty fetch.
+answers, as kafka-python and Java fetch). Rows: fetch requests per second, the broker's
+CPU microseconds per empty fetch and the size of an answer (answer_bytes: a sessionless
+answer lists every partition, Kafka's way; tansu 0.6 answers max_wait_ms 0 with no
+partitions at all). A broker answering the session-opening fetch with session_id 0 (tansu
+0.6) has no session figure: peer_value null and peer_no_session say so.
 
 --baseline REV: a second Rocketport broker built from commit REV of this repository (git
 archive into a temporary directory, put first on the broker's PYTHONPATH) runs as the peer
@@ -658,63 +661,82 @@ def _session_fetch(topic: str, session_id: int, epoch: int, offsets: dict[int, i
                 {"partition": p, "fetch_offset": o, "partition_max_bytes": 1 << 20} for p, o in offsets.items()]}]}
 
 
-async def raw_empty_fetches(port: int, topic: str, sessions: bool, seconds: float) -> int:
+class NoSession(Exception):
+    """The broker answered a session-opening fetch (epoch 0) with session_id 0."""
+
+
+async def raw_empty_fetches(port: int, topic: str, sessions: bool, seconds: float) -> tuple[int, int]:
     """Empty fetches answered in ``seconds`` by a caught-up consumer of every partition, one
-    request at a time: sessionless, or incremental through a session (``sessions``)."""
+    request at a time: sessionless, or incremental through a session (``sessions``); and the
+    size of the last answer, which tells an answer listing every partition from one listing none."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    answer_bytes = 0
 
     async def call(correlation: int, body: dict[str, Any] | bytes) -> dict[str, Any] | None:
+        nonlocal answer_bytes
         writer.write(body if isinstance(body, bytes) else frame(1, FETCH_V, correlation, body))
         data = await read_frame(reader)
+        answer_bytes = len(data)
         if isinstance(body, bytes):
             return None  # the sessionless answer is not decoded: the client's cost is not the case
         _, pos = codec.decode_response_header(1, FETCH_V, data)
         return codec.decode_response(1, FETCH_V, memoryview(data)[pos:])
 
-    offsets = dict.fromkeys(range(SESSION_PARTITIONS), SESSION_RECORDS)  # caught up
-    first = await call(0, _session_fetch(topic, 0, 0 if sessions else -1, offsets))
-    assert first is not None and not first["error_code"]
-    if any(p["records"] for t in first["responses"] for p in t["partitions"]):
-        raise RuntimeError("the consumer was not caught up")
-    session_id, epoch, fetches = first["session_id"], 1, 0
-    if sessions and not session_id:
-        raise RuntimeError("the broker opened no fetch session")
-    sessionless = frame(1, FETCH_V, 0, _session_fetch(topic, 0, -1, offsets))
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
-        if sessions:
-            answer = await call(epoch, _session_fetch(topic, session_id, epoch, None))
-            assert answer is not None
-            if answer["error_code"] or answer["responses"]:
-                raise RuntimeError(f"incremental fetch: error {answer['error_code']}, {len(answer['responses'])} topics")
-            epoch += 1
-        else:
-            await call(0, sessionless)
-        fetches += 1
-    writer.close()
-    return fetches
+    try:
+        offsets = dict.fromkeys(range(SESSION_PARTITIONS), SESSION_RECORDS)  # caught up
+        first = await call(0, _session_fetch(topic, 0, 0 if sessions else -1, offsets))
+        assert first is not None and not first["error_code"]
+        if any(p["records"] for t in first["responses"] for p in t["partitions"]):
+            raise RuntimeError("the consumer was not caught up")
+        session_id, epoch, fetches = first["session_id"], 1, 0
+        if sessions and not session_id:
+            raise NoSession(f"session_id 0 answering epoch 0 ({answer_bytes} B answer)")
+        sessionless = frame(1, FETCH_V, 0, _session_fetch(topic, 0, -1, offsets))
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            if sessions:
+                answer = await call(epoch, _session_fetch(topic, session_id, epoch, None))
+                assert answer is not None
+                if answer["error_code"] or answer["responses"]:
+                    raise RuntimeError(f"incremental fetch: error {answer['error_code']}, "
+                                       f"{len(answer['responses'])} topics")
+                epoch += 1
+            else:
+                await call(0, sessionless)
+            fetches += 1
+    finally:
+        writer.close()
+    return fetches, answer_bytes
 
 
 def session_rows(targets: list[Target], run: Callable[..., Any]) -> None:
-    """The sessionless row against every broker (a peer may have no sessions), the session
-    row against Rocketport."""
+    """Both rows against every broker; a broker that opens no session (answers epoch 0 with
+    session_id 0) has no session figure, and its row says so with its answer."""
     topic = "sessions-1000p"
     for target in targets:
         run(_fill_session_topic(target.port, topic))
     for sessions, case in ((False, "fetch_1000p_empty_sessionless"), (True, "fetch_1000p_empty_session")):
-        rows = []
-        for target in targets[:1] if sessions else targets:
+        rows: list[dict[str, Any]] = []
+        for target in targets:
             wait_idle(target.pid)
             before = cpu_seconds(target.pid)
-            fetches = run(raw_empty_fetches(target.port, topic, sessions, SESSION_SECONDS))
+            try:
+                fetches, answer_bytes = run(raw_empty_fetches(target.port, topic, sessions, SESSION_SECONDS))
+            except NoSession as e:
+                rows.append({"value": None, "no_session": str(e)})
+                continue
             wait_idle(target.pid)
-            rows.append((fetches / SESSION_SECONDS, (cpu_seconds(target.pid) - before) / fetches * 1e6))
-        (value, cpu), peers = rows[0], rows[1:]
-        extra: dict[str, Any] = {"broker_cpu_us_per_fetch": round(cpu, 1), "partitions": SESSION_PARTITIONS}
-        for target, (peer_value, peer_cpu) in zip(targets[1:], peers):
-            extra.update(peer=target.name, peer_value=round(peer_value, 1),
-                         peer_broker_cpu_us_per_fetch=round(peer_cpu, 1))
-        emit(case, value, "fetch/s", None, **extra)
+            rows.append({"value": fetches / SESSION_SECONDS, "answer_bytes": answer_bytes,
+                         "broker_cpu_us_per_fetch": round((cpu_seconds(target.pid) - before) / fetches * 1e6, 1)})
+        own = rows[0]
+        if own["value"] is None:
+            raise RuntimeError(f"rocketport opened no fetch session: {own['no_session']}")
+        extra: dict[str, Any] = {"broker_cpu_us_per_fetch": own["broker_cpu_us_per_fetch"],
+                                 "answer_bytes": own["answer_bytes"], "partitions": SESSION_PARTITIONS}
+        for target, peer in zip(targets[1:], rows[1:]):
+            extra.update(peer=target.name, peer_value=None if peer["value"] is None else round(peer["value"], 1),
+                         **{f"peer_{k}": v for k, v in peer.items() if k != "value"})
+        emit(case, own["value"], "fetch/s", None, **extra)
 
 
 def wait_idle(pid: int, budget: float = 30.0) -> None:
