@@ -127,7 +127,10 @@ def start_broker(store: str, port: int, log: Any, settings: list[str],
          # free ports for the other listeners too: another broker on this machine keeps the defaults
          "--set", f"listenPort={free_port()}", "--set", f"namesrv.port={free_port()}", "--set", "http.port=0",
          *(arg for setting in settings for arg in ("--set", setting))],
-        stdout=subprocess.DEVNULL, stderr=log, env=env)
+        # a baseline's code from its own tree: started in this checkout, ``-m rocketport`` would
+        # find this checkout's package first (the working directory precedes PYTHONPATH)
+        stdout=subprocess.DEVNULL, stderr=log, env=env,
+        cwd=None if env is None else os.path.join(os.path.dirname(env["PYTHONPATH"]), "src"))
     wait_for_port(port, proc)
     return proc
 
