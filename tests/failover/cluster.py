@@ -5,6 +5,7 @@ alike with controllerMode etcd; the election's keys read straight from etcd."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -12,7 +13,7 @@ import orjson
 from rocketport.client import Message, MessageQueue, Producer, PullConsumer
 from rocketport.client.message import SendStatus
 from rocketport.core.ha.etcd_client import EtcdClient
-from tests.ha.cluster import Node, node
+from tests.ha.cluster import Node, node, wait_for
 
 PREFIX = "/rocketport/DefaultCluster/broker-a/"
 TTL_S = 3  # etcdLeaseTtl in these tests: a dead master holds the group at most this long
@@ -57,6 +58,21 @@ def send_one(namesrv: str, topic: str, body: bytes) -> SendStatus | None:
         return asyncio.run(asyncio.wait_for(send(), 10))
     except Exception:  # noqa: BLE001 - no master yet, or the old one refusing: the caller retries
         return None
+
+
+def send_until_acked(namesrv: str, topic: str, bodies: Iterator[bytes], sent: set[bytes],
+                     acked: list[bytes], timeout: float) -> None:
+    """Send the next of ``bodies`` (a fresh producer each) until one is acknowledged, as
+    through an election with no master for a while. Every body tried goes to ``sent`` (a
+    send that raised may still be stored), the acknowledged one to ``acked``."""
+    def once() -> bool:
+        body = next(bodies)
+        sent.add(body)
+        if send_one(namesrv, topic, body) is SendStatus.SEND_OK:
+            acked.append(body)
+            return True
+        return False
+    wait_for(once, timeout=timeout, what="a send acknowledged by the new master")
 
 
 def send_many(namesrv: str, topic: str, bodies: list[bytes]) -> list[bytes]:

@@ -19,9 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocketport.client.message import SendStatus
 from rocketport.protocols.remoting.codes import ResponseCode
-from tests.failover.cluster import group_node, in_sync_set, leader_id, read_all, send_many, send_one
+from tests.failover.cluster import group_node, in_sync_set, leader_id, read_all, send_many, send_until_acked
 from tests.failover.test_freeze_master import TOPIC, answer, send_frame
 from tests.ha.cluster import start_namesrv, wait_for
 from tests.support.etcd import etcd_cluster
@@ -56,17 +55,7 @@ def run_soak(base: Path, cycles: int, ttl_s: int, seed: int,
     bound = 10 * ttl_s + 30
     acked: list[bytes] = []
     sent: set[bytes] = set()
-    counter = iter(range(1 << 30))
-
-    def send_until_acked() -> None:
-        def once() -> bool:
-            body = b"m-%07d" % next(counter)
-            sent.add(body)
-            if send_one(namesrv, TOPIC, body) is SendStatus.SEND_OK:
-                acked.append(body)
-                return True
-            return False
-        wait_for(once, timeout=bound, what="an acknowledged send")
+    fresh = (b"m-%07d" % i for i in range(1 << 30))
 
     try:
         nodes[1].broker.start()
@@ -91,7 +80,7 @@ def run_soak(base: Path, cycles: int, ttl_s: int, seed: int,
                 sent.add(body)
                 stale.sendall(send_frame(body))
                 wait_for(lambda: leader_id(endpoints) not in (None, victim), timeout=bound, what="a new master")
-                send_until_acked()
+                send_until_acked(namesrv, TOPIC, fresh, sent, acked, bound)
                 result.unavailable[fault].append(time.monotonic() - t0)
                 proc.send_signal(signal.SIGCONT)
                 if answer(stale, 10) == ResponseCode.SUCCESS:
@@ -99,7 +88,7 @@ def run_soak(base: Path, cycles: int, ttl_s: int, seed: int,
                 stale.close()
             else:
                 nodes[victim].broker.kill()
-                send_until_acked()
+                send_until_acked(namesrv, TOPIC, fresh, sent, acked, bound)
                 result.unavailable[fault].append(time.monotonic() - t0)
                 nodes[victim].broker.start()
             result.faults.append(fault)

@@ -9,10 +9,10 @@ import asyncio
 
 import pytest
 
-from rocketport.client.message import SendStatus
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
-from tests.failover.cluster import TTL_S, group_node, in_sync_set, leader_id, read_all, send_many, send_one
+from tests.failover.cluster import (TTL_S, group_node, in_sync_set, leader_id, read_all, send_many,
+                                    send_until_acked)
 from tests.ha.cluster import log_digest, log_end, wait_for
 from tests.support.remoting import remoting_client, request
 from tests.support.tcp_proxy import TcpProxy
@@ -53,16 +53,7 @@ def test_a_master_cut_from_etcd_fences_itself_and_follows_after_the_cut_heals(tm
         # the old master, reachable but cut from etcd, takes no write now that another leads
         assert direct_send_code(nodes[0].addr, b"to-the-cut-master") == ResponseCode.SERVICE_NOT_AVAILABLE
         sent = set(acked) | {b"to-the-cut-master"}
-        attempt = iter(range(10_000))
-
-        def acked_by_new_master() -> bool:
-            body = b"after-%04d" % next(attempt)
-            sent.add(body)
-            if send_one(namesrv, TOPIC, body) is SendStatus.SEND_OK:
-                acked.append(body)
-                return True
-            return False
-        wait_for(acked_by_new_master, timeout=10 * TTL_S, what="a send acknowledged by the new master")
+        send_until_acked(namesrv, TOPIC, (b"after-%04d" % i for i in range(10_000)), sent, acked, 10 * TTL_S)
         new = leader_id(endpoints)
         proxy.restore()
         wait_for(lambda: in_sync_set(endpoints) == [1, 2, 3], timeout=10 * TTL_S,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from rocketport.client.message import SendStatus
-from tests.failover.cluster import TTL_S, group_node, in_sync_set, leader_id, read_all, send_many, send_one
+from tests.failover.cluster import (TTL_S, group_node, in_sync_set, leader_id, read_all, send_many,
+                                    send_until_acked)
 from tests.ha.cluster import wait_for
 from tests.support.etcd import etcd_cluster
 
@@ -42,16 +42,7 @@ def test_losing_one_etcd_node_of_three_changes_nothing_and_failover_still_works(
         assert leader_id(survivors) == 1  # still node 1's: it renewed through the other nodes
         nodes[0].broker.kill()
         sent = set(acked)
-        attempt = iter(range(10_000))
-
-        def acked_by_new_master() -> bool:
-            body = b"after-%04d" % next(attempt)
-            sent.add(body)
-            if send_one(namesrv, TOPIC, body) is SendStatus.SEND_OK:
-                acked.append(body)
-                return True
-            return False
-        wait_for(acked_by_new_master, timeout=10 * TTL_S, what="a send acknowledged by the new master")
+        send_until_acked(namesrv, TOPIC, (b"after-%04d" % i for i in range(10_000)), sent, acked, 10 * TTL_S)
         assert leader_id(survivors) in (2, 3)
         read = read_all(namesrv, TOPIC, "etcd-loss-reader", acked)
         assert set(acked) <= set(read) <= sent and len(read) == len(set(read))

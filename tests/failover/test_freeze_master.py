@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import signal
 import socket
-import time
 
-from rocketport.client.message import SendStatus
 from rocketport.protocols.remoting import RemotingConnection
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.events import CommandReceived
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
-from tests.failover.cluster import TTL_S, group_node, in_sync_set, leader_id, read_all, send_many, send_one
+from tests.failover.cluster import (TTL_S, group_node, in_sync_set, leader_id, read_all, send_many,
+                                    send_until_acked)
 from tests.ha.cluster import log_digest, log_end, wait_for
 from tests.support.remoting import frame_bytes, request
 
@@ -58,16 +57,7 @@ def test_a_master_resumed_after_its_successor_was_elected_accepts_no_write(tmp_p
             stale.sendall(send_frame(b"written-to-the-frozen-master"))  # waits in its socket
             wait_for(lambda: leader_id(endpoints) in (2, 3), timeout=10 * TTL_S, what="a new master")
             sent = set(acked)
-            attempt = iter(range(10_000))
-
-            def acked_by_new_master() -> bool:
-                body = b"after-%04d" % next(attempt)
-                sent.add(body)
-                if send_one(namesrv, TOPIC, body) is SendStatus.SEND_OK:
-                    acked.append(body)
-                    return True
-                return False
-            wait_for(acked_by_new_master, timeout=10 * TTL_S, what="a send acknowledged by the new master")
+            send_until_acked(namesrv, TOPIC, (b"after-%04d" % i for i in range(10_000)), sent, acked, 10 * TTL_S)
             one.broker.proc.send_signal(signal.SIGCONT)
             code = answer(stale, 10)
         finally:
