@@ -88,13 +88,13 @@ def entry_names(data: bytes | memoryview, pos: int) -> tuple[list[bytes], int]:
         raise ValueError("field table truncated") from None
     table = bytes(data[pos:pos + 4 + size])
     last, names, varied = _last
-    if varied is not None and len(table) == len(last) and _same_but(table, last, varied):
+    if varied is not None and len(table) == len(last) and same_but(table, last, varied):
         return names, 4 + size
     names, _, _, values = _walk(table, 0, False)
     varied = None
     if len(table) == len(last):  # which values differ from the last table's, if only they do
         varied = tuple((start, end) for start, end in values if table[start:end] != last[start:end])
-        if not _same_but(table, last, varied):
+        if not same_but(table, last, varied):
             varied = None
     _last[:] = table, names, varied
     return names, 4 + size
@@ -105,8 +105,17 @@ def entry_names(data: bytes | memoryview, pos: int) -> tuple[list[bytes], int]:
 _last: list = [b"", [], None]
 
 
-def _same_but(table: bytes, last: bytes, varied: tuple[tuple[int, int], ...]) -> bool:
-    """Whether two tables of one size hold the same octets outside ``varied``."""
+def last_varied() -> tuple[tuple[int, int], ...] | None:
+    """Where (start, end from the length prefix) the table `entry_names` checked last
+    differed from the one before it, all inside long strings' values (a publisher's task
+    ids); None when it differed elsewhere too. A caller that meets a table differing from
+    that one only there has its names again, unchecked."""
+    return _last[2]
+
+
+def same_but(table: bytes, last: bytes, varied: tuple[tuple[int, int], ...]) -> bool:
+    """Whether two tables (or other octets) of one size hold the same octets outside
+    ``varied`` (ascending (start, end) ranges)."""
     at = 0
     for start, end in varied:
         if table[at:start] != last[at:start]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from binascii import b2a_base64
 import struct
 from collections.abc import Mapping
 from functools import lru_cache
@@ -31,7 +32,7 @@ from typing import Any, Final
 
 from pamqp import decode
 
-from rocketport.common.field_table import entry_names
+from rocketport.common.field_table import entry_names, last_varied, same_but
 from rocketport.common.field_table import text_of as _text
 from rocketport.common.message import (
     PROPERTY_AMQP_HEADERS,
@@ -118,6 +119,11 @@ _APART: Final = frozenset(name.encode() for name in _EAGER | {X_DELAY})
 _OCTETS: Final = tuple(b"%d\x02" % n for n in range(256))
 _TYPED_NAME: Final = PROPERTY_AMQP_HEADERS.encode() + b"\x01"
 _U32 = struct.Struct(">I")
+# a typed publisher's last content header that `stored_properties` stored whole, the
+# ranges (its table's long strings' values) where its table differed from the one before
+# (None: no such header), its table's start and end, and what its stored form holds
+# before the table's base64
+_typed_again: list = [b"", None, 0, 0, b""]
 
 
 def _layout(flags: int) -> _Layout:
@@ -140,7 +146,13 @@ def stored_properties(raw: bytes, tail: bytes) -> bytes | None:
     in one pass over the bytes (a keyed publisher's: a key each; a typed table kept whole,
     its names checked): ``tail`` (TAGS and the like, encoded) ends them. None for anything
     else (a delay, expiration, a separator character in a name, text that is not UTF-8, a
-    malformed list): the general path takes it and says what is wrong."""
+    malformed list): the general path takes it and says what is wrong. A typed publisher's
+    next content header that differs from its last only inside the table's long strings'
+    values where that one differed from the one before (a task id) is stored as the last
+    one was, with the new table (`_typed_again`)."""
+    last, varied, start, stop, before = _typed_again
+    if varied is not None and len(raw) == len(last) and same_but(raw, last, varied):
+        return b"".join((before, b2a_base64(raw[start:stop], newline=False), b"\x02", tail))
     try:
         layout = _LAYOUTS[raw[0] << 8 | raw[1]]
     except KeyError:
@@ -196,7 +208,8 @@ def stored_properties(raw: bytes, tail: bytes) -> bytes | None:
     if typed is not None:
         if not _APART.isdisjoint(all_names):
             return None  # treated apart: the general path's
-        basics += (_TYPED_NAME, base64.b64encode(typed), b"\x02")
+        head = len(basics)
+        basics += (_TYPED_NAME, b2a_base64(typed, newline=False), b"\x02")
     elif parts and (not _APART.isdisjoint(keys := parts[0::4]) or (len(keys) > 1 and len(set(keys)) != len(keys))):
         return None  # treated apart, or a name twice: the general path's
     pairs = names + len(basics) // 3
@@ -209,6 +222,9 @@ def stored_properties(raw: bytes, tail: bytes) -> bytes | None:
             out.decode()
         except UnicodeDecodeError:
             return None
+    elif (table_varied := last_varied()) is not None:
+        _typed_again[:] = (raw, tuple((table_at + s, table_at + e) for s, e in table_varied), table_at,
+                           table_at + len(typed), b"".join(basics[:head + 1]))
     return out + tail
 
 

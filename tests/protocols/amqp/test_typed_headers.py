@@ -311,3 +311,36 @@ def test_a_publishers_tables_are_checked_as_a_walk_checks_them():
     broken[broken.index(b"\x01x") + 2] = 0x99  # the array's type tag
     with pytest.raises(ValueError):
         entry_names(bytes(broken), 0)
+
+
+def test_a_typed_publishers_run_stores_each_header_as_the_general_path_does():
+    """`stored_properties` stores a typed content header that differs from the last one
+    only in a task id as the last one was, with its own table: each of a run is still what
+    the general path stores, and one that differs elsewhere (another basic property, an
+    integer, a name, a broken entry, a delay) is worked out again or left to it."""
+    from pika.spec import BasicProperties
+
+    from rocketport.common.message import encode_properties as stored
+    from rocketport.protocols.amqp.codec import decode_properties
+    from rocketport.protocols.amqp.properties import stored_properties, to_message_properties
+
+    def raw(i: int, n: int = 3, name: str = "retries", correlation: str = "c1", **more: object) -> bytes:
+        headers = {"id": "task-%06d" % i, name: n, "eta": None, "at": datetime.datetime(2024, 5, 1), **more}
+        return b"".join(BasicProperties(delivery_mode=2, correlation_id=correlation, priority=1,
+                                        headers=headers).encode())
+
+    run = ([raw(i) for i in range(6)] + [raw(6, n=4), raw(7, n=4), raw(8, correlation="c2"), raw(9, correlation="c2"),
+           raw(10, name="retrie_"), raw(11, name="retrie_"), raw(12, **{"x-delay": 5}), raw(13), raw(14)]
+           + [raw(i, task="a" * (i % 3)) for i in range(15, 21)] + [raw(21), raw(22)])
+    tail = stored({"TAGS": "rk"})
+    for one in run:
+        decoded = decode_properties(one, False)
+        got = stored_properties(one, tail)
+        if "x-delay" in decoded["headers"]:
+            assert got is None
+        else:
+            assert got == stored(to_message_properties(decoded, "rk", 0)), decoded["headers"]
+    broken = bytearray(raw(23))
+    stored_properties(raw(22), tail)
+    broken[broken.index(b"\x03etaV") + 4] = 0x99  # the void's type tag: unknown
+    assert stored_properties(bytes(broken), tail) is None
