@@ -10,7 +10,7 @@ file cannot say is refused with INVALID_REQUEST: a host other than ``*``, other 
 a principal with no account in the file, a PREFIXED cluster or ``*``. The file holds one
 permission per resource and pattern, so a DENY replaces the allowances (as deny would win in
 Kafka anyway).
-Every call needs an admin account when SASL is on.
+Every call needs an authenticated admin account (SASL or a client certificate).
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ class AclAdminHandlers:
     def _refusal(self, ctx: RequestContext) -> tuple[int, str] | None:
         if not self.enabled:
             return ErrorCode.SECURITY_DISABLED, "No Authorizer is configured (aclEnable or kafkaSaslMechanisms)"
-        if not is_admin(ctx):
+        if ctx.principal is None or not is_admin(ctx):  # unauthenticated (aclEnable without SASL): no writer
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "the ACL admin APIs need an admin account"
         return None
 

@@ -224,3 +224,23 @@ def test_prefixed_bindings_are_kept_as_prefix_permissions_and_enforced_by_every_
         ("orders.", ResourcePatternType.PREFIXED)]
     assert "orders." not in acl.read_text()
     assert _produce_error(live, "orders.eu") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_without_sasl_the_acl_apis_refuse_the_unauthenticated_client(tmp_path):
+    """aclEnable with no kafkaSaslMechanisms: a Kafka client is nobody, and must not rewrite the file."""
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL)
+    config = BrokerConfig(
+        store_path_root_dir=str(tmp_path / "store"), mapped_file_size_commit_log=1 << 20,
+        listen_port=0, namesrv=ProtocolConfig(True, 0, "127.0.0.1"), kafka=ProtocolConfig(True, 0, "127.0.0.1"),
+        amqp=ProtocolConfig(False, 0), stomp=ProtocolConfig(False, 0), acl_enable=True, plain_acl_file=str(acl))
+    live = start_live_broker(config)
+    try:
+        anonymous = AdminClient({"bootstrap.servers": live.bootstrap})
+        [future] = anonymous.create_acls([_write_t()]).values()
+        with pytest.raises(KafkaException) as refused:
+            future.result(10)
+        assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+        assert acl.read_text() == ACL
+    finally:
+        live.stop()
