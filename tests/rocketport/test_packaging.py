@@ -18,3 +18,4 @@ def test_every_source_package_is_listed_in_pyproject():
             relative = init.parent.relative_to(ROOT / folder)
             found.add(".".join([name, *relative.parts]))
     assert found - listed == set(), "add these to [tool.setuptools] packages"
+    assert listed - found == set(), "these listed packages are gone from the tree"
