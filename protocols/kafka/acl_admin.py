@@ -24,7 +24,7 @@ from rocketport.core.auth.plain_acl import (ADMIN, ALL_NAMES, DENY, GROUP, PUB, 
 from rocketport.core.errors import ConfigError
 
 from .errors import ErrorCode
-from .requests import Handler, RequestContext, is_admin
+from .requests import Handler, RequestContext
 from .schema import ApiKey
 
 # Kafka's enums (org.apache.kafka.common.resource / acl)
@@ -151,7 +151,7 @@ class AclAdminHandlers:
     def _refusal(self, ctx: RequestContext) -> tuple[int, str] | None:
         if not self.enabled:
             return ErrorCode.SECURITY_DISABLED, "No Authorizer is configured (aclEnable or kafkaSaslMechanisms)"
-        if ctx.principal is None or not is_admin(ctx):  # unauthenticated (aclEnable without SASL): no writer
+        if ctx.principal is None or not ctx.principal.admin:  # unauthenticated (aclEnable without SASL): no writer
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "the ACL admin APIs need an admin account"
         return None
 
