@@ -2,9 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ha.cluster import start_namesrv
+from tests.ha.conftest import namesrv  # noqa: F401 - the HA tests' name server, for these tests too
 from tests.support.etcd import etcd_cluster
-from tests.support.processes import stop
 
 
 @pytest.fixture
@@ -17,11 +16,3 @@ def etcd(tmp_path):
     finally:
         cluster.stop()
 
-
-@pytest.fixture
-def namesrv(tmp_path):
-    proc, addr = start_namesrv(tmp_path)
-    try:
-        yield addr
-    finally:
-        stop(proc)
