@@ -11,7 +11,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
-import pika
 import pytest
 from confluent_kafka import Producer
 from selenium import webdriver

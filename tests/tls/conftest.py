@@ -4,7 +4,6 @@ picks them when binding), and its test PKI."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
