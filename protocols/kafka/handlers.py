@@ -76,10 +76,11 @@ class KafkaHandlers:
                        DescribeTopicsHandlers(broker, self.node, self.topic_ids),
                        AdminHandlers(broker, self.encoder, self.topic_ids), TransactionHandlers(broker, self.coordinator, self.consumer_groups)):
             self.table.update(family.table)
-        # KIP-554 on the SCRAM file (served with or without SASL: kafka-configs sets credentials first)
-        self.table.update(ScramAdminHandlers(ScramCredentials(config.scram_credentials_path)).table)
-        # KIP-140 on the plain ACL file every protocol checks
         self.accounts_checked = config.acl_enable or bool(mechanisms)
+        # KIP-554 on the SCRAM file (served with or without SASL: kafka-configs sets credentials first)
+        self.table.update(ScramAdminHandlers(ScramCredentials(config.scram_credentials_path),
+                                             self.accounts_checked).table)
+        # KIP-140 on the plain ACL file every protocol checks
         self.table.update(AclAdminHandlers(lambda: broker.acl, self.accounts_checked).table)
 
     def certificate_account(self, name: str | None) -> Account | None:

@@ -2,7 +2,9 @@
 
 kafka-configs and the admin clients salt and hash the password themselves and send the
 SaltedPassword; the broker keeps the keys derived from it (core/auth/scram.py), never a
-password. Both need an admin account when SASL is on.
+password. Both need an admin account when accounts are checked (SASL or aclEnable): with
+aclEnable and no SASL an unauthenticated client is refused, as for the ACL APIs, since a
+credential set then would log in once SASL is turned on.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from rocketport.core.auth.scram import (MECHANISMS, MIN_ITERATIONS, ScramCredent
                                         credential_from_salted)
 
 from .errors import ErrorCode
-from .requests import Handler, RequestContext, is_admin
+from .requests import Handler, RequestContext
 from .schema import ApiKey
 
 BY_CODE = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}  # Kafka's ScramMechanism ids
@@ -22,13 +24,14 @@ MAX_ITERATIONS = 16384  # Kafka's ceiling
 
 
 class ScramAdminHandlers:
-    def __init__(self, credentials: ScramCredentials) -> None:
+    def __init__(self, credentials: ScramCredentials, accounts_checked: bool) -> None:
         self.credentials = credentials
+        self.accounts_checked = accounts_checked
         self.table: dict[int, Handler] = {ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: self._describe,
                                           ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self._alter}
 
     async def _describe(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
-        if not is_admin(ctx):
+        if not self._admin(ctx):
             return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                     "error_message": "describing SCRAM credentials needs an admin account", "results": []}
         known = self.credentials.users()
@@ -61,9 +64,13 @@ class ScramAdminHandlers:
             results.append({"user": entry["name"], "error_code": code, "error_message": message})
         return {"throttle_time_ms": 0, "results": results}
 
-    @staticmethod
-    def _check(ctx: RequestContext, mechanism: int) -> tuple[int, str | None]:
-        if not is_admin(ctx):
+    def _admin(self, ctx: RequestContext) -> bool:
+        if ctx.principal is None:  # no login: open only where no accounts are checked (as Kafka without an authorizer)
+            return not self.accounts_checked
+        return ctx.principal.admin
+
+    def _check(self, ctx: RequestContext, mechanism: int) -> tuple[int, str | None]:
+        if not self._admin(ctx):
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "altering SCRAM credentials needs an admin account"
         if mechanism not in BY_CODE or BY_CODE[mechanism] not in MECHANISMS:
             return ErrorCode.UNSUPPORTED_SASL_MECHANISM, f"unknown SCRAM mechanism {mechanism}"

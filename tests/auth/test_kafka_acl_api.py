@@ -11,7 +11,8 @@ import pytest
 import yaml
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
-                                   ResourcePatternType, ResourceType)
+                                   ResourcePatternType, ResourceType,
+                                   ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
 
 from rocketport.core.auth.plain_acl import PlainAcl
 from rocketport.core.config import BrokerConfig, ProtocolConfig
@@ -242,5 +243,12 @@ def test_without_sasl_the_acl_apis_refuse_the_unauthenticated_client(tmp_path):
             future.result(10)
         assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
         assert acl.read_text() == ACL
+        # nor set a SCRAM credential that would log in once SASL is turned on
+        upsert = UserScramCredentialUpsertion("mallory", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192),
+                                              b"password", b"salt-salt-salt")
+        [future] = anonymous.alter_user_scram_credentials([upsert]).values()
+        with pytest.raises(KafkaException) as refused:
+            future.result(10)
+        assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
     finally:
         live.stop()
