@@ -7,24 +7,17 @@ test run. The jars (kafka-clients, lz4-java, snappy-java, zstd-jni, slf4j-api) a
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from tests.protocols.kafka.java_support import LIB, compile_java
 from tests.support.kafka import start_broker
 
-LIB = os.environ.get("KAFKA_JAVA_LIB") or str(Path(__file__).parents[3] / ".cache" / "kafka-java")
-SOURCE = Path(__file__).parent / "java" / "KafkaClientCheck.java"
 
 @pytest.fixture(scope="module")
 def classes(tmp_path_factory) -> Path:
-    assert Path(LIB, "kafka-clients.jar").exists(), f"no kafka-clients.jar in {LIB}: run scripts/install-test-deps"
-    assert shutil.which("javac"), "a JDK with javac is needed"
-    out = tmp_path_factory.mktemp("java")
-    subprocess.run(["javac", "-d", str(out), "-cp", f"{LIB}/*", str(SOURCE)], check=True, timeout=120)
-    return out
+    return compile_java(tmp_path_factory.mktemp("java"), "KafkaClientCheck")
 
 
 @pytest.mark.parametrize("compression", ["none", "snappy", "lz4", "zstd", "gzip"])

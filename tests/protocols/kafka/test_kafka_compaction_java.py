@@ -7,26 +7,18 @@ directory)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.protocols.kafka.compaction_support import broker, compact, create_compacted, latest, produce  # noqa: F401
-
-LIB = os.environ.get("KAFKA_JAVA_LIB") or str(Path(__file__).parents[3] / ".cache" / "kafka-java")
-SOURCE = Path(__file__).parent / "java" / "CompactedRead.java"
+from tests.protocols.kafka.java_support import LIB, compile_java
 
 
 @pytest.fixture(scope="module")
 def classes(tmp_path_factory) -> Path:
-    assert Path(LIB, "kafka-clients.jar").exists(), f"no kafka-clients.jar in {LIB}: run scripts/install-test-deps"
-    assert shutil.which("javac"), "a JDK with javac is needed"
-    out = tmp_path_factory.mktemp("java")
-    subprocess.run(["javac", "-d", str(out), "-cp", f"{LIB}/*", str(SOURCE)], check=True, timeout=120)
-    return out
+    return compile_java(tmp_path_factory.mktemp("java"), "CompactedRead")
 
 
 def test_the_java_client_restores_a_compacted_changelog(broker, classes):  # noqa: F811

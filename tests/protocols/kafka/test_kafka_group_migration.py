@@ -8,8 +8,6 @@ steps on a fake clock."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import struct
 import subprocess
 import threading
@@ -32,6 +30,7 @@ from rocketport.protocols.kafka.consumer_protocol import (
 )
 from rocketport.protocols.kafka.coordinator import GroupCoordinator, GroupError, GroupState
 from rocketport.protocols.kafka.errors import ErrorCode
+from tests.protocols.kafka.java_support import LIB as JAVA_LIB, compile_java
 from tests.protocols.kafka.test_confluent_kafka import create_topic
 from tests.protocols.kafka.test_kafka_consumer_groups import HEARTBEAT_MS, SESSION_MS, Owners, kip848_consumer, parts
 from tests.support.fake_time import FakeTime
@@ -205,17 +204,9 @@ def test_migration_policy_disabled_keeps_the_protocols_apart(tmp_path):
 
 
 # ---------------------------------------------------------------------------- with the Java client
-JAVA_LIB = os.environ.get("KAFKA_JAVA_LIB") or str(Path(__file__).parents[3] / ".cache" / "kafka-java")
-
-
 @pytest.fixture(scope="module")
 def java_classes(tmp_path_factory) -> Path:
-    assert Path(JAVA_LIB, "kafka-clients.jar").exists(), f"no kafka-clients.jar in {JAVA_LIB}: run scripts/install-test-deps"
-    assert shutil.which("javac"), "a JDK with javac is needed"
-    out = tmp_path_factory.mktemp("java")
-    subprocess.run(["javac", "-d", str(out), "-cp", f"{JAVA_LIB}/*", str(Path(__file__).parent / "java" / "GroupMember.java")],
-                   check=True, timeout=120)
-    return out
+    return compile_java(tmp_path_factory.mktemp("java"), "GroupMember")
 
 
 class JavaMember:

@@ -14,8 +14,6 @@ Two cycles in the default suite; ten with ``-m slow``.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import time
 from collections import Counter
@@ -25,9 +23,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from .crash_cycles import PARTITIONS, TIMEOUT_S, BrokerProcess, Killer, create_topic, read_all
+from .java_support import LIB, compile_java
 
-LIB = os.environ.get("KAFKA_JAVA_LIB") or str(Path(__file__).parents[3] / ".cache" / "kafka-java")
-JAVA_SOURCES = [Path(__file__).parent / "java" / f"{name}.java" for name in ("IdempotentCrashProducer", "TxnCrashProducer")]
 RUN_S = 2.0  # producing between kills
 CYCLES = [pytest.param(2, id="2-cycles"), pytest.param(10, id="10-cycles", marks=pytest.mark.slow)]
 
@@ -85,11 +82,7 @@ def test_confluent_idempotent_producer_lives_through_broker_kills(broker, cycles
 
 @pytest.fixture(scope="module")
 def java_classes(tmp_path_factory) -> Path:
-    assert Path(LIB, "kafka-clients.jar").exists(), f"no kafka-clients.jar in {LIB}: run scripts/install-test-deps"
-    assert shutil.which("javac"), "a JDK with javac is needed"
-    out = tmp_path_factory.mktemp("java")
-    subprocess.run(["javac", "-d", str(out), "-cp", f"{LIB}/*", *map(str, JAVA_SOURCES)], check=True, timeout=120)
-    return out
+    return compile_java(tmp_path_factory.mktemp("java"), "IdempotentCrashProducer", "TxnCrashProducer")
 
 
 def run_java_through_kills(broker: BrokerProcess, classes: Path, tmp_path: Path, cycles: int, program: str,
