@@ -413,8 +413,16 @@ class PublishHandlers:
             return
         except Exception as exc:  # noqa: BLE001 - reported to the client below
             error = exc
-        for channel, seq, _, _ in entries:
-            self._settle(channel, seq, error)
+        if error is None:  # `_settle` of each, its steps shared: a stored run is many publishes
+            self._stored(None)
+            dirty = self.dirty_confirms
+            for channel, seq, _, _ in entries:
+                if channel.confirm:
+                    channel.settle(seq, True)
+                    dirty.add(channel)
+        else:
+            for channel, seq, _, _ in entries:
+                self._settle(channel, seq, error)
         self.session.puts_settled()
 
     def _settle(self, channel: Channel, seq: int, error: BaseException | None) -> None:
