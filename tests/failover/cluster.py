@@ -60,6 +60,15 @@ def send_one(namesrv: str, topic: str, body: bytes) -> SendStatus | None:
         return None
 
 
+def join_slaves(nodes: list[Node], endpoints: str) -> None:
+    """Once the first node (brokerId 1, started alone) leads, start the others and wait
+    until all three are in the in-sync set: the group as the failover tests begin."""
+    wait_for(lambda: leader_id(endpoints) == 1, what="node 1 elected")
+    for n in nodes[1:]:
+        n.broker.start()
+    wait_for(lambda: in_sync_set(endpoints) == [1, 2, 3], what="the slaves in the in-sync set")
+
+
 def send_until_acked(namesrv: str, topic: str, bodies: Iterator[bytes], sent: set[bytes],
                      acked: list[bytes], timeout: float) -> None:
     """Send the next of ``bodies`` (a fresh producer each) until one is acknowledged, as

@@ -11,7 +11,7 @@ import time
 import pika
 import pytest
 
-from tests.failover.cluster import TTL_S, group_node, in_sync_set, leader_id
+from tests.failover.cluster import TTL_S, group_node, join_slaves, leader_id
 from tests.ha.cluster import wait_for
 from tests.support.remoting import free_port
 
@@ -74,10 +74,7 @@ def test_pika_confirms_survive_a_failover_each_confirmed_message_read_once(tmp_p
     nodes = {i: group_node(tmp_path, i, namesrv, endpoints, f"amqp.port={amqp[i]}") for i in (1, 2, 3)}
     nodes[1].broker.start()
     try:
-        wait_for(lambda: leader_id(endpoints) == 1, what="node 1 elected")
-        nodes[2].broker.start()
-        nodes[3].broker.start()
-        wait_for(lambda: in_sync_set(endpoints) == [1, 2, 3], what="the slaves in the in-sync set")
+        join_slaves(list(nodes.values()), endpoints)
         connection = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", amqp[1]))
         connection.channel().queue_declare(QUEUE, durable=True)
         connection.close()

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.failover.cluster import (TTL_S, group_node, in_sync_set, leader_id, read_all, send_many,
-                                    send_until_acked)
-from tests.ha.cluster import wait_for
+from tests.failover.cluster import TTL_S, group_node, join_slaves, leader_id, read_all, send_many, send_until_acked
 from tests.support.etcd import etcd_cluster
 
 TOPIC = "EtcdLossTopic"
@@ -30,10 +28,7 @@ def test_losing_one_etcd_node_of_three_changes_nothing_and_failover_still_works(
     nodes = [group_node(tmp_path, i, namesrv, endpoints) for i in (1, 2, 3)]
     nodes[0].broker.start()
     try:
-        wait_for(lambda: leader_id(endpoints) == 1, what="node 1 elected")
-        for n in nodes[1:]:
-            n.broker.start()
-        wait_for(lambda: in_sync_set(endpoints) == [1, 2, 3], what="the slaves in the in-sync set")
+        join_slaves(nodes, endpoints)
         acked = send_many(namesrv, TOPIC, [b"before-%04d" % i for i in range(100)])
         etcd3.kill(0)  # the first endpoint every broker tries
         survivors = ",".join(n.endpoint for n in etcd3.nodes[1:])

@@ -12,8 +12,8 @@ from rocketport.protocols.remoting import RemotingConnection
 from rocketport.protocols.remoting.codes import RequestCode, ResponseCode
 from rocketport.protocols.remoting.events import CommandReceived
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
-from tests.failover.cluster import (TTL_S, group_node, in_sync_set, leader_id, read_all, send_many,
-                                    send_until_acked)
+from tests.failover.cluster import (TTL_S, group_node, in_sync_set, join_slaves, leader_id, read_all,
+                                    send_many, send_until_acked)
 from tests.ha.cluster import log_digest, log_end, wait_for
 from tests.support.remoting import frame_bytes, request
 
@@ -45,10 +45,7 @@ def test_a_master_resumed_after_its_successor_was_elected_accepts_no_write(tmp_p
     one = nodes[0]
     one.broker.start()
     try:
-        wait_for(lambda: leader_id(endpoints) == 1, what="node 1 elected")
-        for n in nodes[1:]:
-            n.broker.start()
-        wait_for(lambda: in_sync_set(endpoints) == [1, 2, 3], what="the slaves in the in-sync set")
+        join_slaves(nodes, endpoints)
         acked = send_many(namesrv, TOPIC, [b"before-%04d" % i for i in range(100)])
         assert len(acked) == 100
         one.broker.proc.send_signal(signal.SIGSTOP)

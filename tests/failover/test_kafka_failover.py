@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 
 from rocketport.protocols.kafka.errors import ErrorCode
 from rocketport.protocols.kafka.schema import ApiKey
-from tests.failover.cluster import TTL_S, group_node, in_sync_set, leader_id, send_many
+from tests.failover.cluster import TTL_S, group_node, join_slaves, leader_id, send_many
 from tests.ha.cluster import wait_for
 from tests.protocols.kafka.kafka_raw import RawClient
 from tests.protocols.kafka.test_kafka_leader_epoch import epoch_end, fetch, list_latest
@@ -61,10 +61,7 @@ def test_the_new_master_is_node_0_and_an_idempotent_producer_loses_nothing(tmp_p
     nodes = [group_node(tmp_path, i, namesrv, endpoints, kafka=True) for i in (1, 2, 3)]
     nodes[0].broker.start()
     try:
-        wait_for(lambda: leader_id(endpoints) == 1, what="node 1 elected")
-        for n in nodes[1:]:
-            n.broker.start()
-        wait_for(lambda: in_sync_set(endpoints) == [1, 2, 3], what="the slaves in the in-sync set")
+        join_slaves(nodes, endpoints)
         assert len(send_many(namesrv, TOPIC, [b"native"])) == 1  # the topic, then on every node
         master = ("127.0.0.1", nodes[0].kafka_port)
         for n in nodes:
