@@ -338,9 +338,9 @@ class PublishHandlers:
             if type(refused) is not tuple:  # refused as a whole
                 for _ in bodies:
                     self._settle(channel, channel.next_publish(), refused)  # type: ignore[arg-type]
-            else:
-                waiting += [(channel, channel.next_publish(), body, _STORED)  # type: ignore[misc]
-                            for body in bodies]
+            else:  # a loop, no comprehension: mostly one body (a varied run's publish each)
+                for body in bodies:
+                    waiting.append((channel, channel.next_publish(), body, _STORED))  # type: ignore[arg-type]
         if stored:
             self._stored_at_once(stored_on, stored)  # type: ignore[arg-type]
         if waiting:
