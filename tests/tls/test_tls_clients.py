@@ -3,7 +3,6 @@ client on a TLS port, a stalled handshake, a missing or foreign client certifica
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import ssl
@@ -301,12 +300,10 @@ def test_java_client_over_ssl(pki, tmp_path):
     """kafka-clients 3.9 over SSL, trusting the test CA as a PEM truststore: idempotent
     produce and a group consume (tests/protocols/kafka/java/KafkaClientCheck.java). One loop
     (uvloop): the JVM's start dominates."""
-    from tests.protocols.kafka.test_java_client import LIB, SOURCE
+    from tests.protocols.kafka.java_support import LIB, compile_java
     from tests.support.live_broker import start_live_broker
     from tests.tls.conftest import tls_config
-    assert shutil.which("javac"), "a JDK with javac is needed"
-    classes = tmp_path / "classes"
-    subprocess.run(["javac", "-d", str(classes), "-cp", f"{LIB}/*", str(SOURCE)], check=True, timeout=120)
+    classes = compile_java(tmp_path / "classes", "KafkaClientCheck")
     props = tmp_path / "ssl.properties"
     props.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={pki.ca}\n")
     live = start_live_broker(tls_config(str(tmp_path / "store"), pki), "uvloop")
