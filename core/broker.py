@@ -35,10 +35,9 @@ from .consumer.delay_levels import parse_delay_levels
 from .consumer.locks import RebalanceLockManager
 from .consumer.long_polling import PullWaiters
 from .dedup import DedupWindow, recall_stored
-from .facade.admin import AdminRole, BrokerStats
+from .facade.admin import BrokerStats
 from .facade.consume import ConsumeRole
 from .facade.delivery import DeliveryRole
-from .facade.produce import ProduceRole
 from .facade.transactions import TransactionRole
 from .facade.views import FrontEndViews
 from .ha.election import Election
@@ -259,6 +258,29 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         """The brokerId routes list this broker under: its own, or 0 (RocketMQ's master id)
         while it is its group's elected master."""
         return 0 if self.election is not None and self.election.is_master else self.config.broker_id
+
+    @property
+    def master_broker_id(self) -> int | None:
+        """The group's master by its own brokerId, the id a node keeps for life (Kafka's node
+        id, so a client keeps its connection to a promoted slave): this broker while it is
+        master, the elected master it follows, 0 in a classic group; None while an election
+        has no master."""
+        if not self.config.is_slave:
+            return self.config.broker_id
+        if self.election is None:
+            return 0
+        leader = self.election.leader
+        return leader.broker_id if leader is not None else None
+
+    def in_sync_ids(self) -> list[int]:
+        """The group's members in sync by their own brokerIds (Kafka's ISR): an elected
+        master's in-sync set, else the HA link's view with the master under its own id."""
+        election = self.election
+        if election is not None and election.is_master:
+            return sorted(election.sync_state_set)
+        master = self.master_broker_id
+        ids = {i for i in self.ha.in_sync_ids() if i}
+        return sorted(ids if master is None else ids | {master})
 
     async def _promote(self) -> None:
         """Elected: the replicated state is taken up as a master's, then the master's

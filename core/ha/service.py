@@ -34,7 +34,8 @@ class HAService:
         self.slave: HASlave | None = HASlave(config, store) if config.is_slave else None
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        # the other members of this broker group, by brokerId: their Kafka (host, port), as a
+        # the other members of this broker group, by their own brokerId (never the 0 an elected
+        # master registers under: Kafka's node ids stay put): their Kafka (host, port), as a
         # front-end learnt them (protocols/remoting: the name server's route and each
         # member's configuration); Kafka's Metadata lists them as replicas
         self.peers: dict[int, tuple[str, int]] = {}

@@ -19,7 +19,6 @@ from .error_map import error_code_for
 from .consumer_group_log import GROUP_STATE_TOPIC
 from .errors import ErrorCode
 from .requests import (
-    NODE_ID,
     BrokerNode,
     Handler,
     RequestContext,
@@ -65,10 +64,11 @@ class ClusterHandlers:
     def __init__(self, broker: Broker, node: BrokerNode, topic_ids: TopicIds) -> None:
         self.broker = broker
         self.node = node
-        # a group's members are its nodes (core/ha), by the id routes list them under: under an
-        # election (core/ha/election.py) the master is node 0 wherever it runs now
-        node.node_id = broker.route_broker_id
-        broker.role_listeners.append(lambda: setattr(node, "node_id", broker.route_broker_id))
+        # a group's members are its nodes (core/ha), each by its own brokerId for life: after
+        # an election (core/ha/election.py) only the partitions' leader changes, so a client
+        # keeps the connection it has to the promoted node, and no backoff it built against
+        # the dead master's id carries over to the new one
+        node.node_id = broker.config.broker_id
         self.topic_ids = topic_ids
         self.cluster_id = f"rocketport-{broker.config.broker_cluster_name}"
         self.table: dict[int, Handler] = {
@@ -118,10 +118,11 @@ class ClusterHandlers:
 
     def _leader(self) -> int:
         """The group's master as a Kafka node: this broker, or (on a slave) its master when
-        known; -1 when a slave does not know where its master serves Kafka."""
-        if not self.broker.config.is_slave:
-            return self.node.node_id
-        return NODE_ID if NODE_ID in self.broker.ha.peers else -1
+        known; -1 when a slave does not know its master or where it serves Kafka."""
+        master = self.broker.master_broker_id
+        if master is not None and (master == self.node.node_id or master in self.broker.ha.peers):
+            return master
+        return -1
 
     def _topic_metadata(self, name: str, auto_create: bool) -> dict[str, Any]:
         out: dict[str, Any] = {"error_code": ErrorCode.NONE, "name": name, "topic_id": bytes(16),
@@ -142,8 +143,7 @@ class ClusterHandlers:
         # is the master, the ISR the members in sync (a slave's produce: NOT_LEADER_OR_FOLLOWER)
         leader = self._leader()
         replicas = sorted({self.node.node_id, *self.broker.ha.peers})
-        own = self.broker.config.broker_id  # an elected master's own id is listed as node 0
-        isr = sorted({self.node.node_id if i == own else i for i in self.broker.ha.in_sync_ids()} & set(replicas))
+        isr = sorted(set(self.broker.in_sync_ids()) & set(replicas))
         code = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
         # the election's epoch: higher after each failover, so clients drop metadata from a
         # node that has not seen the new master yet (KIP-320)
@@ -154,11 +154,13 @@ class ClusterHandlers:
         return out
 
     async def _find_coordinator(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
-        # the group's master coordinates (a slave's offsets are its master's copies)
+        # the group's master coordinates groups and transactional ids (a slave's offsets are
+        # its master's copies), under the same node id as it leads partitions
         node = ctx.node or self.node
         node_id, host, port = node.node_id, node.host, node.port
-        if self.broker.config.is_slave and NODE_ID in self.broker.ha.peers:
-            node_id, (host, port) = NODE_ID, self.broker.ha.peers[NODE_ID]
+        leader = self._leader()
+        if leader != node_id and leader in self.broker.ha.peers:
+            node_id, (host, port) = leader, self.broker.ha.peers[leader]
         keys = body["coordinator_keys"] if ctx.api_version >= 4 else [body["key"]]
         # group keys need the group's permission; this broker coordinates every transactional id too
         codes = [ErrorCode.NONE if body["key_type"] != 0 or may_use_group(ctx, k)

@@ -39,7 +39,7 @@ class BrokerNode:
 
     host: str
     port: int
-    node_id: int = NODE_ID  # the brokerId: a master 0, a slave its own (core/ha)
+    node_id: int = NODE_ID  # the brokerId, kept for life: a classic master 0, any other node its own (core/ha)
 
     def node(self) -> dict[str, Any]:
         return {"node_id": self.node_id, "host": self.host, "port": self.port, "rack": None}

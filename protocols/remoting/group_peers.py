@@ -1,6 +1,7 @@
 """The other members of this broker's group (same brokerName), as Kafka's Metadata lists them:
-their brokerIds from a name server's cluster table, their Kafka address from each one's
-configuration (GET_BROKER_CONFIG). Asked after each registration and when a slave connects
+their remoting addresses from a name server's cluster table, their own brokerId (the Kafka
+node id a member keeps for life, whatever id routes list it under after an election) and
+Kafka address from each one's configuration (GET_BROKER_CONFIG). Asked after each registration and when a slave connects
 to this master; the result goes to `Broker.ha.set_peers`. A member that does not answer is
 left out until the next round."""
 
@@ -35,14 +36,15 @@ async def learn_peers(broker: Broker, namesrv_addr: str) -> None:
     for broker_id, addr in group.broker_addrs.items():
         if broker_id == broker.route_broker_id:
             continue
-        kafka = await _kafka_address(addr)
-        if kafka is not None:
-            peers[broker_id] = kafka
+        member = await _kafka_member(addr)
+        if member is not None:
+            peers[member[0]] = member[1]
     broker.ha.set_peers(peers)
 
 
-async def _kafka_address(addr: str) -> tuple[str, int] | None:
-    """A member's advertised Kafka (host, port), None when it serves no Kafka or has no fixed port."""
+async def _kafka_member(addr: str) -> tuple[int, tuple[str, int]] | None:
+    """A member's own brokerId and advertised Kafka (host, port), None when it serves no
+    Kafka or has no fixed port."""
     try:
         async with await RemotingClient.connect(addr, 2.0) as client:
             resp = await client.invoke(RemotingCommand(code=int(RequestCode.GET_BROKER_CONFIG)), 2.0)
@@ -58,4 +60,4 @@ async def _kafka_address(addr: str) -> tuple[str, int] | None:
     host = props.get("kafka.host") or props.get("brokerIP1", "127.0.0.1")
     if host in ("0.0.0.0", "::", ""):
         host = props.get("brokerIP1", "127.0.0.1")
-    return host, port
+    return int(props.get("brokerId", "0") or 0), (host, port)

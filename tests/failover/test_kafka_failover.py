@@ -1,7 +1,8 @@
-"""Kafka clients through a failover on etcd: every node's Metadata names the elected master
-as node 0 (the id routes list a master under, wherever it runs now) and leader of every
-partition, with the election's epoch as leader_epoch; after the master of three is SIGKILLed, the survivors' Metadata names the new
-master, at its own Kafka port, and an idempotent confluent-kafka producer (acks=all) that
+"""Kafka clients through a failover on etcd: each node is a Kafka node under its own
+brokerId for life, and every node's Metadata names the elected master leader of every
+partition, with the election's epoch as leader_epoch; after the master of three is
+SIGKILLed, the survivors' Metadata names the new master leader under the id and at the
+Kafka port it had as a slave (so clients keep their connection to it), and an idempotent confluent-kafka producer (acks=all) that
 kept producing through the kill has every acknowledged record read back exactly once, by a
 consumer group after the failover and by a consumer assigned every partition that read
 through it. The new master fences a client naming the old epoch (KIP-320) and answers
@@ -43,30 +44,37 @@ def poll_until(consumer: Consumer, read: list[bytes], wanted: int, timeout_s: fl
             read.append(msg.value())
 
 
-def view(port: int) -> tuple[tuple[str, int] | None, set[int]] | None:
-    """(node 0's address, the partitions' leaders) as the node on ``port`` answers; None on error."""
+def view(port: int) -> tuple[set[int], dict[int, int]] | None:
+    """(the partitions' leaders, each listed node's Kafka port) as the node on ``port``
+    answers; None on error."""
     try:
         md = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(TOPIC, timeout=5)
     except KafkaException:
         return None
     topic = md.topics.get(TOPIC)
-    if topic is None or topic.error is not None or 0 not in md.brokers:
+    if topic is None or topic.error is not None:
         return None
-    return (md.brokers[0].host, md.brokers[0].port), {p.leader for p in topic.partitions.values()}
+    return {p.leader for p in topic.partitions.values()}, {i: b.port for i, b in md.brokers.items()}
+
+
+def names_leader(port: int, leader: int, leader_port: int) -> bool:
+    """Whether the node on ``port`` names ``leader`` leader of every partition, at ``leader_port``."""
+    seen = view(port)
+    return seen is not None and seen[0] == {leader} and seen[1].get(leader) == leader_port
 
 
 @pytest.mark.slow  # ~25 s; the native client's kill test covers the election in the default suite
-def test_the_new_master_is_node_0_and_an_idempotent_producer_loses_nothing(tmp_path, etcd, namesrv):
+def test_the_new_master_leads_under_its_own_id_and_an_idempotent_producer_loses_nothing(tmp_path, etcd, namesrv):
     endpoints = etcd.endpoints
     nodes = [group_node(tmp_path, i, namesrv, endpoints, kafka=True) for i in (1, 2, 3)]
     nodes[0].broker.start()
     try:
         join_slaves(nodes, endpoints)
         assert len(send_many(namesrv, TOPIC, [b"native"])) == 1  # the topic, then on every node
-        master = ("127.0.0.1", nodes[0].kafka_port)
+        ports = {i: n.kafka_port for i, n in enumerate(nodes, 1)}  # each node under its brokerId
         for n in nodes:
-            wait_for(lambda: view(n.kafka_port) == (master, {0}), timeout=30,
-                     what=f"node {n.port}'s Metadata naming node 1 as node 0 and leader")
+            wait_for(lambda: view(n.kafka_port) == ({1}, ports), timeout=30,
+                     what=f"node {n.port}'s Metadata listing the group and naming node 1 leader")
             assert leader_epochs(n.kafka_port) == {1}  # the group's first election
         bootstrap = ",".join(f"127.0.0.1:{n.kafka_port}" for n in nodes)
         producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
@@ -100,11 +108,12 @@ def test_the_new_master_is_node_0_and_an_idempotent_producer_loses_nothing(tmp_p
         nodes[0].broker.kill()
         produce(b"during", 200)  # waits in the producer until the new master takes it
         assert producer.flush(10 * TTL_S + 30) == 0
-        new = nodes[leader_id(endpoints) - 1]
+        new_id = leader_id(endpoints)
+        new = nodes[new_id - 1]
         assert new is not nodes[0]
         for n in nodes[1:]:
-            wait_for(lambda: view(n.kafka_port) == (("127.0.0.1", new.kafka_port), {0}), timeout=10 * TTL_S,
-                     what=f"node {n.port}'s Metadata naming the new master as node 0")
+            wait_for(lambda: names_leader(n.kafka_port, new_id, new.kafka_port), timeout=10 * TTL_S,
+                     what=f"node {n.port}'s Metadata naming the new master leader under its own id")
             assert leader_epochs(n.kafka_port) == {2}  # higher: clients drop older metadata
         with RawClient(new.kafka_port) as client:  # KIP-320 on the new master (epoch 2)
             assert fetch(client, TOPIC, 1)["error_code"] == ErrorCode.FENCED_LEADER_EPOCH
