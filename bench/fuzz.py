@@ -87,6 +87,7 @@ from rocketport.protocols.remoting import (
 from rocketport.protocols.remoting.frame import encode_json_header, encode_rocketmq_header
 from rocketport.protocols.remoting.headers import SendMessageRequestHeader, encode_send_message_header_v2
 from tests.support.hostile_inputs import seeds as opening_seeds  # noqa: E402
+from tests.support.remoting import free_port  # noqa: E402
 from tests.tls.certs import make_pki  # noqa: E402
 
 TOPIC = "FuzzTopic"
@@ -879,12 +880,6 @@ class Mutator:
 
 
 # ------------------------------------------------------------------ the broker process
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def proc_status(pid: int) -> dict[str, int]:
     """The kB figures of /proc/PID/status (VmRSS, RssAnon, ...)."""
     out = {}

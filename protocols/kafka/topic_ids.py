@@ -11,7 +11,6 @@ carry these ids; nothing here touches the store.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from typing import Any, Final
 
@@ -28,11 +27,6 @@ def topic_id(cluster: str, name: str) -> bytes:
     raw[6] = (raw[6] & 0x0F) | 0x80  # version 8 (custom), RFC 9562
     raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC variant
     return bytes(raw)
-
-
-def id_text(raw: bytes) -> str:
-    """The id as Kafka prints it (URL-safe base64, no padding)."""
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 class TopicIds:
