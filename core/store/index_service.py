@@ -102,10 +102,13 @@ _DEDUP_NEEDLES = property_needles(PROPERTY_DEDUP_KEY)
 _UNIQ_HEADER = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()  # a record header's name, in a payload
 _KEY_SEPARATOR = KEY_SEPARATOR.encode()
 PREFIX_CACHE = 4096  # topics whose ``topic#`` key prefix is kept
-KEYLESS_SPANS = 4096  # keyless log ranges remembered ahead of the walk
+KEYLESS_SPANS = 4096  # keyless log ranges and batch sends remembered ahead of the walk
+SENDS_HELD = 1 << 16  # records whose properties the remembered batch sends may hold (~10 MB)
 # a stored record batch's attributes (int16, 21 bytes into the batch, which is the body)
 _BATCH_ATTRIBUTES = struct.Struct(">h")
 _POS_BATCH_ATTRIBUTES = HEADER_SIZE + 21
+
+_HASH_MASK = 0x7FFFFFFF  # index_file.key_hash's
 
 SLICE_S = 0.0005  # work per slice: what a request may wait behind the builder
 KEY_CHUNK = 256  # records of a batch read between two checks of the slice's deadline
@@ -129,6 +132,16 @@ class _OpenBatch:
     left: int
 
 
+@dataclass(slots=True)
+class _Sends:
+    """A batch send's records as the writer stored them (see `IndexService.sends`)."""
+
+    topic: bytes
+    store_ts: int
+    offsets: list[int]
+    properties: list[bytes]
+
+
 def names_index_keys(props: bytes) -> bool:
     """Whether encoded properties may hold KEYS, UNIQ_KEY or DEDUP_KEY (False: surely none)."""
     return _KEYS_NEEDLES[1] in props or UNIQ_KEY_NEEDLES[1] in props or _DEDUP_NEEDLES[1] in props
@@ -147,8 +160,10 @@ class IndexService:
         self._open: _OpenBatch | None = None
         # (end, key) of the last record whose DEDUP_KEY the walk saw (see _index_record)
         self._dedup_run: tuple[int, bytes] = (-1, b"")
-        # (start, end, records) of log ranges written with no key to index (see `keyless`)
-        self._keyless: deque[tuple[int, int, int]] = deque(maxlen=KEYLESS_SPANS)
+        # (start, end, records, sends) of log ranges written with no key to index (see
+        # `keyless`; sends None) or by one batch send (see `sends`: _Sends)
+        self._spans: deque[tuple[int, int, int, _Sends | None]] = deque()
+        self._held = 0  # records of the _Sends in _spans
         self._stopping = False
         self._wakeup: asyncio.Event | None = None
         self.disk_full: DiskFull | None = None  # why the last build stopped short, if so
@@ -176,11 +191,34 @@ class IndexService:
         are forgotten past KEYLESS_SPANS: a range not known is walked, which is always right."""
         if not self.enabled:
             return
-        spans = self._keyless
-        if spans and spans[-1][1] == start:  # one publisher's runs in a row: one range
-            first, _, count = spans.pop()
+        spans = self._spans
+        if spans and spans[-1][1] == start and spans[-1][3] is None:  # one publisher's runs: one range
+            first, _, count, _ = spans.pop()
             start, records = first, count + records
-        spans.append((start, end, records))
+        self._remember((start, end, records, None))
+
+    def sends(self, start: int, end: int, topic: bytes, store_ts: int, offsets: list[int],
+              properties: list[bytes]) -> None:
+        """The writer's word that the log's bytes [start, end) are the plain records of one
+        batch send of ``topic`` (their offsets, the store timestamp they share, and each
+        one's encoded properties, which `put_message_batch` slices anyway): the walk indexes
+        them in bulk from these (`_index_sends`) instead of reading each record. Kept in
+        memory as `keyless`, up to SENDS_HELD records: a range not known is walked."""
+        if self.enabled:
+            self._remember((start, end, len(offsets), _Sends(topic, store_ts, offsets, properties)))
+
+    def _remember(self, span: tuple[int, int, int, _Sends | None]) -> None:
+        spans = self._spans
+        if span[3] is not None:
+            self._held += span[2]
+        while spans and (len(spans) >= KEYLESS_SPANS or self._held > SENDS_HELD):
+            self._forget()  # the oldest: the walk reads those records itself
+        spans.append(span)
+
+    def _forget(self) -> None:
+        _, _, count, sends = self._spans.popleft()
+        if sends is not None:
+            self._held -= count
 
     # -- building --------------------------------------------------------------------------
     def _current(self, now_ms: int) -> IndexFile:
@@ -261,7 +299,7 @@ class IndexService:
             return 0
         find = store.commitlog.queue.find
         size_magic, int32, attributes = SIZE_MAGIC.unpack_from, I32.unpack_from, _BATCH_ATTRIBUTES.unpack_from
-        spans = self._keyless
+        spans = self._spans
         n = 0
         while phys < limit:
             mf = find(phys)
@@ -295,9 +333,12 @@ class IndexService:
                         if spans:
                             here = base + pos
                             while spans and spans[0][1] <= here:  # behind the walk
-                                spans.popleft()
+                                self._forget()
                             if spans and spans[0][0] == here and spans[0][2] <= max_records - n:
-                                _, span_end, count = spans.popleft()
+                                _, span_end, count, sends = spans[0]
+                                if sends is not None:  # DiskFull: the walk reads them again
+                                    self._index_sends(sends, span_end, pos == 0)
+                                self._forget()
                                 n += count
                                 pos = span_end - base
                                 continue
@@ -388,15 +429,20 @@ class IndexService:
         follow each other in one segment with that key (a batch send's unit): the dedup
         window's recall reads the run from there (core/dedup.py)."""
         topic_start, topic_end, props = topic_and_properties(view, pos)
-        if not names_index_keys(props):
-            return  # an AMQP or STOMP message: three scans, no split
+        if names_index_keys(props):  # else an AMQP or STOMP message: three scans, no split
+            self._index_properties(props, bytes(view[topic_start:topic_end]),
+                                   I64.unpack_from(view, pos + POS_STORE_TIMESTAMP)[0], phys,
+                                   phys + I32.unpack_from(view, pos)[0], pos == 0)
+
+    def _index_properties(self, props: bytes, topic: bytes, store_ts: int, phys: int, end: int,
+                          opens_segment: bool) -> None:
+        """`_index_record`'s keys of the record [phys, end) with encoded properties ``props``."""
         keys = property_bytes(props, _KEYS_NEEDLES)
         uniq = property_bytes(props, UNIQ_KEY_NEEDLES)
         dedup = property_bytes(props, _DEDUP_NEEDLES)
         if not (keys or uniq or dedup):
             return
-        prefix = self._prefix(bytes(view[topic_start:topic_end]))
-        store_ts = I64.unpack_from(view, pos + POS_STORE_TIMESTAMP)[0]
+        prefix = self._prefix(topic)
         if keys:
             for k in keys.split(_KEY_SEPARATOR):
                 if k:
@@ -405,9 +451,36 @@ class IndexService:
             self._put(prefix + uniq, phys, store_ts)
         if dedup:
             key = prefix + dedup
-            if pos == 0 or self._dedup_run != (phys, key):
+            if opens_segment or self._dedup_run != (phys, key):
                 self._put(key, phys, store_ts)
-            self._dedup_run = (phys + I32.unpack_from(view, pos)[0], key)
+            self._dedup_run = (end, key)
+
+    def _index_sends(self, sends: _Sends, end: int, opens_segment: bool) -> None:
+        """`_index_record` of each record of one batch send (ending at ``end``), in bulk:
+        when no record names KEYS and the DEDUP_KEY, if any, is every record's one (the
+        facade stores a batch naming one here only then: the Spark sink's chunks), one
+        UNIQ_KEY read and one CRC a record and a single `put_entries`; else record by record."""
+        props, offsets, ts = sends.properties, sends.offsets, sends.store_ts
+        n = len(offsets)
+        joined = b"\x02" + b"\x02".join(props) + b"\x02"  # every property between separators
+        if _KEYS_NEEDLES[0] not in joined:
+            dedups = joined.count(_DEDUP_NEEDLES[0])
+            dedup = property_bytes(props[0], _DEDUP_NEEDLES) if dedups == n else None
+            if not dedups or (dedup and joined.count(_DEDUP_NEEDLES[0] + dedup + b"\x02") == n):
+                prefix = self._prefix(sends.topic)
+                seed = crc32(prefix)
+                find, needles = property_bytes, UNIQ_KEY_NEEDLES
+                entries = [(crc32(uniq, seed) & _HASH_MASK, phys, ts)
+                           for uniq, phys in zip([find(p, needles) for p in props], offsets) if uniq]
+                if dedup:
+                    key = prefix + dedup
+                    if opens_segment or self._dedup_run != (offsets[0], key):
+                        entries.insert(0, (crc32(key) & _HASH_MASK, offsets[0], ts))
+                    self._dedup_run = (end, key)
+                self.put_entries(entries)
+                return
+        for p, phys, next_phys in zip(props, offsets, [*offsets[1:], end]):
+            self._index_properties(p, sends.topic, ts, phys, next_phys, opens_segment and phys == offsets[0])
 
     async def run(self, store: IndexedStore) -> None:
         self._wakeup = asyncio.Event()

@@ -574,6 +574,7 @@ class StoreWriter(StoreDispatch):
                 break
             start = mf.file_from_offset + mf.wrote_position
         mf.write(b"".join(parts))
+        self.index.sends(start, end, topic_head[1:], now, offsets, properties)  # indexed in bulk
         waiter = self._finish_put(topic, queue_id, first, b"".join(cq_entries), len(offsets),
                                   end, total)
         if waiter is not None:

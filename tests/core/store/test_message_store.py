@@ -517,3 +517,52 @@ def test_index_steps_over_keyless_runs_and_indexes_what_follows(small_config):
             shared = [m.queue_offset for m in store.query_by_key("R", "shared", max_num=64)]
             assert sorted(shared) == list(range(first, first + 30))
     run(main())
+
+
+def test_batch_sends_are_indexed_in_bulk_by_the_walks_rules(small_config, tmp_path):
+    """put_message_batch's records are indexed from the properties the writer sliced (a bulk
+    put a batch) by the walk's per-record rules: each UNIQ_KEY and KEYS key at its record, a
+    DEDUP_KEY shared by a batch once at its first record (and not again for the next batch
+    continuing the run in the same segment), a batch naming two DEDUP_KEYs once per run.
+    The same store walked in slices smaller than a batch (record by record) finds the same."""
+    from rocketport.common.batch.message_batch import BatchMessage, encode_batch
+
+    async def fill(store) -> dict[str, list[int]]:
+        expected: dict[str, list[int]] = {}
+        segment = store.commitlog.file_size
+
+        async def put(n: int, props, names) -> None:
+            body = encode_batch([BatchMessage(b"x" * 100, props(i)) for i in range(n)])
+            r = await store.put_message_batch("B", 0, body, sys_flag=0, born_timestamp=0,
+                                              born_host=("127.0.0.1", 1))
+            for i, phys in enumerate(r.record_offsets):
+                for name in names(i, phys):
+                    expected.setdefault(name, []).append(phys)
+
+        for n in range(4):  # ~60 KiB over 64 KiB segments: some batch opens one
+            run_key = f"a{n % 2}"
+            await put(40, lambda i: {"DEDUP_KEY": run_key, "UNIQ_KEY": f"A{n}-{i}"},
+                      lambda i, phys: [f"A{n}-{i}"] + ([run_key] if i == 0 else []))
+            await put(40, lambda i: {"UNIQ_KEY": f"C{n}-{i}", "DEDUP_KEY": run_key},  # the run goes on
+                      lambda i, phys: [f"C{n}-{i}"] + ([run_key] if i == 0 and phys % segment == 0 else []))
+            await put(30, lambda i: {"KEYS": f"k{n}-{i} shared", "UNIQ_KEY": f"K{n}-{i}"},
+                      lambda i, phys: [f"k{n}-{i}", "shared", f"K{n}-{i}"])
+            await put(20, lambda i: {"DEDUP_KEY": f"d{n}-{i // 10}"},
+                      lambda i, phys: [f"d{n}-{i // 10}"] if i % 10 == 0 else [])
+            await put(10, lambda i: {"TAGS": "plain"}, lambda i, phys: [])
+        return expected
+
+    async def main():
+        found = []
+        for name, step in (("bulk", None), ("walked", 7)):
+            config = small_config.with_overrides(store_path_root_dir=str(tmp_path / name), max_index_num=4096)
+            async with open_store(config) as store:
+                store.index.stop()  # build by hand
+                expected = await fill(store)
+                if step is None:
+                    assert store.index.build(store) == 4 * 140
+                while store.index.built_offset < store.dispatched_offset:
+                    store.index.build(store, step)
+                found.append({key: sorted(store.index.lookup(f"B#{key}", 256, 0, 2**62)) for key in expected})
+        assert found[0] == found[1] == {key: sorted(offsets) for key, offsets in expected.items()}
+    run(main())
