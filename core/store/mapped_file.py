@@ -340,6 +340,23 @@ class MappedFile:
         self.wrote_position = end
         return pos
 
+    def write_through(self, data: bytes | memoryview) -> int:
+        """`write` by a pwrite(2) of the file, for a large chunk (a slave's frame): the
+        kernel's write path fills the page-cache pages the mapping shows without a page
+        fault each (128 MiB into a fallocated file here: 0.06-0.18 s of CPU through the
+        mapping, 0.04 s by pwrite, reading it back after included). The bytes must be backed, as for
+        `write` (a full disk would be ENOSPC here, not SIGBUS, but ``backed`` must not lie)."""
+        pos = self.wrote_position
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            done = 0
+            while done < len(data):  # a regular file writes it all at once, unless interrupted
+                done += os.pwrite(fd, data[done:], pos + done)
+        finally:
+            os.close(fd)
+        self.wrote_position = pos + len(data)
+        return pos
+
     def write_at(self, pos: int, data: bytes | memoryview) -> None:
         self.mapped()[pos:pos + len(data)] = data
 

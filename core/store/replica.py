@@ -60,6 +60,10 @@ _TAGS_CODES: dict[bytes | None, int] = {}
 _CACHED = 4096
 
 
+# a chunk this large is copied into the log with pwrite (no page fault each 4 KiB: see
+# MappedFile.write_through); a smaller one is a memcpy into the mapping (no system call)
+WRITE_THROUGH_MIN = 64 << 10
+
 LAG_BUCKETS = 1001  # ms 0..999, and 1000 for a second or more
 
 
@@ -104,7 +108,11 @@ class StoreReplica(StoreDispatch):
             mf = queue.last_for_write(offset)
             n = min(mf.file_size - mf.wrote_position, len(view))
             mf.ensure_backed(mf.wrote_position + n)
-            mf.write(view[:n])
+            if n >= WRITE_THROUGH_MIN:
+                mf.write_through(view[:n])
+            else:
+                mf.write(view[:n])
+            cl.work_ahead_copied(mf)
             view = view[n:]
         self._dispatch_replicated()
         return cl.max_offset
