@@ -19,7 +19,8 @@ import os
 import struct
 from collections.abc import Callable
 
-from .mapped_file import MappingBudget, creating
+from .libc_map import CLOSED
+from .mapped_file import MappedFile, MappingBudget, creating
 from .mapped_file_queue import MappedFileQueue
 from .segment_preparer import SegmentPreparer
 
@@ -58,38 +59,70 @@ class ConsumeQueue:
         self._first: tuple[int, int] | None = None
 
     # -- load / recover --------------------------------------------------------------------
-    def load(self) -> None:
-        """Map segments and find the last written entry (a zero entry ends the data)."""
-        self.queue.load()
+    def load(self, expected_max: int | None = None) -> None:
+        """Find the last written entry (a zero entry ends the data) with pread, mapping no
+        segment: each is mapped on its first read or write (a store of 100,000 queues
+        opens without 100,000 mappings). ``expected_max``, the queue's max offset in the
+        checkpoint, is checked with one read (right after a clean shutdown) and is where
+        the search starts from when the queue grew past it (a crash)."""
+        self.queue.load(lazy=True)
         files = self.queue.files
-        if not files:
-            return
-        for f in files:
-            f.wrote_position = f.flushed_position = 0
-        # every segment before the last is full; find the end inside the last non-empty one
-        for i, f in enumerate(files):
-            end = self._written_end(f)
-            f.wrote_position = f.flushed_position = end
-            f.assume_backed(end)  # written entries have blocks
-            if end < f.file_size:
-                for later in files[i + 1:]:
-                    later.destroy()
-                del files[i + 1:]
-                break
-        self.min_logic_offset = files[0].file_from_offset // CQ_ENTRY_SIZE
-        last = self.last_entry()
-        if last is not None:
-            self.max_physical_end = last[0] + abs(last[1])
-            self._first = (self.min_offset, self._entry_within(self.min_offset)[0])
+        reader = _Preader()
+        try:
+            while files:  # an empty file (a crash while it was made) can only be the last
+                size = reader.size(files[-1])
+                if size == self.file_size:
+                    break
+                if size:
+                    raise ValueError(f"{files[-1].path}: size {size} != configured segment size "
+                                     f"{self.file_size}")
+                reader.forget(files[-1])
+                files.pop().destroy()
+            if not files:
+                return
+            # every segment before the last is full; find the end inside the last non-empty one
+            for i, f in enumerate(files):
+                end = self._written_end(reader, f, expected_max if f is files[-1] else None)
+                f.wrote_position = f.flushed_position = end
+                f.assume_backed(end)  # written entries have blocks
+                if end < f.file_size:
+                    for later in files[i + 1:]:
+                        reader.forget(later)
+                        later.destroy()
+                    del files[i + 1:]
+                    break
+            self.min_logic_offset = files[0].file_from_offset // CQ_ENTRY_SIZE
+            end = self.max_offset
+            if end > self.min_offset:
+                self._last = (end, self._read_entry(reader, end - 1))
+                self.max_physical_end = self._last[1][0] + abs(self._last[1][1])
+                self._first = (self.min_offset, self._read_entry(reader, self.min_offset)[0])
+        finally:
+            reader.close()
 
-    def _written_end(self, f) -> int:
-        """Binary search for the first all-zero entry (entries are written in order)."""
-        view = f.mapped()
+    def _read_entry(self, reader: "_Preader", offset: int) -> tuple[int, int, int]:
+        pos = offset * CQ_ENTRY_SIZE
+        f = self.queue.find(pos)
+        assert f is not None  # an offset between min and max offset
+        return CQ_ENTRY.unpack(reader.read(f, pos - f.file_from_offset, CQ_ENTRY_SIZE))
+
+    def _written_end(self, reader: "_Preader", f, expected_max: int | None) -> int:
+        """Byte position of the first all-zero entry of ``f`` (entries are written in
+        order): where ``expected_max`` puts it if the entries around say so, else by
+        binary search (from the last entry, for a segment expected to be full)."""
         lo, hi = 0, self.entries_per_file
+        at = hi if expected_max is None else expected_max - f.file_from_offset // CQ_ENTRY_SIZE
+        if 0 < at <= hi:
+            data = reader.read(f, (at - 1) * CQ_ENTRY_SIZE, CQ_ENTRY_SIZE * (1 if at == hi else 2))
+            if CQ_ENTRY.unpack_from(data)[1] == 0:
+                hi = at - 1
+            elif at == hi or CQ_ENTRY.unpack_from(data, CQ_ENTRY_SIZE)[1] == 0:
+                return at * CQ_ENTRY_SIZE
+            else:
+                lo = at + 1
         while lo < hi:
             mid = (lo + hi) // 2
-            off, size, _ = CQ_ENTRY.unpack_from(view, mid * CQ_ENTRY_SIZE)
-            if size != 0:
+            if CQ_ENTRY.unpack(reader.read(f, mid * CQ_ENTRY_SIZE, CQ_ENTRY_SIZE))[1] != 0:
                 lo = mid + 1
             else:
                 hi = mid
@@ -328,3 +361,41 @@ class ConsumeQueue:
 
     def close(self) -> None:
         self.queue.close()
+
+
+class _Preader:
+    """Reads of unmapped segments by pread, one descriptor per segment while a load lasts
+    (a mapped segment is read through its mapping)."""
+
+    __slots__ = ("fds",)
+
+    def __init__(self) -> None:
+        self.fds: dict[MappedFile, int] = {}
+
+    def _fd(self, f: MappedFile) -> int:
+        fd = self.fds.get(f)
+        if fd is None:
+            with creating(f.path):  # EMFILE & co: StoreUnavailable
+                fd = self.fds[f] = os.open(f.path, os.O_RDONLY)
+        return fd
+
+    def size(self, f: MappedFile) -> int:
+        return os.fstat(self._fd(f)).st_size
+
+    def read(self, f: MappedFile, pos: int, n: int) -> bytes:
+        if f.mm is not CLOSED:
+            return bytes(f.view[pos:pos + n])
+        data = os.pread(self._fd(f), n, pos)
+        if len(data) != n:
+            raise ValueError(f"{f.path}: short read at {pos}")
+        return data
+
+    def forget(self, f: MappedFile) -> None:
+        fd = self.fds.pop(f, None)
+        if fd is not None:
+            os.close(fd)
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()

@@ -197,11 +197,15 @@ class MappedFile:
                  "flushed_position", "backed", "window", "backing_asked", "budget", "filling")
 
     def __init__(self, path: str, file_size: int, *, create: bool, window: int | None = None,
-                 head: int = 0, budget: MappingBudget | None = None, zero_fill: bool = False) -> None:
+                 head: int = 0, budget: MappingBudget | None = None, zero_fill: bool = False,
+                 lazy: bool = False) -> None:
         """Map ``path``; with ``create``, make it (or take the one made ahead) with [0, head +
         window) backed. ``window`` is also the step ``ensure_backed`` extends by. With a
         ``budget`` the mapping may be dropped while idle: use ``mapped()``, not ``view``.
-        ``zero_fill``: backed by writing zeros, not fallocate (see the module's notes)."""
+        ``zero_fill``: backed by writing zeros, not fallocate (see the module's notes).
+        ``lazy`` (an existing file with a budget): neither opened nor mapped until
+        ``mapped()`` is first called: a store with 100,000 queues opens without 100,000
+        mappings (its owner checks the file's size when it reads it)."""
         self.path = path
         self.budget = budget
         # held while zeros are written past ``backed``: two extenders (the preparer's thread
@@ -213,6 +217,12 @@ class MappedFile:
         name = os.path.basename(path)
         self.file_from_offset = int(name) if name.isdigit() else 0
         initial = file_size if window is None else min(file_size, _page_up(head + window))
+        self.wrote_position = 0
+        self.flushed_position = 0
+        if lazy and budget is not None and not create:
+            self.backed = self.backing_asked = 0  # unknown: recovery sets it
+            self.mm, self.view = CLOSED, _UNMAPPED
+            return
         fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
         try:
             st = os.fstat(fd)
@@ -233,8 +243,6 @@ class MappedFile:
             os.close(fd)
         self.backing_asked = self.backed  # how far a background extension was asked for
         self.view = memoryview(self.mm).cast("B")
-        self.wrote_position = 0
-        self.flushed_position = 0
         if budget is not None:
             advise_random(self.mm)
             budget.touch(self)

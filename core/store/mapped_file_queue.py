@@ -25,19 +25,22 @@ class MappedFileQueue:
         self.window = window
         self.files: list[MappedFile] = []
 
-    def load(self) -> None:
-        """Map every existing segment; positions are set later by recovery."""
-        if not os.path.isdir(self.directory):
+    def load(self, lazy: bool = False) -> None:
+        """Map every existing segment; positions are set later by recovery. ``lazy``: map
+        none (see MappedFile), and leave an empty file (a crash while it was made) to the
+        owner, which looks at the last segment only (an empty file can only be the last)."""
+        try:
+            listing = os.listdir(self.directory)
+        except (FileNotFoundError, NotADirectoryError):
             return
-        listing = os.listdir(self.directory)
         for stale in (n for n in listing if n.endswith(PREPARING_SUFFIX)):  # a crash mid-preparation
             os.unlink(os.path.join(self.directory, stale))
         names = sorted(n for n in listing if len(n) == 20 and n.isdigit())
         for name in names:
             path = os.path.join(self.directory, name)
-            if not drop_if_empty(path):
+            if lazy or not drop_if_empty(path):
                 self.files.append(MappedFile(path, self.file_size, create=False, window=self.window,
-                                             budget=self.budget, zero_fill=self.zero_fill))
+                                             budget=self.budget, zero_fill=self.zero_fill, lazy=lazy))
         for prev, nxt in zip(self.files, self.files[1:]):
             if prev.end_offset != nxt.file_from_offset:
                 raise ValueError(f"{self.directory}: segments are not contiguous at "

@@ -122,10 +122,11 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreReplica):
         """Load and recover (blocking; called before the loop serves anyone)."""
         os.makedirs(self.root, exist_ok=True)
         self.commitlog.queue.load()
-        self._load_consume_queues()
+        cp = self.checkpoint_file.load()
+        self._load_consume_queues(cp)
         self.index.load()
         self.recovered_from_crash = self.checkpoint_file.crashed_last_time()
-        self._recover(self.checkpoint_file.load())
+        self._recover(cp)
         self.checkpoint_file.mark_running()
 
     async def start(self) -> None:

@@ -41,19 +41,23 @@ PROGRESS_EVERY = 4096
 class StoreRecovery(StoreDispatch):
     """Load and recover (the store's state: see MessageStore.__init__)."""
 
-    def _load_consume_queues(self) -> None:
-        if not os.path.isdir(self.cq_root):
+    def _load_consume_queues(self, cp: Checkpoint | None = None) -> None:
+        """Every queue's ConsumeQueue, its end found by reading, none mapped (see
+        ConsumeQueue.load); ``cp``'s max offsets say where each end should be."""
+        try:
+            topics = [e for e in os.scandir(self.cq_root) if e.is_dir()]
+        except FileNotFoundError:
             return
-        for topic in os.listdir(self.cq_root):
-            tdir = os.path.join(self.cq_root, topic)
-            if not os.path.isdir(tdir):
-                continue
-            for qid in os.listdir(tdir):
+        expected = cp.queues if cp is not None else {}
+        size = self.config.mapped_file_size_consume_queue
+        for entry in topics:
+            topic = entry.name
+            for qid in os.listdir(entry.path):
                 if qid.lstrip("-").isdigit():
-                    cq = ConsumeQueue(self.cq_root, topic, int(qid),
-                                      self.config.mapped_file_size_consume_queue, self._preparer)
-                    cq.load()
-                    self.consume_queues[(topic, int(qid))] = cq
+                    key = (topic, int(qid))
+                    cq = ConsumeQueue(self.cq_root, topic, key[1], size, self._preparer)
+                    cq.load(expected.get(key))
+                    self.consume_queues[key] = cq
 
     def _recover(self, cp: Checkpoint | None) -> None:
         """Re-dispatch from the checkpoint, CRC-check the tail, truncate what is torn."""
