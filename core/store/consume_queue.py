@@ -82,7 +82,13 @@ class ConsumeQueue:
                 return
             # every segment before the last is full; find the end inside the last non-empty one
             for i, f in enumerate(files):
-                end = self._written_end(reader, f, expected_max if f is files[-1] else None)
+                if f is not files[-1]:
+                    guess = self.entries_per_file  # full
+                elif expected_max is None:
+                    guess = 0  # not in the checkpoint: a prepared file no put reached, mostly
+                else:
+                    guess = expected_max - f.file_from_offset // CQ_ENTRY_SIZE
+                end = self._written_end(reader, f, guess)
                 f.wrote_position = f.flushed_position = end
                 f.assume_backed(end)  # written entries have blocks
                 if end < f.file_size:
@@ -106,17 +112,17 @@ class ConsumeQueue:
         assert f is not None  # an offset between min and max offset
         return CQ_ENTRY.unpack(reader.read(f, pos - f.file_from_offset, CQ_ENTRY_SIZE))
 
-    def _written_end(self, reader: "_Preader", f, expected_max: int | None) -> int:
+    def _written_end(self, reader: "_Preader", f, at: int) -> int:
         """Byte position of the first all-zero entry of ``f`` (entries are written in
-        order): where ``expected_max`` puts it if the entries around say so, else by
-        binary search (from the last entry, for a segment expected to be full)."""
+        order): ``at`` entries if the entries either side say so (one read), else found
+        by binary search on the side of ``at`` they point to."""
         lo, hi = 0, self.entries_per_file
-        at = hi if expected_max is None else expected_max - f.file_from_offset // CQ_ENTRY_SIZE
-        if 0 < at <= hi:
-            data = reader.read(f, (at - 1) * CQ_ENTRY_SIZE, CQ_ENTRY_SIZE * (1 if at == hi else 2))
-            if CQ_ENTRY.unpack_from(data)[1] == 0:
+        if 0 <= at <= hi:
+            first = max(at - 1, 0)
+            data = reader.read(f, first * CQ_ENTRY_SIZE, (min(at + 1, hi) - first) * CQ_ENTRY_SIZE)
+            if at and CQ_ENTRY.unpack_from(data)[1] == 0:
                 hi = at - 1
-            elif at == hi or CQ_ENTRY.unpack_from(data, CQ_ENTRY_SIZE)[1] == 0:
+            elif at == hi or CQ_ENTRY.unpack_from(data, len(data) - CQ_ENTRY_SIZE)[1] == 0:
                 return at * CQ_ENTRY_SIZE
             else:
                 lo = at + 1
