@@ -197,6 +197,14 @@ class ProduceRole(AdminRole):
         for `durable` then."""
         return self.store.sync_flush or self.config.sync_master
 
+    @property
+    def plain_lane_open(self) -> bool:
+        """Whether `accept_now` may take sends from a caller that answers after `durable`:
+        always but under dispatchAfterFlush (records visible only once synced). Fixed
+        whatever the role, so a front-end decides its lane once and an elected master's
+        lane is a classic one's."""
+        return not self.store.defers_dispatch
+
     async def _replicated(self, result: PutResult) -> PutResult:
         """SYNC_MASTER: ``result`` once a slave acknowledged it (see core/ha/transfer.py)."""
         if self.config.sync_master:

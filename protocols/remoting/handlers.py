@@ -116,8 +116,10 @@ class BrokerHandlers:
         self.consumers.add_listener(self._consumer_ids_changed)
         broker.add_transaction_checker(self.check_transaction)
         self.broker_addr = f"{self.config.broker_ip1}:{self.config.listen_port}"
-        # Under SYNC_FLUSH a send must wait for its flush: every send takes the handlers.
-        self.lane = None if broker.waits_durable else SendLane(broker)
+        # The lane answers a send once it is durable (SYNC_FLUSH's fsync, SYNC_MASTER's slave),
+        # so it serves every role alike: a node promoted or demoted by an election keeps the
+        # lane a node configured in that role has
+        self.lane = SendLane(broker) if broker.plain_lane_open else None
         self.traffic = Traffic()  # the front-end's, once it has one (/metrics)
         self._started_ms = int(time.time() * 1000)  # the config's data version: fixed at start
         self._routes: dict[int, Handler] = {

@@ -70,7 +70,6 @@ class Publisher:
         self.dests = dests
         self.peer = peer
         self.lane_cap = min(_BATCH_BYTES, broker.config.max_message_size // 2)  # octets per run
-        self._sync = broker.waits_durable  # SYNC_FLUSH or SYNC_MASTER: a receipt waits
         self._last_plan: tuple[dict[str, str], SendPlan | None] | None = None  # see plan
         self._lane = next(_PUBLISHERS)  # spreads connections over a topic's queues
 
@@ -146,7 +145,9 @@ class Publisher:
                 last = plan
                 sends.append(PlainSend(plan.topic, plan.queue_id, plan.encoded, [], peer))
             sends[-1].bodies.append(body)
-        put = self.broker.put_plain(sends, durable=self._sync and any(r is not None for r in receipts))
+        # SYNC_FLUSH or SYNC_MASTER: a receipt waits; asked each run, as an election may have
+        # made this node SYNC_MASTER since the connection opened to it as a slave
+        put = self.broker.put_plain(sends, durable=self.broker.waits_durable and any(r is not None for r in receipts))
         if put.later is not None or (put.stored and type(put.stored[0]) is tuple):  # one topic a run
             self.written.add(sends[0].topic)
         stored: Outcome = _STORED if put.durable is None else put.durable

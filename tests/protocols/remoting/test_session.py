@@ -343,8 +343,8 @@ def test_compressed_batch_body_is_inflated_and_a_corrupt_or_oversize_one_refused
 
 
 def test_sends_under_sync_flush_are_answered_once_flushed(remoting_config):
-    """SYNC_FLUSH sends cannot be answered synchronously: they take the general path,
-    which waits for the flush; pipelined, they all succeed with consecutive offsets."""
+    """SYNC_FLUSH sends cannot be answered synchronously: the send lane answers them once
+    the fsync covering them is done; pipelined, they all succeed with consecutive offsets."""
     config = dataclasses.replace(remoting_config, flush_disk_type="SYNC_FLUSH")
 
     async def scenario(server: BrokerServer) -> None:
