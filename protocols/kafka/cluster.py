@@ -15,6 +15,7 @@ from rocketport.core.auth.plain_acl import PUB
 from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError
 
+from .codec import Encoded, item_encoder
 from .error_map import error_code_for
 from .consumer_group_log import GROUP_STATE_TOPIC
 from .errors import ErrorCode
@@ -38,6 +39,10 @@ _MAX_TIMESTAMP: Final = -3
 # as a Kafka 4 cluster does: its clients then add partitions and groups with Produce v12 and
 # TxnOffsetCommit v5 (no AddPartitionsToTxn or AddOffsetsToTxn), and EndTxn v5 bumps the epoch.
 TRANSACTION_VERSION: Final = 2
+# Metadata's encoded topic parts kept (see _EncodedTopics): per answer version and state,
+# and states (versions clients use, and states before a failover)
+MAX_ENCODED_TOPICS: Final = 250_000
+ENCODED_STATES: Final = 4
 
 
 @cache
@@ -70,6 +75,7 @@ class ClusterHandlers:
         # the dead master's id carries over to the new one
         node.node_id = broker.config.broker_id
         self.topic_ids = topic_ids
+        self._encoded = _EncodedTopics()
         self.cluster_id = f"rocketport-{broker.config.broker_cluster_name}"
         self.table: dict[int, Handler] = {
             ApiKey.API_VERSIONS: self._api_versions,
@@ -93,22 +99,23 @@ class ClusterHandlers:
                 t["name"] if t["name"] is not None else (self.topic_ids.name_of(t["topic_id"]), t["topic_id"])
                 for t in requested))
             auto_create = body["allow_auto_topic_creation"] and self.broker.config.auto_create_topic_enable
-        topics = []
+        topics: list[dict[str, Any] | Encoded] = []
+        shared = self._partition_state()
+        encoded = self._encoded.at(ctx.api_version, shared)
         for entry in names:
             if isinstance(entry, tuple):  # asked by id: found (no auto-creation by id) or UNKNOWN_TOPIC_ID
                 name, raw = entry
                 if name is None or not may_use_topic(ctx, name):
-                    topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": raw,
-                                   "is_internal": False, "partitions": []})
-                else:
-                    topics.append(self._topic_metadata(name, False))
+                    topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": "" if ctx.api_version < 12
+                                   else None, "topic_id": raw, "is_internal": False, "partitions": []})
+                else:  # (v10-11 answers have no null name)
+                    topics.append(self._topic_metadata(name, False, shared, encoded))
             elif not may_use_topic(ctx, entry):
                 topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": entry,
                                "topic_id": bytes(16), "is_internal": False, "partitions": []})
             else:
-                topics.append(self._topic_metadata(entry, auto_create and may_use_topic(ctx, entry, PUB)))
-            if topics[-1]["name"] is None and ctx.api_version < 12:  # v10-11 answers have no null name
-                topics[-1]["name"] = ""
+                topics.append(self._topic_metadata(entry, auto_create and may_use_topic(ctx, entry, PUB),
+                                                   shared, encoded))
         peers = self.broker.ha.peers
         brokers = [(ctx.node or self.node).node()] + [{"node_id": i, "host": h, "port": p, "rack": None}
                                         for i, (h, p) in sorted(peers.items())]
@@ -124,10 +131,30 @@ class ClusterHandlers:
             return master
         return -1
 
-    def _topic_metadata(self, name: str, auto_create: bool) -> dict[str, Any]:
+    def _partition_state(self) -> tuple[int, list[int], list[int], int, int]:
+        """(leader, replicas, ISR, error code, leader epoch): the same for every partition
+        (every member of the broker group replicates every partition, core/ha): the leader
+        is the master, the ISR the members in sync (a slave's produce:
+        NOT_LEADER_OR_FOLLOWER); the election's epoch rises after each failover, so clients
+        drop metadata from a node that has not seen the new master yet (KIP-320)."""
+        leader = self._leader()
+        replicas = sorted({self.node.node_id, *self.broker.ha.peers})
+        isr = sorted(set(self.broker.in_sync_ids()) & set(replicas))
+        code = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
+        return leader, replicas, isr, code, self.broker.leader_epoch()
+
+    def _topic_metadata(self, name: str, auto_create: bool,
+                        shared: tuple[int, list[int], list[int], int, int],
+                        encoded: _TopicParts) -> dict[str, Any] | Encoded:
+        """A topic's part of the answer; a found topic's as ``encoded`` has it (its bytes
+        depend only on its name and partition count then), else encoded into it."""
+        n = partitions(self.broker, name)
+        if n is not None:
+            done = encoded.get(name, n)
+            if done is not None:
+                return done
         out: dict[str, Any] = {"error_code": ErrorCode.NONE, "name": name, "topic_id": bytes(16),
                                "is_internal": name == GROUP_STATE_TOPIC, "partitions": []}
-        n = partitions(self.broker, name)
         if n is None and auto_create:
             try:
                 self.broker.topic_for_write(name)
@@ -139,19 +166,11 @@ class ClusterHandlers:
             out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             return out
         out["topic_id"] = self.topic_ids.id_of(name)
-        # every member of the broker group replicates every partition (core/ha); the leader
-        # is the master, the ISR the members in sync (a slave's produce: NOT_LEADER_OR_FOLLOWER)
-        leader = self._leader()
-        replicas = sorted({self.node.node_id, *self.broker.ha.peers})
-        isr = sorted(set(self.broker.in_sync_ids()) & set(replicas))
-        code = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
-        # the election's epoch: higher after each failover, so clients drop metadata from a
-        # node that has not seen the new master yet (KIP-320)
-        epoch = self.broker.leader_epoch()
+        leader, replicas, isr, code, epoch = shared
         out["partitions"] = [{"error_code": code, "partition_index": i, "leader_id": leader,
                               "leader_epoch": epoch, "replica_nodes": replicas, "isr_nodes": isr,
                               "offline_replicas": []} for i in range(n)]
-        return out
+        return encoded.put(name, n, out)
 
     async def _find_coordinator(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         # the group's master coordinates groups and transactional ids (a slave's offsets are
@@ -232,3 +251,45 @@ class ClusterHandlers:
                             t["topic"], index, p["leader_epoch"])
             topics.append({"topic": t["topic"], "partitions": partitions})
         return {"throttle_time_ms": 0, "topics": topics}
+
+
+class _TopicParts:
+    """The encoded topic parts of Metadata answers of one version and partition state."""
+
+    __slots__ = ("encode", "parts")
+
+    def __init__(self, version: int) -> None:
+        self.encode = item_encoder(ApiKey.METADATA, version, "topics")
+        self.parts: dict[tuple[str, int], Encoded] = {}
+
+    def get(self, name: str, partitions: int) -> Encoded | None:
+        return self.parts.get((name, partitions))
+
+    def put(self, name: str, partitions: int, topic: dict[str, Any]) -> Encoded:
+        done = self.encode(topic)
+        if len(self.parts) >= MAX_ENCODED_TOPICS:  # deleted topics' parts go now and then
+            self.parts.clear()
+        self.parts[(name, partitions)] = done
+        return done
+
+
+class _EncodedTopics:
+    """Metadata's topic parts as encoded, by (name, partition count), for each answer
+    version and partition state (leader, replicas, ISR, epoch): a client asking for the
+    metadata of 25,000 topics is answered from bytes, not by building and encoding 100,000
+    partition structs each time (about 0.3 KB a topic kept). A new state (a failover, a
+    slave joining) starts afresh; the least recent of more than ENCODED_STATES goes."""
+
+    def __init__(self) -> None:
+        self.states: dict[tuple, _TopicParts] = {}
+
+    def at(self, version: int, state: tuple[int, list[int], list[int], int, int]) -> _TopicParts:
+        leader, replicas, isr, code, epoch = state
+        key = (version, leader, tuple(replicas), tuple(isr), code, epoch)
+        parts = self.states.pop(key, None)
+        if parts is None:
+            parts = _TopicParts(version)
+            if len(self.states) >= ENCODED_STATES:
+                self.states.pop(next(iter(self.states)))
+        self.states[key] = parts  # the most recent last
+        return parts

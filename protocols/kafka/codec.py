@@ -33,6 +33,7 @@ __all__ = [
     "PASS_THROUGH",
     "Buffer",
     "DecodeError",
+    "Encoded",
     "MAX_REQUEST_ITEMS",
     "RequestHeader",
     "UnsupportedApi",
@@ -45,6 +46,7 @@ __all__ = [
     "encode_response",
     "encode_response_header",
     "is_supported",
+    "item_encoder",
     "request_header_version",
     "response_header_version",
     "supported_versions",
@@ -331,6 +333,13 @@ def _blob_writer(kind: str, compact: bool, nullable: bool, name: str) -> _Writer
     return write
 
 
+class Encoded(bytes):
+    """An array item already encoded at the answer's version (see item_encoder): written
+    as it is. Metadata of every topic keeps each topic's part so (protocols/kafka/cluster.py)."""
+
+    __slots__ = ()
+
+
 def _array_writer(item: _Writer, compact: bool, nullable: bool, name: str) -> _Writer:
     length = _length_writer(compact)
 
@@ -342,7 +351,10 @@ def _array_writer(item: _Writer, compact: bool, nullable: bool, name: str) -> _W
             return
         out.append(length(len(value)))
         for element in value:
-            item(out, element)
+            if element.__class__ is Encoded:
+                out.append(element)
+            else:
+                item(out, element)
 
     return write
 
@@ -679,6 +691,22 @@ def encode_response(api_key: int, api_version: int, message: Message) -> list[Bu
     parts: list = []
     _plan(api_key, api_version, True).write(parts, message)
     return _coalesce(parts)
+
+
+@cache
+def item_encoder(api_key: int, api_version: int, field: str) -> Callable[[Message], Encoded]:
+    """Encodes one item of the response's top-level array ``field`` on its own, for the
+    array's writer to take as it is."""
+    api = _api(api_key, api_version)
+    spec = next(f for f in api.response if f.name == field and f.type == "[]")
+    write = _compile_struct(spec.fields, api_version, _is_flexible(api, api_version)).write
+
+    def encode(item: Message) -> Encoded:
+        parts: list = []
+        write(parts, item)
+        return Encoded(b"".join(parts))
+
+    return encode
 
 
 # --- headers ---------------------------------------------------------------------------------
