@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Generic, Protocol, TypeVar, Union
 
 from . import eager
+from .tls_writer import ChunkedTlsTransport
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -86,6 +87,8 @@ class Session(asyncio.Protocol):
 
     # ------------------------------------------------------------------ asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if transport.get_extra_info("ssl_object") is not None:  # TLS: written in paced chunks
+            transport = ChunkedTlsTransport(transport)  # type: ignore[arg-type,assignment]
         self.transport = transport  # type: ignore[assignment]  # uvloop's is no asyncio.Transport
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
@@ -106,12 +109,18 @@ class Session(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._write_paused = True
+        if type(self.transport) is ChunkedTlsTransport:
+            self.transport.pause()
         self._update_reading()
         for subscriber in self._subscribers():
             subscriber.pause()
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        if type(self.transport) is ChunkedTlsTransport:
+            self.transport.resume()  # may fill the transport again (and pause us)
+            if self._write_paused:
+                return
         self._update_reading()
         for subscriber in self._subscribers():
             subscriber.resume()
