@@ -24,10 +24,12 @@ from .requests import (
     Handler,
     RequestContext,
     epoch_error,
+    group_leader,
     has_partition,
     may_use_group,
     may_use_topic,
     partitions,
+    replica_ids,
 )
 from .schema import APIS, ApiKey
 from .topic_ids import TopicIds
@@ -119,17 +121,9 @@ class ClusterHandlers:
         peers = self.broker.ha.peers
         brokers = [(ctx.node or self.node).node()] + [{"node_id": i, "host": h, "port": p, "rack": None}
                                         for i, (h, p) in sorted(peers.items())]
-        leader = self._leader()
+        leader = group_leader(self.broker, self.node)
         return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.cluster_id,
                 "controller_id": leader, "topics": topics}
-
-    def _leader(self) -> int:
-        """The group's master as a Kafka node: this broker, or (on a slave) its master when
-        known; -1 when a slave does not know its master or where it serves Kafka."""
-        master = self.broker.master_broker_id
-        if master is not None and (master == self.node.node_id or master in self.broker.ha.peers):
-            return master
-        return -1
 
     def _partition_state(self) -> tuple[int, list[int], list[int], int, int]:
         """(leader, replicas, ISR, error code, leader epoch): the same for every partition
@@ -137,9 +131,8 @@ class ClusterHandlers:
         is the master, the ISR the members in sync (a slave's produce:
         NOT_LEADER_OR_FOLLOWER); the election's epoch rises after each failover, so clients
         drop metadata from a node that has not seen the new master yet (KIP-320)."""
-        leader = self._leader()
-        replicas = sorted({self.node.node_id, *self.broker.ha.peers})
-        isr = sorted(set(self.broker.in_sync_ids()) & set(replicas))
+        leader = group_leader(self.broker, self.node)
+        replicas, isr = replica_ids(self.broker, self.node)
         code = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
         return leader, replicas, isr, code, self.broker.leader_epoch()
 
@@ -177,7 +170,7 @@ class ClusterHandlers:
         # its master's copies), under the same node id as it leads partitions
         node = ctx.node or self.node
         node_id, host, port = node.node_id, node.host, node.port
-        leader = self._leader()
+        leader = group_leader(self.broker, self.node)
         if leader != node_id and leader in self.broker.ha.peers:
             node_id, (host, port) = leader, self.broker.ha.peers[leader]
         keys = body["coordinator_keys"] if ctx.api_version >= 4 else [body["key"]]

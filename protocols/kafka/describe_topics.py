@@ -19,7 +19,7 @@ from rocketport.core.errors import BrokerError
 from rocketport.core.facade.types import validate_topic
 
 from .errors import ErrorCode
-from .requests import BrokerNode, Handler, RequestContext, may_use_topic, partitions
+from .requests import BrokerNode, Handler, RequestContext, group_leader, may_use_topic, partitions, replica_ids
 from .schema import ApiKey
 from .topic_ids import ZERO_ID, TopicIds
 
@@ -49,7 +49,11 @@ class DescribeTopicsHandlers:
         topics: list[dict[str, Any]] = []
         denied: list[dict[str, Any]] = []
         next_cursor = None
-        node_id = self.node.node()["node_id"]
+        # as Metadata places them: the group's master leads, its members are the replicas
+        leader = group_leader(self.broker, self.node)
+        replicas, isr = replica_ids(self.broker, self.node)
+        code = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
+        epoch = self.broker.leader_epoch()
         for name in names:
             if not may_use_topic(ctx, name):
                 denied.append(_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, ZERO_ID))
@@ -65,8 +69,8 @@ class DescribeTopicsHandlers:
             first = cursor["partition_index"] if cursor and name == start_topic else 0
             last = min(n, first + remaining)
             out = _topic(ErrorCode.NONE, name, self.topic_ids.id_of(name))
-            out["partitions"] = [{"error_code": ErrorCode.NONE, "partition_index": i, "leader_id": node_id,
-                                  "leader_epoch": 0, "replica_nodes": [node_id], "isr_nodes": [node_id],
+            out["partitions"] = [{"error_code": code, "partition_index": i, "leader_id": leader,
+                                  "leader_epoch": epoch, "replica_nodes": replicas, "isr_nodes": isr,
                                   "eligible_leader_replicas": None, "last_known_elr": None,
                                   "offline_replicas": []} for i in range(first, last)]
             topics.append(out)

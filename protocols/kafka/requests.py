@@ -75,6 +75,21 @@ def has_partition(broker: Broker, topic: str, partition: int) -> bool:
     return n is not None and 0 <= partition < n
 
 
+def group_leader(broker: Broker, node: BrokerNode) -> int:
+    """The group's master as a Kafka node (its own brokerId): this broker, or the master a
+    slave follows once its Kafka address is known; -1 otherwise."""
+    master = broker.master_broker_id
+    if master is not None and (master == node.node_id or master in broker.ha.peers):
+        return master
+    return -1
+
+
+def replica_ids(broker: Broker, node: BrokerNode) -> tuple[list[int], list[int]]:
+    """Every partition's replicas (the group's members known) and ISR (those in sync)."""
+    replicas = sorted({node.node_id, *broker.ha.peers})
+    return replicas, sorted(set(broker.in_sync_ids()).intersection(replicas))
+
+
 def epoch_error(broker: Broker, current_leader_epoch: int) -> int:
     """KIP-320's fencing of a partition request naming the leader epoch its client knows
     (-1: not named): FENCED_LEADER_EPOCH when the client's is older than the election's,
