@@ -154,7 +154,10 @@ def parse_record_info(buf: memoryview, pos: int, limit: int, check_crc: bool) ->
     topic_end = p + topic_len
     if topic_end + 2 > pos + total:
         raise BadRecord("bad topic length")
-    topic = bytes(buf[p:topic_end]).decode("utf-8", "replace")
+    raw_topic = bytes(buf[p:topic_end])
+    if not raw_topic or b"\0" in raw_topic:  # zeroed by a torn write; no topic can hold NUL
+        raise BadRecord("torn topic")
+    topic = raw_topic.decode("utf-8", "replace")
     (props_len,) = PROPS_LEN.unpack_from(buf, topic_end)
     if props_len < 0 or FIXED_SIZE + body_len + topic_len + props_len != total:
         raise BadRecord("lengths do not add up to totalSize")

@@ -200,3 +200,24 @@ def test_a_long_recovery_logs_its_progress(small_config, monkeypatch, caplog):
         assert [line.split(", ")[1] for line in lines] == [f"{n} records re-dispatched" for n in range(1, 51)]
     run(main())
 
+
+
+def test_a_record_torn_in_its_topic_is_cut_not_dispatched(small_config):
+    """A tear that zeroes a record's topic and (empty) properties leaves its lengths and body
+    CRC whole: the NUL topic marks it torn (it used to stop the broker from starting, unable
+    to make a ConsumeQueue file for it)."""
+    async def main():
+        end = await _fill(small_config, 50)
+        seg = _segment_holding(small_config, end)
+        base = int(os.path.basename(seg))
+        with open(seg, "r+b") as f:
+            f.seek(end - base - 3)
+            assert f.read(3) == b"T\0\0"  # the last record: topic "T", no properties
+            f.seek(end - base - 3)
+            f.write(bytes(3))
+        async with open_store(small_config) as store:
+            got = _all(store)
+            assert len(got[0]) + len(got[1]) == 49
+            for q in (0, 1):
+                _assert_valid(got[q], q)
+    run(main())
