@@ -179,6 +179,48 @@ def test_kafka_python_admin_client(acl_broker):
         not_admin.close()
 
 
+def test_kafka_python_admin_client_with_a_prefixed_binding(acl_broker):
+    from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, KafkaAdminClient, ResourcePattern,
+                             ResourcePatternFilter)
+    from kafka.admin import ACLResourcePatternType as PatternType
+    from kafka.admin import ResourceType as KpResourceType
+    live, acl = acl_broker
+    admin = KafkaAdminClient(bootstrap_servers=live.bootstrap, security_protocol="SASL_PLAINTEXT",
+                             sasl_mechanism="PLAIN", sasl_plain_username="ops", sasl_plain_password="ops-secret",
+                             request_timeout_ms=10_000)
+    try:
+        orders = ACL("User:app", "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
+                     ResourcePattern(KpResourceType.TOPIC, "orders.", PatternType.PREFIXED))
+        result = admin.create_acls([orders])
+        assert result["succeeded"] == [orders] and not result["failed"]
+        app = next(a for a in yaml.safe_load(acl.read_text())["accounts"] if a["accessKey"] == "app")
+        assert app["topicPrefixPerms"] == ["orders.=PUB"]
+        assert _produce_error(live, "orders.eu") is None
+        assert _produce_error(live, "ordersx") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+        def described(name: str, pattern: PatternType) -> list[tuple]:
+            found, error = admin.describe_acls(ACLFilter(
+                None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                ResourcePatternFilter(KpResourceType.TOPIC, name, pattern)))
+            assert error.errno == 0
+            return sorted((a.principal, a.resource_pattern.resource_name, a.resource_pattern.pattern_type,
+                           a.operation, a.permission_type) for a in found)
+
+        binding = ("User:app", "orders.", PatternType.PREFIXED, ACLOperation.WRITE, ACLPermissionType.ALLOW)
+        assert described("orders.", PatternType.PREFIXED) == [binding]
+        assert described("orders.", PatternType.LITERAL) == []
+        assert described("orders.eu", PatternType.MATCH) == [binding]  # what applies to the topic orders.eu
+        [(_, deleted, _)] = admin.delete_acls([ACLFilter(
+            "User:app", "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
+            ResourcePatternFilter(KpResourceType.TOPIC, "orders.", PatternType.PREFIXED))])
+        assert [(a.resource_pattern.resource_name, a.resource_pattern.pattern_type) for a in deleted] == [
+            ("orders.", PatternType.PREFIXED)]
+    finally:
+        admin.close()
+    assert "orders." not in acl.read_text()
+    assert _produce_error(live, "orders.eu") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
 def test_prefixed_bindings_are_kept_as_prefix_permissions_and_enforced_by_every_protocol(acl_broker):
     live, acl = acl_broker
     admin = AdminClient(_sasl(live, "ops", "ops-secret"))
