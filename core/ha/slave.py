@@ -2,12 +2,13 @@
 
 Connects to the master's HA port (haMasterAddress, else the address the name server's
 register answer named), reports this log's end on connect, after every append and at least
-every haSendHeartbeatInterval, and appends each frame at the offset it names
-(`MessageStore.append_replicated`: byte-identical, dispatched as recovery dispatches). A
-frame for another offset ends the connection, except the master's answer to a slave that
-is ahead of it (an empty frame at the master's end, below ours): with
-haSlaveTruncateDivergent the log is cut back to it, else every attempt is refused and
-logged until an operator decides. Reconnects after a pause while the broker runs.
+every haSendHeartbeatInterval, and appends each frame's bytes at the offset it names as
+they are read, without copying them first (`_Stream`; `MessageStore.append_replicated`:
+byte-identical, dispatched as recovery dispatches). A frame for another offset ends the
+connection, except the master's answer to a slave that is ahead of it (an empty frame at
+the master's end, below ours): with haSlaveTruncateDivergent the log is cut back to it,
+else every attempt is refused and logged until an operator decides. Reconnects after a
+pause while the broker runs.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import cast
 
 from ..config import BrokerConfig
 from ..store.message_store import MessageStore
 from ..store.replica import ReplicaMismatch
-from .codec import FrameDecoder, HAProtocolError, encode_report
+from .codec import FrameReader, HAProtocolError, encode_report
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +47,7 @@ class HASlave:
         self.master_log_end, self.master_log_end_at = -1, 0.0
         self.diverged: str | None = None
         self._changed = asyncio.Event()
-        self._writer: asyncio.StreamWriter | None = None
+        self._transport: asyncio.Transport | None = None
         self.local_address = ""  # this end of the HA connection (how an elected master knows us)
 
     def set_master_address(self, address: str) -> None:
@@ -62,8 +64,8 @@ class HASlave:
         log.info("HA: master's HA address is %s", address)
         self.master_address = address
         self._changed.set()
-        if self._writer is not None:
-            self._writer.close()
+        if self._transport is not None:
+            self._transport.close()
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -83,63 +85,40 @@ class HASlave:
                                 exc or type(exc).__name__)
             finally:
                 self.connected = False
-                self._writer = None
+                self._transport = None
             await _wait_any(stop, self._changed, DIVERGED_RETRY_S if self.diverged else RECONNECT_S)
             self._changed.clear()
 
     async def _session(self, stop: asyncio.Event) -> None:
         host, _, port = self.master_address.rpartition(":")
-        # the reader's buffer holds a few of the master's frames (its default 64 KiB would
-        # pause the socket after every slice of one)
-        limit = 4 * self.config.ha_transfer_batch_size
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port), limit=limit), 5)
-        self._writer = writer
-        local = writer.get_extra_info("sockname") or ("", 0)
+        stream = _Stream(self)
+        transport, _ = await asyncio.wait_for(
+            asyncio.get_running_loop().create_connection(lambda: stream, host, int(port)), 5)
+        self._transport = transport
+        local = transport.get_extra_info("sockname") or ("", 0)
         self.local_address = f"{local[0]}:{local[1]}"
-        store = self.store
         try:
             self.connected = True
             log.info("HA: connected to master %s at offset %d", self.master_address,
-                     store.commitlog.max_offset)
-            writer.write(encode_report(store.commitlog.max_offset))
-            await writer.drain()
-            reported = time.monotonic()
-            decoder = FrameDecoder()
-            catch_up = _CatchUp(self)
+                     self.store.commitlog.max_offset)
+            stream.report()
             beat_s = self.config.ha_send_heartbeat_interval / 1000
             silent_s = self.config.ha_housekeeping_interval / 1000
-            while not stop.is_set():
-                try:
-                    data = await asyncio.wait_for(reader.read(limit), min(beat_s, silent_s))
-                except asyncio.TimeoutError:
-                    data = None
-                if data == b"":
-                    raise OSError("the master closed the connection")
-                now = time.monotonic()
-                if data:
-                    appended = False
-                    for frame in decoder.feed(data):
-                        self.last_frame = time.time()
-                        end = store.commitlog.max_offset
-                        if frame.offset != end:
-                            self._mismatch(frame.offset, len(frame.data), end)
-                        if frame.data:
-                            store.append_replicated(frame.offset, frame.data)
-                            appended = True
-                        catch_up.at(frame.offset, len(frame.data), now)
-                        self.master_offset = frame.offset + len(frame.data)
-                    if appended or now - reported >= beat_s:
-                        writer.write(encode_report(store.commitlog.max_offset))
-                        reported = now
-                        await writer.drain()
-                elif self.last_frame and time.time() - self.last_frame > silent_s:
-                    raise asyncio.TimeoutError(f"no frame from the master for {silent_s * 1000:.0f} ms")
-                else:
-                    writer.write(encode_report(store.commitlog.max_offset))
-                    reported = now
-                    await writer.drain()
+            stopped = asyncio.ensure_future(stop.wait())
+            try:
+                while not stop.is_set():
+                    await asyncio.wait((stream.closed, stopped), timeout=min(beat_s, silent_s),
+                                       return_when=asyncio.FIRST_COMPLETED)
+                    if stream.closed.done():
+                        raise stream.closed.result()
+                    if self.last_frame and time.time() - self.last_frame > silent_s:
+                        raise asyncio.TimeoutError(f"no frame from the master for {silent_s * 1000:.0f} ms")
+                    if time.monotonic() - stream.reported >= beat_s:
+                        stream.report()
+            finally:
+                stopped.cancel()
         finally:
-            writer.close()
+            transport.close()
 
     def _mismatch(self, offset: int, size: int, end: int) -> None:
         if size == 0 and offset < end:  # the master's end is below ours
@@ -159,6 +138,69 @@ class HASlave:
                 "lagBytes": max(0, self.master_offset - end) if self.master_offset >= 0 else -1,
                 "lastFrameMs": int(self.last_frame * 1000), "diverged": self.diverged or "",
                 "lagMs": self.store.replica_lag.text()}
+
+
+class _Stream(asyncio.BufferedProtocol):
+    """One connection's reads: the socket reads into one buffer, and each read's frame
+    bytes go to the log as they come (`FrameReader`'s pieces, `MessageStore.append_replicated`),
+    followed by a report of the new end: a byte is copied by the socket read and the log
+    write only, and the stream waits while the store works (the loop reads no more).
+    ``closed`` holds why the connection ended: the exception the session raises."""
+
+    def __init__(self, slave: HASlave) -> None:
+        self.slave, self.store = slave, slave.store
+        # a few of the master's frames a read (whatever the socket holds)
+        self.buffer = memoryview(bytearray(4 * slave.config.ha_transfer_batch_size))
+        self.frames = FrameReader()
+        self.catch_up = _CatchUp(slave)
+        self.closed: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.Transport | None = None
+        self.reported = 0.0  # when the last report was sent (monotonic)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            self._read(self.buffer[:nbytes])
+        except Exception as exc:  # the session raises it (run() says which end a connection)
+            self._end(exc)
+            assert self.transport is not None
+            self.transport.close()
+
+    def _read(self, data: memoryview) -> None:
+        slave, store = self.slave, self.store
+        appended = False
+        now = time.monotonic()
+        slave.last_frame = time.time()
+        for offset, piece, frame_size in self.frames.feed(data):
+            end = store.commitlog.max_offset
+            if offset != end:
+                slave._mismatch(offset, len(piece), end)
+            if piece:
+                store.append_replicated(offset, piece)
+                appended = True
+            if frame_size >= 0:  # a frame ends here
+                slave.master_offset = offset + len(piece)
+                self.catch_up.at(slave.master_offset - frame_size, frame_size, now)
+        if appended:
+            self.report()
+
+    def report(self) -> None:
+        """Tell the master where this log ends (its acknowledgement, and where to send from)."""
+        assert self.transport is not None
+        self.transport.write(encode_report(self.store.commitlog.max_offset))
+        self.reported = time.monotonic()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end(exc or OSError("the master closed the connection"))
+
+    def _end(self, exc: BaseException) -> None:
+        if not self.closed.done():
+            self.closed.set_result(exc)
 
 
 class _CatchUp:

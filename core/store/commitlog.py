@@ -87,14 +87,14 @@ class CommitLog:
         self._work_ahead(mf)
         return mf
 
-    def work_ahead_copied(self, mf: MappedFile) -> None:
-        """`_work_ahead` for a writer that copies its bytes in with ``MappedFile.write_through``
-        (a slave): the backing and the next segment, no pages warmed (they would be written
-        twice)."""
+    def work_ahead(self, mf: MappedFile) -> None:
+        """`_work_ahead` for a writer that does not go through `reserve` (a slave copying
+        its master's bytes in), after each write: the backing, warm pages and the next
+        segment ahead of it, as a put has them."""
         if mf.wrote_position >= self._ahead_next or mf is not self._ahead_file:
-            self._work_ahead(mf, warm=False)
+            self._work_ahead(mf)
 
-    def _work_ahead(self, mf: MappedFile, warm: bool = True) -> None:
+    def _work_ahead(self, mf: MappedFile) -> None:
         """Have the next window of this segment backed once the writer is within half a
         window of its backed end, warm the (backed) pages after the write position, and
         have the next segment made once this one is half full; sets where the writer
@@ -109,7 +109,7 @@ class CommitLog:
                     self.queue.prepare_next(self.preparer)
                 else:
                     again = min(again, self.file_size // 2)
-        if self.warmer is not None and warm:
+        if self.warmer is not None:
             again = min(again, self.warmer.advance(mf.mm, mf.wrote_position, mf.backed))
         self._ahead_next = again
 

@@ -112,7 +112,7 @@ class StoreReplica(StoreDispatch):
                 mf.write_through(view[:n])
             else:
                 mf.write(view[:n])
-            cl.work_ahead_copied(mf)
+            cl.work_ahead(mf)
             view = view[n:]
         self._dispatch_replicated()
         return cl.max_offset

@@ -21,7 +21,7 @@ from rocketport.core.config import BrokerConfig
 from rocketport.core.errors import NotMaster
 from rocketport.core.metadata.subscription_groups import SubscriptionGroupConfig
 from rocketport.core.ha.codec import (
-    FrameDecoder,
+    FrameReader,
     HAProtocolError,
     ReportDecoder,
     encode_frame_header,
@@ -337,13 +337,23 @@ def test_garbage_on_the_ha_port_drops_that_connection_only(tmp_path):
 
 def test_the_codec_reassembles_frames_and_refuses_nonsense():
     frames = encode_frame_header(100, 3) + b"abc" + encode_frame_header(103, 0) + encode_frame_header(103, 2) + b"de"
-    decoder = FrameDecoder()
-    got = [f for i in range(len(frames)) for f in decoder.feed(frames[i:i + 1])]
-    assert [(f.offset, f.data) for f in got] == [(100, b"abc"), (103, b""), (103, b"de")]
+    for step in (1, 5, 13, len(frames)):  # reads that cut headers, frames, or none
+        reader, whole, start, data = FrameReader(), [], -1, b""
+        for i in range(0, len(frames), step):
+            for offset, piece, frame_size in reader.feed(memoryview(frames)[i:i + step]):
+                if start < 0:
+                    start = offset
+                assert offset == start + len(data)  # each piece is the log at its offset
+                data += piece
+                if frame_size >= 0:  # the piece that ends its frame
+                    assert frame_size == len(data)
+                    whole.append((start, data))
+                    start, data = -1, b""
+        assert whole == [(100, b"abc"), (103, b""), (103, b"de")]
     with pytest.raises(HAProtocolError):
-        FrameDecoder(max_frame=10).feed(encode_frame_header(0, 11))
+        FrameReader(max_frame=10).feed(memoryview(encode_frame_header(0, 11)))
     with pytest.raises(HAProtocolError):
-        FrameDecoder().feed(encode_frame_header(-5, 1))
+        FrameReader().feed(memoryview(encode_frame_header(-5, 1)))
     reports = ReportDecoder()
     assert reports.feed(encode_report(7)[:3]) == []
     assert reports.feed(encode_report(7)[3:] + encode_report(9)) == [7, 9]
