@@ -14,7 +14,8 @@ Rows (one JSON object per line, see bench/README.md):
                           sends paced every 5 ms) for ``--lag-seconds``: p50/p99/max of each record's
                           time from the master's store to the slave's dispatch, as the slave counts it
                           (its clock at dispatch minus the store timestamp in the record, runtime key
-                          haSlaveLagMs; one machine: one clock), floor p99 5 ms
+                          haSlaveLagMs; one machine: one clock), floor p99 5 ms; with how long each
+                          broker's loop thread waited for a CPU meanwhile (schedstat: a loaded machine)
   catch_up_<size>         a slave connecting to a master already holding ``--behind-mb`` MB
                           (messages of <size>): MB/s from its connection until the master has its
                           acknowledgement of the whole log, with records/s and the slave's CPU a
@@ -248,6 +249,13 @@ async def paced_sends(master: Node, rate: int, seconds: float) -> int:
     return done
 
 
+def runqueue_ms(pid: int) -> float:
+    """How long the main (event-loop) thread of ``pid`` has waited on a run queue, runnable
+    but not running (Linux schedstat), in ms."""
+    with open(f"/proc/{pid}/task/{pid}/schedstat") as f:
+        return int(f.read().split()[1]) / 1e6
+
+
 def lag_case(base: Path, args: argparse.Namespace, env: dict[str, str] | None, code: str) -> dict:
     root = base / f"{code}-lag"
     master = Node(root / "m", "brokerRole=ASYNC_MASTER", env=env)
@@ -256,7 +264,9 @@ def lag_case(base: Path, args: argparse.Namespace, env: dict[str, str] | None, c
     try:
         asyncio.run(until(lambda: in_sync(master)))
         before = lag_counts(asyncio.run(runtime(slave.port)).get("haSlaveLagMs", ""))
+        waited = [runqueue_ms(master.proc.pid), runqueue_ms(slave.proc.pid)]
         sent = asyncio.run(paced_sends(master, args.lag_rate, args.lag_seconds))
+        waited = [runqueue_ms(master.proc.pid) - waited[0], runqueue_ms(slave.proc.pid) - waited[1]]
 
         async def caught_up() -> bool:
             m, sl = await runtime(master.port), await runtime(slave.port)
@@ -270,7 +280,10 @@ def lag_case(base: Path, args: argparse.Namespace, env: dict[str, str] | None, c
     return {"bench": "ha", "case": f"lag_100B_{args.lag_rate}", "code": code, "value": _lag_pct(counts, 0.99),
             "unit": "ms p99", "floor": 5, "p50_ms": _lag_pct(counts, 0.5), "max_ms": max(counts, default=-1),
             "records": sum(counts.values()), "sent": sent, "rate": round(sent / args.lag_seconds),
-            "note": "master store to slave dispatch, the slave's clock minus the record's store timestamp"}
+            "master_runqueue_ms": round(waited[0]), "slave_runqueue_ms": round(waited[1]),
+            "note": "master store to slave dispatch, the slave's clock minus the record's store timestamp; "
+                    "*_runqueue_ms: how long each broker's event-loop thread was runnable but waiting for "
+                    "a CPU during the sends (a loaded machine's share of the tail)"}
 
 
 async def load(master: Node, megabytes: int, size: int) -> tuple[int, int]:
