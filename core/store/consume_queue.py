@@ -27,6 +27,11 @@ from .segment_preparer import SegmentPreparer
 CQ_ENTRY = struct.Struct(">qiq")
 CQ_ENTRY_SIZE = CQ_ENTRY.size  # 20
 BACKING_WINDOW = 16 << 10  # disk blocks a segment gets at first, and per extension
+# puts a queue writes with pwrite(2) while its segment is not mapped, before it maps it: a
+# first entry into each of 100,000 queues costs open, pwrite and close (~8 us here), not a
+# mapping, its first-write fault and later its unmapping (~17 us, and budget churn); a
+# queue written often is mapped (a put is then a memcpy)
+UNMAPPED_PUTS = 8
 # ConsumeQueue files mapped at once, all queues of the process together (the least recently
 # used is unmapped beyond it): bounds mappings (vm.max_map_count) and idle queues' pages
 MAPPINGS = MappingBudget(16384)
@@ -52,6 +57,7 @@ class ConsumeQueue:
         self._ahead_at = 0  # byte position at which a put calls _work_ahead
         self._prepared_after = -1  # the segment whose successor the preparer was asked for
         self._gone = False
+        self._unmapped_puts = 0  # puts written with pwrite into an unmapped segment so far
         # (max offset, last entry) and (min offset, its record's CommitLog offset) as read at
         # load, while its file is mapped: recovery asks both of every queue, and with more
         # queues than MAPPINGS each ask would map a file the load had to unmap again
@@ -174,9 +180,9 @@ class ConsumeQueue:
             with creating(self.directory):  # EMFILE & co: refused, retriable
                 last.ensure_backed(min(end - last.file_from_offset, self.file_size))
             start = last.end_offset
-        else:  # the queue's first segment is mapped here: its first put opens it once, not twice
+        else:  # the queue's first segment is opened here (not mapped: see put)
             pos = queue_offset * CQ_ENTRY_SIZE
-            first = self.queue.create_file(pos - pos % self.file_size)
+            first = self.queue.create_file(pos - pos % self.file_size, lazy=True)
             self.min_logic_offset = self.queue.min_offset // CQ_ENTRY_SIZE
             with creating(self.directory):
                 first.ensure_backed(min(end - first.file_from_offset, self.file_size))
@@ -198,8 +204,11 @@ class ConsumeQueue:
             w = mf.wrote_position
             n = len(entries)
             if mf.file_from_offset + w == pos and w + n <= mf.backed:  # backed <= file_size
-                mf.mapped()[w:w + n] = entries
-                mf.wrote_position = w + n
+                if mf.mm is CLOSED and self._unmapped_puts < UNMAPPED_PUTS and _wrote_through(mf, entries):
+                    self._unmapped_puts += 1
+                else:
+                    mf.mapped()[w:w + n] = entries
+                    mf.wrote_position = w + n
                 if physical_end > self.max_physical_end:
                     self.max_physical_end = physical_end
                 if pos + n >= self._ahead_at:
@@ -367,6 +376,16 @@ class ConsumeQueue:
 
     def close(self) -> None:
         self.queue.close()
+
+
+def _wrote_through(mf: MappedFile, entries: bytes) -> bool:
+    """Append ``entries`` (backed bytes) to ``mf`` with pwrite; False if the write failed
+    (nothing moved: the caller writes them through the mapping, as it would have)."""
+    try:
+        mf.write_through(entries)
+    except OSError:
+        return False
+    return True
 
 
 class _Preader:

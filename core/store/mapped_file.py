@@ -203,9 +203,10 @@ class MappedFile:
         window) backed. ``window`` is also the step ``ensure_backed`` extends by. With a
         ``budget`` the mapping may be dropped while idle: use ``mapped()``, not ``view``.
         ``zero_fill``: backed by writing zeros, not fallocate (see the module's notes).
-        ``lazy`` (an existing file with a budget): neither opened nor mapped until
-        ``mapped()`` is first called: a store with 100,000 queues opens without 100,000
-        mappings (its owner checks the file's size when it reads it)."""
+        ``lazy`` (with a budget): not mapped until ``mapped()`` is first called, and an
+        existing file not even opened (its owner checks its size when it reads it): a store
+        with 100,000 queues opens, and writes a first entry into each, without 100,000
+        mappings (see ``write_through``)."""
         self.path = path
         self.budget = budget
         # held while zeros are written past ``backed``: two extenders (the preparer's thread
@@ -238,10 +239,14 @@ class MappedFile:
                     else file_size
             else:
                 self.backed = 0  # unknown: recovery sets it from the write position
-            self.mm = map_file(fd, file_size)  # keeps no descriptor (see libc_map)
+            if not (lazy and budget is not None):
+                self.mm = map_file(fd, file_size)  # keeps no descriptor (see libc_map)
         finally:
             os.close(fd)
         self.backing_asked = self.backed  # how far a background extension was asked for
+        if lazy and budget is not None:
+            self.mm, self.view = CLOSED, _UNMAPPED
+            return
         self.view = memoryview(self.mm).cast("B")
         if budget is not None:
             advise_random(self.mm)

@@ -55,18 +55,19 @@ class MappedFileQueue:
     def path_of(self, start_offset: int) -> str:
         return os.path.join(self.directory, segment_name(start_offset))
 
-    def create_file(self, start_offset: int) -> MappedFile:
+    def create_file(self, start_offset: int, lazy: bool = False) -> MappedFile:
         """Map segment ``start_offset`` as the new last one, creating it if needed;
-        DiskFull (nothing created) when the disk has no room for it."""
+        DiskFull (nothing created) when the disk has no room for it. ``lazy``: mapped on
+        first use (see MappedFile)."""
         path = self.path_of(start_offset)
         with creating(path):
             try:
                 mf = MappedFile(path, self.file_size, create=True, window=self.window, budget=self.budget,
-                                zero_fill=self.zero_fill)
+                                zero_fill=self.zero_fill, lazy=lazy)
             except FileNotFoundError:  # the directory first (not a mkdir each time: ~0.4 ms)
                 os.makedirs(self.directory, exist_ok=True)
                 mf = MappedFile(path, self.file_size, create=True, window=self.window, budget=self.budget,
-                                zero_fill=self.zero_fill)
+                                zero_fill=self.zero_fill, lazy=lazy)
         self.files.append(mf)
         return mf
 

@@ -59,7 +59,7 @@ def test_queues_opened_lazily_recover_everything_after_sigkill(tmp_path):
             # after the checkpoint), not the others
             past = {os.path.join(store.cq_root, f"Lazy{q % 6}", str(q // 6)) for q in range(0, QUEUES, 3)}
             mapped = _mapped_queue_files(store.cq_root)
-            assert mapped and {os.path.dirname(path) for path in mapped} <= past
+            assert {os.path.dirname(path) for path in mapped} <= past
             for (topic, queue), n in counts.items():
                 got = drain(store, topic, queue)
                 assert got == [(i, body(topic, queue, i)) for i in range(n)], (topic, queue)
@@ -117,5 +117,25 @@ def test_a_segment_of_another_size_is_refused_at_open(tmp_path, small_config):
             raise AssertionError("a segment of another size was loaded")
         finally:
             store.close()
+
+    run(main())
+
+
+def test_first_entries_are_written_without_mapping_the_queue_files(tmp_path, small_config):
+    """A put into a new queue opens its file and pwrites the entry (no mapping, no fault);
+    a queue written more than a few times is mapped, and every entry reads back."""
+    async def main():
+        async with open_store(small_config) as store:
+            for q in range(40):
+                await store.put_message(Message(f"First{q % 10}", b"m%d" % q, queue_id=q // 10))
+            assert _mapped_queue_files(store.cq_root) == set()
+            for i in range(1, 30):  # past UNMAPPED_PUTS puts into one queue: it is mapped
+                await store.put_message(Message("First0", b"more%d" % i, queue_id=0))
+            hot = os.path.join(store.cq_root, "First0", "0")
+            assert {os.path.dirname(path) for path in _mapped_queue_files(store.cq_root)} == {hot}
+            for q in range(40):
+                topic, queue = f"First{q % 10}", q // 10
+                expected = [(0, b"m%d" % q)] + ([(i, b"more%d" % i) for i in range(1, 30)] if q == 0 else [])
+                assert drain(store, topic, queue) == expected
 
     run(main())
