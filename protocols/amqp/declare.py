@@ -1,10 +1,11 @@
 """The exchange and queue classes: declare, bind, unbind, purge and delete, as vhost calls.
 
-One object per connection (`DeclareHandlers`): each method checks the account (admin to
-change a declaration, SUB to purge), asks the virtual host, which keeps the declarations
-and their rules, and answers on the channel unless ``nowait``. The connection is the owner
-the vhost checks exclusive queues against. Never touches the transport: answers go out
-through the session.
+One object per connection (`DeclareHandlers`): each method that changes something is
+refused on a slave (406, the front-end's `require_writable`: its master takes them), each
+checks the account (admin to change a declaration, SUB to purge), asks the virtual host,
+which keeps the declarations and their rules, and answers on the channel unless
+``nowait``. The connection is the owner the vhost checks exclusive queues against. Never
+touches the transport: answers go out through the session.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from .channel import Channel, MethodHandler
 from .direct_reply import PSEUDO_QUEUE
 from .errors import ChannelError, Reply
 
+_DECLARATIONS = "declarations, bindings, purges and deletes go to"  # on a slave (`not_master`)
+
 if TYPE_CHECKING:
     from .session import AmqpSession
 
@@ -31,6 +34,7 @@ class DeclareHandlers:
     def __init__(self, session: AmqpSession) -> None:
         self.session = session
         self.vhost = session.vhost
+        self._writable = session.front_end.require_writable
         self.table: dict[type, MethodHandler] = {
             Exchange.Declare: self.exchange_declare, Exchange.Delete: self.exchange_delete,
             Exchange.Bind: self.exchange_bind, Exchange.Unbind: self.exchange_unbind,
@@ -42,6 +46,7 @@ class DeclareHandlers:
     # ---------------------------------------------------------------- exchange class
     def exchange_declare(self, channel: Channel, method: Exchange.Declare) -> None:
         if not method.passive:
+            self._writable(_DECLARATIONS)
             require_admin(self.session.account, f"declare exchange '{method.exchange}'")
         self.vhost.declare_exchange(method.exchange, method.exchange_type, passive=method.passive,
                                     durable=method.durable, auto_delete=method.auto_delete,
@@ -50,18 +55,21 @@ class DeclareHandlers:
             self.session.send(channel.number, Exchange.DeclareOk())
 
     def exchange_delete(self, channel: Channel, method: Exchange.Delete) -> None:
+        self._writable(_DECLARATIONS)
         require_admin(self.session.account, f"delete exchange '{method.exchange}'")
         self.vhost.delete_exchange(method.exchange, if_unused=method.if_unused)
         if not method.nowait:
             self.session.send(channel.number, Exchange.DeleteOk())
 
     def exchange_bind(self, channel: Channel, method: Exchange.Bind) -> None:
+        self._writable(_DECLARATIONS)
         require_admin(self.session.account, f"bind exchange '{method.destination}'")
         self.vhost.bind_exchange(method.destination, method.source, method.routing_key, method.arguments)
         if not method.nowait:
             self.session.send(channel.number, Exchange.BindOk())
 
     def exchange_unbind(self, channel: Channel, method: Exchange.Unbind) -> None:
+        self._writable(_DECLARATIONS)
         require_admin(self.session.account, f"unbind exchange '{method.destination}'")
         self.vhost.bind_exchange(method.destination, method.source, method.routing_key, method.arguments,
                                  unbind=True)
@@ -78,6 +86,7 @@ class DeclareHandlers:
                 session.write(codec.declare_ok_frame(channel.number, method.queue, 0, 1))
             return
         if not method.passive:
+            self._writable(_DECLARATIONS)
             require_admin(session.account, f"declare queue '{method.queue}'")
         state = self.vhost.declare_queue(method.queue, passive=method.passive, durable=method.durable,
                                          exclusive=method.exclusive, auto_delete=method.auto_delete,
@@ -90,6 +99,7 @@ class DeclareHandlers:
                                                  state.group.consumer_count))
 
     def queue_bind(self, channel: Channel, method: Queue.Bind) -> None:
+        self._writable(_DECLARATIONS)
         session = self.session
         require_admin(session.account, f"bind queue '{method.queue}'")
         self.vhost.bind(channel.queue_named(method.queue), method.exchange, method.routing_key,
@@ -98,6 +108,7 @@ class DeclareHandlers:
             session.send(channel.number, Queue.BindOk())
 
     def queue_unbind(self, channel: Channel, method: Queue.Unbind) -> None:
+        self._writable(_DECLARATIONS)
         session = self.session
         require_admin(session.account, f"unbind queue '{method.queue}'")
         self.vhost.unbind(channel.queue_named(method.queue), method.exchange, method.routing_key,
@@ -105,6 +116,7 @@ class DeclareHandlers:
         session.send(channel.number, Queue.UnbindOk())
 
     async def queue_purge(self, channel: Channel, method: Queue.Purge) -> None:
+        self._writable(_DECLARATIONS)
         session = self.session
         name = channel.queue_named(method.queue)
         require(session.account, name, SUB)
@@ -113,6 +125,7 @@ class DeclareHandlers:
             session.send(channel.number, Queue.PurgeOk(count))
 
     async def queue_delete(self, channel: Channel, method: Queue.Delete) -> None:
+        self._writable(_DECLARATIONS)
         session = self.session
         name = channel.queue_named(method.queue)
         require_admin(session.account, f"delete queue '{name}'")

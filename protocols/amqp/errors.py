@@ -15,6 +15,7 @@ from rocketport.core.errors import (
     InvalidMessage,
     InvalidTopicName,
     MessageTooLarge,
+    NotMaster,
     StoreUnavailable,
     TopicNotFound,
 )
@@ -74,6 +75,16 @@ def channel_error(exc: BrokerError | OSError) -> ChannelError:
         return ChannelError(Reply.PRECONDITION_FAILED, str(exc))
     if isinstance(exc, MessageTooLarge):
         return ChannelError(Reply.PRECONDITION_FAILED, str(exc))
+    if isinstance(exc, NotMaster):  # no retry here helps: the client goes to the master
+        return ChannelError(Reply.PRECONDITION_FAILED, str(exc))
     if isinstance(exc, StoreUnavailable):
         return ChannelError(Reply.RESOURCE_ERROR, str(exc))
     return ChannelError(Reply.INTERNAL_ERROR, str(exc))
+
+
+def not_master(broker_name: str, what: str) -> ChannelError:
+    """A write reaching a slave, refused before the store would (`NotMaster`): 406, a
+    channel error as the spec's PRECONDITION_FAILED is (320 CONNECTION_FORCED is a
+    connection's), so the client's other channels stay; ``what`` says what only the master
+    takes."""
+    return ChannelError(Reply.PRECONDITION_FAILED, f"broker '{broker_name}' is a slave: {what} its master")

@@ -21,6 +21,7 @@ from ..session_base import Session
 from ..tls import TlsContexts
 from .access import Logins
 from .admin_view import VIEW_NAME, snapshot
+from .errors import not_master
 from .session import AmqpSession
 from .vhost import VirtualHost
 
@@ -75,6 +76,20 @@ class AmqpFrontEnd(ListenerFrontEnd):
         if not self._limits:
             self._limits = [loop.create_task(self.vhost.limits.run(), name="amqp-queue-limits"),
                             loop.create_task(self.vhost.dead_letters.run(), name="amqp-dead-letters")]
+
+    @property
+    def writable(self) -> bool:
+        """Whether publishes and declarations are taken, asked at each one (an election may
+        promote or demote this node under open connections): a slave's vhost does not know
+        what its master declared since it opened, so what it took would be lost; a promoted
+        node's, once that is live (`take_replicated`)."""
+        promoted = self._promoted
+        return not self.broker.config.is_slave and (promoted is None or promoted.done())
+
+    def require_writable(self, what: str) -> None:
+        """406 (`not_master`) unless `writable`."""
+        if not self.writable:
+            raise not_master(self.broker.config.broker_name, what)
 
     def _role_changed(self) -> None:
         """Elected master: what the slave's log applied becomes live (take_replicated)."""

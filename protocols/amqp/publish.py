@@ -27,7 +27,7 @@ from pamqp.commands import Basic, Confirm, Connection
 from rocketport.common.message import PROPERTY_DEDUP_KEY, PROPERTY_TAGS, PROPERTY_TRANSACTION_PREPARED, Message
 from rocketport.common.message import encode_properties as encode_stored  # not the content header's
 from rocketport.core.auth.plain_acl import PUB
-from rocketport.core.errors import StoreUnavailable
+from rocketport.core.errors import NotMaster, StoreUnavailable
 from rocketport.core.facade.types import PlainSend, needs_schedule, now_ms
 
 from .. import eager
@@ -91,6 +91,7 @@ class PublishHandlers:
 
     def __init__(self, session: AmqpSession) -> None:
         self.session = session
+        self.front_end = session.front_end
         self.broker = session.broker
         self.vhost = session.vhost
         config = self.broker.config
@@ -112,7 +113,11 @@ class PublishHandlers:
     def publish(self, channel: Channel, event: ContentReceived, admitted: bool = False) -> None:
         """A run of publishes alike: routed once; stored at once with one `Broker.put_plain`
         (no coroutine, no Message objects), else gathered for `store_gathered`. Into
-        queues with limits, `queue_limits` admits each first (``admitted``: it did)."""
+        queues with limits, `queue_limits` admits each first (``admitted``: it did). A
+        slave takes none (`_not_master`)."""
+        if not self.front_end.writable:
+            self._not_master(channel, event)
+            return
         if event.varied is not None and not admitted:
             self._publish_varied(channel, event)
             return
@@ -170,6 +175,15 @@ class PublishHandlers:
             batch = self.gathered[topic] = []  # type: ignore[index]
         for body in bodies:
             batch.append((channel, channel.next_publish(), body, properties))
+
+    def _not_master(self, channel: Channel, event: ContentReceived) -> None:
+        """Publishes reaching a slave: nacked under confirms (never acked: nothing is
+        stored), else the channel closes with 406, as a put the store refuses is answered."""
+        if not channel.confirm:
+            self.front_end.require_writable("publishes go to")
+        self.store_pending()  # the sequence numbers of this read's earlier publishes come first
+        for _ in event.bodies:
+            self._confirm(channel, channel.next_publish(), False)
 
     def _route(self, exchange: str, routing_key: str, basic: dict[str, Any]) -> _Route:
         """Where publishes with this exchange, routing key and content-header properties go
@@ -442,7 +456,8 @@ class PublishHandlers:
                 self._blocked = False
                 if self.session.client_capabilities.get("connection.blocked"):
                     self.session.send(0, Connection.Unblocked())
-        elif isinstance(error, StoreUnavailable) and not self._blocked:
+        elif isinstance(error, StoreUnavailable) and not isinstance(error, NotMaster) and not self._blocked:
+            # (a slave's refusal is for good: the client goes to the master, blocked would hold it)
             self._blocked = True
             if self.session.client_capabilities.get("connection.blocked"):
                 self.session.send(0, Connection.Blocked(str(error)[:255]))

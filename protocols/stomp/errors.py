@@ -22,6 +22,7 @@ from rocketport.core.errors import (
     InvalidTopicName,
     MessageNotFound,
     MessageTooLarge,
+    NotMaster,
     QueueNotFound,
     StoreUnavailable,
     TopicNotFound,
@@ -48,6 +49,7 @@ _KINDS: Final[tuple[tuple[type[BaseException], str], ...]] = (
     (InvalidMessage, "PRECONDITION_FAILED"),
     (MessageTooLarge, "PRECONDITION_FAILED"),
     (FilterError, "PRECONDITION_FAILED"),
+    (NotMaster, "PRECONDITION_FAILED"),  # a slave's refusal is for good: the client goes to its master
     (StoreUnavailable, "RESOURCE_ERROR"),
     (OSError, "RESOURCE_ERROR"),  # a limit or fault of the store's files it did not type
 )
