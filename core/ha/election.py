@@ -43,6 +43,14 @@ from .service import HAService
 
 log = logging.getLogger(__name__)
 
+# Right after the master goes or changes, the nodes look every REGROUP_TICK_S (or their
+# etcdCheckInterval if shorter) for REGROUP_S: a candidate takes the key as soon as its wait
+# is over, the others see the new master at once, and a slave's record (the HA connection's
+# address the master knows it by) and the master's in-sync set follow within a few looks,
+# not one etcdCheckInterval each (SYNC_MASTER's first acknowledgement waits on that).
+REGROUP_TICK_S = 0.1
+REGROUP_S = 3.0
+
 
 @dataclass(slots=True, frozen=True)
 class Leader:
@@ -94,6 +102,7 @@ class Election:
         self._published: bytes = b""
         self._logged: str = ""
         self._member_of: dict[str, int] = {}  # HA connection's slave address -> brokerId
+        self._regroup_until = 0.0  # monotonic: look every REGROUP_TICK_S until then
         ha.counts = self._counts
 
     # -- the loop ---------------------------------------------------------------------------
@@ -110,8 +119,9 @@ class Election:
                     await self._step_down("a step of the election failed")
             if self.is_master and time.monotonic() > self.store.write_deadline:
                 await self._step_down("its lease could not be renewed in time: fenced")
+            tick = self.tick if time.monotonic() >= self._regroup_until else min(self.tick, REGROUP_TICK_S)
             try:
-                await asyncio.wait_for(stop.wait(), self.tick)
+                await asyncio.wait_for(stop.wait(), tick)
             except asyncio.TimeoutError:
                 pass
 
@@ -185,6 +195,7 @@ class Election:
             if entry.epoch > self.epoch_file.last_epoch:
                 self.epoch_file.append(entry)
         self.leader = leader
+        self._regroup_until = time.monotonic() + REGROUP_S  # the HA link's address published soon
         log.info("election: following broker %d (epoch %d) at %s", leader.broker_id, leader.epoch,
                  leader.ha_addr)
         if self.ha.slave is not None:
@@ -214,6 +225,7 @@ class Election:
         now = time.monotonic()
         if self._absent_since is None:
             self._absent_since = now
+            self._regroup_until = now + REGROUP_S  # no master: the key is taken, and seen, sooner
             self.leader = None
             await self._publish(force=True)  # the log's end every rival compares with
             return
@@ -269,6 +281,7 @@ class Election:
         self._caught_up_at.clear()
         self._confirm = start
         self._absent_since = None
+        self._regroup_until = time.monotonic() + REGROUP_S  # the slaves rejoin the in-sync set sooner
         log.warning("election: broker %d is master of %s, epoch %d, its writes start at offset %d",
                     self.me, c.broker_name, epoch, start)
         await self._promote()
