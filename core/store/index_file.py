@@ -111,46 +111,47 @@ class IndexFile:
     def put_many(self, entries: list[tuple[int, int, int]], start: int = 0) -> int:
         """`put_raw` of ``entries[start:]`` ((key hash, phy offset, store timestamp), in log
         order) in one loop: what a bulk builder (a catching-up slave's dispatch) writes per
-        received chunk. Returns the index of the first entry not written (the file full);
-        DiskFull as `put_raw`, raised before that entry is written (those before it are)."""
+        received chunk. Returns the index of the first entry not written (the file full).
+        DiskFull as `put_raw`, raised before any but the first is written.
+
+        The count is written once, first, for all of them: an entry is reachable only from
+        its slot, written after it, so a process killed in the loop leaves a slot past the
+        count never (a slot past it would read as empty and cut its chain), at worst entries
+        within the count that no slot names."""
         n = len(entries)
         if start >= n or self.index_count >= self.index_num:
             return start
         h, phy, ts = entries[start]
         if not self.put_raw(h, phy, ts):  # the first: the header's begin fields, the backing
             return start
-        view, slot_num, base = self.view, self.slot_num, self._entries_base
-        slot_of, entry_into, slot_into, count_into = (SLOT.unpack_from, INDEX_ENTRY.pack_into, SLOT.pack_into,
-                                                      _COUNT.pack_into)
-        begin, count, room = self.begin_timestamp, self.index_count, self.index_num
+        start += 1
+        count = self.index_count
+        stop = min(n, start + self.index_num - count)  # the entries the file has room for
+        if stop == start:
+            return start
+        base = self._entries_base
+        end = base + (count + stop - start) * INDEX_ENTRY_SIZE
+        if end > self.file.backed:
+            self.file.ensure_backed(end)
+        view, slot_num, begin = self.view, self.slot_num, self.begin_timestamp
+        slot_of, entry_into, slot_into = SLOT.unpack_from, INDEX_ENTRY.pack_into, SLOT.pack_into
+        _COUNT.pack_into(view, _POS_COUNT, count + stop - start)
         used = self.hash_slot_count
-        backed = self.file.backed
-        i = start + 1
-        try:
-            while i < n and count < room:
-                h, phy, ts = entries[i]
-                end = base + (count + 1) * INDEX_ENTRY_SIZE
-                if end > backed:
-                    self.index_count = count  # the file's state so far, for ensure_backed's failure
-                    self.file.ensure_backed(end)
-                    backed = self.file.backed
-                slot_pos = INDEX_HEADER_SIZE + (h % slot_num) * 4
-                (prev,) = slot_of(view, slot_pos)
-                if prev <= 0 or prev >= count:
-                    prev = 0
-                    used += 1
-                diff = (ts - begin) // 1000
-                entry_into(view, base + count * INDEX_ENTRY_SIZE, h, phy, diff if diff > 0 else 0, prev)
-                slot_into(view, slot_pos, count)
-                count += 1
-                count_into(view, _POS_COUNT, count)  # with every entry, as put_raw
-                i += 1
-        finally:
-            if i > start + 1:
-                _, last_phy, last_ts = entries[i - 1]
-                self.index_count, self.hash_slot_count = count, used
-                self.end_timestamp, self.end_phy_offset = last_ts, last_phy
-        return i
+        pos = base + count * INDEX_ENTRY_SIZE
+        for h, phy, ts in entries[start:stop]:
+            slot_pos = INDEX_HEADER_SIZE + (h % slot_num) * 4
+            (prev,) = slot_of(view, slot_pos)
+            if prev <= 0 or prev >= count:
+                prev = 0
+                used += 1
+            diff = (ts - begin) // 1000
+            entry_into(view, pos, h, phy, diff if diff > 0 else 0, prev)
+            slot_into(view, slot_pos, count)
+            count += 1
+            pos += INDEX_ENTRY_SIZE
+        self.index_count, self.hash_slot_count = count, used
+        _, self.end_phy_offset, self.end_timestamp = entries[stop - 1]
+        return stop
 
     def write_header(self) -> None:
         """Every header field as it is in memory (the end timestamp and offset, the slots

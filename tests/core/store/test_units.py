@@ -5,7 +5,7 @@ import time
 
 from rocketport.core.store import formats
 from rocketport.core.store.consume_queue import CQ_ENTRY, ConsumeQueue
-from rocketport.core.store.index_file import IndexFile
+from rocketport.core.store.index_file import IndexFile, key_hash
 from rocketport.core.store.mapped_file_queue import MappedFileQueue
 
 
@@ -69,6 +69,26 @@ def test_index_file_lookup_chain_time_range_and_full(tmp_path):
     reopened = IndexFile(path, 8, 10, create=False)
     assert reopened.lookup("T#k2", 10, 0, now + 60_000) == [800, 500, 200]
     reopened.close()
+
+
+def test_index_file_bulk_put_fills_to_the_end_and_chains_as_single_puts(tmp_path):
+    now = int(time.time() * 1000)
+    keys = [f"T#k{i % 3}" for i in range(14)]
+    bulk = IndexFile(str(tmp_path / "20260101000000000"), 8, 10, create=True)
+    entries = [(key_hash(k), 100 * i, now + i * 1000) for i, k in enumerate(keys)]
+    assert bulk.put_many(entries[:4]) == 4
+    assert bulk.put_many(entries, 4) == 9  # room for 9 entries (position 0 means none)
+    assert bulk.is_full and bulk.put_many(entries, 9) == 9
+    single = IndexFile(str(tmp_path / "20260101000000001"), 8, 10, create=True)
+    for i, k in enumerate(keys[:9]):
+        assert single.put(k, 100 * i, now + i * 1000)
+    for k in ("T#k0", "T#k1", "T#k2"):
+        assert bulk.lookup(k, 10, now, now + 60_000) == single.lookup(k, 10, now, now + 60_000) != []
+    assert (bulk.index_count, bulk.hash_slot_count, bulk.end_phy_offset, bulk.end_timestamp) == \
+        (single.index_count, single.hash_slot_count, single.end_phy_offset, single.end_timestamp)
+    assert bytes(bulk.view[:bulk.entries_end]) == bytes(single.view[:single.entries_end])
+    bulk.close()
+    single.close()
 
 
 def test_code_hits_finds_aligned_tags_codes_only():
