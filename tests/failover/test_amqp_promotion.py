@@ -1,0 +1,69 @@
+"""The AMQP front-end asks for its node's role at each publish: a pika connection opened to
+a slave of an etcd group (controllerMode etcd) has its publishes nacked while the node is a
+slave, and the same channel's publishes confirmed once the node is elected (its master
+stopped), into the queue declared on the old master; what was nacked is nowhere."""
+
+from __future__ import annotations
+
+import time
+
+import pika
+import pytest
+from pika.exceptions import NackError
+
+from tests.failover.cluster import group_node, in_sync_set, leader_id
+from tests.ha.cluster import wait_for
+from tests.support.remoting import free_port
+
+QUEUE = "promoted-q"
+
+
+def test_a_publish_on_a_slave_is_nacked_until_the_node_is_elected(tmp_path, etcd, namesrv):
+    endpoints = etcd.endpoints
+    amqp = {i: free_port() for i in (1, 2)}
+    # ASYNC_MASTER: a SYNC_MASTER alone would nack (and store) for want of a slave in sync
+    one, two = (group_node(tmp_path, i, namesrv, endpoints, "brokerRole=ASYNC_MASTER", f"amqp.port={amqp[i]}")
+                for i in (1, 2))
+    one.broker.start()
+    connections: list[pika.BlockingConnection] = []
+    try:
+        wait_for(lambda: leader_id(endpoints) == 1, what="node 1 elected (alone)")
+        two.broker.start()
+        wait_for(lambda: in_sync_set(endpoints) == [1, 2], what="node 2 in the in-sync set")
+        on_one = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", amqp[1]))
+        connections.append(on_one)
+        first = on_one.channel()
+        first.confirm_delivery()
+        first.queue_declare(QUEUE, durable=True)
+        first.basic_publish("", QUEUE, b"on the first master")
+
+        on_two = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", amqp[2]))
+        connections.append(on_two)
+        channel = on_two.channel()
+        channel.confirm_delivery()
+        with pytest.raises(NackError):
+            channel.basic_publish("", QUEUE, b"to the slave")
+        on_one.close()
+        one.broker.stop()  # its lease is let go: node 2 is elected
+        wait_for(lambda: leader_id(endpoints) == 2, what="node 2 elected")
+        deadline = time.monotonic() + 10
+        while True:  # the same channel, once the node has taken up what it applied
+            try:
+                channel.basic_publish("", QUEUE, b"to the new master")
+                break
+            except NackError:
+                assert time.monotonic() < deadline, "never confirmed by the new master"
+                on_two.sleep(0.1)
+        read = []
+        for _ in range(10):
+            method, _, body = channel.basic_get(QUEUE, auto_ack=True)
+            if method is None:
+                break
+            read.append(body)
+        assert read == [b"on the first master", b"to the new master"]
+    finally:
+        for conn in connections:
+            if conn.is_open:
+                conn.close()
+        two.broker.stop()
+        one.broker.stop()
