@@ -1,6 +1,6 @@
 """aclEnable: AMQP logins (PLAIN with pika, AMQPLAIN with py-amqp) are the ACL file's
 accounts, and each action needs the account's permission (PUB on the exchange's topic,
-SUB on the queue, admin to declare)."""
+SUB on the queue, admin to declare), named or by prefix (topicPrefixPerms)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,11 @@ accounts:
   - accessKey: root
     secretKey: root-secret
     admin: true
+  - accessKey: app
+    secretKey: app-secret
+    topicPrefixPerms:
+      - orders.=PUB
+      - orders.internal.=DENY
 """
 
 
@@ -83,3 +88,37 @@ def test_amqplain_login(acl_broker):
                           connect_timeout=10)
     with pytest.raises(amqp.exceptions.AccessRefused):
         bad.connect()
+
+
+def test_prefix_permissions(acl_broker):
+    """topicPrefixPerms decide a publish by the exchange's name, or through the default
+    exchange the queue's: under a permitted prefix it is confirmed and routed, outside it
+    (or under a DENY prefix within it) the channel is closed with 403 and nothing stored."""
+    with _login(acl_broker, "root", "root-secret") as admin:
+        ch = admin.channel()
+        for exchange in ("orders.eu", "orders.internal.audit", "billing.eu"):
+            ch.exchange_declare(exchange, "fanout")
+        for queue, exchange in (("orders.inbox", "orders.eu"), ("billing.inbox", "billing.eu"),
+                                ("orders.internal.log", "orders.internal.audit")):
+            ch.queue_declare(queue)
+            ch.queue_bind(queue, exchange)
+    with _login(acl_broker, "app", "app-secret") as conn:
+        ch = conn.channel()
+        ch.confirm_delivery()  # raises unless acked
+        ch.basic_publish("orders.eu", "", b"through the exchange")
+        ch.basic_publish("", "orders.inbox", b"through the default exchange")
+        for exchange, key in (("billing.eu", ""), ("", "billing.inbox"), ("orders.internal.audit", ""),
+                              ("", "orders.internal.log")):
+            refused_on = conn.channel()
+            refused_on.confirm_delivery()
+            with pytest.raises(ChannelClosedByBroker) as refused:
+                refused_on.basic_publish(exchange, key, b"refused")
+            assert refused.value.reply_code == 403, refused.value
+            assert "ACCESS_REFUSED" in refused.value.reply_text and "'app'" in refused.value.reply_text
+        assert ch.is_open  # the permitted channel is untouched by the others' refusals
+    with _login(acl_broker, "root", "root-secret") as admin:
+        ch = admin.channel()
+        assert [_get(ch, "orders.inbox")[2] for _ in range(2)] == [b"through the exchange",
+                                                                  b"through the default exchange"]
+        for queue in ("orders.inbox", "billing.inbox", "orders.internal.log"):
+            assert ch.queue_declare(queue, passive=True).method.message_count == 0, queue
