@@ -53,9 +53,8 @@ _PLAIN_FIELDS = struct.Struct(">i4xqqi16xq20xi")
 _DISPATCHED_PROPS = re.compile(rb"\x02(TAGS|KEYS|UNIQ_KEY|DEDUP_KEY)\x01([^\x02]*)")
 _TAGS, _KEYS, _UNIQ_KEY = b"TAGS", b"KEYS", b"UNIQ_KEY"
 _HASH_MASK = 0x7FFFFFFF  # index_file.key_hash's
-# Pure caches of the fast path (cleared past _CACHED entries): a topic's bytes -> its name,
-# a TAGS value (undecoded, None for none) -> its tags code.
-_TOPIC_NAMES: dict[bytes, str] = {}
+# A pure cache of the fast path (cleared past _CACHED entries): a TAGS value (undecoded, None
+# for none) -> its tags code.
 _TAGS_CODES: dict[bytes | None, int] = {}
 _CACHED = 4096
 
@@ -159,10 +158,13 @@ class StoreReplica(StoreDispatch):
         add_key = keyed.append
         lags, now = self.replica_lag.counts, now_ms()
         put_bytes = 0
-        topic_names, codes = _TOPIC_NAMES, _TAGS_CODES
-        if len(topic_names) > _CACHED or len(codes) > _CACHED:
-            topic_names.clear()
+        codes = _TAGS_CODES
+        if len(codes) > _CACHED:
             codes.clear()
+        # a topic's bytes -> its name when its records may take the fast path, else None
+        plain: dict[bytes, str | None] = {}
+        run: list | None = None  # the run of the last record's queue, and that queue
+        run_topic, run_queue = "", -1
         try:
             while phys < end:
                 mf = cl.queue.find(phys)
@@ -195,18 +197,21 @@ class StoreReplica(StoreDispatch):
                         topic_end = p + 1 + view[p] if 0 <= body_len <= total - FIXED_SIZE else 0
                     if topic_end and topic_end + 2 <= pos + total and not sys_flag & INNER_BATCH_FLAG:
                         topic_bytes = view[p + 1:topic_end].tobytes()
-                        topic = topic_names.get(topic_bytes)
-                        if topic is None:
-                            topic = topic_names[topic_bytes] = topic_bytes.decode("utf-8", "replace")
+                        topic = plain.get(topic_bytes, "")
+                        if topic == "":
+                            topic = topic_bytes.decode("utf-8", "replace")
+                            if topic in record_listeners or topic in ruled:
+                                topic = None
+                            plain[topic_bytes] = topic
                         (props_len,) = props_len_of(view, topic_end)
-                        if (topic in record_listeners or topic in ruled or props_len < 0
+                        if (topic is None or props_len < 0
                                 or FIXED_SIZE + body_len + topic_end - p - 1 + props_len != total
                                 or record_phys != base + pos):
                             topic = None  # recovery's rule, which says what is wrong
                     if topic is not None:  # a plain record: its entry without decoding its properties
                         lag = now - store_ts
                         lags[lag if 0 <= lag < LAG_BUCKETS else (0 if lag < 0 else LAG_BUCKETS - 1)] += 1
-                        pairs = find_props(b"\x02" + view[topic_end + 2:topic_end + 2 + props_len].tobytes()) \
+                        pairs = find_props(b"\x02" + view[topic_end + 2:topic_end + 2 + props_len]) \
                             if props_len else None
                         if pairs:
                             # the last of a name wins, as property_bytes answers (no dict: cheaper)
@@ -239,7 +244,6 @@ class StoreReplica(StoreDispatch):
                         else:
                             code = 0
                         entries = pack_entry(base + pos, total, code)
-                        key = (topic, queue_id)
                         record_end = base + pos + total
                     else:
                         try:
@@ -263,18 +267,20 @@ class StoreReplica(StoreDispatch):
                             body = view[pos + info.body_offset:pos + info.body_offset + info.body_length]
                             for listener in listeners:
                                 listener(d.topic, d.queue_id, d.queue_offset, body)
-                        key = (d.topic, d.queue_id)
+                        topic, queue_id = d.topic, d.queue_id
                         queue_offset, entries, record_end = d.queue_offset, d.entries, d.end
                         count = len(entries) // CQ_ENTRY_SIZE
-                    run = runs.get(key)
-                    if run is not None and run[0] + run[3] == queue_offset:
-                        run[1].append(entries)
-                        run[2] = record_end
-                        run[3] += count
-                    else:
-                        if run is not None:
-                            self._dispatch_run(key, run)
-                        runs[key] = [queue_offset, [entries], record_end, count]
+                    if run is None or topic is not run_topic or queue_id != run_queue \
+                            or run[0] + run[3] != queue_offset:  # not the last record's run
+                        key = run_topic, run_queue = topic, queue_id
+                        run = runs.get(key)
+                        if run is None or run[0] + run[3] != queue_offset:
+                            if run is not None:
+                                self._dispatch_run(key, run)
+                            run = runs[key] = [queue_offset, [], record_end, 0]
+                    run[1].append(entries)
+                    run[2] = record_end
+                    run[3] += count
                     put_bytes += total
                     pos += total
                     phys = base + pos
