@@ -197,14 +197,108 @@ def produce_everywhere(bootstrap: str, names: list[str], producers: int) -> tupl
     return took, sum(n for n, _ in results), [e for _, errors in results for e in errors][:3]
 
 
-def _consume_share(bootstrap: str, deadline: float, counts, slot: int, done, results) -> None:
+def _pipelined(port: int, api_key: int, version: int, bodies: list[dict], answer, in_flight: int = 8) -> float:
+    """The bench's own Kafka client: ``bodies`` encoded ahead of the clock, sent with
+    ``in_flight`` pipelined on one connection; ``answer(decoded)`` for each response.
+    Seconds from the first send to the last answer."""
+    import socket
+    import struct
+
+    from rocketport.protocols.kafka import codec
+
+    frames = []
+    for n, body in enumerate(bodies):
+        payload = codec.encode_request_header(api_key, version, n, "scale-bench") + b"".join(
+            bytes(part) for part in codec.encode_request(api_key, version, body))
+        frames.append(struct.pack(">i", len(payload)) + payload)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=600)
+
+    def receive() -> None:
+        (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
+        data = bytearray()
+        while len(data) < size:
+            data += sock.recv(size - len(data))
+        _, pos = codec.decode_response_header(api_key, version, data)
+        answer(codec.decode_response(api_key, version, memoryview(data)[pos:]))
+
+    start = time.perf_counter()
+    sent = 0
+    for frame in frames:
+        if sent >= in_flight:
+            receive()
+            sent -= 1
+        sock.sendall(frame)
+        sent += 1
+    for _ in range(sent):
+        receive()
+    took = time.perf_counter() - start
+    sock.close()
+    return took
+
+
+def produce_raw(port: int, names: list[str], topics_per_request: int = 250) -> tuple[float, int, list[str]]:
+    """One record into every queue of ``names`` with the bench's own client (Produce v9,
+    ``topics_per_request`` topics a request, every queue of each, a one-record batch a
+    queue): what the broker does when its client is not the bound (librdkafka's
+    per-partition work grows with the partitions it knows). Returns (seconds, records
+    refused, the first errors)."""
+    from rocketport.common.batch import Record, build_batch
+
+    batch = build_batch([Record(0, 0, None, b"x" * 100, [])], base_timestamp=int(time.time() * 1000))
+    bodies = [{"acks": 1, "timeout_ms": 300_000, "topic_data": [
+        {"name": name, "partition_data": [{"index": q, "records": batch} for q in range(QUEUES)]}
+        for name in names[i:i + topics_per_request]]} for i in range(0, len(names), topics_per_request)]
+    refused, errors = 0, []
+
+    def answer(response: dict) -> None:
+        nonlocal refused
+        for topic in response["responses"]:
+            for part in topic["partition_responses"]:
+                if part["error_code"]:
+                    refused += 1
+                    if len(errors) < 3:
+                        errors.append(f"{topic['name']}/{part['index']}: error {part['error_code']}")
+
+    return _pipelined(port, 0, 9, bodies, answer), refused, errors
+
+
+def fetch_raw(port: int, names: list[str], topics_per_request: int = 250) -> tuple[float, int]:
+    """Every queue of ``names`` read from offset 0 with the bench's own client (Fetch v4,
+    no wait): what the broker does for a reader of all queues whose client is not the
+    bound. Returns (seconds, queues that returned records)."""
+    bodies = [{"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 64 << 20, "isolation_level": 0,
+               "topics": [{"topic": name, "partitions": [{"partition": q, "fetch_offset": 0,
+                                                         "partition_max_bytes": 1 << 20} for q in range(QUEUES)]}
+                          for name in names[i:i + topics_per_request]]}
+              for i in range(0, len(names), topics_per_request)]
+    read = 0
+
+    def answer(response: dict) -> None:
+        nonlocal read
+        read += sum(1 for topic in response["responses"] for part in topic["partitions"]
+                    if not part["error_code"] and part["records"] is not None and len(part["records"]))
+
+    return _pipelined(port, 1, 4, bodies, answer), read
+
+
+def member_patterns(members: int) -> list[str]:
+    """Each group member's subscription: the topics whose number ends in its share of the
+    ten digits. One regex for all would name every topic in each member's metadata, and a
+    librdkafka leader drops a member whose metadata names more than 10,000 topics
+    (rd_kafka_group_MemberMetadata_consumer_read): at 25,000 topics it assigned nothing."""
+    if not 1 <= members <= 10:
+        raise ValueError("1 to 10 group members")
+    return [f"^scale-[0-9]*[{''.join(str(d) for d in range(i, 10, members))}]$" for i in range(members)]
+
+
+def _consume_share(bootstrap: str, deadline: float, counts, slot: int, done, results, pattern: str) -> None:
     """One group member: the queues it read a record of (put on ``results``), read until
     ``done`` or the deadline (time.time()); its count goes to ``counts[slot]`` as it reads."""
     from confluent_kafka import Consumer
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "scale-bench", "auto.offset.reset": "earliest",
                          "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 600_000})
-    consumer.subscribe(["^scale-.*"])
+    consumer.subscribe([pattern])
     seen: set[tuple[str, int]] = set()
     while not done.is_set() and time.time() < deadline:
         for m in consumer.consume(10_000, 1.0):
@@ -223,8 +317,8 @@ def consume_all(bootstrap: str, total: int, deadline_s: float, members: int) -> 
     ctx = multiprocessing.get_context("fork")
     counts, done, results = ctx.Array("i", members), ctx.Event(), ctx.Queue()
     deadline = time.time() + deadline_s
-    procs = [ctx.Process(target=_consume_share, args=(bootstrap, deadline, counts, i, done, results))
-             for i in range(members)]
+    procs = [ctx.Process(target=_consume_share, args=(bootstrap, deadline, counts, i, done, results, pattern))
+             for i, pattern in enumerate(member_patterns(members))]
     start = time.perf_counter()
     for proc in procs:
         proc.start()
@@ -291,6 +385,9 @@ def main() -> None:
                     help="producer processes sharing the topics, and consumer processes in the group")
     ap.add_argument("--consume-deadline", type=float, default=900,
                     help="seconds the group may take to read everything back (it reports how many it read)")
+    ap.add_argument("--raw-first", action="store_true",
+                    help="the bench's own pipelined client writes the first record into every queue "
+                         "(confluent-kafka the second), not the other way round")
     args = ap.parse_args()
     workdir = tempfile.mkdtemp(prefix="scale-bench-", dir=args.dir)
     queues = args.topics * QUEUES
@@ -309,14 +406,24 @@ def main() -> None:
         idle_rss = sampler.last_rss
         row("create_queues", took, "s", 60, topics=args.topics, queues=queues, per_s=round(queues / took),
             **cpu.spent())
+        def raw(case: str) -> None:
+            took, refused, errors = produce_raw(broker.kafka, names)
+            row(case, took, "s", 30, queues=queues, client="raw", refused=refused, errors=errors, **cpu.spent())
+
+        if args.raw_first:  # the broker's first write into every queue, with no client bound
+            raw("first_record_every_queue_raw")
         took, undelivered, errors = produce_everywhere(bootstrap, names, args.producers)
-        row("first_record_every_queue", took, "s", 30, queues=queues, producers=args.producers,
-            undelivered=undelivered, errors=errors, **cpu.spent())
+        row("first_record_every_queue" if not args.raw_first else "second_record_every_queue", took, "s", 30,
+            queues=queues, producers=args.producers, undelivered=undelivered, errors=errors, **cpu.spent())
+        if not args.raw_first:
+            raw("second_record_every_queue_raw")
         sampler.sample()
         written_rss = sampler.last_rss
         took, seen = consume_all(bootstrap, queues, args.consume_deadline, args.producers)
         row("consume_group_all", took, "s", None, records=seen, expected=queues, members=args.producers,
             **cpu.spent())
+        took, read = fetch_raw(broker.kafka, names)
+        row("read_every_queue_raw", took, "s", None, queues_read=read, expected=queues, client="raw", **cpu.spent())
         sampler.sample()
         took, n = metadata_all(bootstrap)
         row("kafka_metadata_all", took, "s", 2, topics=n)
