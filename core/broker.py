@@ -152,7 +152,8 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
                                                      "amqp": self.amqp_entities, "txn": self.txn},
                                         lambda: self.ha.master is not None)
         self.store.record_listeners[METADATA_LOG_TOPIC] = self.metadata_log.apply
-        self.producer_states = ProducerStateTable(config_dir, lambda: self.store.commitlog.max_offset)
+        self.producer_states = ProducerStateTable(config_dir, lambda: self.store.commitlog.max_offset,
+                                                  config.broker_id)
         self.store.batch_listeners.append(self.producer_states.batch_stored)
         self.consumer_manager = ConsumerManager(config.channel_expired_timeout, clock)
         self.producer_manager = ProducerManager(config.channel_expired_timeout, clock)

@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 WINDOW: Final = 5  # batches remembered per queue (Kafka's max.in.flight for idempotence)
 NO_PRODUCER_ID: Final = -1
 FIRST_IDEMPOTENT_ID: Final = 1000
+NODE_ID_SHIFT: Final = 40  # brokerId b > 0 hands out idempotent ids from [b << 40, (b + 1) << 40)
 ID_BLOCK: Final = 1000  # ids saved as taken per snapshot write (Kafka's producer id block)
 _INT32_MAX: Final = 0x7FFFFFFF
 # a record batch's attributes .. recordsCount (offset 21): attributes, lastOffsetDelta,
@@ -87,11 +88,18 @@ class ProducerStateTable:
     """Every producer's sequence windows; fed synchronously by the store as it appends, so
     pipelined batches of one producer are judged in the order they are stored."""
 
-    def __init__(self, config_dir: str, log_end: Callable[[], int]) -> None:
+    def __init__(self, config_dir: str, log_end: Callable[[], int], broker_id: int = 0) -> None:
+        """``broker_id``: each node of a broker group hands out idempotent producer ids from
+        a range of its own (brokerId 0 from FIRST_IDEMPOTENT_ID), as Kafka's brokers take
+        disjoint blocks: a slave asked by a client, or a slave promoted by an election, never
+        hands out an id a producer of another node holds (its batches would be judged
+        against that producer's sequences: refused, or taken for duplicates and dropped)."""
         self.file = JsonFile(os.path.join(config_dir, "producerState.json"))
         self._log_end = log_end
-        self.next_producer_id = FIRST_IDEMPOTENT_ID
-        self._block_end = FIRST_IDEMPOTENT_ID  # ids below it may have been handed out
+        self._ids = (range(FIRST_IDEMPOTENT_ID, FIRST_PRODUCER_ID) if broker_id == 0
+                     else range(broker_id << NODE_ID_SHIFT, (broker_id + 1) << NODE_ID_SHIFT))
+        self.next_producer_id = self._ids.start
+        self._block_end = self._ids.start  # ids below it may have been handed out
         self.entries: dict[tuple[int, str, int], ProducerEntry] = {}
         self.dirty = False
         self._saving = asyncio.Lock()
@@ -136,8 +144,8 @@ class ProducerStateTable:
         for _, topic, queue_id, base_offset, batch in batches_from(start):
             self.batch_stored(topic, queue_id, base_offset, batch)
             applied += 1
-        seen = max((pid for pid, _, _ in self.entries if pid < FIRST_PRODUCER_ID), default=-1)
-        self.next_producer_id = max(self._block_end, seen + 1, FIRST_IDEMPOTENT_ID)
+        seen = max((pid for pid, _, _ in self.entries if pid in self._ids), default=-1)
+        self.next_producer_id = max(self._block_end, seen + 1, self._ids.start)
         self._block_end = self.next_producer_id  # the next id takes (and saves) a new block
         # a snapshot of the log as it now ends at once: a later start never scans from an
         # offset this log no longer has a record at (a snapshot past a power loss's cut)

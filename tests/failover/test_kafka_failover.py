@@ -2,11 +2,12 @@
 brokerId for life, and every node's Metadata names the elected master leader of every
 partition, with the election's epoch as leader_epoch; after the master of three is
 SIGKILLed, the survivors' Metadata names the new master leader under the id and at the
-Kafka port it had as a slave (so clients keep their connection to it), and an idempotent confluent-kafka producer (acks=all) that
-kept producing through the kill has every acknowledged record read back exactly once, by a
-consumer group after the failover and by a consumer assigned every partition that read
-through it. The new master fences a client naming the old epoch (KIP-320) and answers
-OffsetForLeaderEpoch from its epoch history."""
+Kafka port it had as a slave (so clients keep their connection to it). An idempotent
+confluent-kafka producer (acks=all) that kept producing through the kill, and one started
+after it, have every acknowledged record read back exactly once, by a consumer group after
+the failover and by a consumer assigned every partition that read through it. The new
+master fences a client naming the old epoch (KIP-320) and answers OffsetForLeaderEpoch
+from its epoch history."""
 
 from __future__ import annotations
 
@@ -127,6 +128,13 @@ def test_the_new_master_leads_under_its_own_id_and_an_idempotent_producer_loses_
                 assert epoch_end(client, TOPIC, 2, current=2, partition=i)["end_offset"] == high
         produce(b"after", 200)
         assert producer.flush(30) == 0
+        # a producer started now takes its id from the new master: never one the old master
+        # (or a slave) gave the first producer, whose sequences it would be judged against
+        late = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
+        for i in range(100):
+            late.produce(TOPIC, b"late-%05d" % i, on_delivery=report)
+            late.poll(0)
+        assert late.flush(30) == 0
         assert not failed, failed
         poll_until(follower, followed, len(acked), 60)
         follower.close()
@@ -142,7 +150,7 @@ def test_the_new_master_leads_under_its_own_id_and_an_idempotent_producer_loses_
             if msg is not None and msg.error() is None:
                 read.append(msg.value())
         consumer.close()
-        assert len(acked) == 901
+        assert len(acked) == 1001
         assert sorted(read) == sorted(acked)  # each acknowledged record once, nothing else
     finally:
         for n in nodes:

@@ -3,7 +3,9 @@ once the slave holds the batch, and with the slave gone it fails with
 NOT_ENOUGH_REPLICAS_AFTER_APPEND (the batch stays stored on the master) while acks=1 is
 answered without the slave, as a Kafka leader answers them; both brokers' Metadata list the
 group as the replicas of every partition (brokerIds as node ids), the master as leader and
-the members in sync as the ISR, so a producer bootstrapped at the slave writes to the master."""
+the members in sync as the ISR, so a producer bootstrapped at the slave writes to the master.
+Each member hands out idempotent producer ids of its own (a client may ask any broker), so a
+slave's never names a producer the master knows."""
 
 from __future__ import annotations
 
@@ -112,4 +114,25 @@ def test_metadata_lists_the_group_as_replicas_and_the_slave_refuses_produce(tmp_
     finally:
         if started:
             slave.broker.stop()
+        master.broker.stop()
+
+
+def init_producer_id(port: int) -> int:
+    answer = ask(port, ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": 60000}, 1)
+    assert answer["error_code"] == ErrorCode.NONE
+    return answer["producer_id"]
+
+
+def test_master_and_slave_hand_out_producer_ids_apart(tmp_path, namesrv):
+    master, slave = master_and_slave(tmp_path, namesrv, role="ASYNC_MASTER", flush="ASYNC_FLUSH", kafka=True)
+    master.broker.start()
+    slave.broker.start()
+    try:
+        # an idempotent producer asks any broker it knows; both used to start at the same id
+        from_master = {init_producer_id(master.kafka_port) for _ in range(3)}
+        from_slave = {init_producer_id(slave.kafka_port) for _ in range(3)}
+        assert len(from_master) == len(from_slave) == 3
+        assert not from_master & from_slave
+    finally:
+        slave.broker.stop()
         master.broker.stop()
