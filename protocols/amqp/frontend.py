@@ -52,6 +52,9 @@ class AmqpFrontEnd(ListenerFrontEnd):
             self.listeners.append(Listener("amqp (tls)", section.host, bind_port(section.tls_port), self._new_session,
                                            config.connection_limits, tls=TlsContexts(config).tls_port()))
         self._opened = False
+        # the vhost may lack what the master declared: it opened, or has been, on a slave
+        # since it last took up the replicated entities (`take_replicated`)
+        self._behind = False
         self._promoted: asyncio.Task | None = None
         broker.role_listeners.append(self._role_changed)
         self._sweeper: asyncio.Task | None = None
@@ -69,6 +72,7 @@ class AmqpFrontEnd(ListenerFrontEnd):
         if not self._opened:
             self.vhost.open()  # the store is open: topics and groups can be made
             self._opened = True
+            self._behind = self.broker.config.is_slave
         await super().start()
         loop = asyncio.get_running_loop()
         if self._sweeper is None:
@@ -82,9 +86,11 @@ class AmqpFrontEnd(ListenerFrontEnd):
         """Whether publishes and declarations are taken, asked at each one (an election may
         promote or demote this node under open connections): a slave's vhost does not know
         what its master declared since it opened, so what it took would be lost; a promoted
-        node's, once that is live (`take_replicated`)."""
-        promoted = self._promoted
-        return not self.broker.config.is_slave and (promoted is None or promoted.done())
+        node's once that is live (`take_replicated`), not from its role's switch on."""
+        if self.broker.config.is_slave:
+            self._behind = True
+            return False
+        return not self._behind
 
     def require_writable(self, what: str) -> None:
         """406 (`not_master`) unless `writable`."""
@@ -92,8 +98,11 @@ class AmqpFrontEnd(ListenerFrontEnd):
             raise not_master(self.broker.config.broker_name, what)
 
     def _role_changed(self) -> None:
-        """Elected master: what the slave's log applied becomes live (take_replicated)."""
-        if self._opened and not self.broker.config.is_slave:
+        """Elected master: what the slave's log applied becomes live (take_replicated),
+        and then writes are taken; made a slave: none."""
+        if self.broker.config.is_slave:
+            self._behind = True
+        elif self._opened:
             self._promoted = asyncio.get_running_loop().create_task(self._take_replicated(),
                                                                      name="amqp-take-replicated")
 
@@ -102,6 +111,7 @@ class AmqpFrontEnd(ListenerFrontEnd):
             await self.vhost.take_replicated()
         except Exception:  # (a queue's group refused): logged, not left unretrieved in the task
             log.exception("AMQP: the entities replicated to this slave were not all taken up")
+        self._behind = self.broker.config.is_slave  # (demoted again meanwhile: still behind)
 
     async def _sweep(self) -> None:
         """x-expires, checked once a second."""

@@ -64,7 +64,10 @@ class QueueLimits:
                 limit: int = _PER_QUEUE) -> tuple[int | None, bool]:
         """Take off ``state``'s head what is expired or beyond its length; returns when
         its new head is due (ms) or None, and whether more may be due now (the limit
-        was reached)."""
+        was reached). Nothing on a slave: its master expires and dead-letters (what a
+        slave took off would be gone from it when made master, its dead-letter copy refused)."""
+        if self.vhost.broker.config.is_slave:
+            return None, False
         policy = state.policy
         now = now_ms() if now is None else now
         drop_head = policy.drops_head

@@ -131,16 +131,27 @@ class VirtualHost:
     async def take_replicated(self) -> None:
         """A slave made master (an election): the entities its replicated log applied since
         it opened (core/ha/metadata_log.py) become live: new queues opened, queues its
-        master deleted closed (their offsets stay: the log forgets them), routes rebuilt."""
+        master deleted closed (their offsets stay: the log forgets them), routes rebuilt;
+        x-expires counts from now (the queues were used on the old master). A new queue
+        without offsets on its own topic (the master's are replicated at an interval: it
+        may have gone first) reads that topic from its start: all it holds was sent to the
+        queue, whereas starting at its end, as a declare does, would skip it."""
         for name in [n for n in self.queues if n not in self.entities.queues]:
             self.queues.pop(name)
             self._limited.pop(name, None)
             await self.broker.drop_delivery_group(topic_of(name), forget_offsets=False)
+        now = time.monotonic()
+        for state in self.queues.values():
+            state.last_used = now
         for exchange in self.entities.exchanges.values():
             self._topic(exchange.name)
         for queue in list(self.entities.queues.values()):
             if queue.name not in self.queues:
                 self._topic(queue.name)
+                topic = topic_of(queue.name)  # the group's name too
+                for queue_id in range(ENTITY_QUEUE_NUMS):
+                    if self.broker.query_offset(topic, topic, queue_id) < 0:
+                        self.broker.commit_offset(topic, topic, queue_id, self.broker.min_offset(topic, queue_id))
                 self._add(QueueState(queue, self._group(queue.name), QueuePolicy.of(queue.arguments),
                                      time.monotonic()))
         self._rebind(set(self.queues))
@@ -320,7 +331,11 @@ class VirtualHost:
             await self._remove_queue(state)
 
     async def expire_unused(self) -> None:
-        """x-expires: drop the queues unused (no consumer, get or declare) for that long."""
+        """x-expires: drop the queues unused (no consumer, get or declare) for that long.
+        Not on a slave: its queues are its master's (used there), and one it dropped would be
+        missing when it is made master."""
+        if self.broker.config.is_slave:
+            return
         now = time.monotonic()
         for state in list(self.queues.values()):
             expires = state.policy.expires

@@ -2,9 +2,12 @@
 lose nothing (real processes: name server, master, slave; pika and stomp.py on the slave).
 Its vhost does not know what the master declared, so a publish it took would be confirmed
 and dropped: a confirming channel gets basic.nack, a plain one channel.close 406, a
-declaration 406, a STOMP SEND an ERROR frame and never a RECEIPT; reads still answer."""
+declaration 406, a STOMP SEND an ERROR frame and never a RECEIPT; reads still answer, and
+the slave's sweeps leave its copies of the master's queues alone (x-expires)."""
 
 from __future__ import annotations
+
+import time
 
 import pika
 import pytest
@@ -17,6 +20,7 @@ from tests.protocols.stomp.stomp_support import Recorder
 from tests.support.remoting import free_port
 
 QUEUE = "declared-on-master"
+EXPIRES = "expires-on-master"  # x-expires, used on the master
 
 
 def _refused(call) -> ChannelClosedByBroker:
@@ -42,6 +46,14 @@ def test_a_slave_refuses_amqp_and_stomp_writes(tmp_path, namesrv):
         master_channel.confirm_delivery()
         master_channel.queue_declare(QUEUE, durable=True)
         master_channel.basic_publish("", QUEUE, b"stored on the master")
+        # in use on the master (a consumer), so never expired there; nor on the slave
+        master_channel.queue_declare(EXPIRES, durable=True, arguments={"x-expires": 200})
+        master_channel.basic_consume(EXPIRES, lambda *_: None)
+        entities = slave.root / "config" / "amqpEntities.json"  # what the slave applied, durably
+        wait_for(lambda: entities.exists() and EXPIRES in entities.read_text(), what="the queue on the slave")
+        slave.broker.stop()  # started again: its vhost opens with the queues it applied
+        slave.broker.start()
+        restarted = time.monotonic()
 
         on_slave = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", amqp_slave))
         confirming = on_slave.channel()
@@ -82,8 +94,11 @@ def test_a_slave_refuses_amqp_and_stomp_writes(tmp_path, namesrv):
             message = recorder.errors[0][0]["message"]
             assert message.startswith("PRECONDITION_FAILED") and "is a slave" in message, recorder.errors
 
-        # the master holds its own message only, and the slave has what the master has
+        # the master holds its own message only
         assert master_channel.queue_declare(QUEUE, passive=True).method.message_count == 1
+        # the x-expires sweep (once a second) left the slave's copy of the queue in use on the master
+        time.sleep(max(0.0, restarted + 1.5 - time.monotonic()))
+        assert on_slave.channel().queue_declare(EXPIRES, passive=True)
     finally:
         for conn in (on_master, on_slave):
             if conn is not None and conn.is_open:
