@@ -17,7 +17,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader
 
 from .options import LATEST, ReadOptions
-from .plan import QueueRange, read_range, resolve, split, split_filtered
+from .plan import QueueRange, RangeGroup, group_filtered, read_group, read_range, resolve, split, split_filtered
 from .remote import Link
 
 
@@ -25,18 +25,23 @@ class BatchReader(DataSourceReader):
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
 
-    def partitions(self) -> list[QueueRange]:
+    def partitions(self) -> list[QueueRange | RangeGroup]:
         return plan_batch(self.options)
 
-    def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: QueueRange | RangeGroup) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, RangeGroup):
+            return read_group(partition, self.options.group, self.options.namesrv)
         if not isinstance(partition, QueueRange):
             return iter(())  # nothing planned: Spark reads one placeholder partition
         return read_range(partition, self.options.group, self.options.namesrv)
 
 
-def plan_batch(opts: ReadOptions) -> list[QueueRange]:
-    """Queue ranges from the offsets specs, with the options' broker-side filter."""
-    out: list[QueueRange] = []
+def plan_batch(opts: ReadOptions) -> list[QueueRange | RangeGroup]:
+    """Queue ranges from the offsets specs, with the options' broker-side filter: one
+    partition per range (cut by `maxOffsetsPerPartition`), or with a filter, ranges packed
+    by the rows they are expected to return (`group_filtered`)."""
+    out: list[QueueRange | RangeGroup] = []
+    filtered: list[tuple[QueueRange, float]] = []
     with Link(opts.namesrv, opts.group) as link:
         for topic in opts.topics:
             mqs = link.queues(topic)
@@ -49,6 +54,8 @@ def plan_batch(opts: ReadOptions) -> list[QueueRange]:
                 if start < end:
                     r = QueueRange(topic, mq.broker_name, link.broker_addr(mq), mq.queue_id,
                                    start, end, opts.tags, opts.sql)
-                    out += (split_filtered(link, r, opts.max_offsets_per_partition)
-                            if opts.tags or opts.sql else split(r, opts.max_offsets_per_partition))
-    return out
+                    if opts.tags or opts.sql:
+                        filtered += split_filtered(link, r, opts.max_offsets_per_partition)
+                    else:
+                        out += split(r, opts.max_offsets_per_partition)
+    return out + group_filtered(filtered, opts.max_offsets_per_partition)

@@ -4,7 +4,8 @@ A `QueueRange` is one queue's offsets [start, end) on the broker that hosts it, 
 broker-side filter (tag expression or SQL92) to send with every pull. Planning resolves the
 offsets specs against the broker (earliest, latest, timestamps, per-queue JSON) and splits
 ranges longer than `maxOffsetsPerPartition` (by offsets, or with a broker-side filter by
-the rows a sample pull says they hold). Reading pulls the range in broker-filtered chunks
+the rows a sample pull says they hold), and packs filtered pieces expected to return few
+rows into one partition (`RangeGroup`). Reading pulls the range in broker-filtered chunks
 and turns the pulled bytes into Arrow RecordBatches (`columns.py`, imported by the
 read alone: planning runs in workers of its own).
 """
@@ -82,8 +83,17 @@ def split(template: QueueRange, max_len: int) -> list[QueueRange]:
             for s in range(template.start, template.end, max_len)]
 
 
-def split_filtered(link: Link, r: QueueRange, max_rows: int) -> list[QueueRange]:
-    """A broker-filtered range cut by the rows it is expected to return, not by its offsets.
+@dataclass(frozen=True)
+class RangeGroup(InputPartition):
+    """Broker-filtered queue ranges that one Spark task reads together (`read_group`):
+    ranges expected to return few rows each would otherwise cost Spark a task each."""
+
+    ranges: tuple[QueueRange, ...]
+
+
+def split_filtered(link: Link, r: QueueRange, max_rows: int) -> list[tuple[QueueRange, float]]:
+    """A broker-filtered range cut by the rows it is expected to return, not by its offsets,
+    each piece with those rows (at most its length).
 
     A filtered partition costs the messages its filter lets through (the broker skips the
     others by their ConsumeQueue tags codes), while every partition costs Spark a task
@@ -94,17 +104,46 @@ def split_filtered(link: Link, r: QueueRange, max_rows: int) -> list[QueueRange]
     """
     length = r.end - r.start
     if length <= max_rows:
-        return [r]
+        return [(r, length)]
     sample = link.pull(r.addr, r.mq, r.start, MAX_PULL, subscription(r.topic, r.tags, r.sql))
     scanned = min(sample.next_begin_offset, r.end) - r.start
     if scanned <= 0:  # nothing learnt
-        return split(r, max_rows)
+        return [(piece, piece.end - piece.start) for piece in split(r, max_rows)]
     matched = sum(1 for m in sample.messages if m.queue_offset < r.end)
     if scanned == length and not matched:
         return []
     expected = matched if scanned == length else matched * length / scanned
-    pieces = max(1, math.ceil(expected / max_rows))
-    return split(r, math.ceil(length / pieces))
+    pieces = split(r, math.ceil(length / max(1, math.ceil(expected / max_rows))))
+    return [(piece, expected * (piece.end - piece.start) / length) for piece in pieces]
+
+
+def group_filtered(pieces: list[tuple[QueueRange, float]], max_rows: int) -> list[QueueRange | RangeGroup]:
+    """Filtered pieces packed in order into partitions expected to return at most `max_rows`
+    rows each: a 1%-selective read of four queues is one task, not four (a task costs
+    Spark more than a few thousand rows do); a partition of one piece is that range."""
+    out: list[QueueRange | RangeGroup] = []
+    group: list[QueueRange] = []
+    rows = 0.0
+    for piece, expected in [*pieces, (None, math.inf)]:
+        if group and rows + expected > max_rows:
+            out.append(group[0] if len(group) == 1 else RangeGroup(tuple(group)))
+            group, rows = [], 0.0
+        if piece is not None:
+            group.append(piece)
+            rows += expected
+    return out
+
+
+def read_group(g: RangeGroup, group: str, namesrv: str) -> Iterator[pa.RecordBatch]:
+    """Every range of ``g`` read at once, a thread each (the broker's scans of the ranges
+    overlap), their RecordBatches yielded as each range completes: together they are
+    expected to hold no more than a partition's rows."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    with ThreadPoolExecutor(len(g.ranges), thread_name_prefix="rocketport-range") as pool:
+        reads = [pool.submit(lambda r: list(read_range(r, group, namesrv)), r) for r in g.ranges]
+        for done in as_completed(reads):
+            yield from done.result()
 
 
 def read_range(r: QueueRange, group: str, namesrv: str) -> Iterator[pa.RecordBatch]:

@@ -68,6 +68,19 @@ def test_filtered_ranges_split_by_the_rows_they_hold(spark, broker, orders):
     assert df.rdd.getNumPartitions() == 1 and [r.value for r in df.collect()] == [b"order-7"]
 
 
+def test_filtered_ranges_expected_to_return_few_rows_share_a_task(spark, broker, orders):
+    # tag A over four queues of 100 offsets (at most 100 rows each, far under a partition's
+    # 200,000): one partition reads the four ranges together, every match once
+    df = reader(spark, broker, "SparkOrders", tags="A")
+    assert df.rdd.getNumPartitions() == 1
+    assert sorted(r.value for r in df.collect()) == [b"order-%d" % i for i in range(0, 400, 100)]
+    # up to 250 rows a partition: two queues' 100 offsets each
+    df = reader(spark, broker, "SparkOrders", tags="B", maxOffsetsPerPartition="250")
+    assert df.rdd.getNumPartitions() == 2
+    rows = df.select("queue_id", "offset").collect()
+    assert len(rows) == len({(r.queue_id, r.offset) for r in rows}) == 396
+
+
 def test_offsets_options(spark, broker, orders):
     starting = '{"SparkOrders": {"0": 90, "1": 95}}'
     ending = '{"SparkOrders": {"0": 95, "2": 10}}'
