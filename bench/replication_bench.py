@@ -4,11 +4,13 @@ same run, and a slave's catch-up speed.
 
 Rows (one JSON object per line, see bench/README.md):
   send_100B_<role>        native-client sync sends of 100 B, ``--concurrency`` in flight (the
-                          remoting send lane): msg/s, p50/p99 latency (ms), the broker's CPU
+                          remoting send lane): msg/s, p50/p99 latency (ms), the broker's CPU (and
+                          its slave's) a message
   batch_100B_<role>       native-client batch sends (``--batch`` x 100 B, 8 in flight): msg/s
   kafka_100B_<role>       bench/kafka_bench.py's raw pipelined producer, acks=-1 (all): msg/s
   <kind>_<role>_ratio     a role's msg/s over the standalone broker's, with its ``floor``
-                          (ASYNC_MASTER 0.9, SYNC_MASTER 0.6: issue 34)
+                          (ASYNC_MASTER 0.9, SYNC_MASTER 0.6: issue 34), and master_cpu_ratio: the
+                          standalone broker's CPU a message over the master's
   with ``--baseline REV`` the send rows again with commit REV's code ("code": "baseline")
   lag_100B_<rate>         an ASYNC_MASTER sent 100 B messages at ``--lag-rate`` msg/s (native client,
                           sends paced every 5 ms) for ``--lag-seconds``: p50/p99/max of each record's
@@ -163,29 +165,34 @@ def send_cases(base: Path, role: str, args: argparse.Namespace, env: dict[str, s
     try:
         if slave is not None:
             asyncio.run(until(lambda: in_sync(master)))
-        cpu = cpu_seconds(master.proc.pid)
+
+        def cpu() -> tuple[float, float]:
+            return cpu_seconds(master.proc.pid), cpu_seconds(slave.proc.pid) if slave is not None else 0.0
+
+        def cpu_fields(before: tuple[float, float], n: int) -> dict:
+            after = cpu()
+            fields = {"broker_cpu_us_per_msg": round((after[0] - before[0]) / n * 1e6, 2)}
+            if slave is not None:
+                fields["slave_cpu_us_per_msg"] = round((after[1] - before[1]) / n * 1e6, 2)
+            return fields
+        before = cpu()
         seconds, latencies = asyncio.run(sends(master, args.messages, args.concurrency))
-        cpu = cpu_seconds(master.proc.pid) - cpu
         n = len(latencies)
         rows.append({**common, "case": f"send_100B_{role.lower()}", "value": round(n / seconds), "unit": "msg/s",
                      "p50_ms": round(_pct(latencies, 0.5), 2), "p99_ms": round(_pct(latencies, 0.99), 2),
-                     "messages": n, "concurrency": args.concurrency,
-                     "broker_cpu_us_per_msg": round(cpu / n * 1e6, 1)})
+                     "messages": n, "concurrency": args.concurrency, **cpu_fields(before, n)})
         n = args.messages * 4 // args.batch * args.batch
-        cpu = cpu_seconds(master.proc.pid)
+        before = cpu()
         seconds = asyncio.run(batch_sends(master, n, args.batch))
-        cpu = cpu_seconds(master.proc.pid) - cpu
         rows.append({**common, "case": f"batch_100B_{role.lower()}", "value": round(n / seconds), "unit": "msg/s",
-                     "messages": n, "per_batch": args.batch, "broker_cpu_us_per_msg": round(cpu / n * 1e6, 2)})
+                     "messages": n, "per_batch": args.batch, **cpu_fields(before, n)})
         topic = "HaBenchKafka"
         asyncio.run(kafka_bench.create_topic(master.kafka_port, topic))
         n = args.kafka_messages
-        cpu = cpu_seconds(master.proc.pid)
+        before = cpu()
         seconds = asyncio.run(kafka_bench.raw_plain_produce(master.kafka_port, topic, 100, n, 4000))
-        cpu = cpu_seconds(master.proc.pid) - cpu
         rows.append({**common, "case": f"kafka_100B_{role.lower()}", "value": round(n / seconds), "unit": "msg/s",
-                     "messages": n, "acks": -1, "per_request": 4000,
-                     "broker_cpu_us_per_msg": round(cpu / n * 1e6, 2)})
+                     "messages": n, "acks": -1, "per_request": 4000, **cpu_fields(before, n)})
     finally:
         if slave is not None:
             slave.stop()
@@ -195,13 +202,17 @@ def send_cases(base: Path, role: str, args: argparse.Namespace, env: dict[str, s
 
 def ratio_rows(rows: list[dict], code: str) -> list[dict]:
     out = []
-    by = {(r["role"], r["case"].split("_")[0]): r["value"] for r in rows if r["code"] == code}
+    by = {(r["role"], r["case"].split("_")[0]): r for r in rows if r["code"] == code}
     for role, floor in FLOORS.items():
         for kind in ("send", "batch", "kafka"):
-            value = round(by[(role, kind)] / by[("STANDALONE", kind)], 2)
+            row, alone = by[(role, kind)], by[("STANDALONE", kind)]
+            value = round(row["value"] / alone["value"], 2)
             out.append({"bench": "ha", "case": f"{kind}_{role.lower()}_ratio", "code": code, "value": value,
                         "unit": "x", "floor": floor, "meets_floor": value >= floor,
-                        "note": f"{role}+slave msg/s over a standalone broker's, same run"})
+                        "master_cpu_ratio": round(alone["broker_cpu_us_per_msg"] / row["broker_cpu_us_per_msg"], 2),
+                        "note": f"{role}+slave msg/s over a standalone broker's, same run; master_cpu_ratio: the "
+                                f"standalone broker's CPU a message over this master's (what replication costs "
+                                f"the master, whatever the machine's load)"})
     return out
 
 
