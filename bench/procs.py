@@ -49,6 +49,32 @@ def cpu_seconds(pid: int, group: bool = False) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def tree_cpu_seconds(root: int, exclude: int | None = None) -> float:
+    """User + system CPU of process ``root`` and every live descendant of it, but process
+    ``exclude`` and its own descendants: a SparkSession's JVM and its Python workers (the
+    driver's children and theirs), the broker process beside them left out. Linux /proc."""
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        ticks[int(entry)] = int(fields[11]) + int(fields[12])
+    total = 0
+    for pid, t in ticks.items():
+        p = pid
+        while p not in (root, exclude, 0, 1) and p in parents:
+            p = parents[p]
+        if p == root:
+            total += t
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def remoting_broker_main(store_dir: str, port: int, ready, uvloop: bool = True) -> None:
     """A broker process's main (multiprocessing, spawn) for the benches that drive it
     through the native client: remoting on ``port`` (a real one: offset message ids embed

@@ -16,11 +16,18 @@ master and two one-core workers started on loopback (`rocketport.pipeline.cluste
 - worker_read: this process reading every queue's range through the pipeline's own read
   (`plan.read_range`: pulls and RecordBatches) without Spark: one worker's rate, with the
   issue's floor of 1,000,000 rows/s of 100 B per worker and `pull_ceiling` beside it;
-- batch_read_all: Spark reading every queue (the sum of the value lengths computed), rows/s
-  and `per_worker` (over its 2 workers), with the same floor;
+- batch_read_all: Spark reading every queue (the rows counted and the sum of the value
+  lengths computed), rows/s and `per_worker` (over its 2 workers), with the same floor;
+  the same query over the first quarter of each queue (`endingOffsets`) gives the
+  marginal rate per worker (`marginal_per_worker`: the query's fixed cost, `fixed_s`,
+  taken out; at 1,000,000 rows that cost is a large share of the time) and the CPU per
+  row of Spark (`spark_cpu_us_per_row`: this process and its descendants, the JVM and its
+  Python workers) and of the broker (`broker_cpu_us_per_row`), between the two sizes: on
+  a loaded machine rows/s move with the load, CPU per row much less;
 - spark_ceiling: the same query over a Python source of the same schema that yields one
-  RecordBatch read from the topic again and again (as many rows, no broker): what Spark's
-  Python data source path itself takes, rows/s and `per_worker`;
+  RecordBatch of 8,192 rows read from the topic again and again (as many rows, no broker
+  after that first read): what Spark's Python data source path itself takes, with the
+  same fields;
 - query_fixed_cost: the broker-filtered query below against an empty topic of 4 queues:
   what every query pays whatever it reads (Spark's job, planning, route and offset
   lookups), in seconds, beside `spark_fixed_cost`: the same count over the ceiling's
@@ -71,7 +78,7 @@ import time
 from pathlib import Path
 
 from rocketport.client import AdminClient, Message, Producer
-from procs import cpu_seconds, free_port as _free_port, remoting_broker_main, wait_for_port
+from procs import cpu_seconds, free_port as _free_port, remoting_broker_main, tree_cpu_seconds, wait_for_port
 
 BODY = b"x" * 100
 TOPIC = "SparkBench"
@@ -131,7 +138,7 @@ def run(spark, namesrv: str, args: argparse.Namespace, workdir: str, only: set[s
     from pyspark.sql import functions as F
 
     if "read" in only:
-        _batch_reads(spark, namesrv, args.messages, args.passes, args.long_passes)
+        _batch_reads(spark, namesrv, args.messages, args.passes, args.long_passes, broker_pid)
     if "stream" in only:
         _stream_read(spark, namesrv, args.messages, args.stream_messages, args.long_passes, workdir)
     if "write" in only:
@@ -255,8 +262,10 @@ def _count_sink():
 _CountSink = _count_sink()
 
 
-def _batch_reads(spark, namesrv: str, count: int, passes: int, long_passes: int) -> None:
+def _batch_reads(spark, namesrv: str, count: int, passes: int, long_passes: int, broker_pid: int) -> None:
     from pyspark.sql import functions as F
+
+    from rocketport.pipeline.remote import Link
 
     def source(topic: str = TOPIC, **options: str):
         return (spark.read.format("rocketport").option("namesrv", namesrv).option("topic", topic)
@@ -266,15 +275,26 @@ def _batch_reads(spark, namesrv: str, count: int, passes: int, long_passes: int)
     assert n == count // 100, n
     _row("first_query", seconds, "s")
     ceiling = _worker_rates(namesrv, count, long_passes)
-    seconds, total = _best(lambda: source().agg(F.sum(F.length("value"))).first()[0], long_passes)
-    assert total == count * len(BODY), total
-    _row("batch_read_all", count / seconds, messages=count, seconds=round(seconds, 2),
-         per_worker=round(count / seconds / WORKERS), floor=FLOOR_READ_PER_WORKER, pull_ceiling=ceiling)
+    with Link(namesrv) as link:  # a quarter of each queue: the marginal rate's second size
+        mqs = link.queues(TOPIC)
+        quarter = {str(mq.queue_id): end // 4 for mq, end in zip(mqs, link.max_offsets(mqs))}
+    part = sum(quarter.values())
+
+    def read_all(df) -> int:  # rows, having checked their bytes (Spark reads every value)
+        rows, size = df.agg(F.count("value"), F.sum(F.length("value"))).first()
+        assert size == rows * len(BODY), (rows, size)
+        return rows
+    whole = _read_costs(lambda: read_all(source()), long_passes, broker_pid)
+    some = _read_costs(lambda: read_all(source(endingOffsets=json.dumps({TOPIC: quarter}))), long_passes, broker_pid)
+    assert (whole[1], some[1]) == (count, part), (whole[1], some[1])
+    _read_row("batch_read_all", count, whole, part, some, pull_ceiling=ceiling)
     spark.dataSource.register(_RepeatSource)
-    repeated = spark.read.format("rocketport-bench-repeat").option("namesrv", namesrv).option("rows", str(count)).load()
-    seconds, total = _best(lambda: repeated.agg(F.count("value")).first()[0], long_passes)
-    _row("spark_ceiling", total / seconds, messages=total, seconds=round(seconds, 2),
-         per_worker=round(total / seconds / WORKERS))
+
+    def repeated(rows: int):
+        return spark.read.format("rocketport-bench-repeat").option("namesrv", namesrv).option("rows", str(rows)).load()
+    whole = _read_costs(lambda: read_all(repeated(count)), long_passes, broker_pid)
+    some = _read_costs(lambda: read_all(repeated(count // 4)), long_passes, broker_pid)
+    _read_row("spark_ceiling", whole[1], whole, some[1], some)
 
     # the pushed query and the same against an empty topic take turns, so both see the
     # same minutes of the machine (and the same warmth of the JVM)
@@ -299,6 +319,38 @@ def _batch_reads(spark, namesrv: str, count: int, passes: int, long_passes: int)
     _row("batch_read_spark_1pct", count / spark_s, messages=count, matches=n, seconds=round(spark_s, 2))
     _row("pushed_filter_speedup", spark_s / pushed_s, "x", floor=FLOOR_SPEEDUP, messages=count,
          pushed_s=round(pushed_s, 2), spark_s=round(spark_s, 2), fixed_s=round(fixed_s, 2))
+
+
+def _read_costs(action, passes: int, broker_pid: int) -> tuple[float, object, float, float]:
+    """(seconds, result, Spark's CPU seconds, the broker's) of the best of ``passes`` runs of
+    a query: Spark's CPU is this process's and its descendants' (the JVM, its Python workers)
+    but the broker process's."""
+    best = None
+    for _ in range(passes):
+        spark_cpu, broker_cpu = tree_cpu_seconds(os.getpid(), broker_pid), cpu_seconds(broker_pid)
+        seconds, result = _best(action, 1)
+        spark_cpu = tree_cpu_seconds(os.getpid(), broker_pid) - spark_cpu
+        run = (seconds, result, spark_cpu, cpu_seconds(broker_pid) - broker_cpu)
+        best = run if best is None or run[0] < best[0] else best
+    return best
+
+
+def _read_row(case: str, rows: int, whole: tuple, part_rows: int, part: tuple, **extra: object) -> None:
+    """A full read's row: rows/s and per worker over the whole query, and from the same query
+    over ``part_rows`` of the rows the marginal rate per worker (the query's fixed cost,
+    `fixed_s`, taken out) and the CPU per row of Spark (the JVM and its Python workers) and
+    of the broker: what a worker reads per CPU second of its own, whatever else loads the
+    machine."""
+    (seconds, _, spark_cpu, broker_cpu), (part_s, _, part_spark, part_broker) = whole, part
+    more = rows - part_rows
+    marginal = more / (seconds - part_s) if seconds > part_s else float("nan")
+    _row(case, rows / seconds, messages=rows, seconds=round(seconds, 2),
+         per_worker=round(rows / seconds / WORKERS), floor=FLOOR_READ_PER_WORKER,
+         marginal_per_worker=round(marginal / WORKERS) if marginal == marginal else None,
+         fixed_s=round(part_s - part_rows / marginal, 2) if marginal == marginal else None,
+         part_rows=part_rows, part_seconds=round(part_s, 2),
+         spark_cpu_us_per_row=round((spark_cpu - part_spark) * 1e6 / more, 3),
+         broker_cpu_us_per_row=round((broker_cpu - part_broker) * 1e6 / more, 3), **extra)
 
 
 def _repeat_source():
