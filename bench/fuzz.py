@@ -936,7 +936,9 @@ class BrokerProcess:
         for port in self.ports.values():
             while True:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"the broker exited at start-up (see {self.log_path})")
+                    with open(self.log_path, "rb") as log:  # the work directory may not outlive the run
+                        tail = log.read()[-2000:].decode("utf-8", "replace")
+                    raise RuntimeError(f"the broker exited at start-up; the end of its log:\n{tail}")
                 try:
                     socket.create_connection(("127.0.0.1", port), timeout=1).close()
                     break

@@ -212,6 +212,7 @@ def test_bench_fuzz_small_run_finds_no_crash_and_no_hang(tmp_path) -> None:
         capture_output=True, text=True, timeout=240, cwd=ROOT)
     rows = {row["case"]: row for row in map(json.loads, result.stdout.splitlines())}
     for name in ("remoting", "namesrv", "kafka"):
+        assert f"inputs_{name}" in rows, result.stderr[-3000:]  # the bench stopped before its rows
         assert rows[f"inputs_{name}"]["value"] == inputs
         assert rows[f"crashes_{name}"]["value"] == 0, result.stderr[-3000:]
         assert rows[f"hangs_{name}"]["value"] == 0, result.stderr[-3000:]
