@@ -14,6 +14,7 @@ from rocketport.client import Message, MessageQueue, Producer, PullConsumer
 from rocketport.client.message import SendStatus
 from rocketport.core.ha.etcd_client import EtcdClient
 from tests.ha.cluster import Node, node, wait_for
+from tests.ha.test_sync_master import runtime
 
 PREFIX = "/rocketport/DefaultCluster/broker-a/"
 TTL_S = 3  # etcdLeaseTtl in these tests: a dead master holds the group at most this long
@@ -67,6 +68,17 @@ def join_slaves(nodes: list[Node], endpoints: str) -> None:
     for n in nodes[1:]:
         n.broker.start()
     wait_for(lambda: in_sync_set(endpoints) == [1, 2, 3], what="the slaves in the in-sync set")
+
+
+def wait_caught_up(nodes: list[Node], master: Node) -> int:
+    """The master's CommitLog end once every node's log ends there: what every node holds
+    before the stop, where the logs are compared byte for byte (a master's clean stop may
+    write one more record, such as the consumer offsets', after a slave already stopped)."""
+    def caught_up() -> int:
+        end = runtime(master.addr).get("commitLogMaxOffset")
+        same = end is not None and all(runtime(n.addr).get("commitLogMaxOffset") == end for n in nodes)
+        return int(end) if same else 0
+    return wait_for(caught_up, timeout=30, what="every node's log ending where the master's does")
 
 
 def send_until_acked(namesrv: str, topic: str, bodies: Iterator[bytes], sent: set[bytes],
