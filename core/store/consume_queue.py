@@ -39,7 +39,10 @@ MAPPINGS = MappingBudget(16384)
 
 class ConsumeQueue:
     def __init__(self, root_dir: str, topic: str, queue_id: int, file_size: int,
-                 preparer: SegmentPreparer | None = None, window: int | None = None) -> None:
+                 preparer: SegmentPreparer | None = None, window: int | None = None,
+                 written: set[ConsumeQueue] | None = None) -> None:
+        """``written``: the set every put adds this queue to (its owner's flush takes the
+        queues to sync from it, not from a pass over every queue)."""
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size - file_size % CQ_ENTRY_SIZE
@@ -58,6 +61,7 @@ class ConsumeQueue:
         self._prepared_after = -1  # the segment whose successor the preparer was asked for
         self._gone = False
         self._unmapped_puts = 0  # puts written with pwrite into an unmapped segment so far
+        self.written = written
         # (max offset, last entry) and (min offset, its record's CommitLog offset) as read at
         # load, while its file is mapped: recovery asks both of every queue, and with more
         # queues than MAPPINGS each ask would map a file the load had to unmap again
@@ -198,6 +202,8 @@ class ConsumeQueue:
         identical bytes; callers dispatch in order, so there are no gaps.
         """
         pos = queue_offset * CQ_ENTRY_SIZE
+        if self.written is not None:
+            self.written.add(self)
         files = self.queue.files
         if files:  # the common case: append inside the last segment
             mf = files[-1]
@@ -358,6 +364,11 @@ class ConsumeQueue:
 
     def _wanted(self) -> bool:
         return not self._gone
+
+    @property
+    def gone(self) -> bool:
+        """Destroyed: its topic deleted, or rebuilt by recovery."""
+        return self._gone
 
     def prepare_next(self, wanted: Callable[[], bool] | None = None) -> None:
         """Have the segment after the last one (the first, if none) made in the background,

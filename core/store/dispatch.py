@@ -41,7 +41,7 @@ class StoreDispatch(StoreState):
         cq = self.consume_queues.get(key)
         if cq is None:
             cq = ConsumeQueue(self.cq_root, topic, queue_id,
-                              self.config.mapped_file_size_consume_queue, self._preparer)
+                              self.config.mapped_file_size_consume_queue, self._preparer, written=self._written)
             self.consume_queues[key] = cq
         return cq
 

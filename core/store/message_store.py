@@ -78,6 +78,9 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreReplica):
         self.index = IndexService(config.index_dir, config.max_hash_slot_num,
                                   config.max_index_num, enabled=config.message_index_enable)
         self.consume_queues: dict[tuple[str, int], ConsumeQueue] = {}
+        # the queues written since the last ConsumeQueue flush took them (each put adds its
+        # queue): a flush looks at these, not at every queue (100,000 of them, every second)
+        self._written: set[ConsumeQueue] = set()
         self._next_queue_offset: dict[tuple[str, int], int] = {}
         self._pending: deque[_Dispatch] = deque()
         self._sync = config.sync_flush  # a put is answered after the fsync that covers it
@@ -216,8 +219,9 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreReplica):
         flushed = self.flush_service.flushed_offset if self.flush_service else self.commitlog.max_offset
         dispatched = min(self.dispatched_offset, flushed)
         index_offset = min(self.index.built_offset, flushed)
-        dirty = [mf for cq in self.consume_queues.values() for mf in cq.queue.files
-                 if mf.flushed_position < mf.wrote_position]
+        written = [cq for cq in self._written if not cq.gone]
+        self._written.clear()
+        dirty = [mf for cq in written for mf in cq.queue.files if mf.flushed_position < mf.wrote_position]
         index_files = self.index.dirty_files()
         # nothing moved since the last checkpoint (a store being read, or idle): the same
         # checkpoint again would cost its encoding, a queue table of every queue, a second
@@ -240,7 +244,11 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreReplica):
                 f.sync()
             self.checkpoint_file.save(cp)
 
-        await asyncio.to_thread(work)
+        try:
+            await asyncio.to_thread(work)
+        except BaseException:
+            self._written.update(written)  # the next flush tries them again
+            raise
         for mf, pos in zip(dirty, positions):
             mf.flushed_position = max(mf.flushed_position, pos)
         self._last_checkpoint_dispatched = dispatched

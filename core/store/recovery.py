@@ -55,7 +55,7 @@ class StoreRecovery(StoreDispatch):
             for qid in os.listdir(entry.path):
                 if qid.lstrip("-").isdigit():
                     key = (topic, int(qid))
-                    cq = ConsumeQueue(self.cq_root, topic, key[1], size, self._preparer)
+                    cq = ConsumeQueue(self.cq_root, topic, key[1], size, self._preparer, written=self._written)
                     cq.load(expected.get(key))
                     self.consume_queues[key] = cq
 

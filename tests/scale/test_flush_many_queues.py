@@ -46,3 +46,33 @@ def test_many_dirty_queues_flush_in_one_syncfs_and_recover(small_config):
                 assert drain(store, topic, queue_id) == expected
 
     run(main())
+
+
+def test_the_flush_syncs_the_queues_written_since_the_last_one(small_config):
+    """The flush takes the queues written since it last ran (not a pass over every queue):
+    what was written is flushed, a queue whose topic was deleted after its put is skipped,
+    and what is written while a flush runs is flushed by the next."""
+    config = dataclasses.replace(small_config, flush_interval_consume_queue=60_000)  # by hand here
+
+    async def main():
+        async with open_store(config) as store:
+            for q in range(20):
+                await store.put_message(Message(f"Written{q}", b"w", queue_id=0))
+            store.delete_topic("Written3")
+            await asyncio.sleep(0.2)
+            await store.flush_queues_and_checkpoint()
+            files = [mf for cq in store.consume_queues.values() for mf in cq.queue.files]
+            assert len(files) == 19 and all(mf.flushed_position == mf.wrote_position for mf in files)
+            flushing = asyncio.ensure_future(store.flush_queues_and_checkpoint())
+            await store.put_message(Message("Written5", b"during", queue_id=0))
+            await flushing
+            await asyncio.sleep(0.2)
+            await store.flush_queues_and_checkpoint()
+            assert all(mf.flushed_position == mf.wrote_position
+                       for cq in store.consume_queues.values() for mf in cq.queue.files)
+            await crash(store)
+        async with open_store(config) as store:
+            assert drain(store, "Written5", 0) == [(0, b"w"), (1, b"during")]
+            assert "Written3" not in {topic for topic, _ in store.consume_queues}
+
+    run(main())
