@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Callable
 
 from ..config import BrokerConfig
@@ -23,11 +22,6 @@ from .transfer import GroupTransfer
 log = logging.getLogger(__name__)
 
 OFFSET_LOG_INTERVAL_S = 0.1  # how stale a slave's consumer offsets may be (ASYNC_MASTER)
-# A member no longer listed (a killed master: the new one took its route) stays among the
-# peers this long, so Kafka's Metadata moves the partitions' leader before it drops the
-# member: librdkafka, told both at once, sent the partitions moving to the new leader back
-# to its internal broker as it tore down the dead one's handle, and asked again 1 s later.
-PEER_GRACE_S = 60.0
 
 
 class HAService:
@@ -45,7 +39,6 @@ class HAService:
         # front-end learnt them (protocols/remoting: the name server's route and each
         # member's configuration); Kafka's Metadata lists them as replicas
         self.peers: dict[int, tuple[str, int]] = {}
-        self._peers_seen: dict[int, tuple[tuple[str, int], float]] = {}  # brokerId -> (address, when)
         self.on_slave_connected: Callable[[], None] | None = None  # e.g. learn the peers again
         self.counts: Callable[[SlaveState], bool] = lambda _state: True  # see HAMaster.counts
 
@@ -114,14 +107,7 @@ class HAService:
 
     # -- the group, as Kafka's Metadata shows it -----------------------------------------------
     def set_peers(self, peers: dict[int, tuple[str, int]]) -> None:
-        """The members listed now, and for PEER_GRACE_S those listed before."""
-        now = time.monotonic()
-        seen = self._peers_seen
-        seen.update((broker_id, (addr, now)) for broker_id, addr in peers.items())
-        for broker_id in [i for i, (_, at) in seen.items() if now - at > PEER_GRACE_S]:
-            del seen[broker_id]
-        self.peers = {broker_id: addr for broker_id, (addr, _) in sorted(seen.items())
-                      if broker_id != self.config.broker_id}
+        self.peers = {broker_id: addr for broker_id, addr in peers.items() if broker_id != self.config.broker_id}
 
     def in_sync_ids(self) -> list[int]:
         """The group's members in sync (Kafka's ISR), by brokerId: the master, and the
