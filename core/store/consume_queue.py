@@ -63,8 +63,7 @@ class ConsumeQueue:
         self._unmapped_puts = 0  # puts written with pwrite into an unmapped segment so far
         self.written = written
         # (max offset, last entry) and (min offset, its record's CommitLog offset) as read at
-        # load, while its file is mapped: recovery asks both of every queue, and with more
-        # queues than MAPPINGS each ask would map a file the load had to unmap again
+        # load: recovery asks both of every queue, and each ask would map the queue's file
         self._last: tuple[int, tuple[int, int, int]] | None = None
         self._first: tuple[int, int] | None = None
 
