@@ -36,6 +36,7 @@ import mmap
 import os
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 from ..errors import DiskFull, StoreUnavailable
 from .libc_map import CLOSED, advise_random, map_file, sync_mapping
@@ -195,6 +196,7 @@ class MappingBudget:
 class MappedFile:
     __slots__ = ("path", "file_from_offset", "file_size", "mm", "view", "wrote_position",
                  "flushed_position", "backed", "window", "backing_asked", "budget", "filling")
+    mm: Any  # the mapping (libc_map's), or CLOSED while a lazy or budgeted file is unmapped
 
     def __init__(self, path: str, file_size: int, *, create: bool, window: int | None = None,
                  head: int = 0, budget: MappingBudget | None = None, zero_fill: bool = False,

@@ -34,6 +34,7 @@ class StoreState:
     checkpoint_file: CheckpointFile
     index: IndexService
     consume_queues: dict[tuple[str, int], ConsumeQueue]
+    _written: set[ConsumeQueue]  # queues put into since the last ConsumeQueue flush
     _next_queue_offset: dict[tuple[str, int], int]
     _pending: deque[_Dispatch]
     _sync: bool

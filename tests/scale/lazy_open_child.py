@@ -43,7 +43,11 @@ async def main(root: str) -> None:
 
     for q in range(QUEUES):  # 0 to 2 full segments and a part of one, in 6 topics
         await put(f"Lazy{q % 6}", q // 6, q * 2)
-    await asyncio.sleep(0.1)  # the CommitLog's flush first: the checkpoint covers what it flushed
+    end = store.commitlog.max_offset  # the checkpoint covers what was flushed, dispatched, indexed:
+    for _ in range(1000):            # all of it first, however loaded the machine (at most 10 s)
+        if min(store.flush_service.flushed_offset, store.dispatched_offset, store.index.built_offset) >= end:
+            break
+        await asyncio.sleep(0.01)
     await store.flush_queues_and_checkpoint()
     for q in range(0, QUEUES, 3):  # past the checkpoint: some into the next segment
         await put(f"Lazy{q % 6}", q // 6, ENTRIES_PER_FILE // 2 + 1)
