@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 
 
 def free_port() -> int:
@@ -31,12 +32,10 @@ def wait_for_port(port: int, proc: subprocess.Popen, timeout_s: float = 60.0) ->
     raise RuntimeError("the broker did not start")
 
 
-def cpu_seconds(pid: int, group: bool = False) -> float:
-    """User + system CPU of process ``pid``, or (``group``) of every process in its process
-    group (a peer started in its own session: RabbitMQ's launcher runs the Erlang VM as a
-    child). Linux /proc; a process that is gone counts 0."""
-    total = 0
-    for entry in os.listdir("/proc") if group else [str(pid)]:
+def _proc_stats(entries: list[str]) -> Iterator[tuple[int, int, int, int]]:
+    """(pid, parent pid, process group, user + system ticks) of each live process named in
+    ``entries`` (Linux /proc; other entries and processes gone meanwhile are skipped)."""
+    for entry in entries:
         if not entry.isdigit():
             continue
         try:
@@ -44,8 +43,15 @@ def cpu_seconds(pid: int, group: bool = False) -> float:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if not group or int(fields[2]) == pid:
-            total += int(fields[11]) + int(fields[12])
+        yield int(entry), int(fields[1]), int(fields[2]), int(fields[11]) + int(fields[12])
+
+
+def cpu_seconds(pid: int, group: bool = False) -> float:
+    """User + system CPU of process ``pid``, or (``group``) of every process in its process
+    group (a peer started in its own session: RabbitMQ's launcher runs the Erlang VM as a
+    child). Linux /proc; a process that is gone counts 0."""
+    entries = os.listdir("/proc") if group else [str(pid)]
+    total = sum(t for _, _, pgrp, t in _proc_stats(entries) if not group or pgrp == pid)
     return total / os.sysconf("SC_CLK_TCK")
 
 
@@ -55,16 +61,8 @@ def tree_cpu_seconds(root: int, exclude: int | None = None) -> float:
     driver's children and theirs), the broker process beside them left out. Linux /proc."""
     parents: dict[int, int] = {}
     ticks: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(entry)] = int(fields[1])
-        ticks[int(entry)] = int(fields[11]) + int(fields[12])
+    for pid, parent, _, t in _proc_stats(os.listdir("/proc")):
+        parents[pid], ticks[pid] = parent, t
     total = 0
     for pid, t in ticks.items():
         p = pid

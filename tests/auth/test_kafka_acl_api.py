@@ -141,16 +141,20 @@ def test_refusals_in_kafka_terms(acl_broker):
     assert _produce_error(live) == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
+def _kafka_python_admin(live, user: str, password: str):
+    from kafka.admin import KafkaAdminClient
+    return KafkaAdminClient(bootstrap_servers=live.bootstrap, security_protocol="SASL_PLAINTEXT",
+                            sasl_mechanism="PLAIN", sasl_plain_username=user, sasl_plain_password=password,
+                            request_timeout_ms=10_000)
+
+
 def test_kafka_python_admin_client(acl_broker):
-    from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, KafkaAdminClient, ResourcePattern,
-                             ResourcePatternFilter)
+    from kafka.admin import ACL, ACLFilter, ACLOperation, ACLPermissionType, ResourcePattern, ResourcePatternFilter
     from kafka.admin import ACLResourcePatternType as PatternType
     from kafka.admin import ResourceType as KpResourceType
     from kafka.errors import ClusterAuthorizationFailedError
     live, acl = acl_broker
-    admin = KafkaAdminClient(bootstrap_servers=live.bootstrap, security_protocol="SASL_PLAINTEXT",
-                             sasl_mechanism="PLAIN", sasl_plain_username="ops", sasl_plain_password="ops-secret",
-                             request_timeout_ms=10_000)
+    admin = _kafka_python_admin(live, "ops", "ops-secret")
     try:
         group_read = ACL("User:app", "*", ACLOperation.READ, ACLPermissionType.ALLOW,
                          ResourcePattern(KpResourceType.GROUP, "billing", PatternType.LITERAL))
@@ -168,9 +172,7 @@ def test_kafka_python_admin_client(acl_broker):
         assert len(deleted) == 1 and "billing" not in acl.read_text()
     finally:
         admin.close()
-    not_admin = KafkaAdminClient(bootstrap_servers=live.bootstrap, security_protocol="SASL_PLAINTEXT",
-                                 sasl_mechanism="PLAIN", sasl_plain_username="app", sasl_plain_password="app-secret",
-                                 request_timeout_ms=10_000)
+    not_admin = _kafka_python_admin(live, "app", "app-secret")
     try:
         with pytest.raises(ClusterAuthorizationFailedError):
             not_admin.describe_acls(ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
@@ -180,14 +182,11 @@ def test_kafka_python_admin_client(acl_broker):
 
 
 def test_kafka_python_admin_client_with_a_prefixed_binding(acl_broker):
-    from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, KafkaAdminClient, ResourcePattern,
-                             ResourcePatternFilter)
+    from kafka.admin import ACL, ACLFilter, ACLOperation, ACLPermissionType, ResourcePattern, ResourcePatternFilter
     from kafka.admin import ACLResourcePatternType as PatternType
     from kafka.admin import ResourceType as KpResourceType
     live, acl = acl_broker
-    admin = KafkaAdminClient(bootstrap_servers=live.bootstrap, security_protocol="SASL_PLAINTEXT",
-                             sasl_mechanism="PLAIN", sasl_plain_username="ops", sasl_plain_password="ops-secret",
-                             request_timeout_ms=10_000)
+    admin = _kafka_python_admin(live, "ops", "ops-secret")
     try:
         orders = ACL("User:app", "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
                      ResourcePattern(KpResourceType.TOPIC, "orders.", PatternType.PREFIXED))
