@@ -323,12 +323,13 @@ def transaction_to_own_subscription(peer: Peer) -> list:
         conn.disconnect(receipt="d")
         recorder.wait_receipt("d")
         order = [e for e in recorder.summary() if e[0] != "DISCONNECTED"]
-        # RabbitMQ confirms each SEND after delivering it: t1 before r1, t2 before r2 (r1 and
-        # t2 in either order there)
-        return [order[:2], order.index(("MESSAGE", b"t1")) < order.index(("RECEIPT", "r1")),
-                order.index(("MESSAGE", b"t2")) < order.index(("RECEIPT", "r2")), order[-1]]
+        # after the COMMIT's receipt RabbitMQ sends the MESSAGEs and the SENDs' receipts in
+        # an order that varies from run to run (mostly each MESSAGE first, not always): what
+        # both must show is that set between the COMMIT's receipt and the DISCONNECT's
+        return [order[:2], sorted(order[2:-1]), order[-1]]
 
 
 def test_a_transaction_to_ones_own_subscription_delivers_after_the_commits_receipt(parity):
     assert parity.assert_same(transaction_to_own_subscription) == [
-        [("RECEIPT", "sub"), ("RECEIPT", "c")], True, True, ("RECEIPT", "d")]
+        [("RECEIPT", "sub"), ("RECEIPT", "c")],
+        [("MESSAGE", b"t1"), ("MESSAGE", b"t2"), ("RECEIPT", "r1"), ("RECEIPT", "r2")], ("RECEIPT", "d")]
