@@ -5,10 +5,12 @@ alike with controllerMode etcd; the election's keys read straight from etcd."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
+from confluent_kafka import Consumer
 
 from rocketport.client import Message, MessageQueue, Producer, PullConsumer
 from rocketport.client.message import SendStatus
@@ -134,3 +136,12 @@ def read_all(namesrv: str, topic: str, group: str, wanted: list[bytes], timeout_
                 bodies.extend(batch)
         return bodies
     return asyncio.run(read())
+
+
+def poll_until(consumer: Consumer, read: list[bytes], wanted: int, timeout_s: float) -> None:
+    """Poll ``consumer`` into ``read`` until it holds ``wanted`` values or the time is up."""
+    deadline = time.monotonic() + timeout_s
+    while len(read) < wanted and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            read.append(msg.value())

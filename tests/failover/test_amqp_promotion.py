@@ -13,6 +13,7 @@ from pika.exceptions import NackError
 
 from tests.failover.cluster import group_node, in_sync_set, leader_id
 from tests.ha.cluster import wait_for
+from tests.parity.amqp_client import drain
 from tests.support.remoting import free_port
 
 QUEUE = "promoted-q"
@@ -54,13 +55,7 @@ def test_a_publish_on_a_slave_is_nacked_until_the_node_is_elected(tmp_path, etcd
             except NackError:
                 assert time.monotonic() < deadline, "never confirmed by the new master"
                 on_two.sleep(0.1)
-        read = []
-        for _ in range(10):
-            method, _, body = channel.basic_get(QUEUE, auto_ack=True)
-            if method is None:
-                break
-            read.append(body)
-        assert read == [b"on the first master", b"to the new master"]
+        assert drain(channel, QUEUE) == [b"on the first master", b"to the new master"]
     finally:
         for conn in connections:
             if conn.is_open:

@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient
 
 from rocketport.protocols.kafka.errors import ErrorCode
 from rocketport.protocols.kafka.schema import ApiKey
-from tests.failover.cluster import TTL_S, group_node, join_slaves, leader_id, send_many
+from tests.failover.cluster import TTL_S, group_node, join_slaves, leader_id, poll_until, send_many
 from tests.ha.cluster import wait_for
 from tests.protocols.kafka.kafka_raw import RawClient
 from tests.protocols.kafka.test_kafka_leader_epoch import epoch_end, fetch, list_latest
@@ -35,14 +35,6 @@ def leader_epochs(port: int) -> set[int]:
             "topics": [{"name": TOPIC}], "allow_auto_topic_creation": False,
             "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False})
     return {p["leader_epoch"] for t in answer["topics"] for p in t["partitions"]}
-
-
-def poll_until(consumer: Consumer, read: list[bytes], wanted: int, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while len(read) < wanted and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            read.append(msg.value())
 
 
 def view(port: int) -> tuple[set[int], dict[int, int]] | None:

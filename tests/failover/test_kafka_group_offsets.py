@@ -6,25 +6,16 @@ reads exactly the records after them, none of those before."""
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.failover.cluster import TTL_S, group_node, join_slaves, leader_id, send_many
+from tests.failover.cluster import TTL_S, group_node, join_slaves, leader_id, poll_until, send_many
 from tests.ha.cluster import wait_for
 
 TOPIC = "KafkaKeptOffsets"
 GROUP = "kept-offsets"
-
-
-def poll_into(consumer: Consumer, read: list[bytes], wanted: int, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while len(read) < wanted and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            read.append(msg.value())
 
 
 @pytest.mark.slow  # ~15 s at load 2: three brokers, an election and two group joins
@@ -47,7 +38,7 @@ def test_a_groups_committed_offsets_survive_a_master_sigkill(tmp_path, etcd, nam
         first = Consumer(settings)
         first.subscribe([TOPIC])
         before: list[bytes] = []
-        poll_into(first, before, 120, 30)
+        poll_until(first, before, 120, 30)
         assert len(before) == 120
         first.commit(asynchronous=False)  # the positions after the records read
         count = len(first.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions)
@@ -64,8 +55,8 @@ def test_a_groups_committed_offsets_survive_a_master_sigkill(tmp_path, etcd, nam
         second.subscribe([TOPIC])
         after: list[bytes] = []
         rest = Counter(records) - Counter(before)
-        poll_into(second, after, sum(rest.values()), 60)
-        poll_into(second, after, len(records) + 1, 2)  # anything more shows as a duplicate
+        poll_until(second, after, sum(rest.values()), 60)
+        poll_until(second, after, len(records) + 1, 2)  # anything more shows as a duplicate
         second.close()
         assert Counter(after) == rest
     finally:

@@ -34,6 +34,18 @@ def _has_data(path):
         return any(f.read())
 
 
+def _overwrite_before_end(config, end, back, data):
+    """Write ``data`` ``back`` bytes before the log's end (a torn or garbled tail); returns
+    the bytes it replaced."""
+    seg = _segment_holding(config, end)
+    with open(seg, "r+b") as f:
+        f.seek(end - int(os.path.basename(seg)) - back)
+        old = f.read(len(data))
+        f.seek(end - int(os.path.basename(seg)) - back)
+        f.write(data)
+    return old
+
+
 def _segment_holding(config, end):
     """The segment the log's last byte (just before ``end``) is in; a segment made ahead
     of the writer may follow it."""
@@ -61,12 +73,8 @@ def test_crash_without_clean_shutdown_keeps_everything(small_config):
 def test_torn_tail_is_truncated(small_config):
     async def main():
         end = await _fill(small_config, 200)
-        seg = _segment_holding(small_config, end)
-        base = int(os.path.basename(seg))
         # tear the last record: cut its last 30 bytes (zero them as a torn write leaves them)
-        with open(seg, "r+b") as f:
-            f.seek(end - base - 30)
-            f.write(bytes(30))
+        _overwrite_before_end(small_config, end, 30, bytes(30))
         async with open_store(small_config) as store:
             got = _all(store)
             assert len(got[0]) + len(got[1]) == 199
@@ -83,11 +91,7 @@ def test_torn_tail_is_truncated(small_config):
 def test_garbled_last_bytes_never_served(small_config):
     async def main():
         end = await _fill(small_config, 120)
-        seg = _segment_holding(small_config, end)
-        base = int(os.path.basename(seg))
-        with open(seg, "r+b") as f:
-            f.seek(end - base - 60)
-            f.write(b"\xAB" * 20)  # inside the last body: CRC mismatch
+        _overwrite_before_end(small_config, end, 60, b"\xAB" * 20)  # inside the last body: CRC mismatch
         async with open_store(small_config) as store:
             got = _all(store)
             assert len(got[0]) + len(got[1]) == 119
@@ -162,10 +166,8 @@ def test_torn_properties_of_a_stored_batch_do_not_stop_recovery(small_config):
         r = await store.put_inner_batch("K", 0, batch, 3)
         end = store.commitlog.max_offset
         await crash(store)
-        seg = _segment_holding(small_config, end)
-        with open(seg, "r+b") as f:  # the record ends "...INNER_NUM\x013\x02": keep the 3
-            f.seek(end - int(os.path.basename(seg)) - 1)
-            f.write(b"\0")
+        # the record ends "...INNER_NUM\x013\x02": keep the 3
+        _overwrite_before_end(small_config, end, 1, b"\0")
         async with open_store(small_config) as store:
             # the batch's body checks: it stays, indexed by its own count of records
             assert store.max_offset("K", 0) == 4 and r.queue_offset == 1
@@ -208,13 +210,8 @@ def test_a_record_torn_in_its_topic_is_cut_not_dispatched(small_config):
     to make a ConsumeQueue file for it)."""
     async def main():
         end = await _fill(small_config, 50)
-        seg = _segment_holding(small_config, end)
-        base = int(os.path.basename(seg))
-        with open(seg, "r+b") as f:
-            f.seek(end - base - 3)
-            assert f.read(3) == b"T\0\0"  # the last record: topic "T", no properties
-            f.seek(end - base - 3)
-            f.write(bytes(3))
+        # the last record: topic "T", no properties
+        assert _overwrite_before_end(small_config, end, 3, bytes(3)) == b"T\0\0"
         async with open_store(small_config) as store:
             got = _all(store)
             assert len(got[0]) + len(got[1]) == 49
