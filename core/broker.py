@@ -312,6 +312,13 @@ class Broker(TransactionRole, ConsumeRole, DeliveryRole):
         if n:
             log.info("forgot %d idle producer queue states (producerIdExpirationMs)", n)
 
+    async def hand_over(self) -> None:
+        """First thing on a stop, before any port closes: an elected master refuses writes and
+        revokes its lease, so a slave takes over at once (and a closed port never belongs to
+        a node that may still write: the election's proof of death counts on that)."""
+        if self.election is not None and self.running:
+            await self.election.close()
+
     async def stop(self) -> None:
         """Stop in reverse order: background tasks, then the store's clean checkpoint."""
         if not self.running:

@@ -128,6 +128,9 @@ class BrokerConfig:
     etcd_key_prefix: str = field(default="/rocketport", metadata=_key("etcdKeyPrefix"))
     etcd_lease_ttl: int = field(default=10, metadata=_key("etcdLeaseTtl", minimum=2, maximum=3600))
     etcd_check_interval: int = field(default=500, metadata=_key("etcdCheckInterval", minimum=50))
+    # a slave whose HA link to the master ended probes the master's ports; all refused (the
+    # process is gone) ends the dead master's lease at once instead of waiting out its TTL
+    etcd_elect_on_master_death: bool = field(default=True, metadata=_key("etcdElectOnMasterDeath"))
     ha_max_time_slave_not_catchup: int = field(default=15_000, metadata=_key(
         "haMaxTimeSlaveNotCatchup", minimum=100))
     enable_elect_unclean_master: bool = field(default=False, metadata=_key("enableElectUncleanMaster"))

@@ -2,7 +2,8 @@
 
 Start order: every front-end binds its ports, then the store is locked and opened (and
 recovered), then the front-ends accept. So a taken port fails start-up before the store
-is touched, and no client is served before recovery ends. Stop order is the reverse:
+is touched, and no client is served before recovery ends. Stop order is the reverse,
+after an elected master has handed its group over (writes refused, lease revoked):
 front-ends stop (draining their connections) before the store flushes and writes its
 clean checkpoint. A failed start closes whatever it had opened, in the same order.
 """
@@ -34,6 +35,7 @@ class BrokerServer:
         try:
             for front_end in self.front_ends.values():
                 await front_end.bind()
+            self._publish_listeners()
             await self.broker.start()
             self._log_store()
             for front_end in self.front_ends.values():
@@ -46,11 +48,23 @@ class BrokerServer:
         log.info("broker %s ready (pid %d)", self.config.broker_name, os.getpid())
 
     async def stop(self) -> None:
+        await self.broker.hand_over()
         for front_end in reversed(self.front_ends.values()):
             await front_end.stop()
         if self.broker.running:
             await self.broker.stop()
             log.info("store closed cleanly")
+
+    def _publish_listeners(self) -> None:
+        """Under an election, every client port goes into the leader key while this node is
+        master: a slave takes the master for dead only when all of them refuse connects."""
+        election = self.broker.election
+        if election is None:
+            return
+        wildcard = ("", "0.0.0.0", "::")
+        election.listeners = tuple(sorted({
+            f"{self.config.broker_ip1 if host in wildcard else host}:{port}"
+            for front_end in self.front_ends.values() for _role, host, port in front_end.endpoints() if port}))
 
     def _log_store(self) -> None:
         stats = self.broker.stats()

@@ -21,6 +21,10 @@ store refuses puts past the last renewal's send time + TTL - margin (`store.writ
 checked on every put, so a master resumed from SIGSTOP refuses its first write), which is
 before etcd can expire the lease and let another node in; then it steps down, revokes
 its lease and follows whoever is elected, cutting what it wrote past that master's start.
+A master that dies does not wait out its lease (etcdElectOnMasterDeath): a slave whose HA
+link to it ended probes every port it published in ``leader``; when every connect is refused
+(no process listens there: liveness.py) the slave revokes exactly that lease, and the
+election proceeds under the same rules. A frozen or cut-off master is never taken for dead.
 The election never touches the log itself: `promote` and `demote` (the broker) do.
 """
 
@@ -38,6 +42,7 @@ from ..config import BrokerConfig
 from ..store.message_store import MessageStore
 from .epoch_file import EpochEntry, EpochFile, truncate_point
 from .etcd_client import Compare, EtcdClient, EtcdError, KeyValue, put_op
+from .liveness import PROBE_TIMEOUT_S, all_refused
 from .master import SlaveState
 from .service import HAService
 
@@ -61,13 +66,21 @@ class Leader:
     start_offset: int
     addr: str  # remoting host:port
     ha_addr: str  # where slaves replicate from
+    listeners: tuple[str, ...] = ()  # every other client port (Kafka, AMQP, ...): probed too
 
     def encode(self) -> bytes:
         return orjson.dumps(asdict(self))
 
     @classmethod
     def decode(cls, data: bytes) -> "Leader":
-        return cls(**orjson.loads(data))
+        fields = orjson.loads(data)
+        fields["listeners"] = tuple(fields.get("listeners", ()))
+        return cls(**fields)
+
+    @property
+    def ports(self) -> list[str]:
+        """Every address the master listens on: all refused proves its process gone."""
+        return list(dict.fromkeys([self.addr, self.ha_addr, *self.listeners]))
 
 
 class Election:
@@ -103,12 +116,18 @@ class Election:
         self._logged: str = ""
         self._member_of: dict[str, int] = {}  # HA connection's slave address -> brokerId
         self._regroup_until = 0.0  # monotonic: look every REGROUP_TICK_S until then
+        self.listeners: tuple[str, ...] = ()  # this node's other client ports (the server sets them)
+        self._closed = False
+        self._wake = asyncio.Event()  # the loop looks again now (a dead master's lease ended)
+        self._proving: asyncio.Task[None] | None = None
         ha.counts = self._counts
+        if config.etcd_elect_on_master_death:
+            ha.on_master_link_lost = self._master_link_lost
 
     # -- the loop ---------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         self.epoch_file.load()
-        while not stop.is_set():
+        while not stop.is_set() and not self._closed:
             try:
                 await self._step()
             except EtcdError as exc:
@@ -117,24 +136,38 @@ class Election:
                 log.exception("election: a step failed")
                 if self.is_master:
                     await self._step_down("a step of the election failed")
+            if self._closed:
+                break
             if self.is_master and time.monotonic() > self.store.write_deadline:
                 await self._step_down("its lease could not be renewed in time: fenced")
             tick = self.tick if time.monotonic() >= self._regroup_until else min(self.tick, REGROUP_TICK_S)
+            waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
             try:
-                await asyncio.wait_for(stop.wait(), tick)
-            except asyncio.TimeoutError:
-                pass
+                await asyncio.wait(waits, timeout=tick, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+            self._wake.clear()
+        if self._proving is not None:
+            self._proving.cancel()
 
     async def close(self) -> None:
-        """A clean stop: refuse writes, then hand the group over at once (revoke the lease)."""
+        """A clean stop: refuse writes, then hand the group over at once (revoke the lease).
+        Called before any port closes (so no port is closed while this node may write: the
+        proof of death counts on that) and again when the broker stops."""
+        self._closed = True
         self.store.write_deadline = 0.0
-        if self.lease:
+        self._wake.set()  # the loop ends after its current step
+        lease, self.lease = self.lease, 0
+        if lease:
             try:
-                await self.client.revoke(self.lease)
+                await self.client.revoke(lease)
             except EtcdError:
                 pass
-        self.lease = 0
-        await self.client.close()
+
+    def _writes_until(self, deadline: float) -> None:
+        """The store accepts puts until ``deadline`` (monotonic), unless this node is closing."""
+        self.store.write_deadline = 0.0 if self._closed else deadline
 
     async def _step(self) -> None:
         await self._keep_lease()
@@ -178,7 +211,7 @@ class Election:
             return
         self.renewed_at = now
         if self.is_master:
-            self.store.write_deadline = now + left - self.margin
+            self._writes_until(now + left - self.margin)
 
     # -- following --------------------------------------------------------------------------
     async def _follow(self, leader: Leader) -> None:
@@ -255,7 +288,7 @@ class Election:
         start = self.store.commitlog.max_offset
         c = self.config
         leader = Leader(self.me, epoch, start, f"{c.broker_ip1}:{c.listen_port}",
-                        f"{c.broker_ip2 or c.broker_ip1}:{c.ha_port}")
+                        f"{c.broker_ip2 or c.broker_ip1}:{c.ha_port}", self.listeners)
         entry = EpochEntry(epoch, start, self.me)
         compare = [Compare(self.key_leader, "CREATE", "EQUAL", 0),
                    Compare(self.key_epochs, "MOD", "EQUAL", epochs_kv.mod_revision if epochs_kv else 0),
@@ -268,8 +301,11 @@ class Election:
         result = await self.client.txn(compare, ops)
         if not result.succeeded:
             return
+        if self._closed:  # stopping meanwhile: hand the key back at once
+            await self.client.revoke(self.lease)
+            return
         # the lease was renewed at renewed_at at the latest: writes stop before it can expire
-        self.store.write_deadline = self.renewed_at + self.ttl - self.margin
+        self._writes_until(self.renewed_at + self.ttl - self.margin)
         if time.monotonic() > self.store.write_deadline:  # the take itself took too long
             log.warning("election: took the leader key too late to use it (%.1f s)", time.monotonic() - sent)
             return
@@ -285,6 +321,41 @@ class Election:
         log.warning("election: broker %d is master of %s, epoch %d, its writes start at offset %d",
                     self.me, c.broker_name, epoch, start)
         await self._promote()
+
+    # -- a master that died ----------------------------------------------------------------
+    def _master_link_lost(self) -> None:
+        """The HA link to the master ended: look for proof that its process is gone (one
+        look at a time; the slave's reconnects, every second, bring the next)."""
+        if self.is_master or self._closed or (self._proving is not None and not self._proving.done()):
+            return
+        self._proving = asyncio.get_running_loop().create_task(self._end_dead_masters_lease(),
+                                                               name="election-master-death")
+
+    async def _end_dead_masters_lease(self) -> None:
+        """Revoke the lease that holds ``leader`` now, if nothing listens at any port that
+        leader published. Revoking by the lease id read with the key touches that holder's
+        keys only: a newer master's key is under its own lease (it could be taken only once
+        this one was gone), so whatever happened in between, no live master is unseated."""
+        try:
+            kv = await self.client.get(self.key_leader)
+            if kv is None or not kv.lease or self._closed:
+                return
+            leader = Leader.decode(kv.value)
+            if leader.broker_id == self.me:
+                return
+            if not await all_refused(leader.ports, min(PROBE_TIMEOUT_S, self.ttl / 4)):
+                self._log_once(f"election: lost the HA link to broker {leader.broker_id}, but not every "
+                               f"one of its ports refuses connects: no proof it died, its lease decides")
+                return
+            log.warning("election: broker %d (epoch %d) is gone: every connect to %s was refused; "
+                        "ending its lease now instead of in up to %d s", leader.broker_id, leader.epoch,
+                        ", ".join(leader.ports), self.ttl)
+            await self.client.revoke(kv.lease)
+        except EtcdError as exc:
+            self._log_once(f"etcd: {exc}")
+            return
+        self._regroup_until = time.monotonic() + REGROUP_S
+        self._wake.set()
 
     # -- the master's duties ----------------------------------------------------------------
     async def _update_sync_state_set(self) -> None:

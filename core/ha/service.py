@@ -31,7 +31,7 @@ class HAService:
         self.offset_log = offset_log  # a master writes its offsets into the log (offset_log.py)
         self.transfer = GroupTransfer(config.sync_flush_timeout, self._in_sync)
         self.master: HAMaster | None = None
-        self.slave: HASlave | None = HASlave(config, store) if config.is_slave else None
+        self.slave: HASlave | None = self._new_slave() if config.is_slave else None
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         # the other members of this broker group, by their own brokerId (never the 0 an elected
@@ -41,6 +41,12 @@ class HAService:
         self.peers: dict[int, tuple[str, int]] = {}
         self.on_slave_connected: Callable[[], None] | None = None  # e.g. learn the peers again
         self.counts: Callable[[SlaveState], bool] = lambda _state: True  # see HAMaster.counts
+        self.on_master_link_lost: Callable[[], None] = lambda: None  # see HASlave.on_link_lost
+
+    def _new_slave(self) -> HASlave:
+        slave = HASlave(self.config, self.store)
+        slave.on_link_lost = lambda: self.on_master_link_lost()
+        return slave
 
     @property
     def role(self) -> str:
@@ -93,7 +99,7 @@ class HAService:
             self.store.truncate_replica(truncate_to)
         self.config.broker_role = role
         self.store.set_slave(role == "SLAVE")
-        self.slave = HASlave(self.config, self.store) if role == "SLAVE" else None
+        self.slave = self._new_slave() if role == "SLAVE" else None
         await self.start()
 
     # -- SYNC_MASTER ------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import cast
+from typing import Callable, cast
 
 from ..config import BrokerConfig
 from ..store.message_store import MessageStore
@@ -49,6 +49,9 @@ class HASlave:
         self._changed = asyncio.Event()
         self._transport: asyncio.Transport | None = None
         self.local_address = ""  # this end of the HA connection (how an elected master knows us)
+        # told when a connection to the master ends or a connect fails (not on stop or a
+        # change of master): the election may look for proof that the master died
+        self.on_link_lost: Callable[[], None] = lambda: None
 
     def set_master_address(self, address: str) -> None:
         """The master's HA address as the name server tells it (ignored when configured,
@@ -83,6 +86,8 @@ class HASlave:
                 if self.connected or not isinstance(exc, OSError):
                     log.warning("HA: connection to master %s ended: %s", self.master_address,
                                 exc or type(exc).__name__)
+                if not stop.is_set() and not self._changed.is_set():
+                    self.on_link_lost()  # reset, closed, refused or silent: maybe dead (a hint)
             finally:
                 self.connected = False
                 self._transport = None
