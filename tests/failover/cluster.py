@@ -41,6 +41,20 @@ def etcd_key(endpoints: str, name: str):
     return asyncio.run(get())
 
 
+def leader_lease(endpoints: str) -> tuple[int, int]:
+    """The leader key's lease id and the seconds etcd says that lease has left (its clock)."""
+    async def get():
+        client = EtcdClient(endpoints.split(","))
+        try:
+            kv = await client.get((PREFIX + "leader").encode())
+            assert kv is not None
+            left = await client.call("lease/timetolive", {"ID": str(kv.lease)})
+            return kv.lease, int(left.get("TTL", -1))
+        finally:
+            await client.close()
+    return asyncio.run(get())
+
+
 def leader_id(endpoints: str) -> int | None:
     leader = etcd_key(endpoints, "leader")
     return leader["broker_id"] if leader else None
