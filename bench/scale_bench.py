@@ -42,15 +42,31 @@ def cpu_s(pid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def group_cpu_s(pgid: int) -> float:
+    """CPU seconds of the processes in process group ``pgid`` (a RabbitMQ node: its start
+    script, the Erlang VM and what that runs)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid:
+                total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 class Cpu:
     """The broker's and this client's CPU seconds over a phase."""
 
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.broker, self.client = cpu_s(pid), cpu_s()
+    def __init__(self, pid: int, group: bool = False) -> None:
+        self.broker_cpu = (lambda: group_cpu_s(pid)) if group else (lambda: cpu_s(pid))
+        self.broker, self.client = self.broker_cpu(), cpu_s()
 
     def spent(self) -> dict[str, float]:
-        broker, client = cpu_s(self.pid), cpu_s()
+        broker, client = self.broker_cpu(), cpu_s()
         spent = {"broker_cpu_s": round(broker - self.broker, 1), "client_cpu_s": round(client - self.client, 1)}
         self.broker, self.client = broker, client
         return spent
@@ -167,16 +183,17 @@ def create_topics(bootstrap: str, names: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def settle(pid: int, busy_s: float = 0.05, interval: float = 0.5, bound: float = 300) -> float:
+def settle(pid: int, busy_s: float = 0.05, interval: float = 0.5, bound: float = 300, group: bool = False) -> float:
     """Seconds until the broker's CPU stops moving (under ``busy_s`` over ``interval``), at
     most ``bound``: CreateTopics answers before the broker's segment preparer has made every
     new queue's first ConsumeQueue file, and that background work belongs to creation, not
     to whichever phase comes next."""
+    read = group_cpu_s if group else cpu_s
     start = time.perf_counter()
-    last = cpu_s(pid)
+    last = read(pid)
     while time.perf_counter() - start < bound:
         time.sleep(interval)
-        now = cpu_s(pid)
+        now = read(pid)
         if now - last < busy_s:
             break
         last = now
@@ -298,6 +315,26 @@ def fetch_raw(port: int, names: list[str], topics_per_request: int = 250) -> tup
     return _pipelined(port, 1, 4, bodies, answer), read
 
 
+def commit_raw(port: int, names: list[str], group: str = "scale-bench-raw",
+               topics_per_request: int = 250) -> tuple[float, int]:
+    """Offset 1 committed for every queue of ``names`` in ``group`` (OffsetCommit v2, no
+    member: a group whose consumers manage their own assignment): each queue then holds a
+    consumer's state, so the RSS after it gives a queue's cost with a consumer. Returns
+    (seconds, partitions refused)."""
+    bodies = [{"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "retention_time_ms": -1,
+               "topics": [{"name": name, "partitions": [{"partition_index": q, "committed_offset": 1,
+                                                        "committed_metadata": ""} for q in range(QUEUES)]}
+                          for name in names[i:i + topics_per_request]]}
+              for i in range(0, len(names), topics_per_request)]
+    refused = 0
+
+    def answer(response: dict) -> None:
+        nonlocal refused
+        refused += sum(1 for topic in response["topics"] for part in topic["partitions"] if part["error_code"])
+
+    return _pipelined(port, 8, 2, bodies, answer), refused
+
+
 def member_patterns(members: int) -> list[str]:
     """Each group member's subscription: the topics whose number ends in its share of the
     ten digits. One regex for all would name every topic in each member's metadata, and a
@@ -375,26 +412,77 @@ def topic_list(namesrv: int) -> tuple[float, int]:
     return took, sum(1 for line in out.stdout.splitlines() if "scale-" in line)
 
 
-def rabbitmq_rows(workdir: str, queues: int) -> None:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+def declare_pipelined(url: str, names: list[str], channels: int = 8, window: int = 1000) -> None:
+    """Declare every name as a durable queue with pika, pipelined: ``channels`` channels,
+    each sending its share ``window`` at a time as nowait declares ended by one awaited
+    declare (a channel handles its methods in order, so that answer covers the window).
+    RabbitMQ gets many declares in flight, as Rocketport gets 1,000 topics a CreateTopics."""
     import pika
+
+    shares = [names[i::channels] for i in range(channels)]
+    state = {"open": channels, "error": None}
+
+    def send(channel, share: list[str], pos: int) -> None:
+        chunk = share[pos:pos + window]
+        if not chunk:
+            state["open"] -= 1
+            if not state["open"]:
+                connection.close()
+            return
+        for name in chunk[:-1]:
+            channel.queue_declare(name, durable=True)  # no callback: nowait
+        channel.queue_declare(chunk[-1], durable=True, callback=lambda _ok: send(channel, share, pos + window))
+
+    def closed_early(_channel, reason) -> None:
+        if state["open"]:
+            state["error"] = str(reason)
+            connection.close()
+
+    def opened(conn) -> None:
+        for share in shares:
+            conn.channel(on_open_callback=lambda ch, share=share: (ch.add_on_close_callback(closed_early),
+                                                                    send(ch, share, 0)))
+
+    connection = pika.SelectConnection(pika.URLParameters(url), on_open_callback=opened,
+                                       on_close_callback=lambda conn, _reason: conn.ioloop.stop())
+    connection.ioloop.start()
+    if state["open"] or state["error"]:
+        raise RuntimeError(f"RabbitMQ declares did not all complete: {state['error'] or state['open']}")
+
+
+def rabbitmq_rows(workdir: str, names: list[str]) -> dict[str, dict[str, object]]:
+    """RabbitMQ (a private node) declaring as many durable queues, pipelined with pika, timed
+    until its CPU stops moving as Rocketport's creation is; its RSS (the node's process
+    group) before and after. Returns each row's figures, which Rocketport's rows carry as
+    their peer."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from peers import rabbitmq
 
+    queue_names = [f"{name}-{q}" for name in names for q in range(QUEUES)]
     node = rabbitmq.start(free_port(), free_port(), os.path.join(workdir, "rabbitmq"))
     try:
         sampler = Sampler(node.pid, group=True)
+        time.sleep(1)
+        sampler.sample()
         base = sampler.last_rss
-        conn = pika.BlockingConnection(pika.URLParameters(node.url))
-        channel = conn.channel()
+        cpu = Cpu(node.pid, group=True)
         start = time.perf_counter()
-        for i in range(queues):
-            channel.queue_declare(f"scale-{i // QUEUES}-{i % QUEUES}", durable=True)
-        took = time.perf_counter() - start
-        conn.close()
+        declare_pipelined(node.url, queue_names)
+        answered = time.perf_counter() - start
+        took = answered + settle(node.pid, group=True)
+        spent = cpu.spent()
         sampler.stop()
-        row("rabbitmq_declare_queues", took, "s", None, queues=queues, per_s=round(queues / took))
-        row("rabbitmq_rss_max", sampler.max_rss / 2**20, "MiB", None, queues=queues,
-            bytes_per_queue=round((sampler.last_rss - base) / queues), fds_max=sampler.max_fds)
+        queues = len(queue_names)
+        listed = node.ctl("list_queues", "name", timeout=600).count("scale-")
+        version = node.ctl("version").strip()
+        peer = f"rabbitmq {version} (pika, pipelined declares)"
+        declare = {"value": round(took, 3), "answered_s": round(answered, 3), "queues": queues, "listed": listed,
+                   "per_s": round(queues / took), "peer": peer, "broker_cpu_s": spent["broker_cpu_s"]}
+        memory = {"value": round(sampler.max_rss / 2**20, 1), "queues": queues, "peer": peer,
+                  "bytes_per_queue": round((sampler.last_rss - base) / queues), "fds_max": sampler.max_fds}
+        row("rabbitmq_declare_queues", took, "s", None, **{k: v for k, v in declare.items() if k != "value"})
+        row("rabbitmq_rss_max", memory["value"], "MiB", None, **{k: v for k, v in memory.items() if k != "value"})
+        return {"declare": declare, "memory": memory}
     finally:
         node.stop()
 
@@ -411,11 +499,17 @@ def main() -> None:
     ap.add_argument("--raw-first", action="store_true",
                     help="the bench's own pipelined client writes the first record into every queue "
                          "(confluent-kafka the second), not the other way round")
+    ap.add_argument("--skip-group", action="store_true",
+                    help="no confluent-kafka consumer group (its phase is the longest at 100,000 queues)")
     args = ap.parse_args()
     workdir = tempfile.mkdtemp(prefix="scale-bench-", dir=args.dir)
     queues = args.topics * QUEUES
     names = [f"scale-{i}" for i in range(args.topics)]
     row("load", os.getloadavg()[0], "1-min load", None)
+    # RabbitMQ first, on the same machine and disk, stopped before Rocketport starts: its rows
+    # are the peer of Rocketport's creation and memory rows
+    peer = {} if args.skip_rabbitmq else rabbitmq_rows(workdir, names)
+    declare, memory = peer.get("declare", {}), peer.get("memory", {})
     broker = Broker(os.path.join(workdir, "store"))
     try:
         broker.start()
@@ -429,7 +523,9 @@ def main() -> None:
         sampler.sample()
         idle_rss = sampler.last_rss
         row("create_queues", took, "s", 60, topics=args.topics, queues=queues, per_s=round(queues / took),
-            answered_s=round(answered, 3), **cpu.spent())
+            answered_s=round(answered, 3), **cpu.spent(), peer=declare.get("peer"), peer_value=declare.get("value"),
+            peer_answered_s=declare.get("answered_s"), peer_cpu_s=declare.get("broker_cpu_s"))
+
         def raw(case: str) -> None:
             took, refused, errors = produce_raw(broker.kafka, names)
             row(case, took, "s", 30, queues=queues, client="raw", refused=refused, errors=errors, **cpu.spent())
@@ -441,14 +537,20 @@ def main() -> None:
             queues=queues, producers=args.producers, undelivered=undelivered, errors=errors, **cpu.spent())
         if not args.raw_first:
             raw("second_record_every_queue_raw")
+        settle(broker.proc.pid)
         sampler.sample()
         written_rss = sampler.last_rss
-        took, seen = consume_all(bootstrap, queues, args.consume_deadline, args.producers)
-        row("consume_group_all", took, "s", None, records=seen, expected=queues, members=args.producers,
-            **cpu.spent())
+        if not args.skip_group:
+            took, seen = consume_all(bootstrap, queues, args.consume_deadline, args.producers)
+            row("consume_group_all", took, "s", None, records=seen, expected=queues, members=args.producers,
+                **cpu.spent())
         took, read = fetch_raw(broker.kafka, names)
         row("read_every_queue_raw", took, "s", None, queues_read=read, expected=queues, client="raw", **cpu.spent())
+        took, refused = commit_raw(broker.kafka, names)
+        row("commit_every_queue_raw", took, "s", None, queues=queues, refused=refused, client="raw", **cpu.spent())
+        settle(broker.proc.pid)
         sampler.sample()
+        consumed_rss = sampler.last_rss
         took, n = metadata_all(bootstrap)
         row("kafka_metadata_all", took, "s", 2, topics=n)
         time.sleep(35)  # the broker registers with its name server every 30 s
@@ -458,7 +560,11 @@ def main() -> None:
         row("broker_rss_max", sampler.max_rss / 2**20, "MiB", 1024, queues=queues,
             idle_bytes_per_queue=round((idle_rss - base_rss) / queues),
             written_bytes_per_queue=round((written_rss - base_rss) / queues),
-            consumed_rss_mib=round(sampler.last_rss / 2**20))
+            consumed_bytes_per_queue=round((consumed_rss - base_rss) / queues),
+            peer=memory.get("peer"), peer_value=memory.get("value"),
+            peer_bytes_per_queue=memory.get("bytes_per_queue"))
+        row("consumer_bytes_per_queue", (consumed_rss - written_rss) / queues, "B", None, queues=queues,
+            group=not args.skip_group, written_rss_mib=round(written_rss / 2**20), consumed_rss_mib=round(consumed_rss / 2**20))
         row("broker_fds_max", sampler.max_fds, "fds", 2000, queues=queues)
         broker.stop(signal.SIGTERM)
         row("clean_restart", broker.start(), "s", 15, queues=queues)
@@ -469,8 +575,6 @@ def main() -> None:
         if broker.proc is not None and broker.proc.poll() is None:
             broker.proc.kill()
         broker.namesrv_proc.kill()
-    if not args.skip_rabbitmq:
-        rabbitmq_rows(workdir, queues)
     shutil.rmtree(workdir, ignore_errors=True)
 
 
