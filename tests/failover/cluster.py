@@ -14,7 +14,7 @@ from confluent_kafka import Consumer
 
 from rocketport.client import Message, MessageQueue, Producer, PullConsumer
 from rocketport.client.message import SendStatus
-from rocketport.core.ha.etcd_client import EtcdClient
+from rocketport.core.ha.etcd_client import EtcdClient, EtcdError
 from tests.ha.cluster import Node, node, wait_for
 from tests.ha.test_sync_master import runtime
 
@@ -30,12 +30,20 @@ def group_node(base: Path, broker_id: int, namesrv: str, endpoints: str, *settin
 
 
 def etcd_key(endpoints: str, name: str):
-    """The decoded JSON value of the group's key ``name`` (None when absent)."""
+    """The decoded JSON value of the group's key ``name`` (None when absent). Asked again
+    for up to 5 s while etcd answers an error (503 "leader changed" while etcd itself
+    elects a leader, after one of its nodes was killed)."""
     async def get():
         client = EtcdClient(endpoints.split(","))
         try:
-            kv = await client.get((PREFIX + name).encode())
-            return orjson.loads(kv.value) if kv is not None else None
+            for attempt in range(50):
+                try:
+                    kv = await client.get((PREFIX + name).encode())
+                    return orjson.loads(kv.value) if kv is not None else None
+                except EtcdError:
+                    if attempt == 49:
+                        raise
+                    await asyncio.sleep(0.1)
         finally:
             await client.close()
     return asyncio.run(get())
