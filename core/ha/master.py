@@ -203,8 +203,8 @@ class HAMaster:
                 self._wake.clear()
                 await asyncio.sleep(0.001)
                 continue
-            writer.write(encode_frame_header(start, size))
-            writer.write(mf.view[pos:pos + size])
+            # one send (writev) for the header and the bytes: a frame, one system call
+            writer.writelines((encode_frame_header(start, size), mf.view[pos:pos + size]))
             state.pushed = start + size
             last_sent = time.monotonic()
             await writer.drain()

@@ -3,12 +3,13 @@
 Connects to the master's HA port (haMasterAddress, else the address the name server's
 register answer named), reports this log's end on connect, after every append and at least
 every haSendHeartbeatInterval, and appends each frame's bytes at the offset it names as
-they are read, without copying them first (`_Stream`; `MessageStore.append_replicated`:
-byte-identical, dispatched as recovery dispatches). A frame for another offset ends the
-connection, except the master's answer to a slave that is ahead of it (an empty frame at
-the master's end, below ours): with haSlaveTruncateDivergent the log is cut back to it,
-else every attempt is refused and logged until an operator decides. Reconnects after a
-pause while the broker runs.
+they are read, without copying them first (`_Stream`; `MessageStore.write_replicated`:
+byte-identical), and dispatches them as recovery dispatches once the report is on its way
+(`MessageStore.dispatch_replicated`). A frame for another offset ends the connection,
+except the master's answer to a slave that is ahead of it (an empty frame at the master's
+end, below ours): with haSlaveTruncateDivergent the log is cut back to it, else every
+attempt is refused and logged until an operator decides. Reconnects after a pause while
+the broker runs.
 """
 
 from __future__ import annotations
@@ -147,10 +148,10 @@ class HASlave:
 
 class _Stream(asyncio.BufferedProtocol):
     """One connection's reads: the socket reads into one buffer, and each read's frame
-    bytes go to the log as they come (`FrameReader`'s pieces, `MessageStore.append_replicated`),
-    followed by a report of the new end: a byte is copied by the socket read and the log
-    write only, and the stream waits while the store works (the loop reads no more).
-    ``closed`` holds why the connection ended: the exception the session raises."""
+    bytes go to the log as they come (`FrameReader`'s pieces, `MessageStore.write_replicated`),
+    followed by a report of the new end, then their dispatch: a byte is copied by the socket
+    read and the log write only, and the stream waits while the store works (the loop reads
+    no more). ``closed`` holds why the connection ended: the exception the session raises."""
 
     def __init__(self, slave: HASlave) -> None:
         self.slave, self.store = slave, slave.store
@@ -181,18 +182,22 @@ class _Stream(asyncio.BufferedProtocol):
         appended = False
         now = time.monotonic()
         slave.last_frame = time.time()
-        for offset, piece, frame_size in self.frames.feed(data):
-            end = store.commitlog.max_offset
-            if offset != end:
-                slave._mismatch(offset, len(piece), end)
-            if piece:
-                store.append_replicated(offset, piece)
-                appended = True
-            if frame_size >= 0:  # a frame ends here
-                slave.master_offset = offset + len(piece)
-                self.catch_up.at(slave.master_offset - frame_size, frame_size, now)
-        if appended:
-            self.report()
+        try:
+            for offset, piece, frame_size in self.frames.feed(data):
+                end = store.commitlog.max_offset
+                if offset != end:
+                    slave._mismatch(offset, len(piece), end)
+                if piece:
+                    store.write_replicated(offset, piece)
+                    appended = True
+                if frame_size >= 0:  # a frame ends here
+                    slave.master_offset = offset + len(piece)
+                    self.catch_up.at(slave.master_offset - frame_size, frame_size, now)
+            if appended:  # acknowledged once in the log, as RocketMQ's slave does: a
+                self.report()  # SYNC_MASTER's send does not wait for this dispatch
+        finally:
+            if appended:
+                store.dispatch_replicated()
 
     def report(self) -> None:
         """Tell the master where this log ends (its acknowledgement, and where to send from)."""

@@ -175,7 +175,7 @@ class MessageStore(StoreRecovery, StoreWriter, StoreReader, StoreReplica):
 
     def set_slave(self, slave: bool) -> None:
         """Switch the role at run time (failover): a slave refuses every put (NotMaster)
-        and takes its master's bytes through `append_replicated`; a master puts."""
+        and takes its master's bytes through `write_replicated`; a master puts."""
         self.slave = slave
         self._writable = self._running and not slave
 

@@ -2,9 +2,10 @@
 
 `StoreReplica` is one of the classes `MessageStore` (core/store/message_store.py) is made of.
 A slave (brokerRole=SLAVE, core/ha/slave.py) never runs the put paths: it hands the bytes
-its master streamed to `append_replicated`, which copies them into the log at the offset
-they were read from (byte-identical, a frame may cut a record), then dispatches every
-record now whole through `_dispatch_from_record`, the one rule recovery uses, so the
+its master streamed to `write_replicated`, which copies them into the log at the offset
+they were read from (byte-identical, a frame may cut a record), and once it has reported
+the new end, `dispatch_replicated` dispatches every record now whole through
+`_dispatch_from_record`, the one rule recovery uses, so the
 slave's ConsumeQueues, key index (built from ``dispatched_offset``) and ``batch_listeners``
 state are what the master's recovery would make from the same log. `truncate_replica`
 cuts a log back to where its master's ends (a slave once ahead, told to truncate).
@@ -92,11 +93,13 @@ class StoreReplica(StoreDispatch):
     _dispatch_from_record: Callable[[int, RecordInfo], _Dispatch]
     replica_lag: ReplicaLag  # made in MessageStore.__init__
 
-    def append_replicated(self, offset: int, data: bytes | memoryview) -> int:
-        """Write ``data`` (the master's log from ``offset``) at the log's end and dispatch
-        the records it completes; returns the new end. ReplicaMismatch when ``offset`` is
-        not this log's end (an empty log takes any segment start, as RocketMQ's slave does)
-        or the bytes would cross a segment end (the master's segments are another size)."""
+    def write_replicated(self, offset: int, data: bytes | memoryview) -> None:
+        """Write ``data`` (the master's log from ``offset``) at the log's end, without
+        dispatching it: the slave acknowledges the bytes once they are in its log, as
+        RocketMQ's HAClient does, and dispatches them after the acknowledgement is on its
+        way (`dispatch_replicated`), so a SYNC_MASTER's send does not wait for the
+        slave's dispatch. ReplicaMismatch when ``offset`` is not this log's end (an empty
+        log takes any segment start, as RocketMQ's slave does)."""
         cl = self.commitlog
         queue = cl.queue
         if offset != cl.max_offset:
@@ -113,10 +116,8 @@ class StoreReplica(StoreDispatch):
                 mf.write(view[:n])
             cl.work_ahead(mf)
             view = view[n:]
-        self._dispatch_replicated()
-        return cl.max_offset
 
-    def _dispatch_replicated(self) -> None:
+    def dispatch_replicated(self) -> None:
         """Dispatch every whole record from ``dispatched_offset`` to the log's end; a record
         cut by the last frame waits for the next one. A queue's consecutive records go to
         its ConsumeQueue as one run (one put, one wake-up), as a put's would.
