@@ -31,6 +31,7 @@ from ..consumer.clients import ConsumerManager
 from ..consumer.locks import MessageQueueKey, RebalanceLockManager
 from ..consumer.long_polling import PullWaiters
 from ..errors import (
+    BrokerError,
     ConsumeDisabled,
     GroupNotFound,
     QueueNotFound,
@@ -39,6 +40,7 @@ from ..errors import (
     TopicNotReadable,
 )
 from ..ha.election import Election
+from ..ha.offset_log import OffsetLog
 from ..ha.service import HAService
 from ..metadata.offsets import ConsumerOffsetManager
 from ..metadata.topics import PERM_READ, TopicConfig, TopicConfigManager
@@ -235,8 +237,23 @@ class ConsumeRole(AdminRole):
     def persist_offsets(self) -> None:
         """Write the offsets file now, blocking (an fsync): for a change answered at once
         whose start offsets must outlive a crash beside a file written the same way (an
-        AMQP durable queue's declare or binding, saved with its entity file)."""
+        AMQP durable queue's declare or binding, saved with its entity file). A master
+        with slaves also writes them into the replicated log now, not at the offsets'
+        next interval: the record's append runs before the loop reads the client's next
+        request, so it precedes anything routed to the queue after it, and a slave
+        promoted meanwhile starts the queue where this master did (not at the end)."""
         self.offsets.persist()
+        master, offset_log = self.ha.master, self.ha.offset_log
+        if master is not None and master.slaves and offset_log is not None:
+            asyncio.get_running_loop().create_task(self._offsets_record(offset_log),
+                                                   name="offsets into the replicated log")
+
+    @staticmethod
+    async def _offsets_record(offset_log: OffsetLog) -> None:
+        try:
+            await offset_log.flush()
+        except BrokerError as exc:  # fenced or full: the interval's record or SlaveSynchronize
+            log.warning("consumer offsets not written to the replicated log: %s", exc)
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         return self.offsets.query(group, topic, queue_id)

@@ -62,3 +62,58 @@ def test_a_publish_on_a_slave_is_nacked_until_the_node_is_elected(tmp_path, etcd
                 conn.close()
         two.broker.stop()
         one.broker.stop()
+
+
+def test_a_queue_bound_just_before_its_master_dies_keeps_what_was_routed_to_it(tmp_path, etcd, namesrv):
+    """A durable queue bound to an exchange whose topic already holds messages starts there at
+    the topic's end. The master writes that start into the replicated log with the binding,
+    before anything routed after it; so a slave promoted a few milliseconds after the first
+    confirmed publish starts the queue there too, and holds that publish (starting at the
+    topic's end on the new master, as before, skipped it: the offsets' 100 ms record had not
+    been written yet)."""
+    endpoints = etcd.endpoints
+    amqp = {i: free_port() for i in (1, 2)}
+    # SYNC_MASTER: a publish is confirmed once the slave has it
+    one, two = (group_node(tmp_path, i, namesrv, endpoints, f"amqp.port={amqp[i]}") for i in (1, 2))
+    one.broker.start()
+    connections: list[pika.BlockingConnection] = []
+    try:
+        wait_for(lambda: leader_id(endpoints) == 1, what="node 1 elected (alone)")
+        two.broker.start()
+        wait_for(lambda: in_sync_set(endpoints) == [1, 2], what="node 2 in the in-sync set")
+        on_one = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", amqp[1]))
+        connections.append(on_one)
+        channel = on_one.channel()
+        channel.confirm_delivery()
+        channel.exchange_declare("late-x", "direct", durable=True)
+        channel.queue_declare("early-q", durable=True)
+        channel.queue_bind("early-q", "late-x", "k")
+        for i in range(20):  # the exchange's topic holds these before the late queue is bound
+            channel.basic_publish("late-x", "k", b"before-%d" % i)
+        on_one.sleep(0.5)  # every record of the interval written
+        channel.queue_declare("late-q", durable=True)
+        channel.queue_bind("late-q", "late-x", "k")
+        channel.basic_publish("late-x", "k", b"routed after the bind")
+        one.broker.kill()  # within the offsets' interval after the bind
+        wait_for(lambda: leader_id(endpoints) == 2, what="node 2 elected")
+        on_two = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", amqp[2]))
+        connections.append(on_two)
+        got: list[bytes] = []
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:  # the queue is live once node 2 took it up
+            try:
+                got = drain(on_two.channel(), "late-q")
+            except pika.exceptions.ChannelClosed:
+                pass
+            if not got:
+                on_two.sleep(0.2)
+        assert got == [b"routed after the bind"]
+    finally:
+        for conn in connections:
+            if conn.is_open:
+                try:
+                    conn.close()
+                except pika.exceptions.AMQPError:  # node 1's: killed under it
+                    pass
+        two.broker.stop()
+        one.broker.stop()
