@@ -301,8 +301,9 @@ class Election:
         result = await self.client.txn(compare, ops)
         if not result.succeeded:
             return
-        if self._closed:  # stopping meanwhile: hand the key back at once
-            await self.client.revoke(self.lease)
+        if self._closed:  # stopping meanwhile: hand the key back at once (close() revoked the
+            if self.lease:  # lease it found; this one was granted after)
+                await self.client.revoke(self.lease)
             return
         # the lease was renewed at renewed_at at the latest: writes stop before it can expire
         self._writes_until(self.renewed_at + self.ttl - self.margin)
