@@ -7,7 +7,8 @@ heart-beat frame after haSendHeartbeatInterval of silence. A slave that reports 
 beyond this log's end holds bytes this master never had: it is answered with one empty
 frame at this log's end (it then truncates or refuses, as it is configured) and dropped. A
 slave silent for haHousekeepingInterval is dropped. Garbage on the port drops that
-connection only.
+connection only. Both intervals are kept by one housekeeping task for every slave, not by a
+timeout on each read and each wait (SYNC_MASTER has a report and a wake-up per send).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class SlaveState:
     last_report: float = 0.0
     pushed: int = -1  # where the next frame starts
     ack_times: list[float] = field(default_factory=list)
+    silent: bool = False  # dropped by the housekeeping: no report for haHousekeepingInterval
 
 
 class HAMaster:
@@ -61,6 +63,7 @@ class HAMaster:
                                                   limit=1 << 16)
         self.port = self._server.sockets[0].getsockname()[1]
         self.store.dispatch_listeners.append(self._dispatched)
+        self._tasks.add(asyncio.create_task(self._housekeep(), name="ha-housekeeping"))
         log.info("HA: listening for slaves on %s:%d", host, self.port)
 
     async def stop(self) -> None:
@@ -80,6 +83,21 @@ class HAMaster:
     def _dispatched(self, _topic: str, _queue_id: int, _max: int) -> None:
         if not self._wake.is_set():
             self._wake.set()
+
+    async def _housekeep(self) -> None:
+        """A quarter of the shorter interval at a time: wake the push loops (one whose slave
+        heard nothing for haSendHeartbeatInterval sends a heart-beat) and drop the slaves
+        that reported nothing for haHousekeepingInterval."""
+        beat_s = self.config.ha_send_heartbeat_interval / 1000
+        silent_s = self.config.ha_housekeeping_interval / 1000
+        while True:
+            await asyncio.sleep(min(beat_s, silent_s) / 4)
+            self._wake.set()
+            now = time.time()
+            for writer, state in list(self.slaves.items()):
+                if not state.silent and now - (state.last_report or state.connected_at) > silent_s:
+                    state.silent = True
+                    writer.close()  # its report reader sees the end; _serve says why
 
     # -- who is in sync ---------------------------------------------------------------------
     def in_sync(self, end: int) -> bool:
@@ -113,10 +131,10 @@ class HAMaster:
                         state.address, exc)
         except (OSError, asyncio.IncompleteReadError) as exc:
             log.info("HA: slave %s: %s", state.address, exc or type(exc).__name__)
-        except asyncio.TimeoutError:
-            log.warning("HA: slave %s silent for %d ms: dropped", state.address,
-                        self.config.ha_housekeeping_interval)
         finally:
+            if state.silent:
+                log.warning("HA: slave %s silent for %d ms: dropped", state.address,
+                            self.config.ha_housekeeping_interval)
             self.slaves.pop(writer, None)
             pusher.cancel()
             await asyncio.gather(pusher, return_exceptions=True)
@@ -130,9 +148,8 @@ class HAMaster:
     async def _read_reports(self, state: SlaveState, reader: asyncio.StreamReader,
                             pusher: asyncio.Task[None]) -> None:
         decoder = ReportDecoder()
-        silent_s = self.config.ha_housekeeping_interval / 1000
         while True:
-            data = await asyncio.wait_for(reader.read(1 << 16), silent_s)
+            data = await reader.read(1 << 16)  # a silent slave: closed by _housekeep
             if not data:
                 return
             offsets = decoder.feed(data)
@@ -185,10 +202,7 @@ class HAMaster:
                     writer.write(encode_frame_header(state.pushed, 0))
                     await writer.drain()
                     last_sent = time.monotonic()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), beat_s)
-                except asyncio.TimeoutError:
-                    pass
+                await self._wake.wait()  # a dispatch, a report, or _housekeep
                 continue
             start = state.pushed
             mf = cl.queue.find(start)
