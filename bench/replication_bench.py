@@ -397,12 +397,14 @@ def loopback_ceiling(total: int = 512 << 20) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--messages", type=int, default=20_000)
+    # long enough that the pipelines' fill and drain (Kafka: 32 requests of 4,000 in flight)
+    # are a few percent of a row, not a third of it
+    parser.add_argument("--messages", type=int, default=40_000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--behind-mb", type=int, default=128)
     parser.add_argument("--sizes", default="1024", help="message sizes of the catch-up cases")
     parser.add_argument("--batch", type=int, default=32, help="messages per native batch send")
-    parser.add_argument("--kafka-messages", type=int, default=400_000)
+    parser.add_argument("--kafka-messages", type=int, default=4_000_000)
     parser.add_argument("--baseline", default=None, help="a commit whose code runs the send rows too")
     parser.add_argument("--skip-catch-up", action="store_true")
     parser.add_argument("--skip-lag", action="store_true")
