@@ -27,6 +27,8 @@ from typing import Any
 from rocketport.common.batch.message_batch import ENTRY_HEAD, MIN_ENTRY_SIZE, PROPS_LEN
 from rocketport.common.message import (
     COMPRESSED_FLAG,
+    INNER_BATCH_FLAG,
+    PROPERTY_DEDUP_KEY,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     encode_properties,
 )
@@ -246,6 +248,20 @@ class Producer:
             raise ClientError(f"batch of {len(body)} bytes exceeds {self.max_message_size}",
                               ResponseCode.MESSAGE_ILLEGAL)
         return await self._send(topic, body, b"", 0, msg_id, True, False, queue, timeout_s)
+
+    async def send_inner_batch(self, topic: str, batch: Buffer, *, queue: MessageQueue,
+                               dedup_key: str | None = None, timeout_s: float | None = None) -> SendResult:
+        """Send one record batch (Kafka's v2 layout, `common.batch.record_batch`) to `queue`,
+        to be stored whole as one inner batch (sysFlag INNER_BATCH_FLAG, as RocketMQ 5 marks
+        one): one CommitLog record, each record its own message with its own offset for every
+        reader. `dedup_key` names the batch as one unit the broker stores once (the Spark
+        writer's chunks). A Rocketport extension: RocketMQ brokers refuse it."""
+        check_topic(topic)
+        if len(batch) > self.max_message_size:
+            raise ClientError(f"batch of {len(batch)} bytes exceeds {self.max_message_size}",
+                              ResponseCode.MESSAGE_ILLEGAL)
+        props = encode_properties({PROPERTY_DEDUP_KEY: dedup_key}) if dedup_key is not None else b""
+        return await self._send(topic, batch, props, INNER_BATCH_FLAG, "", True, False, queue, timeout_s)
 
     def _prepare(self, msg: Message) -> tuple[bytes, bytes, int, str]:
         check_topic(msg.topic)

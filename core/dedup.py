@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from rocketport.common.message import (
     PROPERTY_DEDUP_KEY,
+    PROPERTY_INNER_NUM,
     Message,
     MessageExt,
     property_bytes,
@@ -229,6 +230,7 @@ async def recall_stored(store: "MessageStore", k: Key, below: int) -> PutResult 
     found = [records[p] for p in sorted(records)]
     first = found[0]
     return PutResult(first.queue_id, first.queue_offset, first.commit_log_offset,
-                     sum(m.store_size for m in found), first.store_timestamp, len(found),
+                     sum(m.store_size for m in found), first.store_timestamp,
+                     sum(int(m.properties.get(PROPERTY_INNER_NUM, 1)) for m in found),  # an inner batch: its count
                      store.store_host,
                      tuple(m.commit_log_offset for m in found) if len(found) > 1 else ())

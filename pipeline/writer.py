@@ -3,8 +3,10 @@
 Columns: `value` (binary or string, required), `key` (string: the queue is chosen by its
 hash, so one key keeps its order), `tags`, `keys` (string or array<string>), `properties`
 (map<string,string>), `queue_id` (int: that queue). Rows without a key or queue go to the
-queues in turn, a chunk each. A Spark task sends its rows as batch sends, one queue's
-chunk of up to `CHUNK` rows at a time, and names each chunk with a deterministic
+queues in turn, a chunk each. A Spark task sends its rows one queue's chunk of up to
+`CHUNK` rows at a time, each chunk one record batch the broker stores whole as one
+CommitLog record (an inner batch: every row stays its own message, with its own offset,
+for every reader; `entries.py`), and names each chunk with a deterministic
 DEDUP_KEY, ``writer/epoch/partition/queue/chunk``: a retried task (or a replayed
 micro-batch) resends the same chunks under the same keys, and the broker stores each key
 once (core/dedup.py), so consumers never see a repeat. Which rows make which chunk, and
@@ -13,13 +15,14 @@ cut them into RecordBatches). `writer` is a fresh id per batch write; a streamin
 uses the `writerId` option, else its checkpoint location, so a query restarted from its
 checkpoint keeps the keys of the batches it replays.
 
-The rows never become Python objects: each run of rows is encoded to batch-send entries
-from its Arrow columns at once (`entries.py`), and `IN_FLIGHT` sends are kept in flight.
+The rows never become Python objects: each run of rows is encoded to records from its
+Arrow columns at once (`entries.py`), and `IN_FLIGHT` sends are kept in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 import zlib
 from collections.abc import Iterator
@@ -40,10 +43,10 @@ from rocketport.client import Producer
 from rocketport.client.message import MessageQueue
 from rocketport.common.message_id import MessageClientIdGenerator
 
-from .entries import dedup_texts, encode_entries, id_block, row_properties
+from .entries import encode_records, id_headers, record_batch, row_fields
 from .options import OptionError, WriteOptions
 
-CHUNK = 512  # rows per batch send (one queue, one dedup key)
+CHUNK = 512  # rows per record batch (one queue, one dedup key, one CommitLog record)
 RUN = 8 * CHUNK  # rows encoded at once
 IN_FLIGHT = 8  # batch sends a task keeps in flight
 SEND_TIMEOUT_S = 30.0
@@ -169,11 +172,11 @@ class PartitionSender:
             chunk_of = (first + lo + np.arange(count)) // CHUNK
             j0 = int(chunk_of[0])
             head, counter = self.ids.next_id_run(count)
-            tail = [dedup_texts([c.key for c in chunks[j0:int(chunk_of[-1]) + 1]], chunk_of - j0),
-                    id_block(head, counter, count)]
-            props = row_properties(run)
-            properties = pc.binary_join_element_wise(*([props] if props is not None else []), *tail, _EMPTY)
-            data, ends = encode_entries(run.column("value"), properties)
+            record_key, headers, counts = row_fields(run)
+            ids = id_headers(head, counter, count)
+            headers = ids if headers is None else pc.binary_join_element_wise(headers, ids, _EMPTY)
+            data, ends = encode_records(run.column("value"), (first + lo + np.arange(count)) % CHUNK,
+                                        record_key, headers, counts + 1)
             view = memoryview(data)
             bounds = np.searchsorted(chunk_of, np.arange(j0, int(chunk_of[-1]) + 2))
             for j in range(j0, int(chunk_of[-1]) + 1):
@@ -192,10 +195,10 @@ class PartitionSender:
             self.sends.difference_update(done)
             for task in done:
                 task.result()
-        body = chunk.parts[0] if len(chunk.parts) == 1 else b"".join(chunk.parts)
+        body = record_batch(chunk.parts, chunk.rows, int(time.time() * 1000))
         chunk.parts = []
         self.sends.add(asyncio.create_task(
-            self.producer.send_batch_body(self.topic, body, queue=chunk.mq)))
+            self.producer.send_inner_batch(self.topic, body, queue=chunk.mq, dedup_key=chunk.key)))
 
     async def finish(self) -> int:
         """Send the chunks still open, wait for every send; the rows sent."""

@@ -6,10 +6,10 @@ prefilters on each entry's tags code. The produce path (storing the batch) and r
 records the same way, or a rebuilt ConsumeQueue filters differently from the one the broker
 served before; this module is that one way, for every front-end that stores batches.
 
-A record's tag is the value of its header named ``tag_header`` (``kafkaTagHeader``), the last
-non-null one if the name repeats, decoded as UTF-8 with ``surrogateescape``: the TAGS that
-core.batch.messages gives the record, so the prefilter and the exact check agree. A record
-without one has no tag (code 0).
+A record's tag is the value of its header named ``TAGS``, else of its header named
+``tag_header`` (``kafkaTagHeader``), the last non-null one if the name repeats, decoded as
+UTF-8 with ``surrogateescape``: the TAGS that core.batch.messages gives the record, so the
+prefilter and the exact check agree. A record without one has no tag (code 0).
 
 Records are decoded only when the header's name occurs in the (decompressed) payload: most
 batches carry no tag, and one regular-expression search (~1 ms per MiB) is far cheaper than
@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
+from ..message import PROPERTY_TAGS
 from ..tags import tags_code
 from .compression import CompressionError, decompress
 from .record_batch import HEADER_SIZE, CorruptBatch, iter_payload_records, parse_header
@@ -32,25 +33,31 @@ Buffer = bytes | bytearray | memoryview
 
 
 @lru_cache(maxsize=16)
-def _name_search(tag_header: str) -> Callable[[Buffer], re.Match | None]:
-    # re searches a memoryview in place, where ``in`` would need a copy to bytes
-    return re.compile(re.escape(tag_header.encode("utf-8"))).search
+def _name_search(name: str) -> Callable[[Buffer], re.Match | None]:
+    # re searches a memoryview in place, where ``in`` would need a copy to bytes; one
+    # literal each (an alternation of two is searched several times slower)
+    return re.compile(re.escape(name.encode("utf-8"))).search
 
 
 def payload_tags(payload: Buffer, count: int, tag_header: str) -> list[str | None] | None:
     """The tag of each of the ``count`` records of a records payload (decompressed), or None
-    when ``tag_header``'s name occurs nowhere in it: then no record has a tag, and none was
-    decoded. Raises CorruptBatch when the records do not decode."""
-    if _name_search(tag_header)(payload) is None:
+    when neither ``TAGS`` nor ``tag_header``'s name occurs in it: then no record has a tag,
+    and none was decoded. Raises CorruptBatch when the records do not decode."""
+    if _name_search(tag_header)(payload) is None and _name_search(PROPERTY_TAGS)(payload) is None:
         return None
     data = payload if isinstance(payload, bytes) else bytes(payload)
     out: list[str | None] = []
     append = out.append
     for record in iter_payload_records(data, count):
-        tag = None
+        tag = explicit = None
         for name, value in record.headers:
-            if value is not None and name == tag_header:
-                tag = value  # the last one wins, as in a message's properties
+            if value is not None:  # the last one wins, as in a message's properties
+                if name == PROPERTY_TAGS:
+                    explicit = value
+                elif name == tag_header:
+                    tag = value
+        if explicit is not None:
+            tag = explicit
         append(None if tag is None else tag.decode("utf-8", "surrogateescape"))
     return out
 

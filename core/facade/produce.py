@@ -2,7 +2,9 @@
 
 One message: `put_message` (a delay or a prepared transaction is wrapped here). A batch for
 one queue: `put_messages` (decoded messages), `put_batch` (a remoting MessageBatch body, stored
-as sent), `put_record_batch` (a Kafka record batch, stored whole as one inner batch). Plain
+as sent), `put_record_batch` (a Kafka record batch, stored whole as one inner batch),
+`put_inner_batch_send` (a remoting batch send flagged INNER_BATCH_FLAG whose body is a record
+batch: checked here, deduplicated by its DEDUP_KEY, stored whole the same way). Plain
 sends, the lane most producers take: `put_plain`, without a coroutine, for a list of
 `PlainSend` records (`core.facade.types`), each one send or a run of bodies that share their
 properties (a remoting read's sends, a STOMP client's run of frames, an AMQP publisher's
@@ -35,9 +37,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from rocketport.common.batch import CompressionError, CorruptBatch, decompress, parse_header, verify_crc
 from rocketport.common.batch.message_batch import decode_batch
+from rocketport.common.batch.record_batch import HEADER_SIZE as BATCH_HEADER_SIZE
+from rocketport.common.batch.record_tags import codes_and_shared, payload_tags
 from rocketport.common.message import (
     INNER_BATCH_FLAG,
+    PROPERTY_DEDUP_KEY,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TIMER_DELIVER_MS,
@@ -45,6 +51,7 @@ from rocketport.common.message import (
     TAGS_NEEDLES,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
+    PROPERTY_TAGS,
     Message,
     MessageExt,
     decode_properties,
@@ -276,6 +283,63 @@ class ProduceRole(AdminRole):
         queue_id = self._writable(topic, queue_id)
         result = await self.store.put_inner_batch(topic, queue_id, batch, count, **kwargs)
         return await self._replicated(result) if replicated else result
+
+    async def put_inner_batch_send(self, topic: str, queue_id: int, batch: bytes | memoryview,
+                                   properties: dict[str, str], born_timestamp: int,
+                                   born_host: tuple[str, int]) -> PutResult:
+        """A remoting batch send whose sysFlag carries INNER_BATCH_FLAG (as RocketMQ 5 marks a
+        batch to store as one inner batch): its body is one record batch (v2, no producer id,
+        not transactional), stored whole as one CommitLog record of ``count`` messages, each
+        with its own offset, read per message by every front-end (core.batch.messages). The
+        only property the send may carry is DEDUP_KEY, naming the batch as one unit
+        (core/dedup.py): the Spark writer's chunks. Checked here as the Kafka front-end checks
+        a produced batch: magic, CRC32C, count; each record's tags code from its TAGS (or tag)
+        header, so a tag subscription's prefilter sees it."""
+        unknown = set(properties) - {PROPERTY_DEDUP_KEY}
+        if unknown:
+            raise InvalidMessage(f"an inner batch send carries no properties but DEDUP_KEY: {sorted(unknown)}")
+        count, tags_codes, shared = self._checked_record_batch(batch)
+        queue = self._writable(topic, queue_id)
+        key = properties.get(PROPERTY_DEDUP_KEY)
+        kept = {**properties, **shared}
+
+        def put() -> Awaitable[PutResult]:
+            return self.store.put_inner_batch(topic, queue, batch, count, tags_codes=tags_codes,
+                                              properties=kept or None, born_timestamp=born_timestamp,
+                                              born_host=born_host)
+        if key is None:
+            result = await put()
+        else:
+            stored = await self.dedup.put_unit((topic, key), count, put)
+            assert stored is not None  # `put` answers a PutResult or raises
+            result = stored
+        return await self._replicated(result)
+
+    def _checked_record_batch(self, batch: bytes | memoryview) -> tuple[int, int | list[int], dict[str, str]]:
+        """(records, tags codes, the batch's shared TAGS as a property) of a record batch a
+        client sent to be stored whole; InvalidMessage for one the store must not keep."""
+        view = memoryview(batch)
+        try:
+            header = parse_header(view)
+            if header.size != len(view) or not verify_crc(view):
+                raise CorruptBatch("length or CRC32C mismatch")
+            count = header.records_count
+            if count < 1 or header.last_offset_delta != count - 1:
+                raise CorruptBatch(f"{count} records but last offset delta {header.last_offset_delta}")
+            if header.is_control or header.is_transactional or header.producer_id >= 0:
+                raise CorruptBatch("control, transactional and idempotent batches are Kafka's only")
+            payload: bytes | memoryview = view[BATCH_HEADER_SIZE:]
+            if header.compression:
+                payload = decompress(header.compression, payload)
+            if count > len(payload) // 7:  # a record takes 7 bytes at least
+                raise CorruptBatch(f"{count} records cannot fit in {len(payload)} bytes")
+            tags = payload_tags(payload, count, self.config.kafka_tag_header)
+        except (CorruptBatch, CompressionError) as exc:
+            raise InvalidMessage(f"inner batch: {exc}") from None
+        if tags is None:
+            return count, 0, {}
+        codes, shared = codes_and_shared(tags)
+        return count, codes, ({PROPERTY_TAGS: shared} if shared is not None else {})
 
     def accept_now(self, topic: str, queue_id: int, properties: bytes,
                    sys_flag: int, *, answers_after_durable: bool = False) -> tuple[int, int] | None:

@@ -20,8 +20,8 @@ Keys indexed per message: ``topic#KEYS`` (each key), ``topic#UNIQ_KEY`` and ``to
 (what the producer dedup window recalls after a restart, core/dedup.py); the records of
 an inner batch are indexed by their Kafka key (their KEYS, see core.batch.messages), and by
 a UNIQ_KEY header where a batch's payload names one (decoded once, see
-`_index_unique_headers`); the keys are read without decoding the records, from the payload
-the one expander holds
+`_index_unique_headers`), and the batch by the DEDUP_KEY its record carries; the keys
+are read without decoding the records, from the payload the one expander holds
 (core.store.inner_batch: a compressed batch is decompressed once for the index and every
 reader); a batch of keyless records with equal-size values (what most keyless producers
 send) is recognised in one regular-expression pass instead (record_batch.all_keyless),
@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import struct
 import sys
 import time
@@ -100,6 +101,8 @@ log = logging.getLogger(__name__)
 _KEYS_NEEDLES = property_needles(PROPERTY_KEYS)
 _DEDUP_NEEDLES = property_needles(PROPERTY_DEDUP_KEY)
 _UNIQ_HEADER = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()  # a record header's name, in a payload
+# a record's UNIQ_KEY header with a 32-byte value: name length 8 and value length 32, zigzag varints
+_UNIQ_IDS = re.compile(b"\x10" + _UNIQ_HEADER + b"\x40(.{32})", re.DOTALL).findall
 _KEY_SEPARATOR = KEY_SEPARATOR.encode()
 PREFIX_CACHE = 4096  # topics whose ``topic#`` key prefix is kept
 KEYLESS_SPANS = 4096  # keyless log ranges and batch sends remembered ahead of the walk
@@ -383,6 +386,10 @@ class IndexService:
                 log.error("cannot index batch at %d: %s", phys, exc)
                 return 1, True
             left, data = batch.count, batch.payload
+            dedup = property_bytes(topic_and_properties(view, 0)[2], _DEDUP_NEEDLES)
+            if dedup:  # a batch sent as one unit (core/dedup.py): what a recall looks up
+                self._put(self._prefix(info.topic.encode("utf-8", "surrogateescape")) + dedup,
+                          phys, info.store_timestamp)
             if _UNIQ_HEADER in data:  # one search: most batches carry no such header
                 self._index_unique_headers(data, left, phys, info)
             if left <= UNIFORM_CHECK_MAX and all_keyless(data):  # nothing to index: no keys
@@ -413,8 +420,16 @@ class IndexService:
         """``topic#UNIQ_KEY`` for each record of a batch with a UNIQ_KEY header (a producer
         naming its messages as RocketMQ clients do), so `message_by_unique_key` finds the
         records of a batch as it finds single messages. Decodes the batch's records, once,
-        when it is first opened (the search that sends a batch here is a false hint at worst)."""
+        when it is first opened (the search that sends a batch here is a false hint at worst).
+        The shape RocketMQ's ids take, one 32-character id a record, is read in one pass
+        (`_UNIQ_IDS`) and indexed in bulk when every name found is such a header and there is
+        one a record; anything else is decoded."""
         prefix, ts = self._prefix(info.topic.encode("utf-8", "surrogateescape")), info.store_timestamp
+        ids = _UNIQ_IDS(data)
+        if len(ids) == count == data.count(_UNIQ_HEADER):
+            seed = crc32(prefix)
+            self.put_entries([(crc32(uniq, seed) & _HASH_MASK, phys, ts) for uniq in ids])
+            return
         try:
             for record in iter_payload_records(data, count):
                 for name, value in record.headers:

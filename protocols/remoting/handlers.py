@@ -23,6 +23,7 @@ import orjson
 from rocketport.common.batch.compression import GZIP, CompressionError, decompress
 from rocketport.common.message import (
     COMPRESSED_FLAG,
+    INNER_BATCH_FLAG,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -225,7 +226,11 @@ class BrokerHandlers:
         properties = decode_properties(h.properties) if h.properties else {}
         code = ResponseCode.SUCCESS
         try:
-            if request.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
+            if (request.code == RequestCode.SEND_BATCH_MESSAGE or h.batch) and h.sys_flag & INNER_BATCH_FLAG:
+                # a record batch stored whole, one message per record (RocketMQ 5's inner batch)
+                result = await self.broker.put_inner_batch_send(h.topic, h.queue_id, bytes(request.body),
+                                                                properties, h.born_timestamp, born_host)
+            elif request.code == RequestCode.SEND_BATCH_MESSAGE or h.batch:
                 body, sys_flag = bytes(request.body), h.sys_flag  # one copy
                 if sys_flag & COMPRESSED_FLAG:  # the C++ client zlib-compresses a batch over 4 KiB
                     body, sys_flag = self._inflate_batch(body), sys_flag & ~COMPRESSED_FLAG
@@ -249,7 +254,7 @@ class BrokerHandlers:
         msg_id = result.joined_msg_ids if len(result.record_offsets) > 1 else result.msg_id
         session.produces = True
         traffic = self.traffic
-        stored, size = len(result.record_offsets) or 1, len(request.body or b"")
+        stored, size = len(result.record_offsets) or result.count, len(request.body or b"")
         traffic.messages_in += stored
         traffic.bytes_in += size
         traffic.topics.add(h.topic)

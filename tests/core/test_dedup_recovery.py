@@ -2,16 +2,20 @@
 or stored before a restart or a SIGKILL, is recalled from the log (through the key index),
 so a writer's replay is still dropped. In-process through the Broker facade, and with a
 real broker process killed right after its answer, written to by the native client's batch
-sends as the Spark sink writes (pipeline/writer.py)."""
+sends, and by its inner-batch sends (one record batch a chunk) as the Spark sink writes
+(pipeline/writer.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import re
 
+import pytest
+
 from rocketport.client import AdminClient
 from rocketport.client import Message as ClientMessage
 from rocketport.client import Producer, PullConsumer
+from rocketport.common.batch import Record, build_batch
 from rocketport.common.batch.message_batch import BatchMessage, encode_batch
 from rocketport.common.message import PROPERTY_DEDUP_KEY, Message
 from rocketport.core.broker import Broker
@@ -77,6 +81,31 @@ def test_a_batch_unit_is_recalled_whole_after_a_restart(small_config):
     asyncio.run(main())
 
 
+def _record_batch(values: list[bytes]) -> bytes:
+    return build_batch([Record(i, 0, None, v, [("TAGS", b"t")]) for i, v in enumerate(values)],
+                       base_timestamp=1_700_000_000_000)
+
+
+def test_an_inner_batch_unit_is_recalled_after_a_restart(small_config):
+    """A record batch stored whole under its DEDUP_KEY (the Spark sink's chunk): indexed by
+    that key, recalled after a restart and answered with the whole batch's count."""
+    batch = _record_batch([b"%d" % i for i in range(20)])
+    host = ("127.0.0.1", 1)
+
+    async def main():
+        async with Broker(small_config) as broker:
+            first = await broker.put_inner_batch_send("I", 0, batch, {PROPERTY_DEDUP_KEY: "c0"}, 0, host)
+            await broker.put_message(keyed("I", b"after", "other"))
+        async with Broker(small_config) as broker:
+            again = await broker.put_inner_batch_send("I", 0, batch, {PROPERTY_DEDUP_KEY: "c0"}, 0, host)
+            assert (again.queue_offset, again.count, again.msg_id) == (0, 20, first.msg_id)
+            assert broker.dedup.recalled == 1
+            await broker.put_inner_batch_send("I", 0, batch, {PROPERTY_DEDUP_KEY: "c1"}, 0, host)
+            assert bodies(broker, "I") == [*(b"%d" % i for i in range(20)), b"after",
+                                           *(b"%d" % i for i in range(20))]
+    asyncio.run(main())
+
+
 # ---------------------------------------------------------------- a real process, SIGKILLed
 _SETTINGS = ("listenPort=0", "namesrv.port=0", "kafka.enabled=false")
 TOPIC = "SinkReplay"
@@ -87,16 +116,20 @@ def _namesrv(log: str) -> str:
     return "127.0.0.1:" + re.search(r"name server listening on 127\.0\.0\.1:(\d+)", log).group(1)
 
 
-async def _write(namesrv: str, chunks: range) -> None:
-    """The sink's shape: each chunk one batch send to one queue, named writer/epoch/queue/chunk."""
+async def _write(namesrv: str, chunks: range, inner: bool) -> None:
+    """The sink's shape: each chunk one batch send to one queue, named writer/epoch/queue/chunk
+    (``inner``: one record batch stored whole, as the sink sends them)."""
     async with Producer(namesrv, "sink", send_timeout_s=10) as producer:
         queues = await producer.runtime.routes.publish_queues(TOPIC)
         for n in chunks:
             mq = queues[n % len(queues)]
             key = f"w1/0/{mq.broker_name}:{mq.queue_id}/{n}"
-            await producer.send_batch([ClientMessage(TOPIC, b"%d-%d" % (n, i),
-                                                     properties={PROPERTY_DEDUP_KEY: key})
-                                       for i in range(CHUNK)], queue=mq)
+            values = [b"%d-%d" % (n, i) for i in range(CHUNK)]
+            if inner:
+                await producer.send_inner_batch(TOPIC, _record_batch(values), queue=mq, dedup_key=key)
+            else:
+                await producer.send_batch([ClientMessage(TOPIC, v, properties={PROPERTY_DEDUP_KEY: key})
+                                           for v in values], queue=mq)
 
 
 async def _stored(namesrv: str) -> tuple[int, list[bytes]]:
@@ -114,12 +147,13 @@ async def _stored(namesrv: str) -> tuple[int, list[bytes]]:
         return total, got
 
 
-def test_a_replay_after_a_sigkill_is_dropped(tmp_path):
+@pytest.mark.parametrize("inner", [False, True], ids=["batch_sends", "inner_batches"])
+def test_a_replay_after_a_sigkill_is_dropped(tmp_path, inner):
     root = tmp_path / "store"
     proc = start_broker(root, *_SETTINGS)
     try:
         namesrv = _namesrv(wait_ready(proc))
-        asyncio.run(_write(namesrv, range(CHUNKS)))
+        asyncio.run(_write(namesrv, range(CHUNKS), inner))
     finally:
         proc.kill()  # SIGKILL right after the last answer
         proc.wait()
@@ -129,7 +163,7 @@ def test_a_replay_after_a_sigkill_is_dropped(tmp_path):
         assert "after a crash" in log
         namesrv = _namesrv(log)
         # the replay: every chunk again, under the same keys, and two chunks never sent
-        asyncio.run(_write(namesrv, range(CHUNKS + 2)))
+        asyncio.run(_write(namesrv, range(CHUNKS + 2), inner))
         total, got = asyncio.run(_stored(namesrv))
         expected = sorted(b"%d-%d" % (n, i) for n in range(CHUNKS + 2) for i in range(CHUNK))
         assert total == len(expected)

@@ -35,7 +35,7 @@ def pipeline_config(tmp_path_factory) -> BrokerConfig:
         flush_interval_consume_queue=50,
         listen_port=free_port(),  # offset message ids embed the configured port
         namesrv=ProtocolConfig(True, 0),
-        kafka=ProtocolConfig(False, 0),
+        kafka=ProtocolConfig(True, 0),  # test_write_inner_batch reads with confluent-kafka
         stomp=ProtocolConfig(False, 0),
         amqp=ProtocolConfig(False, 0),
     )

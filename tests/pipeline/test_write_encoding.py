@@ -1,18 +1,21 @@
-"""The writer's encoding without Spark or a broker: rows from Arrow columns become the batch
-entries a client Message of the same row would make (tags, keys, sharding key, properties,
-the chunk's DEDUP_KEY, a unique id each), and which rows make which chunk, with which key
-and queue, follows from the rows alone, not from how they were cut into RecordBatches."""
+"""The writer's encoding without Spark or a broker: rows from Arrow columns become records
+of a record batch per chunk that read (core.batch.messages' mapping) as the message a
+client Message of the same row would make (tags, keys, sharding key, properties, a unique
+id each), the chunk's DEDUP_KEY on its batch, and which rows make which chunk, with which
+key and queue, follows from the rows alone, not from how they were cut into RecordBatches."""
 
 from __future__ import annotations
 
 import asyncio
 import zlib
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pytest
 
 from rocketport.client.message import MessageQueue
-from rocketport.common.batch.message_batch import decode_batch
+from rocketport.common.batch.messages import record_properties
+from rocketport.common.batch.record_batch import iter_records, parse_header, verify_crc
 from rocketport.common.message import PROPERTY_DEDUP_KEY, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from rocketport.pipeline.entries import RowError
 from rocketport.pipeline.schema import PROPERTY_KEY
@@ -30,15 +33,21 @@ class _Runtime:
 
 
 class RecordingProducer:
-    """Stands in for the native Producer: keeps each batch send's queue and decoded entries."""
+    """Stands in for the native Producer: keeps each batch's queue and its records, read as
+    the messages a consumer receives (with the batch's DEDUP_KEY)."""
 
     def __init__(self) -> None:
         self.runtime = _Runtime()
         self.sent: list[tuple[MessageQueue, list]] = []
 
-    async def send_batch_body(self, topic: str, body, *, queue: MessageQueue) -> None:
+    async def send_inner_batch(self, topic: str, body, *, queue: MessageQueue, dedup_key: str) -> None:
         assert topic == TOPIC
-        self.sent.append((queue, decode_batch(bytes(body))))
+        assert verify_crc(body) and parse_header(body).size == len(body)
+        records = list(iter_records(body))
+        assert [r.offset_delta for r in records] == list(range(len(records)))
+        assert parse_header(body).records_count == len(records)
+        self.sent.append((queue, [SimpleNamespace(body=r.value, properties={
+            **record_properties(r.key, r.headers), PROPERTY_DEDUP_KEY: dedup_key}) for r in records]))
 
 
 def send(batches: list[pa.RecordBatch]) -> RecordingProducer:

@@ -44,6 +44,15 @@ def test_the_configured_header_names_the_tag():
     assert batch_tags(_batch(headers), "x-tag") == ["A", None]
 
 
+def test_a_tags_header_wins_over_the_tag_header():
+    """As a record's message has it (core.batch.messages): an explicit TAGS header is its tag."""
+    headers = [[("TAGS", b"T")], [("tag", b"A"), ("TAGS", b"T")], [("TAGS", b"T"), ("tag", b"A")],
+               [("TAGS", None), ("tag", b"A")], [("x", b"y")]]
+    tags = batch_tags(_batch(headers), "tag")
+    assert tags == [record_properties(None, h).get(PROPERTY_TAGS) for h in headers]
+    assert tags == ["T", "T", "T", "A", None]
+
+
 def test_no_record_is_decoded_when_the_name_does_not_occur():
     assert batch_tags(_batch([[("h", b"x")], []]), "tag") is None
     assert batch_tags(_batch([[]] * 50, GZIP), "tag") is None
