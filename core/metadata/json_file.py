@@ -43,7 +43,11 @@ class JsonFile:
             return 0
 
     def save(self, data: Any) -> None:
-        encoded = json.dumps(data, indent=1, sort_keys=True).encode()
+        self.write(json.dumps(data, indent=1, sort_keys=True).encode())
+
+    def write(self, encoded: bytes) -> None:
+        """Save a document encoded already (as `save` encodes it: a caller that keeps parts
+        of a large table encoded between saves)."""
         with self._saving:
             os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
             if os.path.exists(self.path):

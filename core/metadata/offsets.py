@@ -7,6 +7,12 @@ was promised more (Kafka answers an OffsetCommit once its __consumer_offsets wri
 awaits `durable`: the commits made before it are on disk when it returns, and the callers
 that wait meanwhile share one save.
 
+Every Kafka OffsetCommit waits for a save of the whole table, so a save must not cost a
+JSON encoding of every queue: each topic@group's part of the file is kept encoded with a
+copy of the offsets it was encoded from, and only parts whose offsets differ (however they
+changed: commits, a slave applying its master's table) are encoded again. At 100,000
+queues that made a commit's save the broker's largest cost.
+
 A commit may carry a metadata string (Kafka's OffsetCommit ``metadata``); it is kept beside
 the offset in ``metadataTable`` (same keys), so the file's ``offsetTable`` stays RocketMQ's
 format, and a commit without metadata clears the queue's earlier one.
@@ -15,8 +21,10 @@ format, and a commit without metadata clears the queue's earlier one.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
+from dataclasses import dataclass
 
 from .json_file import JsonFile
 
@@ -35,6 +43,8 @@ class ConsumerOffsetManager:
         self._saved_version = 0  # changes the file holds
         self._saving: asyncio.Lock | None = None  # created on the loop that saves
         self._writing = threading.Lock()  # a write from a worker thread or the loop
+        # topic@group -> (a copy of its offsets, its part of the file encoded from them)
+        self._encoded: dict[str, tuple[dict[int, int], str]] = {}
 
     def load(self) -> None:
         data = self.file.load() or {}
@@ -47,12 +57,12 @@ class ConsumerOffsetManager:
         """Write the table now (blocking: temp file, fsync, rename)."""
         self._write(self.version, self.snapshot())
 
-    def _write(self, version: int, snapshot: dict) -> None:
+    def _write(self, version: int, snapshot: Snapshot) -> None:
         """Write ``snapshot`` (the table at ``version``) unless a newer one is on disk: a
         worker thread's save that took its snapshot first never lands over a later one."""
         with self._writing:
             if version > self._saved_version:
-                self.file.save(snapshot)
+                self.file.write(render(snapshot))
                 self._saved_version = version
 
     async def save(self) -> None:
@@ -73,13 +83,20 @@ class ConsumerOffsetManager:
         while self._saved_version < version:
             await self.save()
 
-    def snapshot(self) -> dict:
-        """A copy to persist from a worker thread while the loop goes on committing."""
-        data: dict[str, dict] = {"offsetTable": {k: {str(q): o for q, o in v.items()} for k, v in self.table.items()}}
+    def snapshot(self) -> Snapshot:
+        """What to persist from a worker thread while the loop goes on committing: each
+        topic@group's encoded part (encoded again only where its offsets changed since the
+        last snapshot) and the commit metadata."""
+        cache, encoded, parts = self._encoded, {}, {}
+        for key, queues in self.table.items():
+            known = cache.get(key)
+            if known is None or known[0] != queues:
+                known = (dict(queues), _encode_part(key, queues))
+            encoded[key] = known
+            parts[key] = known[1]
+        self._encoded = encoded  # (a topic@group gone from the table is gone from it)
         metadata = {k: {str(q): m for q, m in v.items()} for k, v in self.metadata.items() if v}
-        if metadata:  # only Kafka commits carry any: RocketMQ's file stays as it was
-            data["metadataTable"] = metadata
-        return data
+        return Snapshot(parts, metadata)
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int,
                metadata: str | None = None) -> None:
@@ -127,3 +144,30 @@ class ConsumerOffsetManager:
             self.metadata.pop(key, None)
             self.consumed.pop(key, None)
             self.version += 1
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """The offsets file's content at one version: the encoded lines of ``offsetTable`` by
+    topic@group, and ``metadataTable`` (Kafka commit metadata; only Kafka commits carry any,
+    so a RocketMQ broker's file stays as RocketMQ writes it)."""
+
+    parts: dict[str, str]
+    metadata: dict[str, dict[str, str]]
+
+
+def _encode_part(key: str, queues: dict[int, int]) -> str:
+    """One topic@group's line and offsets as they appear inside ``offsetTable``."""
+    inner = json.dumps({str(q): o for q, o in queues.items()}, indent=1, sort_keys=True).replace("\n", "\n  ")
+    return f"  {json.dumps(key)}: {inner}"
+
+
+def render(snapshot: Snapshot) -> bytes:
+    """The file: what ``json.dumps(..., indent=1, sort_keys=True)`` makes of the table."""
+    fields = []
+    if snapshot.metadata:
+        fields.append(' "metadataTable": ' + json.dumps(snapshot.metadata, indent=1, sort_keys=True).replace("\n", "\n "))
+    parts = snapshot.parts
+    table = ",\n".join([parts[key] for key in sorted(parts)])
+    fields.append(' "offsetTable": ' + ("{\n" + table + "\n }" if parts else "{}"))
+    return ("{\n" + ",\n".join(fields) + "\n}").encode()
