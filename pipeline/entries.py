@@ -62,6 +62,12 @@ def _present(values: pa.Array) -> np.ndarray:
 
 def varints(values: np.ndarray) -> pa.Array:
     """Each of `values` (0 <= v < 2**34) as a zigzag varint, Kafka's record encoding."""
+    if len(values) and int(values.max()) < _TABLED:  # deltas, counts, lengths under 8 KiB
+        return _TABLE.take(pa.array(values, pa.int32()))
+    return _varints(values)
+
+
+def _varints(values: np.ndarray) -> pa.Array:
     zz = values.astype(np.uint64) << np.uint64(1)
     n = len(zz)
     width = 1 + (zz[:, None] >= _LIMITS).sum(axis=1)
@@ -72,6 +78,10 @@ def varints(values: np.ndarray) -> pa.Array:
     offsets = np.zeros(n + 1, np.int32)
     np.cumsum(width, out=offsets[1:])
     return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+_TABLED = 1 << 13  # the values whose varints `varints` takes from a table (up to two bytes)
+_TABLE = _varints(np.arange(_TABLED))
 
 
 def _sized(values: pa.Array) -> pa.Array:

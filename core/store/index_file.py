@@ -23,6 +23,9 @@ from __future__ import annotations
 import struct
 import time
 import zlib
+from itertools import chain
+
+import numpy as np
 
 from .mapped_file import MappedFile
 
@@ -33,6 +36,8 @@ _POS_COUNT = INDEX_HEADER_SIZE - _COUNT.size  # indexCount, the header's last fi
 SLOT = struct.Struct(">i")
 INDEX_ENTRY = struct.Struct(">iqii")
 INDEX_ENTRY_SIZE = INDEX_ENTRY.size  # 20
+_ENTRY = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])  # INDEX_ENTRY
+_BLOCK_MIN = 32  # entries from which put_many writes with numpy (a Spark chunk's ids: 512)
 ENTRY_WINDOW = 4 << 20  # entries backed by disk blocks at first, and per extension
 
 
@@ -136,6 +141,12 @@ class IndexFile:
         view, slot_num, begin = self.view, self.slot_num, self.begin_timestamp
         slot_of, entry_into, slot_into = SLOT.unpack_from, INDEX_ENTRY.pack_into, SLOT.pack_into
         _COUNT.pack_into(view, _POS_COUNT, count + stop - start)
+        if stop - start >= _BLOCK_MIN:
+            self.hash_slot_count += _put_block(view, entries[start:stop], slot_num, count, begin,
+                                               base + count * INDEX_ENTRY_SIZE)
+            self.index_count = count + stop - start
+            _, self.end_phy_offset, self.end_timestamp = entries[stop - 1]
+            return stop
         used = self.hash_slot_count
         pos = base + count * INDEX_ENTRY_SIZE
         for h, phy, ts in entries[start:stop]:
@@ -196,3 +207,37 @@ class IndexFile:
 def index_file_name(now_ms: int | None = None) -> str:
     ms = int(time.time() * 1000) if now_ms is None else now_ms
     return time.strftime("%Y%m%d%H%M%S", time.localtime(ms / 1000)) + f"{ms % 1000:03d}"
+
+
+def _put_block(view: memoryview, entries: list[tuple[int, int, int]], slot_num: int, count: int,
+               begin: int, pos: int) -> int:
+    """`put_many`'s loop for many entries at once, writing the same bytes: entry i goes to
+    position ``count + i``, chained to the last earlier entry of its slot (in this block,
+    else the slot's entry if it is below the running count, else none), then every slot
+    names its last entry. Entries are written before the slots that name them. Returns the
+    slots newly used (entries chained to none)."""
+    k = len(entries)
+    block = np.fromiter(chain.from_iterable(entries), np.int64, 3 * k).reshape(k, 3)  # ~4x np.array's speed
+    hashes, slots = block[:, 0], block[:, 0] % slot_num
+    index = count + np.arange(k)
+    slot_array = np.frombuffer(view, ">i4", slot_num, INDEX_HEADER_SIZE)
+    order = np.argsort(slots, kind="stable")  # by slot, in log order within one
+    ordered = slots[order]
+    same = np.empty(k, bool)
+    same[0] = False
+    np.equal(ordered[1:], ordered[:-1], out=same[1:])
+    prev = np.empty(k, np.int64)
+    prev[order[1:]] = np.where(same[1:], index[order[:-1]], -1)
+    prev[order[0]] = -1
+    first = prev < 0
+    stored = slot_array[slots].astype(np.int64)
+    prev[first] = np.where((stored > 0) & (stored < index), stored, 0)[first]
+    out = np.empty(k, _ENTRY)
+    out["hash"], out["phy"], out["prev"] = hashes, block[:, 1], prev
+    out["diff"] = np.maximum((block[:, 2] - begin) // 1000, 0)
+    view[pos:pos + k * INDEX_ENTRY_SIZE] = out.tobytes()
+    last = np.empty(k, bool)
+    last[-1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=last[:-1])
+    slot_array[ordered[last]] = index[order][last]
+    return int((prev == 0).sum())

@@ -10,6 +10,7 @@ import asyncio
 import zlib
 from types import SimpleNamespace
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -156,3 +157,13 @@ def test_a_queue_the_topic_lacks_is_refused():
                                        schema=pa.schema([("value", pa.binary()), ("queue_id", pa.int32())]))
     with pytest.raises(ValueError, match="no queue 9"):
         send([batch])
+
+
+def test_varints_are_kafkas_zigzag_varints_below_and_above_the_table():
+    from rocketport.common.batch.record_batch import _read_varint
+    from rocketport.pipeline.entries import varints
+
+    values = [0, 1, 63, 64, 8191, 8192, 300_000, (1 << 28) + 5, (1 << 33) + 1]
+    for chunk in (values, values[:5]):  # every value tabled, and not
+        encoded = varints(np.array(chunk, np.int64)).to_pylist()
+        assert [_read_varint(e, 0) for e in encoded] == [(v, len(e)) for v, e in zip(chunk, encoded)]

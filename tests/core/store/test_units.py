@@ -91,6 +91,28 @@ def test_index_file_bulk_put_fills_to_the_end_and_chains_as_single_puts(tmp_path
     single.close()
 
 
+def test_index_file_bulk_put_of_a_large_block_writes_what_single_puts_write(tmp_path):
+    """Blocks of many entries (a Spark chunk's ids) are written with numpy: the same bytes,
+    chains, slots and header fields as one put at a time, across repeated slots and a file
+    that fills up mid-block."""
+    now = int(time.time() * 1000)
+    keys = [f"T#id{i}" if i % 5 else "T#same" for i in range(700)]
+    entries = [(key_hash(k), 100 * i, now + i * 7) for i, k in enumerate(keys)]
+    bulk = IndexFile(str(tmp_path / "20260101000000000"), 16, 600, create=True)
+    assert bulk.put_many(entries[:3]) == 3
+    assert bulk.put_many(entries, 3) == 599  # room for 599 entries (position 0 means none)
+    single = IndexFile(str(tmp_path / "20260101000000001"), 16, 600, create=True)
+    for i, k in enumerate(keys[:599]):
+        assert single.put(k, 100 * i, now + i * 7)
+    assert bytes(bulk.view[:bulk.entries_end]) == bytes(single.view[:single.entries_end])
+    assert (bulk.index_count, bulk.hash_slot_count, bulk.end_phy_offset, bulk.end_timestamp) == \
+        (single.index_count, single.hash_slot_count, single.end_phy_offset, single.end_timestamp)
+    for k in ("T#same", "T#id1", "T#id598"):
+        assert bulk.lookup(k, 200, now, now + 60_000) == single.lookup(k, 200, now, now + 60_000) != []
+    bulk.close()
+    single.close()
+
+
 def test_code_hits_finds_aligned_tags_codes_only():
     from rocketport.core.store.reader import _code_hits
 
