@@ -101,8 +101,9 @@ log = logging.getLogger(__name__)
 _KEYS_NEEDLES = property_needles(PROPERTY_KEYS)
 _DEDUP_NEEDLES = property_needles(PROPERTY_DEDUP_KEY)
 _UNIQ_HEADER = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()  # a record header's name, in a payload
-# a record's UNIQ_KEY header with a 32-byte value: name length 8 and value length 32, zigzag varints
-_UNIQ_IDS = re.compile(b"\x10" + _UNIQ_HEADER + b"\x40(.{32})", re.DOTALL).findall
+# every UNIQ_KEY header name in a payload (name length 8, a zigzag varint), with its value
+# where that is 32 bytes long (length 32: 0x40), else b""
+_UNIQ_IDS = re.compile(b"\x10" + _UNIQ_HEADER + b"(?:\x40(.{32})|)", re.DOTALL).findall
 _KEY_SEPARATOR = KEY_SEPARATOR.encode()
 PREFIX_CACHE = 4096  # topics whose ``topic#`` key prefix is kept
 KEYLESS_SPANS = 4096  # keyless log ranges and batch sends remembered ahead of the walk
@@ -426,7 +427,7 @@ class IndexService:
         one a record; anything else is decoded."""
         prefix, ts = self._prefix(info.topic.encode("utf-8", "surrogateescape")), info.store_timestamp
         ids = _UNIQ_IDS(data)
-        if len(ids) == count == data.count(_UNIQ_HEADER):
+        if len(ids) == count and b"" not in ids:
             seed = crc32(prefix)
             self.put_entries([(crc32(uniq, seed) & _HASH_MASK, phys, ts) for uniq in ids])
             return
