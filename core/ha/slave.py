@@ -17,11 +17,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, cast
 
 from ..config import BrokerConfig
 from ..store.message_store import MessageStore
-from ..store.replica import ReplicaMismatch
+from ..store.replica import ReplicaMismatch, pwrite_replicated
 from .codec import FrameReader, HAProtocolError, encode_report
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,19 @@ log = logging.getLogger(__name__)
 RECONNECT_S = 1.0  # between attempts (RocketMQ's HAClient waits 5 s; tests want less)
 DIVERGED_RETRY_S = 30.0  # a diverged slave asks again (and logs again) this often
 PROGRESS_INTERVAL_S = 5.0  # a catch-up says where it is this often
+# A read this large (a catch-up's) is written by a worker thread while the loop dispatches
+# the read before it (the write is system calls, the dispatch Python: two cores at work);
+# its own dispatch waits for the next read, or DISPATCH_LATER_S if none follows.
+ASIDE_MIN = 256 << 10
+DISPATCH_LATER_S = 0.002
+_writer: ThreadPoolExecutor | None = None  # made on a first large read
+
+
+def _write_aside() -> ThreadPoolExecutor:
+    global _writer
+    if _writer is None:
+        _writer = ThreadPoolExecutor(1, thread_name_prefix="ha-slave-write")
+    return _writer
 
 
 class Diverged(Exception):
@@ -124,6 +138,7 @@ class HASlave:
             finally:
                 stopped.cancel()
         finally:
+            stream.settle()
             transport.close()
 
     def _mismatch(self, offset: int, size: int, end: int) -> None:
@@ -151,7 +166,9 @@ class _Stream(asyncio.BufferedProtocol):
     bytes go to the log as they come (`FrameReader`'s pieces, `MessageStore.write_replicated`),
     followed by a report of the new end, then their dispatch: a byte is copied by the socket
     read and the log write only, and the stream waits while the store works (the loop reads
-    no more). ``closed`` holds why the connection ended: the exception the session raises."""
+    no more). A large read (a catch-up's, ASIDE_MIN) is written by a worker thread while the
+    loop dispatches the read before it. ``closed`` holds why the connection ended: the
+    exception the session raises."""
 
     def __init__(self, slave: HASlave) -> None:
         self.slave, self.store = slave, slave.store
@@ -162,6 +179,7 @@ class _Stream(asyncio.BufferedProtocol):
         self.closed: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
         self.transport: asyncio.Transport | None = None
         self.reported = 0.0  # when the last report was sent (monotonic)
+        self._later: asyncio.TimerHandle | None = None  # the dispatch of a large read, when none follows
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
@@ -182,8 +200,24 @@ class _Stream(asyncio.BufferedProtocol):
         appended = False
         now = time.monotonic()
         slave.last_frame = time.time()
+        pieces = self.frames.feed(data)
+        if self._later is not None:  # this read dispatches what the last one wrote
+            self._later.cancel()
+            self._later = None
+        if len(data) >= ASIDE_MIN and self._write_aside(pieces):
+            for offset, piece, frame_size in pieces:
+                if frame_size >= 0:
+                    slave.master_offset = offset + len(piece)
+                    self.catch_up.at(slave.master_offset - frame_size, frame_size, now)
+            self.report()
+            last = pieces[-1][2]
+            if last < 0 or last == slave.config.ha_transfer_batch_size:  # more is on its way
+                self._later = asyncio.get_running_loop().call_later(DISPATCH_LATER_S, self._dispatch_later)
+            else:
+                store.dispatch_replicated()
+            return
         try:
-            for offset, piece, frame_size in self.frames.feed(data):
+            for offset, piece, frame_size in pieces:
                 end = store.commitlog.max_offset
                 if offset != end:
                     slave._mismatch(offset, len(piece), end)
@@ -199,6 +233,48 @@ class _Stream(asyncio.BufferedProtocol):
             if appended:
                 store.dispatch_replicated()
 
+    def _write_aside(self, pieces: list[tuple[int, memoryview, int]]) -> bool:
+        """Write a read's bytes (consecutive from the log's end, into one segment) from the
+        worker thread while this one dispatches the reads before; False, nothing done, for
+        a read that does not fit that (`_read` then goes piece by piece, and says what is
+        wrong)."""
+        store = self.store
+        end = store.commitlog.max_offset
+        size = 0
+        for offset, piece, _ in pieces:
+            if offset != end + size:
+                return False
+            size += len(piece)
+        mf = store.segment_for_replicated(end, size) if size else None
+        if mf is None:
+            return False
+        job = _write_aside().submit(pwrite_replicated, mf, [piece for _, piece, _ in pieces if piece])
+        try:
+            store.dispatch_replicated()  # up to the log's end, which has not moved yet
+        finally:
+            job.result()
+        store.wrote_replicated(mf, size)
+        return True
+
+    def _dispatch_later(self) -> None:
+        self._later = None
+        try:
+            self.store.dispatch_replicated()
+        except Exception as exc:  # as buffer_updated: the session raises it
+            self._end(exc)
+            assert self.transport is not None
+            self.transport.close()
+
+    def settle(self) -> None:
+        """Dispatch what a large read left for the next one (the connection ends)."""
+        if self._later is not None:
+            self._later.cancel()
+            self._later = None
+            try:
+                self.store.dispatch_replicated()
+            except Exception as exc:
+                log.warning("HA: dispatch of the replicated log failed: %s", exc)
+
     def report(self) -> None:
         """Tell the master where this log ends (its acknowledgement, and where to send from)."""
         assert self.transport is not None
@@ -206,6 +282,7 @@ class _Stream(asyncio.BufferedProtocol):
         self.reported = time.monotonic()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.settle()
         self._end(exc or OSError("the master closed the connection"))
 
     def _end(self, exc: BaseException) -> None:

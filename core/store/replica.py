@@ -16,6 +16,7 @@ This module never assigns queue offsets or writes records of its own: it only co
 from __future__ import annotations
 
 import logging
+import os
 import re
 import struct
 from typing import Callable
@@ -28,6 +29,7 @@ from ..errors import DiskFull, StoreUnavailable
 from .commitlog import now_ms
 from .consume_queue import CQ_ENTRY, CQ_ENTRY_SIZE
 from .dispatch import StoreDispatch, _Dispatch
+from .mapped_file import MappedFile
 from .record import (
     BLANK_MAGIC_CODE,
     FIXED_SIZE,
@@ -81,6 +83,23 @@ class ReplicaLag:
         return ",".join(f"{ms}:{n}" for ms, n in enumerate(self.counts) if n)
 
 
+def pwrite_replicated(mf: MappedFile, parts: list[memoryview]) -> None:
+    """Write ``parts`` one after the other at ``mf``'s write position with one pwritev(2):
+    system calls only (the GIL is released), so a worker thread writes a large read while
+    the event loop dispatches the one before. `StoreReplica.wrote_replicated` then moves
+    the log's end, on the loop."""
+    fd = os.open(mf.path, os.O_WRONLY)
+    try:
+        pos, total = mf.wrote_position, sum(len(p) for p in parts)
+        done = os.pwritev(fd, parts, pos)
+        if done < total:  # interrupted: the rest a pwrite at a time
+            rest = memoryview(b"".join(parts))
+            while done < total:
+                done += os.pwrite(fd, rest[done:], pos + done)
+    finally:
+        os.close(fd)
+
+
 class ReplicaMismatch(StoreUnavailable):
     """The master's bytes do not fit this log: a gap, a different segment size, or bytes
     that do not parse as records. Replication stops; nothing after the mismatch is kept."""
@@ -116,6 +135,27 @@ class StoreReplica(StoreDispatch):
                 mf.write(view[:n])
             cl.work_ahead(mf)
             view = view[n:]
+
+    def segment_for_replicated(self, offset: int, size: int) -> MappedFile | None:
+        """The segment the ``size`` bytes at ``offset`` (this log's end) go to, backed for
+        them, when they fit in it; None when they would cross its end (`write_replicated`
+        then). Nothing moves until `wrote_replicated`: the bytes are written meanwhile by
+        `pwrite_replicated`, from any thread, while this one dispatches what was written
+        before them (the log's end, which dispatch stops at, has not moved)."""
+        cl = self.commitlog
+        if offset != cl.max_offset:
+            raise ReplicaMismatch(f"the master sent bytes from {offset}, this log ends at {cl.max_offset}")
+        mf = cl.queue.last_for_write(offset)
+        end = mf.wrote_position + size
+        if end > mf.file_size:
+            return None
+        mf.ensure_backed(end)
+        return mf
+
+    def wrote_replicated(self, mf: MappedFile, size: int) -> None:
+        """`pwrite_replicated`'s ``size`` bytes are in ``mf``: the log's end moves past them."""
+        mf.wrote_position += size
+        self.commitlog.work_ahead(mf)
 
     def dispatch_replicated(self) -> None:
         """Dispatch every whole record from ``dispatched_offset`` to the log's end; a record
