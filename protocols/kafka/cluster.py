@@ -23,6 +23,7 @@ from .requests import (
     BrokerNode,
     Handler,
     RequestContext,
+    coordinates,
     epoch_error,
     group_leader,
     has_partition,
@@ -177,6 +178,9 @@ class ClusterHandlers:
         # group keys need the group's permission; this broker coordinates every transactional id too
         codes = [ErrorCode.NONE if body["key_type"] != 0 or may_use_group(ctx, k)
                  else ErrorCode.GROUP_AUTHORIZATION_FAILED for k in keys]
+        if node_id == node.node_id and not coordinates(self.broker):  # a slave with no master known
+            node_id, host, port = -1, "", -1  # (an election under way): the client asks again
+            codes = [code or ErrorCode.COORDINATOR_NOT_AVAILABLE for code in codes]
         return {"throttle_time_ms": 0, "error_code": codes[0] if codes else ErrorCode.NONE, "error_message": None,
                 "node_id": node_id, "host": host, "port": port,
                 "coordinators": [{"key": k, "node_id": node_id, "host": host, "port": port,

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from rocketport.core.broker import Broker
+
 from .assignors import Assignment
 from .consumer_groups import ConsumerGroupCoordinator, GroupFailure, HeartbeatRequest
 from .errors import ErrorCode
-from .requests import Handler, RequestContext, fits, may_use_group, may_use_topic
+from .requests import Handler, RequestContext, coordinates, fits, may_use_group, may_use_topic
 from .schema import ApiKey
 from .topic_ids import TopicIds
 
 
 class ConsumerGroupHandlers:
-    def __init__(self, coordinator: ConsumerGroupCoordinator, topic_ids: TopicIds) -> None:
+    def __init__(self, broker: Broker, coordinator: ConsumerGroupCoordinator, topic_ids: TopicIds) -> None:
+        self.broker = broker
         self.coordinator = coordinator
         self.topic_ids = topic_ids
         self.table: dict[int, Handler] = {
@@ -34,6 +37,8 @@ class ConsumerGroupHandlers:
         try:
             if not may_use_group(ctx, body["group_id"]):
                 raise GroupFailure(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            if not coordinates(self.broker):
+                raise GroupFailure(ErrorCode.NOT_COORDINATOR)
             # what the group keeps is echoed by ConsumerGroupDescribe and ListGroups (at old versions too)
             if not all(map(fits, (body["group_id"], body["member_id"], body["instance_id"], body["rack_id"],
                                   body["subscribed_topic_regex"], body["server_assignor"],

@@ -25,6 +25,7 @@ from .requests import (
     OFFSET_METADATA_MAX_BYTES,
     Handler,
     RequestContext,
+    coordinates,
     fits,
     has_partition,
     may_use_group,
@@ -76,6 +77,8 @@ class GroupHandlers:
                 raise GroupError(ErrorCode.INVALID_REQUEST, body["member_id"])
             if not may_use_group(ctx, body["group_id"]):
                 raise GroupError(ErrorCode.GROUP_AUTHORIZATION_FAILED, body["member_id"])
+            if not coordinates(self.broker):
+                raise GroupError(ErrorCode.NOT_COORDINATOR, body["member_id"])
             args = (body["group_id"], body["member_id"], body["group_instance_id"], ctx.client_id or "",
                     ctx.client_host[0], body["session_timeout_ms"], body["rebalance_timeout_ms"],
                     body["protocol_type"], [(p["name"], p["metadata"]) for p in body["protocols"]])
@@ -98,6 +101,8 @@ class GroupHandlers:
         try:
             if not may_use_group(ctx, body["group_id"]):
                 raise GroupError(ErrorCode.GROUP_AUTHORIZATION_FAILED, body["member_id"])
+            if not coordinates(self.broker):
+                raise GroupError(ErrorCode.NOT_COORDINATOR, body["member_id"])
             ptype: str | None
             pname: str | None
             if self.consumer_groups.has_members(body["group_id"]):
@@ -117,6 +122,8 @@ class GroupHandlers:
     async def _heartbeat(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         if not may_use_group(ctx, body["group_id"]):
             return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+        if not coordinates(self.broker):
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_COORDINATOR}
         beat = self.consumer_groups.classic_heartbeat if self.consumer_groups.has_members(body["group_id"]) \
             else self.coordinator.heartbeat
         code = beat(body["group_id"], body["generation_id"], body["member_id"], body["group_instance_id"])
@@ -126,6 +133,8 @@ class GroupHandlers:
         group_id = body["group_id"]
         if not may_use_group(ctx, group_id):
             return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
+        if not coordinates(self.broker):
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_COORDINATOR, "members": []}
         leave = self.consumer_groups.classic_leave if self.consumer_groups.has_members(group_id) \
             else self.coordinator.leave
         if ctx.api_version < 3:
@@ -175,6 +184,8 @@ class GroupHandlers:
         group_id = body["group_id"]
         if not may_use_group(ctx, group_id):
             code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif not coordinates(self.broker):
+            code = ErrorCode.NOT_COORDINATOR
         else:
             code = self.consumer_groups.validate_commit(group_id, body["member_id"],
                                                         body["generation_id_or_member_epoch"], ctx.api_version)
@@ -242,6 +253,7 @@ class GroupHandlers:
             groups = []
             for g in self._each_group_once(body["groups"]):
                 code = ErrorCode.GROUP_AUTHORIZATION_FAILED if not may_use_group(ctx, g["group_id"]) else \
+                    ErrorCode.NOT_COORDINATOR if not coordinates(self.broker) else \
                     self.consumer_groups.validate_fetch(g["group_id"], g["member_id"], g["member_epoch"])
                 groups.append({"group_id": g["group_id"], "error_code": code,
                                "topics": self._committed(g["group_id"], g["topics"], body["require_stable"])
@@ -249,6 +261,8 @@ class GroupHandlers:
             return {"throttle_time_ms": 0, "groups": groups}
         if not may_use_group(ctx, body["group_id"]):
             return {"throttle_time_ms": 0, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+        if not coordinates(self.broker):
+            return {"throttle_time_ms": 0, "topics": [], "error_code": ErrorCode.NOT_COORDINATOR}
         return {"throttle_time_ms": 0,
                 "topics": self._committed(body["group_id"], body["topics"], body["require_stable"]),
                 "error_code": ErrorCode.NONE}

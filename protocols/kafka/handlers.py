@@ -72,7 +72,7 @@ class KafkaHandlers:
         self.table: dict[int, Handler] = {ApiKey.PRODUCE: self._produce, ApiKey.FETCH: self._fetch}
         for family in (ClusterHandlers(broker, self.node, self.topic_ids),
                        GroupHandlers(broker, self.coordinator, self.consumer_groups),
-                       ConsumerGroupHandlers(self.consumer_groups, self.topic_ids),
+                       ConsumerGroupHandlers(broker, self.consumer_groups, self.topic_ids),
                        DescribeTopicsHandlers(broker, self.node, self.topic_ids),
                        AdminHandlers(broker, self.encoder, self.topic_ids), TransactionHandlers(broker, self.coordinator, self.consumer_groups)):
             self.table.update(family.table)

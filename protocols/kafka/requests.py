@@ -75,6 +75,14 @@ def has_partition(broker: Broker, topic: str, partition: int) -> bool:
     return n is not None and 0 <= partition < n
 
 
+def coordinates(broker: Broker) -> bool:
+    """Whether this broker coordinates groups and transactional ids now: only its group's
+    master does. A slave's offsets and transaction states are its master's copies; it answers
+    NOT_COORDINATOR (as a Kafka broker that is not the coordinator does), so the client asks
+    FindCoordinator again and retries at the master, rather than failing the request."""
+    return not broker.config.is_slave
+
+
 def group_leader(broker: Broker, node: BrokerNode) -> int:
     """The group's master as a Kafka node (its own brokerId): this broker, or the master a
     slave follows once its Kafka address is known; -1 otherwise."""

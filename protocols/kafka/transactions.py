@@ -24,6 +24,7 @@ from .requests import (
     OFFSET_METADATA_MAX_BYTES,
     Handler,
     RequestContext,
+    coordinates,
     fits,
     has_partition,
     may_use_group,
@@ -64,6 +65,9 @@ class TransactionHandlers:
 
     async def _init_producer_id(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         if body["transactional_id"] is not None:  # the core's transaction coordinator
+            if not coordinates(self.broker):
+                return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_COORDINATOR,
+                        "producer_id": -1, "producer_epoch": -1}
             try:
                 pid, epoch = await self.broker.init_transactional_producer(
                     body["transactional_id"], body["transaction_timeout_ms"], body["producer_id"],
@@ -91,7 +95,9 @@ class TransactionHandlers:
                     codes[(name, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 elif not has_partition(self.broker, name, p):
                     codes[(name, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if codes:  # as Kafka: nothing is added when one partition cannot be
+        if not coordinates(self.broker):
+            code = ErrorCode.NOT_COORDINATOR
+        elif codes:  # as Kafka: nothing is added when one partition cannot be
             code = ErrorCode.OPERATION_NOT_ATTEMPTED
         else:
             try:
@@ -109,6 +115,8 @@ class TransactionHandlers:
     async def _add_offsets_to_txn(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         if not may_use_group(ctx, body["group_id"]):
             return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+        if not coordinates(self.broker):
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_COORDINATOR}
         try:
             await self.broker.add_offsets_to_txn(body["transactional_id"], body["producer_id"], body["producer_epoch"],
                                            body["group_id"])
@@ -122,6 +130,8 @@ class TransactionHandlers:
         group_id = body["group_id"]
         if not may_use_group(ctx, group_id):
             code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif not coordinates(self.broker):
+            code = ErrorCode.NOT_COORDINATOR
         else:
             code = self.consumer_groups.validate_commit(group_id, body["member_id"], body["generation_id"],
                                                         ctx.api_version, transactional=True)
@@ -163,6 +173,9 @@ class TransactionHandlers:
     async def _end_txn(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
         """v5 (the transaction protocol v2): the epoch moves on at every end, and the answer
         carries the producer id and epoch of the next transaction."""
+        if not coordinates(self.broker):
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_COORDINATOR,
+                    "producer_id": -1, "producer_epoch": -1}
         try:
             pid, epoch = await self.broker.end_txn(body["transactional_id"], body["producer_id"],
                                                    body["producer_epoch"], body["committed"],
