@@ -44,6 +44,7 @@ _RECORD_HEAD = pa.scalar(b"\x00\x00", pa.binary())  # attributes 0, timestampDel
 _ALWAYS_OURS = pa.array([PROPERTY_DEDUP_KEY.encode(), PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()])
 _SHIFTS = np.arange(5, dtype=np.uint64) * np.uint64(7)
 _LIMITS = np.array([1 << 7, 1 << 14, 1 << 21, 1 << 28], np.uint64)
+_HEX = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), np.uint8).reshape(256, 2)
 
 
 class RowError(ValueError):
@@ -176,9 +177,6 @@ def id_headers(head: str, first: int, count: int) -> pa.Array:
     block[:, width - 2:] = _HEX[counters & 0xFF]
     return pa.Array.from_buffers(pa.binary(), count, [
         None, pa.py_buffer(np.arange(0, width * count + 1, width, dtype=np.int32)), pa.py_buffer(block)])
-
-
-_HEX = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), np.uint8).reshape(256, 2)
 
 
 def value_lengths(values: pa.Array) -> np.ndarray:

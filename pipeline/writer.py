@@ -169,14 +169,14 @@ class PartitionSender:
         for lo in range(0, rows.num_rows, RUN):
             run = rows.slice(lo, RUN)
             count = run.num_rows
-            chunk_of = (first + lo + np.arange(count)) // CHUNK
+            at = first + lo + np.arange(count)  # each row's place in its stream
+            chunk_of = at // CHUNK
             j0 = int(chunk_of[0])
             head, counter = self.ids.next_id_run(count)
             record_key, headers, counts = row_fields(run)
             ids = id_headers(head, counter, count)
             headers = ids if headers is None else pc.binary_join_element_wise(headers, ids, _EMPTY)
-            data, ends = encode_records(run.column("value"), (first + lo + np.arange(count)) % CHUNK,
-                                        record_key, headers, counts + 1)
+            data, ends = encode_records(run.column("value"), at % CHUNK, record_key, headers, counts + 1)
             view = memoryview(data)
             bounds = np.searchsorted(chunk_of, np.arange(j0, int(chunk_of[-1]) + 2))
             for j in range(j0, int(chunk_of[-1]) + 1):
