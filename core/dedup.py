@@ -12,8 +12,9 @@ is answered with the result of the put that stored the key, so the producer sees
 Where the keys come from: the last `capacity` keys this process stored are kept in memory;
 every other key is recalled from the log. The index builder indexes a record's DEDUP_KEY
 as it indexes KEYS (core/store/index_service.py), once for a run of records in a row that
-carry one key (a unit: the Spark sink's chunk of 512 rows costs one entry, not 512; the
-recall reads the run on from its first record), so a key is found again through
+carry one key (a unit: a chunk of 512 messages costs one entry, not 512; the recall reads
+the run on from its first record), and an inner batch's (the Spark sink's chunk, one
+record: its count is the batch's INNER_NUM), so a key is found again through
 the same derivation from the CommitLog that rebuilds the index after a crash (and that a
 replica running the same dispatch would run). `floor` is the commit-log offset below which a
 record's key may be missing from memory: the log's end when the store opened, raised as
@@ -24,7 +25,8 @@ messageIndexEnable off nothing can be recalled: the window is then memory only.
 Messages without the property cost nothing here: the produce role sends only messages
 whose encoded properties name DEDUP_KEY through `DedupWindow.put`, and a remoting batch
 body whose entries all name one key through `claim_now` (decided without awaiting, the
-body stored undecoded) or `put_unit`. This module never writes the store.
+body stored undecoded) or `put_unit`, as a record batch sent to be stored whole with one
+(`put_inner_batch_send`) goes through `put_unit`. This module never writes the store.
 """
 
 from __future__ import annotations

@@ -45,13 +45,13 @@ from rocketport.common.message import (
     INNER_BATCH_FLAG,
     PROPERTY_DEDUP_KEY,
     PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_TAGS,
     PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_TRANSACTION_PREPARED,
     TAGS_NEEDLES,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
-    PROPERTY_TAGS,
     Message,
     MessageExt,
     decode_properties,
@@ -249,8 +249,7 @@ class ProduceRole(AdminRole):
                         reconsume_times: int) -> PutResult:
         """A client's MessageBatch body (`core.batch.message_batch`) for one topic and queue,
         as a remoting batch send carries it. Stored entry by entry with the properties as
-        sent, also when every entry names one DEDUP_KEY (a unit, as the Spark sink sends
-        its chunks: core/dedup.py); decoded first when its properties may name a delay or
+        sent, also when every entry names one DEDUP_KEY (a unit: core/dedup.py); decoded first when its properties may name a delay or
         transaction (then refused, as `put_messages` refuses them) or other dedup keys, or
         it goes to the schedule topic (whose tags codes are due times)."""
         _check_sys_flag(sys_flag)
