@@ -24,7 +24,11 @@ def run_client(home: Path, *args: str, timeout: float = 90) -> list[dict]:
     env = dict(os.environ, HOME=str(home))
     proc = subprocess.run([sys.executable, str(CLIENT), *args], env=env, timeout=timeout,
                           capture_output=True, text=True)
-    assert proc.returncode == 0, f"client {args[0]} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    # the C++ client 1.x can abort inside its own shutdown, after its work is done and
+    # printed (apache/rocketmq-client-cpp#204, #335): what it printed is still judged
+    aborted_in_shutdown = proc.returncode == -6 and "boost::thread_interrupted" in proc.stderr
+    assert proc.returncode == 0 or aborted_in_shutdown, \
+        f"client {args[0]} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
 
