@@ -38,7 +38,7 @@ DISPATCH_LATER_S = 0.002
 _writer: ThreadPoolExecutor | None = None  # made on a first large read
 
 
-def _write_aside() -> ThreadPoolExecutor:
+def _writer_thread() -> ThreadPoolExecutor:
     global _writer
     if _writer is None:
         _writer = ThreadPoolExecutor(1, thread_name_prefix="ha-slave-write")
@@ -201,14 +201,14 @@ class _Stream(asyncio.BufferedProtocol):
         now = time.monotonic()
         slave.last_frame = time.time()
         pieces = self.frames.feed(data)
-        if self._later is not None:  # this read dispatches what the last one wrote
-            self._later.cancel()
+        later = self._later  # this read dispatches what the last one wrote
+        if later is not None:
+            later.cancel()
             self._later = None
+        owed = later is not None
         if len(data) >= ASIDE_MIN and self._write_aside(pieces):
             for offset, piece, frame_size in pieces:
-                if frame_size >= 0:
-                    slave.master_offset = offset + len(piece)
-                    self.catch_up.at(slave.master_offset - frame_size, frame_size, now)
+                self._frame_end(offset, piece, frame_size, now)
             self.report()
             last = pieces[-1][2]
             if last < 0 or last == slave.config.ha_transfer_batch_size:  # more is on its way
@@ -224,14 +224,18 @@ class _Stream(asyncio.BufferedProtocol):
                 if piece:
                     store.write_replicated(offset, piece)
                     appended = True
-                if frame_size >= 0:  # a frame ends here
-                    slave.master_offset = offset + len(piece)
-                    self.catch_up.at(slave.master_offset - frame_size, frame_size, now)
+                self._frame_end(offset, piece, frame_size, now)
             if appended:  # acknowledged once in the log, as RocketMQ's slave does: a
                 self.report()  # SYNC_MASTER's send does not wait for this dispatch
         finally:
-            if appended:
+            if appended or owed:
                 store.dispatch_replicated()
+
+    def _frame_end(self, offset: int, piece: memoryview, frame_size: int, now: float) -> None:
+        if frame_size >= 0:  # a frame ends with this piece
+            slave = self.slave
+            slave.master_offset = offset + len(piece)
+            self.catch_up.at(slave.master_offset - frame_size, frame_size, now)
 
     def _write_aside(self, pieces: list[tuple[int, memoryview, int]]) -> bool:
         """Write a read's bytes (consecutive from the log's end, into one segment) from the
@@ -248,7 +252,7 @@ class _Stream(asyncio.BufferedProtocol):
         mf = store.segment_for_replicated(end, size) if size else None
         if mf is None:
             return False
-        job = _write_aside().submit(pwrite_replicated, mf, [piece for _, piece, _ in pieces if piece])
+        job = _writer_thread().submit(pwrite_replicated, mf, [piece for _, piece, _ in pieces if piece])
         try:
             store.dispatch_replicated()  # up to the log's end, which has not moved yet
         finally:

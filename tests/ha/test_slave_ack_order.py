@@ -101,3 +101,31 @@ def test_a_catch_up_written_aside_is_the_masters_log_and_dispatched(tmp_path, mo
                 for key in ("k0-0", "k5-512", "k11-1023"):  # each read's keys are indexed
                     assert [m.keys for m in slave.query_by_key("T", key)] == [[key]]
     run(scenario())
+
+
+def test_a_large_read_left_undispatched_is_dispatched_by_the_next_read(tmp_path):
+    """A full frame read whole is written aside and its dispatch waits for the next read:
+    a heart-beat alone (nothing appended) dispatches it too."""
+    async def scenario() -> None:
+        batch = 256 << 10
+        common = {"mappedFileSizeCommitLog": 4 << 20}
+        mc = BrokerConfig.from_mapping({**common, "storePathRootDir": str(tmp_path / "m"),
+                                        "brokerRole": "ASYNC_MASTER", "haListenPort": free_port()})
+        sc = BrokerConfig.from_mapping({**common, "storePathRootDir": str(tmp_path / "s"),
+                                        "brokerRole": "SLAVE", "brokerId": 1, "haTransferBatchSize": batch})
+        async with Broker(mc) as master, Broker(sc) as slave:  # the slave follows no master
+            await master.create_topic_ready("T")
+            await master.put_messages([Message("T", bytes(1000), {}, 0, 0) for _ in range(400)])
+            log = master.store.commitlog.slice(0, batch)
+            store, transport = slave.store, _Transport()
+            stream = _Stream(slave.ha.slave)
+            stream.connection_made(transport)  # type: ignore[arg-type]
+            for frame in (encode_frame_header(0, batch) + log, encode_frame_header(batch, 0)):
+                stream.buffer[:len(frame)] = frame
+                stream.buffer_updated(len(frame))
+                if len(frame) > batch:  # written, acknowledged, its dispatch left for later
+                    assert transport.reports == [batch] and store.dispatched_offset == 0
+            assert 0 < store.dispatched_offset <= batch  # up to the last whole record
+            assert store.consume_queues[("T", 0)].max_offset > 200  # of the 1 KiB records in it
+            stream.settle()
+    run(scenario())
