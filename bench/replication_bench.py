@@ -26,7 +26,16 @@ Rows (one JSON object per line, see bench/README.md):
 
     python bench/replication_bench.py [--messages N] [--concurrency C] [--behind-mb MB]
                                       [--lag-rate R] [--lag-seconds S] [--baseline REV]
-                                      [--skip-sends] [--skip-lag] [--skip-catch-up] [--dir DIR]
+                                      [--skip-sends] [--skip-lag] [--skip-catch-up] [--no-pin]
+                                      [--dir DIR]
+
+Layout (``"layout"`` in every row): by default the broker under test (the standalone broker,
+each master) runs pinned to one CPU and the bench's clients and every slave to another, in
+every case: a standalone broker and a master get the same one-core budget, and the slave sits
+where a real deployment puts it, off the master's core (on this 2-core machine it shares the
+client's). Each send row gives every process's CPU a message and in cores (CPU seconds over
+the row's wall time), so a reader sees which one is the bound. ``--no-pin`` lets the
+scheduler place everything on every CPU (the slave then takes CPU from its master).
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -55,13 +65,38 @@ from rocketport.protocols.remoting.bodies import KVTable, decode_body  # noqa: E
 
 REPO = Path(__file__).resolve().parents[1]
 TOPIC = "HaBench"
+# side -> CPUs its processes are pinned to ("broker": the broker under test, "client": the
+# bench's own process, "slave"); empty: not pinned (set once by main from --no-pin)
+AFFINITY: dict[str, set[int]] = {}
+
+
+def layout() -> str:
+    if not AFFINITY:
+        return "unpinned: broker, slave and client share every CPU"
+    cpus = {side: ",".join(map(str, sorted(c))) for side, c in AFFINITY.items()}
+    return f"pinned: broker cpu{cpus['broker']}; client cpu{cpus['client']}; slave cpu{cpus['slave']}"
+
+
+def pin_layout() -> None:
+    """The broker under test on the first CPU this process may use, the clients and slaves
+    on the second (both on it if there is only one)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    other = cpus[1] if len(cpus) > 1 else cpus[0]
+    AFFINITY.update(broker={cpus[0]}, client={other}, slave={other})
+    os.sched_setaffinity(0, AFFINITY["client"])
+
+
+def own_cpu_seconds() -> float:
+    """The bench process's CPU (every thread): the clients'."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 class Node:
     """One broker process: remoting on ``port``, its HA port, other front-ends off."""
 
     def __init__(self, root: Path, *settings: str, env: dict[str, str] | None = None,
-                 ports: tuple[int, int, int, int] | None = None) -> None:
+                 ports: tuple[int, int, int, int] | None = None, side: str = "broker") -> None:
         self.ports = ports or (free_port(), free_port(), free_port(), free_port())
         self.port, self.namesrv_port, self.ha_port, self.kafka_port = self.ports
         args = [f"storePathRootDir={root}", f"listenPort={self.port}", f"haListenPort={self.ha_port}",
@@ -71,9 +106,11 @@ class Node:
         # a baseline's code from its own tree: started in this checkout, ``-m rocketport`` would
         # find this checkout's package first (the working directory precedes PYTHONPATH)
         cwd = REPO if env is None else Path(env["PYTHONPATH"]).parent / "src"
+        cpus = AFFINITY.get(side)  # set before exec: every thread of the broker inherits it
         self.proc = subprocess.Popen([sys.executable, "-m", "rocketport", "broker", "-c", "conf/broker.yaml",
                                       *[a for s in args for a in ("--set", s)]],
-                                     cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+                                     cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                                     preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus))
         self.started = time.monotonic()
         wait_for_port(self.port, self.proc)
 
@@ -159,40 +196,45 @@ def send_cases(base: Path, role: str, args: argparse.Namespace, env: dict[str, s
     master = Node(root / "m", f"brokerRole={'ASYNC_MASTER' if role == 'STANDALONE' else role}", env=env)
     slave = None if role == "STANDALONE" else Node(
         root / "s", "brokerRole=SLAVE", "brokerId=1", f"haMasterAddress=127.0.0.1:{master.ha_port}",
-        "namesrv.enabled=false", "kafka.enabled=false", env=env)
+        "namesrv.enabled=false", "kafka.enabled=false", env=env, side="slave")
     rows = []
-    common = {"bench": "ha", "role": role, "code": code, "flush": "ASYNC_FLUSH"}
+    common = {"bench": "ha", "role": role, "code": code, "flush": "ASYNC_FLUSH", "layout": layout()}
     try:
         if slave is not None:
             asyncio.run(until(lambda: in_sync(master)))
 
-        def cpu() -> tuple[float, float]:
-            return cpu_seconds(master.proc.pid), cpu_seconds(slave.proc.pid) if slave is not None else 0.0
+        def cpu() -> tuple[float, float, float]:
+            return (cpu_seconds(master.proc.pid), cpu_seconds(slave.proc.pid) if slave is not None else 0.0,
+                    own_cpu_seconds())
 
-        def cpu_fields(before: tuple[float, float], n: int) -> dict:
-            after = cpu()
-            fields = {"broker_cpu_us_per_msg": round((after[0] - before[0]) / n * 1e6, 2)}
-            if slave is not None:
-                fields["slave_cpu_us_per_msg"] = round((after[1] - before[1]) / n * 1e6, 2)
+        def cpu_fields(before: tuple[float, float, float], n: int, seconds: float) -> dict:
+            """Each process's CPU a message and in cores over the row (near 1.0 on a pinned
+            core: that process is the bound)."""
+            used = [a - b for a, b in zip(cpu(), before)]
+            fields = {}
+            for name, spent in zip(("broker", "slave", "client"), used):
+                if name != "slave" or slave is not None:
+                    fields[f"{name}_cpu_us_per_msg"] = round(spent / n * 1e6, 2)
+                    fields[f"{name}_cores"] = round(spent / seconds, 2)
             return fields
         before = cpu()
         seconds, latencies = asyncio.run(sends(master, args.messages, args.concurrency))
         n = len(latencies)
         rows.append({**common, "case": f"send_100B_{role.lower()}", "value": round(n / seconds), "unit": "msg/s",
                      "p50_ms": round(_pct(latencies, 0.5), 2), "p99_ms": round(_pct(latencies, 0.99), 2),
-                     "messages": n, "concurrency": args.concurrency, **cpu_fields(before, n)})
+                     "messages": n, "concurrency": args.concurrency, **cpu_fields(before, n, seconds)})
         n = args.messages * 4 // args.batch * args.batch
         before = cpu()
         seconds = asyncio.run(batch_sends(master, n, args.batch))
         rows.append({**common, "case": f"batch_100B_{role.lower()}", "value": round(n / seconds), "unit": "msg/s",
-                     "messages": n, "per_batch": args.batch, **cpu_fields(before, n)})
+                     "messages": n, "per_batch": args.batch, **cpu_fields(before, n, seconds)})
         topic = "HaBenchKafka"
         asyncio.run(kafka_bench.create_topic(master.kafka_port, topic))
         n = args.kafka_messages
         before = cpu()
         seconds = asyncio.run(kafka_bench.raw_plain_produce(master.kafka_port, topic, 100, n, 4000))
         rows.append({**common, "case": f"kafka_100B_{role.lower()}", "value": round(n / seconds), "unit": "msg/s",
-                     "messages": n, "acks": -1, "per_request": 4000, **cpu_fields(before, n)})
+                     "messages": n, "acks": -1, "per_request": 4000, **cpu_fields(before, n, seconds)})
     finally:
         if slave is not None:
             slave.stop()
@@ -208,7 +250,9 @@ def ratio_rows(rows: list[dict], code: str) -> list[dict]:
             row, alone = by[(role, kind)], by[("STANDALONE", kind)]
             value = round(row["value"] / alone["value"], 2)
             out.append({"bench": "ha", "case": f"{kind}_{role.lower()}_ratio", "code": code, "value": value,
-                        "unit": "x", "floor": floor, "meets_floor": value >= floor,
+                        "unit": "x", "floor": floor, "meets_floor": value >= floor, "layout": row["layout"],
+                        "standalone_cpu_us_per_msg": alone["broker_cpu_us_per_msg"],
+                        "master_cpu_us_per_msg": row["broker_cpu_us_per_msg"],
                         "master_cpu_ratio": round(alone["broker_cpu_us_per_msg"] / row["broker_cpu_us_per_msg"], 2),
                         "note": f"{role}+slave msg/s over a standalone broker's, same run; master_cpu_ratio: the "
                                 f"standalone broker's CPU a message over this master's (what replication costs "
@@ -271,7 +315,7 @@ def lag_case(base: Path, args: argparse.Namespace, env: dict[str, str] | None, c
     root = base / f"{code}-lag"
     master = Node(root / "m", "brokerRole=ASYNC_MASTER", env=env)
     slave = Node(root / "s", "brokerRole=SLAVE", "brokerId=1", f"haMasterAddress=127.0.0.1:{master.ha_port}",
-                 "namesrv.enabled=false", "kafka.enabled=false", env=env)
+                 "namesrv.enabled=false", "kafka.enabled=false", env=env, side="slave")
     try:
         asyncio.run(until(lambda: in_sync(master)))
         before = lag_counts(asyncio.run(runtime(slave.port)).get("haSlaveLagMs", ""))
@@ -288,7 +332,7 @@ def lag_case(base: Path, args: argparse.Namespace, env: dict[str, str] | None, c
         slave.stop()
         master.stop()
     counts = {ms: n - before.get(ms, 0) for ms, n in after.items() if n - before.get(ms, 0)}
-    return {"bench": "ha", "case": f"lag_100B_{args.lag_rate}", "code": code, "value": _lag_pct(counts, 0.99),
+    return {"bench": "ha", "case": f"lag_100B_{args.lag_rate}", "code": code, "layout": layout(), "value": _lag_pct(counts, 0.99),
             "unit": "ms p99", "floor": 5, "p50_ms": _lag_pct(counts, 0.5), "max_ms": max(counts, default=-1),
             "records": sum(counts.values()), "sent": sent, "rate": round(sent / args.lag_seconds),
             "master_runqueue_ms": round(waited[0]), "slave_runqueue_ms": round(waited[1]),
@@ -330,7 +374,7 @@ def catch_up_case(base: Path, size: int, args: argparse.Namespace, env: dict[str
     finally:
         master.stop()
     slave = Node(root / "s", "brokerRole=SLAVE", "brokerId=1", f"haMasterAddress=127.0.0.1:{master.ha_port}",
-                 "namesrv.enabled=false", env=env)  # answers once its start-up is over
+                 "namesrv.enabled=false", env=env, side="slave")  # answers once its start-up is over
     try:
         master = Node(root / "m", "brokerRole=ASYNC_MASTER", ports=master.ports)
         try:
@@ -362,7 +406,7 @@ def catch_up_case(base: Path, size: int, args: argparse.Namespace, env: dict[str
             master.stop()
     finally:
         slave.stop()
-    return {"bench": "ha", "case": f"catch_up_{size}B", "code": code, "floor": 200,
+    return {"bench": "ha", "case": f"catch_up_{size}B", "code": code, "layout": layout(), "floor": 200,
             "value": round(end / seconds / 1e6, 1), "unit": "MB/s", "bytes": end, "seconds": round(seconds, 3),
             "records_per_s": round(records / seconds), "slave_cpu_s": round(cpu_log, 2),
             "indexed_seconds": round(index_seconds, 3),
@@ -411,8 +455,12 @@ def main() -> int:
     parser.add_argument("--lag-rate", type=int, default=10_000)
     parser.add_argument("--lag-seconds", type=float, default=10.0)
     parser.add_argument("--skip-sends", action="store_true")
+    parser.add_argument("--no-pin", action="store_true",
+                        help="no CPU pinning (default: broker under test on one CPU, clients and slaves on another)")
     parser.add_argument("--dir", default=None)
     args = parser.parse_args()
+    if not args.no_pin:
+        pin_layout()
     base = Path(tempfile.mkdtemp(prefix="ha-bench-", dir=args.dir))
     try:
         codes: list[tuple[str, dict[str, str] | None]] = [("current", None)]
