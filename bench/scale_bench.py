@@ -231,43 +231,73 @@ def produce_everywhere(bootstrap: str, names: list[str], producers: int) -> tupl
     return took, sum(n for n, _ in results), [e for _, errors in results for e in errors][:3]
 
 
-def _pipelined(port: int, api_key: int, version: int, bodies: list[dict], answer, in_flight: int = 8) -> float:
-    """The bench's own Kafka client: ``bodies`` encoded ahead of the clock, sent with
-    ``in_flight`` pipelined on one connection; ``answer(decoded)`` for each response.
-    Seconds from the first send to the last answer."""
-    import socket
-    import struct
+class _Conn:
+    """One connection of the bench's own Kafka client, with the project's codec: requests
+    encoded ahead of the clock where they can be, answered in order."""
 
-    from rocketport.protocols.kafka import codec
+    def __init__(self, port: int) -> None:
+        import socket
 
-    frames = []
-    for n, body in enumerate(bodies):
-        payload = codec.encode_request_header(api_key, version, n, "scale-bench") + b"".join(
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=600)
+        self.sent = 0
+
+    def frame(self, api_key: int, version: int, body: dict) -> bytes:
+        import struct
+
+        from rocketport.protocols.kafka import codec
+
+        payload = codec.encode_request_header(api_key, version, self.sent, "scale-bench") + b"".join(
             bytes(part) for part in codec.encode_request(api_key, version, body))
-        frames.append(struct.pack(">i", len(payload)) + payload)
-    sock = socket.create_connection(("127.0.0.1", port), timeout=600)
+        self.sent += 1
+        return struct.pack(">i", len(payload)) + payload
 
-    def receive() -> None:
-        (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
+    def receive(self, api_key: int, version: int) -> dict:
+        import socket
+        import struct
+
+        from rocketport.protocols.kafka import codec
+
+        (size,) = struct.unpack(">i", self.sock.recv(4, socket.MSG_WAITALL))
         data = bytearray()
         while len(data) < size:
-            data += sock.recv(size - len(data))
+            chunk = self.sock.recv(size - len(data))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            data += chunk
         _, pos = codec.decode_response_header(api_key, version, data)
-        answer(codec.decode_response(api_key, version, memoryview(data)[pos:]))
+        return codec.decode_response(api_key, version, memoryview(data)[pos:])
 
-    start = time.perf_counter()
-    sent = 0
-    for frame in frames:
-        if sent >= in_flight:
-            receive()
-            sent -= 1
-        sock.sendall(frame)
-        sent += 1
-    for _ in range(sent):
-        receive()
-    took = time.perf_counter() - start
-    sock.close()
-    return took
+    def call(self, api_key: int, version: int, body: dict) -> dict:
+        self.sock.sendall(self.frame(api_key, version, body))
+        return self.receive(api_key, version)
+
+    def pipelined(self, api_key: int, version: int, bodies: list[dict], answer, in_flight: int = 8) -> float:
+        """``bodies`` encoded ahead of the clock, sent with ``in_flight`` pipelined;
+        ``answer(decoded)`` for each response. Seconds from the first send to the last answer."""
+        frames = [self.frame(api_key, version, body) for body in bodies]
+        start = time.perf_counter()
+        waiting = 0
+        for frame in frames:
+            if waiting >= in_flight:
+                answer(self.receive(api_key, version))
+                waiting -= 1
+            self.sock.sendall(frame)
+            waiting += 1
+        for _ in range(waiting):
+            answer(self.receive(api_key, version))
+        return time.perf_counter() - start
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _pipelined(port: int, api_key: int, version: int, bodies: list[dict], answer, in_flight: int = 8) -> float:
+    """The bench's own Kafka client on a connection of its own (:meth:`_Conn.pipelined`)."""
+    conn = _Conn(port)
+    try:
+        return conn.pipelined(api_key, version, bodies, answer, in_flight)
+    finally:
+        conn.close()
 
 
 def produce_raw(port: int, names: list[str], topics_per_request: int = 250) -> tuple[float, int, list[str]]:
@@ -333,6 +363,247 @@ def commit_raw(port: int, names: list[str], group: str = "scale-bench-raw",
         refused += sum(1 for topic in response["topics"] for part in topic["partitions"] if part["error_code"])
 
     return _pipelined(port, 8, 2, bodies, answer), refused
+
+
+# Kafka error codes the raw group member acts on
+REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED = 27, 79
+RAW_GROUP_SESSION_MS = 30_000  # librdkafka's default session timeout (heartbeats every 3 s)
+
+
+def _subscription(topics: list[str]) -> bytes:
+    """ConsumerProtocolSubscription v0: the topics, no user data."""
+    import struct
+
+    out = [struct.pack(">hi", 0, len(topics))]
+    for topic in topics:
+        name = topic.encode()
+        out += [struct.pack(">h", len(name)), name]
+    out.append(struct.pack(">i", -1))
+    return b"".join(out)
+
+
+def _batches(records) -> tuple[int, int]:
+    """(records, the offset after the last) of a Fetch partition's record batches (v2)."""
+    import struct
+
+    data = bytes(records)
+    count, after, pos = 0, -1, 0
+    while pos + 61 <= len(data):
+        base, length = struct.unpack_from(">qi", data, pos)
+        if pos + 12 + length > len(data):  # a partial batch at the end of max bytes
+            break
+        (last_delta,) = struct.unpack_from(">i", data, pos + 23)
+        (n,) = struct.unpack_from(">i", data, pos + 57)
+        count, after, pos = count + n, base + last_delta + 1, pos + 12 + length
+    return count, after
+
+
+class _RawGroup:
+    """What the members of the raw group share: the generation every member is in (set by
+    the leader once its JoinGroup answer names them all) and their heartbeats' failures."""
+
+    def __init__(self, members: int) -> None:
+        self.members = members
+        self.lock = threading.Lock()
+        self.final_generation = -1
+        self.joins = 0
+        self.heartbeat_errors: list[int] = []
+
+
+def _assign(conn: _Conn, members: list[dict]) -> list[dict]:
+    """The leader's work: every member's subscription, the partition counts from Metadata,
+    Kafka's range assignment (the project's RangeAssignor), one assignment each."""
+    from rocketport.protocols.kafka.assignors import MemberSpec, RangeAssignor
+    from rocketport.protocols.kafka.consumer_protocol import encode_assignment, parse_subscription
+
+    subs = {m["member_id"]: parse_subscription(bytes(m["metadata"])) for m in members}
+    wanted = {t for sub in subs.values() for t in sub.topics}
+    md = conn.call(3, 4, {"topics": None, "allow_auto_topic_creation": False})
+    partitions = {t["name"]: len(t["partitions"]) for t in md["topics"] if t["name"] in wanted and not t["error_code"]}
+    specs = [MemberSpec(mid, None, frozenset(t for t in sub.topics if t in partitions), {}) for mid, sub in subs.items()]
+    plan = RangeAssignor().assign(specs, partitions)
+    return [{"member_id": mid, "assignment": encode_assignment(plan.get(mid, {}), 0)} for mid in subs]
+
+
+def _heartbeats(port: int, group_id: str, member: dict, shared: _RawGroup, stop: threading.Event) -> None:
+    """A member's heartbeat every 3 s on a connection of its own, as a client's background
+    thread sends them while its main thread reads (failures are counted, not acted on)."""
+    conn = _Conn(port)
+    try:
+        while not stop.wait(3):
+            code = conn.call(12, 3, {"group_id": group_id, "generation_id": member["generation"],
+                                     "member_id": member["id"], "group_instance_id": None})["error_code"]
+            if code:
+                with shared.lock:
+                    shared.heartbeat_errors.append(code)
+    finally:
+        conn.close()
+
+
+def _raw_member(port: int, group_id: str, topics: list[str], shared: _RawGroup, out: dict,
+                topics_per_request: int = 250) -> None:
+    """One member of a classic consumer group, with the bench's own client: JoinGroup v5
+    (protocol type "consumer", "range"), SyncGroup v3 (the leader assigns), rejoining
+    while the group grows to ``shared.members``; then OffsetFetch v7 of its partitions,
+    ListOffsets v1 (earliest) where nothing is committed, Fetch v4 from those offsets until
+    every partition is at its high watermark, OffsetCommit v7 of what it read and
+    LeaveGroup v3. ``out`` gets its figures."""
+    conn = _Conn(port)
+    start = time.perf_counter()
+    member_id, metadata = "", _subscription(topics)
+    while True:
+        joined = conn.call(11, 5, {"group_id": group_id, "session_timeout_ms": RAW_GROUP_SESSION_MS,
+                                   "rebalance_timeout_ms": 300_000, "member_id": member_id,
+                                   "group_instance_id": None, "protocol_type": "consumer",
+                                   "protocols": [{"name": "range", "metadata": metadata}]})
+        member_id = joined["member_id"]
+        if joined["error_code"] == MEMBER_ID_REQUIRED:
+            continue
+        if joined["error_code"]:
+            raise RuntimeError(f"JoinGroup: error {joined['error_code']}")
+        with shared.lock:
+            shared.joins += 1
+        generation, assignments = joined["generation_id"], []
+        if joined["leader"] == member_id:
+            assignments = _assign(conn, joined["members"])
+            if len(joined["members"]) == shared.members:
+                shared.final_generation = generation  # before SyncGroup: the others learn it after
+        synced = conn.call(14, 3, {"group_id": group_id, "generation_id": generation, "member_id": member_id,
+                                   "group_instance_id": None, "assignments": assignments})
+        if synced["error_code"] == REBALANCE_IN_PROGRESS:
+            continue
+        if synced["error_code"]:
+            raise RuntimeError(f"SyncGroup: error {synced['error_code']}")
+        if generation == shared.final_generation:
+            break
+        while True:  # stable without every member yet: heartbeat until the rebalance that adds them
+            time.sleep(0.1)
+            code = conn.call(12, 3, {"group_id": group_id, "generation_id": generation, "member_id": member_id,
+                                     "group_instance_id": None})["error_code"]
+            if code == REBALANCE_IN_PROGRESS:
+                break
+            if code:
+                raise RuntimeError(f"Heartbeat: error {code}")
+    from rocketport.protocols.kafka.consumer_protocol import parse_assignment
+
+    joined_s = time.perf_counter() - start
+    member = {"id": member_id, "generation": generation}
+    stop = threading.Event()
+    beating = threading.Thread(target=_heartbeats, args=(port, group_id, member, shared, stop), daemon=True)
+    beating.start()
+    mine = sorted((t, p) for t, parts in parse_assignment(bytes(synced["assignment"])).items() for p in parts)
+
+    def chunks(pairs: list[tuple[str, int]]) -> list[list[tuple[str, list[int]]]]:
+        by_topic: dict[str, list[int]] = {}
+        for t, p in pairs:
+            by_topic.setdefault(t, []).append(p)
+        items = list(by_topic.items())
+        return [items[i:i + topics_per_request] for i in range(0, len(items), topics_per_request)]
+
+    position: dict[tuple[str, int], int] = {}
+
+    def fetched_offsets(response: dict) -> None:
+        for t in response["topics"]:
+            for p in t["partitions"]:
+                if not p["error_code"] and p["committed_offset"] >= 0:
+                    position[(t["name"], p["partition_index"])] = p["committed_offset"]
+
+    conn.pipelined(9, 7, [{"group_id": group_id, "topics": [{"name": t, "partition_indexes": ps} for t, ps in chunk],
+                           "require_stable": False} for chunk in chunks(mine)], fetched_offsets)
+
+    def earliest(response: dict) -> None:
+        for t in response["topics"]:
+            for p in t["partitions"]:
+                if not p["error_code"]:
+                    position[(t["name"], p["partition_index"])] = p["offset"]
+
+    unset = [tp for tp in mine if tp not in position]
+    conn.pipelined(2, 1, [{"replica_id": -1, "topics": [{"name": t, "partitions": [
+        {"partition_index": p, "timestamp": -2} for p in ps]} for t, ps in chunk]} for chunk in chunks(unset)], earliest)
+    read_records, queues_read, fetch_errors = 0, set(), 0
+    todo = [tp for tp in mine if tp in position]
+    for _ in range(100):  # rounds: a partition stays in the next while short of its high watermark
+        behind: list[tuple[str, int]] = []
+
+        def got(response: dict) -> None:
+            nonlocal read_records, fetch_errors
+            for t in response["responses"]:
+                for p in t["partitions"]:
+                    tp = (t["topic"], p["partition_index"])
+                    if p["error_code"]:
+                        fetch_errors += 1
+                        continue
+                    n, after = _batches(p["records"] or b"")
+                    if n:
+                        read_records += n
+                        queues_read.add(tp)
+                        position[tp] = after
+                    if position[tp] < p["high_watermark"]:
+                        behind.append(tp)
+
+        conn.pipelined(1, 4, [{"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 64 << 20,
+                               "isolation_level": 0, "topics": [{"topic": t, "partitions": [
+                                   {"partition": p, "fetch_offset": position[(t, p)],
+                                    "partition_max_bytes": 1 << 20} for p in ps]} for t, ps in chunk]}
+                              for chunk in chunks(todo)], got)
+        if not behind:
+            break
+        todo = behind
+    read_s = time.perf_counter() - start - joined_s
+    refused = 0
+
+    def committed(response: dict) -> None:
+        nonlocal refused
+        refused += sum(1 for t in response["topics"] for p in t["partitions"] if p["error_code"])
+
+    conn.pipelined(8, 7, [{"group_id": group_id, "generation_id_or_member_epoch": generation, "member_id": member_id,
+                           "group_instance_id": None, "topics": [{"name": t, "partitions": [
+                               {"partition_index": p, "committed_offset": position[(t, p)], "committed_leader_epoch": -1,
+                                "committed_metadata": ""} for p in ps]} for t, ps in chunk]}
+                          for chunk in chunks([tp for tp in mine if tp in queues_read])], committed)
+    stop.set()
+    beating.join()
+    left = conn.call(13, 3, {"group_id": group_id, "members": [{"member_id": member_id, "group_instance_id": None}]})
+    conn.close()
+    out.update(partitions=len(mine), queues_read=queues_read, records=read_records, fetch_errors=fetch_errors,
+               commit_refused=refused, leave_error=left["error_code"] or max(
+                   (m["error_code"] for m in left["members"]), default=0),
+               joined_s=joined_s, read_s=read_s, took_s=time.perf_counter() - start)
+
+
+def group_read_raw(port: int, names: list[str], members: int, group_id: str = "scale-bench-raw-group") -> dict:
+    """A classic consumer group of ``members`` members (threads of this process, each on its
+    own connections) reading every queue of ``names`` back with the bench's own client
+    (:func:`_raw_member`): what the broker does for a group whose client is not the bound.
+    Returns the figures of the row."""
+    shared = _RawGroup(members)
+    outs: list[dict] = [{} for _ in range(members)]
+    errors: list[str] = []
+
+    def run(out: dict) -> None:
+        try:
+            _raw_member(port, group_id, names, shared, out)
+        except Exception as exc:  # reported in the row, with what the others read
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=run, args=(out,)) for out in outs]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    took = time.perf_counter() - start
+    done = [o for o in outs if o]
+    queues_read: set[tuple[str, int]] = set().union(*(o["queues_read"] for o in done)) if done else set()
+    return {"took": took, "members": members, "queues_read": len(queues_read),
+            "records": sum(o["records"] for o in done),
+            "assigned": sum(o["partitions"] for o in done), "joins": shared.joins,
+            "join_sync_s": round(max((o["joined_s"] for o in done), default=0), 3),
+            "read_s": round(max((o["read_s"] for o in done), default=0), 3),
+            "fetch_errors": sum(o["fetch_errors"] for o in done),
+            "commit_refused": sum(o["commit_refused"] for o in done),
+            "leave_errors": sum(1 for o in done if o["leave_error"]),
+            "heartbeat_errors": shared.heartbeat_errors[:5], "errors": errors[:3]}
 
 
 def member_patterns(members: int) -> list[str]:
@@ -501,6 +772,11 @@ def main() -> None:
                          "(confluent-kafka the second), not the other way round")
     ap.add_argument("--skip-group", action="store_true",
                     help="no confluent-kafka consumer group (its phase is the longest at 100,000 queues)")
+    ap.add_argument("--raw-group-members", type=int, default=4,
+                    help="members of the consumer group the bench's own client runs (row group_read_raw)")
+    ap.add_argument("--only-raw-group", action="store_true",
+                    help="create the topics, write a record into every queue with the bench's own client and "
+                         "read them all back with its consumer group; nothing else (development)")
     args = ap.parse_args()
     workdir = tempfile.mkdtemp(prefix="scale-bench-", dir=args.dir)
     queues = args.topics * QUEUES
@@ -530,6 +806,16 @@ def main() -> None:
             took, refused, errors = produce_raw(broker.kafka, names)
             row(case, took, "s", 30, queues=queues, client="raw", refused=refused, errors=errors, **cpu.spent())
 
+        def raw_group() -> None:
+            figures = group_read_raw(broker.kafka, names, args.raw_group_members)
+            row("group_read_raw", figures.pop("took"), "s", None, expected=queues, client="raw", **figures,
+                **cpu.spent())
+
+        if args.only_raw_group:
+            raw("first_record_every_queue_raw")
+            raw_group()
+            broker.stop(signal.SIGTERM)
+            return
         if args.raw_first:  # the broker's first write into every queue, with no client bound
             raw("first_record_every_queue_raw")
         took, undelivered, errors = produce_everywhere(bootstrap, names, args.producers)
@@ -544,6 +830,7 @@ def main() -> None:
             took, seen = consume_all(bootstrap, queues, args.consume_deadline, args.producers)
             row("consume_group_all", took, "s", None, records=seen, expected=queues, members=args.producers,
                 **cpu.spent())
+        raw_group()
         took, read = fetch_raw(broker.kafka, names)
         row("read_every_queue_raw", took, "s", None, queues_read=read, expected=queues, client="raw", **cpu.spent())
         took, refused = commit_raw(broker.kafka, names)
@@ -575,7 +862,7 @@ def main() -> None:
         if broker.proc is not None and broker.proc.poll() is None:
             broker.proc.kill()
         broker.namesrv_proc.kill()
-    shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
