@@ -21,3 +21,17 @@ def small_config(tmp_path) -> BrokerConfig:
         stomp=ProtocolConfig(False, 0),
         amqp=ProtocolConfig(False, 0),
     )
+
+
+# session-wide servers: every test that uses one runs on the same pytest-xdist worker, so
+# that none of them is started twice
+_SHARED_SERVERS = {"rabbitmq": "rabbitmq", "rocketport": "rabbitmq", "spark": "spark"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group tests for ``--dist loadgroup``: by session server, else by module (whose
+    module-scoped brokers then start once)."""
+    for item in items:
+        group = next((g for f, g in _SHARED_SERVERS.items() if f in item.fixturenames),
+                     item.nodeid.split("::", 1)[0])
+        item.add_marker(pytest.mark.xdist_group(group))
