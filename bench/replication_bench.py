@@ -6,7 +6,8 @@ Rows (one JSON object per line, see bench/README.md):
   send_100B_<role>        native-client sync sends of 100 B, ``--concurrency`` in flight (the
                           remoting send lane): msg/s, p50/p99 latency (ms), the broker's CPU (and
                           its slave's) a message
-  batch_100B_<role>       native-client batch sends (``--batch`` x 100 B, 8 in flight): msg/s
+  batch_100B_<role>       native-client batch sends (``--batch`` x 100 B, ``--batch-in-flight`` 8 in
+                          flight): msg/s
   kafka_100B_<role>       bench/kafka_bench.py's raw pipelined producer, acks=-1 (all): msg/s
   <kind>_<role>_ratio     a role's msg/s over the standalone broker's, with its ``floor``
                           (ASYNC_MASTER 0.9, SYNC_MASTER 0.6: issue 34), and master_cpu_ratio: the
@@ -24,7 +25,7 @@ Rows (one JSON object per line, see bench/README.md):
                           record (until its key index covers the log); ``loopback_ceiling`` beside
                           it (one socket, 1 MiB writes, nothing stored)
 
-    python bench/replication_bench.py [--messages N] [--concurrency C] [--behind-mb MB]
+    python bench/replication_bench.py [--messages N] [--concurrency C] [--batch-in-flight N] [--behind-mb MB]
                                       [--lag-rate R] [--lag-seconds S] [--baseline REV]
                                       [--skip-sends] [--skip-lag] [--skip-catch-up] [--no-pin]
                                       [--dir DIR]
@@ -168,8 +169,9 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-async def batch_sends(master: Node, messages: int, per_batch: int) -> float:
-    """Seconds for ``messages`` 100 B messages in batch sends of ``per_batch``, 8 in flight."""
+async def batch_sends(master: Node, messages: int, per_batch: int, in_flight: int) -> float:
+    """Seconds for ``messages`` 100 B messages in batch sends of ``per_batch``, ``in_flight``
+    at a time."""
     body = b"x" * 100
     async with Producer(f"127.0.0.1:{master.namesrv_port}", "ha-bench-batch", retry_times_when_send_failed=0) as producer:
         await producer.send_batch([Message(TOPIC, body)])
@@ -181,7 +183,7 @@ async def batch_sends(master: Node, messages: int, per_batch: int) -> float:
                 if result.status.value != "SEND_OK":
                     raise RuntimeError(f"batch send answered {result.status}")
         start = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(8)))
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
         return time.perf_counter() - start
 
 
@@ -225,9 +227,10 @@ def send_cases(base: Path, role: str, args: argparse.Namespace, env: dict[str, s
                      "messages": n, "concurrency": args.concurrency, **cpu_fields(before, n, seconds)})
         n = args.messages * 4 // args.batch * args.batch
         before = cpu()
-        seconds = asyncio.run(batch_sends(master, n, args.batch))
+        seconds = asyncio.run(batch_sends(master, n, args.batch, args.batch_in_flight))
         rows.append({**common, "case": f"batch_100B_{role.lower()}", "value": round(n / seconds), "unit": "msg/s",
-                     "messages": n, "per_batch": args.batch, **cpu_fields(before, n, seconds)})
+                     "messages": n, "per_batch": args.batch, "in_flight": args.batch_in_flight,
+                     **cpu_fields(before, n, seconds)})
         topic = "HaBenchKafka"
         asyncio.run(kafka_bench.create_topic(master.kafka_port, topic))
         n = args.kafka_messages
@@ -448,6 +451,7 @@ def main() -> int:
     parser.add_argument("--behind-mb", type=int, default=128)
     parser.add_argument("--sizes", default="1024", help="message sizes of the catch-up cases")
     parser.add_argument("--batch", type=int, default=32, help="messages per native batch send")
+    parser.add_argument("--batch-in-flight", type=int, default=8, help="native batch sends in flight")
     parser.add_argument("--kafka-messages", type=int, default=4_000_000)
     parser.add_argument("--baseline", default=None, help="a commit whose code runs the send rows too")
     parser.add_argument("--skip-catch-up", action="store_true")
