@@ -6,7 +6,7 @@ Rows (one JSON object per line, see bench/README.md):
   send_100B_<role>        native-client sync sends of 100 B, ``--concurrency`` in flight (the
                           remoting send lane): msg/s, p50/p99 latency (ms), the broker's CPU (and
                           its slave's) a message
-  batch_100B_<role>       native-client batch sends (``--batch`` x 100 B, ``--batch-in-flight`` 8 in
+  batch_100B_<role>       native-client batch sends (``--batch`` x 100 B, ``--batch-in-flight`` 32 in
                           flight): msg/s
   kafka_100B_<role>       bench/kafka_bench.py's raw pipelined producer, acks=-1 (all): msg/s
   <kind>_<role>_ratio     a role's msg/s over the standalone broker's, with its ``floor``
@@ -25,8 +25,8 @@ Rows (one JSON object per line, see bench/README.md):
                           record (until its key index covers the log); ``loopback_ceiling`` beside
                           it (one socket, 1 MiB writes, nothing stored)
 
-    python bench/replication_bench.py [--messages N] [--concurrency C] [--batch-in-flight N] [--behind-mb MB]
-                                      [--lag-rate R] [--lag-seconds S] [--baseline REV]
+    python bench/replication_bench.py [--messages N] [--concurrency C] [--batch-in-flight N]
+                                      [--behind-mb MB] [--lag-rate R] [--lag-seconds S] [--baseline REV]
                                       [--skip-sends] [--skip-lag] [--skip-catch-up] [--no-pin]
                                       [--dir DIR]
 
@@ -34,9 +34,10 @@ Layout (``"layout"`` in every row): by default the broker under test (the standa
 each master) runs pinned to one CPU and the bench's clients and every slave to another, in
 every case: a standalone broker and a master get the same one-core budget, and the slave sits
 where a real deployment puts it, off the master's core (on this 2-core machine it shares the
-client's). Each send row gives every process's CPU a message and in cores (CPU seconds over
-the row's wall time), so a reader sees which one is the bound. ``--no-pin`` lets the
-scheduler place everything on every CPU (the slave then takes CPU from its master).
+client's, at nice 10 so that it does not keep the client waiting). Each send row gives every
+process's CPU a message and in cores (CPU seconds over the row's wall time), so a reader sees
+which one is the bound. ``--no-pin`` lets the scheduler place everything on every CPU (the
+slave then takes CPU from its master).
 """
 
 from __future__ import annotations
@@ -69,13 +70,23 @@ TOPIC = "HaBench"
 # side -> CPUs its processes are pinned to ("broker": the broker under test, "client": the
 # bench's own process, "slave"); empty: not pinned (set once by main from --no-pin)
 AFFINITY: dict[str, set[int]] = {}
+SLAVE_NICE = 10  # pinned, a slave yields its CPU to the client it shares it with
+
+
+def _start_on(side: str) -> None:
+    """In a broker's child before exec: its CPUs (every thread inherits them), and a slave's
+    lower priority, so the client it shares a core with is not kept waiting."""
+    os.sched_setaffinity(0, AFFINITY[side])
+    if side == "slave":
+        os.nice(SLAVE_NICE)
 
 
 def layout() -> str:
     if not AFFINITY:
         return "unpinned: broker, slave and client share every CPU"
     cpus = {side: ",".join(map(str, sorted(c))) for side, c in AFFINITY.items()}
-    return f"pinned: broker cpu{cpus['broker']}; client cpu{cpus['client']}; slave cpu{cpus['slave']}"
+    return (f"pinned: broker cpu{cpus['broker']}; client cpu{cpus['client']}; "
+            f"slave cpu{cpus['slave']} (nice {SLAVE_NICE})")
 
 
 def pin_layout() -> None:
@@ -107,11 +118,10 @@ class Node:
         # a baseline's code from its own tree: started in this checkout, ``-m rocketport`` would
         # find this checkout's package first (the working directory precedes PYTHONPATH)
         cwd = REPO if env is None else Path(env["PYTHONPATH"]).parent / "src"
-        cpus = AFFINITY.get(side)  # set before exec: every thread of the broker inherits it
         self.proc = subprocess.Popen([sys.executable, "-m", "rocketport", "broker", "-c", "conf/broker.yaml",
                                       *[a for s in args for a in ("--set", s)]],
                                      cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                                     preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus))
+                                     preexec_fn=(lambda: _start_on(side)) if AFFINITY else None)
         self.started = time.monotonic()
         wait_for_port(self.port, self.proc)
 
@@ -451,7 +461,8 @@ def main() -> int:
     parser.add_argument("--behind-mb", type=int, default=128)
     parser.add_argument("--sizes", default="1024", help="message sizes of the catch-up cases")
     parser.add_argument("--batch", type=int, default=32, help="messages per native batch send")
-    parser.add_argument("--batch-in-flight", type=int, default=8, help="native batch sends in flight")
+    # enough that the standalone broker is the bound (at 8 it idled a fifth of the time)
+    parser.add_argument("--batch-in-flight", type=int, default=32, help="native batch sends in flight")
     parser.add_argument("--kafka-messages", type=int, default=4_000_000)
     parser.add_argument("--baseline", default=None, help="a commit whose code runs the send rows too")
     parser.add_argument("--skip-catch-up", action="store_true")
