@@ -149,9 +149,12 @@ def read_group(g: RangeGroup, group: str, namesrv: str) -> Iterator[pa.RecordBat
 def read_range(r: QueueRange, group: str, namesrv: str) -> Iterator[pa.RecordBatch]:
     """Every message of the range that the broker's filter accepts, as RecordBatches made
     from the pulled bytes (`columns.to_batch`). The next pulls go out before the last ones'
-    bytes are decoded, so the broker serves them meanwhile. Without a filter their offsets
-    are known, so `PULLS_IN_FLIGHT` go together; with one each pull starts where the last
-    one's scan ended."""
+    bytes are decoded, so the broker serves them meanwhile: `PULLS_IN_FLIGHT` go together,
+    each starting where the one before is expected to end (its count on, or with a filter
+    as far on as the last pull's scan went). A pull that ends elsewhere drops the later
+    answers and the next pulls start where it ended; a filtered one that did (its count
+    found before the broker's scan limit: dense matches) leaves the rest of the range to
+    one pull at a time, as no step can be guessed."""
     # imported here, not by planning (a query's partitions): numpy and pyarrow.compute
     # cost a planning worker about 0.3 s
     from .columns import to_batch
@@ -159,16 +162,21 @@ def read_range(r: QueueRange, group: str, namesrv: str) -> Iterator[pa.RecordBat
     keep_freed_heap()
     mq = r.mq
     sub = subscription(r.topic, r.tags, r.sql)
-    window = 1 if r.tags or r.sql else PULLS_IN_FLIGHT
+    filtered = bool(r.tags or r.sql)
+    # how far one pull moves: its count without a filter; with one, as far as the broker
+    # scans a get (learnt from the last pull that moved on), so filtered pulls go out
+    # together too once one has come back
+    step = 0 if filtered else MAX_PULL
+    guess = True
     bodies: list[bytes] = []
     held = 0
     offset = r.start
     with Link(namesrv, group) as link:
         def send(at: int) -> tuple[list[tuple[int, int]], object]:
             requests = []
-            while at < r.end and len(requests) < window:
+            while at < r.end and len(requests) < (PULLS_IN_FLIGHT if step else 1):
                 requests.append((at, min(r.end - at, MAX_PULL)))
-                at += requests[-1][1]
+                at += step or MAX_PULL
             return requests, link.send_pulls(r.addr, mq, requests, sub)
 
         pending = send(offset) if offset < r.end else None
@@ -176,15 +184,21 @@ def read_range(r: QueueRange, group: str, namesrv: str) -> Iterator[pa.RecordBat
             requests, task = pending
             ended = False
             for (start, _), (status, next_offset, body) in zip(requests, link.answers(task)):
-                if start != offset:
-                    break  # an earlier pull stopped short: go on from where it stopped
+                if start != offset:  # an earlier pull stopped short: go on from where it stopped
+                    if filtered:
+                        guess = False  # its matches are dense: one pull at a time from here
+                    break
                 if body:
                     bodies.append(body)
                     held += len(body)
                 if status is PullStatus.NO_NEW_MSG or next_offset <= offset:
                     ended = True  # the queue ends before the range (or cannot move on)
                     break
+                if filtered and guess:
+                    step = next_offset - offset
                 offset = next_offset
+            if not guess:
+                step = 0
             pending = None if ended or offset >= r.end else send(offset)
             if held >= BATCH_BYTES or (bodies and pending is None):
                 yield to_batch(b"".join(bodies), r.topic, r.queue_id, r.end, sub.tags)
