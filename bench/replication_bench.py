@@ -31,8 +31,8 @@ Rows (one JSON object per line, see bench/README.md):
                                       [--dir DIR]
 
 Layout (``"layout"`` in every row): by default the broker under test (the standalone broker,
-each master) runs pinned to one CPU and the bench's clients and every slave to another, in
-every case: a standalone broker and a master get the same one-core budget, and the slave sits
+each master) runs pinned to one CPU and the bench's clients and every slave to another (but a
+catch-up's slave, the process under test there, which may use every CPU): a standalone broker and a master get the same one-core budget, and the slave sits
 where a real deployment puts it, off the master's core (on this 2-core machine it shares the
 client's, at nice 10 so that it does not keep the client waiting). Each send row gives every
 process's CPU a message and in cores (CPU seconds over the row's wall time), so a reader sees
@@ -81,12 +81,13 @@ def _start_on(side: str) -> None:
         os.nice(SLAVE_NICE)
 
 
-def layout() -> str:
+def layout(slave: str = "slave") -> str:
+    """The row's "layout"; ``slave`` is the slave's side ("any": not pinned)."""
     if not AFFINITY:
         return "unpinned: broker, slave and client share every CPU"
     cpus = {side: ",".join(map(str, sorted(c))) for side, c in AFFINITY.items()}
-    return (f"pinned: broker cpu{cpus['broker']}; client cpu{cpus['client']}; "
-            f"slave cpu{cpus['slave']} (nice {SLAVE_NICE})")
+    where = f"cpu{cpus['slave']} (nice {SLAVE_NICE})" if slave in AFFINITY else "any CPU"
+    return f"pinned: broker cpu{cpus['broker']}; client cpu{cpus['client']}; slave {where}"
 
 
 def pin_layout() -> None:
@@ -121,7 +122,7 @@ class Node:
         self.proc = subprocess.Popen([sys.executable, "-m", "rocketport", "broker", "-c", "conf/broker.yaml",
                                       *[a for s in args for a in ("--set", s)]],
                                      cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                                     preexec_fn=(lambda: _start_on(side)) if AFFINITY else None)
+                                     preexec_fn=(lambda: _start_on(side)) if side in AFFINITY else None)
         self.started = time.monotonic()
         wait_for_port(self.port, self.proc)
 
@@ -387,7 +388,7 @@ def catch_up_case(base: Path, size: int, args: argparse.Namespace, env: dict[str
     finally:
         master.stop()
     slave = Node(root / "s", "brokerRole=SLAVE", "brokerId=1", f"haMasterAddress=127.0.0.1:{master.ha_port}",
-                 "namesrv.enabled=false", env=env, side="slave")  # answers once its start-up is over
+                 "namesrv.enabled=false", env=env, side="any")  # answers once its start-up is over
     try:
         master = Node(root / "m", "brokerRole=ASYNC_MASTER", ports=master.ports)
         try:
@@ -419,7 +420,7 @@ def catch_up_case(base: Path, size: int, args: argparse.Namespace, env: dict[str
             master.stop()
     finally:
         slave.stop()
-    return {"bench": "ha", "case": f"catch_up_{size}B", "code": code, "layout": layout(), "floor": 200,
+    return {"bench": "ha", "case": f"catch_up_{size}B", "code": code, "layout": layout("any"), "floor": 200,
             "value": round(end / seconds / 1e6, 1), "unit": "MB/s", "bytes": end, "seconds": round(seconds, 3),
             "records_per_s": round(records / seconds), "slave_cpu_s": round(cpu_log, 2),
             "indexed_seconds": round(index_seconds, 3),
