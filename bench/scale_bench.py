@@ -1,6 +1,7 @@
 """One broker, many queues ([scale]): N topics x 4 queues created with confluent-kafka's
-AdminClient, one record into every queue, a consumer group reading them all back, topic
-listings, a clean restart and a SIGKILL recovery, with the broker's RSS and open
+AdminClient, one record into every queue, a consumer group reading them all back (four
+librdkafka members, and four of the bench's own, group_read_raw: librdkafka is the bound
+at 100,000 partitions), topic listings, a clean restart and a SIGKILL recovery, with the broker's RSS and open
 descriptors sampled from /proc throughout; RabbitMQ (a private node, bench/peers) declaring
 as many durable queues with pika in the same run, for the creation and memory rows.
 
@@ -508,8 +509,8 @@ def _raw_member(port: int, group_id: str, topics: list[str], shared: _RawGroup, 
                 if not p["error_code"] and p["committed_offset"] >= 0:
                     position[(t["name"], p["partition_index"])] = p["committed_offset"]
 
-    conn.pipelined(9, 7, [{"group_id": group_id, "topics": [{"name": t, "partition_indexes": ps} for t, ps in chunk],
-                           "require_stable": False} for chunk in chunks(mine)], fetched_offsets)
+    phases = {"offset_fetch_s": conn.pipelined(9, 7, [{"group_id": group_id, "topics": [{"name": t, "partition_indexes": ps} for t, ps in chunk],
+                           "require_stable": False} for chunk in chunks(mine)], fetched_offsets)}
 
     def earliest(response: dict) -> None:
         for t in response["topics"]:
@@ -518,9 +519,10 @@ def _raw_member(port: int, group_id: str, topics: list[str], shared: _RawGroup, 
                     position[(t["name"], p["partition_index"])] = p["offset"]
 
     unset = [tp for tp in mine if tp not in position]
-    conn.pipelined(2, 1, [{"replica_id": -1, "topics": [{"name": t, "partitions": [
+    phases["list_offsets_s"] = conn.pipelined(2, 1, [{"replica_id": -1, "topics": [{"name": t, "partitions": [
         {"partition_index": p, "timestamp": -2} for p in ps]} for t, ps in chunk]} for chunk in chunks(unset)], earliest)
     read_records, queues_read, fetch_errors = 0, set(), 0
+    phases["fetch_s"] = 0.0
     todo = [tp for tp in mine if tp in position]
     for _ in range(100):  # rounds: a partition stays in the next while short of its high watermark
         behind: list[tuple[str, int]] = []
@@ -541,7 +543,7 @@ def _raw_member(port: int, group_id: str, topics: list[str], shared: _RawGroup, 
                     if position[tp] < p["high_watermark"]:
                         behind.append(tp)
 
-        conn.pipelined(1, 4, [{"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 64 << 20,
+        phases["fetch_s"] += conn.pipelined(1, 4, [{"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 64 << 20,
                                "isolation_level": 0, "topics": [{"topic": t, "partitions": [
                                    {"partition": p, "fetch_offset": position[(t, p)],
                                     "partition_max_bytes": 1 << 20} for p in ps]} for t, ps in chunk]}
@@ -549,26 +551,27 @@ def _raw_member(port: int, group_id: str, topics: list[str], shared: _RawGroup, 
         if not behind:
             break
         todo = behind
-    read_s = time.perf_counter() - start - joined_s
     refused = 0
 
     def committed(response: dict) -> None:
         nonlocal refused
         refused += sum(1 for t in response["topics"] for p in t["partitions"] if p["error_code"])
 
-    conn.pipelined(8, 7, [{"group_id": group_id, "generation_id_or_member_epoch": generation, "member_id": member_id,
+    phases["commit_s"] = conn.pipelined(8, 7, [{"group_id": group_id, "generation_id_or_member_epoch": generation, "member_id": member_id,
                            "group_instance_id": None, "topics": [{"name": t, "partitions": [
                                {"partition_index": p, "committed_offset": position[(t, p)], "committed_leader_epoch": -1,
                                 "committed_metadata": ""} for p in ps]} for t, ps in chunk]}
                           for chunk in chunks([tp for tp in mine if tp in queues_read])], committed)
     stop.set()
     beating.join()
+    phases["leave_s"] = time.perf_counter()
     left = conn.call(13, 3, {"group_id": group_id, "members": [{"member_id": member_id, "group_instance_id": None}]})
+    phases["leave_s"] = time.perf_counter() - phases["leave_s"]
     conn.close()
-    out.update(partitions=len(mine), queues_read=queues_read, records=read_records, fetch_errors=fetch_errors,
+    out.update(phases=phases, partitions=len(mine), queues_read=queues_read, records=read_records, fetch_errors=fetch_errors,
                commit_refused=refused, leave_error=left["error_code"] or max(
                    (m["error_code"] for m in left["members"]), default=0),
-               joined_s=joined_s, read_s=read_s, took_s=time.perf_counter() - start)
+               joined_s=joined_s)
 
 
 def group_read_raw(port: int, names: list[str], members: int, group_id: str = "scale-bench-raw-group") -> dict:
@@ -599,9 +602,9 @@ def group_read_raw(port: int, names: list[str], members: int, group_id: str = "s
             "records": sum(o["records"] for o in done),
             "assigned": sum(o["partitions"] for o in done), "joins": shared.joins,
             "join_sync_s": round(max((o["joined_s"] for o in done), default=0), 3),
-            "read_s": round(max((o["read_s"] for o in done), default=0), 3),
             "fetch_errors": sum(o["fetch_errors"] for o in done),
             "commit_refused": sum(o["commit_refused"] for o in done),
+            **({name: round(max(o["phases"][name] for o in done), 3) for name in done[0]["phases"]} if done else {}),
             "leave_errors": sum(1 for o in done if o["leave_error"]),
             "heartbeat_errors": shared.heartbeat_errors[:5], "errors": errors[:3]}
 
@@ -830,7 +833,6 @@ def main() -> None:
             took, seen = consume_all(bootstrap, queues, args.consume_deadline, args.producers)
             row("consume_group_all", took, "s", None, records=seen, expected=queues, members=args.producers,
                 **cpu.spent())
-        raw_group()
         took, read = fetch_raw(broker.kafka, names)
         row("read_every_queue_raw", took, "s", None, queues_read=read, expected=queues, client="raw", **cpu.spent())
         took, refused = commit_raw(broker.kafka, names)
@@ -838,6 +840,7 @@ def main() -> None:
         settle(broker.proc.pid)
         sampler.sample()
         consumed_rss = sampler.last_rss
+        raw_group()  # after the memory sample: a queue's cost with one consumer group's offset
         took, n = metadata_all(bootstrap)
         row("kafka_metadata_all", took, "s", 2, topics=n)
         time.sleep(35)  # the broker registers with its name server every 30 s
