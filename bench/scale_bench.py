@@ -19,6 +19,8 @@ import queue
 import re
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -237,14 +239,10 @@ class _Conn:
     encoded ahead of the clock where they can be, answered in order."""
 
     def __init__(self, port: int) -> None:
-        import socket
-
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=600)
         self.sent = 0
 
     def frame(self, api_key: int, version: int, body: dict) -> bytes:
-        import struct
-
         from rocketport.protocols.kafka import codec
 
         payload = codec.encode_request_header(api_key, version, self.sent, "scale-bench") + b"".join(
@@ -253,9 +251,6 @@ class _Conn:
         return struct.pack(">i", len(payload)) + payload
 
     def receive(self, api_key: int, version: int) -> dict:
-        import socket
-        import struct
-
         from rocketport.protocols.kafka import codec
 
         (size,) = struct.unpack(">i", self.sock.recv(4, socket.MSG_WAITALL))
@@ -373,8 +368,6 @@ RAW_GROUP_SESSION_MS = 30_000  # librdkafka's default session timeout (heartbeat
 
 def _subscription(topics: list[str]) -> bytes:
     """ConsumerProtocolSubscription v0: the topics, no user data."""
-    import struct
-
     out = [struct.pack(">hi", 0, len(topics))]
     for topic in topics:
         name = topic.encode()
@@ -385,8 +378,6 @@ def _subscription(topics: list[str]) -> bytes:
 
 def _batches(records) -> tuple[int, int]:
     """(records, the offset after the last) of a Fetch partition's record batches (v2)."""
-    import struct
-
     data = bytes(records)
     count, after, pos = 0, -1, 0
     while pos + 61 <= len(data):
@@ -421,7 +412,8 @@ def _assign(conn: _Conn, members: list[dict]) -> list[dict]:
     wanted = {t for sub in subs.values() for t in sub.topics}
     md = conn.call(3, 4, {"topics": None, "allow_auto_topic_creation": False})
     partitions = {t["name"]: len(t["partitions"]) for t in md["topics"] if t["name"] in wanted and not t["error_code"]}
-    specs = [MemberSpec(mid, None, frozenset(t for t in sub.topics if t in partitions), {}) for mid, sub in subs.items()]
+    specs = [MemberSpec(mid, None, frozenset(t for t in sub.topics if t in partitions), {})
+             for mid, sub in subs.items()]
     plan = RangeAssignor().assign(specs, partitions)
     return [{"member_id": mid, "assignment": encode_assignment(plan.get(mid, {}), 0)} for mid in subs]
 
@@ -449,6 +441,8 @@ def _raw_member(port: int, group_id: str, topics: list[str], shared: _RawGroup, 
     ListOffsets v1 (earliest) where nothing is committed, Fetch v4 from those offsets until
     every partition is at its high watermark, OffsetCommit v7 of what it read and
     LeaveGroup v3. ``out`` gets its figures."""
+    from rocketport.protocols.kafka.consumer_protocol import parse_assignment
+
     conn = _Conn(port)
     start = time.perf_counter()
     member_id, metadata = "", _subscription(topics)
@@ -485,8 +479,6 @@ def _raw_member(port: int, group_id: str, topics: list[str], shared: _RawGroup, 
                 break
             if code:
                 raise RuntimeError(f"Heartbeat: error {code}")
-    from rocketport.protocols.kafka.consumer_protocol import parse_assignment
-
     joined_s = time.perf_counter() - start
     member = {"id": member_id, "generation": generation}
     stop = threading.Event()
@@ -509,8 +501,9 @@ def _raw_member(port: int, group_id: str, topics: list[str], shared: _RawGroup, 
                 if not p["error_code"] and p["committed_offset"] >= 0:
                     position[(t["name"], p["partition_index"])] = p["committed_offset"]
 
-    phases = {"offset_fetch_s": conn.pipelined(9, 7, [{"group_id": group_id, "topics": [{"name": t, "partition_indexes": ps} for t, ps in chunk],
-                           "require_stable": False} for chunk in chunks(mine)], fetched_offsets)}
+    asks = [{"group_id": group_id, "topics": [{"name": t, "partition_indexes": ps} for t, ps in chunk],
+             "require_stable": False} for chunk in chunks(mine)]
+    phases = {"offset_fetch_s": conn.pipelined(9, 7, asks, fetched_offsets)}
 
     def earliest(response: dict) -> None:
         for t in response["topics"]:
@@ -519,8 +512,10 @@ def _raw_member(port: int, group_id: str, topics: list[str], shared: _RawGroup, 
                     position[(t["name"], p["partition_index"])] = p["offset"]
 
     unset = [tp for tp in mine if tp not in position]
-    phases["list_offsets_s"] = conn.pipelined(2, 1, [{"replica_id": -1, "topics": [{"name": t, "partitions": [
-        {"partition_index": p, "timestamp": -2} for p in ps]} for t, ps in chunk]} for chunk in chunks(unset)], earliest)
+    asks = [{"replica_id": -1, "topics": [{"name": t, "partitions": [{"partition_index": p, "timestamp": -2}
+                                                                       for p in ps]} for t, ps in chunk]}
+            for chunk in chunks(unset)]
+    phases["list_offsets_s"] = conn.pipelined(2, 1, asks, earliest)
     read_records, queues_read, fetch_errors = 0, set(), 0
     phases["fetch_s"] = 0.0
     todo = [tp for tp in mine if tp in position]
@@ -543,11 +538,11 @@ def _raw_member(port: int, group_id: str, topics: list[str], shared: _RawGroup, 
                     if position[tp] < p["high_watermark"]:
                         behind.append(tp)
 
-        phases["fetch_s"] += conn.pipelined(1, 4, [{"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 64 << 20,
-                               "isolation_level": 0, "topics": [{"topic": t, "partitions": [
-                                   {"partition": p, "fetch_offset": position[(t, p)],
-                                    "partition_max_bytes": 1 << 20} for p in ps]} for t, ps in chunk]}
-                              for chunk in chunks(todo)], got)
+        asks = [{"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 64 << 20, "isolation_level": 0,
+                 "topics": [{"topic": t, "partitions": [{"partition": p, "fetch_offset": position[(t, p)],
+                                                         "partition_max_bytes": 1 << 20} for p in ps]}
+                            for t, ps in chunk]} for chunk in chunks(todo)]
+        phases["fetch_s"] += conn.pipelined(1, 4, asks, got)
         if not behind:
             break
         todo = behind
@@ -557,21 +552,21 @@ def _raw_member(port: int, group_id: str, topics: list[str], shared: _RawGroup, 
         nonlocal refused
         refused += sum(1 for t in response["topics"] for p in t["partitions"] if p["error_code"])
 
-    phases["commit_s"] = conn.pipelined(8, 7, [{"group_id": group_id, "generation_id_or_member_epoch": generation, "member_id": member_id,
-                           "group_instance_id": None, "topics": [{"name": t, "partitions": [
-                               {"partition_index": p, "committed_offset": position[(t, p)], "committed_leader_epoch": -1,
-                                "committed_metadata": ""} for p in ps]} for t, ps in chunk]}
-                          for chunk in chunks([tp for tp in mine if tp in queues_read])], committed)
+    asks = [{"group_id": group_id, "generation_id_or_member_epoch": generation, "member_id": member_id,
+             "group_instance_id": None, "topics": [{"name": t, "partitions": [
+                 {"partition_index": p, "committed_offset": position[(t, p)], "committed_leader_epoch": -1,
+                  "committed_metadata": ""} for p in ps]} for t, ps in chunk]}
+            for chunk in chunks([tp for tp in mine if tp in queues_read])]
+    phases["commit_s"] = conn.pipelined(8, 7, asks, committed)
     stop.set()
     beating.join()
     phases["leave_s"] = time.perf_counter()
     left = conn.call(13, 3, {"group_id": group_id, "members": [{"member_id": member_id, "group_instance_id": None}]})
     phases["leave_s"] = time.perf_counter() - phases["leave_s"]
     conn.close()
-    out.update(phases=phases, partitions=len(mine), queues_read=queues_read, records=read_records, fetch_errors=fetch_errors,
-               commit_refused=refused, leave_error=left["error_code"] or max(
-                   (m["error_code"] for m in left["members"]), default=0),
-               joined_s=joined_s)
+    out.update(phases=phases, partitions=len(mine), queues_read=queues_read, records=read_records,
+               fetch_errors=fetch_errors, commit_refused=refused, joined_s=joined_s,
+               leave_error=left["error_code"] or max((m["error_code"] for m in left["members"]), default=0))
 
 
 def group_read_raw(port: int, names: list[str], members: int, group_id: str = "scale-bench-raw-group") -> dict:
