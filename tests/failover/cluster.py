@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 from confluent_kafka import Consumer
+from confluent_kafka import Producer as KafkaProducer
 
 from rocketport.client import Message, MessageQueue, Producer, PullConsumer
 from rocketport.client.message import SendStatus
@@ -167,3 +169,22 @@ def poll_until(consumer: Consumer, read: list[bytes], wanted: int, timeout_s: fl
         msg = consumer.poll(0.5)
         if msg is not None and msg.error() is None:
             read.append(msg.value())
+
+
+def idempotent_producer(bootstrap: str) -> KafkaProducer:
+    """confluent-kafka as the failover tests run it: idempotent, acks=all, patient."""
+    return KafkaProducer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                     "message.timeout.ms": 60_000, "linger.ms": 5})
+
+
+@dataclass(slots=True)
+class Deliveries:
+    """A producer's delivery reports: what was acknowledged, and the errors of the rest."""
+    acked: list[bytes]
+    failed: list[str] = field(default_factory=list)
+
+    def report(self, err, msg) -> None:
+        if err is None:
+            self.acked.append(msg.value())
+        else:
+            self.failed.append(str(err))

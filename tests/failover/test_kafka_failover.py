@@ -20,7 +20,8 @@ from confluent_kafka.admin import AdminClient
 
 from rocketport.protocols.kafka.errors import ErrorCode
 from rocketport.protocols.kafka.schema import ApiKey
-from tests.failover.cluster import TTL_S, group_node, join_slaves, leader_id, poll_until, send_many
+from tests.failover.cluster import (TTL_S, Deliveries, group_node, idempotent_producer, join_slaves, leader_id,
+                                    poll_until, send_many)
 from tests.ha.cluster import wait_for
 from tests.protocols.kafka.kafka_raw import RawClient
 from tests.protocols.kafka.test_kafka_leader_epoch import epoch_end, fetch, list_latest
@@ -70,16 +71,9 @@ def test_the_new_master_leads_under_its_own_id_and_an_idempotent_producer_loses_
                      what=f"node {n.port}'s Metadata listing the group and naming node 1 leader")
             assert leader_epochs(n.kafka_port) == {1}  # the group's first election
         bootstrap = ",".join(f"127.0.0.1:{n.kafka_port}" for n in nodes)
-        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                             "message.timeout.ms": 60_000, "linger.ms": 5})
-        acked: list[bytes] = [b"native"]
-        failed: list[str] = []
-
-        def report(err, msg) -> None:
-            if err is None:
-                acked.append(msg.value())
-            else:
-                failed.append(str(err))
+        producer = idempotent_producer(bootstrap)
+        deliveries = Deliveries([b"native"])
+        acked, failed, report = deliveries.acked, deliveries.failed, deliveries.report
 
         def produce(prefix: bytes, n: int) -> None:
             for i in range(n):

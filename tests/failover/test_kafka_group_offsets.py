@@ -26,9 +26,10 @@ import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
-from tests.failover.cluster import TTL_S, group_node, join_slaves, leader_id, poll_until, send_many
+from tests.failover.cluster import (TTL_S, Deliveries, group_node, idempotent_producer, join_slaves, leader_id,
+                                    poll_until, send_many)
 from tests.ha.cluster import wait_for
 
 TOPIC = "KafkaKeptOffsets"
@@ -99,15 +100,9 @@ def test_a_group_reads_through_a_master_sigkill_and_its_commits_survive(tmp_path
         acked = send_many(namesrv, TOPIC, [b"native"])  # the topic, then on every node
         assert len(acked) == 1
         bootstrap = ",".join(f"127.0.0.1:{n.kafka_port}" for n in nodes)
-        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                             "message.timeout.ms": 60_000, "linger.ms": 5})
-        failed: list[str] = []
-
-        def report(err, msg) -> None:
-            if err is None:
-                acked.append(msg.value())
-            else:
-                failed.append(str(err))
+        producer = idempotent_producer(bootstrap)
+        deliveries = Deliveries(acked)
+        failed, report = deliveries.failed, deliveries.report
 
         for i in range(200):
             producer.produce(TOPIC, b"before-%03d" % i, on_delivery=report)
