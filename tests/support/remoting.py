@@ -3,6 +3,8 @@ native client's), free ports, the ACL tests' plain_acl.yml."""
 
 from __future__ import annotations
 
+import collections
+import os
 import random
 import socket
 from collections.abc import AsyncIterator
@@ -44,20 +46,41 @@ def roundtrip(addr: tuple[str, int], data: bytes, timeout: float = 5.0) -> list:
     return events
 
 
+# this process's recent picks: a test picks several ports before its servers bind any
+_handed_out: collections.deque[int] = collections.deque(maxlen=1000)
+
+
+def _port_range() -> range:
+    """Below the kernel's ephemeral range; under pytest-xdist, this worker's own slice of
+    it (inherited by the processes a test starts), so that two workers never pick the same
+    port between one's pick and its bind (a full run on two workers failed on that once)."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        first, end = 10_000, int(f.read().split()[0])
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ...
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if worker.startswith("gw") and workers > 1:
+        span = (end - first) // workers
+        first += int(worker[2:]) * span
+        end = first + span
+    return range(first, end)
+
+
 def free_port() -> int:
     """A free loopback port below the kernel's ephemeral range: a broker restarted on it
     finds it free, while an ephemeral one may meanwhile be any client's local port (a
     restart then failed with "address already in use" in a loaded full run)."""
-    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-        first_ephemeral = int(f.read().split()[0])
+    ports = _port_range()
     for _ in range(200):
-        port = random.randrange(10_000, first_ephemeral)
+        port = random.choice(ports)
+        if port in _handed_out:
+            continue
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
+        _handed_out.append(port)
+        return port
     raise RuntimeError("no free port below the ephemeral range")
 
 
