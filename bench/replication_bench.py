@@ -9,9 +9,11 @@ Rows (one JSON object per line, see bench/README.md):
   batch_100B_<role>       native-client batch sends (``--batch`` x 100 B, ``--batch-in-flight`` 32 in
                           flight): msg/s
   kafka_100B_<role>       bench/kafka_bench.py's raw pipelined producer, acks=-1 (all): msg/s
-  <kind>_<role>_ratio     a role's msg/s over the standalone broker's, with its ``floor``
-                          (ASYNC_MASTER 0.9, SYNC_MASTER 0.6: issue 34), and master_cpu_ratio: the
-                          standalone broker's CPU a message over the master's
+  <kind>_<role>_ratio     a role's msg/s over the standalone broker's of the same round, the
+                          median of ``--rounds`` rounds (each runs the three roles in turn; one
+                          40 s run swung by +-0.3 on this VM), every round's in ``rounds``, with
+                          its ``floor`` (ASYNC_MASTER 0.9, SYNC_MASTER 0.6: issue 34), and
+                          master_cpu_ratio: the standalone broker's CPU a message over the master's
   with ``--baseline REV`` the send rows again with commit REV's code ("code": "baseline")
   lag_100B_<rate>         an ASYNC_MASTER sent 100 B messages at ``--lag-rate`` msg/s (native client,
                           sends paced every 5 ms) for ``--lag-seconds``: p50/p99/max of each record's
@@ -48,6 +50,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import socket
 import subprocess
 import sys
@@ -205,7 +208,7 @@ FLOORS = {"ASYNC_MASTER": 0.9, "SYNC_MASTER": 0.6}
 def send_cases(base: Path, role: str, args: argparse.Namespace, env: dict[str, str] | None,
                code: str) -> list[dict]:
     """The three producers against one broker (with a slave in sync unless STANDALONE)."""
-    root = base / f"{code}-{role}"
+    root = Path(tempfile.mkdtemp(prefix=f"{code}-{role}-", dir=base))  # a fresh store each round
     master = Node(root / "m", f"brokerRole={'ASYNC_MASTER' if role == 'STANDALONE' else role}", env=env)
     slave = None if role == "STANDALONE" else Node(
         root / "s", "brokerRole=SLAVE", "brokerId=1", f"haMasterAddress=127.0.0.1:{master.ha_port}",
@@ -253,24 +256,29 @@ def send_cases(base: Path, role: str, args: argparse.Namespace, env: dict[str, s
         if slave is not None:
             slave.stop()
         master.stop()
+        shutil.rmtree(root, ignore_errors=True)
     return rows
 
 
 def ratio_rows(rows: list[dict], code: str) -> list[dict]:
+    """Per role and kind: the median over rounds of (its msg/s / the standalone broker's of
+    the same round), so a slow phase of the machine during one row does not decide."""
     out = []
-    by = {(r["role"], r["case"].split("_")[0]): r for r in rows if r["code"] == code}
+    by = {(r["round"], r["role"], r["case"].split("_")[0]): r for r in rows if r["code"] == code}
+    rounds = sorted({r["round"] for r in rows if r["code"] == code})
     for role, floor in FLOORS.items():
         for kind in ("send", "batch", "kafka"):
-            row, alone = by[(role, kind)], by[("STANDALONE", kind)]
-            value = round(row["value"] / alone["value"], 2)
+            pairs = [(by[(n, role, kind)], by[(n, "STANDALONE", kind)]) for n in rounds]
+            ratios = [round(row["value"] / alone["value"], 2) for row, alone in pairs]
+            cpu = [round(alone["broker_cpu_us_per_msg"] / row["broker_cpu_us_per_msg"], 2) for row, alone in pairs]
+            value = statistics.median(ratios)
             out.append({"bench": "ha", "case": f"{kind}_{role.lower()}_ratio", "code": code, "value": value,
-                        "unit": "x", "floor": floor, "meets_floor": value >= floor, "layout": row["layout"],
-                        "standalone_cpu_us_per_msg": alone["broker_cpu_us_per_msg"],
-                        "master_cpu_us_per_msg": row["broker_cpu_us_per_msg"],
-                        "master_cpu_ratio": round(alone["broker_cpu_us_per_msg"] / row["broker_cpu_us_per_msg"], 2),
-                        "note": f"{role}+slave msg/s over a standalone broker's, same run; master_cpu_ratio: the "
-                                f"standalone broker's CPU a message over this master's (what replication costs "
-                                f"the master, whatever the machine's load)"})
+                        "unit": "x", "floor": floor, "meets_floor": value >= floor, "rounds": ratios,
+                        "layout": pairs[0][0]["layout"], "master_cpu_ratio": statistics.median(cpu),
+                        "master_cpu_ratio_rounds": cpu,
+                        "note": f"{role}+slave msg/s over a standalone broker's of the same round, median of "
+                                f"the rounds; master_cpu_ratio: the standalone broker's CPU a message over "
+                                f"this master's (what replication costs the master, whatever the load)"})
     return out
 
 
@@ -465,6 +473,7 @@ def main() -> int:
     # enough that the standalone broker is the bound (at 8 it idled a fifth of the time)
     parser.add_argument("--batch-in-flight", type=int, default=32, help="native batch sends in flight")
     parser.add_argument("--kafka-messages", type=int, default=4_000_000)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the send rows (ratios: their median)")
     parser.add_argument("--baseline", default=None, help="a commit whose code runs the send rows too")
     parser.add_argument("--skip-catch-up", action="store_true")
     parser.add_argument("--skip-lag", action="store_true")
@@ -483,11 +492,13 @@ def main() -> int:
         if args.baseline:
             codes.append(("baseline", kafka_bench.baseline_env(args.baseline, str(base / "baseline"))))
         rows: list[dict] = []
-        for role in () if args.skip_sends else ROLES:  # interleaved: both codes see the same load
-            for code, env in codes:
-                for row in send_cases(base, role, args, env, code):
-                    rows.append(row)
-                    print(json.dumps(row), flush=True)
+        for n in range(0 if args.skip_sends else args.rounds):
+            for role in ROLES:  # interleaved: both codes see the same load
+                for code, env in codes:
+                    for row in send_cases(base, role, args, env, code):
+                        row["round"] = n
+                        rows.append(row)
+                        print(json.dumps(row), flush=True)
         for code, _ in codes if rows else ():
             for row in ratio_rows(rows, code):
                 print(json.dumps(row), flush=True)
