@@ -37,15 +37,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from rocketport.common.batch import CompressionError, CorruptBatch, decompress, parse_header, verify_crc
+from rocketport.common.batch import CompressionError, CorruptBatch, parse_header
+from rocketport.common.batch.checks import checked_header, checked_payload, stored_tags
 from rocketport.common.batch.message_batch import decode_batch
-from rocketport.common.batch.record_batch import HEADER_SIZE as BATCH_HEADER_SIZE
-from rocketport.common.batch.record_tags import codes_and_shared, payload_tags
 from rocketport.common.message import (
     INNER_BATCH_FLAG,
     PROPERTY_DEDUP_KEY,
     PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_TAGS,
     PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_TRANSACTION_PREPARED,
@@ -319,26 +317,16 @@ class ProduceRole(AdminRole):
         client sent to be stored whole; InvalidMessage for one the store must not keep."""
         view = memoryview(batch)
         try:
-            header = parse_header(view)
-            if header.size != len(view) or not verify_crc(view):
-                raise CorruptBatch("length or CRC32C mismatch")
-            count = header.records_count
-            if count < 1 or header.last_offset_delta != count - 1:
-                raise CorruptBatch(f"{count} records but last offset delta {header.last_offset_delta}")
+            if parse_header(view).size != len(view):  # before the CRC, which a cut batch fails too
+                raise CorruptBatch(f"batch length {parse_header(view).size} is not the send's {len(view)}")
+            header = checked_header(view)
             if header.is_control or header.is_transactional or header.producer_id >= 0:
                 raise CorruptBatch("control, transactional and idempotent batches are Kafka's only")
-            payload: bytes | memoryview = view[BATCH_HEADER_SIZE:]
-            if header.compression:
-                payload = decompress(header.compression, payload)
-            if count > len(payload) // 7:  # a record takes 7 bytes at least
-                raise CorruptBatch(f"{count} records cannot fit in {len(payload)} bytes")
-            tags = payload_tags(payload, count, self.config.kafka_tag_header)
+            count = header.records_count
+            tags_codes, shared = stored_tags(checked_payload(view, header), count, self.config.kafka_tag_header)
         except (CorruptBatch, CompressionError) as exc:
             raise InvalidMessage(f"inner batch: {exc}") from None
-        if tags is None:
-            return count, 0, {}
-        codes, shared = codes_and_shared(tags)
-        return count, codes, ({PROPERTY_TAGS: shared} if shared is not None else {})
+        return count, tags_codes, shared or {}
 
     def accept_now(self, topic: str, queue_id: int, properties: bytes,
                    sys_flag: int, *, answers_after_durable: bool = False) -> tuple[int, int] | None:

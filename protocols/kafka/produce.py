@@ -29,20 +29,15 @@ from typing import Any, Final
 from rocketport.common.batch import (
     CompressionError,
     CorruptBatch,
-    decompress,
     parse_header,
     split_batches,
-    verify_crc,
 )
+from rocketport.common.batch.checks import checked_header, checked_payload, stored_tags
 from rocketport.common.batch.record_batch import (
-    ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
-    HEADER_SIZE,
     iter_payload_records,
 )
-from rocketport.common.batch.record_tags import codes_and_shared, payload_tags
-from rocketport.common.message import PROPERTY_TAGS
 from rocketport.core.broker import Broker
 from rocketport.core.errors import BrokerError, MessageTooLarge
 from rocketport.core.facade.types import NO_PRODUCER_ID, SequenceCheck
@@ -56,7 +51,6 @@ from .topic_configs import is_compacted
 log = logging.getLogger(__name__)
 
 _MAGIC_POS: Final = 16
-_MIN_RECORD_SIZE: Final = 7  # length, attributes, 2 deltas, key/value lengths, header count
 
 
 _NO_RECORD_ERRORS: Final[list[dict[str, Any]]] = []
@@ -212,44 +206,23 @@ class ProduceHandler:
         """Check one batch and work out its records' tags; raises CorruptBatch or
         MessageTooLarge, and _InvalidRecords when ``needs_keys`` (a compacted topic) and a
         record has no key."""
-        header = parse_header(view)
-        if not verify_crc(view):
-            raise CorruptBatch("CRC32C mismatch")
+        header = checked_header(view)
         count = header.records_count
-        if count < 1 or header.last_offset_delta != count - 1:
-            raise CorruptBatch(f"{count} records but last offset delta {header.last_offset_delta}")
         if len(view) > limit:
             raise MessageTooLarge(len(view), limit)
-        tags_codes: int | list[int] = 0
-        properties: dict[str, str] | None = None
-        payload: bytes | memoryview = view[HEADER_SIZE:]
-        if header.attributes & ATTR_COMPRESSION_MASK:
-            payload = decompress(header.attributes & ATTR_COMPRESSION_MASK, payload)
-        if count > len(payload) // _MIN_RECORD_SIZE:
-            # a count the payload cannot hold would make the store index phantom offsets
-            raise CorruptBatch(f"{count} records cannot fit in {len(payload)} bytes")
+        payload = checked_payload(view, header)
         if needs_keys:
             keyless = [i for i, r in enumerate(iter_payload_records(bytes(payload), count)) if r.key is None]
             if keyless:
                 raise _InvalidRecords([{"batch_index": i, "batch_index_error_message":
                                         "Compacted topic cannot accept message without key."}
                                        for i in keyless])
-        tags = payload_tags(payload, count, self.tag_header)  # None, undecoded, when no record has a tag
-        if tags is not None:
-            tags_codes, properties = self._tags(tags)
+        tags_codes, properties = stored_tags(payload, count, self.tag_header)
         attributes = header.attributes
         if attributes & ATTR_CONTROL:
             raise CorruptBatch("control batches are written by the transaction coordinator only")
         return _Prepared(view, count, header.producer_id, header.producer_epoch, header.base_sequence,
                          header.base_timestamp, bool(attributes & ATTR_TRANSACTIONAL), tags_codes, properties)
-
-    @staticmethod
-    def _tags(tags: list[str | None]) -> tuple[list[int], dict[str, str] | None]:
-        """Per-record tags codes, and the batch's TAGS when all its records share one tag
-        (so exact filter checks that read the batch whole see it too). Recovery derives the
-        same codes from the stored batch (core.batch.record_tags), so they survive a crash."""
-        codes, shared = codes_and_shared(tags)
-        return codes, ({PROPERTY_TAGS: shared} if shared is not None else None)
 
     async def _store(self, topic: str, partition: int, batch: _Prepared,
                      client_host: tuple[str, int], replicated: bool) -> tuple[ErrorCode, int]:
