@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,6 +95,22 @@ def join_slaves(nodes: list[Node], endpoints: str) -> None:
     for n in nodes[1:]:
         n.broker.start()
     wait_for(lambda: in_sync_set(endpoints) == [1, 2, 3], what="the slaves in the in-sync set")
+
+
+@contextmanager
+def kafka_group(base: Path, namesrv: str, endpoints: str, topic: str) -> Iterator[list[Node]]:
+    """The Kafka failover tests' group: three nodes with Kafka on, node 1 elected and the
+    others in its in-sync set, ``topic`` made by one native send ("native", on every
+    node); every node stopped at the end."""
+    nodes = [group_node(base, i, namesrv, endpoints, kafka=True) for i in (1, 2, 3)]
+    nodes[0].broker.start()
+    try:
+        join_slaves(nodes, endpoints)
+        assert send_many(namesrv, topic, [b"native"]) == [b"native"]
+        yield nodes
+    finally:
+        for n in nodes:
+            n.broker.stop()
 
 
 def wait_caught_up(nodes: list[Node], master: Node) -> int:

@@ -20,8 +20,7 @@ from confluent_kafka.admin import AdminClient
 
 from rocketport.protocols.kafka.errors import ErrorCode
 from rocketport.protocols.kafka.schema import ApiKey
-from tests.failover.cluster import (TTL_S, Deliveries, group_node, idempotent_producer, join_slaves, leader_id,
-                                    poll_until, send_many)
+from tests.failover.cluster import TTL_S, Deliveries, idempotent_producer, kafka_group, leader_id, poll_until
 from tests.ha.cluster import wait_for
 from tests.protocols.kafka.kafka_raw import RawClient
 from tests.protocols.kafka.test_kafka_leader_epoch import epoch_end, fetch, list_latest
@@ -60,11 +59,7 @@ def names_leader(port: int, leader: int, leader_port: int) -> bool:
 @pytest.mark.slow  # ~25 s; the native client's kill test covers the election in the default suite
 def test_the_new_master_leads_under_its_own_id_and_an_idempotent_producer_loses_nothing(tmp_path, etcd, namesrv):
     endpoints = etcd.endpoints
-    nodes = [group_node(tmp_path, i, namesrv, endpoints, kafka=True) for i in (1, 2, 3)]
-    nodes[0].broker.start()
-    try:
-        join_slaves(nodes, endpoints)
-        assert len(send_many(namesrv, TOPIC, [b"native"])) == 1  # the topic, then on every node
+    with kafka_group(tmp_path, namesrv, endpoints, TOPIC) as nodes:
         ports = {i: n.kafka_port for i, n in enumerate(nodes, 1)}  # each node under its brokerId
         for n in nodes:
             wait_for(lambda: view(n.kafka_port) == ({1}, ports), timeout=30,
@@ -138,6 +133,3 @@ def test_the_new_master_leads_under_its_own_id_and_an_idempotent_producer_loses_
         consumer.close()
         assert len(acked) == 1001
         assert sorted(read) == sorted(acked)  # each acknowledged record once, nothing else
-    finally:
-        for n in nodes:
-            n.broker.stop()

@@ -28,8 +28,7 @@ from collections import Counter
 import pytest
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
-from tests.failover.cluster import (TTL_S, Deliveries, group_node, idempotent_producer, join_slaves, leader_id,
-                                    poll_until, send_many)
+from tests.failover.cluster import TTL_S, Deliveries, idempotent_producer, kafka_group, leader_id, poll_until
 from tests.ha.cluster import wait_for
 
 TOPIC = "KafkaKeptOffsets"
@@ -93,12 +92,8 @@ def partition_ends(consumer: Consumer, count: int) -> dict[int, int] | None:
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_a_group_reads_through_a_master_sigkill_and_its_commits_survive(tmp_path, etcd, namesrv, protocol):
     endpoints = etcd.endpoints
-    nodes = [group_node(tmp_path, i, namesrv, endpoints, kafka=True) for i in (1, 2, 3)]
-    nodes[0].broker.start()
-    try:
-        join_slaves(nodes, endpoints)
-        acked = send_many(namesrv, TOPIC, [b"native"])  # the topic, then on every node
-        assert len(acked) == 1
+    with kafka_group(tmp_path, namesrv, endpoints, TOPIC) as nodes:
+        acked = [b"native"]  # the native send that made the topic
         bootstrap = ",".join(f"127.0.0.1:{n.kafka_port}" for n in nodes)
         producer = idempotent_producer(bootstrap)
         deliveries = Deliveries(acked)
@@ -160,6 +155,3 @@ def test_a_group_reads_through_a_master_sigkill_and_its_commits_survive(tmp_path
         poll_until(second, more, 1, 3)
         second.close()
         assert more == []
-    finally:
-        for n in nodes:
-            n.broker.stop()

@@ -22,7 +22,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 
 from rocketport.protocols.kafka.errors import ErrorCode
 from rocketport.protocols.kafka.schema import ApiKey
-from tests.failover.cluster import TTL_S, group_node, join_slaves, leader_id, poll_until, send_many
+from tests.failover.cluster import TTL_S, kafka_group, leader_id, poll_until
 from tests.ha.cluster import wait_for
 from tests.protocols.kafka.kafka_raw import RawClient
 from tests.protocols.kafka.test_kafka_transactions_v2 import batch as txn_batch
@@ -52,12 +52,8 @@ def write(producer: Producer, values: list[bytes]) -> None:
 @pytest.mark.slow  # 14-25 s with set-up at load 6: three brokers, an election, a transaction timeout
 def test_transactions_through_a_master_sigkill_are_read_committed_exactly_once(tmp_path, etcd, namesrv):
     endpoints = etcd.endpoints
-    nodes = [group_node(tmp_path, i, namesrv, endpoints, kafka=True) for i in (1, 2, 3)]
-    nodes[0].broker.start()
-    try:
-        join_slaves(nodes, endpoints)
-        committed = send_many(namesrv, TOPIC, [b"native"])  # the topic, then on every node
-        assert len(committed) == 1
+    with kafka_group(tmp_path, namesrv, endpoints, TOPIC) as nodes:
+        committed = [b"native"]  # the native send that made the topic
         bootstrap = ",".join(f"127.0.0.1:{n.kafka_port}" for n in nodes)
         producer = transactional(bootstrap)
         for t in range(5):
@@ -111,6 +107,3 @@ def test_transactions_through_a_master_sigkill_are_read_committed_exactly_once(t
                                                      Counter(committed) - Counter(read))
         opened = [v for v in read if v.startswith(b"open-")]
         assert len(opened) in (0, 20)  # the open transaction wholly or not at all
-    finally:
-        for n in nodes:
-            n.broker.stop()
