@@ -6,6 +6,9 @@ stopped), into the queue declared on the old master; what was nacked is nowhere.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pika
 import pytest
@@ -19,18 +22,35 @@ from tests.support.remoting import free_port
 QUEUE = "promoted-q"
 
 
-def test_a_publish_on_a_slave_is_nacked_until_the_node_is_elected(tmp_path, etcd, namesrv):
-    endpoints = etcd.endpoints
+@contextmanager
+def amqp_pair(base: Path, namesrv: str, endpoints: str, *settings: str) -> Iterator[tuple]:
+    """(node 1, node 2, their AMQP ports by brokerId, the test's pika connections): node 1
+    elected alone, then node 2 in its in-sync set; at the end the connections closed (one
+    on a killed node may fail to) and both nodes stopped."""
     amqp = {i: free_port() for i in (1, 2)}
-    # ASYNC_MASTER: a SYNC_MASTER alone would nack (and store) for want of a slave in sync
-    one, two = (group_node(tmp_path, i, namesrv, endpoints, "brokerRole=ASYNC_MASTER", f"amqp.port={amqp[i]}")
-                for i in (1, 2))
+    one, two = (group_node(base, i, namesrv, endpoints, *settings, f"amqp.port={amqp[i]}") for i in (1, 2))
     one.broker.start()
     connections: list[pika.BlockingConnection] = []
     try:
         wait_for(lambda: leader_id(endpoints) == 1, what="node 1 elected (alone)")
         two.broker.start()
         wait_for(lambda: in_sync_set(endpoints) == [1, 2], what="node 2 in the in-sync set")
+        yield one, two, amqp, connections
+    finally:
+        for conn in connections:
+            if conn.is_open:
+                try:
+                    conn.close()
+                except pika.exceptions.AMQPError:  # on a node killed under it
+                    pass
+        two.broker.stop()
+        one.broker.stop()
+
+
+def test_a_publish_on_a_slave_is_nacked_until_the_node_is_elected(tmp_path, etcd, namesrv):
+    endpoints = etcd.endpoints
+    # ASYNC_MASTER: a SYNC_MASTER alone would nack (and store) for want of a slave in sync
+    with amqp_pair(tmp_path, namesrv, endpoints, "brokerRole=ASYNC_MASTER") as (one, two, amqp, connections):
         on_one = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", amqp[1]))
         connections.append(on_one)
         first = on_one.channel()
@@ -56,12 +76,6 @@ def test_a_publish_on_a_slave_is_nacked_until_the_node_is_elected(tmp_path, etcd
                 assert time.monotonic() < deadline, "never confirmed by the new master"
                 on_two.sleep(0.1)
         assert drain(channel, QUEUE) == [b"on the first master", b"to the new master"]
-    finally:
-        for conn in connections:
-            if conn.is_open:
-                conn.close()
-        two.broker.stop()
-        one.broker.stop()
 
 
 def test_a_queue_bound_just_before_its_master_dies_keeps_what_was_routed_to_it(tmp_path, etcd, namesrv):
@@ -72,15 +86,8 @@ def test_a_queue_bound_just_before_its_master_dies_keeps_what_was_routed_to_it(t
     topic's end on the new master, as before, skipped it: the offsets' 100 ms record had not
     been written yet)."""
     endpoints = etcd.endpoints
-    amqp = {i: free_port() for i in (1, 2)}
     # SYNC_MASTER: a publish is confirmed once the slave has it
-    one, two = (group_node(tmp_path, i, namesrv, endpoints, f"amqp.port={amqp[i]}") for i in (1, 2))
-    one.broker.start()
-    connections: list[pika.BlockingConnection] = []
-    try:
-        wait_for(lambda: leader_id(endpoints) == 1, what="node 1 elected (alone)")
-        two.broker.start()
-        wait_for(lambda: in_sync_set(endpoints) == [1, 2], what="node 2 in the in-sync set")
+    with amqp_pair(tmp_path, namesrv, endpoints) as (one, two, amqp, connections):
         on_one = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", amqp[1]))
         connections.append(on_one)
         channel = on_one.channel()
@@ -108,12 +115,3 @@ def test_a_queue_bound_just_before_its_master_dies_keeps_what_was_routed_to_it(t
             if not got:
                 on_two.sleep(0.2)
         assert got == [b"routed after the bind"]
-    finally:
-        for conn in connections:
-            if conn.is_open:
-                try:
-                    conn.close()
-                except pika.exceptions.AMQPError:  # node 1's: killed under it
-                    pass
-        two.broker.stop()
-        one.broker.stop()
