@@ -16,7 +16,6 @@ This module never assigns queue offsets or writes records of its own: it only co
 from __future__ import annotations
 
 import logging
-import os
 import re
 import struct
 from typing import Callable
@@ -88,16 +87,7 @@ def pwrite_replicated(mf: MappedFile, parts: list[memoryview]) -> None:
     system calls only (the GIL is released), so a worker thread writes a large read while
     the event loop dispatches the one before. `StoreReplica.wrote_replicated` then moves
     the log's end, on the loop."""
-    fd = os.open(mf.path, os.O_WRONLY)
-    try:
-        pos, total = mf.wrote_position, sum(len(p) for p in parts)
-        done = os.pwritev(fd, parts, pos)
-        if done < total:  # interrupted: the rest a pwrite at a time
-            rest = memoryview(b"".join(parts))
-            while done < total:
-                done += os.pwrite(fd, rest[done:], pos + done)
-    finally:
-        os.close(fd)
+    mf.pwrite_parts(mf.wrote_position, parts)
 
 
 class ReplicaMismatch(StoreUnavailable):
