@@ -86,6 +86,9 @@ class ConsumerGroupHandlers:
             if not may_use_group(ctx, group_id):
                 out["error_code"] = ErrorCode.GROUP_AUTHORIZATION_FAILED
                 continue
+            if not coordinates(self.broker):
+                out["error_code"] = ErrorCode.NOT_COORDINATOR
+                continue
             group = self.coordinator.groups.get(group_id)
             if group is None:  # unknown, or a classic group (the client then asks DescribeGroups)
                 out.update(error_code=ErrorCode.GROUP_ID_NOT_FOUND,

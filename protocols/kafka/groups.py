@@ -149,8 +149,10 @@ class GroupHandlers:
         groups = []
         for group_id in dict.fromkeys(body["groups"]):  # each once: members times repeats made GBs
             group = self.coordinator.groups.get(group_id)
-            if not may_use_group(ctx, group_id):
-                groups.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id,
+            refused = (ErrorCode.GROUP_AUTHORIZATION_FAILED if not may_use_group(ctx, group_id)
+                       else ErrorCode.NOT_COORDINATOR if not coordinates(self.broker) else None)
+            if refused is not None:
+                groups.append({"error_code": refused, "group_id": group_id,
                                "group_state": "", "protocol_type": "", "protocol_data": "", "members": []})
                 continue
             if group is None:
@@ -170,6 +172,8 @@ class GroupHandlers:
         return {"throttle_time_ms": 0, "groups": groups}
 
     async def _list_groups(self, ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+        if not coordinates(self.broker):  # a slave (or a demoted master) coordinates no group
+            return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": []}
         states = {s.lower() for s in body["states_filter"]}
         types = {t.lower() for t in body["types_filter"]}
         found = [(g.group_id, g.protocol_type or "", g.state.value, "classic") for g in self.coordinator.groups.values()]

@@ -1,6 +1,6 @@
 """Only the master coordinates Kafka groups and transactional ids; real processes, a master
 and a slave. A slave's group and transaction state are its master's copies, so it answers
-every coordinator request NOT_COORDINATOR (the client asks FindCoordinator again and retries
+every coordinator request NOT_COORDINATOR, DescribeGroups and ConsumerGroupDescribe included (the client asks FindCoordinator again and retries
 at the master, as with a Kafka broker that is not the coordinator). Its FindCoordinator names
 the master once it knows the master's Kafka address, and COORDINATOR_NOT_AVAILABLE while it
 knows no master (the window of an election), never itself: a slave used to name itself
@@ -38,12 +38,17 @@ def coordinator_codes(port: int) -> dict[str, int]:
         fetched = client.request(ApiKey.OFFSET_FETCH, 8, {"require_stable": False, "groups": [
             {"group_id": GROUP, "topics": [{"name": TOPIC, "partition_indexes": [0]}]}]})
         init = client.request(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": TXN, "transaction_timeout_ms": 60000})
+        described = client.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": [GROUP],
+                                                               "include_authorized_operations": False})
+        described_848 = client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+            "group_ids": [GROUP], "include_authorized_operations": False})
         end = client.request(ApiKey.END_TXN, 1, {"transactional_id": TXN, "producer_id": 1 << 32,
                                                  "producer_epoch": 0, "committed": True})
     return {"join": join["error_code"], "heartbeat": beat["error_code"],
             "commit": commit["topics"][0]["partitions"][0]["error_code"],
             "fetch": fetched["groups"][0]["error_code"], "init_producer_id": init["error_code"],
-            "end_txn": end["error_code"]}
+            "end_txn": end["error_code"], "describe": described["groups"][0]["error_code"],
+            "describe_848": described_848["groups"][0]["error_code"]}
 
 
 def test_a_slave_sends_coordinator_requests_to_its_master(tmp_path, namesrv):
@@ -62,7 +67,8 @@ def test_a_slave_sends_coordinator_requests_to_its_master(tmp_path, namesrv):
             assert (named["error_code"], named["node_id"]) == (ErrorCode.NONE, 0)
         assert set(coordinator_codes(slave.kafka_port).values()) == {ErrorCode.NOT_COORDINATOR}
         at_master = coordinator_codes(master.kafka_port)
-        assert at_master["fetch"] == at_master["init_producer_id"] == ErrorCode.NONE
+        assert at_master["fetch"] == at_master["init_producer_id"] == at_master["describe"] == ErrorCode.NONE
+        assert at_master["describe_848"] == ErrorCode.GROUP_ID_NOT_FOUND  # a classic group there
         assert at_master["join"] != ErrorCode.NOT_COORDINATOR and at_master["heartbeat"] != ErrorCode.NOT_COORDINATOR
     finally:
         master.broker.stop()
