@@ -32,6 +32,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Group tests for ``--dist loadgroup``: by session server, else by module (whose
     module-scoped brokers then start once)."""
     for item in items:
-        group = next((g for f, g in _SHARED_SERVERS.items() if f in item.fixturenames),
-                     item.nodeid.split("::", 1)[0])
+        # a test that asks for RabbitMQ by request.getfixturevalue carries only the marker
+        group = "rabbitmq" if item.get_closest_marker("rabbitmq") else \
+            next((g for f, g in _SHARED_SERVERS.items() if f in item.fixturenames),
+                 item.nodeid.split("::", 1)[0])
         item.add_marker(pytest.mark.xdist_group(group))
