@@ -44,6 +44,7 @@ __all__ = [
     "build_batch",
     "iter_payload_records",
     "iter_records",
+    "keyless_header_values",
     "parse_header",
     "record_keys",
     "set_base_offset",
@@ -314,6 +315,27 @@ def all_keyless(data: Buffer) -> bool:
     all the size of the first one's: the common shape of a keyless producer's batch,
     checked in one regular-expression pass (~50 ns a record here, against ~300 ns for
     record_keys). False means "not known": read the keys with record_keys."""
+    value_size = _keyless_value_size(data)
+    return value_size is not None and _uniform_keyless(value_size)(data) is not None
+
+
+def keyless_header_values(data: Buffer, name: bytes, size: int) -> list[bytes] | None:
+    """The header values of a records payload that is only records without key whose values
+    are all the size of the first one's and whose one header is ``name`` with a
+    ``size``-byte value (the Spark writer's chunk of values, each with its UNIQ_KEY), in
+    one regular-expression pass (~130 ns a record here, against ~400 ns for record_keys
+    alone); None when it is not only such records (read them with record_keys)."""
+    value_size = _keyless_value_size(data)
+    if value_size is None:
+        return None
+    parts = _uniform_keyless_header(value_size, name, size)(data)
+    # split leaves what lies between matches: only empty gaps mean the records are all such
+    return None if any(parts[::2]) else parts[1::2]
+
+
+def _keyless_value_size(data: Buffer) -> int | None:
+    """The first record's value size if it has no key (and the size is one the uniform
+    matchers take), else None."""
     try:
         pos = _read_varint(data, 0)[1] + 1  # past the length and the attributes
         for _ in range(2):  # timestamp and offset deltas
@@ -321,13 +343,30 @@ def all_keyless(data: Buffer) -> bool:
                 pos += 1
             pos += 1
         if data[pos] != 0x01:  # a key
-            return False
+            return None
         value_size = _read_varint(data, pos + 1)[0]
     except (IndexError, CorruptBatch):
-        return False
-    if not 0 <= value_size <= _UNIFORM_MAX_VALUE:
-        return False
-    return _uniform_keyless(value_size)(data) is not None
+        return None
+    return value_size if 0 <= value_size <= _UNIFORM_MAX_VALUE else None
+
+
+@lru_cache(maxsize=64)
+def _uniform_keyless_header(value_size: int, name: bytes, size: int) -> Callable[[Buffer], list]:
+    """`_uniform_keyless`'s records with one header, ``name`` with a ``size``-byte value
+    (captured), instead of none: a split by it leaves only empty gaps when the payload is
+    only such records."""
+    header = b"\x02" + _varint(len(name)) + name + _varint(size)  # count 1, name, value size
+    tail = re.escape(_varint(value_size)) + b".{%d}" % value_size + re.escape(header) + b"(.{%d})" % size
+    rest = 1 + len(_varint(value_size)) + value_size + len(header) + size  # from the key length on
+    layouts = []
+    for ts_size in _DELTA_SIZES:
+        for offset_size in _DELTA_SIZES:
+            length = 1 + ts_size + offset_size + rest
+            layouts.append(re.escape(_varint(length)) + b"\x00"  # length, attributes
+                           + b"[\x80-\xff]" * (ts_size - 1) + b"[\x00-\x7f]"
+                           + b"[\x80-\xff]" * (offset_size - 1) + b"[\x00-\x7f]"
+                           + b"\x01")  # key length -1
+    return re.compile(b"(?:" + b"|".join(layouts) + b")" + tail, re.DOTALL).split
 
 
 def _decode_records(data: bytes, count: int) -> Iterator[Record]:

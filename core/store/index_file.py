@@ -23,6 +23,7 @@ from __future__ import annotations
 import struct
 import time
 import zlib
+from functools import lru_cache
 from itertools import chain
 
 import numpy as np
@@ -43,6 +44,36 @@ ENTRY_WINDOW = 4 << 20  # entries backed by disk blocks at first, and per extens
 
 def key_hash(key: str) -> int:
     return zlib.crc32(key.encode("utf-8", "surrogateescape")) & 0x7FFFFFFF
+
+
+def key_hashes(prefix: bytes, keys: list[bytes]) -> np.ndarray:
+    """`key_hash` of ``prefix + key`` for each of ``keys``, all of one length (an inner
+    batch's 32-character ids), as int64, without a CRC call per key: CRC32 is linear, so for
+    keys of one length crc(k) = crc(k0) ^ crc'(k ^ k0), crc' being the CRC with no initial
+    or final xor, itself the xor of one table entry per byte where k and k0 differ (the
+    last few bytes of ids counted up from one head)."""
+    first = zlib.crc32(keys[0], zlib.crc32(prefix))
+    if len(keys) == 1:
+        return np.array([first & 0x7FFFFFFF], np.int64)
+    size = len(keys[0])
+    rows = np.frombuffer(b"".join(keys), np.uint8).reshape(len(keys), size)
+    diff = rows ^ rows[0]
+    columns = np.flatnonzero(diff.any(axis=0))
+    crcs = np.bitwise_xor.reduce(_byte_crcs(size)[columns, diff[:, columns]], axis=1)
+    return ((crcs ^ np.uint32(first)) & np.uint32(0x7FFFFFFF)).astype(np.int64)
+
+
+@lru_cache(maxsize=8)
+def _byte_crcs(size: int) -> np.ndarray:
+    """[j, b]: crc' (see `key_hashes`) of ``size`` zero bytes but byte j, which is b."""
+    zero = zlib.crc32(bytes(size))
+    out = np.empty((size, 256), np.uint32)
+    for j in range(size):
+        key = bytearray(size)
+        for b in range(256):
+            key[j] = b
+            out[j, b] = zlib.crc32(key) ^ zero
+    return out
 
 
 def index_file_size(slot_num: int, index_num: int) -> int:
@@ -123,33 +154,53 @@ class IndexFile:
         its slot, written after it, so a process killed in the loop leaves a slot past the
         count never (a slot past it would read as empty and cut its chain), at worst entries
         within the count that no slot names."""
-        n = len(entries)
-        if start >= n or self.index_count >= self.index_num:
+        if start >= len(entries):
             return start
-        h, phy, ts = entries[start]
-        if not self.put_raw(h, phy, ts):  # the first: the header's begin fields, the backing
+        start, stop = self._open_run(len(entries), start, *entries[start])
+        if stop - start >= _BLOCK_MIN:
+            block = np.fromiter(chain.from_iterable(entries[start:stop]), np.int64,
+                                3 * (stop - start)).reshape(-1, 3)  # ~4x np.array's speed
+            self._put_block(block[:, 0], block[:, 1], block[:, 2])
+        elif stop > start:
+            self._put_loop(entries[start:stop])
+        return stop
+
+    def put_hashes(self, hashes: np.ndarray, phy_offset: int, store_timestamp: int, start: int = 0) -> int:
+        """`put_many` of the entries (``hashes[i]``, ``phy_offset``, ``store_timestamp``) from
+        ``start`` on: keys of one stored record (an inner batch's ids) as an int64 array, with
+        no tuple per key."""
+        if start >= len(hashes):
             return start
+        start, stop = self._open_run(len(hashes), start, int(hashes[start]), phy_offset, store_timestamp)
+        if stop - start >= _BLOCK_MIN:
+            self._put_block(hashes[start:stop], phy_offset, store_timestamp)
+        elif stop > start:
+            self._put_loop([(h, phy_offset, store_timestamp) for h in hashes[start:stop].tolist()])
+        return stop
+
+    def _open_run(self, n: int, start: int, h: int, phy_offset: int, store_timestamp: int) -> tuple[int, int]:
+        """Before a bulk put of entries [start, n): the first one put as `put_raw` puts it
+        (the header's begin fields, the backing), the rest's room backed and their count
+        written; (first entry left to write, the end of those the file has room for)."""
+        if self.index_count >= self.index_num or not self.put_raw(h, phy_offset, store_timestamp):
+            return start, start
         start += 1
         count = self.index_count
         stop = min(n, start + self.index_num - count)  # the entries the file has room for
-        if stop == start:
-            return start
-        base = self._entries_base
-        end = base + (count + stop - start) * INDEX_ENTRY_SIZE
-        if end > self.file.backed:
-            self.file.ensure_backed(end)
-        view, slot_num, begin = self.view, self.slot_num, self.begin_timestamp
+        if stop > start:
+            end = self._entries_base + (count + stop - start) * INDEX_ENTRY_SIZE
+            if end > self.file.backed:
+                self.file.ensure_backed(end)
+            _COUNT.pack_into(self.view, _POS_COUNT, count + stop - start)
+        return start, stop
+
+    def _put_loop(self, entries: list[tuple[int, int, int]]) -> None:
+        """Entries written one by one after `_open_run` (a few: numpy's fixed cost is more)."""
+        view, slot_num, begin, count = self.view, self.slot_num, self.begin_timestamp, self.index_count
         slot_of, entry_into, slot_into = SLOT.unpack_from, INDEX_ENTRY.pack_into, SLOT.pack_into
-        _COUNT.pack_into(view, _POS_COUNT, count + stop - start)
-        if stop - start >= _BLOCK_MIN:
-            self.hash_slot_count += _put_block(view, entries[start:stop], slot_num, count, begin,
-                                               base + count * INDEX_ENTRY_SIZE)
-            self.index_count = count + stop - start
-            _, self.end_phy_offset, self.end_timestamp = entries[stop - 1]
-            return stop
         used = self.hash_slot_count
-        pos = base + count * INDEX_ENTRY_SIZE
-        for h, phy, ts in entries[start:stop]:
+        pos = self._entries_base + count * INDEX_ENTRY_SIZE
+        for h, phy, ts in entries:
             slot_pos = INDEX_HEADER_SIZE + (h % slot_num) * 4
             (prev,) = slot_of(view, slot_pos)
             if prev <= 0 or prev >= count:
@@ -161,8 +212,40 @@ class IndexFile:
             count += 1
             pos += INDEX_ENTRY_SIZE
         self.index_count, self.hash_slot_count = count, used
-        _, self.end_phy_offset, self.end_timestamp = entries[stop - 1]
-        return stop
+        _, self.end_phy_offset, self.end_timestamp = entries[-1]
+
+    def _put_block(self, hashes: np.ndarray, phys: np.ndarray | int, stamps: np.ndarray | int) -> None:
+        """`_put_loop` for many entries at once, writing the same bytes (``phys`` and
+        ``stamps`` an array each, or one value for all): entry i goes to position
+        ``count + i``, chained to the last earlier entry of its slot (in this block, else
+        the slot's entry if it is below the running count, else none), then every slot
+        names its last entry. Entries are written before the slots that name them."""
+        k, count = len(hashes), self.index_count
+        slots = hashes % self.slot_num
+        index = np.arange(count, count + k)
+        slot_array = np.frombuffer(self.view, ">i4", self.slot_num, INDEX_HEADER_SIZE)
+        order = np.argsort(slots, kind="stable")  # by slot, in log order within one
+        ordered = slots[order]
+        same = ordered[1:] == ordered[:-1]
+        prev = np.empty(k, np.int64)
+        prev[order[1:]] = np.where(same, index[order[:-1]], -1)
+        prev[order[0]] = -1
+        first = prev < 0  # the first entry of its slot in the block: chained to the slot's
+        stored = slot_array[slots[first]].astype(np.int64)
+        prev[first] = np.where((stored > 0) & (stored < index[first]), stored, 0)
+        out = np.empty(k, _ENTRY)
+        out["hash"], out["phy"], out["prev"] = hashes, phys, prev
+        out["diff"] = np.maximum((np.asarray(stamps) - self.begin_timestamp) // 1000, 0)
+        pos = self._entries_base + count * INDEX_ENTRY_SIZE
+        self.view[pos:pos + k * INDEX_ENTRY_SIZE] = out.tobytes()
+        last = np.empty(k, bool)
+        last[-1] = True
+        np.logical_not(same, out=last[:-1])
+        slot_array[ordered[last]] = index[order[last]]
+        self.hash_slot_count += int((prev == 0).sum())
+        self.index_count = count + k
+        self.end_phy_offset = int(phys if isinstance(phys, int) else phys[-1])
+        self.end_timestamp = int(stamps if isinstance(stamps, int) else stamps[-1])
 
     def write_header(self) -> None:
         """Every header field as it is in memory (the end timestamp and offset, the slots
@@ -208,36 +291,3 @@ def index_file_name(now_ms: int | None = None) -> str:
     ms = int(time.time() * 1000) if now_ms is None else now_ms
     return time.strftime("%Y%m%d%H%M%S", time.localtime(ms / 1000)) + f"{ms % 1000:03d}"
 
-
-def _put_block(view: memoryview, entries: list[tuple[int, int, int]], slot_num: int, count: int,
-               begin: int, pos: int) -> int:
-    """`put_many`'s loop for many entries at once, writing the same bytes: entry i goes to
-    position ``count + i``, chained to the last earlier entry of its slot (in this block,
-    else the slot's entry if it is below the running count, else none), then every slot
-    names its last entry. Entries are written before the slots that name them. Returns the
-    slots newly used (entries chained to none)."""
-    k = len(entries)
-    block = np.fromiter(chain.from_iterable(entries), np.int64, 3 * k).reshape(k, 3)  # ~4x np.array's speed
-    hashes, slots = block[:, 0], block[:, 0] % slot_num
-    index = count + np.arange(k)
-    slot_array = np.frombuffer(view, ">i4", slot_num, INDEX_HEADER_SIZE)
-    order = np.argsort(slots, kind="stable")  # by slot, in log order within one
-    ordered = slots[order]
-    same = np.empty(k, bool)
-    same[0] = False
-    np.equal(ordered[1:], ordered[:-1], out=same[1:])
-    prev = np.empty(k, np.int64)
-    prev[order[1:]] = np.where(same[1:], index[order[:-1]], -1)
-    prev[order[0]] = -1
-    first = prev < 0
-    stored = slot_array[slots].astype(np.int64)
-    prev[first] = np.where((stored > 0) & (stored < index), stored, 0)[first]
-    out = np.empty(k, _ENTRY)
-    out["hash"], out["phy"], out["prev"] = hashes, block[:, 1], prev
-    out["diff"] = np.maximum((block[:, 2] - begin) // 1000, 0)
-    view[pos:pos + k * INDEX_ENTRY_SIZE] = out.tobytes()
-    last = np.empty(k, bool)
-    last[-1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=last[:-1])
-    slot_array[ordered[last]] = index[order][last]
-    return int((prev == 0).sum())

@@ -51,11 +51,14 @@ from dataclasses import dataclass
 from typing import Protocol
 from zlib import crc32
 
+import numpy as np
+
 from rocketport.common.batch.record_batch import (
     ATTR_CONTROL,
     CorruptBatch,
     all_keyless,
     iter_payload_records,
+    keyless_header_values,
     record_keys,
 )
 from rocketport.common.message import (
@@ -71,7 +74,7 @@ from rocketport.common.message import (
 
 from ..errors import DiskFull
 from .commitlog import CommitLog, now_ms
-from .index_file import IndexFile, index_file_name
+from .index_file import IndexFile, index_file_name, key_hashes
 from .inner_batch import open_batch as open_stored_batch
 from .mapped_file import creating, drop_if_empty
 from .record import (
@@ -103,6 +106,7 @@ _DEDUP_NEEDLES = property_needles(PROPERTY_DEDUP_KEY)
 _UNIQ_HEADER = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()  # a record header's name, in a payload
 # every UNIQ_KEY header name in a payload (name length 8, a zigzag varint), with its value
 # where that is 32 bytes long (length 32: 0x40), else b""
+_UNIQ_SIZE = 32  # the length of a RocketMQ client's message id
 _UNIQ_IDS = re.compile(b"\x10" + _UNIQ_HEADER + b"(?:\x40(.{32})|)", re.DOTALL).findall
 _KEY_SEPARATOR = KEY_SEPARATOR.encode()
 PREFIX_CACHE = 4096  # topics whose ``topic#`` key prefix is kept
@@ -269,6 +273,15 @@ class IndexService:
             self._dirty.add(f)
             i = f.put_many(entries, i)
 
+    def put_hashes(self, hashes: np.ndarray, phys: int, store_ts: int) -> None:
+        """Index keys of one record given as their `key_hash`es (int64), in bulk across full
+        files; DiskFull as `put_entries`."""
+        i, n = 0, len(hashes)
+        while i < n:
+            f = self._current(store_ts)
+            self._dirty.add(f)
+            i = f.put_hashes(hashes, phys, store_ts, i)
+
     def _prefix(self, topic: bytes) -> bytes:
         """``topic#`` as `lookup` encodes it, for a topic name as a record stores it."""
         prefix = self._prefixes.get(topic)
@@ -391,8 +404,9 @@ class IndexService:
             if dedup:  # a batch sent as one unit (core/dedup.py): what a recall looks up
                 self._put(self._prefix(info.topic.encode("utf-8", "surrogateescape")) + dedup,
                           phys, info.store_timestamp)
-            if _UNIQ_HEADER in data:  # one search: most batches carry no such header
-                self._index_unique_headers(data, left, phys, info)
+            # one search: most batches carry no such header
+            if _UNIQ_HEADER in data and self._index_unique_headers(data, left, phys, info):
+                return left, True  # indexed whole: the records have no key
             if left <= UNIFORM_CHECK_MAX and all_keyless(data):  # nothing to index: no keys
                 return left, True
             pos = 0
@@ -417,20 +431,23 @@ class IndexService:
             self._open = _OpenBatch(phys, data, pos, left)
         return max(n, 1), not left
 
-    def _index_unique_headers(self, data: bytes, count: int, phys: int, info) -> None:
+    def _index_unique_headers(self, data: bytes, count: int, phys: int, info) -> bool:
         """``topic#UNIQ_KEY`` for each record of a batch with a UNIQ_KEY header (a producer
         naming its messages as RocketMQ clients do), so `message_by_unique_key` finds the
-        records of a batch as it finds single messages. Decodes the batch's records, once,
-        when it is first opened (the search that sends a batch here is a false hint at worst).
-        The shape RocketMQ's ids take, one 32-character id a record, is read in one pass
-        (`_UNIQ_IDS`) and indexed in bulk when every name found is such a header and there is
-        one a record; anything else is decoded."""
+        records of a batch as it finds single messages; True when the records are known to
+        have no key (nothing else to index). Decodes the batch's records, once, when it is
+        first opened (the search that sends a batch here is a false hint at worst). The
+        shapes RocketMQ's ids take, one 32-character id a record, are read in one pass and
+        indexed in bulk: keyless records of equal-size values with the id as their only
+        header (the Spark writer's chunks: `keyless_header_values`, which also tells they
+        have no key), else any records where every name found is such a header and there
+        is one a record (`_UNIQ_IDS`); anything else is decoded."""
         prefix, ts = self._prefix(info.topic.encode("utf-8", "surrogateescape")), info.store_timestamp
-        ids = _UNIQ_IDS(data)
+        keyless = count <= UNIFORM_CHECK_MAX and keyless_header_values(data, _UNIQ_HEADER, _UNIQ_SIZE)
+        ids = keyless if keyless and len(keyless) == count else _UNIQ_IDS(data)
         if len(ids) == count and b"" not in ids:
-            seed = crc32(prefix)
-            self.put_entries([(crc32(uniq, seed) & _HASH_MASK, phys, ts) for uniq in ids])
-            return
+            self.put_hashes(key_hashes(prefix, ids), phys, ts)
+            return ids is keyless
         try:
             for record in iter_payload_records(data, count):
                 for name, value in record.headers:
@@ -438,6 +455,7 @@ class IndexService:
                         self._put(prefix + value, phys, ts)
         except CorruptBatch as exc:
             log.error("cannot index batch at %d: %s", phys, exc)
+        return False
 
     def _index_record(self, view: memoryview, pos: int, phys: int) -> None:
         """``topic#key`` for each of a plain record's KEYS, ``topic#UNIQ_KEY`` and

@@ -3,9 +3,11 @@
 import os
 import time
 
+import numpy as np
+
 from rocketport.core.store import formats
 from rocketport.core.store.consume_queue import CQ_ENTRY, ConsumeQueue
-from rocketport.core.store.index_file import IndexFile, key_hash
+from rocketport.core.store.index_file import IndexFile, key_hash, key_hashes
 from rocketport.core.store.mapped_file_queue import MappedFileQueue
 
 
@@ -109,6 +111,36 @@ def test_index_file_bulk_put_of_a_large_block_writes_what_single_puts_write(tmp_
         (single.index_count, single.hash_slot_count, single.end_phy_offset, single.end_timestamp)
     for k in ("T#same", "T#id1", "T#id598"):
         assert bulk.lookup(k, 200, now, now + 60_000) == single.lookup(k, 200, now, now + 60_000) != []
+    bulk.close()
+    single.close()
+
+
+def test_key_hashes_of_equal_length_keys_are_their_key_hashes():
+    ids = [b"%032X" % (0x7F0000016A3B00000000 + i) for i in range(700)]  # counted up from one head
+    scattered = [os.urandom(32) for _ in range(50)]
+    for keys in (ids, scattered, ids[:1], [ids[3]] * 5, [b"k%d" % i for i in range(10)]):
+        assert key_hashes(b"Topic#", keys).tolist() == [
+            key_hash("Topic#" + k.decode("utf-8", "surrogateescape")) for k in keys]
+
+
+def test_index_file_put_of_one_records_hashes_writes_what_single_puts_write(tmp_path):
+    """A stored inner batch's ids (one commit-log offset and timestamp for all) put as one
+    array: the same bytes and header fields as one put at a time, in blocks small (a loop)
+    and large (numpy), across a repeated key and a file that fills up mid-block."""
+    now = int(time.time() * 1000)
+    keys = [f"T#id{i}" if i % 5 else "T#same" for i in range(700)]
+    hashes = np.array([key_hash(k) for k in keys], np.int64)
+    bulk = IndexFile(str(tmp_path / "20260101000000000"), 16, 600, create=True)
+    single = IndexFile(str(tmp_path / "20260101000000001"), 16, 600, create=True)
+    assert bulk.put_hashes(hashes[:10], 100, now) == 10
+    assert bulk.put_hashes(hashes, 200, now + 5000, 10) == 599  # room for 599 entries
+    assert bulk.is_full and bulk.put_hashes(hashes, 300, now, 599) == 599
+    for i, k in enumerate(keys[:599]):
+        assert single.put(k, 100 if i < 10 else 200, now if i < 10 else now + 5000)
+    assert bytes(bulk.view[:bulk.entries_end]) == bytes(single.view[:single.entries_end])
+    assert (bulk.index_count, bulk.hash_slot_count, bulk.end_phy_offset, bulk.end_timestamp) == \
+        (single.index_count, single.hash_slot_count, single.end_phy_offset, single.end_timestamp)
+    assert bulk.lookup("T#id17", 10, now, now + 60_000) == [200]
     bulk.close()
     single.close()
 
