@@ -20,7 +20,9 @@ whose balloon reports free memory to its host (free page reporting: the host tak
 free high-order blocks), those blocks come back one host fault a page, and the same 400 MB
 cost 0.07 s of system time when the kernel reused blocks just freed and 1.1 s when it did
 not, on the broker's own core (r7: the swing of bench/replication_bench.py's Kafka rows).
-Small folios cost 0.25 s every time.
+Small folios cost 0.25-0.29 s every time: where no host takes free memory back (bare
+metal), that is 0.2 s per 400 MB more than large folios reused warm, the price of never
+paying the 1.1 s.
 """
 
 from __future__ import annotations

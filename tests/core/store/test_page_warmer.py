@@ -56,3 +56,40 @@ def test_pages_ahead_of_the_writer_are_faulted_in_only_when_enabled(tmp_path, wa
     finally:
         cl.close()
     assert mf.mm.closed  # the warmer let go of the mapping
+
+
+def vma_flags(mm: mmap.mmap) -> list[tuple[int, int, bool]]:
+    """(start, end, random-read) of each VMA of the mapping, as offsets into it
+    (/proc/self/smaps: ``rr`` in VmFlags is MADV_RANDOM)."""
+    anchor = ctypes.c_char.from_buffer(mm)
+    base = ctypes.addressof(anchor)
+    del anchor
+    vmas, current = [], None
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                current = (lo - base, hi - base) if base <= lo < base + len(mm) else None
+            elif current is not None and head == "VmFlags:":
+                vmas.append((*current, "rr" in line.split()[1:]))
+    return sorted(vmas)
+
+
+def test_warmed_pages_keep_readahead_and_the_tail_ahead_has_none(tmp_path):
+    """The warmer populates small folios (the part ahead MADV_RANDOM: no readahead's large
+    folios), and gives every chunk it warmed its readahead back: a later read of an evicted
+    page of the log is not page by page."""
+    cl = CommitLog(str(tmp_path), SEGMENT, warm=True)
+    try:
+        mf = cl.reserve(100)
+        mf.write(b"\x01" * 100)
+        assert wait_mapped(mf.mm, LEAD) >= LEAD
+        deadline = time.monotonic() + 5
+        while (vmas := vma_flags(mf.mm)) and vmas[0][1] < LEAD and time.monotonic() < deadline:
+            time.sleep(0.01)  # the last chunk's MADV_NORMAL follows its populate
+        assert vmas[0] == (0, vmas[0][1], False) and vmas[0][1] >= LEAD  # warmed: readahead
+        assert vmas[-1][1] == SEGMENT and vmas[-1][2]  # not warmed yet: random
+        assert all(end <= LEAD or rr for _, end, rr in vmas[1:])
+    finally:
+        cl.close()
