@@ -102,6 +102,13 @@ def pin_layout() -> None:
     os.sched_setaffinity(0, AFFINITY["client"])
 
 
+def system_seconds(pid: int) -> float:
+    """System CPU of process ``pid`` (Linux /proc): the kernel's share of its cost, where the
+    page cache's faults and the sockets' copies go."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[12]) / os.sysconf("SC_CLK_TCK")
+
+
 def own_cpu_seconds() -> float:
     """The bench process's CPU (every thread): the clients'."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -219,11 +226,11 @@ def send_cases(base: Path, role: str, args: argparse.Namespace, env: dict[str, s
         if slave is not None:
             asyncio.run(until(lambda: in_sync(master)))
 
-        def cpu() -> tuple[float, float, float]:
+        def cpu() -> tuple[float, float, float, float]:
             return (cpu_seconds(master.proc.pid), cpu_seconds(slave.proc.pid) if slave is not None else 0.0,
-                    own_cpu_seconds())
+                    own_cpu_seconds(), system_seconds(master.proc.pid))
 
-        def cpu_fields(before: tuple[float, float, float], n: int, seconds: float) -> dict:
+        def cpu_fields(before: tuple[float, float, float, float], n: int, seconds: float) -> dict:
             """Each process's CPU a message and in cores over the row (near 1.0 on a pinned
             core: that process is the bound)."""
             used = [a - b for a, b in zip(cpu(), before)]
@@ -232,6 +239,9 @@ def send_cases(base: Path, role: str, args: argparse.Namespace, env: dict[str, s
                 if name != "slave" or slave is not None:
                     fields[f"{name}_cpu_us_per_msg"] = round(spent / n * 1e6, 2)
                     fields[f"{name}_cores"] = round(spent / seconds, 2)
+            fields["broker_sys_us_per_msg"] = round(used[3] / n * 1e6, 3)
+            if slave is not None:  # at the row's end (an ASYNC_MASTER's backlog)
+                fields["slave_behind_bytes"] = asyncio.run(behind(master))
             return fields
         before = cpu()
         seconds, latencies = asyncio.run(sends(master, args.messages, args.concurrency))
@@ -377,6 +387,13 @@ async def load(master: Node, megabytes: int, size: int) -> tuple[int, int]:
                 await producer.send_batch([Message(TOPIC, body) for _ in range(per_batch)])
         await asyncio.gather(*(worker() for _ in range(8)))
     return int((await runtime(master.port))["commitLogMaxOffset"]), batches * per_batch
+
+
+async def behind(master: Node) -> int:
+    """Bytes of the master's log its furthest slave has not acknowledged."""
+    info = await runtime(master.port)
+    acked = max((s["ackOffset"] for s in json.loads(info.get("haSlaves", "[]"))), default=0)
+    return max(0, int(info["commitLogMaxOffset"]) - acked)
 
 
 async def slaves(master: Node) -> list[dict]:
