@@ -21,9 +21,13 @@ one expander (``core.batch.expander``). It never imports the store or a protocol
 
 from __future__ import annotations
 
-from ..message import PROPERTY_KEYS, PROPERTY_TAGS
+from ..message import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+from .record_batch import keyless_header_values
 
 DEFAULT_TAG_HEADER = "tag"
+UNIQ_SIZE = 32  # a RocketMQ client's message id: 32 hex characters
+UNIFORM_CHECK_MAX = 8192  # records a batch may have for one `unique_ids_only` pass (~1 ms)
+_UNIQ_NAME = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()
 
 
 def record_properties(key: bytes | None, headers: list[tuple[str, bytes | None]],
@@ -37,4 +41,16 @@ def record_properties(key: bytes | None, headers: list[tuple[str, bytes | None]]
     return props
 
 
-__all__ = ["DEFAULT_TAG_HEADER", "record_properties"]
+def unique_ids_only(payload: bytes | memoryview, count: int) -> list[bytes] | None:
+    """Each of the ``count`` records' UNIQ_KEY when every record is keyless, its value the
+    size of the others', and its one header its UNIQ_KEY of 32 characters (the Spark
+    writer's chunks of values): then its message has no KEYS, no TAGS and no property but
+    that id, and the id is all the index needs. None when that is not so (or not known),
+    told in one pass over the records (record_batch.keyless_header_values)."""
+    if count > UNIFORM_CHECK_MAX:
+        return None
+    ids = keyless_header_values(payload, _UNIQ_NAME, UNIQ_SIZE)
+    return ids if ids is not None and len(ids) == count else None
+
+
+__all__ = ["DEFAULT_TAG_HEADER", "UNIQ_SIZE", "record_properties", "unique_ids_only"]

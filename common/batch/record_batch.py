@@ -328,7 +328,10 @@ def keyless_header_values(data: Buffer, name: bytes, size: int) -> list[bytes] |
     value_size = _keyless_value_size(data)
     if value_size is None:
         return None
-    parts = _uniform_keyless_header(value_size, name, size)(data)
+    pattern = _uniform_keyless_header(value_size, name, size)
+    if pattern.match(data) is None:  # the first record is not such: no search through the rest
+        return None
+    parts = pattern.split(data)
     # split leaves what lies between matches: only empty gaps mean the records are all such
     return None if any(parts[::2]) else parts[1::2]
 
@@ -351,7 +354,7 @@ def _keyless_value_size(data: Buffer) -> int | None:
 
 
 @lru_cache(maxsize=64)
-def _uniform_keyless_header(value_size: int, name: bytes, size: int) -> Callable[[Buffer], list]:
+def _uniform_keyless_header(value_size: int, name: bytes, size: int) -> re.Pattern:
     """`_uniform_keyless`'s records with one header, ``name`` with a ``size``-byte value
     (captured), instead of none: a split by it leaves only empty gaps when the payload is
     only such records."""
@@ -366,7 +369,7 @@ def _uniform_keyless_header(value_size: int, name: bytes, size: int) -> Callable
                            + b"[\x80-\xff]" * (ts_size - 1) + b"[\x00-\x7f]"
                            + b"[\x80-\xff]" * (offset_size - 1) + b"[\x00-\x7f]"
                            + b"\x01")  # key length -1
-    return re.compile(b"(?:" + b"|".join(layouts) + b")" + tail, re.DOTALL).split
+    return re.compile(b"(?:" + b"|".join(layouts) + b")" + tail, re.DOTALL)
 
 
 def _decode_records(data: bytes, count: int) -> Iterator[Record]:

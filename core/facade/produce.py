@@ -40,6 +40,7 @@ from typing import Any
 from rocketport.common.batch import CompressionError, CorruptBatch, parse_header
 from rocketport.common.batch.checks import checked_header, checked_payload, stored_tags
 from rocketport.common.batch.message_batch import decode_batch
+from rocketport.common.batch.messages import unique_ids_only
 from rocketport.common.message import (
     INNER_BATCH_FLAG,
     PROPERTY_DEDUP_KEY,
@@ -47,6 +48,7 @@ from rocketport.common.message import (
     PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TAGS_NEEDLES,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
@@ -295,7 +297,7 @@ class ProduceRole(AdminRole):
         unknown = set(properties) - {PROPERTY_DEDUP_KEY}
         if unknown:
             raise InvalidMessage(f"an inner batch send carries no properties but DEDUP_KEY: {sorted(unknown)}")
-        count, tags_codes, shared = self._checked_record_batch(batch)
+        count, tags_codes, shared, ids = self._checked_record_batch(batch)
         queue = self._writable(topic, queue_id)
         key = properties.get(PROPERTY_DEDUP_KEY)
         kept = {**properties, **shared}
@@ -303,7 +305,7 @@ class ProduceRole(AdminRole):
         def put() -> Awaitable[PutResult]:
             return self.store.put_inner_batch(topic, queue, batch, count, tags_codes=tags_codes,
                                               properties=kept or None, born_timestamp=born_timestamp,
-                                              born_host=born_host)
+                                              born_host=born_host, unique_ids=ids)
         if key is None:
             result = await put()
         else:
@@ -312,9 +314,12 @@ class ProduceRole(AdminRole):
             result = stored
         return await self._replicated(result)
 
-    def _checked_record_batch(self, batch: bytes | memoryview) -> tuple[int, int | list[int], dict[str, str]]:
-        """(records, tags codes, the batch's shared TAGS as a property) of a record batch a
-        client sent to be stored whole; InvalidMessage for one the store must not keep."""
+    def _checked_record_batch(self, batch: bytes | memoryview
+                              ) -> tuple[int, int | list[int], dict[str, str], list[bytes] | None]:
+        """(records, tags codes, the batch's shared TAGS as a property, the records' ids when
+        they are their only keys) of a record batch a client sent to be stored whole;
+        InvalidMessage for one the store must not keep. Records whose one header is their
+        id (the Spark writer's chunks of values: messages.unique_ids_only) have no tag."""
         view = memoryview(batch)
         try:
             if parse_header(view).size != len(view):  # before the CRC, which a cut batch fails too
@@ -323,10 +328,16 @@ class ProduceRole(AdminRole):
             if header.is_control or header.is_transactional or header.producer_id >= 0:
                 raise CorruptBatch("control, transactional and idempotent batches are Kafka's only")
             count = header.records_count
-            tags_codes, shared = stored_tags(checked_payload(view, header), count, self.config.kafka_tag_header)
+            payload = checked_payload(view, header)
+            # records whose one header is their id have no tag (unless the tag header is that name)
+            ids = (unique_ids_only(payload, count)
+                   if self.config.kafka_tag_header != PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX else None)
+            if ids is not None:
+                return count, 0, {}, ids
+            tags_codes, shared = stored_tags(payload, count, self.config.kafka_tag_header)
         except (CorruptBatch, CompressionError) as exc:
             raise InvalidMessage(f"inner batch: {exc}") from None
-        return count, tags_codes, shared or {}
+        return count, tags_codes, shared or {}, None
 
     def accept_now(self, topic: str, queue_id: int, properties: bytes,
                    sys_flag: int, *, answers_after_durable: bool = False) -> tuple[int, int] | None:

@@ -46,17 +46,14 @@ def key_hash(key: str) -> int:
     return zlib.crc32(key.encode("utf-8", "surrogateescape")) & 0x7FFFFFFF
 
 
-def key_hashes(prefix: bytes, keys: list[bytes]) -> np.ndarray:
-    """`key_hash` of ``prefix + key`` for each of ``keys``, all of one length (an inner
-    batch's 32-character ids), as int64, without a CRC call per key: CRC32 is linear, so for
-    keys of one length crc(k) = crc(k0) ^ crc'(k ^ k0), crc' being the CRC with no initial
-    or final xor, itself the xor of one table entry per byte where k and k0 differ (the
-    last few bytes of ids counted up from one head)."""
-    first = zlib.crc32(keys[0], zlib.crc32(prefix))
-    if len(keys) == 1:
-        return np.array([first & 0x7FFFFFFF], np.int64)
-    size = len(keys[0])
-    rows = np.frombuffer(b"".join(keys), np.uint8).reshape(len(keys), size)
+def key_hashes(prefix: bytes, keys: bytes, size: int) -> np.ndarray:
+    """`key_hash` of ``prefix + key`` for each key of ``keys``, keys of ``size`` bytes back to
+    back (an inner batch's 32-character ids, joined), as int64, without a CRC call per key:
+    CRC32 is linear, so for keys of one length crc(k) = crc(k0) ^ crc'(k ^ k0), crc' being
+    the CRC with no initial or final xor, itself the xor of one table entry per byte where
+    k and k0 differ (the last few bytes of ids counted up from one head)."""
+    rows = np.frombuffer(keys, np.uint8).reshape(-1, size)
+    first = zlib.crc32(keys[:size], zlib.crc32(prefix))
     diff = rows ^ rows[0]
     columns = np.flatnonzero(diff.any(axis=0))
     crcs = np.bitwise_xor.reduce(_byte_crcs(size)[columns, diff[:, columns]], axis=1)

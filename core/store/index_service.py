@@ -58,9 +58,9 @@ from rocketport.common.batch.record_batch import (
     CorruptBatch,
     all_keyless,
     iter_payload_records,
-    keyless_header_values,
     record_keys,
 )
+from rocketport.common.batch.messages import UNIQ_SIZE, unique_ids_only
 from rocketport.common.message import (
     INNER_BATCH_FLAG,
     KEY_SEPARATOR,
@@ -106,12 +106,12 @@ _DEDUP_NEEDLES = property_needles(PROPERTY_DEDUP_KEY)
 _UNIQ_HEADER = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()  # a record header's name, in a payload
 # every UNIQ_KEY header name in a payload (name length 8, a zigzag varint), with its value
 # where that is 32 bytes long (length 32: 0x40), else b""
-_UNIQ_SIZE = 32  # the length of a RocketMQ client's message id
 _UNIQ_IDS = re.compile(b"\x10" + _UNIQ_HEADER + b"(?:\x40(.{32})|)", re.DOTALL).findall
 _KEY_SEPARATOR = KEY_SEPARATOR.encode()
 PREFIX_CACHE = 4096  # topics whose ``topic#`` key prefix is kept
 KEYLESS_SPANS = 4096  # keyless log ranges and batch sends remembered ahead of the walk
 SENDS_HELD = 1 << 16  # records whose properties the remembered batch sends may hold (~10 MB)
+IDS_HELD = 1 << 18  # ids the remembered inner batches may hold (8 MB of 32-byte ids)
 # a stored record batch's attributes (int16, 21 bytes into the batch, which is the body)
 _BATCH_ATTRIBUTES = struct.Struct(">h")
 _POS_BATCH_ATTRIBUTES = HEADER_SIZE + 21
@@ -169,9 +169,11 @@ class IndexService:
         # (end, key) of the last record whose DEDUP_KEY the walk saw (see _index_record)
         self._dedup_run: tuple[int, bytes] = (-1, b"")
         # (start, end, records, sends) of log ranges written with no key to index (see
-        # `keyless`; sends None) or by one batch send (see `sends`: _Sends)
-        self._spans: deque[tuple[int, int, int, _Sends | None]] = deque()
+        # `keyless`; sends None), by one batch send (see `sends`: _Sends), or as one inner
+        # batch whose only keys are its records' ids (see `inner_ids`: the ids, joined)
+        self._spans: deque[tuple[int, int, int, _Sends | bytes | None]] = deque()
         self._held = 0  # records of the _Sends in _spans
+        self._held_ids = 0  # ids in _spans
         self._stopping = False
         self._wakeup: asyncio.Event | None = None
         self.disk_full: DiskFull | None = None  # why the last build stopped short, if so
@@ -215,18 +217,31 @@ class IndexService:
         if self.enabled:
             self._remember((start, end, len(offsets), _Sends(topic, store_ts, offsets, properties)))
 
-    def _remember(self, span: tuple[int, int, int, _Sends | None]) -> None:
+    def inner_ids(self, start: int, end: int, ids: list[bytes]) -> None:
+        """The writer's word that the log's bytes [start, end) are one inner batch whose
+        records' only keys are these UNIQ_KEYs, 32 characters each
+        (messages.unique_ids_only, which the put path checks anyway): the walk indexes them
+        and the batch's DEDUP_KEY without opening the batch (`_index_ids`). Kept in memory
+        as `sends`, up to IDS_HELD ids."""
+        if self.enabled:
+            self._remember((start, end, len(ids), b"".join(ids)))
+
+    def _remember(self, span: tuple[int, int, int, _Sends | bytes | None]) -> None:
         spans = self._spans
-        if span[3] is not None:
+        if isinstance(span[3], _Sends):
             self._held += span[2]
-        while spans and (len(spans) >= KEYLESS_SPANS or self._held > SENDS_HELD):
+        elif span[3] is not None:
+            self._held_ids += span[2]
+        while spans and (len(spans) >= KEYLESS_SPANS or self._held > SENDS_HELD or self._held_ids > IDS_HELD):
             self._forget()  # the oldest: the walk reads those records itself
         spans.append(span)
 
     def _forget(self) -> None:
-        _, _, count, sends = self._spans.popleft()
-        if sends is not None:
+        _, _, count, known = self._spans.popleft()
+        if isinstance(known, _Sends):
             self._held -= count
+        elif known is not None:
+            self._held_ids -= count
 
     # -- building --------------------------------------------------------------------------
     def _current(self, now_ms: int) -> IndexFile:
@@ -334,6 +349,21 @@ class IndexService:
                     if magic == BLANK_MAGIC_CODE:
                         pos = size
                         break
+                    if spans:
+                        here = base + pos
+                        while spans and spans[0][1] <= here:  # behind the walk
+                            self._forget()
+                        if (spans and spans[0][0] == here and spans[0][2] <= max_records - n
+                                and self._open is None):  # not a batch half walked already
+                            _, span_end, count, known = spans[0]
+                            if isinstance(known, _Sends):  # DiskFull: the walk reads them again
+                                self._index_sends(known, span_end, pos == 0)
+                            elif known is not None:
+                                self._index_ids(view, pos, here, known)
+                            self._forget()
+                            n += count
+                            pos = span_end - base
+                            continue
                     if int32(view, pos + POS_SYS_FLAG)[0] & INNER_BATCH_FLAG:
                         if attributes(view, pos + _POS_BATCH_ATTRIBUTES)[0] & ATTR_CONTROL:
                             n += 1  # a transaction marker: one record, no message's key
@@ -347,18 +377,6 @@ class IndexService:
                             self.built_offset = base + pos
                             return n
                     else:
-                        if spans:
-                            here = base + pos
-                            while spans and spans[0][1] <= here:  # behind the walk
-                                self._forget()
-                            if spans and spans[0][0] == here and spans[0][2] <= max_records - n:
-                                _, span_end, count, sends = spans[0]
-                                if sends is not None:  # DiskFull: the walk reads them again
-                                    self._index_sends(sends, span_end, pos == 0)
-                                self._forget()
-                                n += count
-                                pos = span_end - base
-                                continue
                         n += 1
                         self._index_record(view, pos, base + pos)
                     pos += total
@@ -439,14 +457,15 @@ class IndexService:
         first opened (the search that sends a batch here is a false hint at worst). The
         shapes RocketMQ's ids take, one 32-character id a record, are read in one pass and
         indexed in bulk: keyless records of equal-size values with the id as their only
-        header (the Spark writer's chunks: `keyless_header_values`, which also tells they
-        have no key), else any records where every name found is such a header and there
-        is one a record (`_UNIQ_IDS`); anything else is decoded."""
+        header (the Spark writer's chunks, when the put path did not name them already:
+        `unique_ids_only`, which also tells they have no key), else any records where every
+        name found is such a header and there is one a record (`_UNIQ_IDS`); anything else
+        is decoded."""
         prefix, ts = self._prefix(info.topic.encode("utf-8", "surrogateescape")), info.store_timestamp
-        keyless = count <= UNIFORM_CHECK_MAX and keyless_header_values(data, _UNIQ_HEADER, _UNIQ_SIZE)
-        ids = keyless if keyless and len(keyless) == count else _UNIQ_IDS(data)
+        keyless = unique_ids_only(data, count)
+        ids = keyless if keyless is not None else _UNIQ_IDS(data)
         if len(ids) == count and b"" not in ids:
-            self.put_hashes(key_hashes(prefix, ids), phys, ts)
+            self.put_hashes(key_hashes(prefix, b"".join(ids), UNIQ_SIZE), phys, ts)
             return ids is keyless
         try:
             for record in iter_payload_records(data, count):
@@ -456,6 +475,18 @@ class IndexService:
         except CorruptBatch as exc:
             log.error("cannot index batch at %d: %s", phys, exc)
         return False
+
+    def _index_ids(self, view: memoryview, pos: int, phys: int, ids: bytes) -> None:
+        """What `_index_batch` indexes of the inner batch at ``pos`` (log offset ``phys``)
+        whose records' only keys are ``ids`` (`inner_ids`: 32 bytes each, joined), in the
+        same order, without opening the batch: its DEDUP_KEY, then every id."""
+        topic_start, topic_end, props = topic_and_properties(view, pos)
+        prefix = self._prefix(bytes(view[topic_start:topic_end]))
+        ts = I64.unpack_from(view, pos + POS_STORE_TIMESTAMP)[0]
+        dedup = property_bytes(props, _DEDUP_NEEDLES)
+        if dedup:
+            self._put(prefix + dedup, phys, ts)
+        self.put_hashes(key_hashes(prefix, ids, UNIQ_SIZE), phys, ts)
 
     def _index_record(self, view: memoryview, pos: int, phys: int) -> None:
         """``topic#key`` for each of a plain record's KEYS, ``topic#UNIQ_KEY`` and

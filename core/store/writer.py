@@ -586,8 +586,10 @@ class StoreWriter(StoreDispatch):
                               count: int, *, tags_codes: int | list[int] = 0,
                               properties: dict[str, str] | None = None,
                               born_timestamp: int = 0, born_host: tuple[str, int] = ("127.0.0.1", 0),
-                              flag: int = 0, sys_flag: int = 0) -> PutResult:
+                              flag: int = 0, sys_flag: int = 0, unique_ids: list[bytes] | None = None) -> PutResult:
         """Store a record batch (v2 layout) whole: one CommitLog record, ``count`` offsets.
+        ``unique_ids``: the records' UNIQ_KEYs when they are their only keys
+        (messages.unique_ids_only), handed to the index builder so it need not read them.
 
         The batch's first 8 bytes (its baseOffset) are rewritten to the first logical offset
         it receives, and under an election its partitionLeaderEpoch (bytes 12-16, outside the
@@ -635,6 +637,8 @@ class StoreWriter(StoreDispatch):
             entries = CQ_ENTRY.pack(phys, -size, tags_codes) * count
         else:
             entries = b"".join([CQ_ENTRY.pack(phys, -size, c) for c in tags_codes])
+        if unique_ids is not None:
+            self.index.inner_ids(phys, phys + size, unique_ids)
         waiter = self._finish_put(topic, queue_id, first, entries, count, phys + size, size)
         if waiter is not None:
             await waiter

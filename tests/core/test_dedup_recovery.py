@@ -116,6 +116,14 @@ def _namesrv(log: str) -> str:
     return "127.0.0.1:" + re.search(r"name server listening on 127\.0\.0\.1:(\d+)", log).group(1)
 
 
+def _sink_batch(values: list[bytes], chunk: int) -> bytes:
+    """What the Spark sink sends for a chunk of values: keyless records of equal-size values,
+    each with its own UNIQ_KEY as its one header (the broker hands the ids to its index
+    builder instead of letting it read them: IndexService.inner_ids)."""
+    return build_batch([Record(i, 0, None, v, [("UNIQ_KEY", b"%032X" % (chunk << 16 | i))])
+                        for i, v in enumerate(values)], base_timestamp=1_700_000_000_000)
+
+
 async def _write(namesrv: str, chunks: range, inner: bool) -> None:
     """The sink's shape: each chunk one batch send to one queue, named writer/epoch/queue/chunk
     (``inner``: one record batch stored whole, as the sink sends them)."""
@@ -124,9 +132,9 @@ async def _write(namesrv: str, chunks: range, inner: bool) -> None:
         for n in chunks:
             mq = queues[n % len(queues)]
             key = f"w1/0/{mq.broker_name}:{mq.queue_id}/{n}"
-            values = [b"%d-%d" % (n, i) for i in range(CHUNK)]
+            values = [b"%03d-%03d" % (n, i) for i in range(CHUNK)]
             if inner:
-                await producer.send_inner_batch(TOPIC, _record_batch(values), queue=mq, dedup_key=key)
+                await producer.send_inner_batch(TOPIC, _sink_batch(values, n), queue=mq, dedup_key=key)
             else:
                 await producer.send_batch([ClientMessage(TOPIC, v, properties={PROPERTY_DEDUP_KEY: key})
                                            for v in values], queue=mq)
@@ -165,7 +173,7 @@ def test_a_replay_after_a_sigkill_is_dropped(tmp_path, inner):
         # the replay: every chunk again, under the same keys, and two chunks never sent
         asyncio.run(_write(namesrv, range(CHUNKS + 2), inner))
         total, got = asyncio.run(_stored(namesrv))
-        expected = sorted(b"%d-%d" % (n, i) for n in range(CHUNKS + 2) for i in range(CHUNK))
+        expected = sorted(b"%03d-%03d" % (n, i) for n in range(CHUNKS + 2) for i in range(CHUNK))
         assert total == len(expected)
         assert sorted(got) == expected
     finally:

@@ -99,3 +99,27 @@ def test_the_native_client_sends_one_and_a_repeat_is_dropped(small_config):
         asyncio.run(main())
     finally:
         live.stop()
+
+
+def test_a_chunk_of_values_each_with_its_id_alone_is_indexed_as_the_log_walk_indexes_it(small_config):
+    """The Spark writer's chunk of values (keyless records whose one header is their
+    UNIQ_KEY): no record has a tag, and each id is found as when the index builder reads
+    the stored batch itself (the same batch stored through the Kafka path), across index
+    files (small_config's hold 255 entries each)."""
+    ids = [b"%032X" % (0x7F0000016A3B0000 + i) for i in range(600)]
+    batch = build_batch([Record(i, 0, None, b"v%03d" % i, [("UNIQ_KEY", uid)]) for i, uid in enumerate(ids)],
+                        base_timestamp=1_700_000_000_000)
+
+    async def main():
+        async with Broker(small_config) as broker:
+            await broker.put_inner_batch_send("S", 0, batch, {PROPERTY_DEDUP_KEY: "w/0/0"}, 0, HOST)
+            await broker.put_record_batch("K", 0, batch, len(ids))
+            msgs = list(broker.get_messages("S", 0, 0, 1000).messages())
+            assert [(m.body, m.uniq_key, m.tags) for m in msgs] == [
+                (b"v%03d" % i, uid.decode(), None) for i, uid in enumerate(ids)]
+            assert not list(broker.get_messages("S", 0, 0, 1000, message_filter=compile_filter("TAG", "v000")).messages())
+            for topic in ("S", "K"):
+                for i in range(0, len(ids), 37):
+                    found = broker.message_by_unique_key(topic, ids[i].decode())
+                    assert (found.body, found.queue_offset) == (b"v%03d" % i, i)
+    asyncio.run(main())

@@ -119,7 +119,7 @@ def test_key_hashes_of_equal_length_keys_are_their_key_hashes():
     ids = [b"%032X" % (0x7F0000016A3B00000000 + i) for i in range(700)]  # counted up from one head
     scattered = [os.urandom(32) for _ in range(50)]
     for keys in (ids, scattered, ids[:1], [ids[3]] * 5, [b"k%d" % i for i in range(10)]):
-        assert key_hashes(b"Topic#", keys).tolist() == [
+        assert key_hashes(b"Topic#", b"".join(keys), len(keys[0])).tolist() == [
             key_hash("Topic#" + k.decode("utf-8", "surrogateescape")) for k in keys]
 
 
@@ -152,6 +152,10 @@ def test_code_hits_finds_aligned_tags_codes_only():
     entries = [(0x41_0000_0041, 0x41, 7), (1, 2, a), (0xFFFF_FFFB, -5, 3), (4, 5, b),
                (6, 7, (1 << 32) + a), (8, 9, 0x41_0000_0000)]
     chunk = memoryview(b"".join(CQ_ENTRY.pack(*e) for e in entries))
-    assert list(_code_hits(chunk, frozenset({a}))) == [1, 4]  # the low word, as Java's intValue()
-    assert list(_code_hits(chunk, frozenset({a, b}))) == [1, 3, 4]
-    assert list(_code_hits(chunk, frozenset())) == []
+    def hits(codes: frozenset[int]) -> list[tuple[int, int, int]]:
+        at, picked = _code_hits(chunk, codes)
+        return list(zip(at.tolist(), picked["phys"].tolist(), picked["size"].tolist()))
+    # the low word, as Java's intValue(), with each hit's CommitLog offset and size
+    assert hits(frozenset({a})) == [(1, 1, 2), (4, 6, 7)]
+    assert [i for i, _, _ in hits(frozenset({a, b}))] == [1, 3, 4]
+    assert hits(frozenset()) == []
