@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from rocketport.common.message import TAGS_NEEDLES, raw_property
+from rocketport.common.message import TAGS_NEEDLES, property_bytes
 from rocketport.common.tags import tags_code
 from rocketport.core.filter.base import MessageFilter
 
@@ -43,6 +43,20 @@ def _as_java_int(code: int) -> int:
     return ((code + 0x80000000) & 0xFFFFFFFF) - 0x80000000
 
 
+def _raw_tags(tags: frozenset[str]) -> frozenset[bytes]:
+    """The TAGS property bytes that `raw_property` decodes (UTF-8, surrogateescape) to one
+    of ``tags``; a tag no bytes decode to has none."""
+    out = set()
+    for tag in tags:
+        try:
+            raw = tag.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            continue
+        if raw.decode("utf-8", "surrogateescape") == tag:
+            out.add(raw)
+    return frozenset(out)
+
+
 @dataclass(frozen=True, slots=True)
 class TagFilter(MessageFilter):
     """A compiled tag subscription; `subscribe_all` is True for `*`."""
@@ -53,13 +67,15 @@ class TagFilter(MessageFilter):
     tags: frozenset[str]
     codes: frozenset[int]
     subscribe_all: bool
+    raw_tags: frozenset[bytes] = frozenset()  # the tags as a stored TAGS property holds them
 
     @classmethod
     def compile(cls, expression: str | None) -> TagFilter:
         tags = parse_tag_expression(expression)
         if tags is None:
             return cls(SUB_ALL, frozenset(), frozenset(), True)
-        return cls(expression or "", tags, frozenset(tags_code(t) for t in tags), False)
+        return cls(expression or "", tags, frozenset(tags_code(t) for t in tags), False,
+                   _raw_tags(tags))
 
     def match_tags_code(self, tags_code: int) -> bool:
         return self.subscribe_all or _as_java_int(tags_code) in self.codes
@@ -72,7 +88,8 @@ class TagFilter(MessageFilter):
         return self._match_raw
 
     def _match_raw(self, raw: bytes) -> bool:
-        return self.subscribe_all or raw_property(raw, TAGS_NEEDLES) in self.tags
+        # the property's bytes compared undecoded: the broker's scan checks every candidate
+        return self.subscribe_all or property_bytes(raw, TAGS_NEEDLES) in self.raw_tags
 
     @property
     def prefilter_codes(self) -> frozenset[int] | None:

@@ -53,3 +53,19 @@ def test_exact_check_resolves_hash_collisions():
     f = compile_filter("TAG", "Aa")
     assert f.match_tags_code(tags_code("BB"))
     assert f.match("Aa", {}) and not f.match("BB", {})
+
+
+@pytest.mark.parametrize("expression", ["Aa", "Aa || BB", "é || x", "\udcff || ok", "\ud800 || ok"])
+def test_raw_check_agrees_with_the_decoded_tag(expression):
+    """The broker's exact check compares the stored TAGS bytes undecoded: it answers as the
+    check on the decoded tag does, invalid UTF-8 and surrogates included."""
+    from rocketport.common.message import encode_properties
+
+    f = compile_filter("TAG", expression)
+    stored = [b"Aa", b"BB", "é".encode(), b"\xc3", b"\xff", "\ud800".encode("utf-8", "surrogatepass"),
+              b"ok", b"", b"x"]
+    for raw in stored:
+        tag = raw.decode("utf-8", "surrogateescape")
+        for props in (b"TAGS\x01" + raw + b"\x02", b"a\x01b\x02TAGS\x01" + raw, b"TAGS\x01" + raw + b"\x02k\x01v\x02"):
+            assert f.raw_matcher(props) == f.match(tag, {}), (expression, props)
+    assert not f.raw_matcher(encode_properties({"K": "Aa"})) and not f.raw_matcher(b"")

@@ -161,6 +161,7 @@ def test_offset_errors_answer_at_once(sem_config):
 def test_scan_limit_does_not_end_a_pull_early(sem_config, monkeypatch):
     import rocketport.core.store.reader as ms
     monkeypatch.setattr(ms, "MAX_SCAN_PER_GET", 100)
+    monkeypatch.setattr(ms, "MAX_PREFILTERED_SCAN_PER_GET", 100)  # a tag filter's bound
 
     async def main():
         async with Broker(sem_config) as broker:
