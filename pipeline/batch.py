@@ -50,12 +50,11 @@ def plan_batch(opts: ReadOptions) -> list[QueueRange | RangeGroup]:
             mins, maxs = link.min_offsets(mqs), link.max_offsets(mqs)
             starts = resolve(link, opts.starting, mqs, mins=mins, maxs=maxs)
             ends = resolve(link, opts.ending, mqs, mins=mins, maxs=maxs, unnamed=LATEST)
-            for mq, start, end in zip(mqs, starts, ends):
-                if start < end:
-                    r = QueueRange(topic, mq.broker_name, link.broker_addr(mq), mq.queue_id,
-                                   start, end, opts.tags, opts.sql)
-                    if opts.tags or opts.sql:
-                        filtered += split_filtered(link, r, opts.max_offsets_per_partition)
-                    else:
-                        out += split(r, opts.max_offsets_per_partition)
+            ranges = [QueueRange(topic, mq.broker_name, link.broker_addr(mq), mq.queue_id,
+                                 start, end, opts.tags, opts.sql)
+                      for mq, start, end in zip(mqs, starts, ends) if start < end]
+            if opts.tags or opts.sql:
+                filtered += split_filtered(link, ranges, opts.max_offsets_per_partition)
+            else:
+                out += [piece for r in ranges for piece in split(r, opts.max_offsets_per_partition)]
     return out + group_filtered(filtered, opts.max_offsets_per_partition)

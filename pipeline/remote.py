@@ -17,7 +17,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from rocketport.client.message import MessageQueue
-from rocketport.client.pulling import Puller, PullResult, PullStatus, Subscription, outcome
+from rocketport.client.pulling import Puller, PullStatus, Subscription, outcome
 from rocketport.client.runtime import ClientRuntime
 from rocketport.protocols.remoting import RemotingCommand, RequestCode
 
@@ -97,16 +97,21 @@ class Link:
         self.run(all_of())
 
     # ---------------------------------------------------------------- reads
-    def pull(self, addr: str, mq: MessageQueue, offset: int, count: int,
-             sub: Subscription) -> PullResult:
-        """One pull of up to `count` matching messages from `offset`, filtered by the
-        broker; never held, never commits."""
-        async def pull() -> PullResult:
+    def first_pulls(self, pulls: list[tuple[str, MessageQueue, int, Subscription]]) -> list[tuple[int, bytes]]:
+        """(next offset, the records' bytes undecoded) of one pull of up to `MAX_PULL`
+        matching messages from each (broker address, queue, offset, filter), all sent at
+        once and filtered by the broker; never held, never commits."""
+        async def pull(addr: str, mq: MessageQueue, offset: int, sub: Subscription) -> tuple[int, bytes]:
             conn = await self.runtime.pool.get(addr)
-            return await self.puller.pull(conn, mq, offset, max(1, min(count, MAX_PULL)), sub,
-                                          suspend=False, send_subscription=True,
-                                          timeout_s=self.runtime.timeout_s)
-        return self.run(pull())
+            response = await conn.response(
+                self.puller.send(conn, mq, offset, MAX_PULL, sub, suspend=False, send_subscription=True),
+                self.runtime.timeout_s)
+            status, next_offset, _, _ = outcome(response)
+            return next_offset, (response.body or b"") if status is PullStatus.FOUND else b""
+
+        async def all_of() -> list[tuple[int, bytes]]:
+            return list(await asyncio.gather(*(pull(*one) for one in pulls)))
+        return self.run(all_of()) if pulls else []
 
     def send_pulls(self, addr: str, mq: MessageQueue, requests: list[tuple[int, int]],
                    sub: Subscription) -> asyncio.Task[list[tuple[PullStatus, int, bytes]]]:
