@@ -27,6 +27,10 @@ from .segment_preparer import SegmentPreparer
 CQ_ENTRY = struct.Struct(">qiq")
 CQ_ENTRY_SIZE = CQ_ENTRY.size  # 20
 BACKING_WINDOW = 16 << 10  # disk blocks a segment gets at first, and per extension
+# a segment written on doubles its extension step each time it asks for one, up to this: a
+# busy queue (a Spark chunk is 10 KiB of entries) then extends a few times per segment, not
+# every other put, while an idle queue keeps its 16 KiB
+MAX_BACKING_WINDOW = 1 << 20
 # puts a queue writes with pwrite(2) while its segment is not mapped, before it maps it: a
 # first entry into each of 100,000 queues costs open, pwrite and close (~8 us here), not a
 # mapping, its first-write fault and later its unmapping (~17 us, and budget churn); a
@@ -352,7 +356,10 @@ class ConsumeQueue:
         at = 1 << 62
         if self.preparer is not None:
             base, w = mf.file_from_offset, mf.wrote_position
+            asked = mf.backing_asked
             at = base + self.preparer.back_ahead(mf, w, self._wanted)
+            if mf.backing_asked != asked:  # a window asked for: the next one twice as large
+                mf.window = min(MAX_BACKING_WINDOW, mf.window * 2)
             if self._prepared_after != base:
                 if w >= self.file_size // 2:
                     self._prepared_after = base
