@@ -221,24 +221,29 @@ class IndexFile:
         slots = hashes % self.slot_num
         index = np.arange(count, count + k)
         slot_array = np.frombuffer(self.view, ">i4", self.slot_num, INDEX_HEADER_SIZE)
-        order = np.argsort(slots, kind="stable")  # by slot, in log order within one
-        ordered = slots[order]
+        ordered = np.sort(slots)
         same = ordered[1:] == ordered[:-1]
-        prev = np.empty(k, np.int64)
-        prev[order[1:]] = np.where(same, index[order[:-1]], -1)
-        prev[order[0]] = -1
-        first = prev < 0  # the first entry of its slot in the block: chained to the slot's
-        stored = slot_array[slots[first]].astype(np.int64)
-        prev[first] = np.where((stored > 0) & (stored < index[first]), stored, 0)
-        out = np.empty(k, _ENTRY)
+        if same.any():  # a slot twice in the block (rare: 512 ids in 5,000,000 slots)
+            order = np.argsort(slots, kind="stable")  # by slot, in log order within one
+            prev = np.empty(k, np.int64)
+            prev[order[1:]] = np.where(same, index[order[:-1]], -1)
+            prev[order[0]] = -1
+            first = prev < 0  # the first entry of its slot in the block: chained to the slot's
+            stored = slot_array[slots[first]].astype(np.int64)
+            prev[first] = np.where((stored > 0) & (stored < index[first]), stored, 0)
+            last = np.empty(k, bool)
+            last[-1] = True
+            np.logical_not(same, out=last[:-1])
+            named, names = ordered[last], index[order[last]]
+        else:  # every entry is the first and the last of its slot in the block
+            stored = slot_array[slots].astype(np.int64)
+            prev = np.where((stored > 0) & (stored < index), stored, 0)
+            named, names = slots, index
+        pos = self._entries_base + count * INDEX_ENTRY_SIZE
+        out = np.frombuffer(self.view, _ENTRY, k, pos)  # written in place
         out["hash"], out["phy"], out["prev"] = hashes, phys, prev
         out["diff"] = np.maximum((np.asarray(stamps) - self.begin_timestamp) // 1000, 0)
-        pos = self._entries_base + count * INDEX_ENTRY_SIZE
-        self.view[pos:pos + k * INDEX_ENTRY_SIZE] = out.tobytes()
-        last = np.empty(k, bool)
-        last[-1] = True
-        np.logical_not(same, out=last[:-1])
-        slot_array[ordered[last]] = index[order[last]]
+        slot_array[named] = names
         self.hash_slot_count += int((prev == 0).sum())
         self.index_count = count + k
         self.end_phy_offset = int(phys if isinstance(phys, int) else phys[-1])

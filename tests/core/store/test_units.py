@@ -143,6 +143,21 @@ def test_index_file_put_of_one_records_hashes_writes_what_single_puts_write(tmp_
     assert bulk.lookup("T#id17", 10, now, now + 60_000) == [200]
     bulk.close()
     single.close()
+    # many slots: a block whose keys all fall in slots of their own, some already named
+    ids = [f"T#{i:032X}" for i in range(300)]
+    wide = [IndexFile(str(tmp_path / f"2026010100000001{n}"), 1 << 20, 1000, create=True) for n in range(2)]
+    for f in wide:
+        for i in range(0, 300, 50):
+            assert f.put(ids[i], 50, now)
+    assert len({key_hash(k) % (1 << 20) for k in ids}) == len(ids)
+    assert wide[0].put_hashes(np.array([key_hash(k) for k in ids], np.int64), 300, now + 2000) == len(ids)
+    for k in ids:
+        assert wide[1].put(k, 300, now + 2000)
+    assert bytes(wide[0].view[:wide[0].entries_end]) == bytes(wide[1].view[:wide[1].entries_end])
+    assert wide[0].hash_slot_count == wide[1].hash_slot_count
+    assert wide[0].lookup(ids[50], 10, now, now + 60_000) == [300, 50]
+    for f in wide:
+        f.close()
 
 
 def test_code_hits_finds_aligned_tags_codes_only():
