@@ -5,7 +5,8 @@ same run, and a slave's catch-up speed.
 Rows (one JSON object per line, see bench/README.md):
   send_100B_<role>        native-client sync sends of 100 B, ``--concurrency`` in flight (the
                           remoting send lane): msg/s, p50/p99 latency (ms), the broker's CPU (and
-                          its slave's) a message
+                          its slave's) a message, the broker's system CPU a message, and on a
+                          master the bytes its slave had not acknowledged when the clock stopped
   batch_100B_<role>       native-client batch sends (``--batch`` x 100 B, ``--batch-in-flight`` 32 in
                           flight): msg/s
   kafka_100B_<role>       bench/kafka_bench.py's raw pipelined producer, acks=-1 (all): msg/s
