@@ -5,7 +5,8 @@ same run, and a slave's catch-up speed.
 Rows (one JSON object per line, see bench/README.md):
   send_100B_<role>        native-client sync sends of 100 B, ``--concurrency`` in flight (the
                           remoting send lane): msg/s, p50/p99 latency (ms), the broker's CPU (and
-                          its slave's) a message, the broker's system CPU a message, and on a
+                          its slave's) a message, the broker's system CPU a message, how long the
+                          broker's and the client's loop threads waited for a CPU, and on a
                           master the bytes its slave had not acknowledged when the clock stopped
   batch_100B_<role>       native-client batch sends (``--batch`` x 100 B, ``--batch-in-flight`` 32 in
                           flight): msg/s
@@ -227,11 +228,12 @@ def send_cases(base: Path, role: str, args: argparse.Namespace, env: dict[str, s
         if slave is not None:
             asyncio.run(until(lambda: in_sync(master)))
 
-        def cpu() -> tuple[float, float, float, float]:
+        def cpu() -> tuple[float, ...]:
             return (cpu_seconds(master.proc.pid), cpu_seconds(slave.proc.pid) if slave is not None else 0.0,
-                    own_cpu_seconds(), system_seconds(master.proc.pid))
+                    own_cpu_seconds(), system_seconds(master.proc.pid), runqueue_ms(master.proc.pid),
+                    runqueue_ms(os.getpid()))
 
-        def cpu_fields(before: tuple[float, float, float, float], n: int, seconds: float) -> dict:
+        def cpu_fields(before: tuple[float, ...], n: int, seconds: float) -> dict:
             """Each process's CPU a message and in cores over the row (near 1.0 on a pinned
             core: that process is the bound)."""
             used = [a - b for a, b in zip(cpu(), before)]
@@ -241,6 +243,9 @@ def send_cases(base: Path, role: str, args: argparse.Namespace, env: dict[str, s
                     fields[f"{name}_cpu_us_per_msg"] = round(spent / n * 1e6, 2)
                     fields[f"{name}_cores"] = round(spent / seconds, 2)
             fields["broker_sys_us_per_msg"] = round(used[3] / n * 1e6, 3)
+            # how long the broker's loop thread and the client's were runnable but kept off a
+            # CPU: the client's, in a master's row, mostly behind the slave on its core
+            fields["broker_runqueue_ms"], fields["client_runqueue_ms"] = round(used[4]), round(used[5])
             if slave is not None:  # at the row's end (an ASYNC_MASTER's backlog)
                 fields["slave_behind_bytes"] = asyncio.run(behind(master))
             return fields
