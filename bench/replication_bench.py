@@ -244,7 +244,7 @@ def send_cases(base: Path, role: str, args: argparse.Namespace, env: dict[str, s
                     fields[f"{name}_cores"] = round(spent / seconds, 2)
             fields["broker_sys_us_per_msg"] = round(used[3] / n * 1e6, 3)
             # how long the broker's loop thread and the client's were runnable but kept off a
-            # CPU: the client's, in a master's row, mostly behind the slave on its core
+            # CPU (in a master's row the client shares its core with the slave)
             fields["broker_runqueue_ms"], fields["client_runqueue_ms"] = round(used[4]), round(used[5])
             if slave is not None:  # at the row's end (an ASYNC_MASTER's backlog)
                 fields["slave_behind_bytes"] = asyncio.run(behind(master))
