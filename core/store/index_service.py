@@ -111,7 +111,7 @@ _KEY_SEPARATOR = KEY_SEPARATOR.encode()
 PREFIX_CACHE = 4096  # topics whose ``topic#`` key prefix is kept
 KEYLESS_SPANS = 4096  # keyless log ranges and batch sends remembered ahead of the walk
 SENDS_HELD = 1 << 16  # records whose properties the remembered batch sends may hold (~10 MB)
-IDS_HELD = 1 << 18  # ids the remembered inner batches may hold (8 MB of 32-byte ids)
+IDS_HELD = 1 << 20  # ids the remembered inner batches may hold, as key hashes (8 MB)
 # a stored record batch's attributes (int16, 21 bytes into the batch, which is the body)
 _BATCH_ATTRIBUTES = struct.Struct(">h")
 _POS_BATCH_ATTRIBUTES = HEADER_SIZE + 21
@@ -170,8 +170,8 @@ class IndexService:
         self._dedup_run: tuple[int, bytes] = (-1, b"")
         # (start, end, records, sends) of log ranges written with no key to index (see
         # `keyless`; sends None), by one batch send (see `sends`: _Sends), or as one inner
-        # batch whose only keys are its records' ids (see `inner_ids`: the ids, joined)
-        self._spans: deque[tuple[int, int, int, _Sends | bytes | None]] = deque()
+        # batch whose only keys are its records' ids (see `inner_ids`: their key hashes)
+        self._spans: deque[tuple[int, int, int, _Sends | np.ndarray | None]] = deque()
         self._held = 0  # records of the _Sends in _spans
         self._held_ids = 0  # ids in _spans
         self._stopping = False
@@ -217,16 +217,18 @@ class IndexService:
         if self.enabled:
             self._remember((start, end, len(offsets), _Sends(topic, store_ts, offsets, properties)))
 
-    def inner_ids(self, start: int, end: int, ids: list[bytes]) -> None:
-        """The writer's word that the log's bytes [start, end) are one inner batch whose
-        records' only keys are these UNIQ_KEYs, 32 characters each
+    def inner_ids(self, start: int, end: int, topic: bytes, ids: list[bytes]) -> None:
+        """The writer's word that the log's bytes [start, end) are one inner batch of
+        ``topic`` whose records' only keys are these UNIQ_KEYs, 32 characters each
         (messages.unique_ids_only, which the put path checks anyway): the walk indexes them
         and the batch's DEDUP_KEY without opening the batch (`_index_ids`). Kept in memory
-        as `sends`, up to IDS_HELD ids."""
+        as `sends`, as their key hashes (8 bytes an id: a builder a second of writes behind
+        still finds them), up to IDS_HELD."""
         if self.enabled:
-            self._remember((start, end, len(ids), b"".join(ids)))
+            self._remember((start, end, len(ids),
+                            key_hashes(self._prefix(topic), b"".join(ids), UNIQ_SIZE)))
 
-    def _remember(self, span: tuple[int, int, int, _Sends | bytes | None]) -> None:
+    def _remember(self, span: tuple[int, int, int, _Sends | np.ndarray | None]) -> None:
         spans = self._spans
         if isinstance(span[3], _Sends):
             self._held += span[2]
@@ -476,17 +478,16 @@ class IndexService:
             log.error("cannot index batch at %d: %s", phys, exc)
         return False
 
-    def _index_ids(self, view: memoryview, pos: int, phys: int, ids: bytes) -> None:
+    def _index_ids(self, view: memoryview, pos: int, phys: int, hashes: np.ndarray) -> None:
         """What `_index_batch` indexes of the inner batch at ``pos`` (log offset ``phys``)
-        whose records' only keys are ``ids`` (`inner_ids`: 32 bytes each, joined), in the
-        same order, without opening the batch: its DEDUP_KEY, then every id."""
+        whose records' only keys are the ids of these key hashes (`inner_ids`), in the same
+        order, without opening the batch: its DEDUP_KEY, then every id."""
         topic_start, topic_end, props = topic_and_properties(view, pos)
-        prefix = self._prefix(bytes(view[topic_start:topic_end]))
         ts = I64.unpack_from(view, pos + POS_STORE_TIMESTAMP)[0]
         dedup = property_bytes(props, _DEDUP_NEEDLES)
         if dedup:
-            self._put(prefix + dedup, phys, ts)
-        self.put_hashes(key_hashes(prefix, ids, UNIQ_SIZE), phys, ts)
+            self._put(self._prefix(bytes(view[topic_start:topic_end])) + dedup, phys, ts)
+        self.put_hashes(hashes, phys, ts)
 
     def _index_record(self, view: memoryview, pos: int, phys: int) -> None:
         """``topic#key`` for each of a plain record's KEYS, ``topic#UNIQ_KEY`` and

@@ -638,7 +638,7 @@ class StoreWriter(StoreDispatch):
         else:
             entries = b"".join([CQ_ENTRY.pack(phys, -size, c) for c in tags_codes])
         if unique_ids is not None:
-            self.index.inner_ids(phys, phys + size, unique_ids)
+            self.index.inner_ids(phys, phys + size, topic.encode(), unique_ids)
         waiter = self._finish_put(topic, queue_id, first, entries, count, phys + size, size)
         if waiter is not None:
             await waiter
