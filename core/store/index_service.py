@@ -20,7 +20,9 @@ Keys indexed per message: ``topic#KEYS`` (each key), ``topic#UNIQ_KEY`` and ``to
 (what the producer dedup window recalls after a restart, core/dedup.py); the records of
 an inner batch are indexed by their Kafka key (their KEYS, see core.batch.messages), and by
 a UNIQ_KEY header where a batch's payload names one (decoded once, see
-`_index_unique_headers`), and the batch by the DEDUP_KEY its record carries; the keys
+`_index_unique_headers`; for a chunk of values each with its id alone, the Spark writer's,
+the put path hands the ids over instead: `inner_ids`), and the batch by the DEDUP_KEY its
+record carries; the keys
 are read without decoding the records, from the payload the one expander holds
 (core.store.inner_batch: a compressed batch is decompressed once for the index and every
 reader); a batch of keyless records with equal-size values (what most keyless producers
