@@ -29,6 +29,7 @@ from .remote import MAX_PULL, Link, subscription
 ROWS_PER_BATCH = 8192  # the offline reader's rows per RecordBatch
 BATCH_BYTES = 2 << 20  # pulled bytes per RecordBatch (about 8,000 rows of 100 B)
 PULLS_IN_FLIGHT = 4
+SAMPLE_ROWS = 128  # matches a planning sample stops at: enough to size a range's cut
 
 
 @dataclass(frozen=True)
@@ -99,15 +100,15 @@ def split_filtered(link: Link, ranges: list[QueueRange], max_rows: int) -> list[
     A filtered partition costs the messages its filter lets through (the broker skips the
     others by their ConsumeQueue tags codes), while every partition costs Spark a task
     (0.1-0.2 s here), so cutting a 1%-selective range by its offsets makes many tasks that
-    each return little. A range longer than `max_rows` is sampled with one pull from its
-    start (the broker scans up to 65,536 entries for it with a tag filter, 16,000 with
-    SQL92), the samples of all ranges sent together and their records counted, not
-    decoded: the share that matched sizes the cut, and a range the pull scanned whole
-    without a match is dropped.
+    each return little. A range longer than `max_rows` is sampled with one pull of up to
+    `SAMPLE_ROWS` matches from its start (the broker scans up to 65,536 entries for it with
+    a tag filter, 16,000 with SQL92), the samples of all ranges sent together and their
+    records counted, not decoded: the share that matched sizes the cut, and a range the
+    pull scanned whole without a match is dropped.
     """
     sampled = [r for r in ranges if r.end - r.start > max_rows]
     samples = dict(zip(sampled, link.first_pulls(
-        [(r.addr, r.mq, r.start, subscription(r.topic, r.tags, r.sql)) for r in sampled])))
+        [(r.addr, r.mq, r.start, subscription(r.topic, r.tags, r.sql)) for r in sampled], SAMPLE_ROWS)))
     out: list[tuple[QueueRange, float]] = []
     for r in ranges:
         length = r.end - r.start

@@ -97,14 +97,16 @@ class Link:
         self.run(all_of())
 
     # ---------------------------------------------------------------- reads
-    def first_pulls(self, pulls: list[tuple[str, MessageQueue, int, Subscription]]) -> list[tuple[int, bytes]]:
-        """(next offset, the records' bytes undecoded) of one pull of up to `MAX_PULL`
+    def first_pulls(self, pulls: list[tuple[str, MessageQueue, int, Subscription]],
+                    count: int) -> list[tuple[int, bytes]]:
+        """(next offset, the records' bytes undecoded) of one pull of up to `count`
         matching messages from each (broker address, queue, offset, filter), all sent at
         once and filtered by the broker; never held, never commits."""
         async def pull(addr: str, mq: MessageQueue, offset: int, sub: Subscription) -> tuple[int, bytes]:
             conn = await self.runtime.pool.get(addr)
             response = await conn.response(
-                self.puller.send(conn, mq, offset, MAX_PULL, sub, suspend=False, send_subscription=True),
+                self.puller.send(conn, mq, offset, max(1, min(count, MAX_PULL)), sub, suspend=False,
+                                 send_subscription=True),
                 self.runtime.timeout_s)
             status, next_offset, _, _ = outcome(response)
             return next_offset, (response.body or b"") if status is PullStatus.FOUND else b""
