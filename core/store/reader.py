@@ -5,8 +5,9 @@ of; its methods are plain methods of the store (no delegation on the hot path).
 `get_messages` walks a ConsumeQueue from an offset and returns CommitLog slices
 (memoryviews of the mapped segments, zero-copy): `_collect_run` takes the commonest read
 (plain records back to back) without a per-entry loop; `_collect` does the rest, with the
-tags-code prefilter searched for in the entries' bytes (`_code_hits`) and the exact check
-run on a candidate's properties in place (`_matching`). The lookups: min/max offset, an
+tags-code prefilter one numpy compare over a chunk of entries (`_code_hits`) and the exact
+check run on a candidate's properties in place (in `_collect`'s loop over plain records'
+hits, else `_matching`). The lookups: min/max offset, an
 offset by store or record timestamp, a message by CommitLog offset, messages by key
 (through the index service).
 
@@ -303,9 +304,9 @@ class StoreReader(StoreState):
         trimmed entries among the hits): the tags-code ``hits`` (`_code_hits`) when a
         prefilter applies, else every entry; only for a candidate is its record looked at,
         in place: the properties are found from the fixed header in the mapped segment and
-        handed to the filter as bytes. Nothing is built for an entry that fails. Inner-batch entries
-        (negative size) pass the exact check: their reader filters per record
-        (core.store.inner_batch).
+        handed to the filter as bytes. Nothing is built for an entry that fails.
+        Inner-batch entries (negative size) pass the exact check: their reader filters per
+        record (core.store.inner_batch).
         """
         entries: Iterator[tuple[int, tuple[Any, ...]]]
         if hits is None:
