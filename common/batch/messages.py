@@ -22,7 +22,7 @@ one expander (``core.batch.expander``). It never imports the store or a protocol
 from __future__ import annotations
 
 from ..message import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-from .record_batch import keyless_header_values
+from .record_batch import Buffer, keyless_header_values
 
 DEFAULT_TAG_HEADER = "tag"
 UNIQ_SIZE = 32  # a RocketMQ client's message id: 32 hex characters
@@ -41,7 +41,7 @@ def record_properties(key: bytes | None, headers: list[tuple[str, bytes | None]]
     return props
 
 
-def unique_ids_only(payload: bytes | memoryview, count: int) -> list[bytes] | None:
+def unique_ids_only(payload: Buffer, count: int) -> list[bytes] | None:
     """Each of the ``count`` records' UNIQ_KEY when every record is keyless, its value the
     size of the others', and its one header its UNIQ_KEY of 32 characters (the Spark
     writer's chunks of values): then its message has no KEYS, no TAGS and no property but
