@@ -299,15 +299,22 @@ def _uniform_keyless(value_size: int) -> Callable[[Buffer], re.Match | None]:
     values. Each record's length varint is matched as the exact length its layout implies,
     so a match walks the same records that reading by lengths (record_keys) would."""
     tail = re.escape(_varint(value_size)) + b".{%d}\x00" % value_size  # value, no headers
-    layouts = []
+    heads = _keyless_heads(1 + len(_varint(value_size)) + value_size + 1)
+    return re.compile(b"(?:" + b"|".join(head + tail for head in heads) + b")*", re.DOTALL).fullmatch
+
+
+def _keyless_heads(rest: int) -> list[bytes]:
+    """Patterns of a keyless record's start, up to its key length -1, for each width of its
+    deltas, its length varint the exact length of that layout with ``rest`` bytes from the
+    key length on."""
+    heads = []
     for ts_size in _DELTA_SIZES:
         for offset_size in _DELTA_SIZES:
-            length = 1 + ts_size + offset_size + 1 + len(_varint(value_size)) + value_size + 1
-            layouts.append(re.escape(_varint(length)) + b"\x00"  # length, attributes
-                           + b"[\x80-\xff]" * (ts_size - 1) + b"[\x00-\x7f]"
-                           + b"[\x80-\xff]" * (offset_size - 1) + b"[\x00-\x7f]"
-                           + b"\x01" + tail)  # key length -1
-    return re.compile(b"(?:" + b"|".join(layouts) + b")*", re.DOTALL).fullmatch
+            heads.append(re.escape(_varint(1 + ts_size + offset_size + rest)) + b"\x00"  # length, attributes
+                         + b"[\x80-\xff]" * (ts_size - 1) + b"[\x00-\x7f]"
+                         + b"[\x80-\xff]" * (offset_size - 1) + b"[\x00-\x7f]"
+                         + b"\x01")  # key length -1
+    return heads
 
 
 def all_keyless(data: Buffer) -> bool:
@@ -360,16 +367,8 @@ def _uniform_keyless_header(value_size: int, name: bytes, size: int) -> re.Patte
     only such records."""
     header = b"\x02" + _varint(len(name)) + name + _varint(size)  # count 1, name, value size
     tail = re.escape(_varint(value_size)) + b".{%d}" % value_size + re.escape(header) + b"(.{%d})" % size
-    rest = 1 + len(_varint(value_size)) + value_size + len(header) + size  # from the key length on
-    layouts = []
-    for ts_size in _DELTA_SIZES:
-        for offset_size in _DELTA_SIZES:
-            length = 1 + ts_size + offset_size + rest
-            layouts.append(re.escape(_varint(length)) + b"\x00"  # length, attributes
-                           + b"[\x80-\xff]" * (ts_size - 1) + b"[\x00-\x7f]"
-                           + b"[\x80-\xff]" * (offset_size - 1) + b"[\x00-\x7f]"
-                           + b"\x01")  # key length -1
-    return re.compile(b"(?:" + b"|".join(layouts) + b")" + tail, re.DOTALL)
+    heads = _keyless_heads(1 + len(_varint(value_size)) + value_size + len(header) + size)
+    return re.compile(b"(?:" + b"|".join(heads) + b")" + tail, re.DOTALL)
 
 
 def _decode_records(data: bytes, count: int) -> Iterator[Record]:
