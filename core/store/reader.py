@@ -133,11 +133,7 @@ class StoreReader(StoreState):
         batch_seg = Segment(memoryview(b""), -1, 0)
         next_offset = offset
         max_off = result.max_offset
-        find = cl.queue.find
-        body_length = I32.unpack_from
-        seg_mm: Any = None  # the CommitLog segment the last candidate was in (mmap, view):
-        seg_view: Any = None  # seg_base = seg_end = 0 sends the first through find
-        seg_base = seg_end = 0
+        seg = _SegmentCursor(cl.queue.find)
         while count < max_count and next_offset < max_off and scanned < scan_limit:
             want = PREFILTER_CHUNK if filtering else max_count - count + 64
             chunk = cq.entries(next_offset, min(want, scan_limit - scanned))
@@ -154,20 +150,10 @@ class StoreReader(StoreState):
                 # place in its mapped CommitLog segment
                 at, picked = hits
                 for i, phys, size in zip(at.tolist(), picked["phys"].tolist(), picked["size"].tolist()):
-                    if phys < seg_base or phys + size > seg_end:
-                        mf = find(phys)
-                        if mf is None:
-                            continue
-                        seg_mm, seg_view, seg_base = mf.mm, mf.view, mf.file_from_offset
-                        seg_end = seg_base + mf.wrote_position
-                        if phys < seg_base or phys + size > seg_end:
-                            continue
-                    pos = phys - seg_base
-                    if matcher is not None:
-                        props = pos + HEADER_SIZE + body_length(seg_view, pos + POS_BODY_LENGTH)[0]
-                        # topicLength u8 + topic + propertiesLength i16, then properties
-                        if not matcher(seg_mm[props + 3 + seg_view[props]:pos + size]):
-                            continue
+                    if not seg.holds(phys, size):
+                        continue
+                    if matcher is not None and not matcher(seg.properties(phys, size)):
+                        continue
                     if total and total + size > byte_limit:  # the first message always fits
                         stop = True
                         resume = base + i
@@ -177,10 +163,9 @@ class StoreReader(StoreState):
                         run_count += 1
                     else:
                         if run_count:
-                            segments.append(Segment(
-                                seg_view[run_start - seg_base:run_end - seg_base]
-                                if seg_base <= run_start and run_end <= seg_end
-                                else cl.written(run_start, run_end - run_start), run_first, run_count))
+                            segments.append(Segment(seg.run(run_start, run_end) or
+                                                    cl.written(run_start, run_end - run_start),
+                                                    run_first, run_count))
                         run_start, run_end, run_first, run_count = phys, phys + size, base + i, 1
                     total += size
                     count += 1
@@ -317,27 +302,11 @@ class StoreReader(StoreState):
         if matcher is None:
             yield from entries
             return
-        find = self.commitlog.queue.find
-        body_length = I32.unpack_from
-        mm: Any = None  # the segment in use (mmap, memoryview), set at the first record:
-        view: Any = None  # base = end = 0 sends it through find
-        base = end = 0  # the segment in use: [base, end) is written
+        seg = _SegmentCursor(self.commitlog.queue.find)
         for i, entry in entries:
             phys, size = entry
-            if size > 0:
-                if phys < base or phys + size > end:
-                    mf = find(phys)
-                    if mf is None:
-                        continue
-                    mm, view, base = mf.mm, mf.view, mf.file_from_offset
-                    end = base + mf.wrote_position
-                    if phys < base or phys + size > end:
-                        continue
-                pos = phys - base
-                props = pos + HEADER_SIZE + body_length(view, pos + POS_BODY_LENGTH)[0]
-                # topicLength u8 + topic + propertiesLength i16, then properties to the end
-                if not matcher(mm[props + 3 + view[props]:pos + size]):
-                    continue
+            if size > 0 and not (seg.holds(phys, size) and matcher(seg.properties(phys, size))):
+                continue
             yield i, entry
 
     def min_offset(self, topic: str, queue_id: int) -> int:
@@ -455,6 +424,44 @@ _CQ_PHYS_SIZE = struct.Struct(">qi8x")
 # compares (tagsCode.intValue())
 _CQ_ENTRIES = np.dtype([("phys", ">i8"), ("size", ">i4"), ("code_high", ">i4"), ("code", ">i4")])
 MAX_RUN = 1024  # entries `_collect_run` unpacks at once; longer reads take the loop
+
+
+class _SegmentCursor:
+    """The CommitLog segment the last candidate of a scan lay in (a scan's candidates mostly
+    share one): a candidate's properties are read in place from its mapped bytes."""
+
+    __slots__ = ("find", "mm", "view", "base", "end")
+
+    def __init__(self, find: Callable[[int], Any]) -> None:
+        self.find = find
+        self.mm: Any = None  # the segment's mmap and memoryview, set by the first holds()
+        self.view: Any = None
+        self.base = self.end = 0  # [base, end) is written; empty sends the first to find
+
+    def holds(self, phys: int, size: int) -> bool:
+        """Move to the segment of the record [phys, phys + size); False if it is gone or
+        not wholly written."""
+        if self.base <= phys and phys + size <= self.end:
+            return True
+        mf = self.find(phys)
+        if mf is None:
+            return False
+        self.mm, self.view, self.base = mf.mm, mf.view, mf.file_from_offset
+        self.end = self.base + mf.wrote_position
+        return self.base <= phys and phys + size <= self.end
+
+    def properties(self, phys: int, size: int) -> Any:
+        """The properties bytes of the record holds() moved to, as the filters take them."""
+        pos = phys - self.base
+        at = pos + HEADER_SIZE + I32.unpack_from(self.view, pos + POS_BODY_LENGTH)[0]
+        # topicLength u8 + topic + propertiesLength i16, then properties to the record's end
+        return self.mm[at + 3 + self.view[at]:pos + size]
+
+    def run(self, start: int, end: int) -> memoryview | None:
+        """[start, end) of the log from this segment's view, None if it is not all in it."""
+        if self.base <= start and end <= self.end:
+            return self.view[start - self.base:end - self.base]
+        return None
 
 
 @lru_cache(maxsize=32)
