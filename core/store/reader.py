@@ -6,8 +6,8 @@ of; its methods are plain methods of the store (no delegation on the hot path).
 (memoryviews of the mapped segments, zero-copy): `_collect_run` takes the commonest read
 (plain records back to back) without a per-entry loop; `_collect` does the rest, with the
 tags-code prefilter one numpy compare over a chunk of entries (`_code_hits`) and the exact
-check run on a candidate's properties in place (in `_collect`'s loop over plain records'
-hits, else `_matching`). The lookups: min/max offset, an
+check run on a candidate's properties in place, in its mapped segment. The lookups:
+min/max offset, an
 offset by store or record timestamp, a message by CommitLog offset, messages by key
 (through the index service).
 
@@ -133,7 +133,11 @@ class StoreReader(StoreState):
         batch_seg = Segment(memoryview(b""), -1, 0)
         next_offset = offset
         max_off = result.max_offset
-        seg = _SegmentCursor(cl.queue.find)
+        find = cl.queue.find
+        body_length = I32.unpack_from
+        seg_mm: Any = None  # the CommitLog segment the last candidate was in (mmap, view):
+        seg_view: Any = None  # seg_base = seg_end = 0 sends the first through find
+        seg_base = seg_end = 0
         while count < max_count and next_offset < max_off and scanned < scan_limit:
             want = PREFILTER_CHUNK if filtering else max_count - count + 64
             chunk = cq.entries(next_offset, min(want, scan_limit - scanned))
@@ -143,48 +147,34 @@ class StoreReader(StoreState):
             chunk_end = base + len(chunk) // CQ_ENTRY_SIZE
             stop = False
             resume = -1  # where to go on when the loop leaves a chunk early
-            hits = _code_hits(chunk, codes) if codes is not None else None
-            if hits is not None and _plain(hits[1], cl_min):
-                # the commonest filtered read (a tag filter over plain records): the hits
-                # checked and collected in one loop, each candidate's properties read in
-                # place in its mapped CommitLog segment
-                at, picked = hits
-                for i, phys, size in zip(at.tolist(), picked["phys"].tolist(), picked["size"].tolist()):
-                    if not seg.holds(phys, size):
-                        continue
-                    if matcher is not None and not matcher(seg.properties(phys, size)):
-                        continue
-                    if total and total + size > byte_limit:  # the first message always fits
-                        stop = True
-                        resume = base + i
-                        break
-                    if phys == run_end:
-                        run_end += size
-                        run_count += 1
-                    else:
-                        if run_count:
-                            segments.append(Segment(seg.run(run_start, run_end) or
-                                                    cl.written(run_start, run_end - run_start),
-                                                    run_first, run_count))
-                        run_start, run_end, run_first, run_count = phys, phys + size, base + i, 1
-                    total += size
-                    count += 1
-                    if count >= max_count or total >= byte_limit:
-                        stop = True
-                        resume = base + i + 1
-                        break
-                next_offset = chunk_end if resume < 0 else resume
-                scanned += next_offset - base
-                if stop:
-                    break
-                continue
-            entries = (self._matching(chunk, hits, matcher) if filtering
-                       else enumerate(_CQ_PHYS_SIZE.iter_unpack(chunk)))
+            if codes is not None:  # the tags-code prefilter: only the hits are looked at
+                at, picked = _code_hits(chunk, codes)
+                entries: Iterator[tuple[int, tuple[int, int]]] = zip(
+                    at.tolist(), zip(picked["phys"].tolist(), picked["size"].tolist()))
+            else:
+                entries = enumerate(_CQ_PHYS_SIZE.iter_unpack(chunk))
             for i, (phys, size) in entries:  # lazy: a full get stops reading
                 qo = base + i
                 if phys < cl_min:
                     continue
                 if size > 0:
+                    # the exact check on the record's properties, read in place in its mapped
+                    # segment: nothing is built for a record that fails (an inner batch's
+                    # entries pass it: their reader filters per record, core.store.inner_batch)
+                    if matcher is not None:
+                        if phys < seg_base or phys + size > seg_end:
+                            mf = find(phys)
+                            if mf is None:
+                                continue
+                            seg_mm, seg_view, seg_base = mf.mm, mf.view, mf.file_from_offset
+                            seg_end = seg_base + mf.wrote_position
+                            if phys < seg_base or phys + size > seg_end:
+                                continue
+                        pos = phys - seg_base
+                        at = pos + HEADER_SIZE + body_length(seg_view, pos + POS_BODY_LENGTH)[0]
+                        # topicLength u8 + topic + propertiesLength i16, then the properties
+                        if not matcher(seg_mm[at + 3 + seg_view[at]:pos + size]):
+                            continue
                     if total and total + size > byte_limit:  # the first message always fits
                         stop = True
                         resume = qo
@@ -194,7 +184,10 @@ class StoreReader(StoreState):
                         run_count += 1
                     else:
                         if run_count:
-                            segments.append(Segment(cl.written(run_start, run_end - run_start), run_first, run_count))
+                            segments.append(Segment(
+                                seg_view[run_start - seg_base:run_end - seg_base]
+                                if seg_base <= run_start and run_end <= seg_end
+                                else cl.written(run_start, run_end - run_start), run_first, run_count))
                         run_start, run_end, run_first, run_count = phys, phys + size, qo, 1
                     total += size
                 else:  # an entry of an inner batch (negative size)
@@ -278,36 +271,6 @@ class StoreReader(StoreState):
         result.total_bytes = total
         result.next_begin_offset = offset + count
         return True
-
-    def _matching(self, chunk: memoryview, hits: tuple[np.ndarray, np.ndarray] | None,
-                  matcher: Callable[[bytes], bool] | None
-                  ) -> Iterator[tuple[int, tuple[int, int]]]:
-        """(index, (CommitLog offset, size)) of the entries of a ConsumeQueue chunk that
-        pass a filter.
-
-        For a chunk `_collect` does not take in one loop (no tags codes, or inner-batch or
-        trimmed entries among the hits): the tags-code ``hits`` (`_code_hits`) when a
-        prefilter applies, else every entry; only for a candidate is its record looked at,
-        in place: the properties are found from the fixed header in the mapped segment and
-        handed to the filter as bytes. Nothing is built for an entry that fails.
-        Inner-batch entries (negative size) pass the exact check: their reader filters per
-        record (core.store.inner_batch).
-        """
-        entries: Iterator[tuple[int, tuple[Any, ...]]]
-        if hits is None:
-            entries = enumerate(_CQ_PHYS_SIZE.iter_unpack(chunk))
-        else:
-            at, picked = hits
-            entries = zip(at.tolist(), zip(picked["phys"].tolist(), picked["size"].tolist()))
-        if matcher is None:
-            yield from entries
-            return
-        seg = _SegmentCursor(self.commitlog.queue.find)
-        for i, entry in entries:
-            phys, size = entry
-            if size > 0 and not (seg.holds(phys, size) and matcher(seg.properties(phys, size))):
-                continue
-            yield i, entry
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         cq = self.consume_queues.get((topic, queue_id))
@@ -426,44 +389,6 @@ _CQ_ENTRIES = np.dtype([("phys", ">i8"), ("size", ">i4"), ("code_high", ">i4"), 
 MAX_RUN = 1024  # entries `_collect_run` unpacks at once; longer reads take the loop
 
 
-class _SegmentCursor:
-    """The CommitLog segment the last candidate of a scan lay in (a scan's candidates mostly
-    share one): a candidate's properties are read in place from its mapped bytes."""
-
-    __slots__ = ("find", "mm", "view", "base", "end")
-
-    def __init__(self, find: Callable[[int], Any]) -> None:
-        self.find = find
-        self.mm: Any = None  # the segment's mmap and memoryview, set by the first holds()
-        self.view: Any = None
-        self.base = self.end = 0  # [base, end) is written; empty sends the first to find
-
-    def holds(self, phys: int, size: int) -> bool:
-        """Move to the segment of the record [phys, phys + size); False if it is gone or
-        not wholly written."""
-        if self.base <= phys and phys + size <= self.end:
-            return True
-        mf = self.find(phys)
-        if mf is None:
-            return False
-        self.mm, self.view, self.base = mf.mm, mf.view, mf.file_from_offset
-        self.end = self.base + mf.wrote_position
-        return self.base <= phys and phys + size <= self.end
-
-    def properties(self, phys: int, size: int) -> Any:
-        """The properties bytes of the record holds() moved to, as the filters take them."""
-        pos = phys - self.base
-        at = pos + HEADER_SIZE + I32.unpack_from(self.view, pos + POS_BODY_LENGTH)[0]
-        # topicLength u8 + topic + propertiesLength i16, then properties to the record's end
-        return self.mm[at + 3 + self.view[at]:pos + size]
-
-    def run(self, start: int, end: int) -> memoryview | None:
-        """[start, end) of the log from this segment's view, None if it is not all in it."""
-        if self.base <= start and end <= self.end:
-            return self.view[start - self.base:end - self.base]
-        return None
-
-
 @lru_cache(maxsize=32)
 def _cq_run(count: int) -> struct.Struct:
     """The layout of ``count`` ConsumeQueue entries (a few counts recur: 32, 256...)."""
@@ -482,12 +407,6 @@ def _code_hits(chunk: memoryview, codes: frozenset[int]) -> tuple[np.ndarray, np
         hit = np.isin(found, _code_array(codes))
     at = np.flatnonzero(hit)
     return at, entries[at]
-
-
-def _plain(picked: np.ndarray, cl_min: int) -> bool:
-    """Whether every entry picked is a plain record still in the CommitLog (no inner
-    batch's entry, nothing trimmed)."""
-    return not len(picked) or (int(picked["size"].min()) > 0 and int(picked["phys"].min()) >= cl_min)
 
 
 _INNER_NUM_NEEDLES = property_needles(PROPERTY_INNER_NUM)
