@@ -103,6 +103,8 @@ class HASlave:
                                 exc or type(exc).__name__)
                 if not stop.is_set() and not self._changed.is_set():
                     self.on_link_lost()  # reset, closed, refused or silent: maybe dead (a hint)
+            except Exception:  # a bug of ours: said, and tried again, not a silent end of replication
+                log.exception("HA: replication from %s failed", self.master_address)
             finally:
                 self.connected = False
                 self._transport = None

@@ -21,6 +21,8 @@ import struct
 from typing import Callable
 from zlib import crc32
 
+import numpy as np
+
 from rocketport.common.message import INNER_BATCH_FLAG
 from rocketport.common.tags import tags_code_of_value
 
@@ -29,6 +31,7 @@ from .commitlog import now_ms
 from .consume_queue import CQ_ENTRY, CQ_ENTRY_SIZE
 from .dispatch import StoreDispatch, _Dispatch
 from .mapped_file import MappedFile
+from .replica_block import BLOCK_BYTES, plain_block
 from .record import (
     BLANK_MAGIC_CODE,
     FIXED_SIZE,
@@ -157,7 +160,12 @@ class StoreReplica(StoreDispatch):
         chunk's keys written in one bulk put (IndexService.put_entries), instead of the
         index builder walking and parsing every record again (~8 us a record: every native
         message has a UNIQ_KEY); a Kafka record batch leaves that to the builder, which then
-        walks from it."""
+        walks from it.
+
+        Where a read leaves BLOCK_BYTES or more from a record, the plain records from there
+        are dispatched in one go (`replica_block.plain_block`: ~0.9 us a 1 KiB record
+        instead of ~2.8, the same entries and keys), and record by record from the first
+        one it leaves."""
         cl = self.commitlog
         end = cl.max_offset
         phys = max(self.dispatched_offset, cl.min_offset)
@@ -194,6 +202,16 @@ class StoreReplica(StoreDispatch):
             codes.clear()
         # a topic's bytes -> its name when its records may take the fast path, else None
         plain: dict[bytes, str | None] = {}
+
+        def topic_of_bytes(topic_bytes: bytes) -> str | None:
+            topic = plain.get(topic_bytes, "")
+            if topic == "":
+                topic = topic_bytes.decode("utf-8", "replace")
+                if topic in record_listeners or topic in ruled:
+                    topic = None
+                plain[topic_bytes] = topic
+            return topic
+        block_at = 0  # a segment position before which no block is tried (one failed)
         run: list | None = None  # the run of the last record's queue, and that queue
         run_topic, run_queue = "", -1
         try:
@@ -206,6 +224,31 @@ class StoreReplica(StoreDispatch):
                 while True:
                     if pos >= size:  # a record filled the segment exactly
                         break
+                    if written - pos >= BLOCK_BYTES and pos >= block_at:  # a large read's plain records at once
+                        block = plain_block(view, base, pos, written, topic_of_bytes, prefixes, index.prefix,
+                                            codes, inline, now, LAG_BUCKETS)
+                        if block is None:
+                            block_at = pos + BLOCK_BYTES  # record by record for a while
+                        else:
+                            for bucket in np.flatnonzero(block.lags).tolist():
+                                lags[bucket] += int(block.lags[bucket])
+                            if inline:
+                                keyed.extend(block.keys)
+                            for topic, queue_id, first, entries, record_end, count in block.runs:
+                                key = (topic, queue_id)
+                                run = runs.get(key)
+                                if run is None or run[0] + run[3] != first:
+                                    if run is not None:
+                                        self._dispatch_run(key, run)
+                                    run = runs[key] = [first, [], record_end, 0]
+                                run[1].append(entries)
+                                run[2] = record_end
+                                run[3] += count
+                            run = None  # the next record looks its run up
+                            put_bytes += block.total_bytes
+                            pos = block.end
+                            phys = base + pos
+                            continue
                     if pos + 8 > written:
                         return
                     total, magic = unpack(view, pos)
@@ -230,10 +273,7 @@ class StoreReplica(StoreDispatch):
                         topic_bytes = view[p + 1:topic_end].tobytes()
                         topic = plain.get(topic_bytes, "")
                         if topic == "":
-                            topic = topic_bytes.decode("utf-8", "replace")
-                            if topic in record_listeners or topic in ruled:
-                                topic = None
-                            plain[topic_bytes] = topic
+                            topic = topic_of_bytes(topic_bytes)
                         (props_len,) = props_len_of(view, topic_end)
                         if (topic is None or props_len < 0
                                 or FIXED_SIZE + body_len + topic_end - p - 1 + props_len != total
