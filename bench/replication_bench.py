@@ -349,8 +349,19 @@ def runqueue_ms(pid: int) -> float:
         return int(f.read().split()[1]) / 1e6
 
 
+def settle() -> float:
+    """Wait for the file system to finish what the cases before left it (the stores they
+    deleted: on this VM's ext4, mounted with online discard, a journal commit that discards
+    gigabytes holds up every file creation meanwhile, the next case's first segments and
+    index file among them); returns the seconds it took."""
+    start = time.monotonic()
+    os.sync()
+    return time.monotonic() - start
+
+
 def lag_case(base: Path, args: argparse.Namespace, env: dict[str, str] | None, code: str) -> dict:
     root = base / f"{code}-lag"
+    settled = settle()
     master = Node(root / "m", "brokerRole=ASYNC_MASTER", env=env)
     slave = Node(root / "s", "brokerRole=SLAVE", "brokerId=1", f"haMasterAddress=127.0.0.1:{master.ha_port}",
                  "namesrv.enabled=false", "kafka.enabled=false", env=env, side="slave")
@@ -374,6 +385,7 @@ def lag_case(base: Path, args: argparse.Namespace, env: dict[str, str] | None, c
             "unit": "ms p99", "floor": 5, "p50_ms": _lag_pct(counts, 0.5), "max_ms": max(counts, default=-1),
             "records": sum(counts.values()), "sent": sent, "rate": round(sent / args.lag_seconds),
             "master_runqueue_ms": round(waited[0]), "slave_runqueue_ms": round(waited[1]),
+            "settle_s": round(settled, 2),
             "note": "master store to slave dispatch, the slave's clock minus the record's store timestamp; "
                     "*_runqueue_ms: how long each broker's event-loop thread was runnable but waiting for "
                     "a CPU during the sends (a loaded machine's share of the tail)"}
@@ -413,11 +425,13 @@ def catch_up_case(base: Path, size: int, args: argparse.Namespace, env: dict[str
     from the slave's connection (as the master lists it) until the master has its
     acknowledgement of the whole log, both read from the master (not busy: the slave is)."""
     root = base / f"{code}-catchup{size}"
+    settle()
     master = Node(root / "m", "brokerRole=ASYNC_MASTER")
     try:
         end, records = asyncio.run(load(master, args.behind_mb, size))
     finally:
         master.stop()
+    settled = settle()  # the load's writeback done: the catch-up's disk is the slave's alone
     slave = Node(root / "s", "brokerRole=SLAVE", "brokerId=1", f"haMasterAddress=127.0.0.1:{master.ha_port}",
                  "namesrv.enabled=false", env=env, side="any")  # answers once its start-up is over
     try:
@@ -456,6 +470,7 @@ def catch_up_case(base: Path, size: int, args: argparse.Namespace, env: dict[str
             "records_per_s": round(records / seconds), "slave_cpu_s": round(cpu_log, 2),
             "indexed_seconds": round(index_seconds, 3),
             "records": records, "slave_cpu_us_per_record": round(cpu * 1e6 / records, 2),
+            "settle_s": round(settled, 2),
             "note": "from the slave's connection until the master has its acknowledgement of the whole log; "
                     "CPU per record until its key index covers the log too"}
 
