@@ -22,7 +22,8 @@ Rows (one JSON object per line, see bench/README.md):
                           time from the master's store to the slave's dispatch, as the slave counts it
                           (its clock at dispatch minus the store timestamp in the record, runtime key
                           haSlaveLagMs; one machine: one clock), floor p99 5 ms; with how long each
-                          broker's loop thread waited for a CPU meanwhile (schedstat: a loaded machine)
+                          broker's loop thread waited for a CPU meanwhile (schedstat: a loaded machine);
+                          its slave at ``--lag-slave-nice`` (0), pinned with the clients
   catch_up_<size>         a slave connecting to a master already holding ``--behind-mb`` MB
                           (messages of <size>): MB/s from its connection until the master has its
                           acknowledgement of the whole log, with records/s and the slave's CPU a
@@ -30,7 +31,8 @@ Rows (one JSON object per line, see bench/README.md):
                           it (one socket, 1 MiB writes, nothing stored)
 
     python bench/replication_bench.py [--messages N] [--concurrency C] [--batch-in-flight N]
-                                      [--behind-mb MB] [--lag-rate R] [--lag-seconds S] [--baseline REV]
+                                      [--behind-mb MB] [--lag-rate R] [--lag-seconds S] [--lag-slave-nice N]
+                                      [--baseline REV]
                                       [--skip-sends] [--skip-lag] [--skip-catch-up] [--no-pin]
                                       [--dir DIR]
 
@@ -78,20 +80,20 @@ AFFINITY: dict[str, set[int]] = {}
 SLAVE_NICE = 10  # pinned, a slave yields its CPU to the client it shares it with
 
 
-def _start_on(side: str) -> None:
+def _start_on(side: str, nice: int) -> None:
     """In a broker's child before exec: its CPUs (every thread inherits them), and a slave's
-    lower priority, so the client it shares a core with is not kept waiting."""
+    lower priority in the send rows, so the client it shares a core with is not kept waiting."""
     os.sched_setaffinity(0, AFFINITY[side])
-    if side == "slave":
-        os.nice(SLAVE_NICE)
+    if nice:
+        os.nice(nice)
 
 
-def layout(slave: str = "slave") -> str:
+def layout(slave: str = "slave", nice: int = SLAVE_NICE) -> str:
     """The row's "layout"; ``slave`` is the slave's side ("any": not pinned)."""
     if not AFFINITY:
         return "unpinned: broker, slave and client share every CPU"
     cpus = {side: ",".join(map(str, sorted(c))) for side, c in AFFINITY.items()}
-    where = f"cpu{cpus['slave']} (nice {SLAVE_NICE})" if slave in AFFINITY else "any CPU"
+    where = f"cpu{cpus['slave']} (nice {nice})" if slave in AFFINITY else "any CPU"
     return f"pinned: broker cpu{cpus['broker']}; client cpu{cpus['client']}; slave {where}"
 
 
@@ -121,7 +123,8 @@ class Node:
     """One broker process: remoting on ``port``, its HA port, other front-ends off."""
 
     def __init__(self, root: Path, *settings: str, env: dict[str, str] | None = None,
-                 ports: tuple[int, int, int, int] | None = None, side: str = "broker") -> None:
+                 ports: tuple[int, int, int, int] | None = None, side: str = "broker",
+                 nice: int | None = None) -> None:
         self.ports = ports or (free_port(), free_port(), free_port(), free_port())
         self.port, self.namesrv_port, self.ha_port, self.kafka_port = self.ports
         args = [f"storePathRootDir={root}", f"listenPort={self.port}", f"haListenPort={self.ha_port}",
@@ -134,7 +137,9 @@ class Node:
         self.proc = subprocess.Popen([sys.executable, "-m", "rocketport", "broker", "-c", "conf/broker.yaml",
                                       *[a for s in args for a in ("--set", s)]],
                                      cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                                     preexec_fn=(lambda: _start_on(side)) if side in AFFINITY else None)
+                                     preexec_fn=(lambda: _start_on(side, (SLAVE_NICE if side == "slave" else 0)
+                                                                   if nice is None else nice))
+                                     if side in AFFINITY else None)
         self.started = time.monotonic()
         wait_for_port(self.port, self.proc)
 
@@ -350,10 +355,9 @@ def runqueue_ms(pid: int) -> float:
 
 
 def settle() -> float:
-    """Wait for the file system to finish what the cases before left it (the stores they
-    deleted: on this VM's ext4, mounted with online discard, a journal commit that discards
-    gigabytes holds up every file creation meanwhile, the next case's first segments and
-    index file among them); returns the seconds it took."""
+    """Wait until the file system has written what the cases before left it (dirty pages,
+    their deleted stores' journal commits), so that a case does not share the disk with
+    them; returns the seconds it took (0.0-0.0x s in every run so far: a precaution)."""
     start = time.monotonic()
     os.sync()
     return time.monotonic() - start
@@ -364,7 +368,7 @@ def lag_case(base: Path, args: argparse.Namespace, env: dict[str, str] | None, c
     settled = settle()
     master = Node(root / "m", "brokerRole=ASYNC_MASTER", env=env)
     slave = Node(root / "s", "brokerRole=SLAVE", "brokerId=1", f"haMasterAddress=127.0.0.1:{master.ha_port}",
-                 "namesrv.enabled=false", "kafka.enabled=false", env=env, side="slave")
+                 "namesrv.enabled=false", "kafka.enabled=false", env=env, side="slave", nice=args.lag_slave_nice)
     try:
         asyncio.run(until(lambda: in_sync(master)))
         before = lag_counts(asyncio.run(runtime(slave.port)).get("haSlaveLagMs", ""))
@@ -381,7 +385,7 @@ def lag_case(base: Path, args: argparse.Namespace, env: dict[str, str] | None, c
         slave.stop()
         master.stop()
     counts = {ms: n - before.get(ms, 0) for ms, n in after.items() if n - before.get(ms, 0)}
-    return {"bench": "ha", "case": f"lag_100B_{args.lag_rate}", "code": code, "layout": layout(), "value": _lag_pct(counts, 0.99),
+    return {"bench": "ha", "case": f"lag_100B_{args.lag_rate}", "code": code, "layout": layout(nice=args.lag_slave_nice), "value": _lag_pct(counts, 0.99),
             "unit": "ms p99", "floor": 5, "p50_ms": _lag_pct(counts, 0.5), "max_ms": max(counts, default=-1),
             "records": sum(counts.values()), "sent": sent, "rate": round(sent / args.lag_seconds),
             "master_runqueue_ms": round(waited[0]), "slave_runqueue_ms": round(waited[1]),
@@ -518,6 +522,10 @@ def main() -> int:
     parser.add_argument("--lag-rate", type=int, default=10_000)
     parser.add_argument("--lag-seconds", type=float, default=10.0)
     parser.add_argument("--skip-sends", action="store_true")
+    # the lag row's slave shares the client's CPU at nice 0: at the send rows' nice 10 it
+    # waited for that CPU a tenth of the time or more, and its stalls (the whole process
+    # off its CPU) made the p99
+    parser.add_argument("--lag-slave-nice", type=int, default=0, help="the lag row's slave's nice (send rows: 10)")
     parser.add_argument("--no-pin", action="store_true",
                         help="no CPU pinning (default: broker under test on one CPU, clients and slaves on another)")
     parser.add_argument("--dir", default=None)
