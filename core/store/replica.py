@@ -234,16 +234,16 @@ class StoreReplica(StoreDispatch):
                                 lags[bucket] += int(block.lags[bucket])
                             if inline:
                                 keyed.extend(block.keys)
-                            for topic, queue_id, first, entries, record_end, count in block.runs:
-                                key = (topic, queue_id)
+                            for block_topic, block_queue, first, block_entries, block_end, block_count in block.runs:
+                                key = (block_topic, block_queue)
                                 run = runs.get(key)
                                 if run is None or run[0] + run[3] != first:
                                     if run is not None:
                                         self._dispatch_run(key, run)
-                                    run = runs[key] = [first, [], record_end, 0]
-                                run[1].append(entries)
-                                run[2] = record_end
-                                run[3] += count
+                                    run = runs[key] = [first, [], block_end, 0]
+                                run[1].append(block_entries)
+                                run[2] = block_end
+                                run[3] += block_count
                             run = None  # the next record looks its run up
                             put_bytes += block.total_bytes
                             pos = block.end
