@@ -235,12 +235,7 @@ class StoreReplica(StoreDispatch):
                             if inline:
                                 keyed.extend(block.keys)
                             for block_topic, block_queue, first, block_entries, block_end, block_count in block.runs:
-                                key = (block_topic, block_queue)
-                                run = runs.get(key)
-                                if run is None or run[0] + run[3] != first:
-                                    if run is not None:
-                                        self._dispatch_run(key, run)
-                                    run = runs[key] = [first, [], block_end, 0]
+                                run = self._run_at(runs, (block_topic, block_queue), first, block_end)
                                 run[1].append(block_entries)
                                 run[2] = block_end
                                 run[3] += block_count
@@ -343,12 +338,8 @@ class StoreReplica(StoreDispatch):
                         count = len(entries) // CQ_ENTRY_SIZE
                     if run is None or topic is not run_topic or queue_id != run_queue \
                             or run[0] + run[3] != queue_offset:  # not the last record's run
-                        key = run_topic, run_queue = topic, queue_id
-                        run = runs.get(key)
-                        if run is None or run[0] + run[3] != queue_offset:
-                            if run is not None:
-                                self._dispatch_run(key, run)
-                            run = runs[key] = [queue_offset, [], record_end, 0]
+                        run_topic, run_queue = topic, queue_id
+                        run = self._run_at(runs, (topic, queue_id), queue_offset, record_end)
                     run[1].append(entries)
                     run[2] = record_end
                     run[3] += count
@@ -363,6 +354,17 @@ class StoreReplica(StoreDispatch):
             self.dispatched_offset = max(self.dispatched_offset, phys)  # past what was dispatched
             if inline and put_keys():
                 index.built_offset = self.dispatched_offset
+
+    def _run_at(self, runs: dict[tuple[str, int], list], key: tuple[str, int], first: int,
+                end: int) -> list:
+        """The queue's run of entries that goes on at ``first``: the one gathered so far,
+        or a new one after dispatching a run that does not reach it."""
+        run = runs.get(key)
+        if run is None or run[0] + run[3] != first:
+            if run is not None:
+                self._dispatch_run(key, run)
+            run = runs[key] = [first, [], end, 0]
+        return run
 
     def _dispatch_run(self, key: tuple[str, int], run: list) -> None:
         first, entries, end, count = run
