@@ -33,6 +33,7 @@ from rocketport.common.message import (
     STOREHOSTADDRESS_V6_FLAG,
 )
 from rocketport.core.store.record import MESSAGE_MAGIC_CODE
+from rocketport.core.store.record_head import record_head
 
 from .schema import ARROW_SCHEMA, PROPERTY_KEY
 
@@ -42,10 +43,6 @@ _PAIR_END = ord(PROPERTY_SEPARATOR)
 _NAME_END = ord(NAME_VALUE_SEPARATOR)
 _NO_STRINGS = pa.array([], pa.string())
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
-# an IPv4 record's fixed head (RocketMQ's layout, core/store/record.py), as numpy reads it
-_HEAD = np.dtype({"names": ["size", "queue_offset", "flags", "born_ts", "store_ts", "reconsume", "body_len"],
-                  "formats": [">i4", ">i8", ">i4", ">i8", ">i8", ">i4", ">i4"],
-                  "offsets": [0, 20, 36, 40, 56, 72, 84], "itemsize": _BODY_AT})
 _HEX = np.frombuffer(b"".join(b"%02X" % i for i in range(256)), np.uint8).reshape(256, 2)
 
 
@@ -254,8 +251,8 @@ def to_batch(body: bytes, topic: str, queue_id: int, end: int,
     raw = np.frombuffer(body, np.uint8)
     buffer = pa.py_buffer(body)
     # every record's first 88 bytes, one row each: IPv4 records' fixed fields are columns
-    head = np.lib.stride_tricks.sliding_window_view(raw, _BODY_AT)[at].view(_HEAD).reshape(-1)
-    flags = head["flags"]
+    head = np.lib.stride_tricks.sliding_window_view(raw, _BODY_AT)[at].view(record_head()).reshape(-1)
+    flags = head["sys_flag"]
     born6 = np.where(flags & BORNHOST_V6_FLAG, 12, 0)
     shift = born6 + np.where(flags & STOREHOSTADDRESS_V6_FLAG, 12, 0)
     v4 = not shift.any()
@@ -269,7 +266,7 @@ def to_batch(body: bytes, topic: str, queue_id: int, end: int,
         props_len = (raw[props_len_at].astype(np.int64) << 8) | raw[props_len_at + 1]
     except IndexError:
         raise RecordFormatError("a record's lengths point past the pulled bytes") from None
-    if np.any(props_len_at + 2 + props_len != at + head["size"]):
+    if np.any(props_len_at + 2 + props_len != at + head["total"]):
         raise RecordFormatError("a record's lengths do not add up to its size")
 
     compressed = np.flatnonzero(flags & COMPRESSED_FLAG)

@@ -26,11 +26,12 @@ from zlib import crc32
 
 import numpy as np
 
-from rocketport.common.message import INNER_BATCH_FLAG
+from rocketport.common.message import BORNHOST_V6_FLAG, INNER_BATCH_FLAG, STOREHOSTADDRESS_V6_FLAG
 from rocketport.common.tags import tags_code_of_value
 
 from .index_file import key_hashes
 from .record import FIXED_SIZE, HEADER_SIZE, MESSAGE_MAGIC_CODE, SIZE_MAGIC
+from .record_head import record_head
 
 BLOCK_MIN = 32  # records: fewer are cheaper one by one (numpy's fixed cost)
 BLOCK_MAX = 8192  # records a call takes at most (bounded arrays)
@@ -38,6 +39,7 @@ BLOCK_MAX = 8192  # records a call takes at most (bounded arrays)
 # bytes the caller goes record by record after a failed try (a lag's small reads never try)
 BLOCK_BYTES = 32 << 10
 _HASH_MASK = 0x7FFFFFFF
+_IPV6_HOSTS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _CQ = np.dtype([("phys", ">i8"), ("size", ">i4"), ("code", ">i8")])  # consume_queue.CQ_ENTRY
 # each record's properties behind b"\x02\x03" (a marker: the match with group 1) and the
 # b"\x02" the per-record path puts before them: the same names, the same values
@@ -58,15 +60,6 @@ class Block:
     lags: np.ndarray  # per-bucket counts (replica.LAG_BUCKETS)
 
 
-def _header(itemsize: int) -> np.dtype:
-    """A record's fixed fields as a numpy record of ``itemsize`` bytes (records of one size
-    read in place, one after the other)."""
-    return np.dtype({"names": ["total", "magic", "queue_id", "queue_offset", "phys", "sys_flag", "stamp",
-                               "body_len"],
-                     "formats": [">i4", ">i4", ">i4", ">i8", ">i8", ">i4", ">i8", ">i4"],
-                     "offsets": [0, 4, 12, 20, 28, 36, 56, 84], "itemsize": itemsize})
-
-
 def _starts(view: memoryview, pos: int, limit: int) -> tuple[np.ndarray, np.ndarray | None]:
     """The start positions of the whole records from ``pos`` before ``limit`` whose magic
     is a message's, with their fixed fields in place when they all have the first one's
@@ -76,7 +69,7 @@ def _starts(view: memoryview, pos: int, limit: int) -> tuple[np.ndarray, np.ndar
         return np.empty(0, np.int64), None
     count = min((limit - pos) // total, BLOCK_MAX)
     if count >= BLOCK_MIN:
-        fixed = np.ndarray((count,), _header(total), view, pos)
+        fixed = np.ndarray((count,), record_head(total), view, pos)
         same = (fixed["total"] == total) & (fixed["magic"] == MESSAGE_MAGIC_CODE)
         n = count if same.all() else int(np.argmin(same))
         if n >= BLOCK_MIN:
@@ -110,16 +103,16 @@ def plain_block(view: memoryview, base: int, pos: int, limit: int,
         return None
     buf = np.frombuffer(view, np.uint8, limit)
     if fixed is None:
-        fixed = np.empty(n, _header(88))
-        fixed.view(np.uint8).reshape(n, 88)[:] = buf[s[:, None] + np.arange(88)]
+        fixed = np.empty(n, record_head())
+        fixed.view(np.uint8).reshape(n, HEADER_SIZE)[:] = buf[s[:, None] + np.arange(HEADER_SIZE)]
     totals = fixed["total"].astype(np.int64)
     queue_ids = fixed["queue_id"].astype(np.int64)
     queue_offsets = fixed["queue_offset"].astype(np.int64)
     phys = fixed["phys"].astype(np.int64)
-    stamps = fixed["stamp"].astype(np.int64)
+    stamps = fixed["store_ts"].astype(np.int64)
     body_lens = fixed["body_len"].astype(np.int64)
     ok = (body_lens >= 0) & (body_lens <= totals - FIXED_SIZE) & (phys == s + base) \
-        & ((fixed["sys_flag"] & INNER_BATCH_FLAG) == 0)
+        & ((fixed["sys_flag"] & (INNER_BATCH_FLAG | _IPV6_HOSTS)) == 0)  # IPv6 hosts move the fields
     topic_at = s + HEADER_SIZE + np.where(ok, body_lens, 0)  # the topic's length byte
     topic_lens = buf[topic_at].astype(np.int64)
     props_at = topic_at + 1 + topic_lens  # the properties' length (2 bytes)
