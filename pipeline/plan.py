@@ -23,7 +23,7 @@ from pyspark.sql.datasource import InputPartition
 from rocketport.client.message import MessageQueue
 from rocketport.client.pulling import PullStatus
 
-from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions
+from .options import EARLIEST, LATEST, OffsetSpec
 from .remote import MAX_PULL, Link, subscription
 
 ROWS_PER_BATCH = 8192  # the offline reader's rows per RecordBatch

@@ -322,8 +322,9 @@ class ProduceRole(AdminRole):
         id (the Spark writer's chunks of values: messages.unique_ids_only) have no tag."""
         view = memoryview(batch)
         try:
-            if parse_header(view).size != len(view):  # before the CRC, which a cut batch fails too
-                raise CorruptBatch(f"batch length {parse_header(view).size} is not the send's {len(view)}")
+            size = parse_header(view).size
+            if size != len(view):  # before the CRC, which a cut batch fails too
+                raise CorruptBatch(f"batch length {size} is not the send's {len(view)}")
             header = checked_header(view)
             if header.is_control or header.is_transactional or header.producer_id >= 0:
                 raise CorruptBatch("control, transactional and idempotent batches are Kafka's only")
