@@ -42,8 +42,11 @@ _BLOCK_MIN = 32  # entries from which put_many writes with numpy (a Spark chunk'
 ENTRY_WINDOW = 4 << 20  # entries backed by disk blocks at first, and per extension
 
 
+KEY_HASH_MASK = 0x7FFFFFFF  # a key hash is the CRC32 of ``topic#key`` as a non-negative int32
+
+
 def key_hash(key: str) -> int:
-    return zlib.crc32(key.encode("utf-8", "surrogateescape")) & 0x7FFFFFFF
+    return zlib.crc32(key.encode("utf-8", "surrogateescape")) & KEY_HASH_MASK
 
 
 def key_hashes(prefix: bytes, keys: bytes, size: int) -> np.ndarray:
@@ -57,7 +60,7 @@ def key_hashes(prefix: bytes, keys: bytes, size: int) -> np.ndarray:
     diff = rows ^ rows[0]
     columns = np.flatnonzero(diff.any(axis=0))
     crcs = np.bitwise_xor.reduce(_byte_crcs(size)[columns, diff[:, columns]], axis=1)
-    return ((crcs ^ np.uint32(first)) & np.uint32(0x7FFFFFFF)).astype(np.int64)
+    return ((crcs ^ np.uint32(first)) & np.uint32(KEY_HASH_MASK)).astype(np.int64)
 
 
 @lru_cache(maxsize=8)

@@ -76,7 +76,7 @@ from rocketport.common.message import (
 
 from ..errors import DiskFull
 from .commitlog import CommitLog, now_ms
-from .index_file import IndexFile, index_file_name, key_hashes
+from .index_file import KEY_HASH_MASK, IndexFile, index_file_name, key_hashes
 from .inner_batch import open_batch as open_stored_batch
 from .mapped_file import creating, drop_if_empty
 from .record import (
@@ -118,7 +118,6 @@ IDS_HELD = 1 << 20  # ids the remembered inner batches may hold, as key hashes (
 _BATCH_ATTRIBUTES = struct.Struct(">h")
 _POS_BATCH_ATTRIBUTES = HEADER_SIZE + 21
 
-_HASH_MASK = 0x7FFFFFFF  # index_file.key_hash's
 
 SLICE_S = 0.0005  # work per slice: what a request may wait behind the builder
 KEY_CHUNK = 256  # records of a batch read between two checks of the slice's deadline
@@ -261,7 +260,7 @@ class IndexService:
 
     def _put(self, key: bytes, phys: int, store_ts: int) -> None:
         """Index ``key`` (``topic#key`` as UTF-8, the bytes `key_hash` hashes)."""
-        h = crc32(key) & 0x7FFFFFFF
+        h = crc32(key) & KEY_HASH_MASK
         f = self._current(store_ts)
         if not f.put_raw(h, phys, store_ts):
             f = self._current(store_ts)
@@ -538,12 +537,12 @@ class IndexService:
                 prefix = self._prefix(sends.topic)
                 seed = crc32(prefix)
                 find, needles = property_bytes, UNIQ_KEY_NEEDLES
-                entries = [(crc32(uniq, seed) & _HASH_MASK, phys, ts)
+                entries = [(crc32(uniq, seed) & KEY_HASH_MASK, phys, ts)
                            for uniq, phys in zip([find(p, needles) for p in props], offsets) if uniq]
                 if dedup:
                     key = prefix + dedup
                     if opens_segment or self._dedup_run != (offsets[0], key):
-                        entries.insert(0, (crc32(key) & _HASH_MASK, offsets[0], ts))
+                        entries.insert(0, (crc32(key) & KEY_HASH_MASK, offsets[0], ts))
                     self._dedup_run = (end, key)
                 self.put_entries(entries)
                 return

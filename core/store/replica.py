@@ -30,6 +30,7 @@ from ..errors import DiskFull, StoreUnavailable
 from .commitlog import now_ms
 from .consume_queue import CQ_ENTRY, CQ_ENTRY_SIZE
 from .dispatch import StoreDispatch, _Dispatch
+from .index_file import KEY_HASH_MASK
 from .mapped_file import MappedFile
 from .replica_block import BLOCK_BYTES, plain_block
 from .record import (
@@ -57,7 +58,6 @@ _PLAIN_FIELDS = struct.Struct(">i4xqqi16xq20xi")
 # twice as fast as one starting with (?:^|\x02) here.
 _DISPATCHED_PROPS = re.compile(rb"\x02(TAGS|KEYS|UNIQ_KEY|DEDUP_KEY)\x01([^\x02]*)")
 _TAGS, _KEYS, _UNIQ_KEY = b"TAGS", b"KEYS", b"UNIQ_KEY"
-_HASH_MASK = 0x7FFFFFFF  # index_file.key_hash's
 # A pure cache of the fast path (cleared past _CACHED entries): a TAGS value (undecoded, None
 # for none) -> its tags code.
 _TAGS_CODES: dict[bytes | None, int] = {}
@@ -304,9 +304,9 @@ class StoreReplica(StoreDispatch):
                                 if keys:
                                     for k in keys.split(b" "):
                                         if k:
-                                            add_key((crc32(k, prefix) & _HASH_MASK, record_phys, store_ts))
+                                            add_key((crc32(k, prefix) & KEY_HASH_MASK, record_phys, store_ts))
                                 if uniq:
-                                    add_key((crc32(uniq, prefix) & _HASH_MASK, record_phys, store_ts))
+                                    add_key((crc32(uniq, prefix) & KEY_HASH_MASK, record_phys, store_ts))
                         else:
                             code = 0
                         entries = pack_entry(base + pos, total, code)

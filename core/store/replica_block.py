@@ -29,7 +29,7 @@ import numpy as np
 from rocketport.common.message import BORNHOST_V6_FLAG, INNER_BATCH_FLAG, STOREHOSTADDRESS_V6_FLAG
 from rocketport.common.tags import tags_code_of_value
 
-from .index_file import key_hashes
+from .index_file import KEY_HASH_MASK, key_hashes
 from .record import FIXED_SIZE, HEADER_SIZE, MESSAGE_MAGIC_CODE, SIZE_MAGIC
 from .record_head import record_head
 
@@ -38,7 +38,6 @@ BLOCK_MAX = 8192  # records a call takes at most (bounded arrays)
 # the bytes a read must have left from a position for a block to be tried there, and the
 # bytes the caller goes record by record after a failed try (a lag's small reads never try)
 BLOCK_BYTES = 32 << 10
-_HASH_MASK = 0x7FFFFFFF
 _IPV6_HOSTS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _CQ = np.dtype([("phys", ">i8"), ("size", ">i4"), ("code", ">i8")])  # consume_queue.CQ_ENTRY
 # each record's properties behind b"\x02\x03" (a marker: the match with group 1) and the
@@ -264,8 +263,8 @@ def _keys(topics: list[bytes], which: list[int], keys: dict[int, bytes], uniq: d
         if k:
             for part in k.split(b" "):
                 if part:
-                    add_key((crc32(part, c) & _HASH_MASK, ph, ts))
+                    add_key((crc32(part, c) & KEY_HASH_MASK, ph, ts))
         u = uniq.get(r)
         if u:
-            add_key((crc32(u, c) & _HASH_MASK, ph, ts))
+            add_key((crc32(u, c) & KEY_HASH_MASK, ph, ts))
     return out
