@@ -27,49 +27,30 @@ import tempfile
 import threading
 import time
 
-from procs import free_port, wait_for_port
+from procs import cpu_seconds, free_port, wait_for_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUEUES = 4
 BATCH = 1000  # topics per CreateTopics request
 
 
-def cpu_s(pid: int | None = None) -> float:
-    """CPU seconds (user + system) of ``pid``, or of this process and its threads: which
-    side of a phase was busy (librdkafka's per-topic work grows with the topic count)."""
-    if pid is None:
-        t = os.times()  # with the producer and consumer processes, once they have ended
-        return t.user + t.system + t.children_user + t.children_system
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def group_cpu_s(pgid: int) -> float:
-    """CPU seconds of the processes in process group ``pgid`` (a RabbitMQ node: its start
-    script, the Erlang VM and what that runs)."""
-    total = 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid:
-                total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+def own_cpu_s() -> float:
+    """CPU seconds (user + system) of this process and its threads, with the producer and
+    consumer processes once they have ended: the client's side of a phase (librdkafka's
+    per-topic work grows with the topic count)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 class Cpu:
     """The broker's and this client's CPU seconds over a phase."""
 
     def __init__(self, pid: int, group: bool = False) -> None:
-        self.broker_cpu = (lambda: group_cpu_s(pid)) if group else (lambda: cpu_s(pid))
-        self.broker, self.client = self.broker_cpu(), cpu_s()
+        self.broker_cpu = lambda: cpu_seconds(pid, group)  # group: a RabbitMQ node's process group
+        self.broker, self.client = self.broker_cpu(), own_cpu_s()
 
     def spent(self) -> dict[str, float]:
-        broker, client = self.broker_cpu(), cpu_s()
+        broker, client = self.broker_cpu(), own_cpu_s()
         spent = {"broker_cpu_s": round(broker - self.broker, 1), "client_cpu_s": round(client - self.client, 1)}
         self.broker, self.client = broker, client
         return spent
@@ -191,12 +172,11 @@ def settle(pid: int, busy_s: float = 0.05, interval: float = 0.5, bound: float =
     most ``bound``: CreateTopics answers before the broker's segment preparer has made every
     new queue's first ConsumeQueue file, and that background work belongs to creation, not
     to whichever phase comes next."""
-    read = group_cpu_s if group else cpu_s
     start = time.perf_counter()
-    last = read(pid)
+    last = cpu_seconds(pid, group)
     while time.perf_counter() - start < bound:
         time.sleep(interval)
-        now = read(pid)
+        now = cpu_seconds(pid, group)
         if now - last < busy_s:
             break
         last = now
