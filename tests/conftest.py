@@ -28,6 +28,7 @@ def small_config(tmp_path) -> BrokerConfig:
 _SHARED_SERVERS = {"rabbitmq": "rabbitmq", "rocketport": "rabbitmq", "spark": "spark"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Group tests for ``--dist loadgroup``: by session server, else by module (whose
     module-scoped brokers then start once)."""
